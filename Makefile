@@ -1,0 +1,58 @@
+# Two commands do all the set-up on a fresh machine: `make run` and `make test`.
+# Set-up is idempotent: the venv is rebuilt only when the lock file changes.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+UV_VERSION := 0.13.8
+DEBIAN_PACKAGES := kcat
+CONFIG ?= config/server.properties
+
+.PHONY: setup system-packages run test lint format typecheck unit bench generate clean
+
+setup: $(STAMP) system-packages
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet uv==$(UV_VERSION)
+	$(BIN)/uv pip sync --quiet --python $(BIN)/python requirements.lock
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
+	touch $(STAMP)
+
+# Debian tools the interop tests drive (kcat); installed only when missing.
+system-packages:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+run: setup
+	$(BIN)/broker serve $(CONFIG)
+
+lint: $(STAMP)
+	$(BIN)/ruff check broker tests tools bench
+	$(BIN)/ruff format --check broker tests tools bench
+
+format: $(STAMP)
+	$(BIN)/ruff format broker tests tools bench
+	$(BIN)/ruff check --fix broker tests tools bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/pytest -q
+
+test: setup lint typecheck unit
+
+generate: $(STAMP)
+	$(BIN)/python tools/generate_protocol.py
+
+bench: setup
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,94 @@
+"""`broker` command line: `broker serve [server.properties] [--override key=value ...]`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+import trio
+
+from broker.config import BrokerConfig, ConfigError, load_config
+from broker.server import KafkaServer
+
+log = logging.getLogger("broker")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="broker", description="A Kafka-compatible broker on Trio.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser(
+        "serve",
+        help="run the broker in the foreground",
+        description="Run the broker. Config uses Kafka's names and server.properties format.",
+        epilog="example: broker serve config/server.properties --override num.io.threads=4",
+    )
+    serve.add_argument("config", nargs="?", help="a server.properties file")
+    serve.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a config key, after the file (repeatable)",
+    )
+    serve.add_argument("--log-level", default="INFO", help="root log level (default INFO)")
+    return parser
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s [%(name)s] %(message)s",
+        stream=sys.stderr,
+    )
+
+
+async def serve(config: BrokerConfig) -> None:
+    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+    server = KafkaServer(config)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.run)
+
+            async def stop_on_signal() -> None:
+                async for signum in signals:
+                    log.info("received %s", signal.Signals(signum).name)
+                    server.shutdown()
+                    return
+
+            nursery.start_soon(stop_on_signal)
+            await server.stopped.wait()
+            nursery.cancel_scope.cancel()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    configure_logging(args.log_level)
+    try:
+        config = load_config(args.config, args.override)
+    except (ConfigError, OSError) as exc:
+        log.error("invalid configuration: %s", exc)
+        return 2
+    for key, value in config.effective().items():
+        log.info("config %s = %s", key, value)
+    failure: BaseException | None = None
+    try:
+        trio.run(serve, config)
+    except* OSError as group:
+        failure = _first_leaf(group)
+    if failure is not None:
+        log.error("fatal error during startup: %s", failure)
+        return 1
+    return 0
+
+
+def _first_leaf(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""A minimal Kafka client connection on our own codec and Trio.
+
+Used by the test client, the benchmarks and the pipeline. It speaks to one
+broker over one socket, matching responses to requests by correlation id, so
+requests may be pipelined: `send()` several, then `receive()` them in order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections import deque
+from typing import Any
+
+import trio
+
+from broker.protocol.api import (
+    RequestHeader,
+    decode_response,
+    encode_request,
+)
+
+_SIZE = struct.Struct(">i")
+
+
+class ConnectionClosed(Exception):
+    """The broker closed the connection before answering."""
+
+
+class KafkaConnection:
+    """One TCP connection to a broker; not safe for concurrent use by several tasks."""
+
+    def __init__(self, stream: trio.abc.Stream, client_id: str | None = "trio-kafka-client") -> None:
+        self.stream = stream
+        self.client_id = client_id
+        self._correlation = itertools.count(1)
+        self._pending: deque[tuple[int, int, int]] = deque()
+        self._buffer = bytearray()
+
+    @classmethod
+    async def connect(
+        cls, host: str, port: int, client_id: str | None = "trio-kafka-client"
+    ) -> KafkaConnection:
+        stream = await trio.open_tcp_stream(host, port)
+        return cls(stream, client_id)
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+    async def __aenter__(self) -> KafkaConnection:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def request(self, body: Any, version: int) -> Any:
+        """Send one request and return its decoded response body."""
+        await self.send(body, version)
+        _, response = await self.receive()
+        return response
+
+    async def send(self, body: Any, version: int, correlation_id: int | None = None) -> int:
+        """Write a request; returns its correlation id."""
+        api_key = int(body.API_KEY)
+        cid = next(self._correlation) if correlation_id is None else correlation_id
+        header = RequestHeader(
+            api_key=api_key,
+            api_version=version,
+            correlation_id=cid,
+            client_id=self.client_id,
+        )
+        chunks = encode_request(header, body)
+        await self.stream.send_all(b"".join(chunks))
+        self._pending.append((cid, api_key, version))
+        return cid
+
+    async def send_raw(self, frame: bytes) -> None:
+        """Write bytes as they are (for tests of bad input)."""
+        await self.stream.send_all(frame)
+
+    async def receive(self) -> tuple[int, Any]:
+        """The next response, decoded with the api key and version of its request."""
+        frame = await self.receive_frame()
+        cid, api_key, version = self._pending.popleft()
+        correlation_id, body = decode_response(api_key, version, frame)
+        if correlation_id != cid:
+            raise ValueError(f"response correlation id {correlation_id}, expected {cid}")
+        return correlation_id, body
+
+    async def receive_frame(self) -> bytes:
+        """One size-prefixed frame's payload; ConnectionClosed at end of stream."""
+        while True:
+            if len(self._buffer) >= 4:
+                (size,) = _SIZE.unpack_from(self._buffer)
+                if len(self._buffer) >= 4 + size:
+                    frame = bytes(self._buffer[4 : 4 + size])
+                    del self._buffer[: 4 + size]
+                    return frame
+            data = await self.stream.receive_some(1 << 20)
+            if not data:
+                raise ConnectionClosed("connection closed by the broker")
+            self._buffer += data

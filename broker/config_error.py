@@ -1,0 +1,11 @@
+"""The config error type, in its own module so that `broker.config` and
+`broker.net.endpoint` can both raise it without importing each other in a cycle."""
+
+
+class ConfigError(ValueError):
+    """A broker configuration value is missing, malformed or inconsistent.
+
+    The message always starts with the offending key, e.g.
+    ``num.network.threads: must be >= 1, got 0``, so that an operator can find
+    the line in server.properties without reading a traceback.
+    """

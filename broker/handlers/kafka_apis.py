@@ -1,0 +1,118 @@
+"""KafkaApis: dispatch by api key, and turn outcomes into responses.
+
+Handlers only ever return bodies (or the outcomes in api_handler); encoding,
+response headers, the ApiVersions header-v0 rule, error responses for
+exceptions and the local-completion timestamps live here, once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import trio
+
+from broker.handlers.api_handler import ApiHandler, CloseConnection, Deferred, NoResponse
+from broker.net.request import (
+    CloseConnectionResponse,
+    NoOpResponse,
+    Request,
+    SendResponse,
+)
+from broker.net.request_channel import RequestChannel
+from broker.protocol.api import API_NAMES, encode_response
+from broker.protocol.error_codes import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+class KafkaApis:
+    """The API layer shared by every handler of every plane."""
+
+    def __init__(self, handlers: Iterable[ApiHandler]) -> None:
+        self._handlers: dict[int, ApiHandler] = {h.api_key: h for h in handlers}
+        self._deferred: trio.Nursery | None = None
+
+    def add_handler(self, handler: ApiHandler) -> None:
+        self._handlers[handler.api_key] = handler
+
+    def supported_versions(self) -> dict[int, tuple[int, int]]:
+        """What ApiVersions advertises: exactly the versions the handlers implement."""
+        return {key: (h.min_version, h.max_version) for key, h in sorted(self._handlers.items())}
+
+    def is_enabled(self, api_key: int, api_version: int) -> bool:
+        handler = self._handlers.get(api_key)
+        return handler is not None and handler.min_version <= api_version <= handler.max_version
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Own the nursery where deferred responses wait; runs until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._deferred = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    async def handle(self, request: Request, channel: RequestChannel) -> None:
+        handler = self._handlers[request.api_key]
+        try:
+            outcome = await handler.handle(request)
+        except Exception as exc:
+            self._answer_error(handler, request, channel, exc)
+            return
+        request.api_local_complete_ns = time.perf_counter_ns()
+        if isinstance(outcome, Deferred):
+            if self._deferred is None:
+                raise RuntimeError("KafkaApis.run() is not running")
+            self._deferred.start_soon(self._complete_deferred, handler, request, channel, outcome)
+            return
+        self._send(handler, request, channel, outcome)
+
+    async def _complete_deferred(
+        self, handler: ApiHandler, request: Request, channel: RequestChannel, deferred: Deferred
+    ) -> None:
+        try:
+            outcome = await deferred.wait()
+        except Exception as exc:
+            self._answer_error(handler, request, channel, exc)
+            return
+        self._send(handler, request, channel, outcome)
+
+    def _send(self, handler: ApiHandler, request: Request, channel: RequestChannel, outcome: Any) -> None:
+        request.response_complete_ns = time.perf_counter_ns()
+        if not request.api_local_complete_ns:
+            request.api_local_complete_ns = request.response_complete_ns
+        if isinstance(outcome, NoResponse):
+            channel.send_response(NoOpResponse(request))
+        elif isinstance(outcome, CloseConnection):
+            log.info(
+                "closing connection %s: %s", request.context.connection_id, outcome.reason
+            )
+            channel.send_response(CloseConnectionResponse(request))
+        else:
+            version = 0 if request.unsupported_version else request.api_version
+            chunks = encode_response(request.api_key, version, request.correlation_id, outcome)
+            throttle_ms = getattr(outcome, "throttle_time_ms", 0) or 0
+            if throttle_ms > 0:
+                channel.start_throttling(request, throttle_ms)
+            channel.send_response(SendResponse(request, chunks, log_body=outcome))
+
+    def _answer_error(
+        self, handler: ApiHandler, request: Request, channel: RequestChannel, exc: Exception
+    ) -> None:
+        """Kafka's getErrorResponse: the error on every item, or a close if there is none."""
+        error_code = getattr(exc, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
+        name = API_NAMES.get(request.api_key, str(request.api_key))
+        if error_code == ErrorCode.UNKNOWN_SERVER_ERROR:
+            log.exception("error handling %s request %s", name, request.header)
+        else:
+            log.info("%s request failed: %s (%s)", name, exc, ErrorCode(error_code).name)
+        try:
+            body = handler.error_response(request, int(error_code))
+        except Exception:
+            log.exception("error building the %s error response", name)
+            body = None
+        if body is None:
+            self._send(handler, request, channel, CloseConnection(f"{name} failed: {exc}"))
+        else:
+            self._send(handler, request, channel, body)

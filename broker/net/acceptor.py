@@ -1,0 +1,176 @@
+"""Acceptor: one per listener; admits connections and hands them to processors.
+
+Admission follows Kafka (spec §3.4): wait for a free slot and the
+connection-creation rate (blocking this listener's accepts), then count the
+connection per IP and reject it at once when the IP is over its limit.
+Hand-off is round-robin over the listener's processors, each with a bounded
+queue of 20: every processor is offered the connection without waiting, and
+only when all are full does the acceptor wait on the last one.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+import time
+
+import trio
+
+from broker.metrics import Meter
+from broker.net.connection_quotas import ConnectionQuotas
+from broker.net.endpoint import Endpoint
+from broker.net.processor import NewConnection, Processor
+
+log = logging.getLogger(__name__)
+
+# Out of file descriptors or kernel memory: the same answer as Trio's
+# serve_listeners: log, back off briefly, keep the listener.
+_OVERLOAD_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+_OVERLOAD_SLEEP_S = 0.1
+
+
+class Acceptor:
+    """Owns a bound listening socket; runs until cancelled."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        listen_socket: trio.socket.SocketType,
+        processors: list[Processor],
+        quotas: ConnectionQuotas,
+        send_buffer_bytes: int,
+        blocked_meter: Meter,
+    ) -> None:
+        self.endpoint = endpoint
+        self._socket = listen_socket
+        self.processors = processors
+        self._quotas = quotas
+        self._send_buffer_bytes = send_buffer_bytes
+        self._blocked = blocked_meter
+        self._next = 0
+        self._scope = trio.CancelScope()
+
+    @property
+    def bound_port(self) -> int:
+        return int(self._socket.getsockname()[1])
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Accept until stopped; the listening socket is closed on exit."""
+        with self._scope, self._socket:
+            task_status.started()
+            while True:
+                await self._accept_one()
+
+    def stop(self) -> None:
+        self._scope.cancel()
+
+    async def _accept_one(self) -> None:
+        try:
+            sock, _ = await self._socket.accept()
+        except OSError as exc:
+            if exc.errno in _OVERLOAD_ERRNOS:
+                log.error(
+                    "accept on %s failed (%s); sleeping %.1fs",
+                    self.endpoint.listener_name,
+                    errno.errorcode.get(exc.errno or 0, "?"),
+                    _OVERLOAD_SLEEP_S,
+                )
+                await trio.sleep(_OVERLOAD_SLEEP_S)
+                return
+            raise
+        listener = self.endpoint.listener_name
+        try:
+            started = time.perf_counter_ns()
+            await self._quotas.wait_for_slot(listener)
+            self._blocked.mark(time.perf_counter_ns() - started)
+            remote = sock.getpeername()
+            local = sock.getsockname()
+        except OSError:
+            sock.close()
+            return
+        except BaseException:
+            sock.close()
+            raise
+        if not self._quotas.admit(listener, remote[0]):
+            log.info("rejected connection from %s: max.connections.per.ip reached", remote[0])
+            sock.close()
+            return
+        try:
+            self._configure(sock)
+            connection = NewConnection(
+                stream=trio.SocketStream(sock),
+                listener_name=listener,
+                security_protocol=self.endpoint.security_protocol,
+                local_address=(str(local[0]), int(local[1])),
+                remote_address=(str(remote[0]), int(remote[1])),
+            )
+        except OSError as exc:
+            log.info("dropping connection from %s: %s", remote[0], exc)
+            self._quotas.release(listener, remote[0])
+            sock.close()
+            return
+        await self._assign(connection)
+
+    def _configure(self, sock: trio.socket.SocketType) -> None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if self._send_buffer_bytes != -1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer_bytes)
+
+    async def _assign(self, connection: NewConnection) -> None:
+        """Round-robin, never waiting unless every processor's queue is full."""
+        processors = self.processors
+        count = len(processors)
+        last = processors[self._next % count]
+        for attempt in range(count):
+            last = processors[(self._next + attempt) % count]
+            if last.try_accept(connection):
+                self._next = (self._next + attempt + 1) % count
+                return
+        started = time.perf_counter_ns()
+        try:
+            await last.accept(connection)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            self._quotas.release(connection.listener_name, connection.remote_address[0])
+            await trio.aclose_forcefully(connection.stream)
+        finally:
+            self._blocked.mark(time.perf_counter_ns() - started)
+        self._next = (self._next + count) % max(len(self.processors), 1)
+
+
+async def bind_listener(
+    endpoint: Endpoint, backlog: int, receive_buffer_bytes: int
+) -> trio.socket.SocketType:
+    """Bind a listener's socket, SO_RCVBUF set before bind so accepted sockets inherit it.
+
+    An empty host binds the wildcard address (dual-stack where IPv6 exists).
+    Raises OSError with Kafka's message on failure; there is no retry.
+    """
+    host = endpoint.host
+    try:
+        if host == "":
+            family = socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET
+            address: tuple[str, int] = ("::" if family == socket.AF_INET6 else "0.0.0.0", endpoint.port)
+        else:
+            infos = await trio.socket.getaddrinfo(
+                host, endpoint.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
+            family, _, _, _, sockaddr = infos[0]
+            address = (str(sockaddr[0]), int(sockaddr[1]))
+        sock = trio.socket.socket(family, socket.SOCK_STREAM)
+    except OSError as exc:
+        raise OSError(exc.errno, f"Socket server failed to bind to {host}:{endpoint.port}: {exc.strerror or exc}") from exc
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6 and host == "":
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        if receive_buffer_bytes != -1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer_bytes)
+        await sock.bind(address)
+        sock.listen(backlog)
+    except OSError as exc:
+        sock.close()
+        raise OSError(
+            exc.errno, f"Socket server failed to bind to {host}:{endpoint.port}: {exc.strerror or exc}"
+        ) from exc
+    return sock

@@ -1,0 +1,81 @@
+"""One client connection as a processor sees it.
+
+The byte stream is any `trio.abc.Stream`, so TLS or SASL can wrap it later
+without the processor noticing. The mute state machine is the per-connection
+capacity limiter: a request is read only from NOT_MUTED, and the connection
+returns there only after the response is written (or a no-op processed) and
+any throttle period has ended, so one request is in flight at a time.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import trio
+
+from broker.net.frame_decoder import FrameDecoder
+from broker.net.mute_state import ChannelMuteStateMachine
+from broker.net.request import ClientInformation, Request, Response
+
+
+class Connection:
+    """State of one accepted connection; owned by exactly one processor task."""
+
+    __slots__ = (
+        "client_information",
+        "closing",
+        "decoder",
+        "id",
+        "idle_timeout_s",
+        "in_flight",
+        "last_active",
+        "listener_name",
+        "local_address",
+        "mute",
+        "read_scope",
+        "remote_address",
+        "responses_in",
+        "responses_out",
+        "scope",
+        "stream",
+    )
+
+    def __init__(
+        self,
+        connection_id: str,
+        stream: trio.abc.Stream,
+        listener_name: str,
+        local_address: tuple[str, int],
+        remote_address: tuple[str, int],
+        max_request_size: int,
+        idle_timeout_ms: int,
+    ) -> None:
+        self.id = connection_id
+        self.stream = stream
+        self.listener_name = listener_name
+        self.local_address = local_address
+        self.remote_address = remote_address
+        self.decoder = FrameDecoder(max_request_size)
+        self.mute = ChannelMuteStateMachine()
+        self.client_information = ClientInformation()
+        self.in_flight: Request | None = None
+        self.closing = False
+        # Responses routed here by the processor; unbounded because at most one
+        # request is in flight, so at most a handful of responses can queue.
+        self.responses_out, self.responses_in = trio.open_memory_channel[Response](math.inf)
+        self.idle_timeout_s = idle_timeout_ms / 1000 if idle_timeout_ms >= 0 else math.inf
+        self.scope = trio.CancelScope()
+        self.read_scope: trio.CancelScope | None = None
+        self.last_active = time.monotonic()
+        self.touch()
+
+    def touch(self) -> None:
+        """Record activity: pushes the idle-expiry deadline out."""
+        self.last_active = time.monotonic()
+        if self.idle_timeout_s != math.inf:
+            self.scope.deadline = trio.current_time() + self.idle_timeout_s
+
+    @property
+    def remote_ip(self) -> str:
+        return self.remote_address[0]

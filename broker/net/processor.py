@@ -1,0 +1,415 @@
+"""Processor: owns a set of connections, reads requests and writes responses.
+
+Kafka's processor thread becomes a task with its own nursery: one child task
+per connection, plus one task that routes responses from the processor's
+response queue to the connection they belong to. A connection task reads one
+frame, hands the request to the request channel, then waits for its response
+before it reads again, so pipelined requests are answered strictly in order
+and a slow request only ever delays its own connection.
+
+Errors tied to one connection close that connection (and are logged); they
+never escape the processor.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections.abc import Callable, Sequence
+
+import attrs
+import trio
+
+from broker.net.connection import Connection
+from broker.net.connection_quotas import ConnectionQuotas
+from broker.net.frame_decoder import InvalidFrameSize
+from broker.net.memory_pool import MemoryPool
+from broker.net.mute_state import IllegalMuteTransition, MuteEvent, MuteState
+from broker.net.request import (
+    Buffer,
+    ClientInformation,
+    CloseConnectionResponse,
+    EndThrottlingResponse,
+    NoOpResponse,
+    Request,
+    RequestContext,
+    Response,
+    SendResponse,
+    StartThrottlingResponse,
+)
+from broker.net.request_channel import RequestChannel
+from broker.net.request_metrics import RequestMetrics
+from broker.protocol.api import decode_request, decode_request_header
+from broker.protocol.errors import DecodeError
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS_KEY = 18
+NEW_CONNECTION_QUEUE_SIZE = 20
+_RECEIVE_CHUNK = 65536
+_MAX_RECEIVE = 1 << 20
+_COALESCE_LIMIT = 256 * 1024
+_SOFTWARE_FIELD = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+@attrs.frozen
+class NewConnection:
+    """An accepted, admitted connection on its way to a processor."""
+
+    stream: trio.abc.Stream
+    listener_name: str
+    security_protocol: str
+    local_address: tuple[str, int]
+    remote_address: tuple[str, int]
+
+
+@attrs.frozen
+class ProcessorSettings:
+    """The configuration a processor reads, resolved once per listener."""
+
+    max_request_size: int
+    idle_timeout_ms: int
+    protected_listener: bool = False
+
+
+class _CloseConnection(Exception):
+    """Internal: stop serving this connection (already logged)."""
+
+
+def valid_client_software(value: str) -> bool:
+    """KIP-511's rule for ApiVersions client software name and version."""
+    return _SOFTWARE_FIELD.fullmatch(value) is not None
+
+
+class Processor:
+    """One of `num.network.threads` processors of a listener."""
+
+    def __init__(
+        self,
+        processor_id: int,
+        settings: ProcessorSettings,
+        channel: RequestChannel,
+        quotas: ConnectionQuotas,
+        memory_pool: MemoryPool,
+        request_metrics: RequestMetrics,
+        is_enabled: Callable[[int, int], bool],
+    ) -> None:
+        self.id = processor_id
+        self._settings = settings
+        self._channel = channel
+        self._quotas = quotas
+        self._pool = memory_pool
+        self._metrics = request_metrics
+        self._is_enabled = is_enabled
+        self._new_send, self._new_receive = trio.open_memory_channel[NewConnection](
+            NEW_CONNECTION_QUEUE_SIZE
+        )
+        self._responses = channel.add_processor(processor_id)
+        self.connections: dict[str, Connection] = {}
+        self._index = 0
+        self._draining = False
+        self._drained = trio.Event()
+        self._scope = trio.CancelScope()
+        self._busy_ns = 0
+        self._started_ns = time.perf_counter_ns()
+        self.connections_created = 0
+        self.connections_closed = 0
+
+    # -- hand-off from the acceptor ------------------------------------------
+    def try_accept(self, connection: NewConnection) -> bool:
+        """Offer a connection without waiting; False when the queue is full."""
+        try:
+            self._new_send.send_nowait(connection)
+        except trio.WouldBlock:
+            return False
+        return True
+
+    async def accept(self, connection: NewConnection) -> None:
+        """Queue a connection, waiting for room."""
+        await self._new_send.send(connection)
+
+    # -- lifecycle --------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve connections until cancelled; every connection is closed on exit."""
+        with self._scope:
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._route_responses)
+                    task_status.started()
+                    async for new in self._new_receive:
+                        self._register(nursery, new)
+            finally:
+                self._channel.remove_processor(self.id)
+                self._drained.set()
+
+    def shutdown(self) -> None:
+        """Close every connection now (resize down, or shutdown deadline)."""
+        self._scope.cancel()
+
+    async def drain(self) -> None:
+        """Stop reading new requests; return once in-flight ones are answered."""
+        self._draining = True
+        self._new_send.close()
+        for connection in list(self.connections.values()):
+            if connection.read_scope is not None:
+                connection.read_scope.cancel()
+        if not self.connections:
+            self.shutdown()
+        await self._drained.wait()
+
+    # -- connections --------------------------------------------------------------
+    def _register(self, nursery: trio.Nursery, new: NewConnection) -> None:
+        if self._draining:
+            nursery.start_soon(trio.aclose_forcefully, new.stream)
+            self._quotas.release(new.listener_name, new.remote_address[0])
+            return
+        local_ip, local_port = new.local_address[:2]
+        remote_ip, remote_port = new.remote_address[:2]
+        connection_id = f"{local_ip}:{local_port}-{remote_ip}:{remote_port}-{self.id}-{self._index}"
+        self._index = 0 if self._index == 2**31 - 1 else self._index + 1
+        connection = Connection(
+            connection_id,
+            new.stream,
+            new.listener_name,
+            (local_ip, local_port),
+            (remote_ip, remote_port),
+            self._settings.max_request_size,
+            self._settings.idle_timeout_ms,
+        )
+        self.connections[connection_id] = connection
+        self.connections_created += 1
+        nursery.start_soon(self._serve, connection, new.security_protocol)
+        if not self._settings.protected_listener and self._quotas.max_connections_exceeded():
+            self._close_excess_connection()
+
+    def _close_excess_connection(self) -> None:
+        """Spec §3.5: close one connection, the closing or least recently active first."""
+        candidates = sorted(
+            self.connections.values(), key=lambda c: (not c.closing, c.last_active)
+        )
+        if candidates:
+            victim = candidates[0]
+            log.info("closing connection %s: broker max.connections exceeded", victim.id)
+            victim.closing = True
+            victim.scope.cancel()
+
+    async def _serve(self, connection: Connection, security_protocol: str) -> None:
+        """Read, queue, await the response, write; until EOF, error or shutdown."""
+        idle = False
+        try:
+            with connection.scope:
+                while not self._draining:
+                    request = await self._read_request(connection, security_protocol)
+                    if request is None:
+                        break
+                    if not await self._dispatch(connection, request):
+                        break
+            idle = connection.scope.cancelled_caught and not connection.closing
+        except InvalidFrameSize as exc:
+            log.warning("closing connection %s: %s", connection.id, exc)
+        except (DecodeError, _CloseConnection, IllegalMuteTransition) as exc:
+            log.info("closing connection %s: %s", connection.id, exc)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            log.debug("connection %s lost: %r", connection.id, exc)
+        finally:
+            await self._close(connection)
+        if idle:
+            log.info("closed idle connection %s", connection.id)
+
+    async def _read_request(self, connection: Connection, security_protocol: str) -> Request | None:
+        """The next request of the connection, or None at end of stream / shutdown."""
+        with trio.CancelScope() as scope:
+            connection.read_scope = scope
+            frame_and_memory = await self._receive_frame(connection)
+        connection.read_scope = None
+        if scope.cancelled_caught or frame_and_memory is None:
+            return None
+        frame, memory = frame_and_memory
+        started = time.perf_counter_ns()
+        try:
+            request = self._parse(connection, security_protocol, frame, memory)
+        except BaseException:
+            if memory:
+                self._pool.release(memory)
+            raise
+        self._busy_ns += time.perf_counter_ns() - started
+        return request
+
+    async def _receive_frame(self, connection: Connection) -> tuple[bytes, int] | None:
+        """One whole frame, with the memory-pool bytes it holds."""
+        decoder = connection.decoder
+        allocated = 0
+        try:
+            while True:
+                size = decoder.next_size()
+                if size is not None and not allocated and not self._pool.is_unbounded:
+                    while not self._pool.try_allocate(size):
+                        await self._pool.wait_until_available()
+                    allocated = size
+                frame = decoder.next_frame()
+                if frame is not None:
+                    return frame, allocated
+                want = min(max(decoder.missing(), _RECEIVE_CHUNK), _MAX_RECEIVE)
+                data = await connection.stream.receive_some(want)
+                if not data:
+                    if allocated:
+                        self._pool.release(allocated)
+                    return None
+                connection.touch()
+                decoder.feed(data)
+        except BaseException:
+            if allocated:
+                self._pool.release(allocated)
+            raise
+
+    def _parse(
+        self, connection: Connection, security_protocol: str, frame: bytes, memory: int
+    ) -> Request:
+        header, offset = decode_request_header(frame)
+        api_key = header.api_key
+        version = header.api_version
+        unsupported = False
+        body = None
+        if api_key == API_VERSIONS_KEY and not self._is_enabled(api_key, version):
+            # KIP-511: answer with a v0 body instead of closing.
+            unsupported = True
+        elif not self._is_enabled(api_key, version):
+            raise _CloseConnection(f"unsupported api key {api_key} version {version}")
+        else:
+            body = decode_request(header, frame, offset)
+            if api_key == API_VERSIONS_KEY and version >= 3:
+                self._record_client_information(connection, body)
+        context = RequestContext(
+            connection_id=connection.id,
+            processor_id=self.id,
+            listener_name=connection.listener_name,
+            security_protocol=security_protocol,
+            client_address=connection.remote_address[0],
+            client_port=connection.remote_address[1],
+            client_information=connection.client_information,
+        )
+        request = Request(
+            header=header,
+            body=body,
+            context=context,
+            size_bytes=len(frame) - offset,
+            memory_bytes=memory,
+            unsupported_version=unsupported,
+        )
+        if memory:
+            pool = self._pool
+            request.release = lambda: pool.release(memory)
+        return request
+
+    @staticmethod
+    def _record_client_information(connection: Connection, body: object) -> None:
+        name = getattr(body, "client_software_name", "") or ""
+        version = getattr(body, "client_software_version", "") or ""
+        if valid_client_software(name) and valid_client_software(version):
+            connection.client_information = ClientInformation(name, version)
+
+    async def _dispatch(self, connection: Connection, request: Request) -> bool:
+        """Queue the request and serve its responses until the connection unmutes.
+
+        Returns False when the connection must close.
+        """
+        connection.mute.mute()
+        connection.in_flight = request
+        await self._channel.send_request(request)
+        connection.mute.handle_event(MuteEvent.REQUEST_RECEIVED)
+        while connection.mute.state is not MuteState.NOT_MUTED:
+            response = await connection.responses_in.receive()
+            if not await self._apply(connection, response):
+                return False
+            connection.mute.maybe_unmute()
+        connection.in_flight = None
+        return True
+
+    async def _apply(self, connection: Connection, response: Response) -> bool:
+        request = response.request
+        if isinstance(response, SendResponse):
+            request.response_dequeue_ns = time.perf_counter_ns()
+            await self._write(connection, response.chunks)
+            connection.touch()
+            if response.on_complete is not None:
+                response.on_complete()
+            self._metrics.record(request, response)
+            connection.mute.handle_event(MuteEvent.RESPONSE_SENT)
+        elif isinstance(response, NoOpResponse):
+            request.response_dequeue_ns = time.perf_counter_ns()
+            self._metrics.record(request, response)
+            connection.mute.handle_event(MuteEvent.RESPONSE_SENT)
+        elif isinstance(response, CloseConnectionResponse):
+            request.response_dequeue_ns = time.perf_counter_ns()
+            self._metrics.record(request, response)
+            log.info("closing connection %s as the api layer asked", connection.id)
+            return False
+        elif isinstance(response, StartThrottlingResponse):
+            connection.mute.handle_event(MuteEvent.THROTTLE_STARTED)
+        elif isinstance(response, EndThrottlingResponse):
+            connection.mute.handle_event(MuteEvent.THROTTLE_ENDED)
+        return True
+
+    async def _write(self, connection: Connection, chunks: Sequence[Buffer]) -> None:
+        """Write a response; small chunks are joined, large payloads sent as they are."""
+        started = time.perf_counter_ns()
+        stream = connection.stream
+        if len(chunks) == 1:
+            await stream.send_all(chunks[0])
+        else:
+            pending: list[Buffer] = []
+            pending_size = 0
+            for chunk in chunks:
+                if len(chunk) >= _COALESCE_LIMIT:
+                    if pending:
+                        await stream.send_all(b"".join(pending))
+                        pending, pending_size = [], 0
+                    await stream.send_all(chunk)
+                else:
+                    pending.append(chunk)
+                    pending_size += len(chunk)
+            if pending:
+                await stream.send_all(b"".join(pending))
+        self._busy_ns += time.perf_counter_ns() - started
+
+    async def _close(self, connection: Connection) -> None:
+        """The one close path: every way out of `_serve` ends here."""
+        if self.connections.pop(connection.id, None) is None:
+            return
+        connection.closing = True
+        connection.responses_out.close()
+        self._quotas.release(connection.listener_name, connection.remote_ip)
+        self.connections_closed += 1
+        await trio.aclose_forcefully(connection.stream)
+        if self._draining and not self.connections:
+            self.shutdown()
+
+    async def _route_responses(self) -> None:
+        """Hand each response to its connection; responses for closed ones are dropped."""
+        async for response in self._responses:
+            connection = self.connections.get(response.request.context.connection_id)
+            if connection is None:
+                if isinstance(response, (SendResponse, NoOpResponse, CloseConnectionResponse)):
+                    response.request.response_dequeue_ns = time.perf_counter_ns()
+                    self._metrics.record(response.request, response)
+                continue
+            connection.responses_out.send_nowait(response)
+
+    # -- metrics ------------------------------------------------------------
+    def idle_fraction(self) -> float:
+        """Share of time since the last call that the processor spent not working."""
+        now = time.perf_counter_ns()
+        elapsed = max(now - self._started_ns, 1)
+        busy = min(self._busy_ns, elapsed)
+        self._started_ns, self._busy_ns = now, 0
+        return 1.0 - busy / elapsed
+
+    def connection_count(self) -> int:
+        return len(self.connections)
+
+
+def idle_percent_mean(values: Sequence[float]) -> float:
+    """NetworkProcessorAvgIdlePercent: 1.0 when there are no processors."""
+    return math.fsum(values) / len(values) if values else 1.0

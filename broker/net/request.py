@@ -1,0 +1,131 @@
+"""What travels through the request channel: requests in, responses out.
+
+A request carries its connection's context so that handlers never need to
+reach back into the processor, and timestamps so that the per-API latency
+metrics (queue, local, remote, response-queue, send, total) can be derived
+when the response completes, as Kafka's RequestChannel does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from broker.protocol.api import RequestHeader
+
+Buffer = bytes | bytearray | memoryview
+
+
+@attrs.frozen
+class ClientInformation:
+    """Client software name and version from ApiVersions v3+ (KIP-511)."""
+
+    software_name: str = "unknown"
+    software_version: str = "unknown"
+
+
+@attrs.frozen
+class RequestContext:
+    """Who sent a request and through which listener."""
+
+    connection_id: str
+    processor_id: int
+    listener_name: str
+    security_protocol: str
+    client_address: str
+    client_port: int
+    client_information: ClientInformation
+    principal: str = "User:ANONYMOUS"
+
+
+@attrs.define(slots=True, eq=False)
+class Request:
+    """One decoded request; timing fields are filled in as it moves along.
+
+    `body` is None only for an ApiVersions request of an unsupported version,
+    whose body Kafka deliberately leaves unparsed (`unsupported_version`).
+    `memory_bytes` is what the request holds in the memory pool; the handler
+    pool releases it once the API layer is done with the request.
+    """
+
+    header: RequestHeader
+    body: Any
+    context: RequestContext
+    size_bytes: int
+    memory_bytes: int = 0
+    unsupported_version: bool = False
+    start_ns: int = attrs.field(factory=time.perf_counter_ns)
+    dequeue_ns: int = 0
+    api_local_complete_ns: int = 0
+    response_complete_ns: int = 0
+    response_dequeue_ns: int = 0
+    throttle_ms: int = 0
+    release: Callable[[], None] | None = None
+
+    @property
+    def api_key(self) -> int:
+        return self.header.api_key
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def correlation_id(self) -> int:
+        return self.header.correlation_id
+
+    def release_memory(self) -> None:
+        """Give the request's bytes back to the memory pool, at most once."""
+        release, self.release = self.release, None
+        if release is not None:
+            release()
+
+
+@attrs.frozen
+class SendResponse:
+    """Write `chunks` (a whole size-prefixed frame) to the connection."""
+
+    request: Request
+    chunks: Sequence[Buffer]
+    on_complete: Callable[[], None] | None = None
+    log_body: Any = None
+
+
+@attrs.frozen
+class NoOpResponse:
+    """Nothing to write (acks=0 produce), but the request is complete."""
+
+    request: Request
+
+
+@attrs.frozen
+class CloseConnectionResponse:
+    """Close the connection instead of answering (e.g. a failed acks=0 produce)."""
+
+    request: Request
+
+
+@attrs.frozen
+class StartThrottlingResponse:
+    """The channel stays muted after the response until EndThrottling."""
+
+    request: Request
+
+
+@attrs.frozen
+class EndThrottlingResponse:
+    """The throttle period of the request is over."""
+
+    request: Request
+
+
+Response = (
+    SendResponse
+    | NoOpResponse
+    | CloseConnectionResponse
+    | StartThrottlingResponse
+    | EndThrottlingResponse
+)

@@ -1,0 +1,105 @@
+"""Request handler pool: M tasks taking requests from the channel to the API layer.
+
+All handlers share one channel, so consecutive requests of a connection may
+run on different handlers; ordering comes from the processor's one-in-flight
+rule. The pool can grow and shrink while running (`num.io.threads`): a
+removed handler finishes the request it holds, and is interrupted only while
+it waits for the next one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Protocol
+
+import trio
+
+from broker.net.request import Request
+from broker.net.request_channel import RequestChannel
+
+log = logging.getLogger(__name__)
+
+
+class ApiLayer(Protocol):
+    async def handle(self, request: Request, channel: RequestChannel) -> None: ...
+
+
+class _Handler:
+    __slots__ = ("id", "stopped", "wait_scope")
+
+    def __init__(self, handler_id: int) -> None:
+        self.id = handler_id
+        self.stopped = False
+        self.wait_scope: trio.CancelScope | None = None
+
+
+class RequestHandlerPool:
+    """Runs the handlers in its own nursery, for one request channel."""
+
+    def __init__(self, channel: RequestChannel, apis: ApiLayer, size: int) -> None:
+        self._channel = channel
+        self._apis = apis
+        self._initial_size = size
+        self._handlers: list[_Handler] = []
+        self._nursery: trio.Nursery | None = None
+        self._idle_ns = 0
+        self._sample_ns = time.perf_counter_ns()
+
+    @property
+    def size(self) -> int:
+        return len(self._handlers)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self.resize(self._initial_size)
+            task_status.started()
+            await trio.sleep_forever()
+
+    def resize(self, new_size: int) -> None:
+        """Grow or shrink to `new_size` handlers (validated by the config layer)."""
+        if self._nursery is None:
+            raise RuntimeError("handler pool is not running")
+        while len(self._handlers) < new_size:
+            handler = _Handler(len(self._handlers))
+            self._handlers.append(handler)
+            self._nursery.start_soon(self._run_handler, handler, name=f"request-handler-{handler.id}")
+        while len(self._handlers) > new_size:
+            handler = self._handlers.pop()
+            handler.stopped = True
+            if handler.wait_scope is not None:
+                handler.wait_scope.cancel()
+
+    async def _run_handler(self, handler: _Handler) -> None:
+        requests = self._channel.requests
+        while not handler.stopped:
+            waited = time.perf_counter_ns()
+            with trio.CancelScope() as scope:
+                handler.wait_scope = scope
+                try:
+                    request = await requests.receive()
+                except (trio.EndOfChannel, trio.ClosedResourceError):
+                    return
+            handler.wait_scope = None
+            now = time.perf_counter_ns()
+            self._idle_ns += now - waited
+            if scope.cancelled_caught:
+                return
+            request.dequeue_ns = now
+            try:
+                await self._apis.handle(request, self._channel)
+            except Exception:
+                # The API layer answers its own errors; anything reaching here is a bug
+                # in it, and must not take the handler down with it.
+                log.exception("unexpected error handling request %s", request.header)
+            finally:
+                request.release_memory()
+
+    def idle_fraction(self) -> float:
+        """RequestHandlerAvgIdlePercent since the previous call."""
+        now = time.perf_counter_ns()
+        elapsed = max(now - self._sample_ns, 1) * max(len(self._handlers), 1)
+        idle = min(self._idle_ns, elapsed)
+        self._sample_ns, self._idle_ns = now, 0
+        return idle / elapsed

@@ -1,0 +1,112 @@
+"""The broker process: the socket server, the API layer and the handler pools.
+
+`KafkaServer.run` is started with `nursery.start()` and reports readiness
+only once every listener is bound and served. `shutdown()` asks for a
+graceful stop: acceptors stop, no new request is read, in-flight requests
+are answered within `broker.shutdown.timeout.ms`, then every task is
+cancelled. No task outlives the server's nursery.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import trio
+
+from broker.config import BrokerConfig
+from broker.handlers.api_versions import ApiVersionsHandler
+from broker.handlers.kafka_apis import KafkaApis
+from broker.handlers.metadata import MetadataHandler, NoTopics
+from broker.meta_properties import load_or_create_cluster_id
+from broker.metrics import MetricsRegistry
+from broker.net.request_handler_pool import RequestHandlerPool
+from broker.net.socket_server import SocketServer, check_resize
+
+log = logging.getLogger(__name__)
+
+
+class KafkaServer:
+    """One broker: everything it runs lives in the nursery of `run()`."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.get_int("node.id")
+        self.log_dirs = [Path(d) for d in config.get_list("log.dirs")]
+        self.metrics = MetricsRegistry()
+        self.apis = KafkaApis([])
+        self.socket_server = SocketServer(config, self.metrics, self.apis.is_enabled)
+        self.cluster_id = load_or_create_cluster_id(
+            self.log_dirs[0], self.node_id, config.get_optional_str("cluster.id")
+        )
+        self.apis.add_handler(ApiVersionsHandler(self.apis.supported_versions))
+        self.metadata = MetadataHandler(
+            self.node_id, self.cluster_id, self.socket_server.advertised_endpoint, NoTopics()
+        )
+        self.apis.add_handler(self.metadata)
+        self.data_handlers = RequestHandlerPool(
+            self.socket_server.data_channel, self.apis, config.get_int("num.io.threads")
+        )
+        control = self.socket_server.control_channel
+        self.control_handlers = RequestHandlerPool(control, self.apis, 1) if control else None
+        self.metrics.gauge(
+            "kafka.server", "KafkaRequestHandlerPool", "RequestHandlerAvgIdlePercent",
+            self.data_handlers.idle_fraction,
+        )
+        self._shutdown_requested = trio.Event()
+        self.stopped = trio.Event()
+
+    async def run(self, *, task_status: trio.TaskStatus[KafkaServer] = trio.TASK_STATUS_IGNORED) -> None:
+        """Start in order, report ready, serve until `shutdown()`, stop in order."""
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.apis.run)
+                await nursery.start(self.data_handlers.run)
+                if self.control_handlers is not None:
+                    await nursery.start(self.control_handlers.run)
+                await nursery.start(self.socket_server.run)
+                for endpoint in self.config.listeners:
+                    log.info(
+                        "listening on %s://%s:%d (advertised as %s:%d)",
+                        endpoint.listener_name,
+                        endpoint.host or "*",
+                        self.socket_server.bound_ports[endpoint.listener_name],
+                        *self.socket_server.advertised_endpoint(endpoint.listener_name),
+                    )
+                log.info("broker %d of cluster %s started", self.node_id, self.cluster_id)
+                task_status.started(self)
+                await self._shutdown_requested.wait()
+                await self._stop_gracefully()
+                nursery.cancel_scope.cancel()
+        finally:
+            self.stopped.set()
+
+    def shutdown(self) -> None:
+        """Ask for a graceful shutdown; `run()` returns when it is done."""
+        self._shutdown_requested.set()
+
+    async def _stop_gracefully(self) -> None:
+        timeout_s = self.config.get_int("broker.shutdown.timeout.ms") / 1000
+        log.info("shutting down: no new connections or requests; answering in-flight requests")
+        with trio.move_on_after(timeout_s) as scope:
+            await self.socket_server.stop_processing_requests()
+        if scope.cancelled_caught:
+            log.warning(
+                "in-flight requests were not all answered within broker.shutdown.timeout.ms=%d",
+                int(timeout_s * 1000),
+            )
+        self.socket_server.shutdown()
+        log.info("broker %d shut down", self.node_id)
+
+    # -- dynamic configuration (IncrementalAlterConfigs comes with the log issue) --
+    async def resize_network_threads(self, new_count: int) -> None:
+        await self.socket_server.resize_network_threads(new_count)
+
+    def resize_io_threads(self, new_count: int) -> None:
+        check_resize("num.io.threads", self.data_handlers.size, new_count)
+        self.data_handlers.resize(new_count)
+
+    def bound_port(self, listener_name: str | None = None) -> int:
+        """The port a listener is bound to (the first listener by default)."""
+        name = listener_name or self.config.listeners[0].listener_name
+        return self.socket_server.bound_ports[name]

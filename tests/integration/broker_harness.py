@@ -1,0 +1,127 @@
+"""Start real brokers for tests: in-process on Trio, or as a `broker serve` process.
+
+Every broker listens on 127.0.0.1 with an ephemeral port and keeps its data in
+the test's temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+import attrs
+import trio
+
+from broker.client.connection import KafkaConnection
+from broker.config import BrokerConfig
+from broker.server import KafkaServer
+
+_LISTENING = re.compile(r"listening on (\w+)://[^ ]*:(\d+)")
+
+
+def base_config(data_dir: Path, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
+    raw = {
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "log.dirs": str(data_dir),
+        "num.network.threads": "2",
+        "num.io.threads": "2",
+    }
+    raw.update(overrides or {})
+    return BrokerConfig(raw)
+
+
+@asynccontextmanager
+async def running_broker(
+    data_dir: Path, overrides: Mapping[str, str] | None = None
+) -> AsyncIterator[KafkaServer]:
+    """A broker in this Trio run; shut down gracefully on exit."""
+    server = KafkaServer(base_config(data_dir, overrides))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        try:
+            yield server
+        finally:
+            server.shutdown()
+            with trio.move_on_after(10):
+                await server.stopped.wait()
+            nursery.cancel_scope.cancel()
+
+
+async def connect(server: KafkaServer, listener: str | None = None, client_id: str = "test") -> KafkaConnection:
+    return await KafkaConnection.connect("127.0.0.1", server.bound_port(listener), client_id)
+
+
+@attrs.define
+class BrokerProcess:
+    process: subprocess.Popen[str]
+    ports: dict[str, int]
+    log_path: Path
+
+    @property
+    def port(self) -> int:
+        return next(iter(self.ports.values()))
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+
+def start_broker_process(
+    data_dir: Path, overrides: Mapping[str, str] | None = None, timeout_s: float = 30.0
+) -> BrokerProcess:
+    """`python -m broker serve` as a user runs it; waits until it logs its listeners."""
+    settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir)}
+    settings.update(overrides or {})
+    args = [sys.executable, "-m", "broker", "serve"]
+    for key, value in settings.items():
+        args += ["--override", f"{key}={value}"]
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log_path = data_dir.parent / f"{data_dir.name}-broker.log"
+    log_file = log_path.open("w", encoding="utf-8")
+    process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT, text=True)
+    log_file.close()
+    expected = len(settings["listeners"].split(","))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        ports = {m.group(1): int(m.group(2)) for m in _LISTENING.finditer(log_path.read_text())}
+        if len(ports) >= expected and "started" in log_path.read_text():
+            return BrokerProcess(process, ports, log_path)
+        if process.poll() is not None:
+            raise RuntimeError(f"broker exited with {process.returncode}:\n{log_path.read_text()}")
+        time.sleep(0.05)
+    process.kill()
+    raise RuntimeError(f"broker did not start within {timeout_s}s:\n{log_path.read_text()}")
+
+
+def stop_broker_process(broker: BrokerProcess, sig: int = signal.SIGTERM, timeout_s: float = 20.0) -> int:
+    if broker.process.poll() is None:
+        broker.process.send_signal(sig)
+        try:
+            broker.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            broker.process.kill()
+            broker.process.wait()
+    return broker.process.returncode
+
+
+@contextmanager
+def broker_process(data_dir: Path, overrides: Mapping[str, str] | None = None) -> Iterator[BrokerProcess]:
+    broker = start_broker_process(data_dir, overrides)
+    try:
+        yield broker
+    finally:
+        stop_broker_process(broker)
+
+
+def env_without_proxies() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}

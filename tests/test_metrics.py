@@ -1,0 +1,173 @@
+"""The in-process metrics registry and its time-based helpers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from broker.metrics import (
+    Gauge,
+    Histogram,
+    IdleTracker,
+    Meter,
+    MetricsRegistry,
+    SampledRate,
+)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_meter_counts_and_rates_converge_to_the_event_rate() -> None:
+    clock = FakeClock()
+    meter = Meter(clock)
+    for _ in range(600):
+        meter.mark(10)
+        clock.now += 1
+    assert meter.count == 6000
+    assert meter.rate() == pytest.approx(10, rel=0.05)
+    assert meter.mean_rate() == pytest.approx(10, rel=0.01)
+
+
+def test_meter_rate_decays_when_idle() -> None:
+    clock = FakeClock()
+    meter = Meter(clock)
+    for _ in range(120):
+        meter.mark()
+        clock.now += 1
+    busy = meter.rate()
+    clock.now += 600
+    assert meter.rate() < busy / 100
+
+
+def test_histogram_tracks_count_mean_max_and_percentiles() -> None:
+    h = Histogram()
+    for v in range(1, 101):
+        h.update(v)
+    assert (h.count, h.mean, h.max, h.min) == (100, 50.5, 100, 1)
+    assert h.percentile(0.5) == pytest.approx(50.5)
+    assert h.percentile(0.99) == pytest.approx(99.01)
+    with pytest.raises(ValueError):
+        h.percentile(1.5)
+
+
+def test_histogram_memory_is_bounded_but_totals_are_exact() -> None:
+    h = Histogram(reservoir_size=10)
+    for v in range(1000):
+        h.update(v)
+    assert h.count == 1000
+    assert h.max == 999
+    assert h.percentile(0.0) == 990
+
+
+def test_empty_histogram_reads_zero() -> None:
+    h = Histogram()
+    assert (h.count, h.mean, h.max, h.percentile(0.5)) == (0, 0.0, 0.0, 0.0)
+
+
+def test_gauge_reads_live_values() -> None:
+    values = [1.0]
+    gauge = Gauge(lambda: values[0])
+    values[0] = 7
+    assert gauge.value == 7
+
+
+def test_registry_get_or_create_is_keyed_by_name_and_tags() -> None:
+    registry = MetricsRegistry()
+    m = registry.meter(
+        "kafka.network", "RequestMetrics", "RequestsPerSec", request="Produce", version="9"
+    )
+    again = registry.meter(
+        "kafka.network", "RequestMetrics", "RequestsPerSec", version="9", request="Produce"
+    )
+    other = registry.meter("kafka.network", "RequestMetrics", "RequestsPerSec", request="Fetch")
+    assert m is again
+    assert m is not other
+    assert (
+        registry.get("kafka.network", "RequestMetrics", "RequestsPerSec", request="Fetch") is other
+    )
+
+
+def test_registry_refuses_a_name_registered_as_another_kind() -> None:
+    registry = MetricsRegistry()
+    registry.meter("g", "t", "n")
+    with pytest.raises(TypeError):
+        registry.histogram("g", "t", "n")
+
+
+def test_gauges_are_replaced_and_metrics_removed() -> None:
+    registry = MetricsRegistry()
+    registry.gauge("kafka.network", "RequestChannel", "RequestQueueSize", lambda: 1)
+    registry.gauge("kafka.network", "RequestChannel", "RequestQueueSize", lambda: 2)
+    (sample,) = registry.snapshot()
+    assert sample.values == {"value": 2}
+    registry.remove("kafka.network", "RequestChannel", "RequestQueueSize")
+    assert registry.snapshot() == []
+
+
+def test_snapshot_reports_every_kind() -> None:
+    registry = MetricsRegistry(FakeClock())
+    registry.meter("g", "t", "m", request="Produce").mark(3)
+    registry.histogram("g", "t", "h").update(5)
+
+    def broken() -> float:
+        raise RuntimeError
+
+    registry.gauge("g", "t", "z", broken)
+    samples = {s.name: s for s in registry.snapshot()}
+    assert samples["m"].kind == "meter"
+    assert samples["m"].tags == (("request", "Produce"),)
+    assert samples["m"].values["count"] == 3
+    assert samples["h"].values["p99"] == 5
+    assert math.isnan(samples["z"].values["value"])
+
+
+def test_sampled_rate_uses_at_least_samples_minus_one_windows() -> None:
+    clock = FakeClock()
+    rate = SampledRate(1.0, 11, clock)
+    for _ in range(20):
+        rate.record()
+    assert rate.measure() == pytest.approx(20 / 10)
+    assert rate.throttle_time(1.0) == pytest.approx((2 - 1) / 1 * 10)
+    assert rate.throttle_time(5.0) == 0
+
+
+def test_sampled_rate_forgets_old_windows() -> None:
+    clock = FakeClock()
+    rate = SampledRate(1.0, 3, clock)
+    rate.record(10)
+    clock.now += 10
+    assert rate.measure() == 0
+
+
+def test_idle_tracker_reports_the_idle_fraction() -> None:
+    clock = FakeClock()
+    tracker = IdleTracker(window_s=1.0, samples=10, clock=clock)
+    for _ in range(20):
+        with tracker.idle():
+            clock.now += 0.25
+        clock.now += 0.75
+    assert tracker.fraction() == pytest.approx(0.25, abs=0.05)
+
+
+def test_idle_tracker_counts_an_open_idle_span() -> None:
+    clock = FakeClock()
+    tracker = IdleTracker(window_s=1.0, samples=5, clock=clock)
+    with tracker.idle():
+        clock.now += 60
+        assert tracker.fraction() == 1.0
+
+
+def test_weighted_idle_time_is_a_fraction_of_the_pool() -> None:
+    clock = FakeClock()
+    tracker = IdleTracker(window_s=1.0, samples=5, clock=clock)
+    for _ in range(10):
+        tracker.record(1.0, weight=1 / 4)  # one of four handlers idle all the time
+        clock.now += 1
+    assert tracker.fraction() == pytest.approx(0.25, abs=0.05)
