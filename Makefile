@@ -9,7 +9,7 @@ UV_VERSION := 0.13.8
 DEBIAN_PACKAGES := kcat
 CONFIG ?= config/server.properties
 
-.PHONY: setup system-packages run test lint format typecheck unit bench generate clean
+.PHONY: setup system-packages run test lint format typecheck unit bench generate clean lock
 
 setup: $(STAMP) system-packages
 
@@ -56,3 +56,8 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
+
+# Re-pin every dependency after editing pyproject.toml.
+lock: $(STAMP)
+	$(BIN)/uv pip compile pyproject.toml --extra dev --extra bench --python-version 3.11 \
+		--generate-hashes -q -o requirements.lock

@@ -1,8 +1,17 @@
-"""`broker` command line: `broker serve [server.properties] [--override key=value ...]`."""
+"""`broker` command line.
+
+- `broker serve [server.properties] [--override key=value ...]` runs the broker;
+- `broker client ...` is the test client (`broker.client.cli`);
+- `broker pipeline ...` runs the Spark jobs (`broker.pipeline.cli`).
+
+Each subcommand module owns its arguments and is imported only when used, so
+serving never pays for importing Spark.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import signal
 import sys
@@ -17,7 +26,9 @@ log = logging.getLogger("broker")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="broker", description="A Kafka-compatible broker on Trio.")
+    parser = argparse.ArgumentParser(
+        prog="broker", description="A Kafka-compatible broker on Trio."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
         "serve",
@@ -63,8 +74,15 @@ async def serve(config: BrokerConfig) -> None:
             nursery.cancel_scope.cancel()
 
 
+SUBCOMMANDS = {"client": "broker.client.cli", "pipeline": "broker.pipeline.cli"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments and arguments[0] in SUBCOMMANDS:
+        module = importlib.import_module(SUBCOMMANDS[arguments[0]])
+        return int(module.main(arguments[1:]))
+    args = _parser().parse_args(arguments)
     configure_logging(args.log_level)
     try:
         config = load_config(args.config, args.override)

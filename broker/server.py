@@ -1,16 +1,18 @@
-"""The broker process: the socket server, the API layer and the handler pools.
+"""The broker process: subsystems, the API layer, handler pools and the network.
 
 `KafkaServer.run` is started with `nursery.start()` and reports readiness
-only once every listener is bound and served. `shutdown()` asks for a
-graceful stop: acceptors stop, no new request is read, in-flight requests
-are answered within `broker.shutdown.timeout.ms`, then every task is
-cancelled. No task outlives the server's nursery.
+only once every subsystem is up and every listener is bound and served.
+`shutdown()` asks for a graceful stop: acceptors stop, no new request is
+read, in-flight requests are answered within `broker.shutdown.timeout.ms`,
+the network is cancelled, and only then the subsystems (which leave their
+state durable). No task outlives the server's nursery.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Protocol
 
 import trio
 
@@ -24,6 +26,21 @@ from broker.net.request_handler_pool import RequestHandlerPool
 from broker.net.socket_server import SocketServer, check_resize
 
 log = logging.getLogger(__name__)
+
+
+class Service(Protocol):
+    """A subsystem living as long as the broker: the log, the group coordinator, ...
+
+    `run` is started (in registration order) before the network, reports
+    readiness through `task_status`, and runs until cancelled; it leaves its
+    state durable when cancelled (shielded clean-up in `finally`). Services
+    are cancelled only after the network has stopped and in-flight requests
+    have been answered.
+    """
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None: ...
 
 
 class KafkaServer:
@@ -44,42 +61,64 @@ class KafkaServer:
             self.node_id, self.cluster_id, self.socket_server.advertised_endpoint, NoTopics()
         )
         self.apis.add_handler(self.metadata)
+        self.services: list[Service] = []
+        self._add_subsystems()
         self.data_handlers = RequestHandlerPool(
             self.socket_server.data_channel, self.apis, config.get_int("num.io.threads")
         )
         control = self.socket_server.control_channel
         self.control_handlers = RequestHandlerPool(control, self.apis, 1) if control else None
         self.metrics.gauge(
-            "kafka.server", "KafkaRequestHandlerPool", "RequestHandlerAvgIdlePercent",
+            "kafka.server",
+            "KafkaRequestHandlerPool",
+            "RequestHandlerAvgIdlePercent",
             self.data_handlers.idle_fraction,
         )
         self._shutdown_requested = trio.Event()
         self.stopped = trio.Event()
 
-    async def run(self, *, task_status: trio.TaskStatus[KafkaServer] = trio.TASK_STATUS_IGNORED) -> None:
+    def _add_subsystems(self) -> None:
+        """Create the subsystems (services) and register their API handlers.
+
+        Each subsystem module exposes one function that takes this server,
+        appends its services and returns its handlers, so wiring a subsystem
+        is one line here.
+        """
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[KafkaServer] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         """Start in order, report ready, serve until `shutdown()`, stop in order."""
         try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(self.apis.run)
-                await nursery.start(self.data_handlers.run)
-                if self.control_handlers is not None:
-                    await nursery.start(self.control_handlers.run)
-                await nursery.start(self.socket_server.run)
-                for endpoint in self.config.listeners:
-                    log.info(
-                        "listening on %s://%s:%d (advertised as %s:%d)",
-                        endpoint.listener_name,
-                        endpoint.host or "*",
-                        self.socket_server.bound_ports[endpoint.listener_name],
-                        *self.socket_server.advertised_endpoint(endpoint.listener_name),
-                    )
-                log.info("broker %d of cluster %s started", self.node_id, self.cluster_id)
-                task_status.started(self)
-                await self._shutdown_requested.wait()
-                await self._stop_gracefully()
-                nursery.cancel_scope.cancel()
+            async with trio.open_nursery() as services:
+                for service in self.services:
+                    await services.start(service.run)
+                await self._run_network(task_status)
+                services.cancel_scope.cancel()
         finally:
             self.stopped.set()
+
+    async def _run_network(self, task_status: trio.TaskStatus[KafkaServer]) -> None:
+        """The API layer, handler pools and socket server; returns after shutdown."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.apis.run)
+            await nursery.start(self.data_handlers.run)
+            if self.control_handlers is not None:
+                await nursery.start(self.control_handlers.run)
+            await nursery.start(self.socket_server.run)
+            for endpoint in self.config.listeners:
+                log.info(
+                    "listening on %s://%s:%d (advertised as %s:%d)",
+                    endpoint.listener_name,
+                    endpoint.host or "*",
+                    self.socket_server.bound_ports[endpoint.listener_name],
+                    *self.socket_server.advertised_endpoint(endpoint.listener_name),
+                )
+            log.info("broker %d of cluster %s started", self.node_id, self.cluster_id)
+            task_status.started(self)
+            await self._shutdown_requested.wait()
+            await self._stop_gracefully()
+            nursery.cancel_scope.cancel()
 
     def shutdown(self) -> None:
         """Ask for a graceful shutdown; `run()` returns when it is done."""
@@ -98,7 +137,7 @@ class KafkaServer:
         self.socket_server.shutdown()
         log.info("broker %d shut down", self.node_id)
 
-    # -- dynamic configuration (IncrementalAlterConfigs comes with the log issue) --
+    # -- dynamic configuration (IncrementalAlterConfigs on the broker resource) --
     async def resize_network_threads(self, new_count: int) -> None:
         await self.socket_server.resize_network_threads(new_count)
 

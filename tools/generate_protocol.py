@@ -418,7 +418,7 @@ class ModuleGen:
             e = f.elem
             if e in FIXED and e not in ("uuid", "bool"):
                 code, size = FIXED[e]
-                L.append(f'{i2}{var} = _unpack_from(">%d{code}" % n, buf, pos)')
+                L.append(f"{i2}{var} = _A_{code}[n].unpack_from(buf, pos)")
                 L.append(f"{i2}pos += {size} * n")
             elif f.is_struct:
                 rd = self.reader(e, v)
@@ -446,7 +446,9 @@ class ModuleGen:
                 L.append(f"{i2}for _ in range(n):")
                 if e in FIXED:
                     sfx = self.fmt_name(FIXED[e][0])
-                    conv = "_UUID(bytes=_U_{0}(buf, pos)[0])" if e == "uuid" else "_U_{0}(buf, pos)[0]"
+                    conv = (
+                        "_UUID(bytes=_U_{0}(buf, pos)[0])" if e == "uuid" else "_U_{0}(buf, pos)[0]"
+                    )
                     L.append(f"{i2}    items_{var}.append({conv.format(sfx)})")
                     L.append(f"{i2}    pos += {FIXED[e][1]}")
                 else:
@@ -530,9 +532,7 @@ class ModuleGen:
         else:
             name = f"_w_{sname}_v{v}"
             self.write_bodies[sname, body] = name
-            self.funcs.append(
-                f"def {name}(out: bytearray, ext: Ext, o: {sname}) -> None:\n{body}"
-            )
+            self.funcs.append(f"def {name}(out: bytearray, ext: Ext, o: {sname}) -> None:\n{body}")
         self.writers[key] = name
         return name
 
@@ -622,7 +622,7 @@ class ModuleGen:
             e = f.elem
             if e in FIXED and e not in ("uuid", "bool"):
                 code = FIXED[e][0]
-                L.append(f'{i2}{out} += _pack(">%d{code}" % len({var}), *{var})')
+                L.append(f"{i2}{out} += _A_{code}[len({var})].pack(*{var})")
             elif f.is_struct:
                 wr = self.writer(e, v)
                 L.append(f"{i2}for item_{var} in {var}:")
@@ -643,7 +643,9 @@ class ModuleGen:
                     default_raw=None,
                 )
                 L.append(f"{i2}for item_{var} in {var}:")
-                L.extend(self.write_value(elem_field, v, f"item_{var}", f"e_{var}", i2 + "    ", out))
+                L.extend(
+                    self.write_value(elem_field, v, f"item_{var}", f"e_{var}", i2 + "    ", out)
+                )
             return L
         if t in FIXED:
             sfx = self.fmt_name(FIXED[t][0])
@@ -816,6 +818,7 @@ class ModuleGen:
         if errs:
             out.append(f"from broker.protocol.errors import {', '.join(errs)}")
         helpers = [
+            ("ArrayStructs", "_ArrayStructs"),
             ("Ext", "Ext"),
             ("nbytes", "_nbytes"),
             ("read_uvarint", "_read_uvarint"),
@@ -826,7 +829,7 @@ class ModuleGen:
         for real, alias in helpers:
             if real == "Ext":
                 out.append("    Ext,")
-            elif used(alias):
+            elif used(alias) or (real == "ArrayStructs" and re.search(r"\b_A_[a-zA-Z]\b", text)):
                 out.append(f"    {real} as {alias},")
         out.append(")")
         out.append("")
@@ -839,10 +842,9 @@ class ModuleGen:
             out.append("_UUID = _uuid.UUID")
         if used("_ZERO_UUID"):
             out.append("_ZERO_UUID = _uuid.UUID(int=0)")
-        if used("_pack"):
-            out.append("_pack = _struct.pack")
-        if used("_unpack_from"):
-            out.append("_unpack_from = _struct.unpack_from")
+        for code in "bhHiIqd":
+            if used(f"_A_{code}"):
+                out.append(f'_A_{code} = _ArrayStructs("{code}")')
         for fmt in sorted(self.structs_fmt):
             sfx = self.structs_fmt[fmt]
             out.append(f'_S_{sfx} = _struct.Struct(">{fmt}")')
@@ -854,9 +856,7 @@ class ModuleGen:
         top = m.top.name
         out.append("")
         out.append("")
-        out.append(
-            f"READERS: dict[int, Callable[[memoryview, int], tuple[{top}, int]]] = {{"
-        )
+        out.append(f"READERS: dict[int, Callable[[memoryview, int], tuple[{top}, int]]] = {{")
         for v in versions:
             out.append(f"    {v}: {read_map[v]},")
         out.append("}")
@@ -902,7 +902,9 @@ def generate_all(spec_dir: Path) -> dict[str, str]:
     reg.append("from broker.protocol.primitives import Ext")
     reg.append("")
     for m in sorted(msgs, key=lambda m: module_name(m.name)):
-        reg.append(f"from broker.protocol.messages import {module_name(m.name)} as _{module_name(m.name)}")
+        reg.append(
+            f"from broker.protocol.messages import {module_name(m.name)} as _{module_name(m.name)}"
+        )
     reg.append("")
     reg.append("Reader = Callable[[memoryview, int], tuple[Any, int]]")
     reg.append("Writer = Callable[[bytearray, Ext, Any], None]")
@@ -916,7 +918,9 @@ def generate_all(spec_dir: Path) -> dict[str, str]:
 
     table("REQUEST_TYPES", "request", lambda m: f"_{module_name(m.name)}.{m.name}", "type")
     table("RESPONSE_TYPES", "response", lambda m: f"_{module_name(m.name)}.{m.name}", "type")
-    table("API_NAMES", "request", lambda m: repr(m.name[: -len("Request")]).replace("'", '"'), "str")
+    table(
+        "API_NAMES", "request", lambda m: repr(m.name[: -len("Request")]).replace("'", '"'), "str"
+    )
     table(
         "SUPPORTED_VERSIONS",
         "request",

@@ -30,7 +30,9 @@ class ConnectionClosed(Exception):
 class KafkaConnection:
     """One TCP connection to a broker; not safe for concurrent use by several tasks."""
 
-    def __init__(self, stream: trio.abc.Stream, client_id: str | None = "trio-kafka-client") -> None:
+    def __init__(
+        self, stream: trio.abc.Stream, client_id: str | None = "trio-kafka-client"
+    ) -> None:
         self.stream = stream
         self.client_id = client_id
         self._correlation = itertools.count(1)

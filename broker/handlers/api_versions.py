@@ -31,7 +31,9 @@ class ApiVersionsHandler:
             # Answered as v0 (the API layer encodes it so): only our own entry.
             return ApiVersionsResponse(
                 error_code=ErrorCode.UNSUPPORTED_VERSION,
-                api_keys=(ApiVersion(api_key=API_KEY, min_version=0, max_version=self.max_version),),
+                api_keys=(
+                    ApiVersion(api_key=API_KEY, min_version=0, max_version=self.max_version),
+                ),
             )
         body: ApiVersionsRequest = request.body
         if request.api_version >= 3 and not (

@@ -78,16 +78,16 @@ class KafkaApis:
             return
         self._send(handler, request, channel, outcome)
 
-    def _send(self, handler: ApiHandler, request: Request, channel: RequestChannel, outcome: Any) -> None:
+    def _send(
+        self, handler: ApiHandler, request: Request, channel: RequestChannel, outcome: Any
+    ) -> None:
         request.response_complete_ns = time.perf_counter_ns()
         if not request.api_local_complete_ns:
             request.api_local_complete_ns = request.response_complete_ns
         if isinstance(outcome, NoResponse):
             channel.send_response(NoOpResponse(request))
         elif isinstance(outcome, CloseConnection):
-            log.info(
-                "closing connection %s: %s", request.context.connection_id, outcome.reason
-            )
+            log.info("closing connection %s: %s", request.context.connection_id, outcome.reason)
             channel.send_response(CloseConnectionResponse(request))
         else:
             version = 0 if request.unsupported_version else request.api_version

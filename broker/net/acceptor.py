@@ -150,7 +150,10 @@ async def bind_listener(
     try:
         if host == "":
             family = socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET
-            address: tuple[str, int] = ("::" if family == socket.AF_INET6 else "0.0.0.0", endpoint.port)
+            address: tuple[str, int] = (
+                "::" if family == socket.AF_INET6 else "0.0.0.0",
+                endpoint.port,
+            )
         else:
             infos = await trio.socket.getaddrinfo(
                 host, endpoint.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -159,7 +162,10 @@ async def bind_listener(
             address = (str(sockaddr[0]), int(sockaddr[1]))
         sock = trio.socket.socket(family, socket.SOCK_STREAM)
     except OSError as exc:
-        raise OSError(exc.errno, f"Socket server failed to bind to {host}:{endpoint.port}: {exc.strerror or exc}") from exc
+        raise OSError(
+            exc.errno,
+            f"Socket server failed to bind to {host}:{endpoint.port}: {exc.strerror or exc}",
+        ) from exc
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if family == socket.AF_INET6 and host == "":
@@ -171,6 +177,7 @@ async def bind_listener(
     except OSError as exc:
         sock.close()
         raise OSError(
-            exc.errno, f"Socket server failed to bind to {host}:{endpoint.port}: {exc.strerror or exc}"
+            exc.errno,
+            f"Socket server failed to bind to {host}:{endpoint.port}: {exc.strerror or exc}",
         ) from exc
     return sock

@@ -45,7 +45,7 @@ class FrameDecoder:
         """The size of the next frame once its prefix has arrived; validates it."""
         if len(self._buffer) - self._start < 4:
             return None
-        (size,) = _SIZE.unpack_from(self._buffer, self._start)
+        size: int = _SIZE.unpack_from(self._buffer, self._start)[0]
         if size < 0 or size > self._max_size:
             raise InvalidFrameSize(size, self._max_size)
         return size

@@ -186,9 +186,7 @@ class Processor:
 
     def _close_excess_connection(self) -> None:
         """Spec §3.5: close one connection, the closing or least recently active first."""
-        candidates = sorted(
-            self.connections.values(), key=lambda c: (not c.closing, c.last_active)
-        )
+        candidates = sorted(self.connections.values(), key=lambda c: (not c.closing, c.last_active))
         if candidates:
             victim = candidates[0]
             log.info("closing connection %s: broker max.connections exceeded", victim.id)

@@ -88,7 +88,9 @@ class RequestChannel:
         await trio.sleep(throttle_ms / 1000)
         self.send_response(EndThrottlingResponse(request))
 
-    async def run_timers(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run_timers(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         """Own the throttle timers until cancelled."""
         async with trio.open_nursery() as nursery:
             self._timers = nursery

@@ -64,7 +64,9 @@ class RequestHandlerPool:
         while len(self._handlers) < new_size:
             handler = _Handler(len(self._handlers))
             self._handlers.append(handler)
-            self._nursery.start_soon(self._run_handler, handler, name=f"request-handler-{handler.id}")
+            self._nursery.start_soon(
+                self._run_handler, handler, name=f"request-handler-{handler.id}"
+            )
         while len(self._handlers) > new_size:
             handler = self._handlers.pop()
             handler.stopped = True

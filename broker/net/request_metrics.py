@@ -55,7 +55,9 @@ class RequestMetrics:
             name = API_NAMES.get(api_key, str(api_key))
 
             def histogram(metric: str) -> Histogram:
-                return self._registry.histogram("kafka.network", "RequestMetrics", metric, request=name)
+                return self._registry.histogram(
+                    "kafka.network", "RequestMetrics", metric, request=name
+                )
 
             metrics = _ApiMetrics(
                 requests={},
@@ -113,7 +115,9 @@ class RequestMetrics:
         metrics.request_bytes.update(request.size_bytes)
         if request_logger.isEnabledFor(logging.DEBUG):
             log_body = response.log_body if isinstance(response, SendResponse) else None
-            request_logger.debug("Completed request:%s", _request_log_line(request, log_body, timings))
+            request_logger.debug(
+                "Completed request:%s", _request_log_line(request, log_body, timings)
+            )
 
 
 def _request_log_line(request: Request, response_body: Any, timings: dict[str, float]) -> str:

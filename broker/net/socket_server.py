@@ -60,7 +60,9 @@ class SocketServer:
         self.data_channel = RequestChannel(config.get_int("queued.max.requests"), "data-plane")
         self.control_listener = config.get_optional_str("control.plane.listener.name")
         self.control_channel = (
-            RequestChannel(CONTROL_PLANE_QUEUE_SIZE, "control-plane") if self.control_listener else None
+            RequestChannel(CONTROL_PLANE_QUEUE_SIZE, "control-plane")
+            if self.control_listener
+            else None
         )
         self.processors: dict[str, list[Processor]] = {}
         self.acceptors: dict[str, Acceptor] = {}
@@ -93,7 +95,9 @@ class SocketServer:
                         self.quotas,
                         self.config.get_int("socket.send.buffer.bytes"),
                         self.metrics.meter(
-                            "kafka.network", "Acceptor", "AcceptorBlockedPercent",
+                            "kafka.network",
+                            "Acceptor",
+                            "AcceptorBlockedPercent",
                             listener=endpoint.listener_name,
                         ),
                     )
@@ -203,43 +207,74 @@ class SocketServer:
 
     # -- metrics ---------------------------------------------------------------------
     def _all_processors(self) -> list[Processor]:
-        return [p for name, ps in self.processors.items() if name != self.control_listener for p in ps]
+        return [
+            p for name, ps in self.processors.items() if name != self.control_listener for p in ps
+        ]
 
     def _register_metrics(self) -> None:
         m = self.metrics
         m.gauge(
-            "kafka.network", "SocketServer", "NetworkProcessorAvgIdlePercent",
+            "kafka.network",
+            "SocketServer",
+            "NetworkProcessorAvgIdlePercent",
             lambda: idle_percent_mean([p.idle_fraction() for p in self._all_processors()]),
         )
         m.gauge(
-            "kafka.network", "RequestChannel", "RequestQueueSize",
+            "kafka.network",
+            "RequestChannel",
+            "RequestQueueSize",
             lambda: float(self.data_channel.request_queue_size()),
         )
         m.gauge(
-            "kafka.network", "RequestChannel", "ResponseQueueSize",
+            "kafka.network",
+            "RequestChannel",
+            "ResponseQueueSize",
             lambda: float(self.data_channel.response_queue_size()),
         )
-        m.gauge("kafka.network", "SocketServer", "MemoryPoolAvailable", lambda: float(self.memory_pool.available))
-        m.gauge("kafka.network", "SocketServer", "MemoryPoolUsed", lambda: float(self.memory_pool.used))
+        m.gauge(
+            "kafka.network",
+            "SocketServer",
+            "MemoryPoolAvailable",
+            lambda: float(self.memory_pool.available),
+        )
+        m.gauge(
+            "kafka.network", "SocketServer", "MemoryPoolUsed", lambda: float(self.memory_pool.used)
+        )
         if self.control_channel is not None:
             control = self.control_channel
             m.gauge(
-                "kafka.network", "RequestChannel", "ControlPlaneRequestQueueSize",
+                "kafka.network",
+                "RequestChannel",
+                "ControlPlaneRequestQueueSize",
                 lambda: float(control.request_queue_size()),
             )
 
     def _register_processor_metrics(self, listener: str, processor: Processor) -> None:
         tags = {"listener": listener, "networkProcessor": str(processor.id)}
         m = self.metrics
-        m.gauge("kafka.server", "socket-server-metrics", "connection-count",
-                lambda: float(processor.connection_count()), **tags)
-        m.gauge("kafka.server", "socket-server-metrics", "connection-creation-total",
-                lambda: float(processor.connections_created), **tags)
-        m.gauge("kafka.server", "socket-server-metrics", "connection-close-total",
-                lambda: float(processor.connections_closed), **tags)
+        m.gauge(
+            "kafka.server",
+            "socket-server-metrics",
+            "connection-count",
+            lambda: float(processor.connection_count()),
+            **tags,
+        )
+        m.gauge(
+            "kafka.server",
+            "socket-server-metrics",
+            "connection-creation-total",
+            lambda: float(processor.connections_created),
+            **tags,
+        )
+        m.gauge(
+            "kafka.server",
+            "socket-server-metrics",
+            "connection-close-total",
+            lambda: float(processor.connections_closed),
+            **tags,
+        )
 
     def _remove_processor_metrics(self, listener: str, processor: Processor) -> None:
         tags = {"listener": listener, "networkProcessor": str(processor.id)}
         for name in ("connection-count", "connection-creation-total", "connection-close-total"):
             self.metrics.remove("kafka.server", "socket-server-metrics", name, **tags)
-

@@ -7,9 +7,12 @@ cost of a call does not matter.
 
 from __future__ import annotations
 
+import struct
+
 from broker.protocol.errors import DecodeError
 
 __all__ = [
+    "ArrayStructs",
     "Buffer",
     "Ext",
     "nbytes",
@@ -25,20 +28,31 @@ Ext = list[tuple[int, Buffer]]
 
 
 def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    """Read an unsigned varint of at most 5 bytes (Kafka's 32-bit limit)."""
-    result = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            if result > 0xFFFFFFFF:
-                raise DecodeError("unsigned varint exceeds 32 bits")
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise DecodeError("unsigned varint is longer than 5 bytes")
+    """Read an unsigned varint of at most 5 bytes (Kafka's 32-bit limit).
+
+    The 2- and 3-byte cases are unrolled: they are the lengths of typical record
+    batches, which every produce and fetch carries.
+    """
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    result = b & 0x7F
+    b = buf[pos + 1]
+    if b < 0x80:
+        return result | (b << 7), pos + 2
+    result |= (b & 0x7F) << 7
+    b = buf[pos + 2]
+    if b < 0x80:
+        return result | (b << 14), pos + 3
+    result |= (b & 0x7F) << 14
+    b = buf[pos + 3]
+    if b < 0x80:
+        return result | (b << 21), pos + 4
+    result |= (b & 0x7F) << 21
+    b = buf[pos + 4]
+    if b > 0x0F:
+        raise DecodeError("unsigned varint exceeds 32 bits or is longer than 5 bytes")
+    return result | (b << 28), pos + 5
 
 
 def write_uvarint(out: bytearray, value: int) -> None:
@@ -65,3 +79,22 @@ def skip_tagged_fields(buf: memoryview, pos: int) -> int:
 def nbytes(value: Buffer) -> int:
     """Byte length of a payload; ``len()`` of a cast memoryview counts items, not bytes."""
     return value.nbytes if isinstance(value, memoryview) else len(value)
+
+
+class ArrayStructs(dict[int, struct.Struct]):
+    """Precompiled ``struct.Struct`` for arrays of one fixed-width type, by length.
+
+    Building a format string per array costs more than packing a short array;
+    a dict hit is nearly free. Only small lengths are cached, so hostile input
+    cannot grow the cache.
+    """
+
+    def __init__(self, code: str) -> None:
+        super().__init__()
+        self.code = code
+
+    def __missing__(self, n: int) -> struct.Struct:
+        s = struct.Struct(f">{n}{self.code}")
+        if n <= 256:
+            self[n] = s
+        return s

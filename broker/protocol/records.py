@@ -347,9 +347,10 @@ def validate_record_set(
 def _validate_single_batch_framing(
     buf: bytes | bytearray | memoryview, api_version: int | None
 ) -> RecordBatchHeader:
+    version = "3+" if api_version is None else str(api_version)
     if len(buf) == 0:
         raise _invalid(
-            f"Produce requests with version {api_version} must have at least one record "
+            f"Produce requests with version {version} must have at least one record "
             "batch per partition"
         )
     header = _parse_header(buf, 0)
@@ -368,7 +369,7 @@ def _validate_single_batch_framing(
         if _is_partial_tail(memoryview(buf), tail):
             raise _corrupt(f"record set has {len(buf) - tail} trailing bytes after its batch")
         raise _invalid(
-            f"Produce requests with version {api_version} are only allowed to contain "
+            f"Produce requests with version {version} are only allowed to contain "
             "exactly one record batch per partition"
         )
     return header
@@ -495,7 +496,8 @@ class _Truncated(Exception):
 
 
 def _read_varint_slow(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
-    """Zigzag varint of up to ``max_bytes`` bytes (5 for int32, 10 for int64)."""
+    """Raw (still zigzag-encoded) varint of up to ``max_bytes`` bytes: 5 for an
+    int32, 10 for an int64."""
     result = 0
     shift = 0
     end = len(data)
@@ -506,7 +508,7 @@ def _read_varint_slow(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
+            return result, pos
         shift += 7
     raise _corrupt(f"varint is longer than {max_bytes} bytes")
 
@@ -519,9 +521,11 @@ def decode_records(
 ) -> list[Record]:
     """Decode the records of one batch (whole batch bytes, header first).
 
-    Decompresses as needed within ``max_decompressed_size``. Anything malformed
-    (bad varint, lengths past the end, a count that does not match the data)
-    raises InvalidRecordsError, never IndexError or struct.error.
+    Decompresses as needed within ``max_decompressed_size``; passing it is
+    MESSAGE_TOO_LARGE (Java producers answer that code by splitting the batch),
+    data the codec rejects is CORRUPT_MESSAGE. Anything malformed (bad varint,
+    lengths past the end, a count that does not match the data) raises
+    InvalidRecordsError, never IndexError or struct.error.
     """
     if header is None:
         header = read_batch_header(batch, 0)
@@ -567,80 +571,122 @@ def _records_payload(
 
 
 def _decode_all(data: bytes, count: int) -> tuple[list[Record], int]:
-    """The record loop; single-byte varints are decoded inline for speed."""
+    """The record loop, written out flat because it is the pipeline's hot path.
+
+    Varints of one and two bytes (values below 8192 after zigzag) are decoded
+    inline; longer ones go through ``_read_varint_slow``. Fixed fields may read
+    past a record's end into the next record: the ``pos != record_end`` check
+    refuses that, and reads past the data raise IndexError, which the caller
+    turns into an error. Key and value slices are bounded by the record's end.
+    """
     records: list[Record] = []
     append = records.append
+    new_record = Record
+    slow = _read_varint_slow
     pos = 0
     end = len(data)
     for _ in range(count):
-        # length
-        if pos >= end:
-            raise _Truncated
         b = data[pos]
         if b < 0x80:
-            length = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:
+            b = (b & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
         else:
-            length, pos = _read_varint_slow(data, pos, 5)
+            b, pos = slow(data, pos, 5)
+        length = (b >> 1) ^ -(b & 1)
         record_end = pos + length
         if length < _MIN_RECORD_SIZE - 1 or record_end > end:
             raise InvalidRecordsError(
                 _RECORD_DECODE_ERROR, f"invalid record length {length} at position {pos}"
             )
-        record = _decode_one(data, pos, record_end)
-        append(record)
-        pos = record_end
+
+        attributes = data[pos]
+        pos += 1
+
+        b = data[pos]
+        if b < 0x80:
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            b = (b & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
+        else:
+            b, pos = slow(data, pos, 10)
+        timestamp_delta = (b >> 1) ^ -(b & 1)
+
+        b = data[pos]
+        if b < 0x80:
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            b = (b & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
+        else:
+            b, pos = slow(data, pos, 5)
+        offset_delta = (b >> 1) ^ -(b & 1)
+
+        b = data[pos]
+        if b < 0x80:
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            b = (b & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
+        else:
+            b, pos = slow(data, pos, 5)
+        size = (b >> 1) ^ -(b & 1)
+        if size >= 0:
+            stop = pos + size
+            if stop > record_end:
+                raise _Truncated
+            key: bytes | None = data[pos:stop]
+            pos = stop
+        elif size == -1:
+            key = None
+        else:
+            raise InvalidRecordsError(_RECORD_DECODE_ERROR, f"invalid key length {size}")
+
+        b = data[pos]
+        if b < 0x80:
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            b = (b & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
+        else:
+            b, pos = slow(data, pos, 5)
+        size = (b >> 1) ^ -(b & 1)
+        if size >= 0:
+            stop = pos + size
+            if stop > record_end:
+                raise _Truncated
+            value: bytes | None = data[pos:stop]
+            pos = stop
+        elif size == -1:
+            value = None
+        else:
+            raise InvalidRecordsError(_RECORD_DECODE_ERROR, f"invalid value length {size}")
+
+        if data[pos] == 0:
+            headers: tuple[tuple[str, bytes | None], ...] = ()
+            pos += 1
+        else:
+            headers, pos = _read_headers(data, pos, record_end)
+        if pos != record_end:
+            raise InvalidRecordsError(
+                _RECORD_DECODE_ERROR,
+                f"invalid record size: expected to read {record_end - pos} more bytes in the "
+                "record payload",
+            )
+        append(new_record(offset_delta, timestamp_delta, key, value, headers, attributes))
     return records, pos
 
 
-def _decode_one(data: bytes, pos: int, end: int) -> Record:
-    """Decode one record body in ``data[pos:end]``; it must fill that span exactly.
-
-    Fixed fields may read past ``end`` into the next record: the final
-    ``pos != end`` check refuses that, and reads past the data raise IndexError,
-    which the caller turns into an error. Variable-length reads are bounded by
-    ``end`` so a bad length cannot allocate beyond the record.
-    """
-    attributes = data[pos]
-    pos += 1
-
-    b = data[pos]
-    if b < 0x80:
-        timestamp_delta = (b >> 1) ^ -(b & 1)
-        pos += 1
-    else:
-        timestamp_delta, pos = _read_varint_slow(data, pos, 10)
-
-    b = data[pos]
-    if b < 0x80:
-        offset_delta = (b >> 1) ^ -(b & 1)
-        pos += 1
-    else:
-        offset_delta, pos = _read_varint_slow(data, pos, 5)
-
-    key, pos = _read_bytes(data, pos, end)
-    value, pos = _read_bytes(data, pos, end)
-
-    if data[pos] == 0:
-        headers: tuple[tuple[str, bytes | None], ...] = ()
-        pos += 1
-    else:
-        headers, pos = _read_headers(data, pos, end)
-    if pos != end:
-        raise InvalidRecordsError(
-            _RECORD_DECODE_ERROR,
-            f"invalid record size: expected to read {end - pos} more bytes in the record payload",
-        )
-    return Record(offset_delta, timestamp_delta, key, value, headers, attributes)
+def _read_signed_varint(data: bytes, pos: int) -> tuple[int, int]:
+    raw, pos = _read_varint_slow(data, pos, 5)
+    return (raw >> 1) ^ -(raw & 1), pos
 
 
 def _read_bytes(body: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
-    b = body[pos]
-    if b < 0x80:
-        size = (b >> 1) ^ -(b & 1)
-        pos += 1
-    else:
-        size, pos = _read_varint_slow(body, pos, 5)
+    """A varint-length-prefixed byte string (-1 = null) that must end by ``end``."""
+    size, pos = _read_signed_varint(body, pos)
     if size < 0:
         if size == -1:
             return None, pos
@@ -654,7 +700,7 @@ def _read_bytes(body: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
 def _read_headers(
     body: bytes, pos: int, end: int
 ) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
-    count, pos = _read_varint_slow(body, pos, 5)
+    count, pos = _read_signed_varint(body, pos)
     if count < 0:
         raise InvalidRecordsError(_RECORD_DECODE_ERROR, f"invalid negative header count {count}")
     if count * 2 > end - pos:

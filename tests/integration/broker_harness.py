@@ -54,7 +54,9 @@ async def running_broker(
             nursery.cancel_scope.cancel()
 
 
-async def connect(server: KafkaServer, listener: str | None = None, client_id: str = "test") -> KafkaConnection:
+async def connect(
+    server: KafkaServer, listener: str | None = None, client_id: str = "test"
+) -> KafkaConnection:
     return await KafkaConnection.connect("127.0.0.1", server.bound_port(listener), client_id)
 
 
@@ -77,12 +79,17 @@ class BrokerProcess:
 
 
 def start_broker_process(
-    data_dir: Path, overrides: Mapping[str, str] | None = None, timeout_s: float = 30.0
+    data_dir: Path,
+    overrides: Mapping[str, str] | None = None,
+    timeout_s: float = 30.0,
+    config_file: Path | None = None,
 ) -> BrokerProcess:
     """`python -m broker serve` as a user runs it; waits until it logs its listeners."""
     settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir)}
     settings.update(overrides or {})
     args = [sys.executable, "-m", "broker", "serve"]
+    if config_file is not None:
+        args.append(str(config_file))
     for key, value in settings.items():
         args += ["--override", f"{key}={value}"]
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -103,7 +110,9 @@ def start_broker_process(
     raise RuntimeError(f"broker did not start within {timeout_s}s:\n{log_path.read_text()}")
 
 
-def stop_broker_process(broker: BrokerProcess, sig: int = signal.SIGTERM, timeout_s: float = 20.0) -> int:
+def stop_broker_process(
+    broker: BrokerProcess, sig: int = signal.SIGTERM, timeout_s: float = 20.0
+) -> int:
     if broker.process.poll() is None:
         broker.process.send_signal(sig)
         try:
@@ -115,7 +124,9 @@ def stop_broker_process(broker: BrokerProcess, sig: int = signal.SIGTERM, timeou
 
 
 @contextmanager
-def broker_process(data_dir: Path, overrides: Mapping[str, str] | None = None) -> Iterator[BrokerProcess]:
+def broker_process(
+    data_dir: Path, overrides: Mapping[str, str] | None = None
+) -> Iterator[BrokerProcess]:
     broker = start_broker_process(data_dir, overrides)
     try:
         yield broker

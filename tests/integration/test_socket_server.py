@@ -86,7 +86,9 @@ async def api_versions_ok(conn: KafkaConnection, version: int = 3) -> None:
     assert response.error_code == ErrorCode.NONE
 
 
-def raw_frame(api_key: int, version: int, correlation_id: int, rest: bytes = b"", flexible: bool = False) -> bytes:
+def raw_frame(
+    api_key: int, version: int, correlation_id: int, rest: bytes = b"", flexible: bool = False
+) -> bytes:
     header = struct.pack(">hhih", api_key, version, correlation_id, 4) + b"test"
     if flexible:
         header += b"\x00"
@@ -112,7 +114,9 @@ async def test_pipelined_requests_are_answered_in_order(tmp_path: Path) -> None:
         await conn.aclose()
 
 
-async def test_a_request_is_not_read_before_the_previous_response_is_written(tmp_path: Path) -> None:
+async def test_a_request_is_not_read_before_the_previous_response_is_written(
+    tmp_path: Path,
+) -> None:
     async with running_broker(tmp_path, {"num.io.threads": "4"}) as server:
         gated = gate_metadata(server)
         conn = await connect(server, client_id=SLOW)
@@ -189,7 +193,9 @@ async def test_bad_frames_close_only_their_own_connection(tmp_path: Path, bad_by
         await api_versions_ok(fresh)
 
 
-async def test_an_unsupported_api_versions_version_gets_a_v0_answer_with_error_35(tmp_path: Path) -> None:
+async def test_an_unsupported_api_versions_version_gets_a_v0_answer_with_error_35(
+    tmp_path: Path,
+) -> None:
     async with running_broker(tmp_path) as server:
         conn = await connect(server)
         await conn.send_raw(raw_frame(18, 127, 42, b"\x01\x02garbage", flexible=True))
@@ -234,14 +240,14 @@ async def test_api_versions_advertises_exactly_what_the_handlers_implement(tmp_p
         assert advertised[18] == (0, 4)
 
 
-async def test_a_handler_that_raises_answers_with_an_error_and_keeps_serving(tmp_path: Path) -> None:
+async def test_a_handler_that_raises_answers_with_an_error_and_keeps_serving(
+    tmp_path: Path,
+) -> None:
     async with running_broker(tmp_path, {"num.io.threads": "1"}) as server:
         gated = gate_metadata(server)
         gated.fail_next = True
         conn = await connect(server)
-        response = await conn.request(
-            MetadataRequest(topics=(_topic("t"),)), 9
-        )
+        response = await conn.request(MetadataRequest(topics=(_topic("t"),)), 9)
         assert [t.error_code for t in response.topics] == [ErrorCode.UNKNOWN_SERVER_ERROR]
         await api_versions_ok(conn)
         again = await conn.request(MetadataRequest(topics=None), 9)
@@ -317,7 +323,9 @@ async def test_connection_counts_return_to_zero_after_every_close(tmp_path: Path
 
 
 async def test_connection_creation_rate_slows_the_acceptor_down(tmp_path: Path) -> None:
-    async with running_broker(tmp_path, {"max.connection.creation.rate": "4", "quota.window.num": "2"}) as server:
+    async with running_broker(
+        tmp_path, {"max.connection.creation.rate": "4", "quota.window.num": "2"}
+    ) as server:
         started = trio.current_time()
         conns = []
         for _ in range(12):
@@ -415,7 +423,9 @@ async def test_graceful_shutdown_answers_in_flight_requests(tmp_path: Path) -> N
 
 
 async def test_resizing_threads_under_load_loses_no_request(tmp_path: Path) -> None:
-    async with running_broker(tmp_path, {"num.network.threads": "2", "num.io.threads": "2"}) as server:
+    async with running_broker(
+        tmp_path, {"num.network.threads": "2", "num.io.threads": "2"}
+    ) as server:
         answered: list[int] = []
         requests_per_client = 150
 
@@ -449,7 +459,9 @@ async def test_resizing_threads_under_load_loses_no_request(tmp_path: Path) -> N
 async def test_resize_outside_half_to_double_is_rejected(tmp_path: Path) -> None:
     from broker.config import ConfigError
 
-    async with running_broker(tmp_path, {"num.network.threads": "2", "num.io.threads": "4"}) as server:
+    async with running_broker(
+        tmp_path, {"num.network.threads": "2", "num.io.threads": "4"}
+    ) as server:
         with pytest.raises(ConfigError):
             await server.resize_network_threads(5)
         with pytest.raises(ConfigError):
@@ -495,7 +507,9 @@ async def test_metadata_advertises_the_listener_the_request_came_in_on(tmp_path:
         a = await internal.request(MetadataRequest(topics=None), 12)
         b = await external.request(MetadataRequest(topics=None), 12)
         assert [(x.host, x.port) for x in a.brokers] == [("internal.example", 9092)]
-        assert [(x.host, x.port) for x in b.brokers] == [("127.0.0.1", server.bound_port("EXTERNAL"))]
+        assert [(x.host, x.port) for x in b.brokers] == [
+            ("127.0.0.1", server.bound_port("EXTERNAL"))
+        ]
         assert a.cluster_id == b.cluster_id == server.cluster_id
         assert a.controller_id == server.node_id
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
+from typing import Any
 
 import pytest
 from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
@@ -27,12 +28,12 @@ from tests.records.helpers import build_v2_batch, fix_crc, legacy_message
 BASE_TS = 1_700_000_000_000
 
 
-def _batch(kind: CompressionType = CompressionType.NONE, count: int = 3, **kwargs: int) -> bytes:
+def _batch(kind: CompressionType = CompressionType.NONE, count: int = 3) -> bytes:
     records = [Record(i, i, b"k", b"value-%d" % i * 5) for i in range(count)]
-    return encode_batch(records, compression=kind, base_timestamp=BASE_TS, **kwargs)
+    return encode_batch(records, compression=kind, base_timestamp=BASE_TS)
 
 
-def _code(buf: bytes, **kwargs: int) -> ErrorCode:
+def _code(buf: bytes, **kwargs: Any) -> ErrorCode:
     with pytest.raises(InvalidRecordsError) as info:
         validate_record_set(buf, **kwargs)
     return info.value.error_code

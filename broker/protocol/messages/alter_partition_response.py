@@ -13,6 +13,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -27,8 +28,7 @@ __all__ = [
 
 _UUID = _uuid.UUID
 _ZERO_UUID = _uuid.UUID(int=0)
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_i = _ArrayStructs("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
@@ -127,7 +127,7 @@ def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f4 = _unpack_from(">%di" % n, buf, pos)
+        f4 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f6 = _U_i(buf, pos)[0]
     pos += 4
@@ -220,7 +220,7 @@ def _r_PartitionData_v1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f4 = _unpack_from(">%di" % n, buf, pos)
+        f4 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f5, f6 = _U_bi(buf, pos)
     pos += 5
@@ -361,7 +361,7 @@ def _w_PartitionData_v0(out: bytearray, ext: Ext, o: PartitionData) -> None:
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v4), *v4)
+    out += _A_i[len(v4)].pack(*v4)
     out += _P_iB(o.partition_epoch, 0)
 
 
@@ -406,7 +406,7 @@ def _w_PartitionData_v1(out: bytearray, ext: Ext, o: PartitionData) -> None:
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v4), *v4)
+    out += _A_i[len(v4)].pack(*v4)
     out += _P_biB(o.leader_recovery_state, o.partition_epoch, 0)
 
 

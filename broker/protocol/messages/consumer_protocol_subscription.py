@@ -12,6 +12,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     nbytes as _nbytes,
 )
@@ -21,8 +22,7 @@ __all__ = [
     "ConsumerProtocolSubscription",
 ]
 
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_i = _ArrayStructs("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -131,7 +131,7 @@ def _r_TopicPartition_v1(buf: memoryview, pos: int) -> tuple[TopicPartition, int
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _unpack_from(">%di" % n, buf, pos)
+        f1 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     return TopicPartition(f0, f1), pos
 
@@ -335,7 +335,7 @@ def _w_TopicPartition_v1(out: bytearray, ext: Ext, o: TopicPartition) -> None:
     out += b_v0
     v1 = o.partitions
     out += _P_i(len(v1))
-    out += _pack(">%di" % len(v1), *v1)
+    out += _A_i[len(v1)].pack(*v1)
 
 
 def _w_ConsumerProtocolSubscription_v1(out: bytearray, ext: Ext, o: ConsumerProtocolSubscription) -> None:

@@ -12,6 +12,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -24,8 +25,7 @@ __all__ = [
     "CreatePartitionsRequest",
 ]
 
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_i = _ArrayStructs("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -100,7 +100,7 @@ def _r_CreatePartitionsAssignment_v0(buf: memoryview, pos: int) -> tuple[CreateP
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f0 = _unpack_from(">%di" % n, buf, pos)
+        f0 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     return CreatePartitionsAssignment(f0), pos
 
@@ -169,7 +169,7 @@ def _r_CreatePartitionsAssignment_v2(buf: memoryview, pos: int) -> tuple[CreateP
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f0 = _unpack_from(">%di" % n, buf, pos)
+        f0 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -252,7 +252,7 @@ def _r_CreatePartitionsRequest_v2(buf: memoryview, pos: int) -> tuple[CreatePart
 def _w_CreatePartitionsAssignment_v0(out: bytearray, ext: Ext, o: CreatePartitionsAssignment) -> None:
     v0 = o.broker_ids
     out += _P_i(len(v0))
-    out += _pack(">%di" % len(v0), *v0)
+    out += _A_i[len(v0)].pack(*v0)
 
 
 def _w_CreatePartitionsTopic_v0(out: bytearray, ext: Ext, o: CreatePartitionsTopic) -> None:
@@ -285,7 +285,7 @@ def _w_CreatePartitionsAssignment_v2(out: bytearray, ext: Ext, o: CreatePartitio
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v0), *v0)
+    out += _A_i[len(v0)].pack(*v0)
     out.append(0)
 
 

@@ -12,6 +12,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -23,8 +24,7 @@ __all__ = [
     "DescribeLogDirsRequest",
 ]
 
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_i = _ArrayStructs("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -86,7 +86,7 @@ def _r_DescribableLogDirTopic_v0(buf: memoryview, pos: int) -> tuple[Describable
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _unpack_from(">%di" % n, buf, pos)
+        f1 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     return DescribableLogDirTopic(f0, f1), pos
 
@@ -138,7 +138,7 @@ def _r_DescribableLogDirTopic_v2(buf: memoryview, pos: int) -> tuple[Describable
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _unpack_from(">%di" % n, buf, pos)
+        f1 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -181,7 +181,7 @@ def _w_DescribableLogDirTopic_v0(out: bytearray, ext: Ext, o: DescribableLogDirT
     out += b_v0
     v1 = o.partitions
     out += _P_i(len(v1))
-    out += _pack(">%di" % len(v1), *v1)
+    out += _A_i[len(v1)].pack(*v1)
 
 
 def _w_DescribeLogDirsRequest_v0(out: bytearray, ext: Ext, o: DescribeLogDirsRequest) -> None:
@@ -209,7 +209,7 @@ def _w_DescribableLogDirTopic_v2(out: bytearray, ext: Ext, o: DescribableLogDirT
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v1), *v1)
+    out += _A_i[len(v1)].pack(*v1)
     out.append(0)
 
 

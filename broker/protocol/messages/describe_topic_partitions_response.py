@@ -13,6 +13,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -28,8 +29,7 @@ __all__ = [
 
 _UUID = _uuid.UUID
 _ZERO_UUID = _uuid.UUID(int=0)
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_i = _ArrayStructs("i")
 _S_Uo = _struct.Struct(">16s?")
 _U_Uo = _S_Uo.unpack_from
 _P_Uo = _S_Uo.pack
@@ -150,7 +150,7 @@ def _r_DescribeTopicPartitionsResponsePartition_v0(buf: memoryview, pos: int) ->
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f4 = _unpack_from(">%di" % n, buf, pos)
+        f4 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f5: tuple[int, ...]
     n = buf[pos]
@@ -164,7 +164,7 @@ def _r_DescribeTopicPartitionsResponsePartition_v0(buf: memoryview, pos: int) ->
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _unpack_from(">%di" % n, buf, pos)
+        f5 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f6: tuple[int, ...] | None
     n = buf[pos]
@@ -180,7 +180,7 @@ def _r_DescribeTopicPartitionsResponsePartition_v0(buf: memoryview, pos: int) ->
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f6 = _unpack_from(">%di" % n, buf, pos)
+        f6 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f7: tuple[int, ...] | None
     n = buf[pos]
@@ -196,7 +196,7 @@ def _r_DescribeTopicPartitionsResponsePartition_v0(buf: memoryview, pos: int) ->
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _unpack_from(">%di" % n, buf, pos)
+        f7 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f8: tuple[int, ...]
     n = buf[pos]
@@ -210,7 +210,7 @@ def _r_DescribeTopicPartitionsResponsePartition_v0(buf: memoryview, pos: int) ->
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f8 = _unpack_from(">%di" % n, buf, pos)
+        f8 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -334,14 +334,14 @@ def _w_DescribeTopicPartitionsResponsePartition_v0(out: bytearray, ext: Ext, o: 
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v4), *v4)
+    out += _A_i[len(v4)].pack(*v4)
     v5 = o.isr_nodes
     n = len(v5) + 1
     if n < 0x80:
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v5), *v5)
+    out += _A_i[len(v5)].pack(*v5)
     v6 = o.eligible_leader_replicas
     if v6 is None:
         out.append(0)
@@ -351,7 +351,7 @@ def _w_DescribeTopicPartitionsResponsePartition_v0(out: bytearray, ext: Ext, o: 
             out.append(n)
         else:
             _write_uvarint(out, n)
-        out += _pack(">%di" % len(v6), *v6)
+        out += _A_i[len(v6)].pack(*v6)
     v7 = o.last_known_elr
     if v7 is None:
         out.append(0)
@@ -361,14 +361,14 @@ def _w_DescribeTopicPartitionsResponsePartition_v0(out: bytearray, ext: Ext, o: 
             out.append(n)
         else:
             _write_uvarint(out, n)
-        out += _pack(">%di" % len(v7), *v7)
+        out += _A_i[len(v7)].pack(*v7)
     v8 = o.offline_replicas
     n = len(v8) + 1
     if n < 0x80:
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v8), *v8)
+    out += _A_i[len(v8)].pack(*v8)
     out.append(0)
 
 

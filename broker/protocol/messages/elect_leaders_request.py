@@ -12,6 +12,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -23,8 +24,7 @@ __all__ = [
     "ElectLeadersRequest",
 ]
 
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_i = _ArrayStructs("i")
 _S_b = _struct.Struct(">b")
 _U_b = _S_b.unpack_from
 _P_b = _S_b.pack
@@ -95,7 +95,7 @@ def _r_TopicPartitions_v0(buf: memoryview, pos: int) -> tuple[TopicPartitions, i
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _unpack_from(">%di" % n, buf, pos)
+        f1 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     return TopicPartitions(f0, f1), pos
 
@@ -172,7 +172,7 @@ def _r_TopicPartitions_v2(buf: memoryview, pos: int) -> tuple[TopicPartitions, i
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _unpack_from(">%di" % n, buf, pos)
+        f1 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -219,7 +219,7 @@ def _w_TopicPartitions_v0(out: bytearray, ext: Ext, o: TopicPartitions) -> None:
     out += b_v0
     v1 = o.partitions
     out += _P_i(len(v1))
-    out += _pack(">%di" % len(v1), *v1)
+    out += _A_i[len(v1)].pack(*v1)
 
 
 def _w_ElectLeadersRequest_v0(out: bytearray, ext: Ext, o: ElectLeadersRequest) -> None:
@@ -260,7 +260,7 @@ def _w_TopicPartitions_v2(out: bytearray, ext: Ext, o: TopicPartitions) -> None:
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v1), *v1)
+    out += _A_i[len(v1)].pack(*v1)
     out.append(0)
 
 

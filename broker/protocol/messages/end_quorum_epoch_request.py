@@ -13,6 +13,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -29,8 +30,7 @@ __all__ = [
 
 _UUID = _uuid.UUID
 _ZERO_UUID = _uuid.UUID(int=0)
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_i = _ArrayStructs("i")
 _S_H = _struct.Struct(">H")
 _U_H = _S_H.unpack_from
 _S_HB = _struct.Struct(">HB")
@@ -151,7 +151,7 @@ def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f3 = _unpack_from(">%di" % n, buf, pos)
+        f3 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     return PartitionData(f0, f1, f2, f3, ()), pos
 
@@ -395,7 +395,7 @@ def _w_PartitionData_v0(out: bytearray, ext: Ext, o: PartitionData) -> None:
     out += _P_iii(o.partition_index, o.leader_id, o.leader_epoch)
     v3 = o.preferred_successors
     out += _P_i(len(v3))
-    out += _pack(">%di" % len(v3), *v3)
+    out += _A_i[len(v3)].pack(*v3)
 
 
 def _w_TopicData_v0(out: bytearray, ext: Ext, o: TopicData) -> None:

@@ -13,6 +13,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -29,8 +30,7 @@ __all__ = [
 
 _UUID = _uuid.UUID
 _ZERO_UUID = _uuid.UUID(int=0)
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_i = _ArrayStructs("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
@@ -353,7 +353,7 @@ def _r_ForgottenTopic_v7(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f2 = _unpack_from(">%di" % n, buf, pos)
+        f2 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     return ForgottenTopic(f0, _ZERO_UUID, f2), pos
 
@@ -577,7 +577,7 @@ def _r_ForgottenTopic_v12(buf: memoryview, pos: int) -> tuple[ForgottenTopic, in
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f2 = _unpack_from(">%di" % n, buf, pos)
+        f2 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -715,7 +715,7 @@ def _r_ForgottenTopic_v13(buf: memoryview, pos: int) -> tuple[ForgottenTopic, in
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f2 = _unpack_from(">%di" % n, buf, pos)
+        f2 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -1114,7 +1114,7 @@ def _w_ForgottenTopic_v7(out: bytearray, ext: Ext, o: ForgottenTopic) -> None:
     out += b_v0
     v2 = o.partitions
     out += _P_i(len(v2))
-    out += _pack(">%di" % len(v2), *v2)
+    out += _A_i[len(v2)].pack(*v2)
 
 
 def _w_FetchRequest_v7(out: bytearray, ext: Ext, o: FetchRequest) -> None:
@@ -1211,7 +1211,7 @@ def _w_ForgottenTopic_v12(out: bytearray, ext: Ext, o: ForgottenTopic) -> None:
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v2), *v2)
+    out += _A_i[len(v2)].pack(*v2)
     out.append(0)
 
 
@@ -1282,7 +1282,7 @@ def _w_ForgottenTopic_v13(out: bytearray, ext: Ext, o: ForgottenTopic) -> None:
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v2), *v2)
+    out += _A_i[len(v2)].pack(*v2)
     out.append(0)
 
 

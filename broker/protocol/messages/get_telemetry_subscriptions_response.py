@@ -13,6 +13,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -25,8 +26,7 @@ __all__ = [
 
 _UUID = _uuid.UUID
 _ZERO_UUID = _uuid.UUID(int=0)
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_b = _ArrayStructs("b")
 _S_ihUi = _struct.Struct(">ih16si")
 _U_ihUi = _S_ihUi.unpack_from
 _P_ihUi = _S_ihUi.pack
@@ -85,7 +85,7 @@ def _r_GetTelemetrySubscriptionsResponse_v0(buf: memoryview, pos: int) -> tuple[
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f4 = _unpack_from(">%db" % n, buf, pos)
+        f4 = _A_b[n].unpack_from(buf, pos)
         pos += 1 * n
     f5, f6, f7 = _U_iio(buf, pos)
     pos += 9
@@ -135,7 +135,7 @@ def _w_GetTelemetrySubscriptionsResponse_v0(out: bytearray, ext: Ext, o: GetTele
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%db" % len(v4), *v4)
+    out += _A_b[len(v4)].pack(*v4)
     out += _P_iio(o.push_interval_ms, o.telemetry_max_bytes, o.delta_temporality)
     v8 = o.requested_metrics
     n = len(v8) + 1

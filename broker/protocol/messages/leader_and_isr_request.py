@@ -13,6 +13,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -28,8 +29,7 @@ __all__ = [
 
 _UUID = _uuid.UUID
 _ZERO_UUID = _uuid.UUID(int=0)
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_i = _ArrayStructs("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
@@ -190,7 +190,7 @@ def _r_LeaderAndIsrPartitionState_v0(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _unpack_from(">%di" % n, buf, pos)
+        f5 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f6 = _U_i(buf, pos)[0]
     pos += 4
@@ -202,7 +202,7 @@ def _r_LeaderAndIsrPartitionState_v0(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _unpack_from(">%di" % n, buf, pos)
+        f7 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     return LeaderAndIsrPartitionState(f0, f1, f2, f3, f4, f5, f6, f7, (), (), False, 0), pos
 
@@ -280,7 +280,7 @@ def _r_LeaderAndIsrPartitionState_v1(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _unpack_from(">%di" % n, buf, pos)
+        f5 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f6 = _U_i(buf, pos)[0]
     pos += 4
@@ -292,7 +292,7 @@ def _r_LeaderAndIsrPartitionState_v1(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _unpack_from(">%di" % n, buf, pos)
+        f7 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f10 = _U_o(buf, pos)[0]
     pos += 1
@@ -342,7 +342,7 @@ def _r_LeaderAndIsrPartitionState_v2(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _unpack_from(">%di" % n, buf, pos)
+        f5 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f6 = _U_i(buf, pos)[0]
     pos += 4
@@ -354,7 +354,7 @@ def _r_LeaderAndIsrPartitionState_v2(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _unpack_from(">%di" % n, buf, pos)
+        f7 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f10 = _U_o(buf, pos)[0]
     pos += 1
@@ -432,7 +432,7 @@ def _r_LeaderAndIsrPartitionState_v3(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _unpack_from(">%di" % n, buf, pos)
+        f5 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f6 = _U_i(buf, pos)[0]
     pos += 4
@@ -444,7 +444,7 @@ def _r_LeaderAndIsrPartitionState_v3(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _unpack_from(">%di" % n, buf, pos)
+        f7 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f8: tuple[int, ...]
     n = _U_i(buf, pos)[0]
@@ -454,7 +454,7 @@ def _r_LeaderAndIsrPartitionState_v3(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f8 = _unpack_from(">%di" % n, buf, pos)
+        f8 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f9: tuple[int, ...]
     n = _U_i(buf, pos)[0]
@@ -464,7 +464,7 @@ def _r_LeaderAndIsrPartitionState_v3(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f9 = _unpack_from(">%di" % n, buf, pos)
+        f9 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f10 = _U_o(buf, pos)[0]
     pos += 1
@@ -546,7 +546,7 @@ def _r_LeaderAndIsrPartitionState_v4(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _unpack_from(">%di" % n, buf, pos)
+        f5 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f6 = _U_i(buf, pos)[0]
     pos += 4
@@ -562,7 +562,7 @@ def _r_LeaderAndIsrPartitionState_v4(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _unpack_from(">%di" % n, buf, pos)
+        f7 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f8: tuple[int, ...]
     n = buf[pos]
@@ -576,7 +576,7 @@ def _r_LeaderAndIsrPartitionState_v4(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f8 = _unpack_from(">%di" % n, buf, pos)
+        f8 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f9: tuple[int, ...]
     n = buf[pos]
@@ -590,7 +590,7 @@ def _r_LeaderAndIsrPartitionState_v4(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f9 = _unpack_from(">%di" % n, buf, pos)
+        f9 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f10 = _U_o(buf, pos)[0]
     pos += 1
@@ -814,7 +814,7 @@ def _r_LeaderAndIsrPartitionState_v6(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _unpack_from(">%di" % n, buf, pos)
+        f5 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f6 = _U_i(buf, pos)[0]
     pos += 4
@@ -830,7 +830,7 @@ def _r_LeaderAndIsrPartitionState_v6(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _unpack_from(">%di" % n, buf, pos)
+        f7 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f8: tuple[int, ...]
     n = buf[pos]
@@ -844,7 +844,7 @@ def _r_LeaderAndIsrPartitionState_v6(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f8 = _unpack_from(">%di" % n, buf, pos)
+        f8 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f9: tuple[int, ...]
     n = buf[pos]
@@ -858,7 +858,7 @@ def _r_LeaderAndIsrPartitionState_v6(buf: memoryview, pos: int) -> tuple[LeaderA
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f9 = _unpack_from(">%di" % n, buf, pos)
+        f9 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f10, f11 = _U_ob(buf, pos)
     pos += 2
@@ -1008,11 +1008,11 @@ def _w_LeaderAndIsrPartitionState_v0(out: bytearray, ext: Ext, o: LeaderAndIsrPa
     out += _P_iiii(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v5 = o.isr
     out += _P_i(len(v5))
-    out += _pack(">%di" % len(v5), *v5)
+    out += _A_i[len(v5)].pack(*v5)
     out += _P_i(o.partition_epoch)
     v7 = o.replicas
     out += _P_i(len(v7))
-    out += _pack(">%di" % len(v7), *v7)
+    out += _A_i[len(v7)].pack(*v7)
 
 
 def _w_LeaderAndIsrLiveLeader_v0(out: bytearray, ext: Ext, o: LeaderAndIsrLiveLeader) -> None:
@@ -1044,11 +1044,11 @@ def _w_LeaderAndIsrPartitionState_v1(out: bytearray, ext: Ext, o: LeaderAndIsrPa
     out += _P_iiii(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v5 = o.isr
     out += _P_i(len(v5))
-    out += _pack(">%di" % len(v5), *v5)
+    out += _A_i[len(v5)].pack(*v5)
     out += _P_i(o.partition_epoch)
     v7 = o.replicas
     out += _P_i(len(v7))
-    out += _pack(">%di" % len(v7), *v7)
+    out += _A_i[len(v7)].pack(*v7)
     out += _P_o(o.is_new)
 
 
@@ -1068,11 +1068,11 @@ def _w_LeaderAndIsrPartitionState_v2(out: bytearray, ext: Ext, o: LeaderAndIsrPa
     out += _P_iiii(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v5 = o.isr
     out += _P_i(len(v5))
-    out += _pack(">%di" % len(v5), *v5)
+    out += _A_i[len(v5)].pack(*v5)
     out += _P_i(o.partition_epoch)
     v7 = o.replicas
     out += _P_i(len(v7))
-    out += _pack(">%di" % len(v7), *v7)
+    out += _A_i[len(v7)].pack(*v7)
     out += _P_o(o.is_new)
 
 
@@ -1103,17 +1103,17 @@ def _w_LeaderAndIsrPartitionState_v3(out: bytearray, ext: Ext, o: LeaderAndIsrPa
     out += _P_iiii(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v5 = o.isr
     out += _P_i(len(v5))
-    out += _pack(">%di" % len(v5), *v5)
+    out += _A_i[len(v5)].pack(*v5)
     out += _P_i(o.partition_epoch)
     v7 = o.replicas
     out += _P_i(len(v7))
-    out += _pack(">%di" % len(v7), *v7)
+    out += _A_i[len(v7)].pack(*v7)
     v8 = o.adding_replicas
     out += _P_i(len(v8))
-    out += _pack(">%di" % len(v8), *v8)
+    out += _A_i[len(v8)].pack(*v8)
     v9 = o.removing_replicas
     out += _P_i(len(v9))
-    out += _pack(">%di" % len(v9), *v9)
+    out += _A_i[len(v9)].pack(*v9)
     out += _P_o(o.is_new)
 
 
@@ -1148,7 +1148,7 @@ def _w_LeaderAndIsrPartitionState_v4(out: bytearray, ext: Ext, o: LeaderAndIsrPa
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v5), *v5)
+    out += _A_i[len(v5)].pack(*v5)
     out += _P_i(o.partition_epoch)
     v7 = o.replicas
     n = len(v7) + 1
@@ -1156,21 +1156,21 @@ def _w_LeaderAndIsrPartitionState_v4(out: bytearray, ext: Ext, o: LeaderAndIsrPa
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v7), *v7)
+    out += _A_i[len(v7)].pack(*v7)
     v8 = o.adding_replicas
     n = len(v8) + 1
     if n < 0x80:
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v8), *v8)
+    out += _A_i[len(v8)].pack(*v8)
     v9 = o.removing_replicas
     n = len(v9) + 1
     if n < 0x80:
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v9), *v9)
+    out += _A_i[len(v9)].pack(*v9)
     out += _P_oB(o.is_new, 0)
 
 
@@ -1278,7 +1278,7 @@ def _w_LeaderAndIsrPartitionState_v6(out: bytearray, ext: Ext, o: LeaderAndIsrPa
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v5), *v5)
+    out += _A_i[len(v5)].pack(*v5)
     out += _P_i(o.partition_epoch)
     v7 = o.replicas
     n = len(v7) + 1
@@ -1286,21 +1286,21 @@ def _w_LeaderAndIsrPartitionState_v6(out: bytearray, ext: Ext, o: LeaderAndIsrPa
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v7), *v7)
+    out += _A_i[len(v7)].pack(*v7)
     v8 = o.adding_replicas
     n = len(v8) + 1
     if n < 0x80:
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v8), *v8)
+    out += _A_i[len(v8)].pack(*v8)
     v9 = o.removing_replicas
     n = len(v9) + 1
     if n < 0x80:
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v9), *v9)
+    out += _A_i[len(v9)].pack(*v9)
     out += _P_obB(o.is_new, o.leader_recovery_state, 0)
 
 

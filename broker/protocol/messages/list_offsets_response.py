@@ -12,6 +12,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -24,8 +25,7 @@ __all__ = [
     "ListOffsetsResponse",
 ]
 
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_q = _ArrayStructs("q")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -114,7 +114,7 @@ def _r_ListOffsetsPartitionResponse_v0(buf: memoryview, pos: int) -> tuple[ListO
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f2 = _unpack_from(">%dq" % n, buf, pos)
+        f2 = _A_q[n].unpack_from(buf, pos)
         pos += 8 * n
     return ListOffsetsPartitionResponse(f0, f1, f2, -1, -1, -1), pos
 
@@ -368,7 +368,7 @@ def _w_ListOffsetsPartitionResponse_v0(out: bytearray, ext: Ext, o: ListOffsetsP
     out += _P_ih(o.partition_index, o.error_code)
     v2 = o.old_style_offsets
     out += _P_i(len(v2))
-    out += _pack(">%dq" % len(v2), *v2)
+    out += _A_q[len(v2)].pack(*v2)
 
 
 def _w_ListOffsetsTopicResponse_v0(out: bytearray, ext: Ext, o: ListOffsetsTopicResponse) -> None:

@@ -12,6 +12,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -23,8 +24,7 @@ __all__ = [
     "ListPartitionReassignmentsRequest",
 ]
 
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_i = _ArrayStructs("i")
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
@@ -93,7 +93,7 @@ def _r_ListPartitionReassignmentsTopics_v0(buf: memoryview, pos: int) -> tuple[L
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _unpack_from(">%di" % n, buf, pos)
+        f1 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -146,7 +146,7 @@ def _w_ListPartitionReassignmentsTopics_v0(out: bytearray, ext: Ext, o: ListPart
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v1), *v1)
+    out += _A_i[len(v1)].pack(*v1)
     out.append(0)
 
 

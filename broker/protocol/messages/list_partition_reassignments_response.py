@@ -12,6 +12,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -24,8 +25,7 @@ __all__ = [
     "ListPartitionReassignmentsResponse",
 ]
 
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_i = _ArrayStructs("i")
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
@@ -107,7 +107,7 @@ def _r_OngoingPartitionReassignment_v0(buf: memoryview, pos: int) -> tuple[Ongoi
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _unpack_from(">%di" % n, buf, pos)
+        f1 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f2: tuple[int, ...]
     n = buf[pos]
@@ -121,7 +121,7 @@ def _r_OngoingPartitionReassignment_v0(buf: memoryview, pos: int) -> tuple[Ongoi
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f2 = _unpack_from(">%di" % n, buf, pos)
+        f2 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f3: tuple[int, ...]
     n = buf[pos]
@@ -135,7 +135,7 @@ def _r_OngoingPartitionReassignment_v0(buf: memoryview, pos: int) -> tuple[Ongoi
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f3 = _unpack_from(">%di" % n, buf, pos)
+        f3 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -236,21 +236,21 @@ def _w_OngoingPartitionReassignment_v0(out: bytearray, ext: Ext, o: OngoingParti
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v1), *v1)
+    out += _A_i[len(v1)].pack(*v1)
     v2 = o.adding_replicas
     n = len(v2) + 1
     if n < 0x80:
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v2), *v2)
+    out += _A_i[len(v2)].pack(*v2)
     v3 = o.removing_replicas
     n = len(v3) + 1
     if n < 0x80:
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v3), *v3)
+    out += _A_i[len(v3)].pack(*v3)
     out.append(0)
 
 

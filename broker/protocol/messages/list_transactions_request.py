@@ -12,6 +12,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -22,8 +23,7 @@ __all__ = [
     "ListTransactionsRequest",
 ]
 
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_q = _ArrayStructs("q")
 _S_q = _struct.Struct(">q")
 _U_q = _S_q.unpack_from
 _S_qB = _struct.Struct(">qB")
@@ -96,7 +96,7 @@ def _r_ListTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[ListTransa
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _unpack_from(">%dq" % n, buf, pos)
+        f1 = _A_q[n].unpack_from(buf, pos)
         pos += 8 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -149,7 +149,7 @@ def _r_ListTransactionsRequest_v1(buf: memoryview, pos: int) -> tuple[ListTransa
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _unpack_from(">%dq" % n, buf, pos)
+        f1 = _A_q[n].unpack_from(buf, pos)
         pos += 8 * n
     f2 = _U_q(buf, pos)[0]
     pos += 8
@@ -182,7 +182,7 @@ def _w_ListTransactionsRequest_v0(out: bytearray, ext: Ext, o: ListTransactionsR
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%dq" % len(v1), *v1)
+    out += _A_q[len(v1)].pack(*v1)
     out.append(0)
 
 
@@ -208,7 +208,7 @@ def _w_ListTransactionsRequest_v1(out: bytearray, ext: Ext, o: ListTransactionsR
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%dq" % len(v1), *v1)
+    out += _A_q[len(v1)].pack(*v1)
     out += _P_qB(o.duration_filter, 0)
 
 

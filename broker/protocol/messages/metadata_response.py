@@ -13,6 +13,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError, EncodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -28,8 +29,7 @@ __all__ = [
 
 _UUID = _uuid.UUID
 _ZERO_UUID = _uuid.UUID(int=0)
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_i = _ArrayStructs("i")
 _S_Uo = _struct.Struct(">16s?")
 _U_Uo = _S_Uo.unpack_from
 _P_Uo = _S_Uo.pack
@@ -177,7 +177,7 @@ def _r_MetadataResponsePartition_v0(buf: memoryview, pos: int) -> tuple[Metadata
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f4 = _unpack_from(">%di" % n, buf, pos)
+        f4 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f5: tuple[int, ...]
     n = _U_i(buf, pos)[0]
@@ -187,7 +187,7 @@ def _r_MetadataResponsePartition_v0(buf: memoryview, pos: int) -> tuple[Metadata
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _unpack_from(">%di" % n, buf, pos)
+        f5 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     return MetadataResponsePartition(f0, f1, f2, -1, f4, f5, ()), pos
 
@@ -451,7 +451,7 @@ def _r_MetadataResponsePartition_v5(buf: memoryview, pos: int) -> tuple[Metadata
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f4 = _unpack_from(">%di" % n, buf, pos)
+        f4 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f5: tuple[int, ...]
     n = _U_i(buf, pos)[0]
@@ -461,7 +461,7 @@ def _r_MetadataResponsePartition_v5(buf: memoryview, pos: int) -> tuple[Metadata
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _unpack_from(">%di" % n, buf, pos)
+        f5 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f6: tuple[int, ...]
     n = _U_i(buf, pos)[0]
@@ -471,7 +471,7 @@ def _r_MetadataResponsePartition_v5(buf: memoryview, pos: int) -> tuple[Metadata
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f6 = _unpack_from(">%di" % n, buf, pos)
+        f6 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     return MetadataResponsePartition(f0, f1, f2, -1, f4, f5, f6), pos
 
@@ -566,7 +566,7 @@ def _r_MetadataResponsePartition_v7(buf: memoryview, pos: int) -> tuple[Metadata
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f4 = _unpack_from(">%di" % n, buf, pos)
+        f4 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f5: tuple[int, ...]
     n = _U_i(buf, pos)[0]
@@ -576,7 +576,7 @@ def _r_MetadataResponsePartition_v7(buf: memoryview, pos: int) -> tuple[Metadata
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _unpack_from(">%di" % n, buf, pos)
+        f5 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f6: tuple[int, ...]
     n = _U_i(buf, pos)[0]
@@ -586,7 +586,7 @@ def _r_MetadataResponsePartition_v7(buf: memoryview, pos: int) -> tuple[Metadata
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f6 = _unpack_from(">%di" % n, buf, pos)
+        f6 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     return MetadataResponsePartition(f0, f1, f2, f3, f4, f5, f6), pos
 
@@ -812,7 +812,7 @@ def _r_MetadataResponsePartition_v9(buf: memoryview, pos: int) -> tuple[Metadata
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f4 = _unpack_from(">%di" % n, buf, pos)
+        f4 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f5: tuple[int, ...]
     n = buf[pos]
@@ -826,7 +826,7 @@ def _r_MetadataResponsePartition_v9(buf: memoryview, pos: int) -> tuple[Metadata
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _unpack_from(">%di" % n, buf, pos)
+        f5 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f6: tuple[int, ...]
     n = buf[pos]
@@ -840,7 +840,7 @@ def _r_MetadataResponsePartition_v9(buf: memoryview, pos: int) -> tuple[Metadata
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f6 = _unpack_from(">%di" % n, buf, pos)
+        f6 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -1260,10 +1260,10 @@ def _w_MetadataResponsePartition_v0(out: bytearray, ext: Ext, o: MetadataRespons
     out += _P_hii(o.error_code, o.partition_index, o.leader_id)
     v4 = o.replica_nodes
     out += _P_i(len(v4))
-    out += _pack(">%di" % len(v4), *v4)
+    out += _A_i[len(v4)].pack(*v4)
     v5 = o.isr_nodes
     out += _P_i(len(v5))
-    out += _pack(">%di" % len(v5), *v5)
+    out += _A_i[len(v5)].pack(*v5)
 
 
 def _w_MetadataResponseTopic_v0(out: bytearray, ext: Ext, o: MetadataResponseTopic) -> None:
@@ -1379,13 +1379,13 @@ def _w_MetadataResponsePartition_v5(out: bytearray, ext: Ext, o: MetadataRespons
     out += _P_hii(o.error_code, o.partition_index, o.leader_id)
     v4 = o.replica_nodes
     out += _P_i(len(v4))
-    out += _pack(">%di" % len(v4), *v4)
+    out += _A_i[len(v4)].pack(*v4)
     v5 = o.isr_nodes
     out += _P_i(len(v5))
-    out += _pack(">%di" % len(v5), *v5)
+    out += _A_i[len(v5)].pack(*v5)
     v6 = o.offline_replicas
     out += _P_i(len(v6))
-    out += _pack(">%di" % len(v6), *v6)
+    out += _A_i[len(v6)].pack(*v6)
 
 
 def _w_MetadataResponseTopic_v5(out: bytearray, ext: Ext, o: MetadataResponseTopic) -> None:
@@ -1428,13 +1428,13 @@ def _w_MetadataResponsePartition_v7(out: bytearray, ext: Ext, o: MetadataRespons
     out += _P_hiii(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     v4 = o.replica_nodes
     out += _P_i(len(v4))
-    out += _pack(">%di" % len(v4), *v4)
+    out += _A_i[len(v4)].pack(*v4)
     v5 = o.isr_nodes
     out += _P_i(len(v5))
-    out += _pack(">%di" % len(v5), *v5)
+    out += _A_i[len(v5)].pack(*v5)
     v6 = o.offline_replicas
     out += _P_i(len(v6))
-    out += _pack(">%di" % len(v6), *v6)
+    out += _A_i[len(v6)].pack(*v6)
 
 
 def _w_MetadataResponseTopic_v7(out: bytearray, ext: Ext, o: MetadataResponseTopic) -> None:
@@ -1544,21 +1544,21 @@ def _w_MetadataResponsePartition_v9(out: bytearray, ext: Ext, o: MetadataRespons
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v4), *v4)
+    out += _A_i[len(v4)].pack(*v4)
     v5 = o.isr_nodes
     n = len(v5) + 1
     if n < 0x80:
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v5), *v5)
+    out += _A_i[len(v5)].pack(*v5)
     v6 = o.offline_replicas
     n = len(v6) + 1
     if n < 0x80:
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v6), *v6)
+    out += _A_i[len(v6)].pack(*v6)
     out.append(0)
 
 

@@ -12,6 +12,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError, EncodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -25,8 +26,7 @@ __all__ = [
     "OffsetFetchRequest",
 ]
 
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_i = _ArrayStructs("i")
 _S_o = _struct.Struct(">?")
 _U_o = _S_o.unpack_from
 _S_oB = _struct.Struct(">?B")
@@ -132,7 +132,7 @@ def _r_OffsetFetchRequestTopic_v0(buf: memoryview, pos: int) -> tuple[OffsetFetc
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _unpack_from(">%di" % n, buf, pos)
+        f1 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     return OffsetFetchRequestTopic(f0, f1), pos
 
@@ -223,7 +223,7 @@ def _r_OffsetFetchRequestTopic_v6(buf: memoryview, pos: int) -> tuple[OffsetFetc
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _unpack_from(">%di" % n, buf, pos)
+        f1 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -346,7 +346,7 @@ def _r_OffsetFetchRequestTopics_v8(buf: memoryview, pos: int) -> tuple[OffsetFet
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _unpack_from(">%di" % n, buf, pos)
+        f1 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -519,7 +519,7 @@ def _w_OffsetFetchRequestTopic_v0(out: bytearray, ext: Ext, o: OffsetFetchReques
     out += b_v0
     v1 = o.partition_indexes
     out += _P_i(len(v1))
-    out += _pack(">%di" % len(v1), *v1)
+    out += _A_i[len(v1)].pack(*v1)
 
 
 def _w_OffsetFetchRequest_v0(out: bytearray, ext: Ext, o: OffsetFetchRequest) -> None:
@@ -565,7 +565,7 @@ def _w_OffsetFetchRequestTopic_v6(out: bytearray, ext: Ext, o: OffsetFetchReques
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v1), *v1)
+    out += _A_i[len(v1)].pack(*v1)
     out.append(0)
 
 
@@ -630,7 +630,7 @@ def _w_OffsetFetchRequestTopics_v8(out: bytearray, ext: Ext, o: OffsetFetchReque
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v1), *v1)
+    out += _A_i[len(v1)].pack(*v1)
     out.append(0)
 
 

@@ -13,6 +13,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -29,8 +30,8 @@ __all__ = [
 
 _UUID = _uuid.UUID
 _ZERO_UUID = _uuid.UUID(int=0)
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_b = _ArrayStructs("b")
+_A_i = _ArrayStructs("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
@@ -156,7 +157,7 @@ def _r_AcknowledgementBatch_v0(buf: memoryview, pos: int) -> tuple[Acknowledgeme
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f2 = _unpack_from(">%db" % n, buf, pos)
+        f2 = _A_b[n].unpack_from(buf, pos)
         pos += 1 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -236,7 +237,7 @@ def _r_ForgottenTopic_v0(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _unpack_from(">%di" % n, buf, pos)
+        f1 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -331,7 +332,7 @@ def _w_AcknowledgementBatch_v0(out: bytearray, ext: Ext, o: AcknowledgementBatch
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%db" % len(v2), *v2)
+    out += _A_b[len(v2)].pack(*v2)
     out.append(0)
 
 
@@ -369,7 +370,7 @@ def _w_ForgottenTopic_v0(out: bytearray, ext: Ext, o: ForgottenTopic) -> None:
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v1), *v1)
+    out += _A_i[len(v1)].pack(*v1)
     out.append(0)
 
 

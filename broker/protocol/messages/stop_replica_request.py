@@ -12,6 +12,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -26,8 +27,7 @@ __all__ = [
     "StopReplicaRequest",
 ]
 
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_i = _ArrayStructs("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -200,7 +200,7 @@ def _r_StopReplicaTopicV1_v1(buf: memoryview, pos: int) -> tuple[StopReplicaTopi
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _unpack_from(">%di" % n, buf, pos)
+        f1 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     return StopReplicaTopicV1(f0, f1), pos
 
@@ -252,7 +252,7 @@ def _r_StopReplicaTopicV1_v2(buf: memoryview, pos: int) -> tuple[StopReplicaTopi
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _unpack_from(">%di" % n, buf, pos)
+        f1 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -415,7 +415,7 @@ def _w_StopReplicaTopicV1_v1(out: bytearray, ext: Ext, o: StopReplicaTopicV1) ->
     out += b_v0
     v1 = o.partition_indexes
     out += _P_i(len(v1))
-    out += _pack(">%di" % len(v1), *v1)
+    out += _A_i[len(v1)].pack(*v1)
 
 
 def _w_StopReplicaRequest_v1(out: bytearray, ext: Ext, o: StopReplicaRequest) -> None:
@@ -441,7 +441,7 @@ def _w_StopReplicaTopicV1_v2(out: bytearray, ext: Ext, o: StopReplicaTopicV1) ->
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v1), *v1)
+    out += _A_i[len(v1)].pack(*v1)
     out.append(0)
 
 

@@ -13,6 +13,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -29,8 +30,7 @@ __all__ = [
 
 _UUID = _uuid.UUID
 _ZERO_UUID = _uuid.UUID(int=0)
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_i = _ArrayStructs("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
@@ -199,7 +199,7 @@ def _r_UpdateMetadataPartitionState_v0(buf: memoryview, pos: int) -> tuple[Updat
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _unpack_from(">%di" % n, buf, pos)
+        f5 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f6 = _U_i(buf, pos)[0]
     pos += 4
@@ -211,7 +211,7 @@ def _r_UpdateMetadataPartitionState_v0(buf: memoryview, pos: int) -> tuple[Updat
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _unpack_from(">%di" % n, buf, pos)
+        f7 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     return UpdateMetadataPartitionState(f0, f1, f2, f3, f4, f5, f6, f7, ()), pos
 
@@ -517,7 +517,7 @@ def _r_UpdateMetadataPartitionState_v4(buf: memoryview, pos: int) -> tuple[Updat
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _unpack_from(">%di" % n, buf, pos)
+        f5 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f6 = _U_i(buf, pos)[0]
     pos += 4
@@ -529,7 +529,7 @@ def _r_UpdateMetadataPartitionState_v4(buf: memoryview, pos: int) -> tuple[Updat
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _unpack_from(">%di" % n, buf, pos)
+        f7 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f8: tuple[int, ...]
     n = _U_i(buf, pos)[0]
@@ -539,7 +539,7 @@ def _r_UpdateMetadataPartitionState_v4(buf: memoryview, pos: int) -> tuple[Updat
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f8 = _unpack_from(">%di" % n, buf, pos)
+        f8 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     return UpdateMetadataPartitionState(f0, f1, f2, f3, f4, f5, f6, f7, f8), pos
 
@@ -587,7 +587,7 @@ def _r_UpdateMetadataPartitionState_v5(buf: memoryview, pos: int) -> tuple[Updat
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _unpack_from(">%di" % n, buf, pos)
+        f5 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f6 = _U_i(buf, pos)[0]
     pos += 4
@@ -599,7 +599,7 @@ def _r_UpdateMetadataPartitionState_v5(buf: memoryview, pos: int) -> tuple[Updat
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _unpack_from(">%di" % n, buf, pos)
+        f7 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f8: tuple[int, ...]
     n = _U_i(buf, pos)[0]
@@ -609,7 +609,7 @@ def _r_UpdateMetadataPartitionState_v5(buf: memoryview, pos: int) -> tuple[Updat
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f8 = _unpack_from(">%di" % n, buf, pos)
+        f8 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     return UpdateMetadataPartitionState("", f1, f2, f3, f4, f5, f6, f7, f8), pos
 
@@ -689,7 +689,7 @@ def _r_UpdateMetadataPartitionState_v6(buf: memoryview, pos: int) -> tuple[Updat
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _unpack_from(">%di" % n, buf, pos)
+        f5 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f6 = _U_i(buf, pos)[0]
     pos += 4
@@ -705,7 +705,7 @@ def _r_UpdateMetadataPartitionState_v6(buf: memoryview, pos: int) -> tuple[Updat
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _unpack_from(">%di" % n, buf, pos)
+        f7 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     f8: tuple[int, ...]
     n = buf[pos]
@@ -719,7 +719,7 @@ def _r_UpdateMetadataPartitionState_v6(buf: memoryview, pos: int) -> tuple[Updat
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f8 = _unpack_from(">%di" % n, buf, pos)
+        f8 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -1049,11 +1049,11 @@ def _w_UpdateMetadataPartitionState_v0(out: bytearray, ext: Ext, o: UpdateMetada
     out += _P_iiii(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v5 = o.isr
     out += _P_i(len(v5))
-    out += _pack(">%di" % len(v5), *v5)
+    out += _A_i[len(v5)].pack(*v5)
     out += _P_i(o.zk_version)
     v7 = o.replicas
     out += _P_i(len(v7))
-    out += _pack(">%di" % len(v7), *v7)
+    out += _A_i[len(v7)].pack(*v7)
 
 
 def _w_UpdateMetadataBroker_v0(out: bytearray, ext: Ext, o: UpdateMetadataBroker) -> None:
@@ -1181,14 +1181,14 @@ def _w_UpdateMetadataPartitionState_v4(out: bytearray, ext: Ext, o: UpdateMetada
     out += _P_iiii(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v5 = o.isr
     out += _P_i(len(v5))
-    out += _pack(">%di" % len(v5), *v5)
+    out += _A_i[len(v5)].pack(*v5)
     out += _P_i(o.zk_version)
     v7 = o.replicas
     out += _P_i(len(v7))
-    out += _pack(">%di" % len(v7), *v7)
+    out += _A_i[len(v7)].pack(*v7)
     v8 = o.offline_replicas
     out += _P_i(len(v8))
-    out += _pack(">%di" % len(v8), *v8)
+    out += _A_i[len(v8)].pack(*v8)
 
 
 def _w_UpdateMetadataRequest_v4(out: bytearray, ext: Ext, o: UpdateMetadataRequest) -> None:
@@ -1207,14 +1207,14 @@ def _w_UpdateMetadataPartitionState_v5(out: bytearray, ext: Ext, o: UpdateMetada
     out += _P_iiii(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     v5 = o.isr
     out += _P_i(len(v5))
-    out += _pack(">%di" % len(v5), *v5)
+    out += _A_i[len(v5)].pack(*v5)
     out += _P_i(o.zk_version)
     v7 = o.replicas
     out += _P_i(len(v7))
-    out += _pack(">%di" % len(v7), *v7)
+    out += _A_i[len(v7)].pack(*v7)
     v8 = o.offline_replicas
     out += _P_i(len(v8))
-    out += _pack(">%di" % len(v8), *v8)
+    out += _A_i[len(v8)].pack(*v8)
 
 
 def _w_UpdateMetadataTopicState_v5(out: bytearray, ext: Ext, o: UpdateMetadataTopicState) -> None:
@@ -1248,7 +1248,7 @@ def _w_UpdateMetadataPartitionState_v6(out: bytearray, ext: Ext, o: UpdateMetada
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v5), *v5)
+    out += _A_i[len(v5)].pack(*v5)
     out += _P_i(o.zk_version)
     v7 = o.replicas
     n = len(v7) + 1
@@ -1256,14 +1256,14 @@ def _w_UpdateMetadataPartitionState_v6(out: bytearray, ext: Ext, o: UpdateMetada
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v7), *v7)
+    out += _A_i[len(v7)].pack(*v7)
     v8 = o.offline_replicas
     n = len(v8) + 1
     if n < 0x80:
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v8), *v8)
+    out += _A_i[len(v8)].pack(*v8)
     out.append(0)
 
 

@@ -12,6 +12,7 @@ import attrs as _attrs
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
+    ArrayStructs as _ArrayStructs,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -24,8 +25,7 @@ __all__ = [
     "WriteTxnMarkersRequest",
 ]
 
-_pack = _struct.pack
-_unpack_from = _struct.unpack_from
+_A_i = _ArrayStructs("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -113,7 +113,7 @@ def _r_WritableTxnMarkerTopic_v0(buf: memoryview, pos: int) -> tuple[WritableTxn
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _unpack_from(">%di" % n, buf, pos)
+        f1 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     return WritableTxnMarkerTopic(f0, f1), pos
 
@@ -184,7 +184,7 @@ def _r_WritableTxnMarkerTopic_v1(buf: memoryview, pos: int) -> tuple[WritableTxn
     else:
         if n > len(buf) - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _unpack_from(">%di" % n, buf, pos)
+        f1 = _A_i[n].unpack_from(buf, pos)
         pos += 4 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -254,7 +254,7 @@ def _w_WritableTxnMarkerTopic_v0(out: bytearray, ext: Ext, o: WritableTxnMarkerT
     out += b_v0
     v1 = o.partition_indexes
     out += _P_i(len(v1))
-    out += _pack(">%di" % len(v1), *v1)
+    out += _A_i[len(v1)].pack(*v1)
 
 
 def _w_WritableTxnMarker_v0(out: bytearray, ext: Ext, o: WritableTxnMarker) -> None:
@@ -288,7 +288,7 @@ def _w_WritableTxnMarkerTopic_v1(out: bytearray, ext: Ext, o: WritableTxnMarkerT
         out.append(n)
     else:
         _write_uvarint(out, n)
-    out += _pack(">%di" % len(v1), *v1)
+    out += _A_i[len(v1)].pack(*v1)
     out.append(0)
 
 
