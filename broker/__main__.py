@@ -11,6 +11,7 @@ serving never pays for importing Spark.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import signal
@@ -56,9 +57,23 @@ def configure_logging(level: str) -> None:
     )
 
 
+def tune_garbage_collector() -> None:
+    """Keep the cyclic collector off the request path.
+
+    Every request allocates a few dozen short-lived objects; with the default
+    threshold (700) gen-0 collections run every few requests. Objects made at
+    start-up (the codec, config, handlers) are frozen out of the collector's
+    view, and collections become rarer; reference counting still frees
+    almost everything at once.
+    """
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+
+
 async def serve(config: BrokerConfig) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     server = KafkaServer(config)
+    tune_garbage_collector()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(server.run)

@@ -91,8 +91,10 @@ class Histogram:
         self._recent.append(value)
         self._count += 1
         self._sum += value
-        self._max = max(self._max, value)
-        self._min = min(self._min, value)
+        if value > self._max:
+            self._max = value
+        if value < self._min:
+            self._min = value
 
     @property
     def count(self) -> int:

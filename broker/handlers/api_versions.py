@@ -25,6 +25,7 @@ class ApiVersionsHandler:
 
     def __init__(self, supported_versions: Callable[[], dict[int, tuple[int, int]]]) -> None:
         self._supported_versions = supported_versions
+        self._cached: tuple[dict[int, tuple[int, int]], ApiVersionsResponse] | None = None
 
     async def handle(self, request: Request) -> ApiVersionsResponse:
         if request.unsupported_version:
@@ -41,13 +42,21 @@ class ApiVersionsHandler:
             and valid_client_software(body.client_software_version)
         ):
             return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
-        return ApiVersionsResponse(
-            error_code=ErrorCode.NONE,
-            api_keys=tuple(
-                ApiVersion(api_key=key, min_version=low, max_version=high)
-                for key, (low, high) in self._supported_versions().items()
-            ),
-        )
+        return self._success()
+
+    def _success(self) -> ApiVersionsResponse:
+        """Every client asks on every connection: build the answer once per handler set."""
+        supported = self._supported_versions()
+        if self._cached is None or self._cached[0] is not supported:
+            response = ApiVersionsResponse(
+                error_code=ErrorCode.NONE,
+                api_keys=tuple(
+                    ApiVersion(api_key=key, min_version=low, max_version=high)
+                    for key, (low, high) in supported.items()
+                ),
+            )
+            self._cached = (supported, response)
+        return self._cached[1]
 
     def error_response(self, request: Request, error_code: int) -> ApiVersionsResponse:
         return ApiVersionsResponse(error_code=error_code)

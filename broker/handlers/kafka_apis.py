@@ -34,13 +34,23 @@ class KafkaApis:
     def __init__(self, handlers: Iterable[ApiHandler]) -> None:
         self._handlers: dict[int, ApiHandler] = {h.api_key: h for h in handlers}
         self._deferred: trio.Nursery | None = None
+        self._supported: dict[int, tuple[int, int]] | None = None
 
     def add_handler(self, handler: ApiHandler) -> None:
         self._handlers[handler.api_key] = handler
+        self._supported = None
 
     def supported_versions(self) -> dict[int, tuple[int, int]]:
-        """What ApiVersions advertises: exactly the versions the handlers implement."""
-        return {key: (h.min_version, h.max_version) for key, h in sorted(self._handlers.items())}
+        """What ApiVersions advertises: exactly the versions the handlers implement.
+
+        The same dict object is returned until a handler is added, so callers
+        may cache what they derive from it by identity.
+        """
+        if self._supported is None:
+            self._supported = {
+                key: (h.min_version, h.max_version) for key, h in sorted(self._handlers.items())
+            }
+        return self._supported
 
     def is_enabled(self, api_key: int, api_version: int) -> bool:
         handler = self._handlers.get(api_key)

@@ -16,7 +16,7 @@ import trio
 
 from broker.net.frame_decoder import FrameDecoder
 from broker.net.mute_state import ChannelMuteStateMachine
-from broker.net.request import ClientInformation, Request, Response
+from broker.net.request import ClientInformation, Request, RequestContext, Response
 
 
 class Connection:
@@ -25,15 +25,15 @@ class Connection:
     __slots__ = (
         "client_information",
         "closing",
+        "context",
         "decoder",
+        "expired",
         "id",
-        "idle_timeout_s",
         "in_flight",
         "last_active",
         "listener_name",
         "local_address",
         "mute",
-        "read_scope",
         "remote_address",
         "responses_in",
         "responses_out",
@@ -49,7 +49,6 @@ class Connection:
         local_address: tuple[str, int],
         remote_address: tuple[str, int],
         max_request_size: int,
-        idle_timeout_ms: int,
     ) -> None:
         self.id = connection_id
         self.stream = stream
@@ -59,22 +58,19 @@ class Connection:
         self.decoder = FrameDecoder(max_request_size)
         self.mute = ChannelMuteStateMachine()
         self.client_information = ClientInformation()
+        self.context: RequestContext  # set by the processor at registration
         self.in_flight: Request | None = None
         self.closing = False
+        self.expired = False
         # Responses routed here by the processor; unbounded because at most one
         # request is in flight, so at most a handful of responses can queue.
         self.responses_out, self.responses_in = trio.open_memory_channel[Response](math.inf)
-        self.idle_timeout_s = idle_timeout_ms / 1000 if idle_timeout_ms >= 0 else math.inf
         self.scope = trio.CancelScope()
-        self.read_scope: trio.CancelScope | None = None
         self.last_active = time.monotonic()
-        self.touch()
 
     def touch(self) -> None:
-        """Record activity: pushes the idle-expiry deadline out."""
+        """Record activity; the processor's idle reaper reads it."""
         self.last_active = time.monotonic()
-        if self.idle_timeout_s != math.inf:
-            self.scope.deadline = trio.current_time() + self.idle_timeout_s
 
     @property
     def remote_ip(self) -> str:

@@ -1,11 +1,12 @@
 """Processor: owns a set of connections, reads requests and writes responses.
 
 Kafka's processor thread becomes a task with its own nursery: one child task
-per connection, plus one task that routes responses from the processor's
-response queue to the connection they belong to. A connection task reads one
-frame, hands the request to the request channel, then waits for its response
-before it reads again, so pipelined requests are answered strictly in order
-and a slow request only ever delays its own connection.
+per connection, plus one that closes idle connections. A connection task
+reads one frame, hands the request to the request channel, then waits for
+its response before it reads again, so pipelined requests are answered
+strictly in order and a slow request only ever delays its own connection.
+Responses reach a connection through `deliver`, which the request channel
+calls for the processor that owns the connection.
 
 Errors tied to one connection close that connection (and are logged); they
 never escape the processor.
@@ -106,7 +107,7 @@ class Processor:
         self._new_send, self._new_receive = trio.open_memory_channel[NewConnection](
             NEW_CONNECTION_QUEUE_SIZE
         )
-        self._responses = channel.add_processor(processor_id)
+        channel.add_processor(processor_id, self.deliver, self.queued_responses)
         self.connections: dict[str, Connection] = {}
         self._index = 0
         self._draining = False
@@ -136,7 +137,7 @@ class Processor:
         with self._scope:
             try:
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._route_responses)
+                    nursery.start_soon(self._reap_idle_connections)
                     task_status.started()
                     async for new in self._new_receive:
                         self._register(nursery, new)
@@ -153,8 +154,10 @@ class Processor:
         self._draining = True
         self._new_send.close()
         for connection in list(self.connections.values()):
-            if connection.read_scope is not None:
-                connection.read_scope.cancel()
+            if connection.in_flight is None:
+                # Between requests: nothing to answer, stop reading now.
+                connection.closing = True
+                connection.scope.cancel()
         if not self.connections:
             self.shutdown()
         await self._drained.wait()
@@ -176,11 +179,19 @@ class Processor:
             (local_ip, local_port),
             (remote_ip, remote_port),
             self._settings.max_request_size,
-            self._settings.idle_timeout_ms,
+        )
+        connection.context = RequestContext(
+            connection_id=connection_id,
+            processor_id=self.id,
+            listener_name=new.listener_name,
+            security_protocol=new.security_protocol,
+            client_address=remote_ip,
+            client_port=remote_port,
+            client_information=ClientInformation(),
         )
         self.connections[connection_id] = connection
         self.connections_created += 1
-        nursery.start_soon(self._serve, connection, new.security_protocol)
+        nursery.start_soon(self._serve, connection)
         if not self._settings.protected_listener and self._quotas.max_connections_exceeded():
             self._close_excess_connection()
 
@@ -193,18 +204,18 @@ class Processor:
             victim.closing = True
             victim.scope.cancel()
 
-    async def _serve(self, connection: Connection, security_protocol: str) -> None:
+    async def _serve(self, connection: Connection) -> None:
         """Read, queue, await the response, write; until EOF, error or shutdown."""
         idle = False
         try:
             with connection.scope:
                 while not self._draining:
-                    request = await self._read_request(connection, security_protocol)
+                    request = await self._read_request(connection)
                     if request is None:
                         break
                     if not await self._dispatch(connection, request):
                         break
-            idle = connection.scope.cancelled_caught and not connection.closing
+            idle = connection.scope.cancelled_caught and connection.expired
         except InvalidFrameSize as exc:
             log.warning("closing connection %s: %s", connection.id, exc)
         except (DecodeError, _CloseConnection, IllegalMuteTransition) as exc:
@@ -216,18 +227,15 @@ class Processor:
         if idle:
             log.info("closed idle connection %s", connection.id)
 
-    async def _read_request(self, connection: Connection, security_protocol: str) -> Request | None:
-        """The next request of the connection, or None at end of stream / shutdown."""
-        with trio.CancelScope() as scope:
-            connection.read_scope = scope
-            frame_and_memory = await self._receive_frame(connection)
-        connection.read_scope = None
-        if scope.cancelled_caught or frame_and_memory is None:
+    async def _read_request(self, connection: Connection) -> Request | None:
+        """The next request of the connection, or None at end of stream."""
+        frame_and_memory = await self._receive_frame(connection)
+        if frame_and_memory is None:
             return None
         frame, memory = frame_and_memory
         started = time.perf_counter_ns()
         try:
-            request = self._parse(connection, security_protocol, frame, memory)
+            request = self._parse(connection, frame, memory)
         except BaseException:
             if memory:
                 self._pool.release(memory)
@@ -262,9 +270,7 @@ class Processor:
                 self._pool.release(allocated)
             raise
 
-    def _parse(
-        self, connection: Connection, security_protocol: str, frame: bytes, memory: int
-    ) -> Request:
+    def _parse(self, connection: Connection, frame: bytes, memory: int) -> Request:
         header, offset = decode_request_header(frame)
         api_key = header.api_key
         version = header.api_version
@@ -279,19 +285,10 @@ class Processor:
             body = decode_request(header, frame, offset)
             if api_key == API_VERSIONS_KEY and version >= 3:
                 self._record_client_information(connection, body)
-        context = RequestContext(
-            connection_id=connection.id,
-            processor_id=self.id,
-            listener_name=connection.listener_name,
-            security_protocol=security_protocol,
-            client_address=connection.remote_address[0],
-            client_port=connection.remote_address[1],
-            client_information=connection.client_information,
-        )
         request = Request(
             header=header,
             body=body,
-            context=context,
+            context=connection.context,
             size_bytes=len(frame) - offset,
             memory_bytes=memory,
             unsupported_version=unsupported,
@@ -307,6 +304,9 @@ class Processor:
         version = getattr(body, "client_software_version", "") or ""
         if valid_client_software(name) and valid_client_software(version):
             connection.client_information = ClientInformation(name, version)
+            connection.context = attrs.evolve(
+                connection.context, client_information=connection.client_information
+            )
 
     async def _dispatch(self, connection: Connection, request: Request) -> bool:
         """Queue the request and serve its responses until the connection unmutes.
@@ -384,16 +384,43 @@ class Processor:
         if self._draining and not self.connections:
             self.shutdown()
 
-    async def _route_responses(self) -> None:
-        """Hand each response to its connection; responses for closed ones are dropped."""
-        async for response in self._responses:
-            connection = self.connections.get(response.request.context.connection_id)
-            if connection is None:
-                if isinstance(response, (SendResponse, NoOpResponse, CloseConnectionResponse)):
-                    response.request.response_dequeue_ns = time.perf_counter_ns()
-                    self._metrics.record(response.request, response)
-                continue
-            connection.responses_out.send_nowait(response)
+    def deliver(self, response: Response) -> None:
+        """Queue a response on its connection; responses for closed ones are dropped."""
+        connection = self.connections.get(response.request.context.connection_id)
+        if connection is None:
+            if isinstance(response, (SendResponse, NoOpResponse, CloseConnectionResponse)):
+                response.request.response_dequeue_ns = time.perf_counter_ns()
+                self._metrics.record(response.request, response)
+            return
+        connection.responses_out.send_nowait(response)
+
+    def queued_responses(self) -> int:
+        """ResponseQueueSize for this processor: responses not yet taken by a connection."""
+        return sum(
+            c.responses_out.statistics().current_buffer_used for c in self.connections.values()
+        )
+
+    async def _reap_idle_connections(self) -> None:
+        """Close connections idle for `connections.max.idle.ms` (spec §3.6).
+
+        Activity only stamps `last_active`; this task wakes when the least
+        recently active connection would expire, as Kafka checks lazily,
+        instead of moving a deadline on every read and write.
+        """
+        timeout = self._settings.idle_timeout_ms / 1000
+        if self._settings.idle_timeout_ms < 0:
+            return
+        while True:
+            now = time.monotonic()
+            next_expiry = now + timeout
+            for connection in list(self.connections.values()):
+                expires = connection.last_active + timeout
+                if expires <= now:
+                    connection.expired = True
+                    connection.scope.cancel()
+                else:
+                    next_expiry = min(next_expiry, expires)
+            await trio.sleep(max(next_expiry - now, 0.001))
 
     # -- metrics ------------------------------------------------------------
     def idle_fraction(self) -> float:

@@ -3,15 +3,21 @@
 Kafka's RequestChannel maps onto Trio memory channels. The request queue is
 bounded by `queued.max.requests`, so a processor that enqueues into a full
 channel waits, and with it every connection that processor serves: that is
-the back-pressure Kafka relies on. Responses go back through the owning
-processor's unbounded channel; a response for a processor that is gone is
-dropped, as Kafka drops it.
+the back-pressure Kafka relies on.
+
+Responses go back through the owning processor: the channel hands each one
+to the processor's `deliver`, which queues it on the connection it belongs
+to (the processor's response queue is the set of its connections' queues).
+Kafka needs one queue per processor because one selector thread serves all
+its connections; with a Trio task per connection, routing at once saves a
+task switch per request. A response for a processor that is gone is dropped,
+as Kafka drops it.
 """
 
 from __future__ import annotations
 
 import logging
-import math
+from collections.abc import Callable
 
 import trio
 
@@ -34,24 +40,35 @@ class RequestChannel:
         send, receive = trio.open_memory_channel[Request](queue_size)
         self._request_send = send
         self._request_receive = receive
-        self._response_channels: dict[int, trio.MemorySendChannel[Response]] = {}
+        self._processors: dict[int, Callable[[Response], None]] = {}
+        self._response_queue_sizes: dict[int, Callable[[], int]] = {}
         self._timers: trio.Nursery | None = None
 
     # -- processors -------------------------------------------------------
-    def add_processor(self, processor_id: int) -> trio.MemoryReceiveChannel[Response]:
-        """Register a processor; returns the receive end of its response queue."""
-        send, receive = trio.open_memory_channel[Response](math.inf)
-        self._response_channels[processor_id] = send
-        return receive
+    def add_processor(
+        self,
+        processor_id: int,
+        deliver: Callable[[Response], None],
+        queued_responses: Callable[[], int],
+    ) -> None:
+        """Register a processor: how to hand it a response, and how many it has queued."""
+        self._processors[processor_id] = deliver
+        self._response_queue_sizes[processor_id] = queued_responses
 
     def remove_processor(self, processor_id: int) -> None:
-        send = self._response_channels.pop(processor_id, None)
-        if send is not None:
-            send.close()
+        self._processors.pop(processor_id, None)
+        self._response_queue_sizes.pop(processor_id, None)
 
     async def send_request(self, request: Request) -> None:
-        """Enqueue a request; waits while the queue is full (back-pressure)."""
-        await self._request_send.send(request)
+        """Enqueue a request; waits while the queue is full (back-pressure).
+
+        The common case, a queue with room, does not yield to the scheduler:
+        the caller waits for its response right after, and that wait yields.
+        """
+        try:
+            self._request_send.send_nowait(request)
+        except trio.WouldBlock:
+            await self._request_send.send(request)
 
     # -- handlers ---------------------------------------------------------
     @property
@@ -60,16 +77,13 @@ class RequestChannel:
 
     def send_response(self, response: Response) -> None:
         """Route a response to the processor that owns the request's connection."""
-        channel = self._response_channels.get(response.request.context.processor_id)
-        if channel is None:
+        deliver = self._processors.get(response.request.context.processor_id)
+        if deliver is None:
             log.debug(
                 "dropping response for removed processor %d", response.request.context.processor_id
             )
             return
-        try:
-            channel.send_nowait(response)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            log.debug("dropping response for closed processor")
+        deliver(response)
 
     def start_throttling(self, request: Request, throttle_ms: int) -> None:
         """Mute the channel for `throttle_ms` after its response (KIP-219).
@@ -103,9 +117,9 @@ class RequestChannel:
 
     def response_queue_size(self, processor_id: int | None = None) -> int:
         if processor_id is not None:
-            channel = self._response_channels.get(processor_id)
-            return 0 if channel is None else channel.statistics().current_buffer_used
-        return sum(c.statistics().current_buffer_used for c in self._response_channels.values())
+            size = self._response_queue_sizes.get(processor_id)
+            return 0 if size is None else size()
+        return sum(size() for size in self._response_queue_sizes.values())
 
     def clear(self) -> int:
         """Drop queued requests that no handler took (shutdown); returns how many."""

@@ -20,18 +20,21 @@ from broker.net.request_channel import RequestChannel
 
 log = logging.getLogger(__name__)
 
+_MAX_WITHOUT_YIELD = 16
+
 
 class ApiLayer(Protocol):
     async def handle(self, request: Request, channel: RequestChannel) -> None: ...
 
 
 class _Handler:
-    __slots__ = ("id", "stopped", "wait_scope")
+    __slots__ = ("id", "scope", "stopped", "waiting")
 
     def __init__(self, handler_id: int) -> None:
         self.id = handler_id
         self.stopped = False
-        self.wait_scope: trio.CancelScope | None = None
+        self.waiting = False
+        self.scope = trio.CancelScope()
 
 
 class RequestHandlerPool:
@@ -70,33 +73,45 @@ class RequestHandlerPool:
         while len(self._handlers) > new_size:
             handler = self._handlers.pop()
             handler.stopped = True
-            if handler.wait_scope is not None:
-                handler.wait_scope.cancel()
+            if handler.waiting:
+                # Only a waiting handler is interrupted; a busy one finishes its request.
+                handler.scope.cancel()
 
     async def _run_handler(self, handler: _Handler) -> None:
         requests = self._channel.requests
-        while not handler.stopped:
-            waited = time.perf_counter_ns()
-            with trio.CancelScope() as scope:
-                handler.wait_scope = scope
+        without_yield = 0
+        with handler.scope:
+            while not handler.stopped:
+                waited = time.perf_counter_ns()
+                handler.waiting = True
                 try:
-                    request = await requests.receive()
+                    # Take a queued request without a trip through the scheduler, but
+                    # yield every so often so a busy handler cannot starve the network.
+                    if without_yield < _MAX_WITHOUT_YIELD:
+                        try:
+                            request = requests.receive_nowait()
+                            without_yield += 1
+                        except trio.WouldBlock:
+                            request = await requests.receive()
+                            without_yield = 0
+                    else:
+                        request = await requests.receive()
+                        without_yield = 0
                 except (trio.EndOfChannel, trio.ClosedResourceError):
                     return
-            handler.wait_scope = None
-            now = time.perf_counter_ns()
-            self._idle_ns += now - waited
-            if scope.cancelled_caught:
-                return
-            request.dequeue_ns = now
-            try:
-                await self._apis.handle(request, self._channel)
-            except Exception:
-                # The API layer answers its own errors; anything reaching here is a bug
-                # in it, and must not take the handler down with it.
-                log.exception("unexpected error handling request %s", request.header)
-            finally:
-                request.release_memory()
+                finally:
+                    handler.waiting = False
+                now = time.perf_counter_ns()
+                self._idle_ns += now - waited
+                request.dequeue_ns = now
+                try:
+                    await self._apis.handle(request, self._channel)
+                except Exception:
+                    # The API layer answers its own errors; anything reaching here is a bug
+                    # in it, and must not take the handler down with it.
+                    log.exception("unexpected error handling request %s", request.header)
+                finally:
+                    request.release_memory()
 
     def idle_fraction(self) -> float:
         """RequestHandlerAvgIdlePercent since the previous call."""

@@ -90,30 +90,34 @@ class RequestMetrics:
         self, request: Request, response: SendResponse | NoOpResponse | CloseConnectionResponse
     ) -> None:
         end = time.perf_counter_ns()
-        metrics = self._for_api(request.api_key)
-        self._requests_meter(metrics, request.api_key, request.api_version).mark()
-        dequeue = request.dequeue_ns or request.start_ns
+        metrics = self._by_api.get(request.api_key) or self._for_api(request.api_key)
+        meter = metrics.requests.get(request.api_version) or self._requests_meter(
+            metrics, request.api_key, request.api_version
+        )
+        meter.mark()
+        start = request.start_ns
+        dequeue = request.dequeue_ns or start
         local_complete = request.api_local_complete_ns or dequeue
         response_complete = request.response_complete_ns or local_complete
         response_dequeue = request.response_dequeue_ns or response_complete
-        timings = {
-            "requestQueueTimeMs": (dequeue - request.start_ns) / _NS_PER_MS,
-            "localTimeMs": (local_complete - dequeue) / _NS_PER_MS,
-            "remoteTimeMs": (response_complete - local_complete) / _NS_PER_MS,
-            "throttleTimeMs": float(request.throttle_ms),
-            "responseQueueTimeMs": (response_dequeue - response_complete) / _NS_PER_MS,
-            "sendTimeMs": (end - response_dequeue) / _NS_PER_MS,
-            "totalTimeMs": (end - request.start_ns) / _NS_PER_MS,
-        }
-        metrics.queue_time.update(timings["requestQueueTimeMs"])
-        metrics.local_time.update(timings["localTimeMs"])
-        metrics.remote_time.update(timings["remoteTimeMs"])
-        metrics.throttle_time.update(timings["throttleTimeMs"])
-        metrics.response_queue_time.update(timings["responseQueueTimeMs"])
-        metrics.response_send_time.update(timings["sendTimeMs"])
-        metrics.total_time.update(timings["totalTimeMs"])
+        metrics.queue_time.update((dequeue - start) / _NS_PER_MS)
+        metrics.local_time.update((local_complete - dequeue) / _NS_PER_MS)
+        metrics.remote_time.update((response_complete - local_complete) / _NS_PER_MS)
+        metrics.throttle_time.update(request.throttle_ms)
+        metrics.response_queue_time.update((response_dequeue - response_complete) / _NS_PER_MS)
+        metrics.response_send_time.update((end - response_dequeue) / _NS_PER_MS)
+        metrics.total_time.update((end - start) / _NS_PER_MS)
         metrics.request_bytes.update(request.size_bytes)
         if request_logger.isEnabledFor(logging.DEBUG):
+            timings = {
+                "requestQueueTimeMs": (dequeue - start) / _NS_PER_MS,
+                "localTimeMs": (local_complete - dequeue) / _NS_PER_MS,
+                "remoteTimeMs": (response_complete - local_complete) / _NS_PER_MS,
+                "throttleTimeMs": float(request.throttle_ms),
+                "responseQueueTimeMs": (response_dequeue - response_complete) / _NS_PER_MS,
+                "sendTimeMs": (end - response_dequeue) / _NS_PER_MS,
+                "totalTimeMs": (end - start) / _NS_PER_MS,
+            }
             log_body = response.log_body if isinstance(response, SendResponse) else None
             request_logger.debug(
                 "Completed request:%s", _request_log_line(request, log_body, timings)
