@@ -58,6 +58,11 @@ clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
 
 # Re-pin every dependency after editing pyproject.toml.
+# requirements.lock: everything (development, tests, CI); docker/*.lock: what each image needs.
 lock: $(STAMP)
-	$(BIN)/uv pip compile pyproject.toml --extra dev --extra bench --python-version 3.11 \
-		--generate-hashes -q -o requirements.lock
+	$(BIN)/uv pip compile pyproject.toml --extra pipeline --extra dev --extra bench \
+		--python-version 3.11 --generate-hashes -q -o requirements.lock
+	$(BIN)/uv pip compile pyproject.toml --python-version 3.11 --generate-hashes -q \
+		-o docker/broker.lock
+	$(BIN)/uv pip compile pyproject.toml --extra pipeline --python-version 3.11 \
+		--generate-hashes -q -o docker/pipeline.lock

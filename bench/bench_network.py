@@ -133,6 +133,9 @@ def run(duration_s: float = 3.0, connections: int = 64, depth: int = 5) -> list[
             [sys.executable, "-m", "bench.minimal_server", "0"], Path(data) / "minimal.log"
         )
         try:
+            # Warm both servers up (first connections, first-use allocations).
+            for port in (minimal_port, broker_port):
+                trio.run(load, port, workloads["ApiVersions v0"], connections, depth, 0.5)
             ceiling = trio.run(
                 load, minimal_port, workloads["ApiVersions v0"], connections, depth, duration_s
             )

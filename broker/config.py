@@ -241,7 +241,7 @@ _DEFS: list[ConfigDef] = [
     _d("log.dir", "string", "/tmp/kafka-logs", "Log directory used when log.dirs is unset."),
     _d("num.partitions", "int", 1, "Partitions of auto-created topics.", "read-only", at_least(1)),
     _d("default.replication.factor", "int", 1, "Replication factor of auto-created topics.", "read-only", at_least(1)),
-    _d("auto.create.topics.enable", "bool", True, "Create topics on first Metadata/Produce reference."),
+    _d("auto.create.topics.enable", "bool", True, "Create a topic (num.partitions partitions) when Metadata names an unknown one, as Kafka does; Produce never creates topics."),
     _d("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
     _d("log.segment.bytes", "int", 1073741824, "Segment size before rolling.", "cluster-wide", at_least(14)),
     _d("log.roll.ms", "long", None, "Time before a segment is rolled; overrides log.roll.hours.", "cluster-wide", at_least(1)),

@@ -17,11 +17,14 @@ from typing import Protocol
 import trio
 
 from broker.config import BrokerConfig
+from broker.coordinator.wiring import add_group_coordinator
 from broker.handlers.api_versions import ApiVersionsHandler
+from broker.handlers.data_apis import add_data_apis
 from broker.handlers.kafka_apis import KafkaApis
 from broker.handlers.metadata import MetadataHandler, NoTopics
 from broker.meta_properties import load_or_create_cluster_id
 from broker.metrics import MetricsRegistry
+from broker.metrics_http import add_metrics_exporter
 from broker.net.request_handler_pool import RequestHandlerPool
 from broker.net.socket_server import SocketServer, check_resize
 
@@ -84,6 +87,9 @@ class KafkaServer:
         appends its services and returns its handlers, so wiring a subsystem
         is one line here.
         """
+        add_metrics_exporter(self)
+        self.log_manager = add_data_apis(self)
+        add_group_coordinator(self)
 
     async def run(
         self, *, task_status: trio.TaskStatus[KafkaServer] = trio.TASK_STATUS_IGNORED

@@ -157,6 +157,10 @@ def to_log_json(value: Any) -> Any:
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"sizeInBytes": len(value)}
+    # Generated messages are tuples (NamedTuple-based): check their FIELDS first.
+    fields = getattr(type(value), "FIELDS", None)
+    if fields is not None:
+        return {field[0]: to_log_json(getattr(value, field[0])) for field in fields}
     if isinstance(value, (list, tuple)):
         return [to_log_json(item) for item in value]
     if attrs.has(type(value)):

@@ -103,6 +103,8 @@ def response_header_version(api_key: int, api_version: int) -> int:
 
 
 def _as_view(data: Buffer) -> memoryview:
+    if type(data) is bytes:
+        return memoryview(data)  # always one-dimensional bytes
     mv = data if isinstance(data, memoryview) else memoryview(data)
     if mv.format != "B" or mv.ndim != 1:
         mv = mv.cast("B")
@@ -166,14 +168,16 @@ def decode_response(api_key: int, api_version: int, frame: Buffer) -> tuple[int,
 
 def decode_message(cls: type, data: Buffer, version: int) -> Any:
     """Decode a bare message or data type (no header), e.g. ConsumerProtocolSubscription."""
-    codec = CODECS.get(cls)
-    if codec is None:
-        raise TypeError(f"{cls!r} is not a generated top-level message type")
-    reader = codec[0].get(version)
-    if reader is None:
-        raise UnsupportedVersionError(f"unsupported version {version} for {cls.__name__}")
     try:
-        return reader(_as_view(data), 0)[0]
+        reader = CODECS[cls][0][version]
+    except KeyError:
+        if cls not in CODECS:
+            raise TypeError(f"{cls!r} is not a generated top-level message type") from None
+        raise UnsupportedVersionError(
+            f"unsupported version {version} for {cls.__name__}"
+        ) from None
+    try:
+        return reader(memoryview(data) if type(data) is bytes else _as_view(data), 0)[0]
     except DecodeError:
         raise
     except _LOW_LEVEL_DECODE_ERRORS as e:

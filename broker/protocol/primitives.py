@@ -8,16 +8,23 @@ cost of a call does not matter.
 from __future__ import annotations
 
 import struct
+import uuid
+from collections.abc import Callable
+from typing import Any
 
 from broker.protocol.errors import DecodeError
 
 __all__ = [
     "ArrayStructs",
     "Buffer",
+    "CompactArrays",
     "Ext",
     "nbytes",
     "read_uvarint",
     "skip_tagged_fields",
+    "struct_eq",
+    "struct_ne",
+    "uuid_from_bytes",
     "write_uvarint",
 ]
 
@@ -98,3 +105,65 @@ class ArrayStructs(dict[int, struct.Struct]):
         if n <= 256:
             self[n] = s
         return s
+
+
+class CompactArrays(dict[int, Callable[[memoryview, int], tuple[Any, ...]]]):
+    """``unpack_from`` for a short compact array, keyed by its length byte (1-127).
+
+    The struct skips the length byte itself (``x``), so the generated code reads a
+    whole array of up to 126 numbers with one dict hit and one call, from the
+    position of its length byte. Other bytes raise ``KeyError``, which sends the
+    generated code to its general path; so at most 127 entries are ever cached.
+    """
+
+    def __init__(self, code: str) -> None:
+        super().__init__()
+        self.code = code
+
+    def __missing__(self, n: int) -> Callable[[memoryview, int], tuple[Any, ...]]:
+        if not 0 < n < 0x80:
+            raise KeyError(n)  # null (0) or a multi-byte varint: the caller's slow path
+        unpack = struct.Struct(f">x{n - 1}{self.code}").unpack_from
+        self[n] = unpack
+        return unpack
+
+
+def struct_eq(self: tuple[Any, ...], other: object) -> Any:
+    """``==`` of the generated (tuple-based) classes: equal values of the same class only.
+
+    A plain tuple or a message of another class with the same values is not equal;
+    other objects get ``NotImplemented`` so that e.g. ``unittest.mock.ANY`` still works.
+    """
+    if type(other) is type(self):
+        return tuple.__eq__(self, other)
+    if isinstance(other, tuple):
+        return False
+    return NotImplemented
+
+
+def struct_ne(self: tuple[Any, ...], other: object) -> Any:
+    if type(other) is type(self):
+        return tuple.__ne__(self, other)
+    if isinstance(other, tuple):
+        return True
+    return NotImplemented
+
+
+_UUID = uuid.UUID
+_new_uuid = object.__new__
+_set_uuid_int = _UUID.__dict__["int"].__set__
+_set_uuid_is_safe = _UUID.__dict__["is_safe"].__set__
+_UUID_UNKNOWN = uuid.SafeUUID.unknown
+_from_bytes = int.from_bytes
+
+
+def uuid_from_bytes(data: bytes) -> uuid.UUID:
+    """``uuid.UUID(bytes=data)`` for exactly 16 bytes, without its argument checking.
+
+    ``UUID.__init__`` costs about 0.8 us, most of it validating arguments that the
+    decoder already guarantees (``struct`` returns exactly 16 bytes).
+    """
+    u = _new_uuid(_UUID)
+    _set_uuid_int(u, _from_bytes(data, "big"))
+    _set_uuid_is_safe(u, _UUID_UNKNOWN)
+    return u

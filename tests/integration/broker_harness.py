@@ -32,6 +32,7 @@ def base_config(data_dir: Path, overrides: Mapping[str, str] | None = None) -> B
         "log.dirs": str(data_dir),
         "num.network.threads": "2",
         "num.io.threads": "2",
+        "metrics.port": "-1",
     }
     raw.update(overrides or {})
     return BrokerConfig(raw)
@@ -85,7 +86,7 @@ def start_broker_process(
     config_file: Path | None = None,
 ) -> BrokerProcess:
     """`python -m broker serve` as a user runs it; waits until it logs its listeners."""
-    settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir)}
+    settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir), "metrics.port": "-1"}
     settings.update(overrides or {})
     args = [sys.executable, "-m", "broker", "serve"]
     if config_file is not None:

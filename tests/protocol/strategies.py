@@ -90,7 +90,9 @@ def struct_strategy(cls: type, version: int) -> st.SearchStrategy[Any]:
         if in_versions(nullable, version):
             s = st.none() | s
         kwargs[attr] = s
-    return st.builds(cls, **kwargs)
+    # Not st.builds: it infers values for NamedTuple fields that have defaults, which
+    # would fill fields absent from ``version`` (and lost on the wire).
+    return st.fixed_dictionaries(kwargs).map(lambda kw: cls(**kw))
 
 
 def load(name: str) -> ModuleType:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -22,6 +23,7 @@ __all__ = [
     "AddOffsetsToTxnRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -30,10 +32,17 @@ _U_qh = _S_qh.unpack_from
 _P_qh = _S_qh.pack
 
 
-@_attrs.frozen
-class AddOffsetsToTxnRequest:
+class _AddOffsetsToTxnRequestFields(_NamedTuple):
+    transactional_id: str = ""
+    producer_id: int = 0
+    producer_epoch: int = 0
+    group_id: str = ""
+
+
+class AddOffsetsToTxnRequest(_AddOffsetsToTxnRequestFields):
     """Kafka request ``AddOffsetsToTxnRequest`` (generated from AddOffsetsToTxnRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 25
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
@@ -45,16 +54,13 @@ class AddOffsetsToTxnRequest:
         ("producer_epoch", "int16", "0+", "none", "none", -1),
         ("group_id", "string", "0+", "none", "none", -1),
     )
-
-    transactional_id: str = ""
-    producer_id: int = 0
-    producer_epoch: int = 0
-    group_id: str = ""
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AddOffsetsToTxnRequest_v0(buf: memoryview, pos: int) -> tuple[AddOffsetsToTxnRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -62,9 +68,9 @@ def _r_AddOffsetsToTxnRequest_v0(buf: memoryview, pos: int) -> tuple[AddOffsetsT
         raise DecodeError("invalid length %d for non-nullable TransactionalId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1, f2 = _U_qh(buf, pos)
     pos += 10
@@ -75,14 +81,15 @@ def _r_AddOffsetsToTxnRequest_v0(buf: memoryview, pos: int) -> tuple[AddOffsetsT
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
-    return AddOffsetsToTxnRequest(f0, f1, f2, f3), pos
+    return _new(AddOffsetsToTxnRequest, (f0, f1, f2, f3)), pos
 
 
 def _r_AddOffsetsToTxnRequest_v3(buf: memoryview, pos: int) -> tuple[AddOffsetsToTxnRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -94,9 +101,9 @@ def _r_AddOffsetsToTxnRequest_v3(buf: memoryview, pos: int) -> tuple[AddOffsetsT
         raise DecodeError("invalid length %d for non-nullable TransactionalId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1, f2 = _U_qh(buf, pos)
     pos += 10
@@ -111,15 +118,15 @@ def _r_AddOffsetsToTxnRequest_v3(buf: memoryview, pos: int) -> tuple[AddOffsetsT
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AddOffsetsToTxnRequest(f0, f1, f2, f3), pos
+    return _new(AddOffsetsToTxnRequest, (f0, f1, f2, f3)), pos
 
 
 def _w_AddOffsetsToTxnRequest_v0(out: bytearray, ext: Ext, o: AddOffsetsToTxnRequest) -> None:

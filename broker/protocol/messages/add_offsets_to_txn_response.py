@@ -7,29 +7,37 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "AddOffsetsToTxnResponse",
 ]
 
+_new = tuple.__new__
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 _S_ihB = _struct.Struct(">ihB")
+_U_ihB = _S_ihB.unpack_from
 _P_ihB = _S_ihB.pack
 
 
-@_attrs.frozen
-class AddOffsetsToTxnResponse:
+class _AddOffsetsToTxnResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+
+
+class AddOffsetsToTxnResponse(_AddOffsetsToTxnResponseFields):
     """Kafka response ``AddOffsetsToTxnResponse`` (generated from AddOffsetsToTxnResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 25
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
@@ -39,27 +47,23 @@ class AddOffsetsToTxnResponse:
         ("throttle_time_ms", "int32", "0+", "none", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AddOffsetsToTxnResponse_v0(buf: memoryview, pos: int) -> tuple[AddOffsetsToTxnResponse, int]:
     f0, f1 = _U_ih(buf, pos)
     pos += 6
-    return AddOffsetsToTxnResponse(f0, f1), pos
+    return _new(AddOffsetsToTxnResponse, (f0, f1)), pos
 
 
 def _r_AddOffsetsToTxnResponse_v3(buf: memoryview, pos: int) -> tuple[AddOffsetsToTxnResponse, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AddOffsetsToTxnResponse(f0, f1), pos
+    f0, f1, tg = _U_ihB(buf, pos)
+    pos += 7
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(AddOffsetsToTxnResponse, (f0, f1)), pos
 
 
 def _w_AddOffsetsToTxnResponse_v0(out: bytearray, ext: Ext, o: AddOffsetsToTxnResponse) -> None:

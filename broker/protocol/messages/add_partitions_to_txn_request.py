@@ -7,15 +7,17 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,7 +27,9 @@ __all__ = [
     "AddPartitionsToTxnRequest",
 ]
 
+_new = tuple.__new__
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -40,24 +44,40 @@ _U_qho = _S_qho.unpack_from
 _P_qho = _S_qho.pack
 
 
-@_attrs.frozen
-class AddPartitionsToTxnTopic:
+class _AddPartitionsToTxnTopicFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[int, ...] = ()
+
+
+class AddPartitionsToTxnTopic(_AddPartitionsToTxnTopicFields):
     """Struct ``AddPartitionsToTxnTopic`` of AddPartitionsToTxnRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[int, ...] = ()
+
+_D_AddPartitionsToTxnTopic = AddPartitionsToTxnTopic()
 
 
-@_attrs.frozen
-class AddPartitionsToTxnTransaction:
+class _AddPartitionsToTxnTransactionFields(_NamedTuple):
+    transactional_id: str = ""
+    producer_id: int = 0
+    producer_epoch: int = 0
+    verify_only: bool = False
+    topics: tuple[AddPartitionsToTxnTopic, ...] = ()
+
+
+class AddPartitionsToTxnTransaction(_AddPartitionsToTxnTransactionFields):
     """Struct ``AddPartitionsToTxnTransaction`` of AddPartitionsToTxnRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("transactional_id", "string", "4+", "none", "none", -1),
@@ -66,18 +86,26 @@ class AddPartitionsToTxnTransaction:
         ("verify_only", "bool", "4+", "none", "none", -1),
         ("topics", "[]AddPartitionsToTxnTopic", "4+", "none", "none", -1),
     )
-
-    transactional_id: str = ""
-    producer_id: int = 0
-    producer_epoch: int = 0
-    verify_only: bool = False
-    topics: tuple[AddPartitionsToTxnTopic, ...] = ()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class AddPartitionsToTxnRequest:
+_D_AddPartitionsToTxnTransaction = AddPartitionsToTxnTransaction()
+
+
+class _AddPartitionsToTxnRequestFields(_NamedTuple):
+    transactions: tuple[AddPartitionsToTxnTransaction, ...] = ()
+    v3_and_below_transactional_id: str = ""
+    v3_and_below_producer_id: int = 0
+    v3_and_below_producer_epoch: int = 0
+    v3_and_below_topics: tuple[AddPartitionsToTxnTopic, ...] = ()
+
+
+class AddPartitionsToTxnRequest(_AddPartitionsToTxnRequestFields):
     """Kafka request ``AddPartitionsToTxnRequest`` (generated from AddPartitionsToTxnRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 24
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
@@ -90,44 +118,13 @@ class AddPartitionsToTxnRequest:
         ("v3_and_below_producer_epoch", "int16", "0-3", "none", "none", -1),
         ("v3_and_below_topics", "[]AddPartitionsToTxnTopic", "0-3", "none", "none", -1),
     )
-
-    transactions: tuple[AddPartitionsToTxnTransaction, ...] = ()
-    v3_and_below_transactional_id: str = ""
-    v3_and_below_producer_id: int = 0
-    v3_and_below_producer_epoch: int = 0
-    v3_and_below_topics: tuple[AddPartitionsToTxnTopic, ...] = ()
-
-
-_D_AddPartitionsToTxnTopic = AddPartitionsToTxnTopic()
-_D_AddPartitionsToTxnTransaction = AddPartitionsToTxnTransaction()
-
-
-def _r_AddPartitionsToTxnTopic_v0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return AddPartitionsToTxnTopic(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AddPartitionsToTxnRequest_v0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
+    blen = len(buf)
     f1: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -135,9 +132,9 @@ def _r_AddPartitionsToTxnRequest_v0(buf: memoryview, pos: int) -> tuple[AddParti
         raise DecodeError("invalid length %d for non-nullable V3AndBelowTransactionalId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2, f3 = _U_qh(buf, pos)
     pos += 10
@@ -147,54 +144,38 @@ def _r_AddPartitionsToTxnRequest_v0(buf: memoryview, pos: int) -> tuple[AddParti
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable V3AndBelowTopics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[AddPartitionsToTxnTopic] = []
         for _ in range(n):
-            item_f4, pos = _r_AddPartitionsToTxnTopic_v0(buf, pos)
-            items_f4.append(item_f4)
+            f4_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_1: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f4_1 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f4.append(_new(AddPartitionsToTxnTopic, (f4_0, f4_1)))
         f4 = tuple(items_f4)
-    return AddPartitionsToTxnRequest((), f1, f2, f3, f4), pos
-
-
-def _r_AddPartitionsToTxnTopic_v3(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AddPartitionsToTxnTopic(f0, f1), pos
+    return _new(AddPartitionsToTxnRequest, ((), f1, f2, f3, f4)), pos
 
 
 def _r_AddPartitionsToTxnRequest_v3(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
+    blen = len(buf)
     f1: str
     n = buf[pos]
     if n < 0x80:
@@ -206,9 +187,9 @@ def _r_AddPartitionsToTxnRequest_v3(buf: memoryview, pos: int) -> tuple[AddParti
         raise DecodeError("invalid length %d for non-nullable V3AndBelowTransactionalId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2, f3 = _U_qh(buf, pos)
     pos += 10
@@ -222,63 +203,59 @@ def _r_AddPartitionsToTxnRequest_v3(buf: memoryview, pos: int) -> tuple[AddParti
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable V3AndBelowTopics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[AddPartitionsToTxnTopic] = []
         for _ in range(n):
-            item_f4, pos = _r_AddPartitionsToTxnTopic_v3(buf, pos)
-            items_f4.append(item_f4)
+            f4_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_1: tuple[int, ...]
+            n = buf[pos]
+            try:
+                f4_1 = _AC_i[n](buf, pos)
+                pos += 4 * n - 3
+            except KeyError:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f4_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f4.append(_new(AddPartitionsToTxnTopic, (f4_0, f4_1)))
         f4 = tuple(items_f4)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AddPartitionsToTxnRequest((), f1, f2, f3, f4), pos
-
-
-def _r_AddPartitionsToTxnTransaction_v4(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnTransaction, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TransactionalId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2, f3 = _U_qho(buf, pos)
-    pos += 11
-    f4: tuple[AddPartitionsToTxnTopic, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topics" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[AddPartitionsToTxnTopic] = []
-        for _ in range(n):
-            item_f4, pos = _r_AddPartitionsToTxnTopic_v3(buf, pos)
-            items_f4.append(item_f4)
-        f4 = tuple(items_f4)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AddPartitionsToTxnTransaction(f0, f1, f2, f3, f4), pos
+    return _new(AddPartitionsToTxnRequest, ((), f1, f2, f3, f4)), pos
 
 
 def _r_AddPartitionsToTxnRequest_v4(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
+    blen = len(buf)
     f0: tuple[AddPartitionsToTxnTransaction, ...]
     n = buf[pos]
     if n < 0x80:
@@ -289,18 +266,92 @@ def _r_AddPartitionsToTxnRequest_v4(buf: memoryview, pos: int) -> tuple[AddParti
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Transactions" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[AddPartitionsToTxnTransaction] = []
         for _ in range(n):
-            item_f0, pos = _r_AddPartitionsToTxnTransaction_v4(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TransactionalId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1, f0_2, f0_3 = _U_qho(buf, pos)
+            pos += 11
+            f0_4: tuple[AddPartitionsToTxnTopic, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topics" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_4: list[AddPartitionsToTxnTopic] = []
+                for _ in range(n):
+                    f0_4_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_4_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_4_1: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f0_4_1 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f0_4_1 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f0_4.append(_new(AddPartitionsToTxnTopic, (f0_4_0, f0_4_1)))
+                f0_4 = tuple(items_f0_4)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(AddPartitionsToTxnTransaction, (f0_0, f0_1, f0_2, f0_3, f0_4)))
         f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AddPartitionsToTxnRequest(f0, "", 0, 0, ()), pos
+    return _new(AddPartitionsToTxnRequest, (f0, "", 0, 0, ())), pos
 
 
 def _w_AddPartitionsToTxnTopic_v0(out: bytearray, ext: Ext, o: AddPartitionsToTxnTopic) -> None:

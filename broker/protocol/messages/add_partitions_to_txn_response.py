@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,6 +27,7 @@ __all__ = [
     "AddPartitionsToTxnResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -33,57 +36,92 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
+_IU_ih = _S_ih.iter_unpack
 _P_ih = _S_ih.pack
 _S_ihB = _struct.Struct(">ihB")
+_U_ihB = _S_ihB.unpack_from
 _P_ihB = _S_ihB.pack
+_S_ihx = _struct.Struct(">ihx")
+_IU_ihx = _S_ihx.iter_unpack
 
 
-@_attrs.frozen
-class AddPartitionsToTxnPartitionResult:
+class _AddPartitionsToTxnPartitionResultFields(_NamedTuple):
+    partition_index: int = 0
+    partition_error_code: int = 0
+
+
+class AddPartitionsToTxnPartitionResult(_AddPartitionsToTxnPartitionResultFields):
     """Struct ``AddPartitionsToTxnPartitionResult`` of AddPartitionsToTxnResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
         ("partition_error_code", "int16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition_index: int = 0
-    partition_error_code: int = 0
+
+_D_AddPartitionsToTxnPartitionResult = AddPartitionsToTxnPartitionResult()
 
 
-@_attrs.frozen
-class AddPartitionsToTxnTopicResult:
+class _AddPartitionsToTxnTopicResultFields(_NamedTuple):
+    name: str = ""
+    results_by_partition: tuple[AddPartitionsToTxnPartitionResult, ...] = ()
+
+
+class AddPartitionsToTxnTopicResult(_AddPartitionsToTxnTopicResultFields):
     """Struct ``AddPartitionsToTxnTopicResult`` of AddPartitionsToTxnResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("results_by_partition", "[]AddPartitionsToTxnPartitionResult", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    results_by_partition: tuple[AddPartitionsToTxnPartitionResult, ...] = ()
+
+_D_AddPartitionsToTxnTopicResult = AddPartitionsToTxnTopicResult()
 
 
-@_attrs.frozen
-class AddPartitionsToTxnResult:
+class _AddPartitionsToTxnResultFields(_NamedTuple):
+    transactional_id: str = ""
+    topic_results: tuple[AddPartitionsToTxnTopicResult, ...] = ()
+
+
+class AddPartitionsToTxnResult(_AddPartitionsToTxnResultFields):
     """Struct ``AddPartitionsToTxnResult`` of AddPartitionsToTxnResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("transactional_id", "string", "4+", "none", "none", -1),
         ("topic_results", "[]AddPartitionsToTxnTopicResult", "4+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    transactional_id: str = ""
-    topic_results: tuple[AddPartitionsToTxnTopicResult, ...] = ()
+
+_D_AddPartitionsToTxnResult = AddPartitionsToTxnResult()
 
 
-@_attrs.frozen
-class AddPartitionsToTxnResponse:
+class _AddPartitionsToTxnResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    results_by_transaction: tuple[AddPartitionsToTxnResult, ...] = ()
+    results_by_topic_v3_and_below: tuple[AddPartitionsToTxnTopicResult, ...] = ()
+
+
+class AddPartitionsToTxnResponse(_AddPartitionsToTxnResponseFields):
     """Kafka response ``AddPartitionsToTxnResponse`` (generated from AddPartitionsToTxnResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 24
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
@@ -95,53 +133,13 @@ class AddPartitionsToTxnResponse:
         ("results_by_transaction", "[]AddPartitionsToTxnResult", "4+", "none", "none", -1),
         ("results_by_topic_v3_and_below", "[]AddPartitionsToTxnTopicResult", "0-3", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    results_by_transaction: tuple[AddPartitionsToTxnResult, ...] = ()
-    results_by_topic_v3_and_below: tuple[AddPartitionsToTxnTopicResult, ...] = ()
-
-
-_D_AddPartitionsToTxnPartitionResult = AddPartitionsToTxnPartitionResult()
-_D_AddPartitionsToTxnTopicResult = AddPartitionsToTxnTopicResult()
-_D_AddPartitionsToTxnResult = AddPartitionsToTxnResult()
-
-
-def _r_AddPartitionsToTxnPartitionResult_v0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnPartitionResult, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    return AddPartitionsToTxnPartitionResult(f0, f1), pos
-
-
-def _r_AddPartitionsToTxnTopicResult_v0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnTopicResult, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[AddPartitionsToTxnPartitionResult, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResultsByPartition" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[AddPartitionsToTxnPartitionResult] = []
-        for _ in range(n):
-            item_f1, pos = _r_AddPartitionsToTxnPartitionResult_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return AddPartitionsToTxnTopicResult(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AddPartitionsToTxnResponse_v0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f3: tuple[AddPartitionsToTxnTopicResult, ...]
@@ -150,67 +148,49 @@ def _r_AddPartitionsToTxnResponse_v0(buf: memoryview, pos: int) -> tuple[AddPart
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ResultsByTopicV3AndBelow" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[AddPartitionsToTxnTopicResult] = []
         for _ in range(n):
-            item_f3, pos = _r_AddPartitionsToTxnTopicResult_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1: tuple[AddPartitionsToTxnPartitionResult, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ResultsByPartition" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 6 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f3_1 = tuple(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n), _IU_ih(buf[pos:end])))
+                pos = end
+            items_f3.append(_new(AddPartitionsToTxnTopicResult, (f3_0, f3_1)))
         f3 = tuple(items_f3)
-    return AddPartitionsToTxnResponse(f0, 0, (), f3), pos
+    return _new(AddPartitionsToTxnResponse, (f0, 0, (), f3)), pos
 
 
 def _r_AddPartitionsToTxnPartitionResult_v3(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnPartitionResult, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AddPartitionsToTxnPartitionResult(f0, f1), pos
-
-
-def _r_AddPartitionsToTxnTopicResult_v3(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnTopicResult, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[AddPartitionsToTxnPartitionResult, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResultsByPartition" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[AddPartitionsToTxnPartitionResult] = []
-        for _ in range(n):
-            item_f1, pos = _r_AddPartitionsToTxnPartitionResult_v3(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AddPartitionsToTxnTopicResult(f0, f1), pos
+    f0, f1, tg = _U_ihB(buf, pos)
+    pos += 7
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(AddPartitionsToTxnPartitionResult, (f0, f1)), pos
 
 
 def _r_AddPartitionsToTxnResponse_v3(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f3: tuple[AddPartitionsToTxnTopicResult, ...]
@@ -223,61 +203,64 @@ def _r_AddPartitionsToTxnResponse_v3(buf: memoryview, pos: int) -> tuple[AddPart
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ResultsByTopicV3AndBelow" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[AddPartitionsToTxnTopicResult] = []
         for _ in range(n):
-            item_f3, pos = _r_AddPartitionsToTxnTopicResult_v3(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1: tuple[AddPartitionsToTxnPartitionResult, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ResultsByPartition" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 7 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                    f3_1 = tuple(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n), _IU_ihx(buf[pos:end])))
+                    pos = end
+                else:
+                    items_f3_1: list[AddPartitionsToTxnPartitionResult] = []
+                    for _ in range(n):
+                        item_f3_1, pos = _r_AddPartitionsToTxnPartitionResult_v3(buf, pos)
+                        items_f3_1.append(item_f3_1)
+                    f3_1 = tuple(items_f3_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f3.append(_new(AddPartitionsToTxnTopicResult, (f3_0, f3_1)))
         f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AddPartitionsToTxnResponse(f0, 0, (), f3), pos
-
-
-def _r_AddPartitionsToTxnResult_v4(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResult, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TransactionalId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[AddPartitionsToTxnTopicResult, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicResults" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[AddPartitionsToTxnTopicResult] = []
-        for _ in range(n):
-            item_f1, pos = _r_AddPartitionsToTxnTopicResult_v3(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AddPartitionsToTxnResult(f0, f1), pos
+    return _new(AddPartitionsToTxnResponse, (f0, 0, (), f3)), pos
 
 
 def _r_AddPartitionsToTxnResponse_v4(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: tuple[AddPartitionsToTxnResult, ...]
@@ -290,18 +273,95 @@ def _r_AddPartitionsToTxnResponse_v4(buf: memoryview, pos: int) -> tuple[AddPart
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ResultsByTransaction" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[AddPartitionsToTxnResult] = []
         for _ in range(n):
-            item_f2, pos = _r_AddPartitionsToTxnResult_v4(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TransactionalId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[AddPartitionsToTxnTopicResult, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicResults" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_1: list[AddPartitionsToTxnTopicResult] = []
+                for _ in range(n):
+                    f2_1_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f2_1_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f2_1_1: tuple[AddPartitionsToTxnPartitionResult, ...]
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ResultsByPartition" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 7 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                            f2_1_1 = tuple(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n), _IU_ihx(buf[pos:end])))
+                            pos = end
+                        else:
+                            items_f2_1_1: list[AddPartitionsToTxnPartitionResult] = []
+                            for _ in range(n):
+                                item_f2_1_1, pos = _r_AddPartitionsToTxnPartitionResult_v3(buf, pos)
+                                items_f2_1_1.append(item_f2_1_1)
+                            f2_1_1 = tuple(items_f2_1_1)
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f2_1.append(_new(AddPartitionsToTxnTopicResult, (f2_1_0, f2_1_1)))
+                f2_1 = tuple(items_f2_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(AddPartitionsToTxnResult, (f2_0, f2_1)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AddPartitionsToTxnResponse(f0, f1, f2, ()), pos
+    return _new(AddPartitionsToTxnResponse, (f0, f1, f2, ())), pos
 
 
 def _w_AddPartitionsToTxnPartitionResult_v0(out: bytearray, ext: Ext, o: AddPartitionsToTxnPartitionResult) -> None:

@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,37 +26,52 @@ __all__ = [
     "AddRaftVoterRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
-_S_H = _struct.Struct(">H")
-_U_H = _S_H.unpack_from
 _S_HB = _struct.Struct(">HB")
+_U_HB = _S_HB.unpack_from
 _P_HB = _S_HB.pack
 _S_iiU = _struct.Struct(">ii16s")
 _U_iiU = _S_iiU.unpack_from
 _P_iiU = _S_iiU.pack
 
 
-@_attrs.frozen
-class Listener:
+class _ListenerFields(_NamedTuple):
+    name: str = ""
+    host: str = ""
+    port: int = 0
+
+
+class Listener(_ListenerFields):
     """Struct ``Listener`` of AddRaftVoterRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("host", "string", "0+", "none", "none", -1),
         ("port", "uint16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    host: str = ""
-    port: int = 0
+
+_D_Listener = Listener()
 
 
-@_attrs.frozen
-class AddRaftVoterRequest:
+class _AddRaftVoterRequestFields(_NamedTuple):
+    cluster_id: str | None = ""
+    timeout_ms: int = 0
+    voter_id: int = 0
+    voter_directory_id: _uuid.UUID = _ZERO_UUID
+    listeners: tuple[Listener, ...] = ()
+
+
+class AddRaftVoterRequest(_AddRaftVoterRequestFields):
     """Kafka request ``AddRaftVoterRequest`` (generated from AddRaftVoterRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 80
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -67,58 +84,13 @@ class AddRaftVoterRequest:
         ("voter_directory_id", "uuid", "0+", "none", "none", -1),
         ("listeners", "[]Listener", "0+", "none", "none", -1),
     )
-
-    cluster_id: str | None = ""
-    timeout_ms: int = 0
-    voter_id: int = 0
-    voter_directory_id: _uuid.UUID = _ZERO_UUID
-    listeners: tuple[Listener, ...] = ()
-
-
-_D_Listener = Listener()
-
-
-def _r_Listener_v0(buf: memoryview, pos: int) -> tuple[Listener, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_H(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return Listener(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AddRaftVoterRequest_v0(buf: memoryview, pos: int) -> tuple[AddRaftVoterRequest, int]:
+    blen = len(buf)
     f0: str | None
     n = buf[pos]
     if n < 0x80:
@@ -132,13 +104,13 @@ def _r_AddRaftVoterRequest_v0(buf: memoryview, pos: int) -> tuple[AddRaftVoterRe
         f0 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1, f2, f3 = _U_iiU(buf, pos)
     pos += 24
-    f3 = _UUID(bytes=f3)
+    f3 = _uuid_from(f3)
     f4: tuple[Listener, ...]
     n = buf[pos]
     if n < 0x80:
@@ -149,18 +121,51 @@ def _r_AddRaftVoterRequest_v0(buf: memoryview, pos: int) -> tuple[AddRaftVoterRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Listeners" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[Listener] = []
         for _ in range(n):
-            item_f4, pos = _r_Listener_v0(buf, pos)
-            items_f4.append(item_f4)
+            f4_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_2, tg = _U_HB(buf, pos)
+            pos += 3
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f4.append(_new(Listener, (f4_0, f4_1, f4_2)))
         f4 = tuple(items_f4)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AddRaftVoterRequest(f0, f1, f2, f3, f4), pos
+    return _new(AddRaftVoterRequest, (f0, f1, f2, f3, f4)), pos
 
 
 def _w_Listener_v0(out: bytearray, ext: Ext, o: Listener) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -22,15 +23,22 @@ __all__ = [
     "AddRaftVoterResponse",
 ]
 
+_new = tuple.__new__
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 
 
-@_attrs.frozen
-class AddRaftVoterResponse:
+class _AddRaftVoterResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    error_message: str | None = ""
+
+
+class AddRaftVoterResponse(_AddRaftVoterResponseFields):
     """Kafka response ``AddRaftVoterResponse`` (generated from AddRaftVoterResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 80
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -41,12 +49,9 @@ class AddRaftVoterResponse:
         ("error_code", "int16", "0+", "none", "none", -1),
         ("error_message", "string", "0+", "0+", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ""
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AddRaftVoterResponse_v0(buf: memoryview, pos: int) -> tuple[AddRaftVoterResponse, int]:
@@ -67,13 +72,13 @@ def _r_AddRaftVoterResponse_v0(buf: memoryview, pos: int) -> tuple[AddRaftVoterR
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AddRaftVoterResponse(f0, f1, f2), pos
+    return _new(AddRaftVoterResponse, (f0, f1, f2)), pos
 
 
 def _w_AddRaftVoterResponse_v0(out: bytearray, ext: Ext, o: AddRaftVoterResponse) -> None:

@@ -7,28 +7,34 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "AllocateProducerIdsRequest",
 ]
 
-_S_iq = _struct.Struct(">iq")
-_U_iq = _S_iq.unpack_from
+_new = tuple.__new__
 _S_iqB = _struct.Struct(">iqB")
+_U_iqB = _S_iqB.unpack_from
 _P_iqB = _S_iqB.pack
 
 
-@_attrs.frozen
-class AllocateProducerIdsRequest:
+class _AllocateProducerIdsRequestFields(_NamedTuple):
+    broker_id: int = 0
+    broker_epoch: int = -1
+
+
+class AllocateProducerIdsRequest(_AllocateProducerIdsRequestFields):
     """Kafka request ``AllocateProducerIdsRequest`` (generated from AllocateProducerIdsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 67
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -38,21 +44,17 @@ class AllocateProducerIdsRequest:
         ("broker_id", "int32", "0+", "none", "none", -1),
         ("broker_epoch", "int64", "0+", "none", "none", -1),
     )
-
-    broker_id: int = 0
-    broker_epoch: int = -1
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AllocateProducerIdsRequest_v0(buf: memoryview, pos: int) -> tuple[AllocateProducerIdsRequest, int]:
-    f0, f1 = _U_iq(buf, pos)
-    pos += 12
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AllocateProducerIdsRequest(f0, f1), pos
+    f0, f1, tg = _U_iqB(buf, pos)
+    pos += 13
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(AllocateProducerIdsRequest, (f0, f1)), pos
 
 
 def _w_AllocateProducerIdsRequest_v0(out: bytearray, ext: Ext, o: AllocateProducerIdsRequest) -> None:

@@ -7,28 +7,36 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "AllocateProducerIdsResponse",
 ]
 
-_S_ihqi = _struct.Struct(">ihqi")
-_U_ihqi = _S_ihqi.unpack_from
+_new = tuple.__new__
 _S_ihqiB = _struct.Struct(">ihqiB")
+_U_ihqiB = _S_ihqiB.unpack_from
 _P_ihqiB = _S_ihqiB.pack
 
 
-@_attrs.frozen
-class AllocateProducerIdsResponse:
+class _AllocateProducerIdsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    producer_id_start: int = 0
+    producer_id_len: int = 0
+
+
+class AllocateProducerIdsResponse(_AllocateProducerIdsResponseFields):
     """Kafka response ``AllocateProducerIdsResponse`` (generated from AllocateProducerIdsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 67
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -40,23 +48,17 @@ class AllocateProducerIdsResponse:
         ("producer_id_start", "int64", "0+", "none", "none", -1),
         ("producer_id_len", "int32", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    producer_id_start: int = 0
-    producer_id_len: int = 0
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AllocateProducerIdsResponse_v0(buf: memoryview, pos: int) -> tuple[AllocateProducerIdsResponse, int]:
-    f0, f1, f2, f3 = _U_ihqi(buf, pos)
-    pos += 18
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AllocateProducerIdsResponse(f0, f1, f2, f3), pos
+    f0, f1, f2, f3, tg = _U_ihqiB(buf, pos)
+    pos += 19
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(AllocateProducerIdsResponse, (f0, f1, f2, f3)), pos
 
 
 def _w_AllocateProducerIdsResponse_v0(out: bytearray, ext: Ext, o: AllocateProducerIdsResponse) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,15 +26,18 @@ __all__ = [
     "AlterClientQuotasRequest",
 ]
 
+_new = tuple.__new__
 _S_o = _struct.Struct(">?")
 _U_o = _S_o.unpack_from
 _P_o = _S_o.pack
 _S_oB = _struct.Struct(">?B")
+_U_oB = _S_oB.unpack_from
 _P_oB = _S_oB.pack
 _S_do = _struct.Struct(">d?")
 _U_do = _S_do.unpack_from
 _P_do = _S_do.pack
 _S_doB = _struct.Struct(">d?B")
+_U_doB = _S_doB.unpack_from
 _P_doB = _S_doB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -43,54 +47,83 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class EntityData:
+class _EntityDataFields(_NamedTuple):
+    entity_type: str = ""
+    entity_name: str | None = ""
+
+
+class EntityData(_EntityDataFields):
     """Struct ``EntityData`` of AlterClientQuotasRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("entity_type", "string", "0+", "none", "none", -1),
         ("entity_name", "string", "0+", "0+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    entity_type: str = ""
-    entity_name: str | None = ""
+
+_D_EntityData = EntityData()
 
 
-@_attrs.frozen
-class OpData:
+class _OpDataFields(_NamedTuple):
+    key: str = ""
+    value: float = 0.0
+    remove: bool = False
+
+
+class OpData(_OpDataFields):
     """Struct ``OpData`` of AlterClientQuotasRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("key", "string", "0+", "none", "none", -1),
         ("value", "float64", "0+", "none", "none", -1),
         ("remove", "bool", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    key: str = ""
-    value: float = 0.0
-    remove: bool = False
+
+_D_OpData = OpData()
 
 
-@_attrs.frozen
-class EntryData:
+class _EntryDataFields(_NamedTuple):
+    entity: tuple[EntityData, ...] = ()
+    ops: tuple[OpData, ...] = ()
+
+
+class EntryData(_EntryDataFields):
     """Struct ``EntryData`` of AlterClientQuotasRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("entity", "[]EntityData", "0+", "none", "none", -1),
         ("ops", "[]OpData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    entity: tuple[EntityData, ...] = ()
-    ops: tuple[OpData, ...] = ()
+
+_D_EntryData = EntryData()
 
 
-@_attrs.frozen
-class AlterClientQuotasRequest:
+class _AlterClientQuotasRequestFields(_NamedTuple):
+    entries: tuple[EntryData, ...] = ()
+    validate_only: bool = False
+
+
+class AlterClientQuotasRequest(_AlterClientQuotasRequestFields):
     """Kafka request ``AlterClientQuotasRequest`` (generated from AlterClientQuotasRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 49
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -100,218 +133,93 @@ class AlterClientQuotasRequest:
         ("entries", "[]EntryData", "0+", "none", "none", -1),
         ("validate_only", "bool", "0+", "none", "none", -1),
     )
-
-    entries: tuple[EntryData, ...] = ()
-    validate_only: bool = False
-
-
-_D_EntityData = EntityData()
-_D_OpData = OpData()
-_D_EntryData = EntryData()
-
-
-def _r_EntityData_v0(buf: memoryview, pos: int) -> tuple[EntityData, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable EntityType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    return EntityData(f0, f1), pos
-
-
-def _r_OpData_v0(buf: memoryview, pos: int) -> tuple[OpData, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Key" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2 = _U_do(buf, pos)
-    pos += 9
-    return OpData(f0, f1, f2), pos
-
-
-def _r_EntryData_v0(buf: memoryview, pos: int) -> tuple[EntryData, int]:
-    f0: tuple[EntityData, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Entity" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[EntityData] = []
-        for _ in range(n):
-            item_f0, pos = _r_EntityData_v0(buf, pos)
-            items_f0.append(item_f0)
-        f0 = tuple(items_f0)
-    f1: tuple[OpData, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Ops" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OpData] = []
-        for _ in range(n):
-            item_f1, pos = _r_OpData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return EntryData(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AlterClientQuotasRequest_v0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest, int]:
+    blen = len(buf)
     f0: tuple[EntryData, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Entries" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[EntryData] = []
         for _ in range(n):
-            item_f0, pos = _r_EntryData_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: tuple[EntityData, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Entity" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_0: list[EntityData] = []
+                for _ in range(n):
+                    f0_0_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_0_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_0_1: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f0_0_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_0_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f0_0.append(_new(EntityData, (f0_0_0, f0_0_1)))
+                f0_0 = tuple(items_f0_0)
+            f0_1: tuple[OpData, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Ops" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_1: list[OpData] = []
+                for _ in range(n):
+                    f0_1_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Key" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_1_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_1_1, f0_1_2 = _U_do(buf, pos)
+                    pos += 9
+                    items_f0_1.append(_new(OpData, (f0_1_0, f0_1_1, f0_1_2)))
+                f0_1 = tuple(items_f0_1)
+            items_f0.append(_new(EntryData, (f0_0, f0_1)))
         f0 = tuple(items_f0)
     f1 = _U_o(buf, pos)[0]
     pos += 1
-    return AlterClientQuotasRequest(f0, f1), pos
-
-
-def _r_EntityData_v1(buf: memoryview, pos: int) -> tuple[EntityData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable EntityType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return EntityData(f0, f1), pos
-
-
-def _r_OpData_v1(buf: memoryview, pos: int) -> tuple[OpData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Key" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2 = _U_do(buf, pos)
-    pos += 9
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OpData(f0, f1, f2), pos
-
-
-def _r_EntryData_v1(buf: memoryview, pos: int) -> tuple[EntryData, int]:
-    f0: tuple[EntityData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Entity" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[EntityData] = []
-        for _ in range(n):
-            item_f0, pos = _r_EntityData_v1(buf, pos)
-            items_f0.append(item_f0)
-        f0 = tuple(items_f0)
-    f1: tuple[OpData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Ops" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OpData] = []
-        for _ in range(n):
-            item_f1, pos = _r_OpData_v1(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return EntryData(f0, f1), pos
+    return _new(AlterClientQuotasRequest, (f0, f1)), pos
 
 
 def _r_AlterClientQuotasRequest_v1(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest, int]:
+    blen = len(buf)
     f0: tuple[EntryData, ...]
     n = buf[pos]
     if n < 0x80:
@@ -322,20 +230,108 @@ def _r_AlterClientQuotasRequest_v1(buf: memoryview, pos: int) -> tuple[AlterClie
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Entries" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[EntryData] = []
         for _ in range(n):
-            item_f0, pos = _r_EntryData_v1(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: tuple[EntityData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Entity" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_0: list[EntityData] = []
+                for _ in range(n):
+                    f0_0_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_0_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_0_1: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f0_0_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_0_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f0_0.append(_new(EntityData, (f0_0_0, f0_0_1)))
+                f0_0 = tuple(items_f0_0)
+            f0_1: tuple[OpData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Ops" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_1: list[OpData] = []
+                for _ in range(n):
+                    f0_1_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Key" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_1_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_1_1, f0_1_2, tg = _U_doB(buf, pos)
+                    pos += 10
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f0_1.append(_new(OpData, (f0_1_0, f0_1_1, f0_1_2)))
+                f0_1 = tuple(items_f0_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(EntryData, (f0_0, f0_1)))
         f0 = tuple(items_f0)
-    f1 = _U_o(buf, pos)[0]
-    pos += 1
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AlterClientQuotasRequest(f0, f1), pos
+    f1, tg = _U_oB(buf, pos)
+    pos += 2
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(AlterClientQuotasRequest, (f0, f1)), pos
 
 
 def _w_EntityData_v0(out: bytearray, ext: Ext, o: EntityData) -> None:

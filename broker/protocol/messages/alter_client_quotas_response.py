@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,6 +25,7 @@ __all__ = [
     "AlterClientQuotasResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -32,40 +34,61 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class EntityData:
+class _EntityDataFields(_NamedTuple):
+    entity_type: str = ""
+    entity_name: str | None = ""
+
+
+class EntityData(_EntityDataFields):
     """Struct ``EntityData`` of AlterClientQuotasResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("entity_type", "string", "0+", "none", "none", -1),
         ("entity_name", "string", "0+", "0+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    entity_type: str = ""
-    entity_name: str | None = ""
+
+_D_EntityData = EntityData()
 
 
-@_attrs.frozen
-class EntryData:
+class _EntryDataFields(_NamedTuple):
+    error_code: int = 0
+    error_message: str | None = ""
+    entity: tuple[EntityData, ...] = ()
+
+
+class EntryData(_EntryDataFields):
     """Struct ``EntryData`` of AlterClientQuotasResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("error_code", "int16", "0+", "none", "none", -1),
         ("error_message", "string", "0+", "0+", "none", -1),
         ("entity", "[]EntityData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    error_code: int = 0
-    error_message: str | None = ""
-    entity: tuple[EntityData, ...] = ()
+
+_D_EntryData = EntryData()
 
 
-@_attrs.frozen
-class AlterClientQuotasResponse:
+class _AlterClientQuotasResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    entries: tuple[EntryData, ...] = ()
+
+
+class AlterClientQuotasResponse(_AlterClientQuotasResponseFields):
     """Kafka response ``AlterClientQuotasResponse`` (generated from AlterClientQuotasResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 49
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -75,76 +98,13 @@ class AlterClientQuotasResponse:
         ("throttle_time_ms", "int32", "0+", "none", "none", -1),
         ("entries", "[]EntryData", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    entries: tuple[EntryData, ...] = ()
-
-
-_D_EntityData = EntityData()
-_D_EntryData = EntryData()
-
-
-def _r_EntityData_v0(buf: memoryview, pos: int) -> tuple[EntityData, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable EntityType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    return EntityData(f0, f1), pos
-
-
-def _r_EntryData_v0(buf: memoryview, pos: int) -> tuple[EntryData, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[EntityData, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Entity" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[EntityData] = []
-        for _ in range(n):
-            item_f2, pos = _r_EntityData_v0(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    return EntryData(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AlterClientQuotasResponse_v0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[EntryData, ...]
@@ -153,101 +113,68 @@ def _r_AlterClientQuotasResponse_v0(buf: memoryview, pos: int) -> tuple[AlterCli
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Entries" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[EntryData] = []
         for _ in range(n):
-            item_f1, pos = _r_EntryData_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2: tuple[EntityData, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Entity" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_2: list[EntityData] = []
+                for _ in range(n):
+                    f1_2_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_2_1: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_2_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f1_2.append(_new(EntityData, (f1_2_0, f1_2_1)))
+                f1_2 = tuple(items_f1_2)
+            items_f1.append(_new(EntryData, (f1_0, f1_1, f1_2)))
         f1 = tuple(items_f1)
-    return AlterClientQuotasResponse(f0, f1), pos
-
-
-def _r_EntityData_v1(buf: memoryview, pos: int) -> tuple[EntityData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable EntityType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return EntityData(f0, f1), pos
-
-
-def _r_EntryData_v1(buf: memoryview, pos: int) -> tuple[EntryData, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[EntityData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Entity" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[EntityData] = []
-        for _ in range(n):
-            item_f2, pos = _r_EntityData_v1(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return EntryData(f0, f1, f2), pos
+    return _new(AlterClientQuotasResponse, (f0, f1)), pos
 
 
 def _r_AlterClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[AlterClientQuotasResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[EntryData, ...]
@@ -260,18 +187,92 @@ def _r_AlterClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[AlterCli
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Entries" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[EntryData] = []
         for _ in range(n):
-            item_f1, pos = _r_EntryData_v1(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2: tuple[EntityData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Entity" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_2: list[EntityData] = []
+                for _ in range(n):
+                    f1_2_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_2_1: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_2_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f1_2.append(_new(EntityData, (f1_2_0, f1_2_1)))
+                f1_2 = tuple(items_f1_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(EntryData, (f1_0, f1_1, f1_2)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AlterClientQuotasResponse(f0, f1), pos
+    return _new(AlterClientQuotasResponse, (f0, f1)), pos
 
 
 def _w_EntityData_v0(out: bytearray, ext: Ext, o: EntityData) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,10 +25,12 @@ __all__ = [
     "AlterConfigsRequest",
 ]
 
+_new = tuple.__new__
 _S_o = _struct.Struct(">?")
 _U_o = _S_o.unpack_from
 _P_o = _S_o.pack
 _S_oB = _struct.Struct(">?B")
+_U_oB = _S_oB.unpack_from
 _P_oB = _S_oB.pack
 _S_b = _struct.Struct(">b")
 _U_b = _S_b.unpack_from
@@ -40,40 +43,61 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class AlterableConfig:
+class _AlterableConfigFields(_NamedTuple):
+    name: str = ""
+    value: str | None = ""
+
+
+class AlterableConfig(_AlterableConfigFields):
     """Struct ``AlterableConfig`` of AlterConfigsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("value", "string", "0+", "0+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    value: str | None = ""
+
+_D_AlterableConfig = AlterableConfig()
 
 
-@_attrs.frozen
-class AlterConfigsResource:
+class _AlterConfigsResourceFields(_NamedTuple):
+    resource_type: int = 0
+    resource_name: str = ""
+    configs: tuple[AlterableConfig, ...] = ()
+
+
+class AlterConfigsResource(_AlterConfigsResourceFields):
     """Struct ``AlterConfigsResource`` of AlterConfigsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("resource_type", "int8", "0+", "none", "none", -1),
         ("resource_name", "string", "0+", "none", "none", -1),
         ("configs", "[]AlterableConfig", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    resource_type: int = 0
-    resource_name: str = ""
-    configs: tuple[AlterableConfig, ...] = ()
+
+_D_AlterConfigsResource = AlterConfigsResource()
 
 
-@_attrs.frozen
-class AlterConfigsRequest:
+class _AlterConfigsRequestFields(_NamedTuple):
+    resources: tuple[AlterConfigsResource, ...] = ()
+    validate_only: bool = False
+
+
+class AlterConfigsRequest(_AlterConfigsRequestFields):
     """Kafka request ``AlterConfigsRequest`` (generated from AlterConfigsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 33
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
@@ -83,175 +107,81 @@ class AlterConfigsRequest:
         ("resources", "[]AlterConfigsResource", "0+", "none", "none", -1),
         ("validate_only", "bool", "0+", "none", "none", -1),
     )
-
-    resources: tuple[AlterConfigsResource, ...] = ()
-    validate_only: bool = False
-
-
-_D_AlterableConfig = AlterableConfig()
-_D_AlterConfigsResource = AlterConfigsResource()
-
-
-def _r_AlterableConfig_v0(buf: memoryview, pos: int) -> tuple[AlterableConfig, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    return AlterableConfig(f0, f1), pos
-
-
-def _r_AlterConfigsResource_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsResource, int]:
-    f0 = _U_b(buf, pos)[0]
-    pos += 1
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[AlterableConfig, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Configs" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[AlterableConfig] = []
-        for _ in range(n):
-            item_f2, pos = _r_AlterableConfig_v0(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    return AlterConfigsResource(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AlterConfigsRequest_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
+    blen = len(buf)
     f0: tuple[AlterConfigsResource, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Resources" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[AlterConfigsResource] = []
         for _ in range(n):
-            item_f0, pos = _r_AlterConfigsResource_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_2: tuple[AlterableConfig, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Configs" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_2: list[AlterableConfig] = []
+                for _ in range(n):
+                    f0_2_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_2_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_2_1: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f0_2_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_2_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f0_2.append(_new(AlterableConfig, (f0_2_0, f0_2_1)))
+                f0_2 = tuple(items_f0_2)
+            items_f0.append(_new(AlterConfigsResource, (f0_0, f0_1, f0_2)))
         f0 = tuple(items_f0)
     f1 = _U_o(buf, pos)[0]
     pos += 1
-    return AlterConfigsRequest(f0, f1), pos
-
-
-def _r_AlterableConfig_v2(buf: memoryview, pos: int) -> tuple[AlterableConfig, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AlterableConfig(f0, f1), pos
-
-
-def _r_AlterConfigsResource_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsResource, int]:
-    f0 = _U_b(buf, pos)[0]
-    pos += 1
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[AlterableConfig, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Configs" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[AlterableConfig] = []
-        for _ in range(n):
-            item_f2, pos = _r_AlterableConfig_v2(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AlterConfigsResource(f0, f1, f2), pos
+    return _new(AlterConfigsRequest, (f0, f1)), pos
 
 
 def _r_AlterConfigsRequest_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
+    blen = len(buf)
     f0: tuple[AlterConfigsResource, ...]
     n = buf[pos]
     if n < 0x80:
@@ -262,20 +192,90 @@ def _r_AlterConfigsRequest_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Resources" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[AlterConfigsResource] = []
         for _ in range(n):
-            item_f0, pos = _r_AlterConfigsResource_v2(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_2: tuple[AlterableConfig, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Configs" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_2: list[AlterableConfig] = []
+                for _ in range(n):
+                    f0_2_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_2_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_2_1: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f0_2_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_2_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f0_2.append(_new(AlterableConfig, (f0_2_0, f0_2_1)))
+                f0_2 = tuple(items_f0_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(AlterConfigsResource, (f0_0, f0_1, f0_2)))
         f0 = tuple(items_f0)
-    f1 = _U_o(buf, pos)[0]
-    pos += 1
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AlterConfigsRequest(f0, f1), pos
+    f1, tg = _U_oB(buf, pos)
+    pos += 2
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(AlterConfigsRequest, (f0, f1)), pos
 
 
 def _w_AlterableConfig_v0(out: bytearray, ext: Ext, o: AlterableConfig) -> None:

@@ -7,15 +7,17 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,44 +27,69 @@ __all__ = [
     "AlterPartitionReassignmentsRequest",
 ]
 
+_new = tuple.__new__
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
+_S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 
 
-@_attrs.frozen
-class ReassignablePartition:
+class _ReassignablePartitionFields(_NamedTuple):
+    partition_index: int = 0
+    replicas: tuple[int, ...] | None = None
+
+
+class ReassignablePartition(_ReassignablePartitionFields):
     """Struct ``ReassignablePartition`` of AlterPartitionReassignmentsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
         ("replicas", "[]int32", "0+", "0+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition_index: int = 0
-    replicas: tuple[int, ...] | None = None
+
+_D_ReassignablePartition = ReassignablePartition()
 
 
-@_attrs.frozen
-class ReassignableTopic:
+class _ReassignableTopicFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[ReassignablePartition, ...] = ()
+
+
+class ReassignableTopic(_ReassignableTopicFields):
     """Struct ``ReassignableTopic`` of AlterPartitionReassignmentsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]ReassignablePartition", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[ReassignablePartition, ...] = ()
+
+_D_ReassignableTopic = ReassignableTopic()
 
 
-@_attrs.frozen
-class AlterPartitionReassignmentsRequest:
+class _AlterPartitionReassignmentsRequestFields(_NamedTuple):
+    timeout_ms: int = 60000
+    topics: tuple[ReassignableTopic, ...] = ()
+
+
+class AlterPartitionReassignmentsRequest(_AlterPartitionReassignmentsRequestFields):
     """Kafka request ``AlterPartitionReassignmentsRequest`` (generated from AlterPartitionReassignmentsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 45
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -72,82 +99,13 @@ class AlterPartitionReassignmentsRequest:
         ("timeout_ms", "int32", "0+", "none", "none", -1),
         ("topics", "[]ReassignableTopic", "0+", "none", "none", -1),
     )
-
-    timeout_ms: int = 60000
-    topics: tuple[ReassignableTopic, ...] = ()
-
-
-_D_ReassignablePartition = ReassignablePartition()
-_D_ReassignableTopic = ReassignableTopic()
-
-
-def _r_ReassignablePartition_v0(buf: memoryview, pos: int) -> tuple[ReassignablePartition, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: tuple[int, ...] | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid array length %d" % n)
-        f1 = None
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ReassignablePartition(f0, f1), pos
-
-
-def _r_ReassignableTopic_v0(buf: memoryview, pos: int) -> tuple[ReassignableTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[ReassignablePartition, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ReassignablePartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_ReassignablePartition_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ReassignableTopic(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AlterPartitionReassignmentsRequest_v0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[ReassignableTopic, ...]
@@ -160,18 +118,78 @@ def _r_AlterPartitionReassignmentsRequest_v0(buf: memoryview, pos: int) -> tuple
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[ReassignableTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_ReassignableTopic_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[ReassignablePartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_1: list[ReassignablePartition] = []
+                for _ in range(n):
+                    f1_1_0, n = _U_iB(buf, pos)
+                    pos += 4
+                    f1_1_1: tuple[int, ...] | None
+                    try:
+                        f1_1_1 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid array length %d" % n)
+                            f1_1_1 = None
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f1_1_1 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f1_1.append(_new(ReassignablePartition, (f1_1_0, f1_1_1)))
+                f1_1 = tuple(items_f1_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(ReassignableTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AlterPartitionReassignmentsRequest(f0, f1), pos
+    return _new(AlterPartitionReassignmentsRequest, (f0, f1)), pos
 
 
 def _w_ReassignablePartition_v0(out: bytearray, ext: Ext, o: ReassignablePartition) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,45 +25,69 @@ __all__ = [
     "AlterPartitionReassignmentsResponse",
 ]
 
+_new = tuple.__new__
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 
 
-@_attrs.frozen
-class ReassignablePartitionResponse:
+class _ReassignablePartitionResponseFields(_NamedTuple):
+    partition_index: int = 0
+    error_code: int = 0
+    error_message: str | None = ""
+
+
+class ReassignablePartitionResponse(_ReassignablePartitionResponseFields):
     """Struct ``ReassignablePartitionResponse`` of AlterPartitionReassignmentsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
         ("error_message", "string", "0+", "0+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition_index: int = 0
-    error_code: int = 0
-    error_message: str | None = ""
+
+_D_ReassignablePartitionResponse = ReassignablePartitionResponse()
 
 
-@_attrs.frozen
-class ReassignableTopicResponse:
+class _ReassignableTopicResponseFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[ReassignablePartitionResponse, ...] = ()
+
+
+class ReassignableTopicResponse(_ReassignableTopicResponseFields):
     """Struct ``ReassignableTopicResponse`` of AlterPartitionReassignmentsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]ReassignablePartitionResponse", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[ReassignablePartitionResponse, ...] = ()
+
+_D_ReassignableTopicResponse = ReassignableTopicResponse()
 
 
-@_attrs.frozen
-class AlterPartitionReassignmentsResponse:
+class _AlterPartitionReassignmentsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    error_message: str | None = ""
+    responses: tuple[ReassignableTopicResponse, ...] = ()
+
+
+class AlterPartitionReassignmentsResponse(_AlterPartitionReassignmentsResponseFields):
     """Kafka response ``AlterPartitionReassignmentsResponse`` (generated from AlterPartitionReassignmentsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 45
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -74,85 +99,13 @@ class AlterPartitionReassignmentsResponse:
         ("error_message", "string", "0+", "0+", "none", -1),
         ("responses", "[]ReassignableTopicResponse", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ""
-    responses: tuple[ReassignableTopicResponse, ...] = ()
-
-
-_D_ReassignablePartitionResponse = ReassignablePartitionResponse()
-_D_ReassignableTopicResponse = ReassignableTopicResponse()
-
-
-def _r_ReassignablePartitionResponse_v0(buf: memoryview, pos: int) -> tuple[ReassignablePartitionResponse, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    f2: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ReassignablePartitionResponse(f0, f1, f2), pos
-
-
-def _r_ReassignableTopicResponse_v0(buf: memoryview, pos: int) -> tuple[ReassignableTopicResponse, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[ReassignablePartitionResponse, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ReassignablePartitionResponse] = []
-        for _ in range(n):
-            item_f1, pos = _r_ReassignablePartitionResponse_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ReassignableTopicResponse(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AlterPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: str | None
@@ -168,9 +121,9 @@ def _r_AlterPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tupl
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: tuple[ReassignableTopicResponse, ...]
     n = buf[pos]
@@ -182,18 +135,75 @@ def _r_AlterPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tupl
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[ReassignableTopicResponse] = []
         for _ in range(n):
-            item_f3, pos = _r_ReassignableTopicResponse_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1: tuple[ReassignablePartitionResponse, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_1: list[ReassignablePartitionResponse] = []
+                for _ in range(n):
+                    f3_1_0, f3_1_1 = _U_ih(buf, pos)
+                    pos += 6
+                    f3_1_2: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f3_1_2 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_1_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f3_1.append(_new(ReassignablePartitionResponse, (f3_1_0, f3_1_1, f3_1_2)))
+                f3_1 = tuple(items_f3_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f3.append(_new(ReassignableTopicResponse, (f3_0, f3_1)))
         f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AlterPartitionReassignmentsResponse(f0, f1, f2, f3), pos
+    return _new(AlterPartitionReassignmentsResponse, (f0, f1, f2, f3)), pos
 
 
 def _w_ReassignablePartitionResponse_v0(out: bytearray, ext: Ext, o: ReassignablePartitionResponse) -> None:

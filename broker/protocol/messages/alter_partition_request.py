@@ -7,16 +7,20 @@ from __future__ import annotations
 import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -27,48 +31,69 @@ __all__ = [
     "AlterPartitionRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
-_S_bi = _struct.Struct(">bi")
-_U_bi = _S_bi.unpack_from
 _S_biB = _struct.Struct(">biB")
+_U_biB = _S_biB.unpack_from
 _P_biB = _S_biB.pack
-_S_i = _struct.Struct(">i")
-_U_i = _S_i.unpack_from
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 _S_ii = _struct.Struct(">ii")
 _U_ii = _S_ii.unpack_from
 _P_ii = _S_ii.pack
+_S_iiB = _struct.Struct(">iiB")
+_U_iiB = _S_iiB.unpack_from
 _S_iq = _struct.Struct(">iq")
 _U_iq = _S_iq.unpack_from
 _P_iq = _S_iq.pack
 _S_iqB = _struct.Struct(">iqB")
+_U_iqB = _S_iqB.unpack_from
 _P_iqB = _S_iqB.pack
+_S_iqx = _struct.Struct(">iqx")
+_IU_iqx = _S_iqx.iter_unpack
 
 
-@_attrs.frozen
-class BrokerState:
+class _BrokerStateFields(_NamedTuple):
+    broker_id: int = 0
+    broker_epoch: int = -1
+
+
+class BrokerState(_BrokerStateFields):
     """Struct ``BrokerState`` of AlterPartitionRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("broker_id", "int32", "3+", "none", "none", -1),
         ("broker_epoch", "int64", "3+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    broker_id: int = 0
-    broker_epoch: int = -1
+
+_D_BrokerState = BrokerState()
 
 
-@_attrs.frozen
-class PartitionData:
+class _PartitionDataFields(_NamedTuple):
+    partition_index: int = 0
+    leader_epoch: int = 0
+    new_isr: tuple[int, ...] = ()
+    new_isr_with_epochs: tuple[BrokerState, ...] = ()
+    leader_recovery_state: int = 0
+    partition_epoch: int = 0
+
+
+class PartitionData(_PartitionDataFields):
     """Struct ``PartitionData`` of AlterPartitionRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
@@ -78,35 +103,48 @@ class PartitionData:
         ("leader_recovery_state", "int8", "1+", "none", "none", -1),
         ("partition_epoch", "int32", "0+", "none", "none", -1),
     )
-
-    partition_index: int = 0
-    leader_epoch: int = 0
-    new_isr: tuple[int, ...] = ()
-    new_isr_with_epochs: tuple[BrokerState, ...] = ()
-    leader_recovery_state: int = 0
-    partition_epoch: int = 0
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class TopicData:
+_D_PartitionData = PartitionData()
+
+
+class _TopicDataFields(_NamedTuple):
+    topic_name: str = ""
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[PartitionData, ...] = ()
+
+
+class TopicData(_TopicDataFields):
     """Struct ``TopicData`` of AlterPartitionRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "0-1", "none", "none", -1),
         ("topic_id", "uuid", "2+", "none", "none", -1),
         ("partitions", "[]PartitionData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_name: str = ""
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[PartitionData, ...] = ()
+
+_D_TopicData = TopicData()
 
 
-@_attrs.frozen
-class AlterPartitionRequest:
+class _AlterPartitionRequestFields(_NamedTuple):
+    broker_id: int = 0
+    broker_epoch: int = -1
+    topics: tuple[TopicData, ...] = ()
+
+
+class AlterPartitionRequest(_AlterPartitionRequestFields):
     """Kafka request ``AlterPartitionRequest`` (generated from AlterPartitionRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 56
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
@@ -117,84 +155,13 @@ class AlterPartitionRequest:
         ("broker_epoch", "int64", "0+", "none", "none", -1),
         ("topics", "[]TopicData", "0+", "none", "none", -1),
     )
-
-    broker_id: int = 0
-    broker_epoch: int = -1
-    topics: tuple[TopicData, ...] = ()
-
-
-_D_BrokerState = BrokerState()
-_D_PartitionData = PartitionData()
-_D_TopicData = TopicData()
-
-
-def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1 = _U_ii(buf, pos)
-    pos += 8
-    f2: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable NewIsr" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f2 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f5 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1, f2, (), 0, f5), pos
-
-
-def _r_TopicData_v0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[PartitionData] = []
-        for _ in range(n):
-            item_f2, pos = _r_PartitionData_v0(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicData(f0, _ZERO_UUID, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AlterPartitionRequest_v0(buf: memoryview, pos: int) -> tuple[AlterPartitionRequest, int]:
+    blen = len(buf)
     f0, f1 = _U_iq(buf, pos)
     pos += 12
     f2: tuple[TopicData, ...]
@@ -207,87 +174,80 @@ def _r_AlterPartitionRequest_v0(buf: memoryview, pos: int) -> tuple[AlterPartiti
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicData] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicData_v0(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_2: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_2: list[PartitionData] = []
+                for _ in range(n):
+                    f2_2_0, f2_2_1, n = _U_iiB(buf, pos)
+                    pos += 8
+                    f2_2_2: tuple[int, ...]
+                    try:
+                        f2_2_2 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable NewIsr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f2_2_2 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f2_2_5, tg = _U_iB(buf, pos)
+                    pos += 5
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f2_2.append(_new(PartitionData, (f2_2_0, f2_2_1, f2_2_2, (), 0, f2_2_5)))
+                f2_2 = tuple(items_f2_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(TopicData, (f2_0, _ZERO_UUID, f2_2)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AlterPartitionRequest(f0, f1, f2), pos
-
-
-def _r_PartitionData_v1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1 = _U_ii(buf, pos)
-    pos += 8
-    f2: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable NewIsr" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f2 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f4, f5 = _U_bi(buf, pos)
-    pos += 5
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1, f2, (), f4, f5), pos
-
-
-def _r_TopicData_v1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[PartitionData] = []
-        for _ in range(n):
-            item_f2, pos = _r_PartitionData_v1(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicData(f0, _ZERO_UUID, f2), pos
+    return _new(AlterPartitionRequest, (f0, f1, f2)), pos
 
 
 def _r_AlterPartitionRequest_v1(buf: memoryview, pos: int) -> tuple[AlterPartitionRequest, int]:
+    blen = len(buf)
     f0, f1 = _U_iq(buf, pos)
     pos += 12
     f2: tuple[TopicData, ...]
@@ -300,49 +260,80 @@ def _r_AlterPartitionRequest_v1(buf: memoryview, pos: int) -> tuple[AlterPartiti
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicData] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicData_v1(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_2: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_2: list[PartitionData] = []
+                for _ in range(n):
+                    f2_2_0, f2_2_1, n = _U_iiB(buf, pos)
+                    pos += 8
+                    f2_2_2: tuple[int, ...]
+                    try:
+                        f2_2_2 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable NewIsr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f2_2_2 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f2_2_4, f2_2_5, tg = _U_biB(buf, pos)
+                    pos += 6
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f2_2.append(_new(PartitionData, (f2_2_0, f2_2_1, f2_2_2, (), f2_2_4, f2_2_5)))
+                f2_2 = tuple(items_f2_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(TopicData, (f2_0, _ZERO_UUID, f2_2)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AlterPartitionRequest(f0, f1, f2), pos
-
-
-def _r_TopicData_v2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f1 = _U_U(buf, pos)[0]
-    pos += 16
-    f1 = _UUID(bytes=f1)
-    f2: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[PartitionData] = []
-        for _ in range(n):
-            item_f2, pos = _r_PartitionData_v1(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicData("", f1, f2), pos
+    return _new(AlterPartitionRequest, (f0, f1, f2)), pos
 
 
 def _r_AlterPartitionRequest_v2(buf: memoryview, pos: int) -> tuple[AlterPartitionRequest, int]:
+    blen = len(buf)
     f0, f1 = _U_iq(buf, pos)
     pos += 12
     f2: tuple[TopicData, ...]
@@ -355,88 +346,76 @@ def _r_AlterPartitionRequest_v2(buf: memoryview, pos: int) -> tuple[AlterPartiti
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicData] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicData_v2(buf, pos)
-            items_f2.append(item_f2)
+            f2_1 = _U_U(buf, pos)[0]
+            pos += 16
+            f2_1 = _uuid_from(f2_1)
+            f2_2: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_2: list[PartitionData] = []
+                for _ in range(n):
+                    f2_2_0, f2_2_1, n = _U_iiB(buf, pos)
+                    pos += 8
+                    f2_2_2: tuple[int, ...]
+                    try:
+                        f2_2_2 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable NewIsr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f2_2_2 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f2_2_4, f2_2_5, tg = _U_biB(buf, pos)
+                    pos += 6
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f2_2.append(_new(PartitionData, (f2_2_0, f2_2_1, f2_2_2, (), f2_2_4, f2_2_5)))
+                f2_2 = tuple(items_f2_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(TopicData, ("", f2_1, f2_2)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AlterPartitionRequest(f0, f1, f2), pos
+    return _new(AlterPartitionRequest, (f0, f1, f2)), pos
 
 
 def _r_BrokerState_v3(buf: memoryview, pos: int) -> tuple[BrokerState, int]:
-    f0, f1 = _U_iq(buf, pos)
-    pos += 12
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return BrokerState(f0, f1), pos
-
-
-def _r_PartitionData_v3(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1 = _U_ii(buf, pos)
-    pos += 8
-    f3: tuple[BrokerState, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable NewIsrWithEpochs" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[BrokerState] = []
-        for _ in range(n):
-            item_f3, pos = _r_BrokerState_v3(buf, pos)
-            items_f3.append(item_f3)
-        f3 = tuple(items_f3)
-    f4, f5 = _U_bi(buf, pos)
-    pos += 5
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1, (), f3, f4, f5), pos
-
-
-def _r_TopicData_v3(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f1 = _U_U(buf, pos)[0]
-    pos += 16
-    f1 = _UUID(bytes=f1)
-    f2: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[PartitionData] = []
-        for _ in range(n):
-            item_f2, pos = _r_PartitionData_v3(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicData("", f1, f2), pos
+    f0, f1, tg = _U_iqB(buf, pos)
+    pos += 13
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(BrokerState, (f0, f1)), pos
 
 
 def _r_AlterPartitionRequest_v3(buf: memoryview, pos: int) -> tuple[AlterPartitionRequest, int]:
+    blen = len(buf)
     f0, f1 = _U_iq(buf, pos)
     pos += 12
     f2: tuple[TopicData, ...]
@@ -449,18 +428,70 @@ def _r_AlterPartitionRequest_v3(buf: memoryview, pos: int) -> tuple[AlterPartiti
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicData] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicData_v3(buf, pos)
-            items_f2.append(item_f2)
+            f2_1 = _U_U(buf, pos)[0]
+            pos += 16
+            f2_1 = _uuid_from(f2_1)
+            f2_2: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_2: list[PartitionData] = []
+                for _ in range(n):
+                    f2_2_0, f2_2_1 = _U_ii(buf, pos)
+                    pos += 8
+                    f2_2_3: tuple[BrokerState, ...]
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable NewIsrWithEpochs" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 13 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 12 : end : 13].tobytes().count(0) == n:
+                            f2_2_3 = tuple(map(_new, _repeat(BrokerState, n), _IU_iqx(buf[pos:end])))
+                            pos = end
+                        else:
+                            items_f2_2_3: list[BrokerState] = []
+                            for _ in range(n):
+                                item_f2_2_3, pos = _r_BrokerState_v3(buf, pos)
+                                items_f2_2_3.append(item_f2_2_3)
+                            f2_2_3 = tuple(items_f2_2_3)
+                    f2_2_4, f2_2_5, tg = _U_biB(buf, pos)
+                    pos += 6
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f2_2.append(_new(PartitionData, (f2_2_0, f2_2_1, (), f2_2_3, f2_2_4, f2_2_5)))
+                f2_2 = tuple(items_f2_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(TopicData, ("", f2_1, f2_2)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AlterPartitionRequest(f0, f1, f2), pos
+    return _new(AlterPartitionRequest, (f0, f1, f2)), pos
 
 
 def _w_PartitionData_v0(out: bytearray, ext: Ext, o: PartitionData) -> None:

@@ -8,15 +8,18 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -26,32 +29,42 @@ __all__ = [
     "AlterPartitionResponse",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
-_S_bi = _struct.Struct(">bi")
-_U_bi = _S_bi.unpack_from
 _S_biB = _struct.Struct(">biB")
+_U_biB = _S_biB.unpack_from
 _P_biB = _S_biB.pack
-_S_i = _struct.Struct(">i")
-_U_i = _S_i.unpack_from
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 _S_ihii = _struct.Struct(">ihii")
-_U_ihii = _S_ihii.unpack_from
 _P_ihii = _S_ihii.pack
+_S_ihiiB = _struct.Struct(">ihiiB")
+_U_ihiiB = _S_ihiiB.unpack_from
 
 
-@_attrs.frozen
-class PartitionData:
+class _PartitionDataFields(_NamedTuple):
+    partition_index: int = 0
+    error_code: int = 0
+    leader_id: int = 0
+    leader_epoch: int = 0
+    isr: tuple[int, ...] = ()
+    leader_recovery_state: int = 0
+    partition_epoch: int = 0
+
+
+class PartitionData(_PartitionDataFields):
     """Struct ``PartitionData`` of AlterPartitionResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
@@ -62,36 +75,48 @@ class PartitionData:
         ("leader_recovery_state", "int8", "1+", "none", "none", -1),
         ("partition_epoch", "int32", "0+", "none", "none", -1),
     )
-
-    partition_index: int = 0
-    error_code: int = 0
-    leader_id: int = 0
-    leader_epoch: int = 0
-    isr: tuple[int, ...] = ()
-    leader_recovery_state: int = 0
-    partition_epoch: int = 0
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class TopicData:
+_D_PartitionData = PartitionData()
+
+
+class _TopicDataFields(_NamedTuple):
+    topic_name: str = ""
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[PartitionData, ...] = ()
+
+
+class TopicData(_TopicDataFields):
     """Struct ``TopicData`` of AlterPartitionResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "0-1", "none", "none", -1),
         ("topic_id", "uuid", "2+", "none", "none", -1),
         ("partitions", "[]PartitionData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_name: str = ""
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[PartitionData, ...] = ()
+
+_D_TopicData = TopicData()
 
 
-@_attrs.frozen
-class AlterPartitionResponse:
+class _AlterPartitionResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    topics: tuple[TopicData, ...] = ()
+
+
+class AlterPartitionResponse(_AlterPartitionResponseFields):
     """Kafka response ``AlterPartitionResponse`` (generated from AlterPartitionResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 56
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
@@ -102,83 +127,13 @@ class AlterPartitionResponse:
         ("error_code", "int16", "0+", "none", "none", -1),
         ("topics", "[]TopicData", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    topics: tuple[TopicData, ...] = ()
-
-
-_D_PartitionData = PartitionData()
-_D_TopicData = TopicData()
-
-
-def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1, f2, f3 = _U_ihii(buf, pos)
-    pos += 14
-    f4: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Isr" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f4 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f6 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1, f2, f3, f4, 0, f6), pos
-
-
-def _r_TopicData_v0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[PartitionData] = []
-        for _ in range(n):
-            item_f2, pos = _r_PartitionData_v0(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicData(f0, _ZERO_UUID, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AlterPartitionResponse_v0(buf: memoryview, pos: int) -> tuple[AlterPartitionResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: tuple[TopicData, ...]
@@ -191,87 +146,80 @@ def _r_AlterPartitionResponse_v0(buf: memoryview, pos: int) -> tuple[AlterPartit
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicData] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicData_v0(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_2: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_2: list[PartitionData] = []
+                for _ in range(n):
+                    f2_2_0, f2_2_1, f2_2_2, f2_2_3, n = _U_ihiiB(buf, pos)
+                    pos += 14
+                    f2_2_4: tuple[int, ...]
+                    try:
+                        f2_2_4 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f2_2_4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f2_2_6, tg = _U_iB(buf, pos)
+                    pos += 5
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f2_2.append(_new(PartitionData, (f2_2_0, f2_2_1, f2_2_2, f2_2_3, f2_2_4, 0, f2_2_6)))
+                f2_2 = tuple(items_f2_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(TopicData, (f2_0, _ZERO_UUID, f2_2)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AlterPartitionResponse(f0, f1, f2), pos
-
-
-def _r_PartitionData_v1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1, f2, f3 = _U_ihii(buf, pos)
-    pos += 14
-    f4: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Isr" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f4 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f5, f6 = _U_bi(buf, pos)
-    pos += 5
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1, f2, f3, f4, f5, f6), pos
-
-
-def _r_TopicData_v1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[PartitionData] = []
-        for _ in range(n):
-            item_f2, pos = _r_PartitionData_v1(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicData(f0, _ZERO_UUID, f2), pos
+    return _new(AlterPartitionResponse, (f0, f1, f2)), pos
 
 
 def _r_AlterPartitionResponse_v1(buf: memoryview, pos: int) -> tuple[AlterPartitionResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: tuple[TopicData, ...]
@@ -284,49 +232,80 @@ def _r_AlterPartitionResponse_v1(buf: memoryview, pos: int) -> tuple[AlterPartit
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicData] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicData_v1(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_2: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_2: list[PartitionData] = []
+                for _ in range(n):
+                    f2_2_0, f2_2_1, f2_2_2, f2_2_3, n = _U_ihiiB(buf, pos)
+                    pos += 14
+                    f2_2_4: tuple[int, ...]
+                    try:
+                        f2_2_4 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f2_2_4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f2_2_5, f2_2_6, tg = _U_biB(buf, pos)
+                    pos += 6
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f2_2.append(_new(PartitionData, (f2_2_0, f2_2_1, f2_2_2, f2_2_3, f2_2_4, f2_2_5, f2_2_6)))
+                f2_2 = tuple(items_f2_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(TopicData, (f2_0, _ZERO_UUID, f2_2)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AlterPartitionResponse(f0, f1, f2), pos
-
-
-def _r_TopicData_v2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f1 = _U_U(buf, pos)[0]
-    pos += 16
-    f1 = _UUID(bytes=f1)
-    f2: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[PartitionData] = []
-        for _ in range(n):
-            item_f2, pos = _r_PartitionData_v1(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicData("", f1, f2), pos
+    return _new(AlterPartitionResponse, (f0, f1, f2)), pos
 
 
 def _r_AlterPartitionResponse_v2(buf: memoryview, pos: int) -> tuple[AlterPartitionResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: tuple[TopicData, ...]
@@ -339,18 +318,64 @@ def _r_AlterPartitionResponse_v2(buf: memoryview, pos: int) -> tuple[AlterPartit
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicData] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicData_v2(buf, pos)
-            items_f2.append(item_f2)
+            f2_1 = _U_U(buf, pos)[0]
+            pos += 16
+            f2_1 = _uuid_from(f2_1)
+            f2_2: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_2: list[PartitionData] = []
+                for _ in range(n):
+                    f2_2_0, f2_2_1, f2_2_2, f2_2_3, n = _U_ihiiB(buf, pos)
+                    pos += 14
+                    f2_2_4: tuple[int, ...]
+                    try:
+                        f2_2_4 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f2_2_4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f2_2_5, f2_2_6, tg = _U_biB(buf, pos)
+                    pos += 6
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f2_2.append(_new(PartitionData, (f2_2_0, f2_2_1, f2_2_2, f2_2_3, f2_2_4, f2_2_5, f2_2_6)))
+                f2_2 = tuple(items_f2_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(TopicData, ("", f2_1, f2_2)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AlterPartitionResponse(f0, f1, f2), pos
+    return _new(AlterPartitionResponse, (f0, f1, f2)), pos
 
 
 def _w_PartitionData_v0(out: bytearray, ext: Ext, o: PartitionData) -> None:

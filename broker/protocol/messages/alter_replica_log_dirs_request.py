@@ -7,15 +7,17 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,7 +27,9 @@ __all__ = [
     "AlterReplicaLogDirsRequest",
 ]
 
+_new = tuple.__new__
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -34,38 +38,58 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class AlterReplicaLogDirTopic:
+class _AlterReplicaLogDirTopicFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[int, ...] = ()
+
+
+class AlterReplicaLogDirTopic(_AlterReplicaLogDirTopicFields):
     """Struct ``AlterReplicaLogDirTopic`` of AlterReplicaLogDirsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[int, ...] = ()
+
+_D_AlterReplicaLogDirTopic = AlterReplicaLogDirTopic()
 
 
-@_attrs.frozen
-class AlterReplicaLogDir:
+class _AlterReplicaLogDirFields(_NamedTuple):
+    path: str = ""
+    topics: tuple[AlterReplicaLogDirTopic, ...] = ()
+
+
+class AlterReplicaLogDir(_AlterReplicaLogDirFields):
     """Struct ``AlterReplicaLogDir`` of AlterReplicaLogDirsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("path", "string", "0+", "none", "none", -1),
         ("topics", "[]AlterReplicaLogDirTopic", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    path: str = ""
-    topics: tuple[AlterReplicaLogDirTopic, ...] = ()
+
+_D_AlterReplicaLogDir = AlterReplicaLogDir()
 
 
-@_attrs.frozen
-class AlterReplicaLogDirsRequest:
+class _AlterReplicaLogDirsRequestFields(_NamedTuple):
+    dirs: tuple[AlterReplicaLogDir, ...] = ()
+
+
+class AlterReplicaLogDirsRequest(_AlterReplicaLogDirsRequestFields):
     """Kafka request ``AlterReplicaLogDirsRequest`` (generated from AlterReplicaLogDirsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 34
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
@@ -74,162 +98,74 @@ class AlterReplicaLogDirsRequest:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("dirs", "[]AlterReplicaLogDir", "0+", "none", "none", -1),
     )
-
-    dirs: tuple[AlterReplicaLogDir, ...] = ()
-
-
-_D_AlterReplicaLogDirTopic = AlterReplicaLogDirTopic()
-_D_AlterReplicaLogDir = AlterReplicaLogDir()
-
-
-def _r_AlterReplicaLogDirTopic_v0(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return AlterReplicaLogDirTopic(f0, f1), pos
-
-
-def _r_AlterReplicaLogDir_v0(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDir, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Path" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[AlterReplicaLogDirTopic, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topics" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[AlterReplicaLogDirTopic] = []
-        for _ in range(n):
-            item_f1, pos = _r_AlterReplicaLogDirTopic_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return AlterReplicaLogDir(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AlterReplicaLogDirsRequest_v0(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest, int]:
+    blen = len(buf)
     f0: tuple[AlterReplicaLogDir, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Dirs" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[AlterReplicaLogDir] = []
         for _ in range(n):
-            item_f0, pos = _r_AlterReplicaLogDir_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Path" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1: tuple[AlterReplicaLogDirTopic, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topics" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_1: list[AlterReplicaLogDirTopic] = []
+                for _ in range(n):
+                    f0_1_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_1_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_1_1: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f0_1_1 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    items_f0_1.append(_new(AlterReplicaLogDirTopic, (f0_1_0, f0_1_1)))
+                f0_1 = tuple(items_f0_1)
+            items_f0.append(_new(AlterReplicaLogDir, (f0_0, f0_1)))
         f0 = tuple(items_f0)
-    return AlterReplicaLogDirsRequest(f0), pos
-
-
-def _r_AlterReplicaLogDirTopic_v2(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AlterReplicaLogDirTopic(f0, f1), pos
-
-
-def _r_AlterReplicaLogDir_v2(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDir, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Path" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[AlterReplicaLogDirTopic, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topics" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[AlterReplicaLogDirTopic] = []
-        for _ in range(n):
-            item_f1, pos = _r_AlterReplicaLogDirTopic_v2(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AlterReplicaLogDir(f0, f1), pos
+    return _new(AlterReplicaLogDirsRequest, (f0,)), pos
 
 
 def _r_AlterReplicaLogDirsRequest_v2(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest, int]:
+    blen = len(buf)
     f0: tuple[AlterReplicaLogDir, ...]
     n = buf[pos]
     if n < 0x80:
@@ -240,18 +176,90 @@ def _r_AlterReplicaLogDirsRequest_v2(buf: memoryview, pos: int) -> tuple[AlterRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Dirs" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[AlterReplicaLogDir] = []
         for _ in range(n):
-            item_f0, pos = _r_AlterReplicaLogDir_v2(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Path" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1: tuple[AlterReplicaLogDirTopic, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topics" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_1: list[AlterReplicaLogDirTopic] = []
+                for _ in range(n):
+                    f0_1_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_1_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_1_1: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f0_1_1 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f0_1_1 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f0_1.append(_new(AlterReplicaLogDirTopic, (f0_1_0, f0_1_1)))
+                f0_1 = tuple(items_f0_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(AlterReplicaLogDir, (f0_0, f0_1)))
         f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AlterReplicaLogDirsRequest(f0), pos
+    return _new(AlterReplicaLogDirsRequest, (f0,)), pos
 
 
 def _w_AlterReplicaLogDirTopic_v0(out: bytearray, ext: Ext, o: AlterReplicaLogDirTopic) -> None:

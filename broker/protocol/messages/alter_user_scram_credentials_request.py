@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -16,6 +15,8 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,33 +26,49 @@ __all__ = [
     "AlterUserScramCredentialsRequest",
 ]
 
-_S_b = _struct.Struct(">b")
-_U_b = _S_b.unpack_from
+_new = tuple.__new__
 _S_bB = _struct.Struct(">bB")
+_U_bB = _S_bB.unpack_from
 _P_bB = _S_bB.pack
 _S_bi = _struct.Struct(">bi")
 _U_bi = _S_bi.unpack_from
 _P_bi = _S_bi.pack
 
 
-@_attrs.frozen
-class ScramCredentialDeletion:
+class _ScramCredentialDeletionFields(_NamedTuple):
+    name: str = ""
+    mechanism: int = 0
+
+
+class ScramCredentialDeletion(_ScramCredentialDeletionFields):
     """Struct ``ScramCredentialDeletion`` of AlterUserScramCredentialsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("mechanism", "int8", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_ScramCredentialDeletion = ScramCredentialDeletion()
+
+
+class _ScramCredentialUpsertionFields(_NamedTuple):
     name: str = ""
     mechanism: int = 0
+    iterations: int = 0
+    salt: bytes = b""
+    salted_password: bytes = b""
 
 
-@_attrs.frozen
-class ScramCredentialUpsertion:
+class ScramCredentialUpsertion(_ScramCredentialUpsertionFields):
     """Struct ``ScramCredentialUpsertion`` of AlterUserScramCredentialsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
@@ -60,18 +77,23 @@ class ScramCredentialUpsertion:
         ("salt", "bytes", "0+", "none", "none", -1),
         ("salted_password", "bytes", "0+", "none", "none", -1),
     )
-
-    name: str = ""
-    mechanism: int = 0
-    iterations: int = 0
-    salt: bytes = b""
-    salted_password: bytes = b""
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class AlterUserScramCredentialsRequest:
+_D_ScramCredentialUpsertion = ScramCredentialUpsertion()
+
+
+class _AlterUserScramCredentialsRequestFields(_NamedTuple):
+    deletions: tuple[ScramCredentialDeletion, ...] = ()
+    upsertions: tuple[ScramCredentialUpsertion, ...] = ()
+
+
+class AlterUserScramCredentialsRequest(_AlterUserScramCredentialsRequestFields):
     """Kafka request ``AlterUserScramCredentialsRequest`` (generated from AlterUserScramCredentialsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 51
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -81,96 +103,13 @@ class AlterUserScramCredentialsRequest:
         ("deletions", "[]ScramCredentialDeletion", "0+", "none", "none", -1),
         ("upsertions", "[]ScramCredentialUpsertion", "0+", "none", "none", -1),
     )
-
-    deletions: tuple[ScramCredentialDeletion, ...] = ()
-    upsertions: tuple[ScramCredentialUpsertion, ...] = ()
-
-
-_D_ScramCredentialDeletion = ScramCredentialDeletion()
-_D_ScramCredentialUpsertion = ScramCredentialUpsertion()
-
-
-def _r_ScramCredentialDeletion_v0(buf: memoryview, pos: int) -> tuple[ScramCredentialDeletion, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_b(buf, pos)[0]
-    pos += 1
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ScramCredentialDeletion(f0, f1), pos
-
-
-def _r_ScramCredentialUpsertion_v0(buf: memoryview, pos: int) -> tuple[ScramCredentialUpsertion, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2 = _U_bi(buf, pos)
-    pos += 5
-    f3: bytes
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Salt" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f3 = bytes(buf[pos:end])
-        pos = end
-    f4: bytes
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable SaltedPassword" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f4 = bytes(buf[pos:end])
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ScramCredentialUpsertion(f0, f1, f2, f3, f4), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AlterUserScramCredentialsRequest_v0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsRequest, int]:
+    blen = len(buf)
     f0: tuple[ScramCredentialDeletion, ...]
     n = buf[pos]
     if n < 0x80:
@@ -181,12 +120,30 @@ def _r_AlterUserScramCredentialsRequest_v0(buf: memoryview, pos: int) -> tuple[A
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Deletions" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[ScramCredentialDeletion] = []
         for _ in range(n):
-            item_f0, pos = _r_ScramCredentialDeletion_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1, tg = _U_bB(buf, pos)
+            pos += 2
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f0.append(_new(ScramCredentialDeletion, (f0_0, f0_1)))
         f0 = tuple(items_f0)
     f1: tuple[ScramCredentialUpsertion, ...]
     n = buf[pos]
@@ -198,18 +155,68 @@ def _r_AlterUserScramCredentialsRequest_v0(buf: memoryview, pos: int) -> tuple[A
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Upsertions" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[ScramCredentialUpsertion] = []
         for _ in range(n):
-            item_f1, pos = _r_ScramCredentialUpsertion_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1, f1_2 = _U_bi(buf, pos)
+            pos += 5
+            f1_3: bytes
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Salt" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f1_3 = bytes(buf[pos:end])
+                pos = end
+            f1_4: bytes
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable SaltedPassword" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f1_4 = bytes(buf[pos:end])
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(ScramCredentialUpsertion, (f1_0, f1_1, f1_2, f1_3, f1_4)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AlterUserScramCredentialsRequest(f0, f1), pos
+    return _new(AlterUserScramCredentialsRequest, (f0, f1)), pos
 
 
 def _w_ScramCredentialDeletion_v0(out: bytearray, ext: Ext, o: ScramCredentialDeletion) -> None:

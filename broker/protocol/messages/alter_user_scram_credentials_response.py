@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "AlterUserScramCredentialsResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -31,26 +33,39 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class AlterUserScramCredentialsResult:
+class _AlterUserScramCredentialsResultFields(_NamedTuple):
+    user: str = ""
+    error_code: int = 0
+    error_message: str | None = ""
+
+
+class AlterUserScramCredentialsResult(_AlterUserScramCredentialsResultFields):
     """Struct ``AlterUserScramCredentialsResult`` of AlterUserScramCredentialsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("user", "string", "0+", "none", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
         ("error_message", "string", "0+", "0+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    user: str = ""
-    error_code: int = 0
-    error_message: str | None = ""
+
+_D_AlterUserScramCredentialsResult = AlterUserScramCredentialsResult()
 
 
-@_attrs.frozen
-class AlterUserScramCredentialsResponse:
+class _AlterUserScramCredentialsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    results: tuple[AlterUserScramCredentialsResult, ...] = ()
+
+
+class AlterUserScramCredentialsResponse(_AlterUserScramCredentialsResponseFields):
     """Kafka response ``AlterUserScramCredentialsResponse`` (generated from AlterUserScramCredentialsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 51
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -60,57 +75,13 @@ class AlterUserScramCredentialsResponse:
         ("throttle_time_ms", "int32", "0+", "none", "none", -1),
         ("results", "[]AlterUserScramCredentialsResult", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    results: tuple[AlterUserScramCredentialsResult, ...] = ()
-
-
-_D_AlterUserScramCredentialsResult = AlterUserScramCredentialsResult()
-
-
-def _r_AlterUserScramCredentialsResult_v0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsResult, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable User" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_h(buf, pos)[0]
-    pos += 2
-    f2: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AlterUserScramCredentialsResult(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AlterUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[AlterUserScramCredentialsResult, ...]
@@ -123,18 +94,55 @@ def _r_AlterUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tuple[
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Results" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[AlterUserScramCredentialsResult] = []
         for _ in range(n):
-            item_f1, pos = _r_AlterUserScramCredentialsResult_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable User" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_2: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_2 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(AlterUserScramCredentialsResult, (f1_0, f1_1, f1_2)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AlterUserScramCredentialsResponse(f0, f1), pos
+    return _new(AlterUserScramCredentialsResponse, (f0, f1)), pos
 
 
 def _w_AlterUserScramCredentialsResult_v0(out: bytearray, ext: Ext, o: AlterUserScramCredentialsResult) -> None:

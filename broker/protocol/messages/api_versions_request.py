@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -22,12 +23,18 @@ __all__ = [
     "ApiVersionsRequest",
 ]
 
+_new = tuple.__new__
 
 
-@_attrs.frozen
-class ApiVersionsRequest:
+class _ApiVersionsRequestFields(_NamedTuple):
+    client_software_name: str = ""
+    client_software_version: str = ""
+
+
+class ApiVersionsRequest(_ApiVersionsRequestFields):
     """Kafka request ``ApiVersionsRequest`` (generated from ApiVersionsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 18
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
@@ -37,18 +44,17 @@ class ApiVersionsRequest:
         ("client_software_name", "string", "3+", "none", "none", -1),
         ("client_software_version", "string", "3+", "none", "none", -1),
     )
-
-    client_software_name: str = ""
-    client_software_version: str = ""
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ApiVersionsRequest_v0(buf: memoryview, pos: int) -> tuple[ApiVersionsRequest, int]:
-    return ApiVersionsRequest("", ""), pos
+    return _new(ApiVersionsRequest, ("", "")), pos
 
 
 def _r_ApiVersionsRequest_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -60,9 +66,9 @@ def _r_ApiVersionsRequest_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsRequ
         raise DecodeError("invalid length %d for non-nullable ClientSoftwareName" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: str
     n = buf[pos]
@@ -75,15 +81,15 @@ def _r_ApiVersionsRequest_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsRequ
         raise DecodeError("invalid length %d for non-nullable ClientSoftwareVersion" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ApiVersionsRequest(f0, f1), pos
+    return _new(ApiVersionsRequest, (f0, f1)), pos
 
 
 def _w_ApiVersionsRequest_v0(out: bytearray, ext: Ext, o: ApiVersionsRequest) -> None:

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,81 +27,120 @@ __all__ = [
     "ApiVersionsResponse",
 ]
 
+_new = tuple.__new__
 _S_o = _struct.Struct(">?")
 _U_o = _S_o.unpack_from
 _P_o = _S_o.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
-_S_hh = _struct.Struct(">hh")
-_U_hh = _S_hh.unpack_from
 _S_hhB = _struct.Struct(">hhB")
+_U_hhB = _S_hhB.unpack_from
 _P_hhB = _S_hhB.pack
 _S_hhh = _struct.Struct(">hhh")
-_U_hhh = _S_hhh.unpack_from
+_IU_hhh = _S_hhh.iter_unpack
 _P_hhh = _S_hhh.pack
 _S_hhhB = _struct.Struct(">hhhB")
+_U_hhhB = _S_hhhB.unpack_from
 _P_hhhB = _S_hhhB.pack
+_S_hhhx = _struct.Struct(">hhhx")
+_IU_hhhx = _S_hhhx.iter_unpack
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
+_S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _S_q = _struct.Struct(">q")
 _U_q = _S_q.unpack_from
 _P_q = _S_q.pack
 
 
-@_attrs.frozen
-class ApiVersion:
+class _ApiVersionFields(_NamedTuple):
+    api_key: int = 0
+    min_version: int = 0
+    max_version: int = 0
+
+
+class ApiVersion(_ApiVersionFields):
     """Struct ``ApiVersion`` of ApiVersionsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("api_key", "int16", "0+", "none", "none", -1),
         ("min_version", "int16", "0+", "none", "none", -1),
         ("max_version", "int16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    api_key: int = 0
+
+_D_ApiVersion = ApiVersion()
+
+
+class _SupportedFeatureKeyFields(_NamedTuple):
+    name: str = ""
     min_version: int = 0
     max_version: int = 0
 
 
-@_attrs.frozen
-class SupportedFeatureKey:
+class SupportedFeatureKey(_SupportedFeatureKeyFields):
     """Struct ``SupportedFeatureKey`` of ApiVersionsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "3+", "none", "none", -1),
         ("min_version", "int16", "3+", "none", "none", -1),
         ("max_version", "int16", "3+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_SupportedFeatureKey = SupportedFeatureKey()
+
+
+class _FinalizedFeatureKeyFields(_NamedTuple):
     name: str = ""
-    min_version: int = 0
-    max_version: int = 0
+    max_version_level: int = 0
+    min_version_level: int = 0
 
 
-@_attrs.frozen
-class FinalizedFeatureKey:
+class FinalizedFeatureKey(_FinalizedFeatureKeyFields):
     """Struct ``FinalizedFeatureKey`` of ApiVersionsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "3+", "none", "none", -1),
         ("max_version_level", "int16", "3+", "none", "none", -1),
         ("min_version_level", "int16", "3+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    max_version_level: int = 0
-    min_version_level: int = 0
+
+_D_FinalizedFeatureKey = FinalizedFeatureKey()
 
 
-@_attrs.frozen
-class ApiVersionsResponse:
+class _ApiVersionsResponseFields(_NamedTuple):
+    error_code: int = 0
+    api_keys: tuple[ApiVersion, ...] = ()
+    throttle_time_ms: int = 0
+    supported_features: tuple[SupportedFeatureKey, ...] = ()
+    finalized_features_epoch: int = -1
+    finalized_features: tuple[FinalizedFeatureKey, ...] = ()
+    zk_migration_ready: bool = False
+
+
+class ApiVersionsResponse(_ApiVersionsResponseFields):
     """Kafka response ``ApiVersionsResponse`` (generated from ApiVersionsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 18
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
@@ -114,28 +155,13 @@ class ApiVersionsResponse:
         ("finalized_features", "[]FinalizedFeatureKey", "3+", "none", "3+", 2),
         ("zk_migration_ready", "bool", "3+", "none", "3+", 3),
     )
-
-    error_code: int = 0
-    api_keys: tuple[ApiVersion, ...] = ()
-    throttle_time_ms: int = 0
-    supported_features: tuple[SupportedFeatureKey, ...] = ()
-    finalized_features_epoch: int = -1
-    finalized_features: tuple[FinalizedFeatureKey, ...] = ()
-    zk_migration_ready: bool = False
-
-
-_D_ApiVersion = ApiVersion()
-_D_SupportedFeatureKey = SupportedFeatureKey()
-_D_FinalizedFeatureKey = FinalizedFeatureKey()
-
-
-def _r_ApiVersion_v0(buf: memoryview, pos: int) -> tuple[ApiVersion, int]:
-    f0, f1, f2 = _U_hhh(buf, pos)
-    pos += 6
-    return ApiVersion(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ApiVersionsResponse_v0(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: tuple[ApiVersion, ...]
@@ -144,17 +170,18 @@ def _r_ApiVersionsResponse_v0(buf: memoryview, pos: int) -> tuple[ApiVersionsRes
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ApiKeys" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ApiVersion] = []
-        for _ in range(n):
-            item_f1, pos = _r_ApiVersion_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return ApiVersionsResponse(f0, f1, 0, (), -1, (), False), pos
+        end = pos + 6 * n
+        if end > blen:
+            raise DecodeError("array length %d exceeds remaining bytes" % n)
+        f1 = tuple(map(_new, _repeat(ApiVersion, n), _IU_hhh(buf[pos:end])))
+        pos = end
+    return _new(ApiVersionsResponse, (f0, f1, 0, (), -1, (), False)), pos
 
 
 def _r_ApiVersionsResponse_v1(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: tuple[ApiVersion, ...]
@@ -163,79 +190,28 @@ def _r_ApiVersionsResponse_v1(buf: memoryview, pos: int) -> tuple[ApiVersionsRes
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ApiKeys" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ApiVersion] = []
-        for _ in range(n):
-            item_f1, pos = _r_ApiVersion_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
+        end = pos + 6 * n
+        if end > blen:
+            raise DecodeError("array length %d exceeds remaining bytes" % n)
+        f1 = tuple(map(_new, _repeat(ApiVersion, n), _IU_hhh(buf[pos:end])))
+        pos = end
     f2 = _U_i(buf, pos)[0]
     pos += 4
-    return ApiVersionsResponse(f0, f1, f2, (), -1, (), False), pos
+    return _new(ApiVersionsResponse, (f0, f1, f2, (), -1, (), False)), pos
 
 
 def _r_ApiVersion_v3(buf: memoryview, pos: int) -> tuple[ApiVersion, int]:
-    f0, f1, f2 = _U_hhh(buf, pos)
-    pos += 6
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ApiVersion(f0, f1, f2), pos
-
-
-def _r_SupportedFeatureKey_v3(buf: memoryview, pos: int) -> tuple[SupportedFeatureKey, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2 = _U_hh(buf, pos)
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return SupportedFeatureKey(f0, f1, f2), pos
-
-
-def _r_FinalizedFeatureKey_v3(buf: memoryview, pos: int) -> tuple[FinalizedFeatureKey, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2 = _U_hh(buf, pos)
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return FinalizedFeatureKey(f0, f1, f2), pos
+    f0, f1, f2, tg = _U_hhhB(buf, pos)
+    pos += 7
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(ApiVersion, (f0, f1, f2)), pos
 
 
 def _r_ApiVersionsResponse_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: tuple[ApiVersion, ...]
@@ -248,29 +224,34 @@ def _r_ApiVersionsResponse_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsRes
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ApiKeys" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ApiVersion] = []
-        for _ in range(n):
-            item_f1, pos = _r_ApiVersion_v3(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
+        end = pos + 7 * n
+        if end > blen:
+            raise DecodeError("array length %d exceeds remaining bytes" % n)
+        if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+            f1 = tuple(map(_new, _repeat(ApiVersion, n), _IU_hhhx(buf[pos:end])))
+            pos = end
+        else:
+            items_f1: list[ApiVersion] = []
+            for _ in range(n):
+                item_f1, pos = _r_ApiVersion_v3(buf, pos)
+                items_f1.append(item_f1)
+            f1 = tuple(items_f1)
+    f2, tg = _U_iB(buf, pos)
+    pos += 5
     f3: tuple[SupportedFeatureKey, ...] = ()
     f4: int = -1
     f5: tuple[FinalizedFeatureKey, ...] = ()
     f6: bool = False
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
+    n = tg
+    if n >= 0x80:
+        n, pos = _read_uvarint(buf, pos - 1)
     for _ in range(n):
         tag, pos = _read_uvarint(buf, pos)
         size, pos = _read_uvarint(buf, pos)
         tag_end = pos + size
-        if tag_end > len(buf):
+        if tag_end > blen:
             raise DecodeError("tagged field exceeds remaining bytes")
         if tag == 0:
             n = buf[pos]
@@ -282,12 +263,30 @@ def _r_ApiVersionsResponse_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsRes
             if n < 0:
                 raise DecodeError("invalid length %d for non-nullable SupportedFeatures" % n)
             else:
-                if n > len(buf) - pos:
+                if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 items_f3: list[SupportedFeatureKey] = []
                 for _ in range(n):
-                    item_f3, pos = _r_SupportedFeatureKey_v3(buf, pos)
-                    items_f3.append(item_f3)
+                    f3_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f3_1, f3_2, tg = _U_hhB(buf, pos)
+                    pos += 5
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f3.append(_new(SupportedFeatureKey, (f3_0, f3_1, f3_2)))
                 f3 = tuple(items_f3)
         elif tag == 1:
             f4 = _U_q(buf, pos)[0]
@@ -302,18 +301,36 @@ def _r_ApiVersionsResponse_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsRes
             if n < 0:
                 raise DecodeError("invalid length %d for non-nullable FinalizedFeatures" % n)
             else:
-                if n > len(buf) - pos:
+                if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 items_f5: list[FinalizedFeatureKey] = []
                 for _ in range(n):
-                    item_f5, pos = _r_FinalizedFeatureKey_v3(buf, pos)
-                    items_f5.append(item_f5)
+                    f5_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f5_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f5_1, f5_2, tg = _U_hhB(buf, pos)
+                    pos += 5
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f5.append(_new(FinalizedFeatureKey, (f5_0, f5_1, f5_2)))
                 f5 = tuple(items_f5)
         elif tag == 3:
             f6 = _U_o(buf, pos)[0]
             pos += 1
         pos = tag_end
-    return ApiVersionsResponse(f0, f1, f2, f3, f4, f5, f6), pos
+    return _new(ApiVersionsResponse, (f0, f1, f2, f3, f4, f5, f6)), pos
 
 
 def _w_ApiVersion_v0(out: bytearray, ext: Ext, o: ApiVersion) -> None:

@@ -7,15 +7,18 @@ from __future__ import annotations
 import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -26,64 +29,95 @@ __all__ = [
     "AssignReplicasToDirsRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
-_S_i = _struct.Struct(">i")
-_U_i = _S_i.unpack_from
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 _S_iq = _struct.Struct(">iq")
 _U_iq = _S_iq.unpack_from
 _P_iq = _S_iq.pack
+_S_ix = _struct.Struct(">ix")
+_IU_ix = _S_ix.iter_unpack
 
 
-@_attrs.frozen
-class PartitionData:
+class _PartitionDataFields(_NamedTuple):
+    partition_index: int = 0
+
+
+class PartitionData(_PartitionDataFields):
     """Struct ``PartitionData`` of AssignReplicasToDirsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition_index: int = 0
+
+_D_PartitionData = PartitionData()
 
 
-@_attrs.frozen
-class TopicData:
+class _TopicDataFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[PartitionData, ...] = ()
+
+
+class TopicData(_TopicDataFields):
     """Struct ``TopicData`` of AssignReplicasToDirsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "0+", "none", "none", -1),
         ("partitions", "[]PartitionData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[PartitionData, ...] = ()
+
+_D_TopicData = TopicData()
 
 
-@_attrs.frozen
-class DirectoryData:
+class _DirectoryDataFields(_NamedTuple):
+    id: _uuid.UUID = _ZERO_UUID
+    topics: tuple[TopicData, ...] = ()
+
+
+class DirectoryData(_DirectoryDataFields):
     """Struct ``DirectoryData`` of AssignReplicasToDirsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("id", "uuid", "0+", "none", "none", -1),
         ("topics", "[]TopicData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    id: _uuid.UUID = _ZERO_UUID
-    topics: tuple[TopicData, ...] = ()
+
+_D_DirectoryData = DirectoryData()
 
 
-@_attrs.frozen
-class AssignReplicasToDirsRequest:
+class _AssignReplicasToDirsRequestFields(_NamedTuple):
+    broker_id: int = 0
+    broker_epoch: int = -1
+    directories: tuple[DirectoryData, ...] = ()
+
+
+class AssignReplicasToDirsRequest(_AssignReplicasToDirsRequestFields):
     """Kafka request ``AssignReplicasToDirsRequest`` (generated from AssignReplicasToDirsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 73
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -94,84 +128,21 @@ class AssignReplicasToDirsRequest:
         ("broker_epoch", "int64", "0+", "none", "none", -1),
         ("directories", "[]DirectoryData", "0+", "none", "none", -1),
     )
-
-    broker_id: int = 0
-    broker_epoch: int = -1
-    directories: tuple[DirectoryData, ...] = ()
-
-
-_D_PartitionData = PartitionData()
-_D_TopicData = TopicData()
-_D_DirectoryData = DirectoryData()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0), pos
-
-
-def _r_TopicData_v0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicData(f0, f1), pos
-
-
-def _r_DirectoryData_v0(buf: memoryview, pos: int) -> tuple[DirectoryData, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: tuple[TopicData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topics" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[TopicData] = []
-        for _ in range(n):
-            item_f1, pos = _r_TopicData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DirectoryData(f0, f1), pos
+    f0, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(PartitionData, (f0,)), pos
 
 
 def _r_AssignReplicasToDirsRequest_v0(buf: memoryview, pos: int) -> tuple[AssignReplicasToDirsRequest, int]:
+    blen = len(buf)
     f0, f1 = _U_iq(buf, pos)
     pos += 12
     f2: tuple[DirectoryData, ...]
@@ -184,18 +155,71 @@ def _r_AssignReplicasToDirsRequest_v0(buf: memoryview, pos: int) -> tuple[Assign
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Directories" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[DirectoryData] = []
         for _ in range(n):
-            item_f2, pos = _r_DirectoryData_v0(buf, pos)
-            items_f2.append(item_f2)
+            f2_0 = _U_U(buf, pos)[0]
+            pos += 16
+            f2_0 = _uuid_from(f2_0)
+            f2_1: tuple[TopicData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topics" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_1: list[TopicData] = []
+                for _ in range(n):
+                    f2_1_0 = _U_U(buf, pos)[0]
+                    pos += 16
+                    f2_1_0 = _uuid_from(f2_1_0)
+                    f2_1_1: tuple[PartitionData, ...]
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 5 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 4 : end : 5].tobytes().count(0) == n:
+                            f2_1_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ix(buf[pos:end])))
+                            pos = end
+                        else:
+                            items_f2_1_1: list[PartitionData] = []
+                            for _ in range(n):
+                                item_f2_1_1, pos = _r_PartitionData_v0(buf, pos)
+                                items_f2_1_1.append(item_f2_1_1)
+                            f2_1_1 = tuple(items_f2_1_1)
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f2_1.append(_new(TopicData, (f2_1_0, f2_1_1)))
+                f2_1 = tuple(items_f2_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(DirectoryData, (f2_0, f2_1)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AssignReplicasToDirsRequest(f0, f1, f2), pos
+    return _new(AssignReplicasToDirsRequest, (f0, f1, f2)), pos
 
 
 def _w_PartitionData_v0(out: bytearray, ext: Ext, o: PartitionData) -> None:

@@ -7,15 +7,18 @@ from __future__ import annotations
 import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -26,7 +29,7 @@ __all__ = [
     "AssignReplicasToDirsResponse",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
@@ -35,55 +38,88 @@ _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 _S_ihB = _struct.Struct(">ihB")
+_U_ihB = _S_ihB.unpack_from
 _P_ihB = _S_ihB.pack
+_S_ihx = _struct.Struct(">ihx")
+_IU_ihx = _S_ihx.iter_unpack
 
 
-@_attrs.frozen
-class PartitionData:
+class _PartitionDataFields(_NamedTuple):
+    partition_index: int = 0
+    error_code: int = 0
+
+
+class PartitionData(_PartitionDataFields):
     """Struct ``PartitionData`` of AssignReplicasToDirsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition_index: int = 0
-    error_code: int = 0
+
+_D_PartitionData = PartitionData()
 
 
-@_attrs.frozen
-class TopicData:
+class _TopicDataFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[PartitionData, ...] = ()
+
+
+class TopicData(_TopicDataFields):
     """Struct ``TopicData`` of AssignReplicasToDirsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "0+", "none", "none", -1),
         ("partitions", "[]PartitionData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[PartitionData, ...] = ()
+
+_D_TopicData = TopicData()
 
 
-@_attrs.frozen
-class DirectoryData:
+class _DirectoryDataFields(_NamedTuple):
+    id: _uuid.UUID = _ZERO_UUID
+    topics: tuple[TopicData, ...] = ()
+
+
+class DirectoryData(_DirectoryDataFields):
     """Struct ``DirectoryData`` of AssignReplicasToDirsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("id", "uuid", "0+", "none", "none", -1),
         ("topics", "[]TopicData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    id: _uuid.UUID = _ZERO_UUID
-    topics: tuple[TopicData, ...] = ()
+
+_D_DirectoryData = DirectoryData()
 
 
-@_attrs.frozen
-class AssignReplicasToDirsResponse:
+class _AssignReplicasToDirsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    directories: tuple[DirectoryData, ...] = ()
+
+
+class AssignReplicasToDirsResponse(_AssignReplicasToDirsResponseFields):
     """Kafka response ``AssignReplicasToDirsResponse`` (generated from AssignReplicasToDirsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 73
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -94,84 +130,21 @@ class AssignReplicasToDirsResponse:
         ("error_code", "int16", "0+", "none", "none", -1),
         ("directories", "[]DirectoryData", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    directories: tuple[DirectoryData, ...] = ()
-
-
-_D_PartitionData = PartitionData()
-_D_TopicData = TopicData()
-_D_DirectoryData = DirectoryData()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1), pos
-
-
-def _r_TopicData_v0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicData(f0, f1), pos
-
-
-def _r_DirectoryData_v0(buf: memoryview, pos: int) -> tuple[DirectoryData, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: tuple[TopicData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topics" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[TopicData] = []
-        for _ in range(n):
-            item_f1, pos = _r_TopicData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DirectoryData(f0, f1), pos
+    f0, f1, tg = _U_ihB(buf, pos)
+    pos += 7
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(PartitionData, (f0, f1)), pos
 
 
 def _r_AssignReplicasToDirsResponse_v0(buf: memoryview, pos: int) -> tuple[AssignReplicasToDirsResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: tuple[DirectoryData, ...]
@@ -184,18 +157,71 @@ def _r_AssignReplicasToDirsResponse_v0(buf: memoryview, pos: int) -> tuple[Assig
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Directories" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[DirectoryData] = []
         for _ in range(n):
-            item_f2, pos = _r_DirectoryData_v0(buf, pos)
-            items_f2.append(item_f2)
+            f2_0 = _U_U(buf, pos)[0]
+            pos += 16
+            f2_0 = _uuid_from(f2_0)
+            f2_1: tuple[TopicData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topics" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_1: list[TopicData] = []
+                for _ in range(n):
+                    f2_1_0 = _U_U(buf, pos)[0]
+                    pos += 16
+                    f2_1_0 = _uuid_from(f2_1_0)
+                    f2_1_1: tuple[PartitionData, ...]
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 7 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                            f2_1_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ihx(buf[pos:end])))
+                            pos = end
+                        else:
+                            items_f2_1_1: list[PartitionData] = []
+                            for _ in range(n):
+                                item_f2_1_1, pos = _r_PartitionData_v0(buf, pos)
+                                items_f2_1_1.append(item_f2_1_1)
+                            f2_1_1 = tuple(items_f2_1_1)
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f2_1.append(_new(TopicData, (f2_1_0, f2_1_1)))
+                f2_1 = tuple(items_f2_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(DirectoryData, (f2_0, f2_1)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AssignReplicasToDirsResponse(f0, f1, f2), pos
+    return _new(AssignReplicasToDirsResponse, (f0, f1, f2)), pos
 
 
 def _w_PartitionData_v0(out: bytearray, ext: Ext, o: PartitionData) -> None:

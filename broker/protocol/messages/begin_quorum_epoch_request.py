@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -26,11 +28,10 @@ __all__ = [
     "BeginQuorumEpochRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
-_S_H = _struct.Struct(">H")
-_U_H = _S_H.unpack_from
 _S_HB = _struct.Struct(">HB")
+_U_HB = _S_HB.unpack_from
 _P_HB = _S_HB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -38,19 +39,25 @@ _P_h = _S_h.pack
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
-_S_iUii = _struct.Struct(">i16sii")
-_U_iUii = _S_iUii.unpack_from
 _S_iUiiB = _struct.Struct(">i16siiB")
+_U_iUiiB = _S_iUiiB.unpack_from
 _P_iUiiB = _S_iUiiB.pack
 _S_iii = _struct.Struct(">iii")
-_U_iii = _S_iii.unpack_from
+_IU_iii = _S_iii.iter_unpack
 _P_iii = _S_iii.pack
 
 
-@_attrs.frozen
-class PartitionData:
+class _PartitionDataFields(_NamedTuple):
+    partition_index: int = 0
+    voter_directory_id: _uuid.UUID = _ZERO_UUID
+    leader_id: int = 0
+    leader_epoch: int = 0
+
+
+class PartitionData(_PartitionDataFields):
     """Struct ``PartitionData`` of BeginQuorumEpochRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
@@ -58,47 +65,71 @@ class PartitionData:
         ("leader_id", "int32", "0+", "none", "none", -1),
         ("leader_epoch", "int32", "0+", "none", "none", -1),
     )
-
-    partition_index: int = 0
-    voter_directory_id: _uuid.UUID = _ZERO_UUID
-    leader_id: int = 0
-    leader_epoch: int = 0
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class TopicData:
+_D_PartitionData = PartitionData()
+
+
+class _TopicDataFields(_NamedTuple):
+    topic_name: str = ""
+    partitions: tuple[PartitionData, ...] = ()
+
+
+class TopicData(_TopicDataFields):
     """Struct ``TopicData`` of BeginQuorumEpochRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "0+", "none", "none", -1),
         ("partitions", "[]PartitionData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_name: str = ""
-    partitions: tuple[PartitionData, ...] = ()
+
+_D_TopicData = TopicData()
 
 
-@_attrs.frozen
-class LeaderEndpoint:
+class _LeaderEndpointFields(_NamedTuple):
+    name: str = ""
+    host: str = ""
+    port: int = 0
+
+
+class LeaderEndpoint(_LeaderEndpointFields):
     """Struct ``LeaderEndpoint`` of BeginQuorumEpochRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "1+", "none", "none", -1),
         ("host", "string", "1+", "none", "none", -1),
         ("port", "uint16", "1+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    host: str = ""
-    port: int = 0
+
+_D_LeaderEndpoint = LeaderEndpoint()
 
 
-@_attrs.frozen
-class BeginQuorumEpochRequest:
+class _BeginQuorumEpochRequestFields(_NamedTuple):
+    cluster_id: str | None = None
+    voter_id: int = -1
+    topics: tuple[TopicData, ...] = ()
+    leader_endpoints: tuple[LeaderEndpoint, ...] = ()
+
+
+class BeginQuorumEpochRequest(_BeginQuorumEpochRequestFields):
     """Kafka request ``BeginQuorumEpochRequest`` (generated from BeginQuorumEpochRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 53
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -110,53 +141,13 @@ class BeginQuorumEpochRequest:
         ("topics", "[]TopicData", "0+", "none", "none", -1),
         ("leader_endpoints", "[]LeaderEndpoint", "1+", "none", "none", -1),
     )
-
-    cluster_id: str | None = None
-    voter_id: int = -1
-    topics: tuple[TopicData, ...] = ()
-    leader_endpoints: tuple[LeaderEndpoint, ...] = ()
-
-
-_D_PartitionData = PartitionData()
-_D_TopicData = TopicData()
-_D_LeaderEndpoint = LeaderEndpoint()
-
-
-def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f2, f3 = _U_iii(buf, pos)
-    pos += 12
-    return PartitionData(f0, _ZERO_UUID, f2, f3), pos
-
-
-def _r_TopicData_v0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionData, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return TopicData(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_BeginQuorumEpochRequest_v0(buf: memoryview, pos: int) -> tuple[BeginQuorumEpochRequest, int]:
+    blen = len(buf)
     f0: str | None
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -166,9 +157,9 @@ def _r_BeginQuorumEpochRequest_v0(buf: memoryview, pos: int) -> tuple[BeginQuoru
         f0 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f2: tuple[TopicData, ...]
     n = _U_i(buf, pos)[0]
@@ -176,108 +167,41 @@ def _r_BeginQuorumEpochRequest_v0(buf: memoryview, pos: int) -> tuple[BeginQuoru
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicData] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicData_v0(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[PartitionData, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 12 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f2_1 = tuple([_new(PartitionData, (a0, _ZERO_UUID, a2, a3)) for a0, a2, a3 in _IU_iii(buf[pos:end])])
+                pos = end
+            items_f2.append(_new(TopicData, (f2_0, f2_1)))
         f2 = tuple(items_f2)
-    return BeginQuorumEpochRequest(f0, -1, f2, ()), pos
-
-
-def _r_PartitionData_v1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1, f2, f3 = _U_iUii(buf, pos)
-    pos += 28
-    f1 = _UUID(bytes=f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1, f2, f3), pos
-
-
-def _r_TopicData_v1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionData_v1(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicData(f0, f1), pos
-
-
-def _r_LeaderEndpoint_v1(buf: memoryview, pos: int) -> tuple[LeaderEndpoint, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_H(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return LeaderEndpoint(f0, f1, f2), pos
+    return _new(BeginQuorumEpochRequest, (f0, -1, f2, ())), pos
 
 
 def _r_BeginQuorumEpochRequest_v1(buf: memoryview, pos: int) -> tuple[BeginQuorumEpochRequest, int]:
+    blen = len(buf)
     f0: str | None
     n = buf[pos]
     if n < 0x80:
@@ -291,9 +215,9 @@ def _r_BeginQuorumEpochRequest_v1(buf: memoryview, pos: int) -> tuple[BeginQuoru
         f0 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_i(buf, pos)[0]
     pos += 4
@@ -307,12 +231,51 @@ def _r_BeginQuorumEpochRequest_v1(buf: memoryview, pos: int) -> tuple[BeginQuoru
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicData] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicData_v1(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_1: list[PartitionData] = []
+                for _ in range(n):
+                    f2_1_0, f2_1_1, f2_1_2, f2_1_3, tg = _U_iUiiB(buf, pos)
+                    pos += 29
+                    f2_1_1 = _uuid_from(f2_1_1)
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f2_1.append(_new(PartitionData, (f2_1_0, f2_1_1, f2_1_2, f2_1_3)))
+                f2_1 = tuple(items_f2_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(TopicData, (f2_0, f2_1)))
         f2 = tuple(items_f2)
     f3: tuple[LeaderEndpoint, ...]
     n = buf[pos]
@@ -324,18 +287,51 @@ def _r_BeginQuorumEpochRequest_v1(buf: memoryview, pos: int) -> tuple[BeginQuoru
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LeaderEndpoints" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[LeaderEndpoint] = []
         for _ in range(n):
-            item_f3, pos = _r_LeaderEndpoint_v1(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_2, tg = _U_HB(buf, pos)
+            pos += 3
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f3.append(_new(LeaderEndpoint, (f3_0, f3_1, f3_2)))
         f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return BeginQuorumEpochRequest(f0, f1, f2, f3), pos
+    return _new(BeginQuorumEpochRequest, (f0, f1, f2, f3)), pos
 
 
 def _w_PartitionData_v0(out: bytearray, ext: Ext, o: PartitionData) -> None:

@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,21 +25,30 @@ __all__ = [
     "BrokerHeartbeatRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
 _S_iqqoo = _struct.Struct(">iqq??")
-_U_iqqoo = _S_iqqoo.unpack_from
 _P_iqqoo = _S_iqqoo.pack
 _S_iqqooB = _struct.Struct(">iqq??B")
+_U_iqqooB = _S_iqqooB.unpack_from
 _P_iqqooB = _S_iqqooB.pack
 
 
-@_attrs.frozen
-class BrokerHeartbeatRequest:
+class _BrokerHeartbeatRequestFields(_NamedTuple):
+    broker_id: int = 0
+    broker_epoch: int = -1
+    current_metadata_offset: int = 0
+    want_fence: bool = False
+    want_shut_down: bool = False
+    offline_log_dirs: tuple[_uuid.UUID, ...] = ()
+
+
+class BrokerHeartbeatRequest(_BrokerHeartbeatRequestFields):
     """Kafka request ``BrokerHeartbeatRequest`` (generated from BrokerHeartbeatRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 63
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -51,41 +62,32 @@ class BrokerHeartbeatRequest:
         ("want_shut_down", "bool", "0+", "none", "none", -1),
         ("offline_log_dirs", "[]uuid", "1+", "none", "1+", 0),
     )
-
-    broker_id: int = 0
-    broker_epoch: int = -1
-    current_metadata_offset: int = 0
-    want_fence: bool = False
-    want_shut_down: bool = False
-    offline_log_dirs: tuple[_uuid.UUID, ...] = ()
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_BrokerHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[BrokerHeartbeatRequest, int]:
-    f0, f1, f2, f3, f4 = _U_iqqoo(buf, pos)
-    pos += 22
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return BrokerHeartbeatRequest(f0, f1, f2, f3, f4, ()), pos
+    f0, f1, f2, f3, f4, tg = _U_iqqooB(buf, pos)
+    pos += 23
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(BrokerHeartbeatRequest, (f0, f1, f2, f3, f4, ())), pos
 
 
 def _r_BrokerHeartbeatRequest_v1(buf: memoryview, pos: int) -> tuple[BrokerHeartbeatRequest, int]:
-    f0, f1, f2, f3, f4 = _U_iqqoo(buf, pos)
-    pos += 22
+    blen = len(buf)
+    f0, f1, f2, f3, f4, tg = _U_iqqooB(buf, pos)
+    pos += 23
     f5: tuple[_uuid.UUID, ...] = ()
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
+    n = tg
+    if n >= 0x80:
+        n, pos = _read_uvarint(buf, pos - 1)
     for _ in range(n):
         tag, pos = _read_uvarint(buf, pos)
         size, pos = _read_uvarint(buf, pos)
         tag_end = pos + size
-        if tag_end > len(buf):
+        if tag_end > blen:
             raise DecodeError("tagged field exceeds remaining bytes")
         if tag == 0:
             n = buf[pos]
@@ -97,15 +99,15 @@ def _r_BrokerHeartbeatRequest_v1(buf: memoryview, pos: int) -> tuple[BrokerHeart
             if n < 0:
                 raise DecodeError("invalid length %d for non-nullable OfflineLogDirs" % n)
             else:
-                if n > len(buf) - pos:
+                if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 items_f5: list[_uuid.UUID] = []
                 for _ in range(n):
-                    items_f5.append(_UUID(bytes=_U_U(buf, pos)[0]))
+                    items_f5.append(_uuid_from(_U_U(buf, pos)[0]))
                     pos += 16
                 f5 = tuple(items_f5)
         pos = tag_end
-    return BrokerHeartbeatRequest(f0, f1, f2, f3, f4, f5), pos
+    return _new(BrokerHeartbeatRequest, (f0, f1, f2, f3, f4, f5)), pos
 
 
 def _w_BrokerHeartbeatRequest_v0(out: bytearray, ext: Ext, o: BrokerHeartbeatRequest) -> None:

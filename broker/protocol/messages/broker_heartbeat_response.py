@@ -7,28 +7,37 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "BrokerHeartbeatResponse",
 ]
 
-_S_ihooo = _struct.Struct(">ih???")
-_U_ihooo = _S_ihooo.unpack_from
+_new = tuple.__new__
 _S_ihoooB = _struct.Struct(">ih???B")
+_U_ihoooB = _S_ihoooB.unpack_from
 _P_ihoooB = _S_ihoooB.pack
 
 
-@_attrs.frozen
-class BrokerHeartbeatResponse:
+class _BrokerHeartbeatResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+class BrokerHeartbeatResponse(_BrokerHeartbeatResponseFields):
     """Kafka response ``BrokerHeartbeatResponse`` (generated from BrokerHeartbeatResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 63
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -41,24 +50,17 @@ class BrokerHeartbeatResponse:
         ("is_fenced", "bool", "0+", "none", "none", -1),
         ("should_shut_down", "bool", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    is_caught_up: bool = False
-    is_fenced: bool = True
-    should_shut_down: bool = False
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_BrokerHeartbeatResponse_v0(buf: memoryview, pos: int) -> tuple[BrokerHeartbeatResponse, int]:
-    f0, f1, f2, f3, f4 = _U_ihooo(buf, pos)
-    pos += 9
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return BrokerHeartbeatResponse(f0, f1, f2, f3, f4), pos
+    f0, f1, f2, f3, f4, tg = _U_ihoooB(buf, pos)
+    pos += 10
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(BrokerHeartbeatResponse, (f0, f1, f2, f3, f4)), pos
 
 
 def _w_BrokerHeartbeatResponse_v0(out: bytearray, ext: Ext, o: BrokerHeartbeatResponse) -> None:

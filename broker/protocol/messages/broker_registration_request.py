@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,7 +27,7 @@ __all__ = [
     "BrokerRegistrationRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
@@ -34,28 +36,33 @@ _S_o = _struct.Struct(">?")
 _U_o = _S_o.unpack_from
 _P_o = _S_o.pack
 _S_oB = _struct.Struct(">?B")
+_U_oB = _S_oB.unpack_from
 _P_oB = _S_oB.pack
-_S_Hh = _struct.Struct(">Hh")
-_U_Hh = _S_Hh.unpack_from
 _S_HhB = _struct.Struct(">HhB")
+_U_HhB = _S_HhB.unpack_from
 _P_HhB = _S_HhB.pack
-_S_hh = _struct.Struct(">hh")
-_U_hh = _S_hh.unpack_from
 _S_hhB = _struct.Struct(">hhB")
+_U_hhB = _S_hhB.unpack_from
 _P_hhB = _S_hhB.pack
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
-_S_q = _struct.Struct(">q")
-_U_q = _S_q.unpack_from
 _S_qB = _struct.Struct(">qB")
+_U_qB = _S_qB.unpack_from
 _P_qB = _S_qB.pack
 
 
-@_attrs.frozen
-class Listener:
+class _ListenerFields(_NamedTuple):
+    name: str = ""
+    host: str = ""
+    port: int = 0
+    security_protocol: int = 0
+
+
+class Listener(_ListenerFields):
     """Struct ``Listener`` of BrokerRegistrationRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
@@ -63,33 +70,54 @@ class Listener:
         ("port", "uint16", "0+", "none", "none", -1),
         ("security_protocol", "int16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_Listener = Listener()
+
+
+class _FeatureFields(_NamedTuple):
     name: str = ""
-    host: str = ""
-    port: int = 0
-    security_protocol: int = 0
+    min_supported_version: int = 0
+    max_supported_version: int = 0
 
 
-@_attrs.frozen
-class Feature:
+class Feature(_FeatureFields):
     """Struct ``Feature`` of BrokerRegistrationRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("min_supported_version", "int16", "0+", "none", "none", -1),
         ("max_supported_version", "int16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    min_supported_version: int = 0
-    max_supported_version: int = 0
+
+_D_Feature = Feature()
 
 
-@_attrs.frozen
-class BrokerRegistrationRequest:
+class _BrokerRegistrationRequestFields(_NamedTuple):
+    broker_id: int = 0
+    cluster_id: str = ""
+    incarnation_id: _uuid.UUID = _ZERO_UUID
+    listeners: tuple[Listener, ...] = ()
+    features: tuple[Feature, ...] = ()
+    rack: str | None = ""
+    is_migrating_zk_broker: bool = False
+    log_dirs: tuple[_uuid.UUID, ...] = ()
+    previous_broker_epoch: int = -1
+
+
+class BrokerRegistrationRequest(_BrokerRegistrationRequestFields):
     """Kafka request ``BrokerRegistrationRequest`` (generated from BrokerRegistrationRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 62
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
@@ -106,88 +134,13 @@ class BrokerRegistrationRequest:
         ("log_dirs", "[]uuid", "2+", "none", "none", -1),
         ("previous_broker_epoch", "int64", "3+", "none", "none", -1),
     )
-
-    broker_id: int = 0
-    cluster_id: str = ""
-    incarnation_id: _uuid.UUID = _ZERO_UUID
-    listeners: tuple[Listener, ...] = ()
-    features: tuple[Feature, ...] = ()
-    rack: str | None = ""
-    is_migrating_zk_broker: bool = False
-    log_dirs: tuple[_uuid.UUID, ...] = ()
-    previous_broker_epoch: int = -1
-
-
-_D_Listener = Listener()
-_D_Feature = Feature()
-
-
-def _r_Listener_v0(buf: memoryview, pos: int) -> tuple[Listener, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2, f3 = _U_Hh(buf, pos)
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return Listener(f0, f1, f2, f3), pos
-
-
-def _r_Feature_v0(buf: memoryview, pos: int) -> tuple[Feature, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2 = _U_hh(buf, pos)
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return Feature(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_BrokerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[BrokerRegistrationRequest, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: str
@@ -201,13 +154,13 @@ def _r_BrokerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[BrokerRe
         raise DecodeError("invalid length %d for non-nullable ClusterId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2 = _U_U(buf, pos)[0]
     pos += 16
-    f2 = _UUID(bytes=f2)
+    f2 = _uuid_from(f2)
     f3: tuple[Listener, ...]
     n = buf[pos]
     if n < 0x80:
@@ -218,12 +171,45 @@ def _r_BrokerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[BrokerRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Listeners" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[Listener] = []
         for _ in range(n):
-            item_f3, pos = _r_Listener_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_2, f3_3, tg = _U_HhB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f3.append(_new(Listener, (f3_0, f3_1, f3_2, f3_3)))
         f3 = tuple(items_f3)
     f4: tuple[Feature, ...]
     n = buf[pos]
@@ -235,12 +221,30 @@ def _r_BrokerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[BrokerRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Features" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[Feature] = []
         for _ in range(n):
-            item_f4, pos = _r_Feature_v0(buf, pos)
-            items_f4.append(item_f4)
+            f4_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_1, f4_2, tg = _U_hhB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f4.append(_new(Feature, (f4_0, f4_1, f4_2)))
         f4 = tuple(items_f4)
     f5: str | None
     n = buf[pos]
@@ -255,18 +259,19 @@ def _r_BrokerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[BrokerRe
         f5 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
+        f5 = buf[pos:end].tobytes().decode()
         pos = end
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return BrokerRegistrationRequest(f0, f1, f2, f3, f4, f5, False, (), -1), pos
+    return _new(BrokerRegistrationRequest, (f0, f1, f2, f3, f4, f5, False, (), -1)), pos
 
 
 def _r_BrokerRegistrationRequest_v1(buf: memoryview, pos: int) -> tuple[BrokerRegistrationRequest, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: str
@@ -280,13 +285,13 @@ def _r_BrokerRegistrationRequest_v1(buf: memoryview, pos: int) -> tuple[BrokerRe
         raise DecodeError("invalid length %d for non-nullable ClusterId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2 = _U_U(buf, pos)[0]
     pos += 16
-    f2 = _UUID(bytes=f2)
+    f2 = _uuid_from(f2)
     f3: tuple[Listener, ...]
     n = buf[pos]
     if n < 0x80:
@@ -297,12 +302,45 @@ def _r_BrokerRegistrationRequest_v1(buf: memoryview, pos: int) -> tuple[BrokerRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Listeners" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[Listener] = []
         for _ in range(n):
-            item_f3, pos = _r_Listener_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_2, f3_3, tg = _U_HhB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f3.append(_new(Listener, (f3_0, f3_1, f3_2, f3_3)))
         f3 = tuple(items_f3)
     f4: tuple[Feature, ...]
     n = buf[pos]
@@ -314,12 +352,30 @@ def _r_BrokerRegistrationRequest_v1(buf: memoryview, pos: int) -> tuple[BrokerRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Features" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[Feature] = []
         for _ in range(n):
-            item_f4, pos = _r_Feature_v0(buf, pos)
-            items_f4.append(item_f4)
+            f4_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_1, f4_2, tg = _U_hhB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f4.append(_new(Feature, (f4_0, f4_1, f4_2)))
         f4 = tuple(items_f4)
     f5: str | None
     n = buf[pos]
@@ -334,20 +390,19 @@ def _r_BrokerRegistrationRequest_v1(buf: memoryview, pos: int) -> tuple[BrokerRe
         f5 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
+        f5 = buf[pos:end].tobytes().decode()
         pos = end
-    f6 = _U_o(buf, pos)[0]
-    pos += 1
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return BrokerRegistrationRequest(f0, f1, f2, f3, f4, f5, f6, (), -1), pos
+    f6, tg = _U_oB(buf, pos)
+    pos += 2
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(BrokerRegistrationRequest, (f0, f1, f2, f3, f4, f5, f6, (), -1)), pos
 
 
 def _r_BrokerRegistrationRequest_v2(buf: memoryview, pos: int) -> tuple[BrokerRegistrationRequest, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: str
@@ -361,13 +416,13 @@ def _r_BrokerRegistrationRequest_v2(buf: memoryview, pos: int) -> tuple[BrokerRe
         raise DecodeError("invalid length %d for non-nullable ClusterId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2 = _U_U(buf, pos)[0]
     pos += 16
-    f2 = _UUID(bytes=f2)
+    f2 = _uuid_from(f2)
     f3: tuple[Listener, ...]
     n = buf[pos]
     if n < 0x80:
@@ -378,12 +433,45 @@ def _r_BrokerRegistrationRequest_v2(buf: memoryview, pos: int) -> tuple[BrokerRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Listeners" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[Listener] = []
         for _ in range(n):
-            item_f3, pos = _r_Listener_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_2, f3_3, tg = _U_HhB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f3.append(_new(Listener, (f3_0, f3_1, f3_2, f3_3)))
         f3 = tuple(items_f3)
     f4: tuple[Feature, ...]
     n = buf[pos]
@@ -395,12 +483,30 @@ def _r_BrokerRegistrationRequest_v2(buf: memoryview, pos: int) -> tuple[BrokerRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Features" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[Feature] = []
         for _ in range(n):
-            item_f4, pos = _r_Feature_v0(buf, pos)
-            items_f4.append(item_f4)
+            f4_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_1, f4_2, tg = _U_hhB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f4.append(_new(Feature, (f4_0, f4_1, f4_2)))
         f4 = tuple(items_f4)
     f5: str | None
     n = buf[pos]
@@ -415,9 +521,9 @@ def _r_BrokerRegistrationRequest_v2(buf: memoryview, pos: int) -> tuple[BrokerRe
         f5 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
+        f5 = buf[pos:end].tobytes().decode()
         pos = end
     f6 = _U_o(buf, pos)[0]
     pos += 1
@@ -431,21 +537,22 @@ def _r_BrokerRegistrationRequest_v2(buf: memoryview, pos: int) -> tuple[BrokerRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LogDirs" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[_uuid.UUID] = []
         for _ in range(n):
-            items_f7.append(_UUID(bytes=_U_U(buf, pos)[0]))
+            items_f7.append(_uuid_from(_U_U(buf, pos)[0]))
             pos += 16
         f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return BrokerRegistrationRequest(f0, f1, f2, f3, f4, f5, f6, f7, -1), pos
+    return _new(BrokerRegistrationRequest, (f0, f1, f2, f3, f4, f5, f6, f7, -1)), pos
 
 
 def _r_BrokerRegistrationRequest_v3(buf: memoryview, pos: int) -> tuple[BrokerRegistrationRequest, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: str
@@ -459,13 +566,13 @@ def _r_BrokerRegistrationRequest_v3(buf: memoryview, pos: int) -> tuple[BrokerRe
         raise DecodeError("invalid length %d for non-nullable ClusterId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2 = _U_U(buf, pos)[0]
     pos += 16
-    f2 = _UUID(bytes=f2)
+    f2 = _uuid_from(f2)
     f3: tuple[Listener, ...]
     n = buf[pos]
     if n < 0x80:
@@ -476,12 +583,45 @@ def _r_BrokerRegistrationRequest_v3(buf: memoryview, pos: int) -> tuple[BrokerRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Listeners" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[Listener] = []
         for _ in range(n):
-            item_f3, pos = _r_Listener_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_2, f3_3, tg = _U_HhB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f3.append(_new(Listener, (f3_0, f3_1, f3_2, f3_3)))
         f3 = tuple(items_f3)
     f4: tuple[Feature, ...]
     n = buf[pos]
@@ -493,12 +633,30 @@ def _r_BrokerRegistrationRequest_v3(buf: memoryview, pos: int) -> tuple[BrokerRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Features" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[Feature] = []
         for _ in range(n):
-            item_f4, pos = _r_Feature_v0(buf, pos)
-            items_f4.append(item_f4)
+            f4_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_1, f4_2, tg = _U_hhB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f4.append(_new(Feature, (f4_0, f4_1, f4_2)))
         f4 = tuple(items_f4)
     f5: str | None
     n = buf[pos]
@@ -513,9 +671,9 @@ def _r_BrokerRegistrationRequest_v3(buf: memoryview, pos: int) -> tuple[BrokerRe
         f5 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
+        f5 = buf[pos:end].tobytes().decode()
         pos = end
     f6 = _U_o(buf, pos)[0]
     pos += 1
@@ -529,20 +687,18 @@ def _r_BrokerRegistrationRequest_v3(buf: memoryview, pos: int) -> tuple[BrokerRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LogDirs" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[_uuid.UUID] = []
         for _ in range(n):
-            items_f7.append(_UUID(bytes=_U_U(buf, pos)[0]))
+            items_f7.append(_uuid_from(_U_U(buf, pos)[0]))
             pos += 16
         f7 = tuple(items_f7)
-    f8 = _U_q(buf, pos)[0]
-    pos += 8
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return BrokerRegistrationRequest(f0, f1, f2, f3, f4, f5, f6, f7, f8), pos
+    f8, tg = _U_qB(buf, pos)
+    pos += 9
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(BrokerRegistrationRequest, (f0, f1, f2, f3, f4, f5, f6, f7, f8)), pos
 
 
 def _w_Listener_v0(out: bytearray, ext: Ext, o: Listener) -> None:

@@ -7,28 +7,35 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "BrokerRegistrationResponse",
 ]
 
-_S_ihq = _struct.Struct(">ihq")
-_U_ihq = _S_ihq.unpack_from
+_new = tuple.__new__
 _S_ihqB = _struct.Struct(">ihqB")
+_U_ihqB = _S_ihqB.unpack_from
 _P_ihqB = _S_ihqB.pack
 
 
-@_attrs.frozen
-class BrokerRegistrationResponse:
+class _BrokerRegistrationResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    broker_epoch: int = -1
+
+
+class BrokerRegistrationResponse(_BrokerRegistrationResponseFields):
     """Kafka response ``BrokerRegistrationResponse`` (generated from BrokerRegistrationResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 62
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
@@ -39,22 +46,17 @@ class BrokerRegistrationResponse:
         ("error_code", "int16", "0+", "none", "none", -1),
         ("broker_epoch", "int64", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    broker_epoch: int = -1
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_BrokerRegistrationResponse_v0(buf: memoryview, pos: int) -> tuple[BrokerRegistrationResponse, int]:
-    f0, f1, f2 = _U_ihq(buf, pos)
-    pos += 14
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return BrokerRegistrationResponse(f0, f1, f2), pos
+    f0, f1, f2, tg = _U_ihqB(buf, pos)
+    pos += 15
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(BrokerRegistrationResponse, (f0, f1, f2)), pos
 
 
 def _w_BrokerRegistrationResponse_v0(out: bytearray, ext: Ext, o: BrokerRegistrationResponse) -> None:

@@ -8,15 +8,18 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -28,9 +31,10 @@ __all__ = [
     "ConsumerGroupDescribeResponse",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
@@ -41,44 +45,74 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 _S_ii = _struct.Struct(">ii")
 _U_ii = _S_ii.unpack_from
 _P_ii = _S_ii.pack
 
 
-@_attrs.frozen
-class TopicPartitions:
+class _TopicPartitionsFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    topic_name: str = ""
+    partitions: tuple[int, ...] = ()
+
+
+class TopicPartitions(_TopicPartitionsFields):
     """Struct ``TopicPartitions`` of ConsumerGroupDescribeResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "0+", "none", "none", -1),
         ("topic_name", "string", "0+", "none", "none", -1),
         ("partitions", "[]int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    topic_name: str = ""
-    partitions: tuple[int, ...] = ()
+
+_D_TopicPartitions = TopicPartitions()
 
 
-@_attrs.frozen
-class Assignment:
+class _AssignmentFields(_NamedTuple):
+    topic_partitions: tuple[TopicPartitions, ...] = ()
+
+
+class Assignment(_AssignmentFields):
     """Struct ``Assignment`` of ConsumerGroupDescribeResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_partitions", "[]TopicPartitions", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_partitions: tuple[TopicPartitions, ...] = ()
+
+_D_Assignment = Assignment()
 
 
-@_attrs.frozen
-class Member:
+class _MemberFields(_NamedTuple):
+    member_id: str = ""
+    instance_id: str | None = None
+    rack_id: str | None = None
+    member_epoch: int = 0
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    assignment: Assignment = _D_Assignment
+    target_assignment: Assignment = _D_Assignment
+
+
+class Member(_MemberFields):
     """Struct ``Member`` of ConsumerGroupDescribeResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("member_id", "string", "0+", "none", "none", -1),
@@ -92,23 +126,30 @@ class Member:
         ("assignment", "Assignment", "0+", "none", "none", -1),
         ("target_assignment", "Assignment", "0+", "none", "none", -1),
     )
-
-    member_id: str = ""
-    instance_id: str | None = None
-    rack_id: str | None = None
-    member_epoch: int = 0
-    client_id: str = ""
-    client_host: str = ""
-    subscribed_topic_names: tuple[str, ...] = ()
-    subscribed_topic_regex: str | None = None
-    assignment: Assignment = _attrs.field(factory=Assignment)
-    target_assignment: Assignment = _attrs.field(factory=Assignment)
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class DescribedGroup:
+_D_Member = Member()
+
+
+class _DescribedGroupFields(_NamedTuple):
+    error_code: int = 0
+    error_message: str | None = None
+    group_id: str = ""
+    group_state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[Member, ...] = ()
+    authorized_operations: int = -2147483648
+
+
+class DescribedGroup(_DescribedGroupFields):
     """Struct ``DescribedGroup`` of ConsumerGroupDescribeResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("error_code", "int16", "0+", "none", "none", -1),
@@ -121,22 +162,23 @@ class DescribedGroup:
         ("members", "[]Member", "0+", "none", "none", -1),
         ("authorized_operations", "int32", "0+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    error_message: str | None = None
-    group_id: str = ""
-    group_state: str = ""
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    assignor_name: str = ""
-    members: tuple[Member, ...] = ()
-    authorized_operations: int = -2147483648
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class ConsumerGroupDescribeResponse:
+_D_DescribedGroup = DescribedGroup()
+
+
+class _ConsumerGroupDescribeResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    groups: tuple[DescribedGroup, ...] = ()
+
+
+class ConsumerGroupDescribeResponse(_ConsumerGroupDescribeResponseFields):
     """Kafka response ``ConsumerGroupDescribeResponse`` (generated from ConsumerGroupDescribeResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 69
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -146,58 +188,13 @@ class ConsumerGroupDescribeResponse:
         ("throttle_time_ms", "int32", "0+", "none", "none", -1),
         ("groups", "[]DescribedGroup", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    groups: tuple[DescribedGroup, ...] = ()
-
-
-_D_TopicPartitions = TopicPartitions()
-_D_Assignment = Assignment()
-_D_Member = Member()
-_D_DescribedGroup = DescribedGroup()
-
-
-def _r_TopicPartitions_v0(buf: memoryview, pos: int) -> tuple[TopicPartitions, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f2 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicPartitions(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_Assignment_v0(buf: memoryview, pos: int) -> tuple[Assignment, int]:
+    blen = len(buf)
     f0: tuple[TopicPartitions, ...]
     n = buf[pos]
     if n < 0x80:
@@ -208,117 +205,14 @@ def _r_Assignment_v0(buf: memoryview, pos: int) -> tuple[Assignment, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicPartitions" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[TopicPartitions] = []
         for _ in range(n):
-            item_f0, pos = _r_TopicPartitions_v0(buf, pos)
-            items_f0.append(item_f0)
-        f0 = tuple(items_f0)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return Assignment(f0), pos
-
-
-def _r_Member_v0(buf: memoryview, pos: int) -> tuple[Member, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3 = _U_i(buf, pos)[0]
-    pos += 4
-    f4: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ClientId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    f5: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
-        pos = end
-    f6: tuple[str, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable SubscribedTopicNames" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[str] = []
-        for _ in range(n):
-            item_f6: str
+            f0_0 = _U_U(buf, pos)[0]
+            pos += 16
+            f0_0 = _uuid_from(f0_0)
+            f0_1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -326,135 +220,47 @@ def _r_Member_v0(buf: memoryview, pos: int) -> tuple[Member, int]:
                 n, pos = _read_uvarint(buf, pos)
             n -= 1
             if n < 0:
-                raise DecodeError("invalid length %d for non-nullable SubscribedTopicNames" % n)
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f6 = str(buf[pos:end], "utf-8")
+                f0_1 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f6.append(item_f6)
-        f6 = tuple(items_f6)
-    f7: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f7 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f7 = str(buf[pos:end], "utf-8")
-        pos = end
-    f8, pos = _r_Assignment_v0(buf, pos)
-    f9, pos = _r_Assignment_v0(buf, pos)
+            f0_2: tuple[int, ...]
+            n = buf[pos]
+            try:
+                f0_2 = _AC_i[n](buf, pos)
+                pos += 4 * n - 3
+            except KeyError:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f0_2 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(TopicPartitions, (f0_0, f0_1, f0_2)))
+        f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return Member(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9), pos
-
-
-def _r_DescribedGroup_v0(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable GroupId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable GroupState" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4, f5 = _U_ii(buf, pos)
-    pos += 8
-    f6: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable AssignorName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f6 = str(buf[pos:end], "utf-8")
-        pos = end
-    f7: tuple[Member, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Members" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[Member] = []
-        for _ in range(n):
-            item_f7, pos = _r_Member_v0(buf, pos)
-            items_f7.append(item_f7)
-        f7 = tuple(items_f7)
-    f8 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribedGroup(f0, f1, f2, f3, f4, f5, f6, f7, f8), pos
+    return _new(Assignment, (f0,)), pos
 
 
 def _r_ConsumerGroupDescribeResponse_v0(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribeResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DescribedGroup, ...]
@@ -467,18 +273,238 @@ def _r_ConsumerGroupDescribeResponse_v0(buf: memoryview, pos: int) -> tuple[Cons
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Groups" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DescribedGroup] = []
         for _ in range(n):
-            item_f1, pos = _r_DescribedGroup_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_3: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable GroupState" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_4, f1_5 = _U_ii(buf, pos)
+            pos += 8
+            f1_6: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable AssignorName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_6 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_7: tuple[Member, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Members" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_7: list[Member] = []
+                for _ in range(n):
+                    f1_7_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_7_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_7_1: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_7_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_7_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_7_2: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_7_2 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_7_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_7_3 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f1_7_4: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_7_4 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_7_5: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_7_5 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_7_6: tuple[str, ...]
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable SubscribedTopicNames" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        items_f1_7_6: list[str] = []
+                        for _ in range(n):
+                            item_f1_7_6: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable SubscribedTopicNames" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                item_f1_7_6 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f1_7_6.append(item_f1_7_6)
+                        f1_7_6 = tuple(items_f1_7_6)
+                    f1_7_7: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_7_7 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_7_7 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_7_8, pos = _r_Assignment_v0(buf, pos)
+                    f1_7_9, pos = _r_Assignment_v0(buf, pos)
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f1_7.append(_new(Member, (f1_7_0, f1_7_1, f1_7_2, f1_7_3, f1_7_4, f1_7_5, f1_7_6, f1_7_7, f1_7_8, f1_7_9)))
+                f1_7 = tuple(items_f1_7)
+            f1_8, tg = _U_iB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7, f1_8)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ConsumerGroupDescribeResponse(f0, f1), pos
+    return _new(ConsumerGroupDescribeResponse, (f0, f1)), pos
 
 
 def _w_TopicPartitions_v0(out: bytearray, ext: Ext, o: TopicPartitions) -> None:

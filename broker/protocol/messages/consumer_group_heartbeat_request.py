@@ -8,15 +8,18 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,35 +28,58 @@ __all__ = [
     "ConsumerGroupHeartbeatRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_U = _struct.Struct(">16s")
-_U_U = _S_U.unpack_from
 _P_U = _S_U.pack
+_S_UB = _struct.Struct(">16sB")
+_U_UB = _S_UB.unpack_from
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class TopicPartitions:
+class _TopicPartitionsFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[int, ...] = ()
+
+
+class TopicPartitions(_TopicPartitionsFields):
     """Struct ``TopicPartitions`` of ConsumerGroupHeartbeatRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "0+", "none", "none", -1),
         ("partitions", "[]int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[int, ...] = ()
+
+_D_TopicPartitions = TopicPartitions()
 
 
-@_attrs.frozen
-class ConsumerGroupHeartbeatRequest:
+class _ConsumerGroupHeartbeatRequestFields(_NamedTuple):
+    group_id: str = ""
+    member_id: str = ""
+    member_epoch: int = 0
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    topic_partitions: tuple[TopicPartitions, ...] | None = None
+
+
+class ConsumerGroupHeartbeatRequest(_ConsumerGroupHeartbeatRequestFields):
     """Kafka request ``ConsumerGroupHeartbeatRequest`` (generated from ConsumerGroupHeartbeatRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 68
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -71,48 +97,13 @@ class ConsumerGroupHeartbeatRequest:
         ("server_assignor", "string", "0+", "0+", "none", -1),
         ("topic_partitions", "[]TopicPartitions", "0+", "0+", "none", -1),
     )
-
-    group_id: str = ""
-    member_id: str = ""
-    member_epoch: int = 0
-    instance_id: str | None = None
-    rack_id: str | None = None
-    rebalance_timeout_ms: int = -1
-    subscribed_topic_names: tuple[str, ...] | None = None
-    subscribed_topic_regex: str | None = None
-    server_assignor: str | None = None
-    topic_partitions: tuple[TopicPartitions, ...] | None = None
-
-
-_D_TopicPartitions = TopicPartitions()
-
-
-def _r_TopicPartitions_v0(buf: memoryview, pos: int) -> tuple[TopicPartitions, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicPartitions(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ConsumerGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[ConsumerGroupHeartbeatRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -124,9 +115,9 @@ def _r_ConsumerGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[Cons
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: str
     n = buf[pos]
@@ -139,9 +130,9 @@ def _r_ConsumerGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[Cons
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2 = _U_i(buf, pos)[0]
     pos += 4
@@ -158,9 +149,9 @@ def _r_ConsumerGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[Cons
         f3 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4: str | None
     n = buf[pos]
@@ -175,9 +166,9 @@ def _r_ConsumerGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[Cons
         f4 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5 = _U_i(buf, pos)[0]
     pos += 4
@@ -193,7 +184,7 @@ def _r_ConsumerGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[Cons
             raise DecodeError("invalid array length %d" % n)
         f6 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[str] = []
         for _ in range(n):
@@ -208,9 +199,9 @@ def _r_ConsumerGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[Cons
                 raise DecodeError("invalid length %d for non-nullable SubscribedTopicNames" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f6 = str(buf[pos:end], "utf-8")
+                item_f6 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f6.append(item_f6)
         f6 = tuple(items_f6)
@@ -227,9 +218,9 @@ def _r_ConsumerGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[Cons
         f8 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f8 = str(buf[pos:end], "utf-8")
+        f8 = buf[pos:end].tobytes().decode()
         pos = end
     f9: tuple[TopicPartitions, ...] | None
     n = buf[pos]
@@ -243,21 +234,46 @@ def _r_ConsumerGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[Cons
             raise DecodeError("invalid array length %d" % n)
         f9 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f9: list[TopicPartitions] = []
         for _ in range(n):
-            item_f9, pos = _r_TopicPartitions_v0(buf, pos)
-            items_f9.append(item_f9)
+            f9_0, n = _U_UB(buf, pos)
+            pos += 16
+            f9_0 = _uuid_from(f9_0)
+            f9_1: tuple[int, ...]
+            try:
+                f9_1 = _AC_i[n](buf, pos)
+                pos += 4 * n - 3
+            except KeyError:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f9_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f9.append(_new(TopicPartitions, (f9_0, f9_1)))
         f9 = tuple(items_f9)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ConsumerGroupHeartbeatRequest(f0, f1, f2, f3, f4, f5, f6, None, f8, f9), pos
+    return _new(ConsumerGroupHeartbeatRequest, (f0, f1, f2, f3, f4, f5, f6, None, f8, f9)), pos
 
 
 def _r_ConsumerGroupHeartbeatRequest_v1(buf: memoryview, pos: int) -> tuple[ConsumerGroupHeartbeatRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -269,9 +285,9 @@ def _r_ConsumerGroupHeartbeatRequest_v1(buf: memoryview, pos: int) -> tuple[Cons
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: str
     n = buf[pos]
@@ -284,9 +300,9 @@ def _r_ConsumerGroupHeartbeatRequest_v1(buf: memoryview, pos: int) -> tuple[Cons
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2 = _U_i(buf, pos)[0]
     pos += 4
@@ -303,9 +319,9 @@ def _r_ConsumerGroupHeartbeatRequest_v1(buf: memoryview, pos: int) -> tuple[Cons
         f3 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4: str | None
     n = buf[pos]
@@ -320,9 +336,9 @@ def _r_ConsumerGroupHeartbeatRequest_v1(buf: memoryview, pos: int) -> tuple[Cons
         f4 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5 = _U_i(buf, pos)[0]
     pos += 4
@@ -338,7 +354,7 @@ def _r_ConsumerGroupHeartbeatRequest_v1(buf: memoryview, pos: int) -> tuple[Cons
             raise DecodeError("invalid array length %d" % n)
         f6 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[str] = []
         for _ in range(n):
@@ -353,9 +369,9 @@ def _r_ConsumerGroupHeartbeatRequest_v1(buf: memoryview, pos: int) -> tuple[Cons
                 raise DecodeError("invalid length %d for non-nullable SubscribedTopicNames" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f6 = str(buf[pos:end], "utf-8")
+                item_f6 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f6.append(item_f6)
         f6 = tuple(items_f6)
@@ -372,9 +388,9 @@ def _r_ConsumerGroupHeartbeatRequest_v1(buf: memoryview, pos: int) -> tuple[Cons
         f7 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f7 = str(buf[pos:end], "utf-8")
+        f7 = buf[pos:end].tobytes().decode()
         pos = end
     f8: str | None
     n = buf[pos]
@@ -389,9 +405,9 @@ def _r_ConsumerGroupHeartbeatRequest_v1(buf: memoryview, pos: int) -> tuple[Cons
         f8 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f8 = str(buf[pos:end], "utf-8")
+        f8 = buf[pos:end].tobytes().decode()
         pos = end
     f9: tuple[TopicPartitions, ...] | None
     n = buf[pos]
@@ -405,18 +421,42 @@ def _r_ConsumerGroupHeartbeatRequest_v1(buf: memoryview, pos: int) -> tuple[Cons
             raise DecodeError("invalid array length %d" % n)
         f9 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f9: list[TopicPartitions] = []
         for _ in range(n):
-            item_f9, pos = _r_TopicPartitions_v0(buf, pos)
-            items_f9.append(item_f9)
+            f9_0, n = _U_UB(buf, pos)
+            pos += 16
+            f9_0 = _uuid_from(f9_0)
+            f9_1: tuple[int, ...]
+            try:
+                f9_1 = _AC_i[n](buf, pos)
+                pos += 4 * n - 3
+            except KeyError:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f9_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f9.append(_new(TopicPartitions, (f9_0, f9_1)))
         f9 = tuple(items_f9)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ConsumerGroupHeartbeatRequest(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9), pos
+    return _new(ConsumerGroupHeartbeatRequest, (f0, f1, f2, f3, f4, f5, f6, f7, f8, f9)), pos
 
 
 def _w_TopicPartitions_v0(out: bytearray, ext: Ext, o: TopicPartitions) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
     Ext,
     nbytes as _nbytes,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "ConsumerProtocolAssignment",
 ]
 
+_new = tuple.__new__
 _A_i = _ArrayStructs("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -31,24 +33,37 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class TopicPartition:
+class _TopicPartitionFields(_NamedTuple):
+    topic: str = ""
+    partitions: tuple[int, ...] = ()
+
+
+class TopicPartition(_TopicPartitionFields):
     """Struct ``TopicPartition`` of ConsumerProtocolAssignment."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic", "string", "0+", "none", "none", -1),
         ("partitions", "[]int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic: str = ""
-    partitions: tuple[int, ...] = ()
+
+_D_TopicPartition = TopicPartition()
 
 
-@_attrs.frozen
-class ConsumerProtocolAssignment:
+class _ConsumerProtocolAssignmentFields(_NamedTuple):
+    assigned_partitions: tuple[TopicPartition, ...] = ()
+    user_data: bytes | None = None
+
+
+class ConsumerProtocolAssignment(_ConsumerProtocolAssignmentFields):
     """Kafka data ``ConsumerProtocolAssignment`` (generated from ConsumerProtocolAssignment.json)."""
 
+    __slots__ = ()
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_FROM: ClassVar[int | None] = None
@@ -57,52 +72,45 @@ class ConsumerProtocolAssignment:
         ("assigned_partitions", "[]TopicPartition", "0+", "none", "none", -1),
         ("user_data", "bytes", "0+", "0+", "none", -1),
     )
-
-    assigned_partitions: tuple[TopicPartition, ...] = ()
-    user_data: bytes | None = None
-
-
-_D_TopicPartition = TopicPartition()
-
-
-def _r_TopicPartition_v0(buf: memoryview, pos: int) -> tuple[TopicPartition, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return TopicPartition(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ConsumerProtocolAssignment_v0(buf: memoryview, pos: int) -> tuple[ConsumerProtocolAssignment, int]:
+    blen = len(buf)
     f0: tuple[TopicPartition, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable AssignedPartitions" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[TopicPartition] = []
         for _ in range(n):
-            item_f0, pos = _r_TopicPartition_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f0_1 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f0.append(_new(TopicPartition, (f0_0, f0_1)))
         f0 = tuple(items_f0)
     f1: bytes | None
     n = _U_i(buf, pos)[0]
@@ -113,11 +121,11 @@ def _r_ConsumerProtocolAssignment_v0(buf: memoryview, pos: int) -> tuple[Consume
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f1 = bytes(buf[pos:end])
         pos = end
-    return ConsumerProtocolAssignment(f0, f1), pos
+    return _new(ConsumerProtocolAssignment, (f0, f1)), pos
 
 
 def _w_TopicPartition_v0(out: bytearray, ext: Ext, o: TopicPartition) -> None:

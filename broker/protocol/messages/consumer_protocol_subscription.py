@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
     Ext,
     nbytes as _nbytes,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "ConsumerProtocolSubscription",
 ]
 
+_new = tuple.__new__
 _A_i = _ArrayStructs("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -31,24 +33,40 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class TopicPartition:
+class _TopicPartitionFields(_NamedTuple):
+    topic: str = ""
+    partitions: tuple[int, ...] = ()
+
+
+class TopicPartition(_TopicPartitionFields):
     """Struct ``TopicPartition`` of ConsumerProtocolSubscription."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic", "string", "1+", "none", "none", -1),
         ("partitions", "[]int32", "1+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic: str = ""
-    partitions: tuple[int, ...] = ()
+
+_D_TopicPartition = TopicPartition()
 
 
-@_attrs.frozen
-class ConsumerProtocolSubscription:
+class _ConsumerProtocolSubscriptionFields(_NamedTuple):
+    topics: tuple[str, ...] = ()
+    user_data: bytes | None = None
+    owned_partitions: tuple[TopicPartition, ...] = ()
+    generation_id: int = -1
+    rack_id: str | None = None
+
+
+class ConsumerProtocolSubscription(_ConsumerProtocolSubscriptionFields):
     """Kafka data ``ConsumerProtocolSubscription`` (generated from ConsumerProtocolSubscription.json)."""
 
+    __slots__ = ()
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_FROM: ClassVar[int | None] = None
@@ -60,25 +78,20 @@ class ConsumerProtocolSubscription:
         ("generation_id", "int32", "2+", "none", "none", -1),
         ("rack_id", "string", "3+", "3+", "none", -1),
     )
-
-    topics: tuple[str, ...] = ()
-    user_data: bytes | None = None
-    owned_partitions: tuple[TopicPartition, ...] = ()
-    generation_id: int = -1
-    rack_id: str | None = None
-
-
-_D_TopicPartition = TopicPartition()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ConsumerProtocolSubscription_v0(buf: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
+    blen = len(buf)
     f0: tuple[str, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[str] = []
         for _ in range(n):
@@ -89,9 +102,9 @@ def _r_ConsumerProtocolSubscription_v0(buf: memoryview, pos: int) -> tuple[Consu
                 raise DecodeError("invalid length %d for non-nullable Topics" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f0 = str(buf[pos:end], "utf-8")
+                item_f0 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f0.append(item_f0)
         f0 = tuple(items_f0)
@@ -104,46 +117,22 @@ def _r_ConsumerProtocolSubscription_v0(buf: memoryview, pos: int) -> tuple[Consu
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f1 = bytes(buf[pos:end])
         pos = end
-    return ConsumerProtocolSubscription(f0, f1, (), -1, None), pos
-
-
-def _r_TopicPartition_v1(buf: memoryview, pos: int) -> tuple[TopicPartition, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return TopicPartition(f0, f1), pos
+    return _new(ConsumerProtocolSubscription, (f0, f1, (), -1, None)), pos
 
 
 def _r_ConsumerProtocolSubscription_v1(buf: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
+    blen = len(buf)
     f0: tuple[str, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[str] = []
         for _ in range(n):
@@ -154,9 +143,9 @@ def _r_ConsumerProtocolSubscription_v1(buf: memoryview, pos: int) -> tuple[Consu
                 raise DecodeError("invalid length %d for non-nullable Topics" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f0 = str(buf[pos:end], "utf-8")
+                item_f0 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f0.append(item_f0)
         f0 = tuple(items_f0)
@@ -169,7 +158,7 @@ def _r_ConsumerProtocolSubscription_v1(buf: memoryview, pos: int) -> tuple[Consu
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f1 = bytes(buf[pos:end])
         pos = end
@@ -179,24 +168,45 @@ def _r_ConsumerProtocolSubscription_v1(buf: memoryview, pos: int) -> tuple[Consu
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable OwnedPartitions" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicPartition] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicPartition_v1(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f2_1 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f2.append(_new(TopicPartition, (f2_0, f2_1)))
         f2 = tuple(items_f2)
-    return ConsumerProtocolSubscription(f0, f1, f2, -1, None), pos
+    return _new(ConsumerProtocolSubscription, (f0, f1, f2, -1, None)), pos
 
 
 def _r_ConsumerProtocolSubscription_v2(buf: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
+    blen = len(buf)
     f0: tuple[str, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[str] = []
         for _ in range(n):
@@ -207,9 +217,9 @@ def _r_ConsumerProtocolSubscription_v2(buf: memoryview, pos: int) -> tuple[Consu
                 raise DecodeError("invalid length %d for non-nullable Topics" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f0 = str(buf[pos:end], "utf-8")
+                item_f0 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f0.append(item_f0)
         f0 = tuple(items_f0)
@@ -222,7 +232,7 @@ def _r_ConsumerProtocolSubscription_v2(buf: memoryview, pos: int) -> tuple[Consu
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f1 = bytes(buf[pos:end])
         pos = end
@@ -232,26 +242,47 @@ def _r_ConsumerProtocolSubscription_v2(buf: memoryview, pos: int) -> tuple[Consu
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable OwnedPartitions" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicPartition] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicPartition_v1(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f2_1 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f2.append(_new(TopicPartition, (f2_0, f2_1)))
         f2 = tuple(items_f2)
     f3 = _U_i(buf, pos)[0]
     pos += 4
-    return ConsumerProtocolSubscription(f0, f1, f2, f3, None), pos
+    return _new(ConsumerProtocolSubscription, (f0, f1, f2, f3, None)), pos
 
 
 def _r_ConsumerProtocolSubscription_v3(buf: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
+    blen = len(buf)
     f0: tuple[str, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[str] = []
         for _ in range(n):
@@ -262,9 +293,9 @@ def _r_ConsumerProtocolSubscription_v3(buf: memoryview, pos: int) -> tuple[Consu
                 raise DecodeError("invalid length %d for non-nullable Topics" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f0 = str(buf[pos:end], "utf-8")
+                item_f0 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f0.append(item_f0)
         f0 = tuple(items_f0)
@@ -277,7 +308,7 @@ def _r_ConsumerProtocolSubscription_v3(buf: memoryview, pos: int) -> tuple[Consu
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f1 = bytes(buf[pos:end])
         pos = end
@@ -287,12 +318,32 @@ def _r_ConsumerProtocolSubscription_v3(buf: memoryview, pos: int) -> tuple[Consu
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable OwnedPartitions" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicPartition] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicPartition_v1(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f2_1 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f2.append(_new(TopicPartition, (f2_0, f2_1)))
         f2 = tuple(items_f2)
     f3 = _U_i(buf, pos)[0]
     pos += 4
@@ -305,11 +356,11 @@ def _r_ConsumerProtocolSubscription_v3(buf: memoryview, pos: int) -> tuple[Consu
         f4 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
-    return ConsumerProtocolSubscription(f0, f1, f2, f3, f4), pos
+    return _new(ConsumerProtocolSubscription, (f0, f1, f2, f3, f4)), pos
 
 
 def _w_ConsumerProtocolSubscription_v0(out: bytearray, ext: Ext, o: ConsumerProtocolSubscription) -> None:

@@ -7,18 +7,20 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "ControlledShutdownRequest",
 ]
 
+_new = tuple.__new__
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
@@ -26,13 +28,19 @@ _S_iq = _struct.Struct(">iq")
 _U_iq = _S_iq.unpack_from
 _P_iq = _S_iq.pack
 _S_iqB = _struct.Struct(">iqB")
+_U_iqB = _S_iqB.unpack_from
 _P_iqB = _S_iqB.pack
 
 
-@_attrs.frozen
-class ControlledShutdownRequest:
+class _ControlledShutdownRequestFields(_NamedTuple):
+    broker_id: int = 0
+    broker_epoch: int = -1
+
+
+class ControlledShutdownRequest(_ControlledShutdownRequestFields):
     """Kafka request ``ControlledShutdownRequest`` (generated from ControlledShutdownRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 7
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
@@ -42,33 +50,29 @@ class ControlledShutdownRequest:
         ("broker_id", "int32", "0+", "none", "none", -1),
         ("broker_epoch", "int64", "2+", "none", "none", -1),
     )
-
-    broker_id: int = 0
-    broker_epoch: int = -1
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ControlledShutdownRequest_v0(buf: memoryview, pos: int) -> tuple[ControlledShutdownRequest, int]:
     f0 = _U_i(buf, pos)[0]
     pos += 4
-    return ControlledShutdownRequest(f0, -1), pos
+    return _new(ControlledShutdownRequest, (f0, -1)), pos
 
 
 def _r_ControlledShutdownRequest_v2(buf: memoryview, pos: int) -> tuple[ControlledShutdownRequest, int]:
     f0, f1 = _U_iq(buf, pos)
     pos += 12
-    return ControlledShutdownRequest(f0, f1), pos
+    return _new(ControlledShutdownRequest, (f0, f1)), pos
 
 
 def _r_ControlledShutdownRequest_v3(buf: memoryview, pos: int) -> tuple[ControlledShutdownRequest, int]:
-    f0, f1 = _U_iq(buf, pos)
-    pos += 12
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ControlledShutdownRequest(f0, f1), pos
+    f0, f1, tg = _U_iqB(buf, pos)
+    pos += 13
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(ControlledShutdownRequest, (f0, f1)), pos
 
 
 def _w_ControlledShutdownRequest_v0(out: bytearray, ext: Ext, o: ControlledShutdownRequest) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "ControlledShutdownResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -30,27 +32,41 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 
 
-@_attrs.frozen
-class RemainingPartition:
+class _RemainingPartitionFields(_NamedTuple):
+    topic_name: str = ""
+    partition_index: int = 0
+
+
+class RemainingPartition(_RemainingPartitionFields):
     """Struct ``RemainingPartition`` of ControlledShutdownResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "0+", "none", "none", -1),
         ("partition_index", "int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_name: str = ""
-    partition_index: int = 0
+
+_D_RemainingPartition = RemainingPartition()
 
 
-@_attrs.frozen
-class ControlledShutdownResponse:
+class _ControlledShutdownResponseFields(_NamedTuple):
+    error_code: int = 0
+    remaining_partitions: tuple[RemainingPartition, ...] = ()
+
+
+class ControlledShutdownResponse(_ControlledShutdownResponseFields):
     """Kafka response ``ControlledShutdownResponse`` (generated from ControlledShutdownResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 7
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
@@ -60,32 +76,13 @@ class ControlledShutdownResponse:
         ("error_code", "int16", "0+", "none", "none", -1),
         ("remaining_partitions", "[]RemainingPartition", "0+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    remaining_partitions: tuple[RemainingPartition, ...] = ()
-
-
-_D_RemainingPartition = RemainingPartition()
-
-
-def _r_RemainingPartition_v0(buf: memoryview, pos: int) -> tuple[RemainingPartition, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_i(buf, pos)[0]
-    pos += 4
-    return RemainingPartition(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ControlledShutdownResponse_v0(buf: memoryview, pos: int) -> tuple[ControlledShutdownResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: tuple[RemainingPartition, ...]
@@ -94,42 +91,30 @@ def _r_ControlledShutdownResponse_v0(buf: memoryview, pos: int) -> tuple[Control
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable RemainingPartitions" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[RemainingPartition] = []
         for _ in range(n):
-            item_f1, pos = _r_RemainingPartition_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1 = _U_i(buf, pos)[0]
+            pos += 4
+            items_f1.append(_new(RemainingPartition, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return ControlledShutdownResponse(f0, f1), pos
-
-
-def _r_RemainingPartition_v3(buf: memoryview, pos: int) -> tuple[RemainingPartition, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return RemainingPartition(f0, f1), pos
+    return _new(ControlledShutdownResponse, (f0, f1)), pos
 
 
 def _r_ControlledShutdownResponse_v3(buf: memoryview, pos: int) -> tuple[ControlledShutdownResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: tuple[RemainingPartition, ...]
@@ -142,18 +127,36 @@ def _r_ControlledShutdownResponse_v3(buf: memoryview, pos: int) -> tuple[Control
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable RemainingPartitions" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[RemainingPartition] = []
         for _ in range(n):
-            item_f1, pos = _r_RemainingPartition_v3(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1, tg = _U_iB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f1.append(_new(RemainingPartition, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ControlledShutdownResponse(f0, f1), pos
+    return _new(ControlledShutdownResponse, (f0, f1)), pos
 
 
 def _w_RemainingPartition_v0(out: bytearray, ext: Ext, o: RemainingPartition) -> None:

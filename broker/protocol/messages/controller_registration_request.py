@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,25 +27,30 @@ __all__ = [
     "ControllerRegistrationRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
-_S_Hh = _struct.Struct(">Hh")
-_U_Hh = _S_Hh.unpack_from
 _S_HhB = _struct.Struct(">HhB")
+_U_HhB = _S_HhB.unpack_from
 _P_HhB = _S_HhB.pack
-_S_hh = _struct.Struct(">hh")
-_U_hh = _S_hh.unpack_from
 _S_hhB = _struct.Struct(">hhB")
+_U_hhB = _S_hhB.unpack_from
 _P_hhB = _S_hhB.pack
 _S_iUo = _struct.Struct(">i16s?")
 _U_iUo = _S_iUo.unpack_from
 _P_iUo = _S_iUo.pack
 
 
-@_attrs.frozen
-class Listener:
+class _ListenerFields(_NamedTuple):
+    name: str = ""
+    host: str = ""
+    port: int = 0
+    security_protocol: int = 0
+
+
+class Listener(_ListenerFields):
     """Struct ``Listener`` of ControllerRegistrationRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
@@ -51,33 +58,50 @@ class Listener:
         ("port", "uint16", "0+", "none", "none", -1),
         ("security_protocol", "int16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_Listener = Listener()
+
+
+class _FeatureFields(_NamedTuple):
     name: str = ""
-    host: str = ""
-    port: int = 0
-    security_protocol: int = 0
+    min_supported_version: int = 0
+    max_supported_version: int = 0
 
 
-@_attrs.frozen
-class Feature:
+class Feature(_FeatureFields):
     """Struct ``Feature`` of ControllerRegistrationRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("min_supported_version", "int16", "0+", "none", "none", -1),
         ("max_supported_version", "int16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    min_supported_version: int = 0
-    max_supported_version: int = 0
+
+_D_Feature = Feature()
 
 
-@_attrs.frozen
-class ControllerRegistrationRequest:
+class _ControllerRegistrationRequestFields(_NamedTuple):
+    controller_id: int = 0
+    incarnation_id: _uuid.UUID = _ZERO_UUID
+    zk_migration_ready: bool = False
+    listeners: tuple[Listener, ...] = ()
+    features: tuple[Feature, ...] = ()
+
+
+class ControllerRegistrationRequest(_ControllerRegistrationRequestFields):
     """Kafka request ``ControllerRegistrationRequest`` (generated from ControllerRegistrationRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 70
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -90,87 +114,16 @@ class ControllerRegistrationRequest:
         ("listeners", "[]Listener", "0+", "none", "none", -1),
         ("features", "[]Feature", "0+", "none", "none", -1),
     )
-
-    controller_id: int = 0
-    incarnation_id: _uuid.UUID = _ZERO_UUID
-    zk_migration_ready: bool = False
-    listeners: tuple[Listener, ...] = ()
-    features: tuple[Feature, ...] = ()
-
-
-_D_Listener = Listener()
-_D_Feature = Feature()
-
-
-def _r_Listener_v0(buf: memoryview, pos: int) -> tuple[Listener, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2, f3 = _U_Hh(buf, pos)
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return Listener(f0, f1, f2, f3), pos
-
-
-def _r_Feature_v0(buf: memoryview, pos: int) -> tuple[Feature, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2 = _U_hh(buf, pos)
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return Feature(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ControllerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[ControllerRegistrationRequest, int]:
+    blen = len(buf)
     f0, f1, f2 = _U_iUo(buf, pos)
     pos += 21
-    f1 = _UUID(bytes=f1)
+    f1 = _uuid_from(f1)
     f3: tuple[Listener, ...]
     n = buf[pos]
     if n < 0x80:
@@ -181,12 +134,45 @@ def _r_ControllerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[Cont
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Listeners" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[Listener] = []
         for _ in range(n):
-            item_f3, pos = _r_Listener_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_2, f3_3, tg = _U_HhB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f3.append(_new(Listener, (f3_0, f3_1, f3_2, f3_3)))
         f3 = tuple(items_f3)
     f4: tuple[Feature, ...]
     n = buf[pos]
@@ -198,18 +184,36 @@ def _r_ControllerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[Cont
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Features" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[Feature] = []
         for _ in range(n):
-            item_f4, pos = _r_Feature_v0(buf, pos)
-            items_f4.append(item_f4)
+            f4_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_1, f4_2, tg = _U_hhB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f4.append(_new(Feature, (f4_0, f4_1, f4_2)))
         f4 = tuple(items_f4)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ControllerRegistrationRequest(f0, f1, f2, f3, f4), pos
+    return _new(ControllerRegistrationRequest, (f0, f1, f2, f3, f4)), pos
 
 
 def _w_Listener_v0(out: bytearray, ext: Ext, o: Listener) -> None:

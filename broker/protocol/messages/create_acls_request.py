@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "CreateAclsRequest",
 ]
 
+_new = tuple.__new__
 _S_b = _struct.Struct(">b")
 _U_b = _S_b.unpack_from
 _P_b = _S_b.pack
@@ -30,6 +32,7 @@ _S_bb = _struct.Struct(">bb")
 _U_bb = _S_bb.unpack_from
 _P_bb = _S_bb.pack
 _S_bbB = _struct.Struct(">bbB")
+_U_bbB = _S_bbB.unpack_from
 _P_bbB = _S_bbB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -39,10 +42,20 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class AclCreation:
+class _AclCreationFields(_NamedTuple):
+    resource_type: int = 0
+    resource_name: str = ""
+    resource_pattern_type: int = 3
+    principal: str = ""
+    host: str = ""
+    operation: int = 0
+    permission_type: int = 0
+
+
+class AclCreation(_AclCreationFields):
     """Struct ``AclCreation`` of CreateAclsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("resource_type", "int8", "0+", "none", "none", -1),
@@ -53,20 +66,22 @@ class AclCreation:
         ("operation", "int8", "0+", "none", "none", -1),
         ("permission_type", "int8", "0+", "none", "none", -1),
     )
-
-    resource_type: int = 0
-    resource_name: str = ""
-    resource_pattern_type: int = 3
-    principal: str = ""
-    host: str = ""
-    operation: int = 0
-    permission_type: int = 0
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class CreateAclsRequest:
+_D_AclCreation = AclCreation()
+
+
+class _CreateAclsRequestFields(_NamedTuple):
+    creations: tuple[AclCreation, ...] = ()
+
+
+class CreateAclsRequest(_CreateAclsRequestFields):
     """Kafka request ``CreateAclsRequest`` (generated from CreateAclsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 30
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
@@ -75,191 +90,123 @@ class CreateAclsRequest:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("creations", "[]AclCreation", "0+", "none", "none", -1),
     )
-
-    creations: tuple[AclCreation, ...] = ()
-
-
-_D_AclCreation = AclCreation()
-
-
-def _r_AclCreation_v0(buf: memoryview, pos: int) -> tuple[AclCreation, int]:
-    f0 = _U_b(buf, pos)[0]
-    pos += 1
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Principal" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    f5, f6 = _U_bb(buf, pos)
-    pos += 2
-    return AclCreation(f0, f1, 3, f3, f4, f5, f6), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_CreateAclsRequest_v0(buf: memoryview, pos: int) -> tuple[CreateAclsRequest, int]:
+    blen = len(buf)
     f0: tuple[AclCreation, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Creations" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[AclCreation] = []
         for _ in range(n):
-            item_f0, pos = _r_AclCreation_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_3: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Principal" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_4: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_5, f0_6 = _U_bb(buf, pos)
+            pos += 2
+            items_f0.append(_new(AclCreation, (f0_0, f0_1, 3, f0_3, f0_4, f0_5, f0_6)))
         f0 = tuple(items_f0)
-    return CreateAclsRequest(f0), pos
-
-
-def _r_AclCreation_v1(buf: memoryview, pos: int) -> tuple[AclCreation, int]:
-    f0 = _U_b(buf, pos)[0]
-    pos += 1
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_b(buf, pos)[0]
-    pos += 1
-    f3: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Principal" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    f5, f6 = _U_bb(buf, pos)
-    pos += 2
-    return AclCreation(f0, f1, f2, f3, f4, f5, f6), pos
+    return _new(CreateAclsRequest, (f0,)), pos
 
 
 def _r_CreateAclsRequest_v1(buf: memoryview, pos: int) -> tuple[CreateAclsRequest, int]:
+    blen = len(buf)
     f0: tuple[AclCreation, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Creations" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[AclCreation] = []
         for _ in range(n):
-            item_f0, pos = _r_AclCreation_v1(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_2 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_3: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Principal" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_4: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_5, f0_6 = _U_bb(buf, pos)
+            pos += 2
+            items_f0.append(_new(AclCreation, (f0_0, f0_1, f0_2, f0_3, f0_4, f0_5, f0_6)))
         f0 = tuple(items_f0)
-    return CreateAclsRequest(f0), pos
-
-
-def _r_AclCreation_v2(buf: memoryview, pos: int) -> tuple[AclCreation, int]:
-    f0 = _U_b(buf, pos)[0]
-    pos += 1
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_b(buf, pos)[0]
-    pos += 1
-    f3: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Principal" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    f5, f6 = _U_bb(buf, pos)
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AclCreation(f0, f1, f2, f3, f4, f5, f6), pos
+    return _new(CreateAclsRequest, (f0,)), pos
 
 
 def _r_CreateAclsRequest_v2(buf: memoryview, pos: int) -> tuple[CreateAclsRequest, int]:
+    blen = len(buf)
     f0: tuple[AclCreation, ...]
     n = buf[pos]
     if n < 0x80:
@@ -270,18 +217,70 @@ def _r_CreateAclsRequest_v2(buf: memoryview, pos: int) -> tuple[CreateAclsReques
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Creations" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[AclCreation] = []
         for _ in range(n):
-            item_f0, pos = _r_AclCreation_v2(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_2 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_3: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Principal" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_4: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_5, f0_6, tg = _U_bbB(buf, pos)
+            pos += 3
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f0.append(_new(AclCreation, (f0_0, f0_1, f0_2, f0_3, f0_4, f0_5, f0_6)))
         f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return CreateAclsRequest(f0), pos
+    return _new(CreateAclsRequest, (f0,)), pos
 
 
 def _w_AclCreation_v0(out: bytearray, ext: Ext, o: AclCreation) -> None:

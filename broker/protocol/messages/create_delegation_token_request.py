@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "CreateDelegationTokenRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -33,27 +35,43 @@ _S_q = _struct.Struct(">q")
 _U_q = _S_q.unpack_from
 _P_q = _S_q.pack
 _S_qB = _struct.Struct(">qB")
+_U_qB = _S_qB.unpack_from
 _P_qB = _S_qB.pack
 
 
-@_attrs.frozen
-class CreatableRenewers:
+class _CreatableRenewersFields(_NamedTuple):
+    principal_type: str = ""
+    principal_name: str = ""
+
+
+class CreatableRenewers(_CreatableRenewersFields):
     """Struct ``CreatableRenewers`` of CreateDelegationTokenRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("principal_type", "string", "0+", "none", "none", -1),
         ("principal_name", "string", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    principal_type: str = ""
-    principal_name: str = ""
+
+_D_CreatableRenewers = CreatableRenewers()
 
 
-@_attrs.frozen
-class CreateDelegationTokenRequest:
+class _CreateDelegationTokenRequestFields(_NamedTuple):
+    owner_principal_type: str | None = ""
+    owner_principal_name: str | None = ""
+    renewers: tuple[CreatableRenewers, ...] = ()
+    max_lifetime_ms: int = 0
+
+
+class CreateDelegationTokenRequest(_CreateDelegationTokenRequestFields):
     """Kafka request ``CreateDelegationTokenRequest`` (generated from CreateDelegationTokenRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 38
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
@@ -65,100 +83,54 @@ class CreateDelegationTokenRequest:
         ("renewers", "[]CreatableRenewers", "0+", "none", "none", -1),
         ("max_lifetime_ms", "int64", "0+", "none", "none", -1),
     )
-
-    owner_principal_type: str | None = ""
-    owner_principal_name: str | None = ""
-    renewers: tuple[CreatableRenewers, ...] = ()
-    max_lifetime_ms: int = 0
-
-
-_D_CreatableRenewers = CreatableRenewers()
-
-
-def _r_CreatableRenewers_v0(buf: memoryview, pos: int) -> tuple[CreatableRenewers, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    return CreatableRenewers(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_CreateDelegationTokenRequest_v0(buf: memoryview, pos: int) -> tuple[CreateDelegationTokenRequest, int]:
+    blen = len(buf)
     f2: tuple[CreatableRenewers, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Renewers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[CreatableRenewers] = []
         for _ in range(n):
-            item_f2, pos = _r_CreatableRenewers_v0(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f2.append(_new(CreatableRenewers, (f2_0, f2_1)))
         f2 = tuple(items_f2)
     f3 = _U_q(buf, pos)[0]
     pos += 8
-    return CreateDelegationTokenRequest("", "", f2, f3), pos
-
-
-def _r_CreatableRenewers_v2(buf: memoryview, pos: int) -> tuple[CreatableRenewers, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return CreatableRenewers(f0, f1), pos
+    return _new(CreateDelegationTokenRequest, ("", "", f2, f3)), pos
 
 
 def _r_CreateDelegationTokenRequest_v2(buf: memoryview, pos: int) -> tuple[CreateDelegationTokenRequest, int]:
+    blen = len(buf)
     f2: tuple[CreatableRenewers, ...]
     n = buf[pos]
     if n < 0x80:
@@ -169,23 +141,55 @@ def _r_CreateDelegationTokenRequest_v2(buf: memoryview, pos: int) -> tuple[Creat
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Renewers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[CreatableRenewers] = []
         for _ in range(n):
-            item_f2, pos = _r_CreatableRenewers_v2(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(CreatableRenewers, (f2_0, f2_1)))
         f2 = tuple(items_f2)
-    f3 = _U_q(buf, pos)[0]
-    pos += 8
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return CreateDelegationTokenRequest("", "", f2, f3), pos
+    f3, tg = _U_qB(buf, pos)
+    pos += 9
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(CreateDelegationTokenRequest, ("", "", f2, f3)), pos
 
 
 def _r_CreateDelegationTokenRequest_v3(buf: memoryview, pos: int) -> tuple[CreateDelegationTokenRequest, int]:
+    blen = len(buf)
     f0: str | None
     n = buf[pos]
     if n < 0x80:
@@ -199,9 +203,9 @@ def _r_CreateDelegationTokenRequest_v3(buf: memoryview, pos: int) -> tuple[Creat
         f0 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: str | None
     n = buf[pos]
@@ -216,9 +220,9 @@ def _r_CreateDelegationTokenRequest_v3(buf: memoryview, pos: int) -> tuple[Creat
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2: tuple[CreatableRenewers, ...]
     n = buf[pos]
@@ -230,20 +234,51 @@ def _r_CreateDelegationTokenRequest_v3(buf: memoryview, pos: int) -> tuple[Creat
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Renewers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[CreatableRenewers] = []
         for _ in range(n):
-            item_f2, pos = _r_CreatableRenewers_v2(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(CreatableRenewers, (f2_0, f2_1)))
         f2 = tuple(items_f2)
-    f3 = _U_q(buf, pos)[0]
-    pos += 8
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return CreateDelegationTokenRequest(f0, f1, f2, f3), pos
+    f3, tg = _U_qB(buf, pos)
+    pos += 9
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(CreateDelegationTokenRequest, (f0, f1, f2, f3)), pos
 
 
 def _w_CreatableRenewers_v0(out: bytearray, ext: Ext, o: CreatableRenewers) -> None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -16,6 +15,8 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "CreateDelegationTokenResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -30,16 +32,31 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 _S_qqq = _struct.Struct(">qqq")
 _U_qqq = _S_qqq.unpack_from
 _P_qqq = _S_qqq.pack
 
 
-@_attrs.frozen
-class CreateDelegationTokenResponse:
+class _CreateDelegationTokenResponseFields(_NamedTuple):
+    error_code: int = 0
+    principal_type: str = ""
+    principal_name: str = ""
+    token_requester_principal_type: str = ""
+    token_requester_principal_name: str = ""
+    issue_timestamp_ms: int = 0
+    expiry_timestamp_ms: int = 0
+    max_timestamp_ms: int = 0
+    token_id: str = ""
+    hmac: bytes = b""
+    throttle_time_ms: int = 0
+
+
+class CreateDelegationTokenResponse(_CreateDelegationTokenResponseFields):
     """Kafka response ``CreateDelegationTokenResponse`` (generated from CreateDelegationTokenResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 38
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
@@ -58,23 +75,13 @@ class CreateDelegationTokenResponse:
         ("hmac", "bytes", "0+", "none", "none", -1),
         ("throttle_time_ms", "int32", "0+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    principal_type: str = ""
-    principal_name: str = ""
-    token_requester_principal_type: str = ""
-    token_requester_principal_name: str = ""
-    issue_timestamp_ms: int = 0
-    expiry_timestamp_ms: int = 0
-    max_timestamp_ms: int = 0
-    token_id: str = ""
-    hmac: bytes = b""
-    throttle_time_ms: int = 0
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_CreateDelegationTokenResponse_v0(buf: memoryview, pos: int) -> tuple[CreateDelegationTokenResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: str
@@ -84,9 +91,9 @@ def _r_CreateDelegationTokenResponse_v0(buf: memoryview, pos: int) -> tuple[Crea
         raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2: str
     n = _U_h(buf, pos)[0]
@@ -95,9 +102,9 @@ def _r_CreateDelegationTokenResponse_v0(buf: memoryview, pos: int) -> tuple[Crea
         raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f5, f6, f7 = _U_qqq(buf, pos)
     pos += 24
@@ -108,9 +115,9 @@ def _r_CreateDelegationTokenResponse_v0(buf: memoryview, pos: int) -> tuple[Crea
         raise DecodeError("invalid length %d for non-nullable TokenId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f8 = str(buf[pos:end], "utf-8")
+        f8 = buf[pos:end].tobytes().decode()
         pos = end
     f9: bytes
     n = _U_i(buf, pos)[0]
@@ -119,16 +126,17 @@ def _r_CreateDelegationTokenResponse_v0(buf: memoryview, pos: int) -> tuple[Crea
         raise DecodeError("invalid length %d for non-nullable Hmac" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f9 = bytes(buf[pos:end])
         pos = end
     f10 = _U_i(buf, pos)[0]
     pos += 4
-    return CreateDelegationTokenResponse(f0, f1, f2, "", "", f5, f6, f7, f8, f9, f10), pos
+    return _new(CreateDelegationTokenResponse, (f0, f1, f2, "", "", f5, f6, f7, f8, f9, f10)), pos
 
 
 def _r_CreateDelegationTokenResponse_v2(buf: memoryview, pos: int) -> tuple[CreateDelegationTokenResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: str
@@ -142,9 +150,9 @@ def _r_CreateDelegationTokenResponse_v2(buf: memoryview, pos: int) -> tuple[Crea
         raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2: str
     n = buf[pos]
@@ -157,9 +165,9 @@ def _r_CreateDelegationTokenResponse_v2(buf: memoryview, pos: int) -> tuple[Crea
         raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f5, f6, f7 = _U_qqq(buf, pos)
     pos += 24
@@ -174,9 +182,9 @@ def _r_CreateDelegationTokenResponse_v2(buf: memoryview, pos: int) -> tuple[Crea
         raise DecodeError("invalid length %d for non-nullable TokenId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f8 = str(buf[pos:end], "utf-8")
+        f8 = buf[pos:end].tobytes().decode()
         pos = end
     f9: bytes
     n = buf[pos]
@@ -189,20 +197,19 @@ def _r_CreateDelegationTokenResponse_v2(buf: memoryview, pos: int) -> tuple[Crea
         raise DecodeError("invalid length %d for non-nullable Hmac" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f9 = bytes(buf[pos:end])
         pos = end
-    f10 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return CreateDelegationTokenResponse(f0, f1, f2, "", "", f5, f6, f7, f8, f9, f10), pos
+    f10, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(CreateDelegationTokenResponse, (f0, f1, f2, "", "", f5, f6, f7, f8, f9, f10)), pos
 
 
 def _r_CreateDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[CreateDelegationTokenResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: str
@@ -216,9 +223,9 @@ def _r_CreateDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[Crea
         raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2: str
     n = buf[pos]
@@ -231,9 +238,9 @@ def _r_CreateDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[Crea
         raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: str
     n = buf[pos]
@@ -246,9 +253,9 @@ def _r_CreateDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[Crea
         raise DecodeError("invalid length %d for non-nullable TokenRequesterPrincipalType" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4: str
     n = buf[pos]
@@ -261,9 +268,9 @@ def _r_CreateDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[Crea
         raise DecodeError("invalid length %d for non-nullable TokenRequesterPrincipalName" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5, f6, f7 = _U_qqq(buf, pos)
     pos += 24
@@ -278,9 +285,9 @@ def _r_CreateDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[Crea
         raise DecodeError("invalid length %d for non-nullable TokenId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f8 = str(buf[pos:end], "utf-8")
+        f8 = buf[pos:end].tobytes().decode()
         pos = end
     f9: bytes
     n = buf[pos]
@@ -293,17 +300,15 @@ def _r_CreateDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[Crea
         raise DecodeError("invalid length %d for non-nullable Hmac" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f9 = bytes(buf[pos:end])
         pos = end
-    f10 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return CreateDelegationTokenResponse(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10), pos
+    f10, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(CreateDelegationTokenResponse, (f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10)), pos
 
 
 def _w_CreateDelegationTokenResponse_v0(out: bytearray, ext: Ext, o: CreateDelegationTokenResponse) -> None:

@@ -7,15 +7,17 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,7 +27,9 @@ __all__ = [
     "CreatePartitionsRequest",
 ]
 
+_new = tuple.__new__
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -36,41 +40,64 @@ _S_io = _struct.Struct(">i?")
 _U_io = _S_io.unpack_from
 _P_io = _S_io.pack
 _S_ioB = _struct.Struct(">i?B")
+_U_ioB = _S_ioB.unpack_from
 _P_ioB = _S_ioB.pack
 
 
-@_attrs.frozen
-class CreatePartitionsAssignment:
+class _CreatePartitionsAssignmentFields(_NamedTuple):
+    broker_ids: tuple[int, ...] = ()
+
+
+class CreatePartitionsAssignment(_CreatePartitionsAssignmentFields):
     """Struct ``CreatePartitionsAssignment`` of CreatePartitionsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("broker_ids", "[]int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    broker_ids: tuple[int, ...] = ()
+
+_D_CreatePartitionsAssignment = CreatePartitionsAssignment()
 
 
-@_attrs.frozen
-class CreatePartitionsTopic:
+class _CreatePartitionsTopicFields(_NamedTuple):
+    name: str = ""
+    count: int = 0  # type: ignore[assignment]
+    assignments: tuple[CreatePartitionsAssignment, ...] | None = ()
+
+
+class CreatePartitionsTopic(_CreatePartitionsTopicFields):
     """Struct ``CreatePartitionsTopic`` of CreatePartitionsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("count", "int32", "0+", "none", "none", -1),
         ("assignments", "[]CreatePartitionsAssignment", "0+", "0+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    count: int = 0
-    assignments: tuple[CreatePartitionsAssignment, ...] | None = ()
+
+_D_CreatePartitionsTopic = CreatePartitionsTopic()
 
 
-@_attrs.frozen
-class CreatePartitionsRequest:
+class _CreatePartitionsRequestFields(_NamedTuple):
+    topics: tuple[CreatePartitionsTopic, ...] = ()
+    timeout_ms: int = 0
+    validate_only: bool = False
+
+
+class CreatePartitionsRequest(_CreatePartitionsRequestFields):
     """Kafka request ``CreatePartitionsRequest`` (generated from CreatePartitionsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 37
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
@@ -81,148 +108,69 @@ class CreatePartitionsRequest:
         ("timeout_ms", "int32", "0+", "none", "none", -1),
         ("validate_only", "bool", "0+", "none", "none", -1),
     )
-
-    topics: tuple[CreatePartitionsTopic, ...] = ()
-    timeout_ms: int = 0
-    validate_only: bool = False
-
-
-_D_CreatePartitionsAssignment = CreatePartitionsAssignment()
-_D_CreatePartitionsTopic = CreatePartitionsTopic()
-
-
-def _r_CreatePartitionsAssignment_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsAssignment, int]:
-    f0: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f0 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return CreatePartitionsAssignment(f0), pos
-
-
-def _r_CreatePartitionsTopic_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_i(buf, pos)[0]
-    pos += 4
-    f2: tuple[CreatePartitionsAssignment, ...] | None
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid array length %d" % n)
-        f2 = None
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[CreatePartitionsAssignment] = []
-        for _ in range(n):
-            item_f2, pos = _r_CreatePartitionsAssignment_v0(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    return CreatePartitionsTopic(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_CreatePartitionsRequest_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
+    blen = len(buf)
     f0: tuple[CreatePartitionsTopic, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[CreatePartitionsTopic] = []
         for _ in range(n):
-            item_f0, pos = _r_CreatePartitionsTopic_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1 = _U_i(buf, pos)[0]
+            pos += 4
+            f0_2: tuple[CreatePartitionsAssignment, ...] | None
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid array length %d" % n)
+                f0_2 = None
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_2: list[CreatePartitionsAssignment] = []
+                for _ in range(n):
+                    f0_2_0: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f0_2_0 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    items_f0_2.append(_new(CreatePartitionsAssignment, (f0_2_0,)))
+                f0_2 = tuple(items_f0_2)
+            items_f0.append(_new(CreatePartitionsTopic, (f0_0, f0_1, f0_2)))
         f0 = tuple(items_f0)
     f1, f2 = _U_io(buf, pos)
     pos += 5
-    return CreatePartitionsRequest(f0, f1, f2), pos
-
-
-def _r_CreatePartitionsAssignment_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsAssignment, int]:
-    f0: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f0 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return CreatePartitionsAssignment(f0), pos
-
-
-def _r_CreatePartitionsTopic_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_i(buf, pos)[0]
-    pos += 4
-    f2: tuple[CreatePartitionsAssignment, ...] | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid array length %d" % n)
-        f2 = None
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[CreatePartitionsAssignment] = []
-        for _ in range(n):
-            item_f2, pos = _r_CreatePartitionsAssignment_v2(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return CreatePartitionsTopic(f0, f1, f2), pos
+    return _new(CreatePartitionsRequest, (f0, f1, f2)), pos
 
 
 def _r_CreatePartitionsRequest_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
+    blen = len(buf)
     f0: tuple[CreatePartitionsTopic, ...]
     n = buf[pos]
     if n < 0x80:
@@ -233,20 +181,79 @@ def _r_CreatePartitionsRequest_v2(buf: memoryview, pos: int) -> tuple[CreatePart
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[CreatePartitionsTopic] = []
         for _ in range(n):
-            item_f0, pos = _r_CreatePartitionsTopic_v2(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1 = _U_i(buf, pos)[0]
+            pos += 4
+            f0_2: tuple[CreatePartitionsAssignment, ...] | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid array length %d" % n)
+                f0_2 = None
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_2: list[CreatePartitionsAssignment] = []
+                for _ in range(n):
+                    f0_2_0: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f0_2_0 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f0_2_0 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f0_2.append(_new(CreatePartitionsAssignment, (f0_2_0,)))
+                f0_2 = tuple(items_f0_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(CreatePartitionsTopic, (f0_0, f0_1, f0_2)))
         f0 = tuple(items_f0)
-    f1, f2 = _U_io(buf, pos)
-    pos += 5
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return CreatePartitionsRequest(f0, f1, f2), pos
+    f1, f2, tg = _U_ioB(buf, pos)
+    pos += 6
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(CreatePartitionsRequest, (f0, f1, f2)), pos
 
 
 def _w_CreatePartitionsAssignment_v0(out: bytearray, ext: Ext, o: CreatePartitionsAssignment) -> None:

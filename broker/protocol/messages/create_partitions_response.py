@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "CreatePartitionsResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -31,26 +33,39 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class CreatePartitionsTopicResult:
+class _CreatePartitionsTopicResultFields(_NamedTuple):
+    name: str = ""
+    error_code: int = 0
+    error_message: str | None = None
+
+
+class CreatePartitionsTopicResult(_CreatePartitionsTopicResultFields):
     """Struct ``CreatePartitionsTopicResult`` of CreatePartitionsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
         ("error_message", "string", "0+", "0+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    error_code: int = 0
-    error_message: str | None = None
+
+_D_CreatePartitionsTopicResult = CreatePartitionsTopicResult()
 
 
-@_attrs.frozen
-class CreatePartitionsResponse:
+class _CreatePartitionsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    results: tuple[CreatePartitionsTopicResult, ...] = ()
+
+
+class CreatePartitionsResponse(_CreatePartitionsResponseFields):
     """Kafka response ``CreatePartitionsResponse`` (generated from CreatePartitionsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 37
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
@@ -60,45 +75,13 @@ class CreatePartitionsResponse:
         ("throttle_time_ms", "int32", "0+", "none", "none", -1),
         ("results", "[]CreatePartitionsTopicResult", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    results: tuple[CreatePartitionsTopicResult, ...] = ()
-
-
-_D_CreatePartitionsTopicResult = CreatePartitionsTopicResult()
-
-
-def _r_CreatePartitionsTopicResult_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsTopicResult, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_h(buf, pos)[0]
-    pos += 2
-    f2: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    return CreatePartitionsTopicResult(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_CreatePartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[CreatePartitionsTopicResult, ...]
@@ -107,59 +90,43 @@ def _r_CreatePartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[CreatePar
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Results" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[CreatePartitionsTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_CreatePartitionsTopicResult_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_2: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_2 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f1.append(_new(CreatePartitionsTopicResult, (f1_0, f1_1, f1_2)))
         f1 = tuple(items_f1)
-    return CreatePartitionsResponse(f0, f1), pos
-
-
-def _r_CreatePartitionsTopicResult_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsTopicResult, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_h(buf, pos)[0]
-    pos += 2
-    f2: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return CreatePartitionsTopicResult(f0, f1, f2), pos
+    return _new(CreatePartitionsResponse, (f0, f1)), pos
 
 
 def _r_CreatePartitionsResponse_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[CreatePartitionsTopicResult, ...]
@@ -172,18 +139,55 @@ def _r_CreatePartitionsResponse_v2(buf: memoryview, pos: int) -> tuple[CreatePar
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Results" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[CreatePartitionsTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_CreatePartitionsTopicResult_v2(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_2: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_2 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(CreatePartitionsTopicResult, (f1_0, f1_1, f1_2)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return CreatePartitionsResponse(f0, f1), pos
+    return _new(CreatePartitionsResponse, (f0, f1)), pos
 
 
 def _w_CreatePartitionsTopicResult_v0(out: bytearray, ext: Ext, o: CreatePartitionsTopicResult) -> None:

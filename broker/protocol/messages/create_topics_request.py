@@ -7,15 +7,17 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -26,7 +28,9 @@ __all__ = [
     "CreateTopicsRequest",
 ]
 
+_new = tuple.__new__
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -37,44 +41,71 @@ _S_io = _struct.Struct(">i?")
 _U_io = _S_io.unpack_from
 _P_io = _S_io.pack
 _S_ioB = _struct.Struct(">i?B")
+_U_ioB = _S_ioB.unpack_from
 _P_ioB = _S_ioB.pack
+_S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 
 
-@_attrs.frozen
-class CreatableReplicaAssignment:
+class _CreatableReplicaAssignmentFields(_NamedTuple):
+    partition_index: int = 0
+    broker_ids: tuple[int, ...] = ()
+
+
+class CreatableReplicaAssignment(_CreatableReplicaAssignmentFields):
     """Struct ``CreatableReplicaAssignment`` of CreateTopicsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
         ("broker_ids", "[]int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition_index: int = 0
-    broker_ids: tuple[int, ...] = ()
+
+_D_CreatableReplicaAssignment = CreatableReplicaAssignment()
 
 
-@_attrs.frozen
-class CreatableTopicConfig:
+class _CreatableTopicConfigFields(_NamedTuple):
+    name: str = ""
+    value: str | None = ""
+
+
+class CreatableTopicConfig(_CreatableTopicConfigFields):
     """Struct ``CreatableTopicConfig`` of CreateTopicsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("value", "string", "0+", "0+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_CreatableTopicConfig = CreatableTopicConfig()
+
+
+class _CreatableTopicFields(_NamedTuple):
     name: str = ""
-    value: str | None = ""
+    num_partitions: int = 0
+    replication_factor: int = 0
+    assignments: tuple[CreatableReplicaAssignment, ...] = ()
+    configs: tuple[CreatableTopicConfig, ...] = ()
 
 
-@_attrs.frozen
-class CreatableTopic:
+class CreatableTopic(_CreatableTopicFields):
     """Struct ``CreatableTopic`` of CreateTopicsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
@@ -83,18 +114,24 @@ class CreatableTopic:
         ("assignments", "[]CreatableReplicaAssignment", "0+", "none", "none", -1),
         ("configs", "[]CreatableTopicConfig", "0+", "none", "none", -1),
     )
-
-    name: str = ""
-    num_partitions: int = 0
-    replication_factor: int = 0
-    assignments: tuple[CreatableReplicaAssignment, ...] = ()
-    configs: tuple[CreatableTopicConfig, ...] = ()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class CreateTopicsRequest:
+_D_CreatableTopic = CreatableTopic()
+
+
+class _CreateTopicsRequestFields(_NamedTuple):
+    topics: tuple[CreatableTopic, ...] = ()
+    timeout_ms: int = 60000
+    validate_only: bool = False
+
+
+class CreateTopicsRequest(_CreateTopicsRequestFields):
     """Kafka request ``CreateTopicsRequest`` (generated from CreateTopicsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 19
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 7
@@ -105,266 +142,197 @@ class CreateTopicsRequest:
         ("timeout_ms", "int32", "0+", "none", "none", -1),
         ("validate_only", "bool", "1+", "none", "none", -1),
     )
-
-    topics: tuple[CreatableTopic, ...] = ()
-    timeout_ms: int = 60000
-    validate_only: bool = False
-
-
-_D_CreatableReplicaAssignment = CreatableReplicaAssignment()
-_D_CreatableTopicConfig = CreatableTopicConfig()
-_D_CreatableTopic = CreatableTopic()
-
-
-def _r_CreatableReplicaAssignment_v0(buf: memoryview, pos: int) -> tuple[CreatableReplicaAssignment, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return CreatableReplicaAssignment(f0, f1), pos
-
-
-def _r_CreatableTopicConfig_v0(buf: memoryview, pos: int) -> tuple[CreatableTopicConfig, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    return CreatableTopicConfig(f0, f1), pos
-
-
-def _r_CreatableTopic_v0(buf: memoryview, pos: int) -> tuple[CreatableTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2 = _U_ih(buf, pos)
-    pos += 6
-    f3: tuple[CreatableReplicaAssignment, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Assignments" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[CreatableReplicaAssignment] = []
-        for _ in range(n):
-            item_f3, pos = _r_CreatableReplicaAssignment_v0(buf, pos)
-            items_f3.append(item_f3)
-        f3 = tuple(items_f3)
-    f4: tuple[CreatableTopicConfig, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Configs" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[CreatableTopicConfig] = []
-        for _ in range(n):
-            item_f4, pos = _r_CreatableTopicConfig_v0(buf, pos)
-            items_f4.append(item_f4)
-        f4 = tuple(items_f4)
-    return CreatableTopic(f0, f1, f2, f3, f4), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_CreateTopicsRequest_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
+    blen = len(buf)
     f0: tuple[CreatableTopic, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[CreatableTopic] = []
         for _ in range(n):
-            item_f0, pos = _r_CreatableTopic_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1, f0_2 = _U_ih(buf, pos)
+            pos += 6
+            f0_3: tuple[CreatableReplicaAssignment, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Assignments" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_3: list[CreatableReplicaAssignment] = []
+                for _ in range(n):
+                    f0_3_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f0_3_1: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f0_3_1 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    items_f0_3.append(_new(CreatableReplicaAssignment, (f0_3_0, f0_3_1)))
+                f0_3 = tuple(items_f0_3)
+            f0_4: tuple[CreatableTopicConfig, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Configs" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_4: list[CreatableTopicConfig] = []
+                for _ in range(n):
+                    f0_4_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_4_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_4_1: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f0_4_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_4_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f0_4.append(_new(CreatableTopicConfig, (f0_4_0, f0_4_1)))
+                f0_4 = tuple(items_f0_4)
+            items_f0.append(_new(CreatableTopic, (f0_0, f0_1, f0_2, f0_3, f0_4)))
         f0 = tuple(items_f0)
     f1 = _U_i(buf, pos)[0]
     pos += 4
-    return CreateTopicsRequest(f0, f1, False), pos
+    return _new(CreateTopicsRequest, (f0, f1, False)), pos
 
 
 def _r_CreateTopicsRequest_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
+    blen = len(buf)
     f0: tuple[CreatableTopic, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[CreatableTopic] = []
         for _ in range(n):
-            item_f0, pos = _r_CreatableTopic_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1, f0_2 = _U_ih(buf, pos)
+            pos += 6
+            f0_3: tuple[CreatableReplicaAssignment, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Assignments" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_3: list[CreatableReplicaAssignment] = []
+                for _ in range(n):
+                    f0_3_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f0_3_1: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f0_3_1 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    items_f0_3.append(_new(CreatableReplicaAssignment, (f0_3_0, f0_3_1)))
+                f0_3 = tuple(items_f0_3)
+            f0_4: tuple[CreatableTopicConfig, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Configs" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_4: list[CreatableTopicConfig] = []
+                for _ in range(n):
+                    f0_4_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_4_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_4_1: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f0_4_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_4_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f0_4.append(_new(CreatableTopicConfig, (f0_4_0, f0_4_1)))
+                f0_4 = tuple(items_f0_4)
+            items_f0.append(_new(CreatableTopic, (f0_0, f0_1, f0_2, f0_3, f0_4)))
         f0 = tuple(items_f0)
     f1, f2 = _U_io(buf, pos)
     pos += 5
-    return CreateTopicsRequest(f0, f1, f2), pos
-
-
-def _r_CreatableReplicaAssignment_v5(buf: memoryview, pos: int) -> tuple[CreatableReplicaAssignment, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return CreatableReplicaAssignment(f0, f1), pos
-
-
-def _r_CreatableTopicConfig_v5(buf: memoryview, pos: int) -> tuple[CreatableTopicConfig, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return CreatableTopicConfig(f0, f1), pos
-
-
-def _r_CreatableTopic_v5(buf: memoryview, pos: int) -> tuple[CreatableTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2 = _U_ih(buf, pos)
-    pos += 6
-    f3: tuple[CreatableReplicaAssignment, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Assignments" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[CreatableReplicaAssignment] = []
-        for _ in range(n):
-            item_f3, pos = _r_CreatableReplicaAssignment_v5(buf, pos)
-            items_f3.append(item_f3)
-        f3 = tuple(items_f3)
-    f4: tuple[CreatableTopicConfig, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Configs" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[CreatableTopicConfig] = []
-        for _ in range(n):
-            item_f4, pos = _r_CreatableTopicConfig_v5(buf, pos)
-            items_f4.append(item_f4)
-        f4 = tuple(items_f4)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return CreatableTopic(f0, f1, f2, f3, f4), pos
+    return _new(CreateTopicsRequest, (f0, f1, f2)), pos
 
 
 def _r_CreateTopicsRequest_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
+    blen = len(buf)
     f0: tuple[CreatableTopic, ...]
     n = buf[pos]
     if n < 0x80:
@@ -375,20 +343,130 @@ def _r_CreateTopicsRequest_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[CreatableTopic] = []
         for _ in range(n):
-            item_f0, pos = _r_CreatableTopic_v5(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1, f0_2 = _U_ih(buf, pos)
+            pos += 6
+            f0_3: tuple[CreatableReplicaAssignment, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Assignments" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_3: list[CreatableReplicaAssignment] = []
+                for _ in range(n):
+                    f0_3_0, n = _U_iB(buf, pos)
+                    pos += 4
+                    f0_3_1: tuple[int, ...]
+                    try:
+                        f0_3_1 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f0_3_1 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f0_3.append(_new(CreatableReplicaAssignment, (f0_3_0, f0_3_1)))
+                f0_3 = tuple(items_f0_3)
+            f0_4: tuple[CreatableTopicConfig, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Configs" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_4: list[CreatableTopicConfig] = []
+                for _ in range(n):
+                    f0_4_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_4_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_4_1: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f0_4_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_4_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f0_4.append(_new(CreatableTopicConfig, (f0_4_0, f0_4_1)))
+                f0_4 = tuple(items_f0_4)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(CreatableTopic, (f0_0, f0_1, f0_2, f0_3, f0_4)))
         f0 = tuple(items_f0)
-    f1, f2 = _U_io(buf, pos)
-    pos += 5
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return CreateTopicsRequest(f0, f1, f2), pos
+    f1, f2, tg = _U_ioB(buf, pos)
+    pos += 6
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(CreateTopicsRequest, (f0, f1, f2)), pos
 
 
 def _w_CreatableReplicaAssignment_v0(out: bytearray, ext: Ext, o: CreatableReplicaAssignment) -> None:

@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,14 +27,13 @@ __all__ = [
     "CreateTopicsResponse",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_Uh = _struct.Struct(">16sh")
 _U_Uh = _S_Uh.unpack_from
 _P_Uh = _S_Uh.pack
-_S_obo = _struct.Struct(">?b?")
-_U_obo = _S_obo.unpack_from
 _S_oboB = _struct.Struct(">?b?B")
+_U_oboB = _S_oboB.unpack_from
 _P_oboB = _S_oboB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -45,10 +46,18 @@ _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 
 
-@_attrs.frozen
-class CreatableTopicConfigs:
+class _CreatableTopicConfigsFields(_NamedTuple):
+    name: str = ""
+    value: str | None = ""
+    read_only: bool = False
+    config_source: int = -1
+    is_sensitive: bool = False
+
+
+class CreatableTopicConfigs(_CreatableTopicConfigsFields):
     """Struct ``CreatableTopicConfigs`` of CreateTopicsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "5+", "none", "none", -1),
@@ -57,18 +66,29 @@ class CreatableTopicConfigs:
         ("config_source", "int8", "5+", "none", "none", -1),
         ("is_sensitive", "bool", "5+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_CreatableTopicConfigs = CreatableTopicConfigs()
+
+
+class _CreatableTopicResultFields(_NamedTuple):
     name: str = ""
-    value: str | None = ""
-    read_only: bool = False
-    config_source: int = -1
-    is_sensitive: bool = False
+    topic_id: _uuid.UUID = _ZERO_UUID
+    error_code: int = 0
+    error_message: str | None = ""
+    topic_config_error_code: int = 0
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: tuple[CreatableTopicConfigs, ...] | None = ()
 
 
-@_attrs.frozen
-class CreatableTopicResult:
+class CreatableTopicResult(_CreatableTopicResultFields):
     """Struct ``CreatableTopicResult`` of CreateTopicsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
@@ -80,21 +100,23 @@ class CreatableTopicResult:
         ("replication_factor", "int16", "5+", "none", "none", -1),
         ("configs", "[]CreatableTopicConfigs", "5+", "5+", "none", -1),
     )
-
-    name: str = ""
-    topic_id: _uuid.UUID = _ZERO_UUID
-    error_code: int = 0
-    error_message: str | None = ""
-    topic_config_error_code: int = 0
-    num_partitions: int = -1
-    replication_factor: int = -1
-    configs: tuple[CreatableTopicConfigs, ...] | None = ()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class CreateTopicsResponse:
+_D_CreatableTopicResult = CreatableTopicResult()
+
+
+class _CreateTopicsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    topics: tuple[CreatableTopicResult, ...] = ()
+
+
+class CreateTopicsResponse(_CreateTopicsResponseFields):
     """Kafka response ``CreateTopicsResponse`` (generated from CreateTopicsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 19
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 7
@@ -104,97 +126,86 @@ class CreateTopicsResponse:
         ("throttle_time_ms", "int32", "2+", "none", "none", -1),
         ("topics", "[]CreatableTopicResult", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    topics: tuple[CreatableTopicResult, ...] = ()
-
-
-_D_CreatableTopicConfigs = CreatableTopicConfigs()
-_D_CreatableTopicResult = CreatableTopicResult()
-
-
-def _r_CreatableTopicResult_v0(buf: memoryview, pos: int) -> tuple[CreatableTopicResult, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_h(buf, pos)[0]
-    pos += 2
-    return CreatableTopicResult(f0, _ZERO_UUID, f2, "", 0, -1, -1, ()), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_CreateTopicsResponse_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
+    blen = len(buf)
     f1: tuple[CreatableTopicResult, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[CreatableTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_CreatableTopicResult_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_h(buf, pos)[0]
+            pos += 2
+            items_f1.append(_new(CreatableTopicResult, (f1_0, _ZERO_UUID, f1_2, "", 0, -1, -1, ())))
         f1 = tuple(items_f1)
-    return CreateTopicsResponse(0, f1), pos
-
-
-def _r_CreatableTopicResult_v1(buf: memoryview, pos: int) -> tuple[CreatableTopicResult, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_h(buf, pos)[0]
-    pos += 2
-    f3: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    return CreatableTopicResult(f0, _ZERO_UUID, f2, f3, 0, -1, -1, ()), pos
+    return _new(CreateTopicsResponse, (0, f1)), pos
 
 
 def _r_CreateTopicsResponse_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
+    blen = len(buf)
     f1: tuple[CreatableTopicResult, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[CreatableTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_CreatableTopicResult_v1(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_3: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f1.append(_new(CreatableTopicResult, (f1_0, _ZERO_UUID, f1_2, f1_3, 0, -1, -1, ())))
         f1 = tuple(items_f1)
-    return CreateTopicsResponse(0, f1), pos
+    return _new(CreateTopicsResponse, (0, f1)), pos
 
 
 def _r_CreateTopicsResponse_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[CreatableTopicResult, ...]
@@ -203,134 +214,43 @@ def _r_CreateTopicsResponse_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[CreatableTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_CreatableTopicResult_v1(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return CreateTopicsResponse(f0, f1), pos
-
-
-def _r_CreatableTopicConfigs_v5(buf: memoryview, pos: int) -> tuple[CreatableTopicConfigs, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2, f3, f4 = _U_obo(buf, pos)
-    pos += 3
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return CreatableTopicConfigs(f0, f1, f2, f3, f4), pos
-
-
-def _r_CreatableTopicResult_v5(buf: memoryview, pos: int) -> tuple[CreatableTopicResult, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_h(buf, pos)[0]
-    pos += 2
-    f3: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f5, f6 = _U_ih(buf, pos)
-    pos += 6
-    f7: tuple[CreatableTopicConfigs, ...] | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid array length %d" % n)
-        f7 = None
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[CreatableTopicConfigs] = []
-        for _ in range(n):
-            item_f7, pos = _r_CreatableTopicConfigs_v5(buf, pos)
-            items_f7.append(item_f7)
-        f7 = tuple(items_f7)
-    f4: int = 0
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _read_uvarint(buf, pos)
-        size, pos = _read_uvarint(buf, pos)
-        tag_end = pos + size
-        if tag_end > len(buf):
-            raise DecodeError("tagged field exceeds remaining bytes")
-        if tag == 0:
-            f4 = _U_h(buf, pos)[0]
+            f1_0: str
+            n = _U_h(buf, pos)[0]
             pos += 2
-        pos = tag_end
-    return CreatableTopicResult(f0, _ZERO_UUID, f2, f3, f4, f5, f6, f7), pos
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_3: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f1.append(_new(CreatableTopicResult, (f1_0, _ZERO_UUID, f1_2, f1_3, 0, -1, -1, ())))
+        f1 = tuple(items_f1)
+    return _new(CreateTopicsResponse, (f0, f1)), pos
 
 
 def _r_CreateTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[CreatableTopicResult, ...]
@@ -343,97 +263,127 @@ def _r_CreateTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[CreatableTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_CreatableTopicResult_v5(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_3: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_5, f1_6 = _U_ih(buf, pos)
+            pos += 6
+            f1_7: tuple[CreatableTopicConfigs, ...] | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid array length %d" % n)
+                f1_7 = None
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_7: list[CreatableTopicConfigs] = []
+                for _ in range(n):
+                    f1_7_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_7_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_7_1: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_7_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_7_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_7_2, f1_7_3, f1_7_4, tg = _U_oboB(buf, pos)
+                    pos += 4
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f1_7.append(_new(CreatableTopicConfigs, (f1_7_0, f1_7_1, f1_7_2, f1_7_3, f1_7_4)))
+                f1_7 = tuple(items_f1_7)
+            f1_4: int = 0
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            for _ in range(n):
+                tag, pos = _read_uvarint(buf, pos)
+                size, pos = _read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise DecodeError("tagged field exceeds remaining bytes")
+                if tag == 0:
+                    f1_4 = _U_h(buf, pos)[0]
+                    pos += 2
+                pos = tag_end
+            items_f1.append(_new(CreatableTopicResult, (f1_0, _ZERO_UUID, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return CreateTopicsResponse(f0, f1), pos
-
-
-def _r_CreatableTopicResult_v7(buf: memoryview, pos: int) -> tuple[CreatableTopicResult, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2 = _U_Uh(buf, pos)
-    pos += 18
-    f1 = _UUID(bytes=f1)
-    f3: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f5, f6 = _U_ih(buf, pos)
-    pos += 6
-    f7: tuple[CreatableTopicConfigs, ...] | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid array length %d" % n)
-        f7 = None
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[CreatableTopicConfigs] = []
-        for _ in range(n):
-            item_f7, pos = _r_CreatableTopicConfigs_v5(buf, pos)
-            items_f7.append(item_f7)
-        f7 = tuple(items_f7)
-    f4: int = 0
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _read_uvarint(buf, pos)
-        size, pos = _read_uvarint(buf, pos)
-        tag_end = pos + size
-        if tag_end > len(buf):
-            raise DecodeError("tagged field exceeds remaining bytes")
-        if tag == 0:
-            f4 = _U_h(buf, pos)[0]
-            pos += 2
-        pos = tag_end
-    return CreatableTopicResult(f0, f1, f2, f3, f4, f5, f6, f7), pos
+    return _new(CreateTopicsResponse, (f0, f1)), pos
 
 
 def _r_CreateTopicsResponse_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[CreatableTopicResult, ...]
@@ -446,18 +396,124 @@ def _r_CreateTopicsResponse_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[CreatableTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_CreatableTopicResult_v7(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1, f1_2 = _U_Uh(buf, pos)
+            pos += 18
+            f1_1 = _uuid_from(f1_1)
+            f1_3: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_5, f1_6 = _U_ih(buf, pos)
+            pos += 6
+            f1_7: tuple[CreatableTopicConfigs, ...] | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid array length %d" % n)
+                f1_7 = None
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_7: list[CreatableTopicConfigs] = []
+                for _ in range(n):
+                    f1_7_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_7_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_7_1: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_7_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_7_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_7_2, f1_7_3, f1_7_4, tg = _U_oboB(buf, pos)
+                    pos += 4
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f1_7.append(_new(CreatableTopicConfigs, (f1_7_0, f1_7_1, f1_7_2, f1_7_3, f1_7_4)))
+                f1_7 = tuple(items_f1_7)
+            f1_4: int = 0
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            for _ in range(n):
+                tag, pos = _read_uvarint(buf, pos)
+                size, pos = _read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise DecodeError("tagged field exceeds remaining bytes")
+                if tag == 0:
+                    f1_4 = _U_h(buf, pos)[0]
+                    pos += 2
+                pos = tag_end
+            items_f1.append(_new(CreatableTopicResult, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return CreateTopicsResponse(f0, f1), pos
+    return _new(CreateTopicsResponse, (f0, f1)), pos
 
 
 def _w_CreatableTopicResult_v0(out: bytearray, ext: Ext, o: CreatableTopicResult) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -22,16 +23,22 @@ __all__ = [
     "DefaultPrincipalData",
 ]
 
-_S_o = _struct.Struct(">?")
-_U_o = _S_o.unpack_from
+_new = tuple.__new__
 _S_oB = _struct.Struct(">?B")
+_U_oB = _S_oB.unpack_from
 _P_oB = _S_oB.pack
 
 
-@_attrs.frozen
-class DefaultPrincipalData:
+class _DefaultPrincipalDataFields(_NamedTuple):
+    type: str = ""
+    name: str = ""
+    token_authenticated: bool = False
+
+
+class DefaultPrincipalData(_DefaultPrincipalDataFields):
     """Kafka data ``DefaultPrincipalData`` (generated from DefaultPrincipalData.json)."""
 
+    __slots__ = ()
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int | None] = 0
@@ -41,15 +48,13 @@ class DefaultPrincipalData:
         ("name", "string", "0+", "none", "none", -1),
         ("token_authenticated", "bool", "0+", "none", "none", -1),
     )
-
-    type: str = ""
-    name: str = ""
-    token_authenticated: bool = False
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DefaultPrincipalData_v0(buf: memoryview, pos: int) -> tuple[DefaultPrincipalData, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -61,9 +66,9 @@ def _r_DefaultPrincipalData_v0(buf: memoryview, pos: int) -> tuple[DefaultPrinci
         raise DecodeError("invalid length %d for non-nullable Type" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: str
     n = buf[pos]
@@ -76,17 +81,15 @@ def _r_DefaultPrincipalData_v0(buf: memoryview, pos: int) -> tuple[DefaultPrinci
         raise DecodeError("invalid length %d for non-nullable Name" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
-    f2 = _U_o(buf, pos)[0]
-    pos += 1
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DefaultPrincipalData(f0, f1, f2), pos
+    f2, tg = _U_oB(buf, pos)
+    pos += 2
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(DefaultPrincipalData, (f0, f1, f2)), pos
 
 
 def _w_DefaultPrincipalData_v0(out: bytearray, ext: Ext, o: DefaultPrincipalData) -> None:

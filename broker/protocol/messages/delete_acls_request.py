@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "DeleteAclsRequest",
 ]
 
+_new = tuple.__new__
 _S_b = _struct.Struct(">b")
 _U_b = _S_b.unpack_from
 _P_b = _S_b.pack
@@ -30,6 +32,7 @@ _S_bb = _struct.Struct(">bb")
 _U_bb = _S_bb.unpack_from
 _P_bb = _S_bb.pack
 _S_bbB = _struct.Struct(">bbB")
+_U_bbB = _S_bbB.unpack_from
 _P_bbB = _S_bbB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -39,10 +42,20 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class DeleteAclsFilter:
+class _DeleteAclsFilterFields(_NamedTuple):
+    resource_type_filter: int = 0
+    resource_name_filter: str | None = ""
+    pattern_type_filter: int = 3
+    principal_filter: str | None = ""
+    host_filter: str | None = ""
+    operation: int = 0
+    permission_type: int = 0
+
+
+class DeleteAclsFilter(_DeleteAclsFilterFields):
     """Struct ``DeleteAclsFilter`` of DeleteAclsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("resource_type_filter", "int8", "0+", "none", "none", -1),
@@ -53,20 +66,22 @@ class DeleteAclsFilter:
         ("operation", "int8", "0+", "none", "none", -1),
         ("permission_type", "int8", "0+", "none", "none", -1),
     )
-
-    resource_type_filter: int = 0
-    resource_name_filter: str | None = ""
-    pattern_type_filter: int = 3
-    principal_filter: str | None = ""
-    host_filter: str | None = ""
-    operation: int = 0
-    permission_type: int = 0
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class DeleteAclsRequest:
+_D_DeleteAclsFilter = DeleteAclsFilter()
+
+
+class _DeleteAclsRequestFields(_NamedTuple):
+    filters: tuple[DeleteAclsFilter, ...] = ()
+
+
+class DeleteAclsRequest(_DeleteAclsRequestFields):
     """Kafka request ``DeleteAclsRequest`` (generated from DeleteAclsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 31
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
@@ -75,209 +90,135 @@ class DeleteAclsRequest:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("filters", "[]DeleteAclsFilter", "0+", "none", "none", -1),
     )
-
-    filters: tuple[DeleteAclsFilter, ...] = ()
-
-
-_D_DeleteAclsFilter = DeleteAclsFilter()
-
-
-def _r_DeleteAclsFilter_v0(buf: memoryview, pos: int) -> tuple[DeleteAclsFilter, int]:
-    f0 = _U_b(buf, pos)[0]
-    pos += 1
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f4 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    f5, f6 = _U_bb(buf, pos)
-    pos += 2
-    return DeleteAclsFilter(f0, f1, 3, f3, f4, f5, f6), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DeleteAclsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteAclsRequest, int]:
+    blen = len(buf)
     f0: tuple[DeleteAclsFilter, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Filters" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[DeleteAclsFilter] = []
         for _ in range(n):
-            item_f0, pos = _r_DeleteAclsFilter_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f0_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_3: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f0_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_4: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f0_4 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_5, f0_6 = _U_bb(buf, pos)
+            pos += 2
+            items_f0.append(_new(DeleteAclsFilter, (f0_0, f0_1, 3, f0_3, f0_4, f0_5, f0_6)))
         f0 = tuple(items_f0)
-    return DeleteAclsRequest(f0), pos
-
-
-def _r_DeleteAclsFilter_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsFilter, int]:
-    f0 = _U_b(buf, pos)[0]
-    pos += 1
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_b(buf, pos)[0]
-    pos += 1
-    f3: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f4 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    f5, f6 = _U_bb(buf, pos)
-    pos += 2
-    return DeleteAclsFilter(f0, f1, f2, f3, f4, f5, f6), pos
+    return _new(DeleteAclsRequest, (f0,)), pos
 
 
 def _r_DeleteAclsRequest_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsRequest, int]:
+    blen = len(buf)
     f0: tuple[DeleteAclsFilter, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Filters" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[DeleteAclsFilter] = []
         for _ in range(n):
-            item_f0, pos = _r_DeleteAclsFilter_v1(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f0_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_2 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_3: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f0_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_4: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f0_4 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_5, f0_6 = _U_bb(buf, pos)
+            pos += 2
+            items_f0.append(_new(DeleteAclsFilter, (f0_0, f0_1, f0_2, f0_3, f0_4, f0_5, f0_6)))
         f0 = tuple(items_f0)
-    return DeleteAclsRequest(f0), pos
-
-
-def _r_DeleteAclsFilter_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsFilter, int]:
-    f0 = _U_b(buf, pos)[0]
-    pos += 1
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_b(buf, pos)[0]
-    pos += 1
-    f3: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f4 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    f5, f6 = _U_bb(buf, pos)
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DeleteAclsFilter(f0, f1, f2, f3, f4, f5, f6), pos
+    return _new(DeleteAclsRequest, (f0,)), pos
 
 
 def _r_DeleteAclsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsRequest, int]:
+    blen = len(buf)
     f0: tuple[DeleteAclsFilter, ...]
     n = buf[pos]
     if n < 0x80:
@@ -288,18 +229,76 @@ def _r_DeleteAclsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsReques
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Filters" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[DeleteAclsFilter] = []
         for _ in range(n):
-            item_f0, pos = _r_DeleteAclsFilter_v2(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f0_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_2 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_3: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f0_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_4: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f0_4 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_5, f0_6, tg = _U_bbB(buf, pos)
+            pos += 3
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f0.append(_new(DeleteAclsFilter, (f0_0, f0_1, f0_2, f0_3, f0_4, f0_5, f0_6)))
         f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DeleteAclsRequest(f0), pos
+    return _new(DeleteAclsRequest, (f0,)), pos
 
 
 def _w_DeleteAclsFilter_v0(out: bytearray, ext: Ext, o: DeleteAclsFilter) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,6 +25,7 @@ __all__ = [
     "DeleteAclsResponse",
 ]
 
+_new = tuple.__new__
 _S_b = _struct.Struct(">b")
 _U_b = _S_b.unpack_from
 _P_b = _S_b.pack
@@ -31,6 +33,7 @@ _S_bb = _struct.Struct(">bb")
 _U_bb = _S_bb.unpack_from
 _P_bb = _S_bb.pack
 _S_bbB = _struct.Struct(">bbB")
+_U_bbB = _S_bbB.unpack_from
 _P_bbB = _S_bbB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -40,10 +43,22 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class DeleteAclsMatchingAcl:
+class _DeleteAclsMatchingAclFields(_NamedTuple):
+    error_code: int = 0
+    error_message: str | None = ""
+    resource_type: int = 0
+    resource_name: str = ""
+    pattern_type: int = 3
+    principal: str = ""
+    host: str = ""
+    operation: int = 0
+    permission_type: int = 0
+
+
+class DeleteAclsMatchingAcl(_DeleteAclsMatchingAclFields):
     """Struct ``DeleteAclsMatchingAcl`` of DeleteAclsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("error_code", "int16", "0+", "none", "none", -1),
@@ -56,38 +71,47 @@ class DeleteAclsMatchingAcl:
         ("operation", "int8", "0+", "none", "none", -1),
         ("permission_type", "int8", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_DeleteAclsMatchingAcl = DeleteAclsMatchingAcl()
+
+
+class _DeleteAclsFilterResultFields(_NamedTuple):
     error_code: int = 0
     error_message: str | None = ""
-    resource_type: int = 0
-    resource_name: str = ""
-    pattern_type: int = 3
-    principal: str = ""
-    host: str = ""
-    operation: int = 0
-    permission_type: int = 0
+    matching_acls: tuple[DeleteAclsMatchingAcl, ...] = ()
 
 
-@_attrs.frozen
-class DeleteAclsFilterResult:
+class DeleteAclsFilterResult(_DeleteAclsFilterResultFields):
     """Struct ``DeleteAclsFilterResult`` of DeleteAclsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("error_code", "int16", "0+", "none", "none", -1),
         ("error_message", "string", "0+", "0+", "none", -1),
         ("matching_acls", "[]DeleteAclsMatchingAcl", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    error_code: int = 0
-    error_message: str | None = ""
-    matching_acls: tuple[DeleteAclsMatchingAcl, ...] = ()
+
+_D_DeleteAclsFilterResult = DeleteAclsFilterResult()
 
 
-@_attrs.frozen
-class DeleteAclsResponse:
+class _DeleteAclsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    filter_results: tuple[DeleteAclsFilterResult, ...] = ()
+
+
+class DeleteAclsResponse(_DeleteAclsResponseFields):
     """Kafka response ``DeleteAclsResponse`` (generated from DeleteAclsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 31
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
@@ -97,104 +121,13 @@ class DeleteAclsResponse:
         ("throttle_time_ms", "int32", "0+", "none", "none", -1),
         ("filter_results", "[]DeleteAclsFilterResult", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    filter_results: tuple[DeleteAclsFilterResult, ...] = ()
-
-
-_D_DeleteAclsMatchingAcl = DeleteAclsMatchingAcl()
-_D_DeleteAclsFilterResult = DeleteAclsFilterResult()
-
-
-def _r_DeleteAclsMatchingAcl_v0(buf: memoryview, pos: int) -> tuple[DeleteAclsMatchingAcl, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_b(buf, pos)[0]
-    pos += 1
-    f3: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f5: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Principal" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
-        pos = end
-    f6: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f6 = str(buf[pos:end], "utf-8")
-        pos = end
-    f7, f8 = _U_bb(buf, pos)
-    pos += 2
-    return DeleteAclsMatchingAcl(f0, f1, f2, f3, 3, f5, f6, f7, f8), pos
-
-
-def _r_DeleteAclsFilterResult_v0(buf: memoryview, pos: int) -> tuple[DeleteAclsFilterResult, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[DeleteAclsMatchingAcl, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MatchingAcls" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[DeleteAclsMatchingAcl] = []
-        for _ in range(n):
-            item_f2, pos = _r_DeleteAclsMatchingAcl_v0(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    return DeleteAclsFilterResult(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DeleteAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteAclsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DeleteAclsFilterResult, ...]
@@ -203,107 +136,96 @@ def _r_DeleteAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable FilterResults" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DeleteAclsFilterResult] = []
         for _ in range(n):
-            item_f1, pos = _r_DeleteAclsFilterResult_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2: tuple[DeleteAclsMatchingAcl, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MatchingAcls" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_2: list[DeleteAclsMatchingAcl] = []
+                for _ in range(n):
+                    f1_2_0 = _U_h(buf, pos)[0]
+                    pos += 2
+                    f1_2_1: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_2_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_2_2 = _U_b(buf, pos)[0]
+                    pos += 1
+                    f1_2_3: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_2_5: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_5 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_2_6: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_6 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_2_7, f1_2_8 = _U_bb(buf, pos)
+                    pos += 2
+                    items_f1_2.append(_new(DeleteAclsMatchingAcl, (f1_2_0, f1_2_1, f1_2_2, f1_2_3, 3, f1_2_5, f1_2_6, f1_2_7, f1_2_8)))
+                f1_2 = tuple(items_f1_2)
+            items_f1.append(_new(DeleteAclsFilterResult, (f1_0, f1_1, f1_2)))
         f1 = tuple(items_f1)
-    return DeleteAclsResponse(f0, f1), pos
-
-
-def _r_DeleteAclsMatchingAcl_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsMatchingAcl, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_b(buf, pos)[0]
-    pos += 1
-    f3: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4 = _U_b(buf, pos)[0]
-    pos += 1
-    f5: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Principal" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
-        pos = end
-    f6: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f6 = str(buf[pos:end], "utf-8")
-        pos = end
-    f7, f8 = _U_bb(buf, pos)
-    pos += 2
-    return DeleteAclsMatchingAcl(f0, f1, f2, f3, f4, f5, f6, f7, f8), pos
-
-
-def _r_DeleteAclsFilterResult_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsFilterResult, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[DeleteAclsMatchingAcl, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MatchingAcls" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[DeleteAclsMatchingAcl] = []
-        for _ in range(n):
-            item_f2, pos = _r_DeleteAclsMatchingAcl_v1(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    return DeleteAclsFilterResult(f0, f1, f2), pos
+    return _new(DeleteAclsResponse, (f0, f1)), pos
 
 
 def _r_DeleteAclsResponse_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DeleteAclsFilterResult, ...]
@@ -312,139 +234,98 @@ def _r_DeleteAclsResponse_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable FilterResults" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DeleteAclsFilterResult] = []
         for _ in range(n):
-            item_f1, pos = _r_DeleteAclsFilterResult_v1(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2: tuple[DeleteAclsMatchingAcl, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MatchingAcls" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_2: list[DeleteAclsMatchingAcl] = []
+                for _ in range(n):
+                    f1_2_0 = _U_h(buf, pos)[0]
+                    pos += 2
+                    f1_2_1: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_2_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_2_2 = _U_b(buf, pos)[0]
+                    pos += 1
+                    f1_2_3: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_2_4 = _U_b(buf, pos)[0]
+                    pos += 1
+                    f1_2_5: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_5 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_2_6: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_6 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_2_7, f1_2_8 = _U_bb(buf, pos)
+                    pos += 2
+                    items_f1_2.append(_new(DeleteAclsMatchingAcl, (f1_2_0, f1_2_1, f1_2_2, f1_2_3, f1_2_4, f1_2_5, f1_2_6, f1_2_7, f1_2_8)))
+                f1_2 = tuple(items_f1_2)
+            items_f1.append(_new(DeleteAclsFilterResult, (f1_0, f1_1, f1_2)))
         f1 = tuple(items_f1)
-    return DeleteAclsResponse(f0, f1), pos
-
-
-def _r_DeleteAclsMatchingAcl_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsMatchingAcl, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_b(buf, pos)[0]
-    pos += 1
-    f3: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4 = _U_b(buf, pos)[0]
-    pos += 1
-    f5: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Principal" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
-        pos = end
-    f6: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f6 = str(buf[pos:end], "utf-8")
-        pos = end
-    f7, f8 = _U_bb(buf, pos)
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DeleteAclsMatchingAcl(f0, f1, f2, f3, f4, f5, f6, f7, f8), pos
-
-
-def _r_DeleteAclsFilterResult_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsFilterResult, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[DeleteAclsMatchingAcl, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MatchingAcls" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[DeleteAclsMatchingAcl] = []
-        for _ in range(n):
-            item_f2, pos = _r_DeleteAclsMatchingAcl_v2(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DeleteAclsFilterResult(f0, f1, f2), pos
+    return _new(DeleteAclsResponse, (f0, f1)), pos
 
 
 def _r_DeleteAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DeleteAclsFilterResult, ...]
@@ -457,18 +338,128 @@ def _r_DeleteAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable FilterResults" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DeleteAclsFilterResult] = []
         for _ in range(n):
-            item_f1, pos = _r_DeleteAclsFilterResult_v2(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2: tuple[DeleteAclsMatchingAcl, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MatchingAcls" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_2: list[DeleteAclsMatchingAcl] = []
+                for _ in range(n):
+                    f1_2_0 = _U_h(buf, pos)[0]
+                    pos += 2
+                    f1_2_1: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_2_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_2_2 = _U_b(buf, pos)[0]
+                    pos += 1
+                    f1_2_3: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_2_4 = _U_b(buf, pos)[0]
+                    pos += 1
+                    f1_2_5: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_5 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_2_6: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_6 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_2_7, f1_2_8, tg = _U_bbB(buf, pos)
+                    pos += 3
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f1_2.append(_new(DeleteAclsMatchingAcl, (f1_2_0, f1_2_1, f1_2_2, f1_2_3, f1_2_4, f1_2_5, f1_2_6, f1_2_7, f1_2_8)))
+                f1_2 = tuple(items_f1_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(DeleteAclsFilterResult, (f1_0, f1_1, f1_2)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DeleteAclsResponse(f0, f1), pos
+    return _new(DeleteAclsResponse, (f0, f1)), pos
 
 
 def _w_DeleteAclsMatchingAcl_v0(out: bytearray, ext: Ext, o: DeleteAclsMatchingAcl) -> None:

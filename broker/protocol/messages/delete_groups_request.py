@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -22,6 +23,7 @@ __all__ = [
     "DeleteGroupsRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -30,10 +32,14 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class DeleteGroupsRequest:
+class _DeleteGroupsRequestFields(_NamedTuple):
+    groups_names: tuple[str, ...] = ()
+
+
+class DeleteGroupsRequest(_DeleteGroupsRequestFields):
     """Kafka request ``DeleteGroupsRequest`` (generated from DeleteGroupsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 42
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
@@ -42,20 +48,20 @@ class DeleteGroupsRequest:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("groups_names", "[]string", "0+", "none", "none", -1),
     )
-
-    groups_names: tuple[str, ...] = ()
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DeleteGroupsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
+    blen = len(buf)
     f0: tuple[str, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable GroupsNames" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[str] = []
         for _ in range(n):
@@ -66,16 +72,17 @@ def _r_DeleteGroupsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsRe
                 raise DecodeError("invalid length %d for non-nullable GroupsNames" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f0 = str(buf[pos:end], "utf-8")
+                item_f0 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f0.append(item_f0)
         f0 = tuple(items_f0)
-    return DeleteGroupsRequest(f0), pos
+    return _new(DeleteGroupsRequest, (f0,)), pos
 
 
 def _r_DeleteGroupsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
+    blen = len(buf)
     f0: tuple[str, ...]
     n = buf[pos]
     if n < 0x80:
@@ -86,7 +93,7 @@ def _r_DeleteGroupsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable GroupsNames" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[str] = []
         for _ in range(n):
@@ -101,9 +108,9 @@ def _r_DeleteGroupsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsRe
                 raise DecodeError("invalid length %d for non-nullable GroupsNames" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f0 = str(buf[pos:end], "utf-8")
+                item_f0 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f0.append(item_f0)
         f0 = tuple(items_f0)
@@ -111,7 +118,7 @@ def _r_DeleteGroupsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsRe
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DeleteGroupsRequest(f0), pos
+    return _new(DeleteGroupsRequest, (f0,)), pos
 
 
 def _w_DeleteGroupsRequest_v0(out: bytearray, ext: Ext, o: DeleteGroupsRequest) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,34 +24,49 @@ __all__ = [
     "DeleteGroupsResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
 _S_hB = _struct.Struct(">hB")
+_U_hB = _S_hB.unpack_from
 _P_hB = _S_hB.pack
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class DeletableGroupResult:
+class _DeletableGroupResultFields(_NamedTuple):
+    group_id: str = ""
+    error_code: int = 0
+
+
+class DeletableGroupResult(_DeletableGroupResultFields):
     """Struct ``DeletableGroupResult`` of DeleteGroupsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("group_id", "string", "0+", "none", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    group_id: str = ""
-    error_code: int = 0
+
+_D_DeletableGroupResult = DeletableGroupResult()
 
 
-@_attrs.frozen
-class DeleteGroupsResponse:
+class _DeleteGroupsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    results: tuple[DeletableGroupResult, ...] = ()
+
+
+class DeleteGroupsResponse(_DeleteGroupsResponseFields):
     """Kafka response ``DeleteGroupsResponse`` (generated from DeleteGroupsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 42
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
@@ -60,32 +76,13 @@ class DeleteGroupsResponse:
         ("throttle_time_ms", "int32", "0+", "none", "none", -1),
         ("results", "[]DeletableGroupResult", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    results: tuple[DeletableGroupResult, ...] = ()
-
-
-_D_DeletableGroupResult = DeletableGroupResult()
-
-
-def _r_DeletableGroupResult_v0(buf: memoryview, pos: int) -> tuple[DeletableGroupResult, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable GroupId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_h(buf, pos)[0]
-    pos += 2
-    return DeletableGroupResult(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DeleteGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DeletableGroupResult, ...]
@@ -94,42 +91,30 @@ def _r_DeleteGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Results" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DeletableGroupResult] = []
         for _ in range(n):
-            item_f1, pos = _r_DeletableGroupResult_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1 = _U_h(buf, pos)[0]
+            pos += 2
+            items_f1.append(_new(DeletableGroupResult, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return DeleteGroupsResponse(f0, f1), pos
-
-
-def _r_DeletableGroupResult_v2(buf: memoryview, pos: int) -> tuple[DeletableGroupResult, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable GroupId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_h(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DeletableGroupResult(f0, f1), pos
+    return _new(DeleteGroupsResponse, (f0, f1)), pos
 
 
 def _r_DeleteGroupsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DeletableGroupResult, ...]
@@ -142,18 +127,36 @@ def _r_DeleteGroupsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Results" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DeletableGroupResult] = []
         for _ in range(n):
-            item_f1, pos = _r_DeletableGroupResult_v2(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1, tg = _U_hB(buf, pos)
+            pos += 3
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f1.append(_new(DeletableGroupResult, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DeleteGroupsResponse(f0, f1), pos
+    return _new(DeleteGroupsResponse, (f0, f1)), pos
 
 
 def _w_DeletableGroupResult_v0(out: bytearray, ext: Ext, o: DeletableGroupResult) -> None:

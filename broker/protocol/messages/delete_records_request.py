@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,6 +26,7 @@ __all__ = [
     "DeleteRecordsRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -31,46 +34,71 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 _S_iq = _struct.Struct(">iq")
-_U_iq = _S_iq.unpack_from
+_IU_iq = _S_iq.iter_unpack
 _P_iq = _S_iq.pack
 _S_iqB = _struct.Struct(">iqB")
+_U_iqB = _S_iqB.unpack_from
 _P_iqB = _S_iqB.pack
+_S_iqx = _struct.Struct(">iqx")
+_IU_iqx = _S_iqx.iter_unpack
 
 
-@_attrs.frozen
-class DeleteRecordsPartition:
+class _DeleteRecordsPartitionFields(_NamedTuple):
+    partition_index: int = 0
+    offset: int = 0
+
+
+class DeleteRecordsPartition(_DeleteRecordsPartitionFields):
     """Struct ``DeleteRecordsPartition`` of DeleteRecordsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
         ("offset", "int64", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition_index: int = 0
-    offset: int = 0
+
+_D_DeleteRecordsPartition = DeleteRecordsPartition()
 
 
-@_attrs.frozen
-class DeleteRecordsTopic:
+class _DeleteRecordsTopicFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[DeleteRecordsPartition, ...] = ()
+
+
+class DeleteRecordsTopic(_DeleteRecordsTopicFields):
     """Struct ``DeleteRecordsTopic`` of DeleteRecordsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]DeleteRecordsPartition", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[DeleteRecordsPartition, ...] = ()
+
+_D_DeleteRecordsTopic = DeleteRecordsTopic()
 
 
-@_attrs.frozen
-class DeleteRecordsRequest:
+class _DeleteRecordsRequestFields(_NamedTuple):
+    topics: tuple[DeleteRecordsTopic, ...] = ()
+    timeout_ms: int = 0
+
+
+class DeleteRecordsRequest(_DeleteRecordsRequestFields):
     """Kafka request ``DeleteRecordsRequest`` (generated from DeleteRecordsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 21
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
@@ -80,119 +108,64 @@ class DeleteRecordsRequest:
         ("topics", "[]DeleteRecordsTopic", "0+", "none", "none", -1),
         ("timeout_ms", "int32", "0+", "none", "none", -1),
     )
-
-    topics: tuple[DeleteRecordsTopic, ...] = ()
-    timeout_ms: int = 0
-
-
-_D_DeleteRecordsPartition = DeleteRecordsPartition()
-_D_DeleteRecordsTopic = DeleteRecordsTopic()
-
-
-def _r_DeleteRecordsPartition_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsPartition, int]:
-    f0, f1 = _U_iq(buf, pos)
-    pos += 12
-    return DeleteRecordsPartition(f0, f1), pos
-
-
-def _r_DeleteRecordsTopic_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[DeleteRecordsPartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DeleteRecordsPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_DeleteRecordsPartition_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return DeleteRecordsTopic(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DeleteRecordsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
+    blen = len(buf)
     f0: tuple[DeleteRecordsTopic, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[DeleteRecordsTopic] = []
         for _ in range(n):
-            item_f0, pos = _r_DeleteRecordsTopic_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1: tuple[DeleteRecordsPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 12 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f0_1 = tuple(map(_new, _repeat(DeleteRecordsPartition, n), _IU_iq(buf[pos:end])))
+                pos = end
+            items_f0.append(_new(DeleteRecordsTopic, (f0_0, f0_1)))
         f0 = tuple(items_f0)
     f1 = _U_i(buf, pos)[0]
     pos += 4
-    return DeleteRecordsRequest(f0, f1), pos
+    return _new(DeleteRecordsRequest, (f0, f1)), pos
 
 
 def _r_DeleteRecordsPartition_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsPartition, int]:
-    f0, f1 = _U_iq(buf, pos)
-    pos += 12
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DeleteRecordsPartition(f0, f1), pos
-
-
-def _r_DeleteRecordsTopic_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[DeleteRecordsPartition, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DeleteRecordsPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_DeleteRecordsPartition_v2(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DeleteRecordsTopic(f0, f1), pos
+    f0, f1, tg = _U_iqB(buf, pos)
+    pos += 13
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(DeleteRecordsPartition, (f0, f1)), pos
 
 
 def _r_DeleteRecordsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
+    blen = len(buf)
     f0: tuple[DeleteRecordsTopic, ...]
     n = buf[pos]
     if n < 0x80:
@@ -203,20 +176,60 @@ def _r_DeleteRecordsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteRecords
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[DeleteRecordsTopic] = []
         for _ in range(n):
-            item_f0, pos = _r_DeleteRecordsTopic_v2(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1: tuple[DeleteRecordsPartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 13 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 12 : end : 13].tobytes().count(0) == n:
+                    f0_1 = tuple(map(_new, _repeat(DeleteRecordsPartition, n), _IU_iqx(buf[pos:end])))
+                    pos = end
+                else:
+                    items_f0_1: list[DeleteRecordsPartition] = []
+                    for _ in range(n):
+                        item_f0_1, pos = _r_DeleteRecordsPartition_v2(buf, pos)
+                        items_f0_1.append(item_f0_1)
+                    f0_1 = tuple(items_f0_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(DeleteRecordsTopic, (f0_0, f0_1)))
         f0 = tuple(items_f0)
-    f1 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DeleteRecordsRequest(f0, f1), pos
+    f1, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(DeleteRecordsRequest, (f0, f1)), pos
 
 
 def _w_DeleteRecordsPartition_v0(out: bytearray, ext: Ext, o: DeleteRecordsPartition) -> None:

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,6 +26,7 @@ __all__ = [
     "DeleteRecordsResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -31,46 +34,70 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iqh = _struct.Struct(">iqh")
-_U_iqh = _S_iqh.unpack_from
+_IU_iqh = _S_iqh.iter_unpack
 _P_iqh = _S_iqh.pack
 _S_iqhB = _struct.Struct(">iqhB")
+_U_iqhB = _S_iqhB.unpack_from
 _P_iqhB = _S_iqhB.pack
+_S_iqhx = _struct.Struct(">iqhx")
+_IU_iqhx = _S_iqhx.iter_unpack
 
 
-@_attrs.frozen
-class DeleteRecordsPartitionResult:
+class _DeleteRecordsPartitionResultFields(_NamedTuple):
+    partition_index: int = 0
+    low_watermark: int = 0
+    error_code: int = 0
+
+
+class DeleteRecordsPartitionResult(_DeleteRecordsPartitionResultFields):
     """Struct ``DeleteRecordsPartitionResult`` of DeleteRecordsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
         ("low_watermark", "int64", "0+", "none", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition_index: int = 0
-    low_watermark: int = 0
-    error_code: int = 0
+
+_D_DeleteRecordsPartitionResult = DeleteRecordsPartitionResult()
 
 
-@_attrs.frozen
-class DeleteRecordsTopicResult:
+class _DeleteRecordsTopicResultFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[DeleteRecordsPartitionResult, ...] = ()
+
+
+class DeleteRecordsTopicResult(_DeleteRecordsTopicResultFields):
     """Struct ``DeleteRecordsTopicResult`` of DeleteRecordsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]DeleteRecordsPartitionResult", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[DeleteRecordsPartitionResult, ...] = ()
+
+_D_DeleteRecordsTopicResult = DeleteRecordsTopicResult()
 
 
-@_attrs.frozen
-class DeleteRecordsResponse:
+class _DeleteRecordsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    topics: tuple[DeleteRecordsTopicResult, ...] = ()
+
+
+class DeleteRecordsResponse(_DeleteRecordsResponseFields):
     """Kafka response ``DeleteRecordsResponse`` (generated from DeleteRecordsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 21
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
@@ -80,50 +107,13 @@ class DeleteRecordsResponse:
         ("throttle_time_ms", "int32", "0+", "none", "none", -1),
         ("topics", "[]DeleteRecordsTopicResult", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    topics: tuple[DeleteRecordsTopicResult, ...] = ()
-
-
-_D_DeleteRecordsPartitionResult = DeleteRecordsPartitionResult()
-_D_DeleteRecordsTopicResult = DeleteRecordsTopicResult()
-
-
-def _r_DeleteRecordsPartitionResult_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsPartitionResult, int]:
-    f0, f1, f2 = _U_iqh(buf, pos)
-    pos += 14
-    return DeleteRecordsPartitionResult(f0, f1, f2), pos
-
-
-def _r_DeleteRecordsTopicResult_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsTopicResult, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[DeleteRecordsPartitionResult, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DeleteRecordsPartitionResult] = []
-        for _ in range(n):
-            item_f1, pos = _r_DeleteRecordsPartitionResult_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return DeleteRecordsTopicResult(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DeleteRecordsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DeleteRecordsTopicResult, ...]
@@ -132,67 +122,49 @@ def _r_DeleteRecordsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteRecord
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DeleteRecordsTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_DeleteRecordsTopicResult_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[DeleteRecordsPartitionResult, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 14 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f1_1 = tuple(map(_new, _repeat(DeleteRecordsPartitionResult, n), _IU_iqh(buf[pos:end])))
+                pos = end
+            items_f1.append(_new(DeleteRecordsTopicResult, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return DeleteRecordsResponse(f0, f1), pos
+    return _new(DeleteRecordsResponse, (f0, f1)), pos
 
 
 def _r_DeleteRecordsPartitionResult_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsPartitionResult, int]:
-    f0, f1, f2 = _U_iqh(buf, pos)
-    pos += 14
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DeleteRecordsPartitionResult(f0, f1, f2), pos
-
-
-def _r_DeleteRecordsTopicResult_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsTopicResult, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[DeleteRecordsPartitionResult, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DeleteRecordsPartitionResult] = []
-        for _ in range(n):
-            item_f1, pos = _r_DeleteRecordsPartitionResult_v2(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DeleteRecordsTopicResult(f0, f1), pos
+    f0, f1, f2, tg = _U_iqhB(buf, pos)
+    pos += 15
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(DeleteRecordsPartitionResult, (f0, f1, f2)), pos
 
 
 def _r_DeleteRecordsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DeleteRecordsTopicResult, ...]
@@ -205,18 +177,60 @@ def _r_DeleteRecordsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteRecord
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DeleteRecordsTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_DeleteRecordsTopicResult_v2(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[DeleteRecordsPartitionResult, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 15 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 14 : end : 15].tobytes().count(0) == n:
+                    f1_1 = tuple(map(_new, _repeat(DeleteRecordsPartitionResult, n), _IU_iqhx(buf[pos:end])))
+                    pos = end
+                else:
+                    items_f1_1: list[DeleteRecordsPartitionResult] = []
+                    for _ in range(n):
+                        item_f1_1, pos = _r_DeleteRecordsPartitionResult_v2(buf, pos)
+                        items_f1_1.append(item_f1_1)
+                    f1_1 = tuple(items_f1_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(DeleteRecordsTopicResult, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DeleteRecordsResponse(f0, f1), pos
+    return _new(DeleteRecordsResponse, (f0, f1)), pos
 
 
 def _w_DeleteRecordsPartitionResult_v0(out: bytearray, ext: Ext, o: DeleteRecordsPartitionResult) -> None:

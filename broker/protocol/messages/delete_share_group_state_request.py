@@ -7,15 +7,18 @@ from __future__ import annotations
 import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,47 +28,69 @@ __all__ = [
     "DeleteShareGroupStateRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
-_S_i = _struct.Struct(">i")
-_U_i = _S_i.unpack_from
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
+_S_ix = _struct.Struct(">ix")
+_IU_ix = _S_ix.iter_unpack
 
 
-@_attrs.frozen
-class PartitionData:
+class _PartitionDataFields(_NamedTuple):
+    partition: int = 0
+
+
+class PartitionData(_PartitionDataFields):
     """Struct ``PartitionData`` of DeleteShareGroupStateRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition", "int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition: int = 0
+
+_D_PartitionData = PartitionData()
 
 
-@_attrs.frozen
-class DeleteStateData:
+class _DeleteStateDataFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[PartitionData, ...] = ()
+
+
+class DeleteStateData(_DeleteStateDataFields):
     """Struct ``DeleteStateData`` of DeleteShareGroupStateRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "0+", "none", "none", -1),
         ("partitions", "[]PartitionData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[PartitionData, ...] = ()
+
+_D_DeleteStateData = DeleteStateData()
 
 
-@_attrs.frozen
-class DeleteShareGroupStateRequest:
+class _DeleteShareGroupStateRequestFields(_NamedTuple):
+    group_id: str = ""
+    topics: tuple[DeleteStateData, ...] = ()
+
+
+class DeleteShareGroupStateRequest(_DeleteShareGroupStateRequestFields):
     """Kafka request ``DeleteShareGroupStateRequest`` (generated from DeleteShareGroupStateRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 86
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -75,54 +100,21 @@ class DeleteShareGroupStateRequest:
         ("group_id", "string", "0+", "none", "none", -1),
         ("topics", "[]DeleteStateData", "0+", "none", "none", -1),
     )
-
-    group_id: str = ""
-    topics: tuple[DeleteStateData, ...] = ()
-
-
-_D_PartitionData = PartitionData()
-_D_DeleteStateData = DeleteStateData()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0), pos
-
-
-def _r_DeleteStateData_v0(buf: memoryview, pos: int) -> tuple[DeleteStateData, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DeleteStateData(f0, f1), pos
+    f0, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(PartitionData, (f0,)), pos
 
 
 def _r_DeleteShareGroupStateRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteShareGroupStateRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -134,9 +126,9 @@ def _r_DeleteShareGroupStateRequest_v0(buf: memoryview, pos: int) -> tuple[Delet
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: tuple[DeleteStateData, ...]
     n = buf[pos]
@@ -148,18 +140,48 @@ def _r_DeleteShareGroupStateRequest_v0(buf: memoryview, pos: int) -> tuple[Delet
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DeleteStateData] = []
         for _ in range(n):
-            item_f1, pos = _r_DeleteStateData_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_U(buf, pos)[0]
+            pos += 16
+            f1_0 = _uuid_from(f1_0)
+            f1_1: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 5 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 4 : end : 5].tobytes().count(0) == n:
+                    f1_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ix(buf[pos:end])))
+                    pos = end
+                else:
+                    items_f1_1: list[PartitionData] = []
+                    for _ in range(n):
+                        item_f1_1, pos = _r_PartitionData_v0(buf, pos)
+                        items_f1_1.append(item_f1_1)
+                    f1_1 = tuple(items_f1_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(DeleteStateData, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DeleteShareGroupStateRequest(f0, f1), pos
+    return _new(DeleteShareGroupStateRequest, (f0, f1)), pos
 
 
 def _w_PartitionData_v0(out: bytearray, ext: Ext, o: PartitionData) -> None:

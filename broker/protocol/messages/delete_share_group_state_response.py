@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,7 +27,7 @@ __all__ = [
     "DeleteShareGroupStateResponse",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
@@ -35,40 +37,60 @@ _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 
 
-@_attrs.frozen
-class PartitionResult:
+class _PartitionResultFields(_NamedTuple):
+    partition: int = 0
+    error_code: int = 0
+    error_message: str | None = None
+
+
+class PartitionResult(_PartitionResultFields):
     """Struct ``PartitionResult`` of DeleteShareGroupStateResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition", "int32", "0+", "none", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
         ("error_message", "string", "0+", "0+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition: int = 0
-    error_code: int = 0
-    error_message: str | None = None
+
+_D_PartitionResult = PartitionResult()
 
 
-@_attrs.frozen
-class DeleteStateResult:
+class _DeleteStateResultFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[PartitionResult, ...] = ()
+
+
+class DeleteStateResult(_DeleteStateResultFields):
     """Struct ``DeleteStateResult`` of DeleteShareGroupStateResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "0+", "none", "none", -1),
         ("partitions", "[]PartitionResult", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[PartitionResult, ...] = ()
+
+_D_DeleteStateResult = DeleteStateResult()
 
 
-@_attrs.frozen
-class DeleteShareGroupStateResponse:
+class _DeleteShareGroupStateResponseFields(_NamedTuple):
+    results: tuple[DeleteStateResult, ...] = ()
+
+
+class DeleteShareGroupStateResponse(_DeleteShareGroupStateResponseFields):
     """Kafka response ``DeleteShareGroupStateResponse`` (generated from DeleteShareGroupStateResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 86
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -77,70 +99,13 @@ class DeleteShareGroupStateResponse:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("results", "[]DeleteStateResult", "0+", "none", "none", -1),
     )
-
-    results: tuple[DeleteStateResult, ...] = ()
-
-
-_D_PartitionResult = PartitionResult()
-_D_DeleteStateResult = DeleteStateResult()
-
-
-def _r_PartitionResult_v0(buf: memoryview, pos: int) -> tuple[PartitionResult, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    f2: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionResult(f0, f1, f2), pos
-
-
-def _r_DeleteStateResult_v0(buf: memoryview, pos: int) -> tuple[DeleteStateResult, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: tuple[PartitionResult, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionResult] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionResult_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DeleteStateResult(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DeleteShareGroupStateResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteShareGroupStateResponse, int]:
+    blen = len(buf)
     f0: tuple[DeleteStateResult, ...]
     n = buf[pos]
     if n < 0x80:
@@ -151,18 +116,63 @@ def _r_DeleteShareGroupStateResponse_v0(buf: memoryview, pos: int) -> tuple[Dele
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Results" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[DeleteStateResult] = []
         for _ in range(n):
-            item_f0, pos = _r_DeleteStateResult_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_U(buf, pos)[0]
+            pos += 16
+            f0_0 = _uuid_from(f0_0)
+            f0_1: tuple[PartitionResult, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_1: list[PartitionResult] = []
+                for _ in range(n):
+                    f0_1_0, f0_1_1 = _U_ih(buf, pos)
+                    pos += 6
+                    f0_1_2: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f0_1_2 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_1_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f0_1.append(_new(PartitionResult, (f0_1_0, f0_1_1, f0_1_2)))
+                f0_1 = tuple(items_f0_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(DeleteStateResult, (f0_0, f0_1)))
         f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DeleteShareGroupStateResponse(f0), pos
+    return _new(DeleteShareGroupStateResponse, (f0,)), pos
 
 
 def _w_PartitionResult_v0(out: bytearray, ext: Ext, o: PartitionResult) -> None:

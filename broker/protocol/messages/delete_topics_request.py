@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,11 +26,10 @@ __all__ = [
     "DeleteTopicsRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
-_S_U = _struct.Struct(">16s")
-_U_U = _S_U.unpack_from
 _S_UB = _struct.Struct(">16sB")
+_U_UB = _S_UB.unpack_from
 _P_UB = _S_UB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -37,27 +38,42 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 
 
-@_attrs.frozen
-class DeleteTopicState:
+class _DeleteTopicStateFields(_NamedTuple):
+    name: str | None = None
+    topic_id: _uuid.UUID = _ZERO_UUID
+
+
+class DeleteTopicState(_DeleteTopicStateFields):
     """Struct ``DeleteTopicState`` of DeleteTopicsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "6+", "6+", "none", -1),
         ("topic_id", "uuid", "6+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str | None = None
-    topic_id: _uuid.UUID = _ZERO_UUID
+
+_D_DeleteTopicState = DeleteTopicState()
 
 
-@_attrs.frozen
-class DeleteTopicsRequest:
+class _DeleteTopicsRequestFields(_NamedTuple):
+    topics: tuple[DeleteTopicState, ...] = ()
+    topic_names: tuple[str, ...] = ()
+    timeout_ms: int = 0
+
+
+class DeleteTopicsRequest(_DeleteTopicsRequestFields):
     """Kafka request ``DeleteTopicsRequest`` (generated from DeleteTopicsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 20
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 6
@@ -68,23 +84,20 @@ class DeleteTopicsRequest:
         ("topic_names", "[]string", "0-5", "none", "none", -1),
         ("timeout_ms", "int32", "0+", "none", "none", -1),
     )
-
-    topics: tuple[DeleteTopicState, ...] = ()
-    topic_names: tuple[str, ...] = ()
-    timeout_ms: int = 0
-
-
-_D_DeleteTopicState = DeleteTopicState()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DeleteTopicsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
+    blen = len(buf)
     f1: tuple[str, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicNames" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[str] = []
         for _ in range(n):
@@ -95,18 +108,19 @@ def _r_DeleteTopicsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
                 raise DecodeError("invalid length %d for non-nullable TopicNames" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f1 = str(buf[pos:end], "utf-8")
+                item_f1 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f1.append(item_f1)
         f1 = tuple(items_f1)
     f2 = _U_i(buf, pos)[0]
     pos += 4
-    return DeleteTopicsRequest((), f1, f2), pos
+    return _new(DeleteTopicsRequest, ((), f1, f2)), pos
 
 
 def _r_DeleteTopicsRequest_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
+    blen = len(buf)
     f1: tuple[str, ...]
     n = buf[pos]
     if n < 0x80:
@@ -117,7 +131,7 @@ def _r_DeleteTopicsRequest_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicNames" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[str] = []
         for _ in range(n):
@@ -132,50 +146,21 @@ def _r_DeleteTopicsRequest_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
                 raise DecodeError("invalid length %d for non-nullable TopicNames" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f1 = str(buf[pos:end], "utf-8")
+                item_f1 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f1.append(item_f1)
         f1 = tuple(items_f1)
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DeleteTopicsRequest((), f1, f2), pos
-
-
-def _r_DeleteTopicState_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicState, int]:
-    f0: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f0 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_U(buf, pos)[0]
-    pos += 16
-    f1 = _UUID(bytes=f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DeleteTopicState(f0, f1), pos
+    f2, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(DeleteTopicsRequest, ((), f1, f2)), pos
 
 
 def _r_DeleteTopicsRequest_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
+    blen = len(buf)
     f0: tuple[DeleteTopicState, ...]
     n = buf[pos]
     if n < 0x80:
@@ -186,20 +171,39 @@ def _r_DeleteTopicsRequest_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[DeleteTopicState] = []
         for _ in range(n):
-            item_f0, pos = _r_DeleteTopicState_v6(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f0_0 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1, tg = _U_UB(buf, pos)
+            pos += 17
+            f0_1 = _uuid_from(f0_1)
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f0.append(_new(DeleteTopicState, (f0_0, f0_1)))
         f0 = tuple(items_f0)
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DeleteTopicsRequest(f0, (), f2), pos
+    f2, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(DeleteTopicsRequest, (f0, (), f2)), pos
 
 
 def _w_DeleteTopicsRequest_v0(out: bytearray, ext: Ext, o: DeleteTopicsRequest) -> None:

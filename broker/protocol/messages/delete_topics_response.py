@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError, EncodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,7 +26,7 @@ __all__ = [
     "DeleteTopicsResponse",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_Uh = _struct.Struct(">16sh")
 _U_Uh = _S_Uh.unpack_from
@@ -33,16 +35,24 @@ _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
 _S_hB = _struct.Struct(">hB")
+_U_hB = _S_hB.unpack_from
 _P_hB = _S_hB.pack
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class DeletableTopicResult:
+class _DeletableTopicResultFields(_NamedTuple):
+    name: str | None = ""
+    topic_id: _uuid.UUID = _ZERO_UUID
+    error_code: int = 0
+    error_message: str | None = None
+
+
+class DeletableTopicResult(_DeletableTopicResultFields):
     """Struct ``DeletableTopicResult`` of DeleteTopicsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "6+", "none", -1),
@@ -50,17 +60,23 @@ class DeletableTopicResult:
         ("error_code", "int16", "0+", "none", "none", -1),
         ("error_message", "string", "5+", "5+", "none", -1),
     )
-
-    name: str | None = ""
-    topic_id: _uuid.UUID = _ZERO_UUID
-    error_code: int = 0
-    error_message: str | None = None
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class DeleteTopicsResponse:
+_D_DeletableTopicResult = DeletableTopicResult()
+
+
+class _DeleteTopicsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    responses: tuple[DeletableTopicResult, ...] = ()
+
+
+class DeleteTopicsResponse(_DeleteTopicsResponseFields):
     """Kafka response ``DeleteTopicsResponse`` (generated from DeleteTopicsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 20
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 6
@@ -70,49 +86,43 @@ class DeleteTopicsResponse:
         ("throttle_time_ms", "int32", "1+", "none", "none", -1),
         ("responses", "[]DeletableTopicResult", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    responses: tuple[DeletableTopicResult, ...] = ()
-
-
-_D_DeletableTopicResult = DeletableTopicResult()
-
-
-def _r_DeletableTopicResult_v0(buf: memoryview, pos: int) -> tuple[DeletableTopicResult, int]:
-    f0: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_h(buf, pos)[0]
-    pos += 2
-    return DeletableTopicResult(f0, _ZERO_UUID, f2, None), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DeleteTopicsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
+    blen = len(buf)
     f1: tuple[DeletableTopicResult, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DeletableTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_DeletableTopicResult_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_h(buf, pos)[0]
+            pos += 2
+            items_f1.append(_new(DeletableTopicResult, (f1_0, _ZERO_UUID, f1_2, None)))
         f1 = tuple(items_f1)
-    return DeleteTopicsResponse(0, f1), pos
+    return _new(DeleteTopicsResponse, (0, f1)), pos
 
 
 def _r_DeleteTopicsResponse_v1(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DeletableTopicResult, ...]
@@ -121,42 +131,30 @@ def _r_DeleteTopicsResponse_v1(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DeletableTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_DeletableTopicResult_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_h(buf, pos)[0]
+            pos += 2
+            items_f1.append(_new(DeletableTopicResult, (f1_0, _ZERO_UUID, f1_2, None)))
         f1 = tuple(items_f1)
-    return DeleteTopicsResponse(f0, f1), pos
-
-
-def _r_DeletableTopicResult_v4(buf: memoryview, pos: int) -> tuple[DeletableTopicResult, int]:
-    f0: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_h(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DeletableTopicResult(f0, _ZERO_UUID, f2, None), pos
+    return _new(DeleteTopicsResponse, (f0, f1)), pos
 
 
 def _r_DeleteTopicsResponse_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DeletableTopicResult, ...]
@@ -169,63 +167,40 @@ def _r_DeleteTopicsResponse_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DeletableTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_DeletableTopicResult_v4(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2, tg = _U_hB(buf, pos)
+            pos += 3
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f1.append(_new(DeletableTopicResult, (f1_0, _ZERO_UUID, f1_2, None)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DeleteTopicsResponse(f0, f1), pos
-
-
-def _r_DeletableTopicResult_v5(buf: memoryview, pos: int) -> tuple[DeletableTopicResult, int]:
-    f0: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_h(buf, pos)[0]
-    pos += 2
-    f3: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DeletableTopicResult(f0, _ZERO_UUID, f2, f3), pos
+    return _new(DeleteTopicsResponse, (f0, f1)), pos
 
 
 def _r_DeleteTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DeletableTopicResult, ...]
@@ -238,66 +213,59 @@ def _r_DeleteTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DeletableTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_DeletableTopicResult_v5(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_3: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(DeletableTopicResult, (f1_0, _ZERO_UUID, f1_2, f1_3)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DeleteTopicsResponse(f0, f1), pos
-
-
-def _r_DeletableTopicResult_v6(buf: memoryview, pos: int) -> tuple[DeletableTopicResult, int]:
-    f0: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f0 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2 = _U_Uh(buf, pos)
-    pos += 18
-    f1 = _UUID(bytes=f1)
-    f3: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DeletableTopicResult(f0, f1, f2, f3), pos
+    return _new(DeleteTopicsResponse, (f0, f1)), pos
 
 
 def _r_DeleteTopicsResponse_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DeletableTopicResult, ...]
@@ -310,18 +278,58 @@ def _r_DeleteTopicsResponse_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DeletableTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_DeletableTopicResult_v6(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_0 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1, f1_2 = _U_Uh(buf, pos)
+            pos += 18
+            f1_1 = _uuid_from(f1_1)
+            f1_3: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(DeletableTopicResult, (f1_0, f1_1, f1_2, f1_3)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DeleteTopicsResponse(f0, f1), pos
+    return _new(DeleteTopicsResponse, (f0, f1)), pos
 
 
 def _w_DeletableTopicResult_v0(out: bytearray, ext: Ext, o: DeletableTopicResult) -> None:

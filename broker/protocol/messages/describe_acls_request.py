@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -22,6 +23,7 @@ __all__ = [
     "DescribeAclsRequest",
 ]
 
+_new = tuple.__new__
 _S_b = _struct.Struct(">b")
 _U_b = _S_b.unpack_from
 _P_b = _S_b.pack
@@ -29,16 +31,27 @@ _S_bb = _struct.Struct(">bb")
 _U_bb = _S_bb.unpack_from
 _P_bb = _S_bb.pack
 _S_bbB = _struct.Struct(">bbB")
+_U_bbB = _S_bbB.unpack_from
 _P_bbB = _S_bbB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
 
 
-@_attrs.frozen
-class DescribeAclsRequest:
+class _DescribeAclsRequestFields(_NamedTuple):
+    resource_type_filter: int = 0
+    resource_name_filter: str | None = ""
+    pattern_type_filter: int = 3
+    principal_filter: str | None = ""
+    host_filter: str | None = ""
+    operation: int = 0
+    permission_type: int = 0
+
+
+class DescribeAclsRequest(_DescribeAclsRequestFields):
     """Kafka request ``DescribeAclsRequest`` (generated from DescribeAclsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 29
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
@@ -53,19 +66,13 @@ class DescribeAclsRequest:
         ("operation", "int8", "0+", "none", "none", -1),
         ("permission_type", "int8", "0+", "none", "none", -1),
     )
-
-    resource_type_filter: int = 0
-    resource_name_filter: str | None = ""
-    pattern_type_filter: int = 3
-    principal_filter: str | None = ""
-    host_filter: str | None = ""
-    operation: int = 0
-    permission_type: int = 0
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeAclsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeAclsRequest, int]:
+    blen = len(buf)
     f0 = _U_b(buf, pos)[0]
     pos += 1
     f1: str | None
@@ -77,9 +84,9 @@ def _r_DescribeAclsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f3: str | None
     n = _U_h(buf, pos)[0]
@@ -90,9 +97,9 @@ def _r_DescribeAclsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
         f3 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4: str | None
     n = _U_h(buf, pos)[0]
@@ -103,16 +110,17 @@ def _r_DescribeAclsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
         f4 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5, f6 = _U_bb(buf, pos)
     pos += 2
-    return DescribeAclsRequest(f0, f1, 3, f3, f4, f5, f6), pos
+    return _new(DescribeAclsRequest, (f0, f1, 3, f3, f4, f5, f6)), pos
 
 
 def _r_DescribeAclsRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsRequest, int]:
+    blen = len(buf)
     f0 = _U_b(buf, pos)[0]
     pos += 1
     f1: str | None
@@ -124,9 +132,9 @@ def _r_DescribeAclsRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2 = _U_b(buf, pos)[0]
     pos += 1
@@ -139,9 +147,9 @@ def _r_DescribeAclsRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
         f3 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4: str | None
     n = _U_h(buf, pos)[0]
@@ -152,16 +160,17 @@ def _r_DescribeAclsRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
         f4 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5, f6 = _U_bb(buf, pos)
     pos += 2
-    return DescribeAclsRequest(f0, f1, f2, f3, f4, f5, f6), pos
+    return _new(DescribeAclsRequest, (f0, f1, f2, f3, f4, f5, f6)), pos
 
 
 def _r_DescribeAclsRequest_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsRequest, int]:
+    blen = len(buf)
     f0 = _U_b(buf, pos)[0]
     pos += 1
     f1: str | None
@@ -177,9 +186,9 @@ def _r_DescribeAclsRequest_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2 = _U_b(buf, pos)[0]
     pos += 1
@@ -196,9 +205,9 @@ def _r_DescribeAclsRequest_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
         f3 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4: str | None
     n = buf[pos]
@@ -213,17 +222,15 @@ def _r_DescribeAclsRequest_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
         f4 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
-    f5, f6 = _U_bb(buf, pos)
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeAclsRequest(f0, f1, f2, f3, f4, f5, f6), pos
+    f5, f6, tg = _U_bbB(buf, pos)
+    pos += 3
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(DescribeAclsRequest, (f0, f1, f2, f3, f4, f5, f6)), pos
 
 
 def _w_DescribeAclsRequest_v0(out: bytearray, ext: Ext, o: DescribeAclsRequest) -> None:

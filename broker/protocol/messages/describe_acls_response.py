@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,6 +25,7 @@ __all__ = [
     "DescribeAclsResponse",
 ]
 
+_new = tuple.__new__
 _S_b = _struct.Struct(">b")
 _U_b = _S_b.unpack_from
 _P_b = _S_b.pack
@@ -31,6 +33,7 @@ _S_bb = _struct.Struct(">bb")
 _U_bb = _S_bb.unpack_from
 _P_bb = _S_bb.pack
 _S_bbB = _struct.Struct(">bbB")
+_U_bbB = _S_bbB.unpack_from
 _P_bbB = _S_bbB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -43,10 +46,17 @@ _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 
 
-@_attrs.frozen
-class AclDescription:
+class _AclDescriptionFields(_NamedTuple):
+    principal: str = ""
+    host: str = ""
+    operation: int = 0
+    permission_type: int = 0
+
+
+class AclDescription(_AclDescriptionFields):
     """Struct ``AclDescription`` of DescribeAclsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("principal", "string", "0+", "none", "none", -1),
@@ -54,17 +64,25 @@ class AclDescription:
         ("operation", "int8", "0+", "none", "none", -1),
         ("permission_type", "int8", "0+", "none", "none", -1),
     )
-
-    principal: str = ""
-    host: str = ""
-    operation: int = 0
-    permission_type: int = 0
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class DescribeAclsResource:
+_D_AclDescription = AclDescription()
+
+
+class _DescribeAclsResourceFields(_NamedTuple):
+    resource_type: int = 0
+    resource_name: str = ""
+    pattern_type: int = 3
+    acls: tuple[AclDescription, ...] = ()
+
+
+class DescribeAclsResource(_DescribeAclsResourceFields):
     """Struct ``DescribeAclsResource`` of DescribeAclsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("resource_type", "int8", "0+", "none", "none", -1),
@@ -72,17 +90,25 @@ class DescribeAclsResource:
         ("pattern_type", "int8", "1+", "none", "none", -1),
         ("acls", "[]AclDescription", "0+", "none", "none", -1),
     )
-
-    resource_type: int = 0
-    resource_name: str = ""
-    pattern_type: int = 3
-    acls: tuple[AclDescription, ...] = ()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class DescribeAclsResponse:
+_D_DescribeAclsResource = DescribeAclsResource()
+
+
+class _DescribeAclsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    error_message: str | None = ""
+    resources: tuple[DescribeAclsResource, ...] = ()
+
+
+class DescribeAclsResponse(_DescribeAclsResponseFields):
     """Kafka response ``DescribeAclsResponse`` (generated from DescribeAclsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 29
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
@@ -94,76 +120,13 @@ class DescribeAclsResponse:
         ("error_message", "string", "0+", "0+", "none", -1),
         ("resources", "[]DescribeAclsResource", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ""
-    resources: tuple[DescribeAclsResource, ...] = ()
-
-
-_D_AclDescription = AclDescription()
-_D_DescribeAclsResource = DescribeAclsResource()
-
-
-def _r_AclDescription_v0(buf: memoryview, pos: int) -> tuple[AclDescription, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Principal" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2, f3 = _U_bb(buf, pos)
-    pos += 2
-    return AclDescription(f0, f1, f2, f3), pos
-
-
-def _r_DescribeAclsResource_v0(buf: memoryview, pos: int) -> tuple[DescribeAclsResource, int]:
-    f0 = _U_b(buf, pos)[0]
-    pos += 1
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3: tuple[AclDescription, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Acls" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[AclDescription] = []
-        for _ in range(n):
-            item_f3, pos = _r_AclDescription_v0(buf, pos)
-            items_f3.append(item_f3)
-        f3 = tuple(items_f3)
-    return DescribeAclsResource(f0, f1, 3, f3), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeAclsResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: str | None
@@ -175,9 +138,9 @@ def _r_DescribeAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeAclsR
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: tuple[DescribeAclsResource, ...]
     n = _U_i(buf, pos)[0]
@@ -185,49 +148,66 @@ def _r_DescribeAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeAclsR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Resources" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[DescribeAclsResource] = []
         for _ in range(n):
-            item_f3, pos = _r_DescribeAclsResource_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0 = _U_b(buf, pos)[0]
+            pos += 1
+            f3_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_3: tuple[AclDescription, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Acls" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_3: list[AclDescription] = []
+                for _ in range(n):
+                    f3_3_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_3_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f3_3_1: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_3_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f3_3_2, f3_3_3 = _U_bb(buf, pos)
+                    pos += 2
+                    items_f3_3.append(_new(AclDescription, (f3_3_0, f3_3_1, f3_3_2, f3_3_3)))
+                f3_3 = tuple(items_f3_3)
+            items_f3.append(_new(DescribeAclsResource, (f3_0, f3_1, 3, f3_3)))
         f3 = tuple(items_f3)
-    return DescribeAclsResponse(f0, f1, f2, f3), pos
-
-
-def _r_DescribeAclsResource_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsResource, int]:
-    f0 = _U_b(buf, pos)[0]
-    pos += 1
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_b(buf, pos)[0]
-    pos += 1
-    f3: tuple[AclDescription, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Acls" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[AclDescription] = []
-        for _ in range(n):
-            item_f3, pos = _r_AclDescription_v0(buf, pos)
-            items_f3.append(item_f3)
-        f3 = tuple(items_f3)
-    return DescribeAclsResource(f0, f1, f2, f3), pos
+    return _new(DescribeAclsResponse, (f0, f1, f2, f3)), pos
 
 
 def _r_DescribeAclsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: str | None
@@ -239,9 +219,9 @@ def _r_DescribeAclsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsR
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: tuple[DescribeAclsResource, ...]
     n = _U_i(buf, pos)[0]
@@ -249,101 +229,68 @@ def _r_DescribeAclsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Resources" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[DescribeAclsResource] = []
         for _ in range(n):
-            item_f3, pos = _r_DescribeAclsResource_v1(buf, pos)
-            items_f3.append(item_f3)
+            f3_0 = _U_b(buf, pos)[0]
+            pos += 1
+            f3_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_2 = _U_b(buf, pos)[0]
+            pos += 1
+            f3_3: tuple[AclDescription, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Acls" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_3: list[AclDescription] = []
+                for _ in range(n):
+                    f3_3_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_3_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f3_3_1: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_3_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f3_3_2, f3_3_3 = _U_bb(buf, pos)
+                    pos += 2
+                    items_f3_3.append(_new(AclDescription, (f3_3_0, f3_3_1, f3_3_2, f3_3_3)))
+                f3_3 = tuple(items_f3_3)
+            items_f3.append(_new(DescribeAclsResource, (f3_0, f3_1, f3_2, f3_3)))
         f3 = tuple(items_f3)
-    return DescribeAclsResponse(f0, f1, f2, f3), pos
-
-
-def _r_AclDescription_v2(buf: memoryview, pos: int) -> tuple[AclDescription, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Principal" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2, f3 = _U_bb(buf, pos)
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AclDescription(f0, f1, f2, f3), pos
-
-
-def _r_DescribeAclsResource_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsResource, int]:
-    f0 = _U_b(buf, pos)[0]
-    pos += 1
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_b(buf, pos)[0]
-    pos += 1
-    f3: tuple[AclDescription, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Acls" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[AclDescription] = []
-        for _ in range(n):
-            item_f3, pos = _r_AclDescription_v2(buf, pos)
-            items_f3.append(item_f3)
-        f3 = tuple(items_f3)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeAclsResource(f0, f1, f2, f3), pos
+    return _new(DescribeAclsResponse, (f0, f1, f2, f3)), pos
 
 
 def _r_DescribeAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: str | None
@@ -359,9 +306,9 @@ def _r_DescribeAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsR
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: tuple[DescribeAclsResource, ...]
     n = buf[pos]
@@ -373,18 +320,90 @@ def _r_DescribeAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Resources" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[DescribeAclsResource] = []
         for _ in range(n):
-            item_f3, pos = _r_DescribeAclsResource_v2(buf, pos)
-            items_f3.append(item_f3)
+            f3_0 = _U_b(buf, pos)[0]
+            pos += 1
+            f3_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_2 = _U_b(buf, pos)[0]
+            pos += 1
+            f3_3: tuple[AclDescription, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Acls" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_3: list[AclDescription] = []
+                for _ in range(n):
+                    f3_3_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_3_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f3_3_1: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_3_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f3_3_2, f3_3_3, tg = _U_bbB(buf, pos)
+                    pos += 3
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f3_3.append(_new(AclDescription, (f3_3_0, f3_3_1, f3_3_2, f3_3_3)))
+                f3_3 = tuple(items_f3_3)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f3.append(_new(DescribeAclsResource, (f3_0, f3_1, f3_2, f3_3)))
         f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeAclsResponse(f0, f1, f2, f3), pos
+    return _new(DescribeAclsResponse, (f0, f1, f2, f3)), pos
 
 
 def _w_AclDescription_v0(out: bytearray, ext: Ext, o: AclDescription) -> None:

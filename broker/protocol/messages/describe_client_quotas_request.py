@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,10 +24,12 @@ __all__ = [
     "DescribeClientQuotasRequest",
 ]
 
+_new = tuple.__new__
 _S_o = _struct.Struct(">?")
 _U_o = _S_o.unpack_from
 _P_o = _S_o.pack
 _S_oB = _struct.Struct(">?B")
+_U_oB = _S_oB.unpack_from
 _P_oB = _S_oB.pack
 _S_b = _struct.Struct(">b")
 _U_b = _S_b.unpack_from
@@ -39,26 +42,39 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class ComponentData:
+class _ComponentDataFields(_NamedTuple):
+    entity_type: str = ""
+    match_type: int = 0
+    match: str | None = ""
+
+
+class ComponentData(_ComponentDataFields):
     """Struct ``ComponentData`` of DescribeClientQuotasRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("entity_type", "string", "0+", "none", "none", -1),
         ("match_type", "int8", "0+", "none", "none", -1),
         ("match", "string", "0+", "0+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    entity_type: str = ""
-    match_type: int = 0
-    match: str | None = ""
+
+_D_ComponentData = ComponentData()
 
 
-@_attrs.frozen
-class DescribeClientQuotasRequest:
+class _DescribeClientQuotasRequestFields(_NamedTuple):
+    components: tuple[ComponentData, ...] = ()
+    strict: bool = False
+
+
+class DescribeClientQuotasRequest(_DescribeClientQuotasRequestFields):
     """Kafka request ``DescribeClientQuotasRequest`` (generated from DescribeClientQuotasRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 48
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -68,106 +84,58 @@ class DescribeClientQuotasRequest:
         ("components", "[]ComponentData", "0+", "none", "none", -1),
         ("strict", "bool", "0+", "none", "none", -1),
     )
-
-    components: tuple[ComponentData, ...] = ()
-    strict: bool = False
-
-
-_D_ComponentData = ComponentData()
-
-
-def _r_ComponentData_v0(buf: memoryview, pos: int) -> tuple[ComponentData, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable EntityType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_b(buf, pos)[0]
-    pos += 1
-    f2: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    return ComponentData(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeClientQuotasRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
+    blen = len(buf)
     f0: tuple[ComponentData, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Components" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[ComponentData] = []
         for _ in range(n):
-            item_f0, pos = _r_ComponentData_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_2: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f0_2 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f0.append(_new(ComponentData, (f0_0, f0_1, f0_2)))
         f0 = tuple(items_f0)
     f1 = _U_o(buf, pos)[0]
     pos += 1
-    return DescribeClientQuotasRequest(f0, f1), pos
-
-
-def _r_ComponentData_v1(buf: memoryview, pos: int) -> tuple[ComponentData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable EntityType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_b(buf, pos)[0]
-    pos += 1
-    f2: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ComponentData(f0, f1, f2), pos
+    return _new(DescribeClientQuotasRequest, (f0, f1)), pos
 
 
 def _r_DescribeClientQuotasRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
+    blen = len(buf)
     f0: tuple[ComponentData, ...]
     n = buf[pos]
     if n < 0x80:
@@ -178,20 +146,55 @@ def _r_DescribeClientQuotasRequest_v1(buf: memoryview, pos: int) -> tuple[Descri
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Components" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[ComponentData] = []
         for _ in range(n):
-            item_f0, pos = _r_ComponentData_v1(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_2: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f0_2 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(ComponentData, (f0_0, f0_1, f0_2)))
         f0 = tuple(items_f0)
-    f1 = _U_o(buf, pos)[0]
-    pos += 1
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeClientQuotasRequest(f0, f1), pos
+    f1, tg = _U_oB(buf, pos)
+    pos += 2
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(DescribeClientQuotasRequest, (f0, f1)), pos
 
 
 def _w_ComponentData_v0(out: bytearray, ext: Ext, o: ComponentData) -> None:

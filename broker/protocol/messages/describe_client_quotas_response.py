@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,10 +26,12 @@ __all__ = [
     "DescribeClientQuotasResponse",
 ]
 
+_new = tuple.__new__
 _S_d = _struct.Struct(">d")
 _U_d = _S_d.unpack_from
 _P_d = _S_d.pack
 _S_dB = _struct.Struct(">dB")
+_U_dB = _S_dB.unpack_from
 _P_dB = _S_dB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -41,52 +44,83 @@ _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 
 
-@_attrs.frozen
-class EntityData:
+class _EntityDataFields(_NamedTuple):
+    entity_type: str = ""
+    entity_name: str | None = ""
+
+
+class EntityData(_EntityDataFields):
     """Struct ``EntityData`` of DescribeClientQuotasResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("entity_type", "string", "0+", "none", "none", -1),
         ("entity_name", "string", "0+", "0+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    entity_type: str = ""
-    entity_name: str | None = ""
+
+_D_EntityData = EntityData()
 
 
-@_attrs.frozen
-class ValueData:
+class _ValueDataFields(_NamedTuple):
+    key: str = ""
+    value: float = 0.0
+
+
+class ValueData(_ValueDataFields):
     """Struct ``ValueData`` of DescribeClientQuotasResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("key", "string", "0+", "none", "none", -1),
         ("value", "float64", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    key: str = ""
-    value: float = 0.0
+
+_D_ValueData = ValueData()
 
 
-@_attrs.frozen
-class EntryData:
+class _EntryDataFields(_NamedTuple):
+    entity: tuple[EntityData, ...] = ()
+    values: tuple[ValueData, ...] = ()
+
+
+class EntryData(_EntryDataFields):
     """Struct ``EntryData`` of DescribeClientQuotasResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("entity", "[]EntityData", "0+", "none", "none", -1),
         ("values", "[]ValueData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    entity: tuple[EntityData, ...] = ()
-    values: tuple[ValueData, ...] = ()
+
+_D_EntryData = EntryData()
 
 
-@_attrs.frozen
-class DescribeClientQuotasResponse:
+class _DescribeClientQuotasResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    error_message: str | None = ""
+    entries: tuple[EntryData, ...] | None = ()
+
+
+class DescribeClientQuotasResponse(_DescribeClientQuotasResponseFields):
     """Kafka response ``DescribeClientQuotasResponse`` (generated from DescribeClientQuotasResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 48
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -98,94 +132,13 @@ class DescribeClientQuotasResponse:
         ("error_message", "string", "0+", "0+", "none", -1),
         ("entries", "[]EntryData", "0+", "0+", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ""
-    entries: tuple[EntryData, ...] | None = ()
-
-
-_D_EntityData = EntityData()
-_D_ValueData = ValueData()
-_D_EntryData = EntryData()
-
-
-def _r_EntityData_v0(buf: memoryview, pos: int) -> tuple[EntityData, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable EntityType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    return EntityData(f0, f1), pos
-
-
-def _r_ValueData_v0(buf: memoryview, pos: int) -> tuple[ValueData, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Key" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_d(buf, pos)[0]
-    pos += 8
-    return ValueData(f0, f1), pos
-
-
-def _r_EntryData_v0(buf: memoryview, pos: int) -> tuple[EntryData, int]:
-    f0: tuple[EntityData, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Entity" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[EntityData] = []
-        for _ in range(n):
-            item_f0, pos = _r_EntityData_v0(buf, pos)
-            items_f0.append(item_f0)
-        f0 = tuple(items_f0)
-    f1: tuple[ValueData, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Values" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ValueData] = []
-        for _ in range(n):
-            item_f1, pos = _r_ValueData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return EntryData(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeClientQuotasResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: str | None
@@ -197,9 +150,9 @@ def _r_DescribeClientQuotasResponse_v0(buf: memoryview, pos: int) -> tuple[Descr
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: tuple[EntryData, ...] | None
     n = _U_i(buf, pos)[0]
@@ -209,124 +162,78 @@ def _r_DescribeClientQuotasResponse_v0(buf: memoryview, pos: int) -> tuple[Descr
             raise DecodeError("invalid array length %d" % n)
         f3 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[EntryData] = []
         for _ in range(n):
-            item_f3, pos = _r_EntryData_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: tuple[EntityData, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Entity" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_0: list[EntityData] = []
+                for _ in range(n):
+                    f3_0_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_0_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f3_0_1: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f3_0_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_0_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f3_0.append(_new(EntityData, (f3_0_0, f3_0_1)))
+                f3_0 = tuple(items_f3_0)
+            f3_1: tuple[ValueData, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Values" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_1: list[ValueData] = []
+                for _ in range(n):
+                    f3_1_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Key" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_1_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f3_1_1 = _U_d(buf, pos)[0]
+                    pos += 8
+                    items_f3_1.append(_new(ValueData, (f3_1_0, f3_1_1)))
+                f3_1 = tuple(items_f3_1)
+            items_f3.append(_new(EntryData, (f3_0, f3_1)))
         f3 = tuple(items_f3)
-    return DescribeClientQuotasResponse(f0, f1, f2, f3), pos
-
-
-def _r_EntityData_v1(buf: memoryview, pos: int) -> tuple[EntityData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable EntityType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return EntityData(f0, f1), pos
-
-
-def _r_ValueData_v1(buf: memoryview, pos: int) -> tuple[ValueData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Key" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_d(buf, pos)[0]
-    pos += 8
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ValueData(f0, f1), pos
-
-
-def _r_EntryData_v1(buf: memoryview, pos: int) -> tuple[EntryData, int]:
-    f0: tuple[EntityData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Entity" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[EntityData] = []
-        for _ in range(n):
-            item_f0, pos = _r_EntityData_v1(buf, pos)
-            items_f0.append(item_f0)
-        f0 = tuple(items_f0)
-    f1: tuple[ValueData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Values" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ValueData] = []
-        for _ in range(n):
-            item_f1, pos = _r_ValueData_v1(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return EntryData(f0, f1), pos
+    return _new(DescribeClientQuotasResponse, (f0, f1, f2, f3)), pos
 
 
 def _r_DescribeClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: str | None
@@ -342,9 +249,9 @@ def _r_DescribeClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[Descr
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: tuple[EntryData, ...] | None
     n = buf[pos]
@@ -358,18 +265,108 @@ def _r_DescribeClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[Descr
             raise DecodeError("invalid array length %d" % n)
         f3 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[EntryData] = []
         for _ in range(n):
-            item_f3, pos = _r_EntryData_v1(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: tuple[EntityData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Entity" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_0: list[EntityData] = []
+                for _ in range(n):
+                    f3_0_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_0_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f3_0_1: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f3_0_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_0_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f3_0.append(_new(EntityData, (f3_0_0, f3_0_1)))
+                f3_0 = tuple(items_f3_0)
+            f3_1: tuple[ValueData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Values" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_1: list[ValueData] = []
+                for _ in range(n):
+                    f3_1_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Key" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_1_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f3_1_1, tg = _U_dB(buf, pos)
+                    pos += 9
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f3_1.append(_new(ValueData, (f3_1_0, f3_1_1)))
+                f3_1 = tuple(items_f3_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f3.append(_new(EntryData, (f3_0, f3_1)))
         f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeClientQuotasResponse(f0, f1, f2, f3), pos
+    return _new(DescribeClientQuotasResponse, (f0, f1, f2, f3)), pos
 
 
 def _w_EntityData_v0(out: bytearray, ext: Ext, o: EntityData) -> None:

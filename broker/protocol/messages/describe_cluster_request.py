@@ -7,32 +7,37 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "DescribeClusterRequest",
 ]
 
-_S_o = _struct.Struct(">?")
-_U_o = _S_o.unpack_from
+_new = tuple.__new__
 _S_oB = _struct.Struct(">?B")
+_U_oB = _S_oB.unpack_from
 _P_oB = _S_oB.pack
-_S_ob = _struct.Struct(">?b")
-_U_ob = _S_ob.unpack_from
 _S_obB = _struct.Struct(">?bB")
+_U_obB = _S_obB.unpack_from
 _P_obB = _S_obB.pack
 
 
-@_attrs.frozen
-class DescribeClusterRequest:
+class _DescribeClusterRequestFields(_NamedTuple):
+    include_cluster_authorized_operations: bool = False
+    endpoint_type: int = 1
+
+
+class DescribeClusterRequest(_DescribeClusterRequestFields):
     """Kafka request ``DescribeClusterRequest`` (generated from DescribeClusterRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 60
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -42,31 +47,25 @@ class DescribeClusterRequest:
         ("include_cluster_authorized_operations", "bool", "0+", "none", "none", -1),
         ("endpoint_type", "int8", "1+", "none", "none", -1),
     )
-
-    include_cluster_authorized_operations: bool = False
-    endpoint_type: int = 1
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeClusterRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
-    f0 = _U_o(buf, pos)[0]
-    pos += 1
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeClusterRequest(f0, 1), pos
+    f0, tg = _U_oB(buf, pos)
+    pos += 2
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(DescribeClusterRequest, (f0, 1)), pos
 
 
 def _r_DescribeClusterRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
-    f0, f1 = _U_ob(buf, pos)
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeClusterRequest(f0, f1), pos
+    f0, f1, tg = _U_obB(buf, pos)
+    pos += 3
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(DescribeClusterRequest, (f0, f1)), pos
 
 
 def _w_DescribeClusterRequest_v0(out: bytearray, ext: Ext, o: DescribeClusterRequest) -> None:

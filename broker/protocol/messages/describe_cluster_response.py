@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "DescribeClusterResponse",
 ]
 
+_new = tuple.__new__
 _S_b = _struct.Struct(">b")
 _U_b = _S_b.unpack_from
 _P_b = _S_b.pack
@@ -30,16 +32,24 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 
 
-@_attrs.frozen
-class DescribeClusterBroker:
+class _DescribeClusterBrokerFields(_NamedTuple):
+    broker_id: int = 0
+    host: str = ""
+    port: int = 0
+    rack: str | None = None
+
+
+class DescribeClusterBroker(_DescribeClusterBrokerFields):
     """Struct ``DescribeClusterBroker`` of DescribeClusterResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("broker_id", "int32", "0+", "none", "none", -1),
@@ -47,17 +57,29 @@ class DescribeClusterBroker:
         ("port", "int32", "0+", "none", "none", -1),
         ("rack", "string", "0+", "0+", "none", -1),
     )
-
-    broker_id: int = 0
-    host: str = ""
-    port: int = 0
-    rack: str | None = None
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class DescribeClusterResponse:
+_D_DescribeClusterBroker = DescribeClusterBroker()
+
+
+class _DescribeClusterResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    error_message: str | None = None
+    endpoint_type: int = 1
+    cluster_id: str = ""
+    controller_id: int = -1
+    brokers: tuple[DescribeClusterBroker, ...] = ()
+    cluster_authorized_operations: int = -2147483648
+
+
+class DescribeClusterResponse(_DescribeClusterResponseFields):
     """Kafka response ``DescribeClusterResponse`` (generated from DescribeClusterResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 60
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -73,65 +95,13 @@ class DescribeClusterResponse:
         ("brokers", "[]DescribeClusterBroker", "0+", "none", "none", -1),
         ("cluster_authorized_operations", "int32", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    endpoint_type: int = 1
-    cluster_id: str = ""
-    controller_id: int = -1
-    brokers: tuple[DescribeClusterBroker, ...] = ()
-    cluster_authorized_operations: int = -2147483648
-
-
-_D_DescribeClusterBroker = DescribeClusterBroker()
-
-
-def _r_DescribeClusterBroker_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterBroker, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
-    f3: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeClusterBroker(f0, f1, f2, f3), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeClusterResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: str | None
@@ -147,9 +117,9 @@ def _r_DescribeClusterResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeCl
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f4: str
     n = buf[pos]
@@ -162,9 +132,9 @@ def _r_DescribeClusterResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeCl
         raise DecodeError("invalid length %d for non-nullable ClusterId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5 = _U_i(buf, pos)[0]
     pos += 4
@@ -178,23 +148,61 @@ def _r_DescribeClusterResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeCl
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Brokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[DescribeClusterBroker] = []
         for _ in range(n):
-            item_f6, pos = _r_DescribeClusterBroker_v0(buf, pos)
-            items_f6.append(item_f6)
+            f6_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f6_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_2 = _U_i(buf, pos)[0]
+            pos += 4
+            f6_3: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f6_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f6.append(_new(DescribeClusterBroker, (f6_0, f6_1, f6_2, f6_3)))
         f6 = tuple(items_f6)
-    f7 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeClusterResponse(f0, f1, f2, 1, f4, f5, f6, f7), pos
+    f7, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(DescribeClusterResponse, (f0, f1, f2, 1, f4, f5, f6, f7)), pos
 
 
 def _r_DescribeClusterResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: str | None
@@ -210,9 +218,9 @@ def _r_DescribeClusterResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeCl
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3 = _U_b(buf, pos)[0]
     pos += 1
@@ -227,9 +235,9 @@ def _r_DescribeClusterResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeCl
         raise DecodeError("invalid length %d for non-nullable ClusterId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5 = _U_i(buf, pos)[0]
     pos += 4
@@ -243,20 +251,57 @@ def _r_DescribeClusterResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeCl
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Brokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[DescribeClusterBroker] = []
         for _ in range(n):
-            item_f6, pos = _r_DescribeClusterBroker_v0(buf, pos)
-            items_f6.append(item_f6)
+            f6_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f6_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_2 = _U_i(buf, pos)[0]
+            pos += 4
+            f6_3: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f6_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f6.append(_new(DescribeClusterBroker, (f6_0, f6_1, f6_2, f6_3)))
         f6 = tuple(items_f6)
-    f7 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeClusterResponse(f0, f1, f2, f3, f4, f5, f6, f7), pos
+    f7, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(DescribeClusterResponse, (f0, f1, f2, f3, f4, f5, f6, f7)), pos
 
 
 def _w_DescribeClusterBroker_v0(out: bytearray, ext: Ext, o: DescribeClusterBroker) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "DescribeConfigsRequest",
 ]
 
+_new = tuple.__new__
 _S_o = _struct.Struct(">?")
 _U_o = _S_o.unpack_from
 _P_o = _S_o.pack
@@ -30,6 +32,7 @@ _S_oo = _struct.Struct(">??")
 _U_oo = _S_oo.unpack_from
 _P_oo = _S_oo.pack
 _S_ooB = _struct.Struct(">??B")
+_U_ooB = _S_ooB.unpack_from
 _P_ooB = _S_ooB.pack
 _S_b = _struct.Struct(">b")
 _U_b = _S_b.unpack_from
@@ -42,26 +45,40 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class DescribeConfigsResource:
+class _DescribeConfigsResourceFields(_NamedTuple):
+    resource_type: int = 0
+    resource_name: str = ""
+    configuration_keys: tuple[str, ...] | None = ()
+
+
+class DescribeConfigsResource(_DescribeConfigsResourceFields):
     """Struct ``DescribeConfigsResource`` of DescribeConfigsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("resource_type", "int8", "0+", "none", "none", -1),
         ("resource_name", "string", "0+", "none", "none", -1),
         ("configuration_keys", "[]string", "0+", "0+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    resource_type: int = 0
-    resource_name: str = ""
-    configuration_keys: tuple[str, ...] | None = ()
+
+_D_DescribeConfigsResource = DescribeConfigsResource()
 
 
-@_attrs.frozen
-class DescribeConfigsRequest:
+class _DescribeConfigsRequestFields(_NamedTuple):
+    resources: tuple[DescribeConfigsResource, ...] = ()
+    include_synonyms: bool = False
+    include_documentation: bool = False
+
+
+class DescribeConfigsRequest(_DescribeConfigsRequestFields):
     """Kafka request ``DescribeConfigsRequest`` (generated from DescribeConfigsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 32
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
@@ -72,116 +89,183 @@ class DescribeConfigsRequest:
         ("include_synonyms", "bool", "1+", "none", "none", -1),
         ("include_documentation", "bool", "3+", "none", "none", -1),
     )
-
-    resources: tuple[DescribeConfigsResource, ...] = ()
-    include_synonyms: bool = False
-    include_documentation: bool = False
-
-
-_D_DescribeConfigsResource = DescribeConfigsResource()
-
-
-def _r_DescribeConfigsResource_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsResource, int]:
-    f0 = _U_b(buf, pos)[0]
-    pos += 1
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[str, ...] | None
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid array length %d" % n)
-        f2 = None
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[str] = []
-        for _ in range(n):
-            item_f2: str
-            n = _U_h(buf, pos)[0]
-            pos += 2
-            if n < 0:
-                raise DecodeError("invalid length %d for non-nullable ConfigurationKeys" % n)
-            else:
-                end = pos + n
-                if end > len(buf):
-                    raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f2 = str(buf[pos:end], "utf-8")
-                pos = end
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    return DescribeConfigsResource(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeConfigsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
+    blen = len(buf)
     f0: tuple[DescribeConfigsResource, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Resources" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[DescribeConfigsResource] = []
         for _ in range(n):
-            item_f0, pos = _r_DescribeConfigsResource_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_2: tuple[str, ...] | None
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid array length %d" % n)
+                f0_2 = None
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_2: list[str] = []
+                for _ in range(n):
+                    item_f0_2: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ConfigurationKeys" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        item_f0_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f0_2.append(item_f0_2)
+                f0_2 = tuple(items_f0_2)
+            items_f0.append(_new(DescribeConfigsResource, (f0_0, f0_1, f0_2)))
         f0 = tuple(items_f0)
-    return DescribeConfigsRequest(f0, False, False), pos
+    return _new(DescribeConfigsRequest, (f0, False, False)), pos
 
 
 def _r_DescribeConfigsRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
+    blen = len(buf)
     f0: tuple[DescribeConfigsResource, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Resources" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[DescribeConfigsResource] = []
         for _ in range(n):
-            item_f0, pos = _r_DescribeConfigsResource_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_2: tuple[str, ...] | None
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid array length %d" % n)
+                f0_2 = None
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_2: list[str] = []
+                for _ in range(n):
+                    item_f0_2: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ConfigurationKeys" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        item_f0_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f0_2.append(item_f0_2)
+                f0_2 = tuple(items_f0_2)
+            items_f0.append(_new(DescribeConfigsResource, (f0_0, f0_1, f0_2)))
         f0 = tuple(items_f0)
     f1 = _U_o(buf, pos)[0]
     pos += 1
-    return DescribeConfigsRequest(f0, f1, False), pos
+    return _new(DescribeConfigsRequest, (f0, f1, False)), pos
 
 
 def _r_DescribeConfigsRequest_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
+    blen = len(buf)
     f0: tuple[DescribeConfigsResource, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Resources" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[DescribeConfigsResource] = []
         for _ in range(n):
-            item_f0, pos = _r_DescribeConfigsResource_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_2: tuple[str, ...] | None
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid array length %d" % n)
+                f0_2 = None
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_2: list[str] = []
+                for _ in range(n):
+                    item_f0_2: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ConfigurationKeys" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        item_f0_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f0_2.append(item_f0_2)
+                f0_2 = tuple(items_f0_2)
+            items_f0.append(_new(DescribeConfigsResource, (f0_0, f0_1, f0_2)))
         f0 = tuple(items_f0)
     f1, f2 = _U_oo(buf, pos)
     pos += 2
-    return DescribeConfigsRequest(f0, f1, f2), pos
+    return _new(DescribeConfigsRequest, (f0, f1, f2)), pos
 
 
-def _r_DescribeConfigsResource_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsResource, int]:
-    f0 = _U_b(buf, pos)[0]
-    pos += 1
-    f1: str
+def _r_DescribeConfigsRequest_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
+    blen = len(buf)
+    f0: tuple[DescribeConfigsResource, ...]
     n = buf[pos]
     if n < 0x80:
         pos += 1
@@ -189,30 +273,15 @@ def _r_DescribeConfigsResource_v4(buf: memoryview, pos: int) -> tuple[DescribeCo
         n, pos = _read_uvarint(buf, pos)
     n -= 1
     if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+        raise DecodeError("invalid length %d for non-nullable Resources" % n)
     else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[str, ...] | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid array length %d" % n)
-        f2 = None
-    else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[str] = []
+        items_f0: list[DescribeConfigsResource] = []
         for _ in range(n):
-            item_f2: str
+            f0_0 = _U_b(buf, pos)[0]
+            pos += 1
+            f0_1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -220,47 +289,57 @@ def _r_DescribeConfigsResource_v4(buf: memoryview, pos: int) -> tuple[DescribeCo
                 n, pos = _read_uvarint(buf, pos)
             n -= 1
             if n < 0:
-                raise DecodeError("invalid length %d for non-nullable ConfigurationKeys" % n)
+                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f2 = str(buf[pos:end], "utf-8")
+                f0_1 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeConfigsResource(f0, f1, f2), pos
-
-
-def _r_DescribeConfigsRequest_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
-    f0: tuple[DescribeConfigsResource, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Resources" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[DescribeConfigsResource] = []
-        for _ in range(n):
-            item_f0, pos = _r_DescribeConfigsResource_v4(buf, pos)
-            items_f0.append(item_f0)
+            f0_2: tuple[str, ...] | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid array length %d" % n)
+                f0_2 = None
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_2: list[str] = []
+                for _ in range(n):
+                    item_f0_2: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ConfigurationKeys" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        item_f0_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f0_2.append(item_f0_2)
+                f0_2 = tuple(items_f0_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(DescribeConfigsResource, (f0_0, f0_1, f0_2)))
         f0 = tuple(items_f0)
-    f1, f2 = _U_oo(buf, pos)
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeConfigsRequest(f0, f1, f2), pos
+    f1, f2, tg = _U_ooB(buf, pos)
+    pos += 3
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(DescribeConfigsRequest, (f0, f1, f2)), pos
 
 
 def _w_DescribeConfigsResource_v0(out: bytearray, ext: Ext, o: DescribeConfigsResource) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,6 +26,7 @@ __all__ = [
     "DescribeConfigsResponse",
 ]
 
+_new = tuple.__new__
 _S_ooo = _struct.Struct(">???")
 _U_ooo = _S_ooo.unpack_from
 _P_ooo = _S_ooo.pack
@@ -35,6 +37,7 @@ _S_b = _struct.Struct(">b")
 _U_b = _S_b.unpack_from
 _P_b = _S_b.pack
 _S_bB = _struct.Struct(">bB")
+_U_bB = _S_bB.unpack_from
 _P_bB = _S_bB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -44,26 +47,46 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class DescribeConfigsSynonym:
+class _DescribeConfigsSynonymFields(_NamedTuple):
+    name: str = ""
+    value: str | None = ""
+    source: int = 0
+
+
+class DescribeConfigsSynonym(_DescribeConfigsSynonymFields):
     """Struct ``DescribeConfigsSynonym`` of DescribeConfigsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "1+", "none", "none", -1),
         ("value", "string", "1+", "0+", "none", -1),
         ("source", "int8", "1+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_DescribeConfigsSynonym = DescribeConfigsSynonym()
+
+
+class _DescribeConfigsResourceResultFields(_NamedTuple):
     name: str = ""
     value: str | None = ""
-    source: int = 0
+    read_only: bool = False
+    is_default: bool = False
+    config_source: int = -1
+    is_sensitive: bool = False
+    synonyms: tuple[DescribeConfigsSynonym, ...] = ()
+    config_type: int = 0
+    documentation: str | None = ""
 
 
-@_attrs.frozen
-class DescribeConfigsResourceResult:
+class DescribeConfigsResourceResult(_DescribeConfigsResourceResultFields):
     """Struct ``DescribeConfigsResourceResult`` of DescribeConfigsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
@@ -76,22 +99,26 @@ class DescribeConfigsResourceResult:
         ("config_type", "int8", "3+", "none", "none", -1),
         ("documentation", "string", "3+", "0+", "none", -1),
     )
-
-    name: str = ""
-    value: str | None = ""
-    read_only: bool = False
-    is_default: bool = False
-    config_source: int = -1
-    is_sensitive: bool = False
-    synonyms: tuple[DescribeConfigsSynonym, ...] = ()
-    config_type: int = 0
-    documentation: str | None = ""
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class DescribeConfigsResult:
+_D_DescribeConfigsResourceResult = DescribeConfigsResourceResult()
+
+
+class _DescribeConfigsResultFields(_NamedTuple):
+    error_code: int = 0
+    error_message: str | None = ""
+    resource_type: int = 0
+    resource_name: str = ""
+    configs: tuple[DescribeConfigsResourceResult, ...] = ()
+
+
+class DescribeConfigsResult(_DescribeConfigsResultFields):
     """Struct ``DescribeConfigsResult`` of DescribeConfigsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("error_code", "int16", "0+", "none", "none", -1),
@@ -100,18 +127,23 @@ class DescribeConfigsResult:
         ("resource_name", "string", "0+", "none", "none", -1),
         ("configs", "[]DescribeConfigsResourceResult", "0+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    error_message: str | None = ""
-    resource_type: int = 0
-    resource_name: str = ""
-    configs: tuple[DescribeConfigsResourceResult, ...] = ()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class DescribeConfigsResponse:
+_D_DescribeConfigsResult = DescribeConfigsResult()
+
+
+class _DescribeConfigsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    results: tuple[DescribeConfigsResult, ...] = ()
+
+
+class DescribeConfigsResponse(_DescribeConfigsResponseFields):
     """Kafka response ``DescribeConfigsResponse`` (generated from DescribeConfigsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 32
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
@@ -121,92 +153,13 @@ class DescribeConfigsResponse:
         ("throttle_time_ms", "int32", "0+", "none", "none", -1),
         ("results", "[]DescribeConfigsResult", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    results: tuple[DescribeConfigsResult, ...] = ()
-
-
-_D_DescribeConfigsSynonym = DescribeConfigsSynonym()
-_D_DescribeConfigsResourceResult = DescribeConfigsResourceResult()
-_D_DescribeConfigsResult = DescribeConfigsResult()
-
-
-def _r_DescribeConfigsResourceResult_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsResourceResult, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2, f3, f5 = _U_ooo(buf, pos)
-    pos += 3
-    return DescribeConfigsResourceResult(f0, f1, f2, f3, -1, f5, (), 0, ""), pos
-
-
-def _r_DescribeConfigsResult_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsResult, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_b(buf, pos)[0]
-    pos += 1
-    f3: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4: tuple[DescribeConfigsResourceResult, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Configs" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[DescribeConfigsResourceResult] = []
-        for _ in range(n):
-            item_f4, pos = _r_DescribeConfigsResourceResult_v0(buf, pos)
-            items_f4.append(item_f4)
-        f4 = tuple(items_f4)
-    return DescribeConfigsResult(f0, f1, f2, f3, f4), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeConfigsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DescribeConfigsResult, ...]
@@ -215,90 +168,83 @@ def _r_DescribeConfigsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeCo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Results" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DescribeConfigsResult] = []
         for _ in range(n):
-            item_f1, pos = _r_DescribeConfigsResult_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_b(buf, pos)[0]
+            pos += 1
+            f1_3: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_4: tuple[DescribeConfigsResourceResult, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Configs" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_4: list[DescribeConfigsResourceResult] = []
+                for _ in range(n):
+                    f1_4_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_4_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_4_1: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_4_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_4_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_4_2, f1_4_3, f1_4_5 = _U_ooo(buf, pos)
+                    pos += 3
+                    items_f1_4.append(_new(DescribeConfigsResourceResult, (f1_4_0, f1_4_1, f1_4_2, f1_4_3, -1, f1_4_5, (), 0, "")))
+                f1_4 = tuple(items_f1_4)
+            items_f1.append(_new(DescribeConfigsResult, (f1_0, f1_1, f1_2, f1_3, f1_4)))
         f1 = tuple(items_f1)
-    return DescribeConfigsResponse(f0, f1), pos
-
-
-def _r_DescribeConfigsSynonym_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsSynonym, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_b(buf, pos)[0]
-    pos += 1
-    return DescribeConfigsSynonym(f0, f1, f2), pos
-
-
-def _r_DescribeConfigsResourceResult_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsResourceResult, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2, f4, f5 = _U_obo(buf, pos)
-    pos += 3
-    f6: tuple[DescribeConfigsSynonym, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Synonyms" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[DescribeConfigsSynonym] = []
-        for _ in range(n):
-            item_f6, pos = _r_DescribeConfigsSynonym_v1(buf, pos)
-            items_f6.append(item_f6)
-        f6 = tuple(items_f6)
-    return DescribeConfigsResourceResult(f0, f1, f2, False, f4, f5, f6, 0, ""), pos
+    return _new(DescribeConfigsResponse, (f0, f1)), pos
 
 
 def _r_DescribeConfigsResult_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsResult, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: str | None
@@ -310,9 +256,9 @@ def _r_DescribeConfigsResult_v1(buf: memoryview, pos: int) -> tuple[DescribeConf
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2 = _U_b(buf, pos)[0]
     pos += 1
@@ -323,9 +269,9 @@ def _r_DescribeConfigsResult_v1(buf: memoryview, pos: int) -> tuple[DescribeConf
         raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4: tuple[DescribeConfigsResourceResult, ...]
     n = _U_i(buf, pos)[0]
@@ -333,14 +279,77 @@ def _r_DescribeConfigsResult_v1(buf: memoryview, pos: int) -> tuple[DescribeConf
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Configs" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[DescribeConfigsResourceResult] = []
         for _ in range(n):
-            item_f4, pos = _r_DescribeConfigsResourceResult_v1(buf, pos)
-            items_f4.append(item_f4)
+            f4_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f4_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_2, f4_4, f4_5 = _U_obo(buf, pos)
+            pos += 3
+            f4_6: tuple[DescribeConfigsSynonym, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Synonyms" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f4_6: list[DescribeConfigsSynonym] = []
+                for _ in range(n):
+                    f4_6_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f4_6_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f4_6_1: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f4_6_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f4_6_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f4_6_2 = _U_b(buf, pos)[0]
+                    pos += 1
+                    items_f4_6.append(_new(DescribeConfigsSynonym, (f4_6_0, f4_6_1, f4_6_2)))
+                f4_6 = tuple(items_f4_6)
+            items_f4.append(_new(DescribeConfigsResourceResult, (f4_0, f4_1, f4_2, False, f4_4, f4_5, f4_6, 0, "")))
         f4 = tuple(items_f4)
-    return DescribeConfigsResult(f0, f1, f2, f3, f4), pos
+    return _new(DescribeConfigsResult, (f0, f1, f2, f3, f4)), pos
 
 
 def _r_DescribeConfigsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
@@ -359,68 +368,11 @@ def _r_DescribeConfigsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeCo
             item_f1, pos = _r_DescribeConfigsResult_v1(buf, pos)
             items_f1.append(item_f1)
         f1 = tuple(items_f1)
-    return DescribeConfigsResponse(f0, f1), pos
-
-
-def _r_DescribeConfigsResourceResult_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsResourceResult, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2, f4, f5 = _U_obo(buf, pos)
-    pos += 3
-    f6: tuple[DescribeConfigsSynonym, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Synonyms" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[DescribeConfigsSynonym] = []
-        for _ in range(n):
-            item_f6, pos = _r_DescribeConfigsSynonym_v1(buf, pos)
-            items_f6.append(item_f6)
-        f6 = tuple(items_f6)
-    f7 = _U_b(buf, pos)[0]
-    pos += 1
-    f8: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f8 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f8 = str(buf[pos:end], "utf-8")
-        pos = end
-    return DescribeConfigsResourceResult(f0, f1, f2, False, f4, f5, f6, f7, f8), pos
+    return _new(DescribeConfigsResponse, (f0, f1)), pos
 
 
 def _r_DescribeConfigsResult_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsResult, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: str | None
@@ -432,9 +384,9 @@ def _r_DescribeConfigsResult_v3(buf: memoryview, pos: int) -> tuple[DescribeConf
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2 = _U_b(buf, pos)[0]
     pos += 1
@@ -445,9 +397,9 @@ def _r_DescribeConfigsResult_v3(buf: memoryview, pos: int) -> tuple[DescribeConf
         raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4: tuple[DescribeConfigsResourceResult, ...]
     n = _U_i(buf, pos)[0]
@@ -455,14 +407,92 @@ def _r_DescribeConfigsResult_v3(buf: memoryview, pos: int) -> tuple[DescribeConf
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Configs" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[DescribeConfigsResourceResult] = []
         for _ in range(n):
-            item_f4, pos = _r_DescribeConfigsResourceResult_v3(buf, pos)
-            items_f4.append(item_f4)
+            f4_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f4_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_2, f4_4, f4_5 = _U_obo(buf, pos)
+            pos += 3
+            f4_6: tuple[DescribeConfigsSynonym, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Synonyms" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f4_6: list[DescribeConfigsSynonym] = []
+                for _ in range(n):
+                    f4_6_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f4_6_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f4_6_1: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f4_6_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f4_6_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f4_6_2 = _U_b(buf, pos)[0]
+                    pos += 1
+                    items_f4_6.append(_new(DescribeConfigsSynonym, (f4_6_0, f4_6_1, f4_6_2)))
+                f4_6 = tuple(items_f4_6)
+            f4_7 = _U_b(buf, pos)[0]
+            pos += 1
+            f4_8: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f4_8 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_8 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f4.append(_new(DescribeConfigsResourceResult, (f4_0, f4_1, f4_2, False, f4_4, f4_5, f4_6, f4_7, f4_8)))
         f4 = tuple(items_f4)
-    return DescribeConfigsResult(f0, f1, f2, f3, f4), pos
+    return _new(DescribeConfigsResult, (f0, f1, f2, f3, f4)), pos
 
 
 def _r_DescribeConfigsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
@@ -481,130 +511,11 @@ def _r_DescribeConfigsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeCo
             item_f1, pos = _r_DescribeConfigsResult_v3(buf, pos)
             items_f1.append(item_f1)
         f1 = tuple(items_f1)
-    return DescribeConfigsResponse(f0, f1), pos
-
-
-def _r_DescribeConfigsSynonym_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsSynonym, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_b(buf, pos)[0]
-    pos += 1
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeConfigsSynonym(f0, f1, f2), pos
-
-
-def _r_DescribeConfigsResourceResult_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsResourceResult, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2, f4, f5 = _U_obo(buf, pos)
-    pos += 3
-    f6: tuple[DescribeConfigsSynonym, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Synonyms" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[DescribeConfigsSynonym] = []
-        for _ in range(n):
-            item_f6, pos = _r_DescribeConfigsSynonym_v4(buf, pos)
-            items_f6.append(item_f6)
-        f6 = tuple(items_f6)
-    f7 = _U_b(buf, pos)[0]
-    pos += 1
-    f8: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f8 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f8 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeConfigsResourceResult(f0, f1, f2, False, f4, f5, f6, f7, f8), pos
+    return _new(DescribeConfigsResponse, (f0, f1)), pos
 
 
 def _r_DescribeConfigsResult_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsResult, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: str | None
@@ -620,9 +531,9 @@ def _r_DescribeConfigsResult_v4(buf: memoryview, pos: int) -> tuple[DescribeConf
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2 = _U_b(buf, pos)[0]
     pos += 1
@@ -637,9 +548,9 @@ def _r_DescribeConfigsResult_v4(buf: memoryview, pos: int) -> tuple[DescribeConf
         raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4: tuple[DescribeConfigsResourceResult, ...]
     n = buf[pos]
@@ -651,18 +562,126 @@ def _r_DescribeConfigsResult_v4(buf: memoryview, pos: int) -> tuple[DescribeConf
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Configs" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[DescribeConfigsResourceResult] = []
         for _ in range(n):
-            item_f4, pos = _r_DescribeConfigsResourceResult_v4(buf, pos)
-            items_f4.append(item_f4)
+            f4_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f4_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_2, f4_4, f4_5 = _U_obo(buf, pos)
+            pos += 3
+            f4_6: tuple[DescribeConfigsSynonym, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Synonyms" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f4_6: list[DescribeConfigsSynonym] = []
+                for _ in range(n):
+                    f4_6_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f4_6_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f4_6_1: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f4_6_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f4_6_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f4_6_2, tg = _U_bB(buf, pos)
+                    pos += 2
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f4_6.append(_new(DescribeConfigsSynonym, (f4_6_0, f4_6_1, f4_6_2)))
+                f4_6 = tuple(items_f4_6)
+            f4_7 = _U_b(buf, pos)[0]
+            pos += 1
+            f4_8: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f4_8 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_8 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f4.append(_new(DescribeConfigsResourceResult, (f4_0, f4_1, f4_2, False, f4_4, f4_5, f4_6, f4_7, f4_8)))
         f4 = tuple(items_f4)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeConfigsResult(f0, f1, f2, f3, f4), pos
+    return _new(DescribeConfigsResult, (f0, f1, f2, f3, f4)), pos
 
 
 def _r_DescribeConfigsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
@@ -689,7 +708,7 @@ def _r_DescribeConfigsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeCo
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeConfigsResponse(f0, f1), pos
+    return _new(DescribeConfigsResponse, (f0, f1)), pos
 
 
 def _w_DescribeConfigsResourceResult_v0(out: bytearray, ext: Ext, o: DescribeConfigsResourceResult) -> None:

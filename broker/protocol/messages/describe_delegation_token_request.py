@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "DescribeDelegationTokenRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -31,24 +33,36 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class DescribeDelegationTokenOwner:
+class _DescribeDelegationTokenOwnerFields(_NamedTuple):
+    principal_type: str = ""
+    principal_name: str = ""
+
+
+class DescribeDelegationTokenOwner(_DescribeDelegationTokenOwnerFields):
     """Struct ``DescribeDelegationTokenOwner`` of DescribeDelegationTokenRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("principal_type", "string", "0+", "none", "none", -1),
         ("principal_name", "string", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    principal_type: str = ""
-    principal_name: str = ""
+
+_D_DescribeDelegationTokenOwner = DescribeDelegationTokenOwner()
 
 
-@_attrs.frozen
-class DescribeDelegationTokenRequest:
+class _DescribeDelegationTokenRequestFields(_NamedTuple):
+    owners: tuple[DescribeDelegationTokenOwner, ...] | None = ()
+
+
+class DescribeDelegationTokenRequest(_DescribeDelegationTokenRequestFields):
     """Kafka request ``DescribeDelegationTokenRequest`` (generated from DescribeDelegationTokenRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 41
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
@@ -57,40 +71,13 @@ class DescribeDelegationTokenRequest:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("owners", "[]DescribeDelegationTokenOwner", "0+", "0+", "none", -1),
     )
-
-    owners: tuple[DescribeDelegationTokenOwner, ...] | None = ()
-
-
-_D_DescribeDelegationTokenOwner = DescribeDelegationTokenOwner()
-
-
-def _r_DescribeDelegationTokenOwner_v0(buf: memoryview, pos: int) -> tuple[DescribeDelegationTokenOwner, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    return DescribeDelegationTokenOwner(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeDelegationTokenRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeDelegationTokenRequest, int]:
+    blen = len(buf)
     f0: tuple[DescribeDelegationTokenOwner, ...] | None
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -99,55 +86,39 @@ def _r_DescribeDelegationTokenRequest_v0(buf: memoryview, pos: int) -> tuple[Des
             raise DecodeError("invalid array length %d" % n)
         f0 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[DescribeDelegationTokenOwner] = []
         for _ in range(n):
-            item_f0, pos = _r_DescribeDelegationTokenOwner_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f0.append(_new(DescribeDelegationTokenOwner, (f0_0, f0_1)))
         f0 = tuple(items_f0)
-    return DescribeDelegationTokenRequest(f0), pos
-
-
-def _r_DescribeDelegationTokenOwner_v2(buf: memoryview, pos: int) -> tuple[DescribeDelegationTokenOwner, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeDelegationTokenOwner(f0, f1), pos
+    return _new(DescribeDelegationTokenRequest, (f0,)), pos
 
 
 def _r_DescribeDelegationTokenRequest_v2(buf: memoryview, pos: int) -> tuple[DescribeDelegationTokenRequest, int]:
+    blen = len(buf)
     f0: tuple[DescribeDelegationTokenOwner, ...] | None
     n = buf[pos]
     if n < 0x80:
@@ -160,18 +131,51 @@ def _r_DescribeDelegationTokenRequest_v2(buf: memoryview, pos: int) -> tuple[Des
             raise DecodeError("invalid array length %d" % n)
         f0 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[DescribeDelegationTokenOwner] = []
         for _ in range(n):
-            item_f0, pos = _r_DescribeDelegationTokenOwner_v2(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(DescribeDelegationTokenOwner, (f0_0, f0_1)))
         f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeDelegationTokenRequest(f0), pos
+    return _new(DescribeDelegationTokenRequest, (f0,)), pos
 
 
 def _w_DescribeDelegationTokenOwner_v0(out: bytearray, ext: Ext, o: DescribeDelegationTokenOwner) -> None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -16,6 +15,8 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,6 +26,7 @@ __all__ = [
     "DescribeDelegationTokenResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -32,30 +34,52 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 _S_qqq = _struct.Struct(">qqq")
 _U_qqq = _S_qqq.unpack_from
 _P_qqq = _S_qqq.pack
 
 
-@_attrs.frozen
-class DescribedDelegationTokenRenewer:
+class _DescribedDelegationTokenRenewerFields(_NamedTuple):
+    principal_type: str = ""
+    principal_name: str = ""
+
+
+class DescribedDelegationTokenRenewer(_DescribedDelegationTokenRenewerFields):
     """Struct ``DescribedDelegationTokenRenewer`` of DescribeDelegationTokenResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("principal_type", "string", "0+", "none", "none", -1),
         ("principal_name", "string", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_DescribedDelegationTokenRenewer = DescribedDelegationTokenRenewer()
+
+
+class _DescribedDelegationTokenFields(_NamedTuple):
     principal_type: str = ""
     principal_name: str = ""
+    token_requester_principal_type: str = ""
+    token_requester_principal_name: str = ""
+    issue_timestamp: int = 0
+    expiry_timestamp: int = 0
+    max_timestamp: int = 0
+    token_id: str = ""
+    hmac: bytes = b""
+    renewers: tuple[DescribedDelegationTokenRenewer, ...] = ()
 
 
-@_attrs.frozen
-class DescribedDelegationToken:
+class DescribedDelegationToken(_DescribedDelegationTokenFields):
     """Struct ``DescribedDelegationToken`` of DescribeDelegationTokenResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("principal_type", "string", "0+", "none", "none", -1),
@@ -69,23 +93,24 @@ class DescribedDelegationToken:
         ("hmac", "bytes", "0+", "none", "none", -1),
         ("renewers", "[]DescribedDelegationTokenRenewer", "0+", "none", "none", -1),
     )
-
-    principal_type: str = ""
-    principal_name: str = ""
-    token_requester_principal_type: str = ""
-    token_requester_principal_name: str = ""
-    issue_timestamp: int = 0
-    expiry_timestamp: int = 0
-    max_timestamp: int = 0
-    token_id: str = ""
-    hmac: bytes = b""
-    renewers: tuple[DescribedDelegationTokenRenewer, ...] = ()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class DescribeDelegationTokenResponse:
+_D_DescribedDelegationToken = DescribedDelegationToken()
+
+
+class _DescribeDelegationTokenResponseFields(_NamedTuple):
+    error_code: int = 0
+    tokens: tuple[DescribedDelegationToken, ...] = ()
+    throttle_time_ms: int = 0
+
+
+class DescribeDelegationTokenResponse(_DescribeDelegationTokenResponseFields):
     """Kafka response ``DescribeDelegationTokenResponse`` (generated from DescribeDelegationTokenResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 41
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
@@ -96,106 +121,13 @@ class DescribeDelegationTokenResponse:
         ("tokens", "[]DescribedDelegationToken", "0+", "none", "none", -1),
         ("throttle_time_ms", "int32", "0+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    tokens: tuple[DescribedDelegationToken, ...] = ()
-    throttle_time_ms: int = 0
-
-
-_D_DescribedDelegationTokenRenewer = DescribedDelegationTokenRenewer()
-_D_DescribedDelegationToken = DescribedDelegationToken()
-
-
-def _r_DescribedDelegationTokenRenewer_v0(buf: memoryview, pos: int) -> tuple[DescribedDelegationTokenRenewer, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    return DescribedDelegationTokenRenewer(f0, f1), pos
-
-
-def _r_DescribedDelegationToken_v0(buf: memoryview, pos: int) -> tuple[DescribedDelegationToken, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4, f5, f6 = _U_qqq(buf, pos)
-    pos += 24
-    f7: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TokenId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f7 = str(buf[pos:end], "utf-8")
-        pos = end
-    f8: bytes
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Hmac" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f8 = bytes(buf[pos:end])
-        pos = end
-    f9: tuple[DescribedDelegationTokenRenewer, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Renewers" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f9: list[DescribedDelegationTokenRenewer] = []
-        for _ in range(n):
-            item_f9, pos = _r_DescribedDelegationTokenRenewer_v0(buf, pos)
-            items_f9.append(item_f9)
-        f9 = tuple(items_f9)
-    return DescribedDelegationToken(f0, f1, "", "", f4, f5, f6, f7, f8, f9), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeDelegationTokenResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeDelegationTokenResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: tuple[DescribedDelegationToken, ...]
@@ -204,144 +136,99 @@ def _r_DescribeDelegationTokenResponse_v0(buf: memoryview, pos: int) -> tuple[De
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Tokens" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DescribedDelegationToken] = []
         for _ in range(n):
-            item_f1, pos = _r_DescribedDelegationToken_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_4, f1_5, f1_6 = _U_qqq(buf, pos)
+            pos += 24
+            f1_7: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TokenId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_7 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_8: bytes
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Hmac" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f1_8 = bytes(buf[pos:end])
+                pos = end
+            f1_9: tuple[DescribedDelegationTokenRenewer, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Renewers" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_9: list[DescribedDelegationTokenRenewer] = []
+                for _ in range(n):
+                    f1_9_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_9_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_9_1: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_9_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f1_9.append(_new(DescribedDelegationTokenRenewer, (f1_9_0, f1_9_1)))
+                f1_9 = tuple(items_f1_9)
+            items_f1.append(_new(DescribedDelegationToken, (f1_0, f1_1, "", "", f1_4, f1_5, f1_6, f1_7, f1_8, f1_9)))
         f1 = tuple(items_f1)
     f2 = _U_i(buf, pos)[0]
     pos += 4
-    return DescribeDelegationTokenResponse(f0, f1, f2), pos
-
-
-def _r_DescribedDelegationTokenRenewer_v2(buf: memoryview, pos: int) -> tuple[DescribedDelegationTokenRenewer, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribedDelegationTokenRenewer(f0, f1), pos
-
-
-def _r_DescribedDelegationToken_v2(buf: memoryview, pos: int) -> tuple[DescribedDelegationToken, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4, f5, f6 = _U_qqq(buf, pos)
-    pos += 24
-    f7: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TokenId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f7 = str(buf[pos:end], "utf-8")
-        pos = end
-    f8: bytes
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Hmac" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f8 = bytes(buf[pos:end])
-        pos = end
-    f9: tuple[DescribedDelegationTokenRenewer, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Renewers" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f9: list[DescribedDelegationTokenRenewer] = []
-        for _ in range(n):
-            item_f9, pos = _r_DescribedDelegationTokenRenewer_v2(buf, pos)
-            items_f9.append(item_f9)
-        f9 = tuple(items_f9)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribedDelegationToken(f0, f1, "", "", f4, f5, f6, f7, f8, f9), pos
+    return _new(DescribeDelegationTokenResponse, (f0, f1, f2)), pos
 
 
 def _r_DescribeDelegationTokenResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeDelegationTokenResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: tuple[DescribedDelegationToken, ...]
@@ -354,140 +241,137 @@ def _r_DescribeDelegationTokenResponse_v2(buf: memoryview, pos: int) -> tuple[De
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Tokens" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DescribedDelegationToken] = []
         for _ in range(n):
-            item_f1, pos = _r_DescribedDelegationToken_v2(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_4, f1_5, f1_6 = _U_qqq(buf, pos)
+            pos += 24
+            f1_7: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TokenId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_7 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_8: bytes
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Hmac" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f1_8 = bytes(buf[pos:end])
+                pos = end
+            f1_9: tuple[DescribedDelegationTokenRenewer, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Renewers" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_9: list[DescribedDelegationTokenRenewer] = []
+                for _ in range(n):
+                    f1_9_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_9_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_9_1: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_9_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f1_9.append(_new(DescribedDelegationTokenRenewer, (f1_9_0, f1_9_1)))
+                f1_9 = tuple(items_f1_9)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(DescribedDelegationToken, (f1_0, f1_1, "", "", f1_4, f1_5, f1_6, f1_7, f1_8, f1_9)))
         f1 = tuple(items_f1)
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeDelegationTokenResponse(f0, f1, f2), pos
-
-
-def _r_DescribedDelegationToken_v3(buf: memoryview, pos: int) -> tuple[DescribedDelegationToken, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TokenRequesterPrincipalType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TokenRequesterPrincipalName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4, f5, f6 = _U_qqq(buf, pos)
-    pos += 24
-    f7: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TokenId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f7 = str(buf[pos:end], "utf-8")
-        pos = end
-    f8: bytes
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Hmac" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f8 = bytes(buf[pos:end])
-        pos = end
-    f9: tuple[DescribedDelegationTokenRenewer, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Renewers" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f9: list[DescribedDelegationTokenRenewer] = []
-        for _ in range(n):
-            item_f9, pos = _r_DescribedDelegationTokenRenewer_v2(buf, pos)
-            items_f9.append(item_f9)
-        f9 = tuple(items_f9)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribedDelegationToken(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9), pos
+    f2, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(DescribeDelegationTokenResponse, (f0, f1, f2)), pos
 
 
 def _r_DescribeDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeDelegationTokenResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: tuple[DescribedDelegationToken, ...]
@@ -500,20 +384,163 @@ def _r_DescribeDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[De
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Tokens" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DescribedDelegationToken] = []
         for _ in range(n):
-            item_f1, pos = _r_DescribedDelegationToken_v3(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TokenRequesterPrincipalType" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_3: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TokenRequesterPrincipalName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_4, f1_5, f1_6 = _U_qqq(buf, pos)
+            pos += 24
+            f1_7: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TokenId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_7 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_8: bytes
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Hmac" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f1_8 = bytes(buf[pos:end])
+                pos = end
+            f1_9: tuple[DescribedDelegationTokenRenewer, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Renewers" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_9: list[DescribedDelegationTokenRenewer] = []
+                for _ in range(n):
+                    f1_9_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_9_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_9_1: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_9_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f1_9.append(_new(DescribedDelegationTokenRenewer, (f1_9_0, f1_9_1)))
+                f1_9 = tuple(items_f1_9)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(DescribedDelegationToken, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7, f1_8, f1_9)))
         f1 = tuple(items_f1)
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeDelegationTokenResponse(f0, f1, f2), pos
+    f2, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(DescribeDelegationTokenResponse, (f0, f1, f2)), pos
 
 
 def _w_DescribedDelegationTokenRenewer_v0(out: bytearray, ext: Ext, o: DescribedDelegationTokenRenewer) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -22,10 +23,12 @@ __all__ = [
     "DescribeGroupsRequest",
 ]
 
+_new = tuple.__new__
 _S_o = _struct.Struct(">?")
 _U_o = _S_o.unpack_from
 _P_o = _S_o.pack
 _S_oB = _struct.Struct(">?B")
+_U_oB = _S_oB.unpack_from
 _P_oB = _S_oB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -35,10 +38,15 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class DescribeGroupsRequest:
+class _DescribeGroupsRequestFields(_NamedTuple):
+    groups: tuple[str, ...] = ()
+    include_authorized_operations: bool = False
+
+
+class DescribeGroupsRequest(_DescribeGroupsRequestFields):
     """Kafka request ``DescribeGroupsRequest`` (generated from DescribeGroupsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 15
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
@@ -48,21 +56,20 @@ class DescribeGroupsRequest:
         ("groups", "[]string", "0+", "none", "none", -1),
         ("include_authorized_operations", "bool", "3+", "none", "none", -1),
     )
-
-    groups: tuple[str, ...] = ()
-    include_authorized_operations: bool = False
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeGroupsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
+    blen = len(buf)
     f0: tuple[str, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Groups" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[str] = []
         for _ in range(n):
@@ -73,23 +80,24 @@ def _r_DescribeGroupsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeGrou
                 raise DecodeError("invalid length %d for non-nullable Groups" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f0 = str(buf[pos:end], "utf-8")
+                item_f0 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f0.append(item_f0)
         f0 = tuple(items_f0)
-    return DescribeGroupsRequest(f0, False), pos
+    return _new(DescribeGroupsRequest, (f0, False)), pos
 
 
 def _r_DescribeGroupsRequest_v3(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
+    blen = len(buf)
     f0: tuple[str, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Groups" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[str] = []
         for _ in range(n):
@@ -100,18 +108,19 @@ def _r_DescribeGroupsRequest_v3(buf: memoryview, pos: int) -> tuple[DescribeGrou
                 raise DecodeError("invalid length %d for non-nullable Groups" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f0 = str(buf[pos:end], "utf-8")
+                item_f0 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f0.append(item_f0)
         f0 = tuple(items_f0)
     f1 = _U_o(buf, pos)[0]
     pos += 1
-    return DescribeGroupsRequest(f0, f1), pos
+    return _new(DescribeGroupsRequest, (f0, f1)), pos
 
 
 def _r_DescribeGroupsRequest_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
+    blen = len(buf)
     f0: tuple[str, ...]
     n = buf[pos]
     if n < 0x80:
@@ -122,7 +131,7 @@ def _r_DescribeGroupsRequest_v5(buf: memoryview, pos: int) -> tuple[DescribeGrou
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Groups" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[str] = []
         for _ in range(n):
@@ -137,19 +146,17 @@ def _r_DescribeGroupsRequest_v5(buf: memoryview, pos: int) -> tuple[DescribeGrou
                 raise DecodeError("invalid length %d for non-nullable Groups" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f0 = str(buf[pos:end], "utf-8")
+                item_f0 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f0.append(item_f0)
         f0 = tuple(items_f0)
-    f1 = _U_o(buf, pos)[0]
-    pos += 1
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeGroupsRequest(f0, f1), pos
+    f1, tg = _U_oB(buf, pos)
+    pos += 2
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(DescribeGroupsRequest, (f0, f1)), pos
 
 
 def _w_DescribeGroupsRequest_v0(out: bytearray, ext: Ext, o: DescribeGroupsRequest) -> None:

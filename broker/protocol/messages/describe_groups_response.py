@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -16,6 +15,8 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,6 +26,7 @@ __all__ = [
     "DescribeGroupsResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -32,13 +34,23 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 
 
-@_attrs.frozen
-class DescribedGroupMember:
+class _DescribedGroupMemberFields(_NamedTuple):
+    member_id: str = ""
+    group_instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    member_metadata: bytes = b""
+    member_assignment: bytes = b""
+
+
+class DescribedGroupMember(_DescribedGroupMemberFields):
     """Struct ``DescribedGroupMember`` of DescribeGroupsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("member_id", "string", "0+", "none", "none", -1),
@@ -48,19 +60,28 @@ class DescribedGroupMember:
         ("member_metadata", "bytes", "0+", "none", "none", -1),
         ("member_assignment", "bytes", "0+", "none", "none", -1),
     )
-
-    member_id: str = ""
-    group_instance_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    member_metadata: bytes = b""
-    member_assignment: bytes = b""
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class DescribedGroup:
+_D_DescribedGroupMember = DescribedGroupMember()
+
+
+class _DescribedGroupFields(_NamedTuple):
+    error_code: int = 0
+    group_id: str = ""
+    group_state: str = ""
+    protocol_type: str = ""
+    protocol_data: str = ""
+    members: tuple[DescribedGroupMember, ...] = ()
+    authorized_operations: int = -2147483648
+
+
+class DescribedGroup(_DescribedGroupFields):
     """Struct ``DescribedGroup`` of DescribeGroupsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("error_code", "int16", "0+", "none", "none", -1),
@@ -71,20 +92,23 @@ class DescribedGroup:
         ("members", "[]DescribedGroupMember", "0+", "none", "none", -1),
         ("authorized_operations", "int32", "3+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    group_id: str = ""
-    group_state: str = ""
-    protocol_type: str = ""
-    protocol_data: str = ""
-    members: tuple[DescribedGroupMember, ...] = ()
-    authorized_operations: int = -2147483648
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class DescribeGroupsResponse:
+_D_DescribedGroup = DescribedGroup()
+
+
+class _DescribeGroupsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    groups: tuple[DescribedGroup, ...] = ()
+
+
+class DescribeGroupsResponse(_DescribeGroupsResponseFields):
     """Kafka response ``DescribeGroupsResponse`` (generated from DescribeGroupsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 15
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
@@ -94,155 +118,143 @@ class DescribeGroupsResponse:
         ("throttle_time_ms", "int32", "1+", "none", "none", -1),
         ("groups", "[]DescribedGroup", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    groups: tuple[DescribedGroup, ...] = ()
-
-
-_D_DescribedGroupMember = DescribedGroupMember()
-_D_DescribedGroup = DescribedGroup()
-
-
-def _r_DescribedGroupMember_v0(buf: memoryview, pos: int) -> tuple[DescribedGroupMember, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ClientId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4: bytes
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f4 = bytes(buf[pos:end])
-        pos = end
-    f5: bytes
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f5 = bytes(buf[pos:end])
-        pos = end
-    return DescribedGroupMember(f0, None, f2, f3, f4, f5), pos
-
-
-def _r_DescribedGroup_v0(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable GroupId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable GroupState" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ProtocolData" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    f5: tuple[DescribedGroupMember, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Members" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[DescribedGroupMember] = []
-        for _ in range(n):
-            item_f5, pos = _r_DescribedGroupMember_v0(buf, pos)
-            items_f5.append(item_f5)
-        f5 = tuple(items_f5)
-    return DescribedGroup(f0, f1, f2, f3, f4, f5, -2147483648), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    blen = len(buf)
     f1: tuple[DescribedGroup, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Groups" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DescribedGroup] = []
         for _ in range(n):
-            item_f1, pos = _r_DescribedGroup_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable GroupState" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_3: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_4: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ProtocolData" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_5: tuple[DescribedGroupMember, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Members" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_5: list[DescribedGroupMember] = []
+                for _ in range(n):
+                    f1_5_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_5_2: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_5_3: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_5_4: bytes
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                        f1_5_4 = bytes(buf[pos:end])
+                        pos = end
+                    f1_5_5: bytes
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                        f1_5_5 = bytes(buf[pos:end])
+                        pos = end
+                    items_f1_5.append(_new(DescribedGroupMember, (f1_5_0, None, f1_5_2, f1_5_3, f1_5_4, f1_5_5)))
+                f1_5 = tuple(items_f1_5)
+            items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, -2147483648)))
         f1 = tuple(items_f1)
-    return DescribeGroupsResponse(0, f1), pos
+    return _new(DescribeGroupsResponse, (0, f1)), pos
 
 
 def _r_DescribeGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DescribedGroup, ...]
@@ -251,82 +263,130 @@ def _r_DescribeGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeGro
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Groups" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DescribedGroup] = []
         for _ in range(n):
-            item_f1, pos = _r_DescribedGroup_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable GroupState" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_3: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_4: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ProtocolData" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_5: tuple[DescribedGroupMember, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Members" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_5: list[DescribedGroupMember] = []
+                for _ in range(n):
+                    f1_5_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_5_2: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_5_3: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_5_4: bytes
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                        f1_5_4 = bytes(buf[pos:end])
+                        pos = end
+                    f1_5_5: bytes
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                        f1_5_5 = bytes(buf[pos:end])
+                        pos = end
+                    items_f1_5.append(_new(DescribedGroupMember, (f1_5_0, None, f1_5_2, f1_5_3, f1_5_4, f1_5_5)))
+                f1_5 = tuple(items_f1_5)
+            items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, -2147483648)))
         f1 = tuple(items_f1)
-    return DescribeGroupsResponse(f0, f1), pos
-
-
-def _r_DescribedGroup_v3(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable GroupId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable GroupState" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ProtocolData" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    f5: tuple[DescribedGroupMember, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Members" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[DescribedGroupMember] = []
-        for _ in range(n):
-            item_f5, pos = _r_DescribedGroupMember_v0(buf, pos)
-            items_f5.append(item_f5)
-        f5 = tuple(items_f5)
-    f6 = _U_i(buf, pos)[0]
-    pos += 4
-    return DescribedGroup(f0, f1, f2, f3, f4, f5, f6), pos
+    return _new(DescribeGroupsResponse, (f0, f1)), pos
 
 
 def _r_DescribeGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DescribedGroup, ...]
@@ -335,154 +395,132 @@ def _r_DescribeGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeGro
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Groups" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DescribedGroup] = []
         for _ in range(n):
-            item_f1, pos = _r_DescribedGroup_v3(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable GroupState" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_3: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_4: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ProtocolData" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_5: tuple[DescribedGroupMember, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Members" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_5: list[DescribedGroupMember] = []
+                for _ in range(n):
+                    f1_5_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_5_2: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_5_3: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_5_4: bytes
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                        f1_5_4 = bytes(buf[pos:end])
+                        pos = end
+                    f1_5_5: bytes
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                        f1_5_5 = bytes(buf[pos:end])
+                        pos = end
+                    items_f1_5.append(_new(DescribedGroupMember, (f1_5_0, None, f1_5_2, f1_5_3, f1_5_4, f1_5_5)))
+                f1_5 = tuple(items_f1_5)
+            f1_6 = _U_i(buf, pos)[0]
+            pos += 4
+            items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6)))
         f1 = tuple(items_f1)
-    return DescribeGroupsResponse(f0, f1), pos
-
-
-def _r_DescribedGroupMember_v4(buf: memoryview, pos: int) -> tuple[DescribedGroupMember, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ClientId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4: bytes
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f4 = bytes(buf[pos:end])
-        pos = end
-    f5: bytes
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f5 = bytes(buf[pos:end])
-        pos = end
-    return DescribedGroupMember(f0, f1, f2, f3, f4, f5), pos
-
-
-def _r_DescribedGroup_v4(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable GroupId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable GroupState" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ProtocolData" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    f5: tuple[DescribedGroupMember, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Members" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[DescribedGroupMember] = []
-        for _ in range(n):
-            item_f5, pos = _r_DescribedGroupMember_v4(buf, pos)
-            items_f5.append(item_f5)
-        f5 = tuple(items_f5)
-    f6 = _U_i(buf, pos)[0]
-    pos += 4
-    return DescribedGroup(f0, f1, f2, f3, f4, f5, f6), pos
+    return _new(DescribeGroupsResponse, (f0, f1)), pos
 
 
 def _r_DescribeGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DescribedGroup, ...]
@@ -491,206 +529,145 @@ def _r_DescribeGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeGro
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Groups" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DescribedGroup] = []
         for _ in range(n):
-            item_f1, pos = _r_DescribedGroup_v4(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable GroupState" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_3: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_4: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ProtocolData" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_5: tuple[DescribedGroupMember, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Members" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_5: list[DescribedGroupMember] = []
+                for _ in range(n):
+                    f1_5_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_5_1: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_5_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_5_2: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_5_3: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_5_4: bytes
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                        f1_5_4 = bytes(buf[pos:end])
+                        pos = end
+                    f1_5_5: bytes
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                        f1_5_5 = bytes(buf[pos:end])
+                        pos = end
+                    items_f1_5.append(_new(DescribedGroupMember, (f1_5_0, f1_5_1, f1_5_2, f1_5_3, f1_5_4, f1_5_5)))
+                f1_5 = tuple(items_f1_5)
+            f1_6 = _U_i(buf, pos)[0]
+            pos += 4
+            items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6)))
         f1 = tuple(items_f1)
-    return DescribeGroupsResponse(f0, f1), pos
-
-
-def _r_DescribedGroupMember_v5(buf: memoryview, pos: int) -> tuple[DescribedGroupMember, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ClientId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4: bytes
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f4 = bytes(buf[pos:end])
-        pos = end
-    f5: bytes
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f5 = bytes(buf[pos:end])
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribedGroupMember(f0, f1, f2, f3, f4, f5), pos
-
-
-def _r_DescribedGroup_v5(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable GroupId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable GroupState" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ProtocolData" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    f5: tuple[DescribedGroupMember, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Members" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[DescribedGroupMember] = []
-        for _ in range(n):
-            item_f5, pos = _r_DescribedGroupMember_v5(buf, pos)
-            items_f5.append(item_f5)
-        f5 = tuple(items_f5)
-    f6 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribedGroup(f0, f1, f2, f3, f4, f5, f6), pos
+    return _new(DescribeGroupsResponse, (f0, f1)), pos
 
 
 def _r_DescribeGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DescribedGroup, ...]
@@ -703,18 +680,195 @@ def _r_DescribeGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeGro
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Groups" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DescribedGroup] = []
         for _ in range(n):
-            item_f1, pos = _r_DescribedGroup_v5(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable GroupState" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_3: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_4: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ProtocolData" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_5: tuple[DescribedGroupMember, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Members" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_5: list[DescribedGroupMember] = []
+                for _ in range(n):
+                    f1_5_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_5_1: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_5_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_5_2: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_5_3: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_5_4: bytes
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                        f1_5_4 = bytes(buf[pos:end])
+                        pos = end
+                    f1_5_5: bytes
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                        f1_5_5 = bytes(buf[pos:end])
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f1_5.append(_new(DescribedGroupMember, (f1_5_0, f1_5_1, f1_5_2, f1_5_3, f1_5_4, f1_5_5)))
+                f1_5 = tuple(items_f1_5)
+            f1_6, tg = _U_iB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeGroupsResponse(f0, f1), pos
+    return _new(DescribeGroupsResponse, (f0, f1)), pos
 
 
 def _w_DescribedGroupMember_v0(out: bytearray, ext: Ext, o: DescribedGroupMember) -> None:

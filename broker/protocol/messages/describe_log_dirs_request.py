@@ -7,15 +7,17 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,7 +26,9 @@ __all__ = [
     "DescribeLogDirsRequest",
 ]
 
+_new = tuple.__new__
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -33,24 +37,36 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class DescribableLogDirTopic:
+class _DescribableLogDirTopicFields(_NamedTuple):
+    topic: str = ""
+    partitions: tuple[int, ...] = ()
+
+
+class DescribableLogDirTopic(_DescribableLogDirTopicFields):
     """Struct ``DescribableLogDirTopic`` of DescribeLogDirsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic", "string", "0+", "none", "none", -1),
         ("partitions", "[]int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic: str = ""
-    partitions: tuple[int, ...] = ()
+
+_D_DescribableLogDirTopic = DescribableLogDirTopic()
 
 
-@_attrs.frozen
-class DescribeLogDirsRequest:
+class _DescribeLogDirsRequestFields(_NamedTuple):
+    topics: tuple[DescribableLogDirTopic, ...] | None = ()
+
+
+class DescribeLogDirsRequest(_DescribeLogDirsRequestFields):
     """Kafka request ``DescribeLogDirsRequest`` (generated from DescribeLogDirsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 35
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
@@ -59,39 +75,13 @@ class DescribeLogDirsRequest:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topics", "[]DescribableLogDirTopic", "0+", "0+", "none", -1),
     )
-
-    topics: tuple[DescribableLogDirTopic, ...] | None = ()
-
-
-_D_DescribableLogDirTopic = DescribableLogDirTopic()
-
-
-def _r_DescribableLogDirTopic_v0(buf: memoryview, pos: int) -> tuple[DescribableLogDirTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return DescribableLogDirTopic(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeLogDirsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
+    blen = len(buf)
     f0: tuple[DescribableLogDirTopic, ...] | None
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -100,54 +90,38 @@ def _r_DescribeLogDirsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeLog
             raise DecodeError("invalid array length %d" % n)
         f0 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[DescribableLogDirTopic] = []
         for _ in range(n):
-            item_f0, pos = _r_DescribableLogDirTopic_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f0_1 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f0.append(_new(DescribableLogDirTopic, (f0_0, f0_1)))
         f0 = tuple(items_f0)
-    return DescribeLogDirsRequest(f0), pos
-
-
-def _r_DescribableLogDirTopic_v2(buf: memoryview, pos: int) -> tuple[DescribableLogDirTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribableLogDirTopic(f0, f1), pos
+    return _new(DescribeLogDirsRequest, (f0,)), pos
 
 
 def _r_DescribeLogDirsRequest_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
+    blen = len(buf)
     f0: tuple[DescribableLogDirTopic, ...] | None
     n = buf[pos]
     if n < 0x80:
@@ -160,18 +134,55 @@ def _r_DescribeLogDirsRequest_v2(buf: memoryview, pos: int) -> tuple[DescribeLog
             raise DecodeError("invalid array length %d" % n)
         f0 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[DescribableLogDirTopic] = []
         for _ in range(n):
-            item_f0, pos = _r_DescribableLogDirTopic_v2(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1: tuple[int, ...]
+            n = buf[pos]
+            try:
+                f0_1 = _AC_i[n](buf, pos)
+                pos += 4 * n - 3
+            except KeyError:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f0_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(DescribableLogDirTopic, (f0_0, f0_1)))
         f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeLogDirsRequest(f0), pos
+    return _new(DescribeLogDirsRequest, (f0,)), pos
 
 
 def _w_DescribableLogDirTopic_v0(out: bytearray, ext: Ext, o: DescribableLogDirTopic) -> None:

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,6 +27,7 @@ __all__ = [
     "DescribeLogDirsResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -35,20 +38,29 @@ _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 _S_iqqo = _struct.Struct(">iqq?")
-_U_iqqo = _S_iqqo.unpack_from
+_IU_iqqo = _S_iqqo.iter_unpack
 _P_iqqo = _S_iqqo.pack
 _S_iqqoB = _struct.Struct(">iqq?B")
+_U_iqqoB = _S_iqqoB.unpack_from
 _P_iqqoB = _S_iqqoB.pack
-_S_qq = _struct.Struct(">qq")
-_U_qq = _S_qq.unpack_from
+_S_iqqox = _struct.Struct(">iqq?x")
+_IU_iqqox = _S_iqqox.iter_unpack
 _S_qqB = _struct.Struct(">qqB")
+_U_qqB = _S_qqB.unpack_from
 _P_qqB = _S_qqB.pack
 
 
-@_attrs.frozen
-class DescribeLogDirsPartition:
+class _DescribeLogDirsPartitionFields(_NamedTuple):
+    partition_index: int = 0
+    partition_size: int = 0
+    offset_lag: int = 0
+    is_future_key: bool = False
+
+
+class DescribeLogDirsPartition(_DescribeLogDirsPartitionFields):
     """Struct ``DescribeLogDirsPartition`` of DescribeLogDirsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
@@ -56,31 +68,48 @@ class DescribeLogDirsPartition:
         ("offset_lag", "int64", "0+", "none", "none", -1),
         ("is_future_key", "bool", "0+", "none", "none", -1),
     )
-
-    partition_index: int = 0
-    partition_size: int = 0
-    offset_lag: int = 0
-    is_future_key: bool = False
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class DescribeLogDirsTopic:
+_D_DescribeLogDirsPartition = DescribeLogDirsPartition()
+
+
+class _DescribeLogDirsTopicFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[DescribeLogDirsPartition, ...] = ()
+
+
+class DescribeLogDirsTopic(_DescribeLogDirsTopicFields):
     """Struct ``DescribeLogDirsTopic`` of DescribeLogDirsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]DescribeLogDirsPartition", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[DescribeLogDirsPartition, ...] = ()
+
+_D_DescribeLogDirsTopic = DescribeLogDirsTopic()
 
 
-@_attrs.frozen
-class DescribeLogDirsResult:
+class _DescribeLogDirsResultFields(_NamedTuple):
+    error_code: int = 0
+    log_dir: str = ""
+    topics: tuple[DescribeLogDirsTopic, ...] = ()
+    total_bytes: int = -1
+    usable_bytes: int = -1
+
+
+class DescribeLogDirsResult(_DescribeLogDirsResultFields):
     """Struct ``DescribeLogDirsResult`` of DescribeLogDirsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("error_code", "int16", "0+", "none", "none", -1),
@@ -89,18 +118,24 @@ class DescribeLogDirsResult:
         ("total_bytes", "int64", "4+", "none", "none", -1),
         ("usable_bytes", "int64", "4+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_DescribeLogDirsResult = DescribeLogDirsResult()
+
+
+class _DescribeLogDirsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
     error_code: int = 0
-    log_dir: str = ""
-    topics: tuple[DescribeLogDirsTopic, ...] = ()
-    total_bytes: int = -1
-    usable_bytes: int = -1
+    results: tuple[DescribeLogDirsResult, ...] = ()
 
 
-@_attrs.frozen
-class DescribeLogDirsResponse:
+class DescribeLogDirsResponse(_DescribeLogDirsResponseFields):
     """Kafka response ``DescribeLogDirsResponse`` (generated from DescribeLogDirsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 35
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
@@ -111,82 +146,13 @@ class DescribeLogDirsResponse:
         ("error_code", "int16", "3+", "none", "none", -1),
         ("results", "[]DescribeLogDirsResult", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    results: tuple[DescribeLogDirsResult, ...] = ()
-
-
-_D_DescribeLogDirsPartition = DescribeLogDirsPartition()
-_D_DescribeLogDirsTopic = DescribeLogDirsTopic()
-_D_DescribeLogDirsResult = DescribeLogDirsResult()
-
-
-def _r_DescribeLogDirsPartition_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsPartition, int]:
-    f0, f1, f2, f3 = _U_iqqo(buf, pos)
-    pos += 21
-    return DescribeLogDirsPartition(f0, f1, f2, f3), pos
-
-
-def _r_DescribeLogDirsTopic_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[DescribeLogDirsPartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DescribeLogDirsPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_DescribeLogDirsPartition_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return DescribeLogDirsTopic(f0, f1), pos
-
-
-def _r_DescribeLogDirsResult_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResult, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable LogDir" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[DescribeLogDirsTopic, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topics" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[DescribeLogDirsTopic] = []
-        for _ in range(n):
-            item_f2, pos = _r_DescribeLogDirsTopic_v0(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    return DescribeLogDirsResult(f0, f1, f2, -1, -1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeLogDirsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f2: tuple[DescribeLogDirsResult, ...]
@@ -195,109 +161,74 @@ def _r_DescribeLogDirsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeLo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Results" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[DescribeLogDirsResult] = []
         for _ in range(n):
-            item_f2, pos = _r_DescribeLogDirsResult_v0(buf, pos)
-            items_f2.append(item_f2)
+            f2_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f2_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable LogDir" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_2: tuple[DescribeLogDirsTopic, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topics" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_2: list[DescribeLogDirsTopic] = []
+                for _ in range(n):
+                    f2_2_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f2_2_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f2_2_1: tuple[DescribeLogDirsPartition, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 21 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f2_2_1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqo(buf[pos:end])))
+                        pos = end
+                    items_f2_2.append(_new(DescribeLogDirsTopic, (f2_2_0, f2_2_1)))
+                f2_2 = tuple(items_f2_2)
+            items_f2.append(_new(DescribeLogDirsResult, (f2_0, f2_1, f2_2, -1, -1)))
         f2 = tuple(items_f2)
-    return DescribeLogDirsResponse(f0, 0, f2), pos
+    return _new(DescribeLogDirsResponse, (f0, 0, f2)), pos
 
 
 def _r_DescribeLogDirsPartition_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsPartition, int]:
-    f0, f1, f2, f3 = _U_iqqo(buf, pos)
-    pos += 21
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeLogDirsPartition(f0, f1, f2, f3), pos
-
-
-def _r_DescribeLogDirsTopic_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[DescribeLogDirsPartition, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DescribeLogDirsPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeLogDirsTopic(f0, f1), pos
-
-
-def _r_DescribeLogDirsResult_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResult, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable LogDir" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[DescribeLogDirsTopic, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topics" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[DescribeLogDirsTopic] = []
-        for _ in range(n):
-            item_f2, pos = _r_DescribeLogDirsTopic_v2(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeLogDirsResult(f0, f1, f2, -1, -1), pos
+    f0, f1, f2, f3, tg = _U_iqqoB(buf, pos)
+    pos += 22
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(DescribeLogDirsPartition, (f0, f1, f2, f3)), pos
 
 
 def _r_DescribeLogDirsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f2: tuple[DescribeLogDirsResult, ...]
@@ -310,21 +241,101 @@ def _r_DescribeLogDirsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeLo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Results" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[DescribeLogDirsResult] = []
         for _ in range(n):
-            item_f2, pos = _r_DescribeLogDirsResult_v2(buf, pos)
-            items_f2.append(item_f2)
+            f2_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f2_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable LogDir" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_2: tuple[DescribeLogDirsTopic, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topics" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_2: list[DescribeLogDirsTopic] = []
+                for _ in range(n):
+                    f2_2_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f2_2_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f2_2_1: tuple[DescribeLogDirsPartition, ...]
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 22 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 21 : end : 22].tobytes().count(0) == n:
+                            f2_2_1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
+                            pos = end
+                        else:
+                            items_f2_2_1: list[DescribeLogDirsPartition] = []
+                            for _ in range(n):
+                                item_f2_2_1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
+                                items_f2_2_1.append(item_f2_2_1)
+                            f2_2_1 = tuple(items_f2_2_1)
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f2_2.append(_new(DescribeLogDirsTopic, (f2_2_0, f2_2_1)))
+                f2_2 = tuple(items_f2_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(DescribeLogDirsResult, (f2_0, f2_1, f2_2, -1, -1)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeLogDirsResponse(f0, 0, f2), pos
+    return _new(DescribeLogDirsResponse, (f0, 0, f2)), pos
 
 
 def _r_DescribeLogDirsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: tuple[DescribeLogDirsResult, ...]
@@ -337,65 +348,101 @@ def _r_DescribeLogDirsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeLo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Results" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[DescribeLogDirsResult] = []
         for _ in range(n):
-            item_f2, pos = _r_DescribeLogDirsResult_v2(buf, pos)
-            items_f2.append(item_f2)
+            f2_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f2_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable LogDir" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_2: tuple[DescribeLogDirsTopic, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topics" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_2: list[DescribeLogDirsTopic] = []
+                for _ in range(n):
+                    f2_2_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f2_2_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f2_2_1: tuple[DescribeLogDirsPartition, ...]
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 22 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 21 : end : 22].tobytes().count(0) == n:
+                            f2_2_1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
+                            pos = end
+                        else:
+                            items_f2_2_1: list[DescribeLogDirsPartition] = []
+                            for _ in range(n):
+                                item_f2_2_1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
+                                items_f2_2_1.append(item_f2_2_1)
+                            f2_2_1 = tuple(items_f2_2_1)
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f2_2.append(_new(DescribeLogDirsTopic, (f2_2_0, f2_2_1)))
+                f2_2 = tuple(items_f2_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(DescribeLogDirsResult, (f2_0, f2_1, f2_2, -1, -1)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeLogDirsResponse(f0, f1, f2), pos
-
-
-def _r_DescribeLogDirsResult_v4(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResult, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable LogDir" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[DescribeLogDirsTopic, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topics" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[DescribeLogDirsTopic] = []
-        for _ in range(n):
-            item_f2, pos = _r_DescribeLogDirsTopic_v2(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    f3, f4 = _U_qq(buf, pos)
-    pos += 16
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeLogDirsResult(f0, f1, f2, f3, f4), pos
+    return _new(DescribeLogDirsResponse, (f0, f1, f2)), pos
 
 
 def _r_DescribeLogDirsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: tuple[DescribeLogDirsResult, ...]
@@ -408,18 +455,97 @@ def _r_DescribeLogDirsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeLo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Results" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[DescribeLogDirsResult] = []
         for _ in range(n):
-            item_f2, pos = _r_DescribeLogDirsResult_v4(buf, pos)
-            items_f2.append(item_f2)
+            f2_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f2_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable LogDir" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_2: tuple[DescribeLogDirsTopic, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topics" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_2: list[DescribeLogDirsTopic] = []
+                for _ in range(n):
+                    f2_2_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f2_2_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f2_2_1: tuple[DescribeLogDirsPartition, ...]
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 22 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 21 : end : 22].tobytes().count(0) == n:
+                            f2_2_1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
+                            pos = end
+                        else:
+                            items_f2_2_1: list[DescribeLogDirsPartition] = []
+                            for _ in range(n):
+                                item_f2_2_1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
+                                items_f2_2_1.append(item_f2_2_1)
+                            f2_2_1 = tuple(items_f2_2_1)
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f2_2.append(_new(DescribeLogDirsTopic, (f2_2_0, f2_2_1)))
+                f2_2 = tuple(items_f2_2)
+            f2_3, f2_4, tg = _U_qqB(buf, pos)
+            pos += 17
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f2.append(_new(DescribeLogDirsResult, (f2_0, f2_1, f2_2, f2_3, f2_4)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeLogDirsResponse(f0, f1, f2), pos
+    return _new(DescribeLogDirsResponse, (f0, f1, f2)), pos
 
 
 def _w_DescribeLogDirsPartition_v0(out: bytearray, ext: Ext, o: DescribeLogDirsPartition) -> None:

@@ -7,15 +7,17 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,27 +26,41 @@ __all__ = [
     "DescribeProducersRequest",
 ]
 
+_new = tuple.__new__
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 
 
-@_attrs.frozen
-class TopicRequest:
+class _TopicRequestFields(_NamedTuple):
+    name: str = ""
+    partition_indexes: tuple[int, ...] = ()
+
+
+class TopicRequest(_TopicRequestFields):
     """Struct ``TopicRequest`` of DescribeProducersRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partition_indexes", "[]int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partition_indexes: tuple[int, ...] = ()
+
+_D_TopicRequest = TopicRequest()
 
 
-@_attrs.frozen
-class DescribeProducersRequest:
+class _DescribeProducersRequestFields(_NamedTuple):
+    topics: tuple[TopicRequest, ...] = ()
+
+
+class DescribeProducersRequest(_DescribeProducersRequestFields):
     """Kafka request ``DescribeProducersRequest`` (generated from DescribeProducersRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 61
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -53,51 +69,13 @@ class DescribeProducersRequest:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topics", "[]TopicRequest", "0+", "none", "none", -1),
     )
-
-    topics: tuple[TopicRequest, ...] = ()
-
-
-_D_TopicRequest = TopicRequest()
-
-
-def _r_TopicRequest_v0(buf: memoryview, pos: int) -> tuple[TopicRequest, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicRequest(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeProducersRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeProducersRequest, int]:
+    blen = len(buf)
     f0: tuple[TopicRequest, ...]
     n = buf[pos]
     if n < 0x80:
@@ -108,18 +86,55 @@ def _r_DescribeProducersRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeP
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[TopicRequest] = []
         for _ in range(n):
-            item_f0, pos = _r_TopicRequest_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1: tuple[int, ...]
+            n = buf[pos]
+            try:
+                f0_1 = _AC_i[n](buf, pos)
+                pos += 4 * n - 3
+            except KeyError:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f0_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(TopicRequest, (f0_0, f0_1)))
         f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeProducersRequest(f0), pos
+    return _new(DescribeProducersRequest, (f0,)), pos
 
 
 def _w_TopicRequest_v0(out: bytearray, ext: Ext, o: TopicRequest) -> None:

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,22 +27,33 @@ __all__ = [
     "DescribeProducersResponse",
 ]
 
+_new = tuple.__new__
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
-_S_qiiqiq = _struct.Struct(">qiiqiq")
-_U_qiiqiq = _S_qiiqiq.unpack_from
 _S_qiiqiqB = _struct.Struct(">qiiqiqB")
+_U_qiiqiqB = _S_qiiqiqB.unpack_from
 _P_qiiqiqB = _S_qiiqiqB.pack
+_S_qiiqiqx = _struct.Struct(">qiiqiqx")
+_IU_qiiqiqx = _S_qiiqiqx.iter_unpack
 
 
-@_attrs.frozen
-class ProducerState:
+class _ProducerStateFields(_NamedTuple):
+    producer_id: int = 0
+    producer_epoch: int = 0
+    last_sequence: int = -1
+    last_timestamp: int = -1
+    coordinator_epoch: int = 0
+    current_txn_start_offset: int = -1
+
+
+class ProducerState(_ProducerStateFields):
     """Struct ``ProducerState`` of DescribeProducersResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("producer_id", "int64", "0+", "none", "none", -1),
@@ -50,19 +63,25 @@ class ProducerState:
         ("coordinator_epoch", "int32", "0+", "none", "none", -1),
         ("current_txn_start_offset", "int64", "0+", "none", "none", -1),
     )
-
-    producer_id: int = 0
-    producer_epoch: int = 0
-    last_sequence: int = -1
-    last_timestamp: int = -1
-    coordinator_epoch: int = 0
-    current_txn_start_offset: int = -1
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class PartitionResponse:
+_D_ProducerState = ProducerState()
+
+
+class _PartitionResponseFields(_NamedTuple):
+    partition_index: int = 0
+    error_code: int = 0
+    error_message: str | None = None
+    active_producers: tuple[ProducerState, ...] = ()
+
+
+class PartitionResponse(_PartitionResponseFields):
     """Struct ``PartitionResponse`` of DescribeProducersResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
@@ -70,31 +89,45 @@ class PartitionResponse:
         ("error_message", "string", "0+", "0+", "none", -1),
         ("active_producers", "[]ProducerState", "0+", "none", "none", -1),
     )
-
-    partition_index: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    active_producers: tuple[ProducerState, ...] = ()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class TopicResponse:
+_D_PartitionResponse = PartitionResponse()
+
+
+class _TopicResponseFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[PartitionResponse, ...] = ()
+
+
+class TopicResponse(_TopicResponseFields):
     """Struct ``TopicResponse`` of DescribeProducersResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]PartitionResponse", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[PartitionResponse, ...] = ()
+
+_D_TopicResponse = TopicResponse()
 
 
-@_attrs.frozen
-class DescribeProducersResponse:
+class _DescribeProducersResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    topics: tuple[TopicResponse, ...] = ()
+
+
+class DescribeProducersResponse(_DescribeProducersResponseFields):
     """Kafka response ``DescribeProducersResponse`` (generated from DescribeProducersResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 61
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -104,111 +137,21 @@ class DescribeProducersResponse:
         ("throttle_time_ms", "int32", "0+", "none", "none", -1),
         ("topics", "[]TopicResponse", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    topics: tuple[TopicResponse, ...] = ()
-
-
-_D_ProducerState = ProducerState()
-_D_PartitionResponse = PartitionResponse()
-_D_TopicResponse = TopicResponse()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ProducerState_v0(buf: memoryview, pos: int) -> tuple[ProducerState, int]:
-    f0, f1, f2, f3, f4, f5 = _U_qiiqiq(buf, pos)
-    pos += 36
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ProducerState(f0, f1, f2, f3, f4, f5), pos
-
-
-def _r_PartitionResponse_v0(buf: memoryview, pos: int) -> tuple[PartitionResponse, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    f2: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3: tuple[ProducerState, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ActiveProducers" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[ProducerState] = []
-        for _ in range(n):
-            item_f3, pos = _r_ProducerState_v0(buf, pos)
-            items_f3.append(item_f3)
-        f3 = tuple(items_f3)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionResponse(f0, f1, f2, f3), pos
-
-
-def _r_TopicResponse_v0(buf: memoryview, pos: int) -> tuple[TopicResponse, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionResponse, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionResponse] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionResponse_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicResponse(f0, f1), pos
+    f0, f1, f2, f3, f4, f5, tg = _U_qiiqiqB(buf, pos)
+    pos += 37
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(ProducerState, (f0, f1, f2, f3, f4, f5)), pos
 
 
 def _r_DescribeProducersResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeProducersResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[TopicResponse, ...]
@@ -221,18 +164,99 @@ def _r_DescribeProducersResponse_v0(buf: memoryview, pos: int) -> tuple[Describe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[TopicResponse] = []
         for _ in range(n):
-            item_f1, pos = _r_TopicResponse_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[PartitionResponse, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_1: list[PartitionResponse] = []
+                for _ in range(n):
+                    f1_1_0, f1_1_1 = _U_ih(buf, pos)
+                    pos += 6
+                    f1_1_2: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_1_2 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_1_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_1_3: tuple[ProducerState, ...]
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ActiveProducers" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 37 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 36 : end : 37].tobytes().count(0) == n:
+                            f1_1_3 = tuple(map(_new, _repeat(ProducerState, n), _IU_qiiqiqx(buf[pos:end])))
+                            pos = end
+                        else:
+                            items_f1_1_3: list[ProducerState] = []
+                            for _ in range(n):
+                                item_f1_1_3, pos = _r_ProducerState_v0(buf, pos)
+                                items_f1_1_3.append(item_f1_1_3)
+                            f1_1_3 = tuple(items_f1_1_3)
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f1_1.append(_new(PartitionResponse, (f1_1_0, f1_1_1, f1_1_2, f1_1_3)))
+                f1_1 = tuple(items_f1_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(TopicResponse, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeProducersResponse(f0, f1), pos
+    return _new(DescribeProducersResponse, (f0, f1)), pos
 
 
 def _w_ProducerState_v0(out: bytearray, ext: Ext, o: ProducerState) -> None:

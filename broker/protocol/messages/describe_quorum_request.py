@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,42 +26,64 @@ __all__ = [
     "DescribeQuorumRequest",
 ]
 
-_S_i = _struct.Struct(">i")
-_U_i = _S_i.unpack_from
+_new = tuple.__new__
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
+_S_ix = _struct.Struct(">ix")
+_IU_ix = _S_ix.iter_unpack
 
 
-@_attrs.frozen
-class PartitionData:
+class _PartitionDataFields(_NamedTuple):
+    partition_index: int = 0
+
+
+class PartitionData(_PartitionDataFields):
     """Struct ``PartitionData`` of DescribeQuorumRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition_index: int = 0
+
+_D_PartitionData = PartitionData()
 
 
-@_attrs.frozen
-class TopicData:
+class _TopicDataFields(_NamedTuple):
+    topic_name: str = ""
+    partitions: tuple[PartitionData, ...] = ()
+
+
+class TopicData(_TopicDataFields):
     """Struct ``TopicData`` of DescribeQuorumRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "0+", "none", "none", -1),
         ("partitions", "[]PartitionData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_name: str = ""
-    partitions: tuple[PartitionData, ...] = ()
+
+_D_TopicData = TopicData()
 
 
-@_attrs.frozen
-class DescribeQuorumRequest:
+class _DescribeQuorumRequestFields(_NamedTuple):
+    topics: tuple[TopicData, ...] = ()
+
+
+class DescribeQuorumRequest(_DescribeQuorumRequestFields):
     """Kafka request ``DescribeQuorumRequest`` (generated from DescribeQuorumRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 55
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
@@ -68,65 +92,21 @@ class DescribeQuorumRequest:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topics", "[]TopicData", "0+", "none", "none", -1),
     )
-
-    topics: tuple[TopicData, ...] = ()
-
-
-_D_PartitionData = PartitionData()
-_D_TopicData = TopicData()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0), pos
-
-
-def _r_TopicData_v0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicData(f0, f1), pos
+    f0, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(PartitionData, (f0,)), pos
 
 
 def _r_DescribeQuorumRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeQuorumRequest, int]:
+    blen = len(buf)
     f0: tuple[TopicData, ...]
     n = buf[pos]
     if n < 0x80:
@@ -137,18 +117,60 @@ def _r_DescribeQuorumRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeQuor
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[TopicData] = []
         for _ in range(n):
-            item_f0, pos = _r_TopicData_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 5 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 4 : end : 5].tobytes().count(0) == n:
+                    f0_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ix(buf[pos:end])))
+                    pos = end
+                else:
+                    items_f0_1: list[PartitionData] = []
+                    for _ in range(n):
+                        item_f0_1, pos = _r_PartitionData_v0(buf, pos)
+                        items_f0_1.append(item_f0_1)
+                    f0_1 = tuple(items_f0_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(TopicData, (f0_0, f0_1)))
         f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeQuorumRequest(f0), pos
+    return _new(DescribeQuorumRequest, (f0,)), pos
 
 
 def _w_PartitionData_v0(out: bytearray, ext: Ext, o: PartitionData) -> None:

@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -28,11 +30,10 @@ __all__ = [
     "DescribeQuorumResponse",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
-_S_H = _struct.Struct(">H")
-_U_H = _S_H.unpack_from
 _S_HB = _struct.Struct(">HB")
+_U_HB = _S_HB.unpack_from
 _P_HB = _S_HB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -40,9 +41,8 @@ _P_h = _S_h.pack
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
-_S_iUqqq = _struct.Struct(">i16sqqq")
-_U_iUqqq = _S_iUqqq.unpack_from
 _S_iUqqqB = _struct.Struct(">i16sqqqB")
+_U_iUqqqB = _S_iUqqqB.unpack_from
 _P_iUqqqB = _S_iUqqqB.pack
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
@@ -53,20 +53,30 @@ _P_ihiiq = _S_ihiiq.pack
 _S_iiq = _struct.Struct(">iiq")
 _U_iiq = _S_iiq.unpack_from
 _P_iiq = _S_iiq.pack
-_S_iq = _struct.Struct(">iq")
-_U_iq = _S_iq.unpack_from
 _S_iqB = _struct.Struct(">iqB")
+_U_iqB = _S_iqB.unpack_from
 _P_iqB = _S_iqB.pack
-_S_iqqq = _struct.Struct(">iqqq")
-_U_iqqq = _S_iqqq.unpack_from
 _S_iqqqB = _struct.Struct(">iqqqB")
+_U_iqqqB = _S_iqqqB.unpack_from
 _P_iqqqB = _S_iqqqB.pack
+_S_iqqqx = _struct.Struct(">iqqqx")
+_IU_iqqqx = _S_iqqqx.iter_unpack
+_S_iqx = _struct.Struct(">iqx")
+_IU_iqx = _S_iqx.iter_unpack
 
 
-@_attrs.frozen
-class ReplicaState:
+class _ReplicaStateFields(_NamedTuple):
+    replica_id: int = 0
+    replica_directory_id: _uuid.UUID = _ZERO_UUID
+    log_end_offset: int = 0
+    last_fetch_timestamp: int = -1
+    last_caught_up_timestamp: int = -1
+
+
+class ReplicaState(_ReplicaStateFields):
     """Struct ``ReplicaState`` of DescribeQuorumResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("replica_id", "int32", "0+", "none", "none", -1),
@@ -75,18 +85,29 @@ class ReplicaState:
         ("last_fetch_timestamp", "int64", "1+", "none", "none", -1),
         ("last_caught_up_timestamp", "int64", "1+", "none", "none", -1),
     )
-
-    replica_id: int = 0
-    replica_directory_id: _uuid.UUID = _ZERO_UUID
-    log_end_offset: int = 0
-    last_fetch_timestamp: int = -1
-    last_caught_up_timestamp: int = -1
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class PartitionData:
+_D_ReplicaState = ReplicaState()
+
+
+class _PartitionDataFields(_NamedTuple):
+    partition_index: int = 0
+    error_code: int = 0
+    error_message: str | None = ""
+    leader_id: int = 0
+    leader_epoch: int = 0
+    high_watermark: int = 0
+    current_voters: tuple[ReplicaState, ...] = ()
+    observers: tuple[ReplicaState, ...] = ()
+
+
+class PartitionData(_PartitionDataFields):
     """Struct ``PartitionData`` of DescribeQuorumResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
@@ -98,65 +119,93 @@ class PartitionData:
         ("current_voters", "[]ReplicaState", "0+", "none", "none", -1),
         ("observers", "[]ReplicaState", "0+", "none", "none", -1),
     )
-
-    partition_index: int = 0
-    error_code: int = 0
-    error_message: str | None = ""
-    leader_id: int = 0
-    leader_epoch: int = 0
-    high_watermark: int = 0
-    current_voters: tuple[ReplicaState, ...] = ()
-    observers: tuple[ReplicaState, ...] = ()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class TopicData:
+_D_PartitionData = PartitionData()
+
+
+class _TopicDataFields(_NamedTuple):
+    topic_name: str = ""
+    partitions: tuple[PartitionData, ...] = ()
+
+
+class TopicData(_TopicDataFields):
     """Struct ``TopicData`` of DescribeQuorumResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "0+", "none", "none", -1),
         ("partitions", "[]PartitionData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_name: str = ""
-    partitions: tuple[PartitionData, ...] = ()
+
+_D_TopicData = TopicData()
 
 
-@_attrs.frozen
-class Listener:
+class _ListenerFields(_NamedTuple):
+    name: str = ""
+    host: str = ""
+    port: int = 0
+
+
+class Listener(_ListenerFields):
     """Struct ``Listener`` of DescribeQuorumResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "2+", "none", "none", -1),
         ("host", "string", "2+", "none", "none", -1),
         ("port", "uint16", "2+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    host: str = ""
-    port: int = 0
+
+_D_Listener = Listener()
 
 
-@_attrs.frozen
-class Node:
+class _NodeFields(_NamedTuple):
+    node_id: int = 0
+    listeners: tuple[Listener, ...] = ()
+
+
+class Node(_NodeFields):
     """Struct ``Node`` of DescribeQuorumResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("node_id", "int32", "2+", "none", "none", -1),
         ("listeners", "[]Listener", "2+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    node_id: int = 0
-    listeners: tuple[Listener, ...] = ()
+
+_D_Node = Node()
 
 
-@_attrs.frozen
-class DescribeQuorumResponse:
+class _DescribeQuorumResponseFields(_NamedTuple):
+    error_code: int = 0
+    error_message: str | None = ""
+    topics: tuple[TopicData, ...] = ()
+    nodes: tuple[Node, ...] = ()
+
+
+class DescribeQuorumResponse(_DescribeQuorumResponseFields):
     """Kafka response ``DescribeQuorumResponse`` (generated from DescribeQuorumResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 55
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
@@ -168,115 +217,21 @@ class DescribeQuorumResponse:
         ("topics", "[]TopicData", "0+", "none", "none", -1),
         ("nodes", "[]Node", "2+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    error_message: str | None = ""
-    topics: tuple[TopicData, ...] = ()
-    nodes: tuple[Node, ...] = ()
-
-
-_D_ReplicaState = ReplicaState()
-_D_PartitionData = PartitionData()
-_D_TopicData = TopicData()
-_D_Listener = Listener()
-_D_Node = Node()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ReplicaState_v0(buf: memoryview, pos: int) -> tuple[ReplicaState, int]:
-    f0, f2 = _U_iq(buf, pos)
-    pos += 12
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ReplicaState(f0, _ZERO_UUID, f2, -1, -1), pos
-
-
-def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1, f3, f4, f5 = _U_ihiiq(buf, pos)
-    pos += 22
-    f6: tuple[ReplicaState, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable CurrentVoters" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[ReplicaState] = []
-        for _ in range(n):
-            item_f6, pos = _r_ReplicaState_v0(buf, pos)
-            items_f6.append(item_f6)
-        f6 = tuple(items_f6)
-    f7: tuple[ReplicaState, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Observers" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[ReplicaState] = []
-        for _ in range(n):
-            item_f7, pos = _r_ReplicaState_v0(buf, pos)
-            items_f7.append(item_f7)
-        f7 = tuple(items_f7)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1, "", f3, f4, f5, f6, f7), pos
-
-
-def _r_TopicData_v0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicData(f0, f1), pos
+    f0, f2, tg = _U_iqB(buf, pos)
+    pos += 13
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(ReplicaState, (f0, _ZERO_UUID, f2, -1, -1)), pos
 
 
 def _r_DescribeQuorumResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f2: tuple[TopicData, ...]
@@ -289,115 +244,118 @@ def _r_DescribeQuorumResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeQuo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicData] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicData_v0(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_1: list[PartitionData] = []
+                for _ in range(n):
+                    f2_1_0, f2_1_1, f2_1_3, f2_1_4, f2_1_5 = _U_ihiiq(buf, pos)
+                    pos += 22
+                    f2_1_6: tuple[ReplicaState, ...]
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable CurrentVoters" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 13 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 12 : end : 13].tobytes().count(0) == n:
+                            f2_1_6 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, -1, -1)) for a0, a2 in _IU_iqx(buf[pos:end])])
+                            pos = end
+                        else:
+                            items_f2_1_6: list[ReplicaState] = []
+                            for _ in range(n):
+                                item_f2_1_6, pos = _r_ReplicaState_v0(buf, pos)
+                                items_f2_1_6.append(item_f2_1_6)
+                            f2_1_6 = tuple(items_f2_1_6)
+                    f2_1_7: tuple[ReplicaState, ...]
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Observers" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 13 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 12 : end : 13].tobytes().count(0) == n:
+                            f2_1_7 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, -1, -1)) for a0, a2 in _IU_iqx(buf[pos:end])])
+                            pos = end
+                        else:
+                            items_f2_1_7: list[ReplicaState] = []
+                            for _ in range(n):
+                                item_f2_1_7, pos = _r_ReplicaState_v0(buf, pos)
+                                items_f2_1_7.append(item_f2_1_7)
+                            f2_1_7 = tuple(items_f2_1_7)
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f2_1.append(_new(PartitionData, (f2_1_0, f2_1_1, "", f2_1_3, f2_1_4, f2_1_5, f2_1_6, f2_1_7)))
+                f2_1 = tuple(items_f2_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(TopicData, (f2_0, f2_1)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeQuorumResponse(f0, "", f2, ()), pos
+    return _new(DescribeQuorumResponse, (f0, "", f2, ())), pos
 
 
 def _r_ReplicaState_v1(buf: memoryview, pos: int) -> tuple[ReplicaState, int]:
-    f0, f2, f3, f4 = _U_iqqq(buf, pos)
-    pos += 28
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ReplicaState(f0, _ZERO_UUID, f2, f3, f4), pos
-
-
-def _r_PartitionData_v1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1, f3, f4, f5 = _U_ihiiq(buf, pos)
-    pos += 22
-    f6: tuple[ReplicaState, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable CurrentVoters" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[ReplicaState] = []
-        for _ in range(n):
-            item_f6, pos = _r_ReplicaState_v1(buf, pos)
-            items_f6.append(item_f6)
-        f6 = tuple(items_f6)
-    f7: tuple[ReplicaState, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Observers" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[ReplicaState] = []
-        for _ in range(n):
-            item_f7, pos = _r_ReplicaState_v1(buf, pos)
-            items_f7.append(item_f7)
-        f7 = tuple(items_f7)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1, "", f3, f4, f5, f6, f7), pos
-
-
-def _r_TopicData_v1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionData_v1(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicData(f0, f1), pos
+    f0, f2, f3, f4, tg = _U_iqqqB(buf, pos)
+    pos += 29
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(ReplicaState, (f0, _ZERO_UUID, f2, f3, f4)), pos
 
 
 def _r_DescribeQuorumResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f2: tuple[TopicData, ...]
@@ -410,95 +368,110 @@ def _r_DescribeQuorumResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeQuo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicData] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicData_v1(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_1: list[PartitionData] = []
+                for _ in range(n):
+                    f2_1_0, f2_1_1, f2_1_3, f2_1_4, f2_1_5 = _U_ihiiq(buf, pos)
+                    pos += 22
+                    f2_1_6: tuple[ReplicaState, ...]
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable CurrentVoters" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 29 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 28 : end : 29].tobytes().count(0) == n:
+                            f2_1_6 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, a3, a4)) for a0, a2, a3, a4 in _IU_iqqqx(buf[pos:end])])
+                            pos = end
+                        else:
+                            items_f2_1_6: list[ReplicaState] = []
+                            for _ in range(n):
+                                item_f2_1_6, pos = _r_ReplicaState_v1(buf, pos)
+                                items_f2_1_6.append(item_f2_1_6)
+                            f2_1_6 = tuple(items_f2_1_6)
+                    f2_1_7: tuple[ReplicaState, ...]
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Observers" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 29 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 28 : end : 29].tobytes().count(0) == n:
+                            f2_1_7 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, a3, a4)) for a0, a2, a3, a4 in _IU_iqqqx(buf[pos:end])])
+                            pos = end
+                        else:
+                            items_f2_1_7: list[ReplicaState] = []
+                            for _ in range(n):
+                                item_f2_1_7, pos = _r_ReplicaState_v1(buf, pos)
+                                items_f2_1_7.append(item_f2_1_7)
+                            f2_1_7 = tuple(items_f2_1_7)
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f2_1.append(_new(PartitionData, (f2_1_0, f2_1_1, "", f2_1_3, f2_1_4, f2_1_5, f2_1_6, f2_1_7)))
+                f2_1 = tuple(items_f2_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(TopicData, (f2_0, f2_1)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeQuorumResponse(f0, "", f2, ()), pos
-
-
-def _r_ReplicaState_v2(buf: memoryview, pos: int) -> tuple[ReplicaState, int]:
-    f0, f1, f2, f3, f4 = _U_iUqqq(buf, pos)
-    pos += 44
-    f1 = _UUID(bytes=f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ReplicaState(f0, f1, f2, f3, f4), pos
-
-
-def _r_PartitionData_v2(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    f2: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3, f4, f5 = _U_iiq(buf, pos)
-    pos += 16
-    f6: tuple[ReplicaState, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable CurrentVoters" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[ReplicaState] = []
-        for _ in range(n):
-            item_f6, pos = _r_ReplicaState_v2(buf, pos)
-            items_f6.append(item_f6)
-        f6 = tuple(items_f6)
-    f7: tuple[ReplicaState, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Observers" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[ReplicaState] = []
-        for _ in range(n):
-            item_f7, pos = _r_ReplicaState_v2(buf, pos)
-            items_f7.append(item_f7)
-        f7 = tuple(items_f7)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1, f2, f3, f4, f5, f6, f7), pos
+    return _new(DescribeQuorumResponse, (f0, "", f2, ())), pos
 
 
 def _r_TopicData_v2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -510,9 +483,9 @@ def _r_TopicData_v2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
         raise DecodeError("invalid length %d for non-nullable TopicName" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: tuple[PartitionData, ...]
     n = buf[pos]
@@ -524,88 +497,88 @@ def _r_TopicData_v2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Partitions" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[PartitionData] = []
         for _ in range(n):
-            item_f1, pos = _r_PartitionData_v2(buf, pos)
-            items_f1.append(item_f1)
+            f1_0, f1_1 = _U_ih(buf, pos)
+            pos += 6
+            f1_2: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_2 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_3, f1_4, f1_5 = _U_iiq(buf, pos)
+            pos += 16
+            f1_6: tuple[ReplicaState, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable CurrentVoters" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_6: list[ReplicaState] = []
+                for _ in range(n):
+                    f1_6_0, f1_6_1, f1_6_2, f1_6_3, f1_6_4, tg = _U_iUqqqB(buf, pos)
+                    pos += 45
+                    f1_6_1 = _uuid_from(f1_6_1)
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f1_6.append(_new(ReplicaState, (f1_6_0, f1_6_1, f1_6_2, f1_6_3, f1_6_4)))
+                f1_6 = tuple(items_f1_6)
+            f1_7: tuple[ReplicaState, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Observers" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_7: list[ReplicaState] = []
+                for _ in range(n):
+                    f1_7_0, f1_7_1, f1_7_2, f1_7_3, f1_7_4, tg = _U_iUqqqB(buf, pos)
+                    pos += 45
+                    f1_7_1 = _uuid_from(f1_7_1)
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f1_7.append(_new(ReplicaState, (f1_7_0, f1_7_1, f1_7_2, f1_7_3, f1_7_4)))
+                f1_7 = tuple(items_f1_7)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(PartitionData, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return TopicData(f0, f1), pos
-
-
-def _r_Listener_v2(buf: memoryview, pos: int) -> tuple[Listener, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_H(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return Listener(f0, f1, f2), pos
-
-
-def _r_Node_v2(buf: memoryview, pos: int) -> tuple[Node, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: tuple[Listener, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Listeners" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[Listener] = []
-        for _ in range(n):
-            item_f1, pos = _r_Listener_v2(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return Node(f0, f1), pos
+    return _new(TopicData, (f0, f1)), pos
 
 
 def _r_DescribeQuorumResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: str | None
@@ -621,9 +594,9 @@ def _r_DescribeQuorumResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeQuo
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2: tuple[TopicData, ...]
     n = buf[pos]
@@ -635,7 +608,7 @@ def _r_DescribeQuorumResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeQuo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicData] = []
         for _ in range(n):
@@ -652,18 +625,73 @@ def _r_DescribeQuorumResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeQuo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Nodes" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[Node] = []
         for _ in range(n):
-            item_f3, pos = _r_Node_v2(buf, pos)
-            items_f3.append(item_f3)
+            f3_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f3_1: tuple[Listener, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Listeners" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_1: list[Listener] = []
+                for _ in range(n):
+                    f3_1_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_1_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f3_1_1: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_1_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f3_1_2, tg = _U_HB(buf, pos)
+                    pos += 3
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f3_1.append(_new(Listener, (f3_1_0, f3_1_1, f3_1_2)))
+                f3_1 = tuple(items_f3_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f3.append(_new(Node, (f3_0, f3_1)))
         f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeQuorumResponse(f0, f1, f2, f3), pos
+    return _new(DescribeQuorumResponse, (f0, f1, f2, f3)), pos
 
 
 def _w_ReplicaState_v0(out: bytearray, ext: Ext, o: ReplicaState) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,43 +25,67 @@ __all__ = [
     "DescribeTopicPartitionsRequest",
 ]
 
+_new = tuple.__new__
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 
 
-@_attrs.frozen
-class TopicRequest:
+class _TopicRequestFields(_NamedTuple):
+    name: str = ""
+
+
+class TopicRequest(_TopicRequestFields):
     """Struct ``TopicRequest`` of DescribeTopicPartitionsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
+
+_D_TopicRequest = TopicRequest()
 
 
-@_attrs.frozen
-class Cursor:
+class _CursorFields(_NamedTuple):
+    topic_name: str = ""
+    partition_index: int = 0
+
+
+class Cursor(_CursorFields):
     """Struct ``Cursor`` of DescribeTopicPartitionsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "0+", "none", "none", -1),
         ("partition_index", "int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_name: str = ""
-    partition_index: int = 0
+
+_D_Cursor = Cursor()
 
 
-@_attrs.frozen
-class DescribeTopicPartitionsRequest:
+class _DescribeTopicPartitionsRequestFields(_NamedTuple):
+    topics: tuple[TopicRequest, ...] = ()
+    response_partition_limit: int = 2000
+    cursor: Cursor | None = None
+
+
+class DescribeTopicPartitionsRequest(_DescribeTopicPartitionsRequestFields):
     """Kafka request ``DescribeTopicPartitionsRequest`` (generated from DescribeTopicPartitionsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 75
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -71,37 +96,9 @@ class DescribeTopicPartitionsRequest:
         ("response_partition_limit", "int32", "0+", "none", "none", -1),
         ("cursor", "Cursor", "0+", "0+", "none", -1),
     )
-
-    topics: tuple[TopicRequest, ...] = ()
-    response_partition_limit: int = 2000
-    cursor: Cursor | None = None
-
-
-_D_TopicRequest = TopicRequest()
-_D_Cursor = Cursor()
-
-
-def _r_TopicRequest_v0(buf: memoryview, pos: int) -> tuple[TopicRequest, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicRequest(f0), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_Cursor_v0(buf: memoryview, pos: int) -> tuple[Cursor, int]:
@@ -118,18 +115,17 @@ def _r_Cursor_v0(buf: memoryview, pos: int) -> tuple[Cursor, int]:
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
-    f1 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return Cursor(f0, f1), pos
+    f1, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(Cursor, (f0, f1)), pos
 
 
 def _r_DescribeTopicPartitionsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsRequest, int]:
+    blen = len(buf)
     f0: tuple[TopicRequest, ...]
     n = buf[pos]
     if n < 0x80:
@@ -140,12 +136,30 @@ def _r_DescribeTopicPartitionsRequest_v0(buf: memoryview, pos: int) -> tuple[Des
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[TopicRequest] = []
         for _ in range(n):
-            item_f0, pos = _r_TopicRequest_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(TopicRequest, (f0_0,)))
         f0 = tuple(items_f0)
     f1 = _U_i(buf, pos)[0]
     pos += 4
@@ -159,7 +173,7 @@ def _r_DescribeTopicPartitionsRequest_v0(buf: memoryview, pos: int) -> tuple[Des
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeTopicPartitionsRequest(f0, f1, f2), pos
+    return _new(DescribeTopicPartitionsRequest, (f0, f1, f2)), pos
 
 
 def _w_TopicRequest_v0(out: bytearray, ext: Ext, o: TopicRequest) -> None:

@@ -8,15 +8,18 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -27,9 +30,10 @@ __all__ = [
     "DescribeTopicPartitionsResponse",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_Uo = _struct.Struct(">16s?")
 _U_Uo = _S_Uo.unpack_from
 _P_Uo = _S_Uo.pack
@@ -37,19 +41,33 @@ _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
 _S_hiii = _struct.Struct(">hiii")
-_U_hiii = _S_hiii.unpack_from
 _P_hiii = _S_hiii.pack
+_S_hiiiB = _struct.Struct(">hiiiB")
+_U_hiiiB = _S_hiiiB.unpack_from
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 
 
-@_attrs.frozen
-class DescribeTopicPartitionsResponsePartition:
+class _DescribeTopicPartitionsResponsePartitionFields(_NamedTuple):
+    error_code: int = 0
+    partition_index: int = 0
+    leader_id: int = 0
+    leader_epoch: int = -1
+    replica_nodes: tuple[int, ...] = ()
+    isr_nodes: tuple[int, ...] = ()
+    eligible_leader_replicas: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
+    offline_replicas: tuple[int, ...] = ()
+
+
+class DescribeTopicPartitionsResponsePartition(_DescribeTopicPartitionsResponsePartitionFields):
     """Struct ``DescribeTopicPartitionsResponsePartition`` of DescribeTopicPartitionsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("error_code", "int16", "0+", "none", "none", -1),
@@ -62,22 +80,27 @@ class DescribeTopicPartitionsResponsePartition:
         ("last_known_elr", "[]int32", "0+", "0+", "none", -1),
         ("offline_replicas", "[]int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_DescribeTopicPartitionsResponsePartition = DescribeTopicPartitionsResponsePartition()
+
+
+class _DescribeTopicPartitionsResponseTopicFields(_NamedTuple):
     error_code: int = 0
-    partition_index: int = 0
-    leader_id: int = 0
-    leader_epoch: int = -1
-    replica_nodes: tuple[int, ...] = ()
-    isr_nodes: tuple[int, ...] = ()
-    eligible_leader_replicas: tuple[int, ...] | None = None
-    last_known_elr: tuple[int, ...] | None = None
-    offline_replicas: tuple[int, ...] = ()
+    name: str | None = ""
+    topic_id: _uuid.UUID = _ZERO_UUID
+    is_internal: bool = False
+    partitions: tuple[DescribeTopicPartitionsResponsePartition, ...] = ()
+    topic_authorized_operations: int = -2147483648
 
 
-@_attrs.frozen
-class DescribeTopicPartitionsResponseTopic:
+class DescribeTopicPartitionsResponseTopic(_DescribeTopicPartitionsResponseTopicFields):
     """Struct ``DescribeTopicPartitionsResponseTopic`` of DescribeTopicPartitionsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("error_code", "int16", "0+", "none", "none", -1),
@@ -87,33 +110,46 @@ class DescribeTopicPartitionsResponseTopic:
         ("partitions", "[]DescribeTopicPartitionsResponsePartition", "0+", "none", "none", -1),
         ("topic_authorized_operations", "int32", "0+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    name: str | None = ""
-    topic_id: _uuid.UUID = _ZERO_UUID
-    is_internal: bool = False
-    partitions: tuple[DescribeTopicPartitionsResponsePartition, ...] = ()
-    topic_authorized_operations: int = -2147483648
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class Cursor:
+_D_DescribeTopicPartitionsResponseTopic = DescribeTopicPartitionsResponseTopic()
+
+
+class _CursorFields(_NamedTuple):
+    topic_name: str = ""
+    partition_index: int = 0
+
+
+class Cursor(_CursorFields):
     """Struct ``Cursor`` of DescribeTopicPartitionsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "0+", "none", "none", -1),
         ("partition_index", "int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_name: str = ""
-    partition_index: int = 0
+
+_D_Cursor = Cursor()
 
 
-@_attrs.frozen
-class DescribeTopicPartitionsResponse:
+class _DescribeTopicPartitionsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    topics: tuple[DescribeTopicPartitionsResponseTopic, ...] = ()
+    next_cursor: Cursor | None = None
+
+
+class DescribeTopicPartitionsResponse(_DescribeTopicPartitionsResponseFields):
     """Kafka response ``DescribeTopicPartitionsResponse`` (generated from DescribeTopicPartitionsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 75
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -124,148 +160,9 @@ class DescribeTopicPartitionsResponse:
         ("topics", "[]DescribeTopicPartitionsResponseTopic", "0+", "none", "none", -1),
         ("next_cursor", "Cursor", "0+", "0+", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    topics: tuple[DescribeTopicPartitionsResponseTopic, ...] = ()
-    next_cursor: Cursor | None = None
-
-
-_D_DescribeTopicPartitionsResponsePartition = DescribeTopicPartitionsResponsePartition()
-_D_DescribeTopicPartitionsResponseTopic = DescribeTopicPartitionsResponseTopic()
-_D_Cursor = Cursor()
-
-
-def _r_DescribeTopicPartitionsResponsePartition_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponsePartition, int]:
-    f0, f1, f2, f3 = _U_hiii(buf, pos)
-    pos += 14
-    f4: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f4 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f5: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f6: tuple[int, ...] | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid array length %d" % n)
-        f6 = None
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f6 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f7: tuple[int, ...] | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid array length %d" % n)
-        f7 = None
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f8: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f8 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeTopicPartitionsResponsePartition(f0, f1, f2, f3, f4, f5, f6, f7, f8), pos
-
-
-def _r_DescribeTopicPartitionsResponseTopic_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponseTopic, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2, f3 = _U_Uo(buf, pos)
-    pos += 17
-    f2 = _UUID(bytes=f2)
-    f4: tuple[DescribeTopicPartitionsResponsePartition, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[DescribeTopicPartitionsResponsePartition] = []
-        for _ in range(n):
-            item_f4, pos = _r_DescribeTopicPartitionsResponsePartition_v0(buf, pos)
-            items_f4.append(item_f4)
-        f4 = tuple(items_f4)
-    f5 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeTopicPartitionsResponseTopic(f0, f1, f2, f3, f4, f5), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_Cursor_v0(buf: memoryview, pos: int) -> tuple[Cursor, int]:
@@ -282,18 +179,17 @@ def _r_Cursor_v0(buf: memoryview, pos: int) -> tuple[Cursor, int]:
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
-    f1 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return Cursor(f0, f1), pos
+    f1, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(Cursor, (f0, f1)), pos
 
 
 def _r_DescribeTopicPartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[DescribeTopicPartitionsResponseTopic, ...]
@@ -306,12 +202,157 @@ def _r_DescribeTopicPartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[De
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[DescribeTopicPartitionsResponseTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_DescribeTopicPartitionsResponseTopic_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2, f1_3 = _U_Uo(buf, pos)
+            pos += 17
+            f1_2 = _uuid_from(f1_2)
+            f1_4: tuple[DescribeTopicPartitionsResponsePartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_4: list[DescribeTopicPartitionsResponsePartition] = []
+                for _ in range(n):
+                    f1_4_0, f1_4_1, f1_4_2, f1_4_3, n = _U_hiiiB(buf, pos)
+                    pos += 14
+                    f1_4_4: tuple[int, ...]
+                    try:
+                        f1_4_4 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f1_4_4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f1_4_5: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f1_4_5 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f1_4_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f1_4_6: tuple[int, ...] | None
+                    n = buf[pos]
+                    try:
+                        f1_4_6 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid array length %d" % n)
+                            f1_4_6 = None
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f1_4_6 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f1_4_7: tuple[int, ...] | None
+                    n = buf[pos]
+                    try:
+                        f1_4_7 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid array length %d" % n)
+                            f1_4_7 = None
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f1_4_7 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f1_4_8: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f1_4_8 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f1_4_8 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f1_4.append(_new(DescribeTopicPartitionsResponsePartition, (f1_4_0, f1_4_1, f1_4_2, f1_4_3, f1_4_4, f1_4_5, f1_4_6, f1_4_7, f1_4_8)))
+                f1_4 = tuple(items_f1_4)
+            f1_5, tg = _U_iB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f1.append(_new(DescribeTopicPartitionsResponseTopic, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5)))
         f1 = tuple(items_f1)
     f2: Cursor | None
     if buf[pos] >= 0x80:
@@ -323,7 +364,7 @@ def _r_DescribeTopicPartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[De
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeTopicPartitionsResponse(f0, f1, f2), pos
+    return _new(DescribeTopicPartitionsResponse, (f0, f1, f2)), pos
 
 
 def _w_DescribeTopicPartitionsResponsePartition_v0(out: bytearray, ext: Ext, o: DescribeTopicPartitionsResponsePartition) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -22,12 +23,17 @@ __all__ = [
     "DescribeTransactionsRequest",
 ]
 
+_new = tuple.__new__
 
 
-@_attrs.frozen
-class DescribeTransactionsRequest:
+class _DescribeTransactionsRequestFields(_NamedTuple):
+    transactional_ids: tuple[str, ...] = ()
+
+
+class DescribeTransactionsRequest(_DescribeTransactionsRequestFields):
     """Kafka request ``DescribeTransactionsRequest`` (generated from DescribeTransactionsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 65
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -36,13 +42,13 @@ class DescribeTransactionsRequest:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("transactional_ids", "[]string", "0+", "none", "none", -1),
     )
-
-    transactional_ids: tuple[str, ...] = ()
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeTransactionsRequest, int]:
+    blen = len(buf)
     f0: tuple[str, ...]
     n = buf[pos]
     if n < 0x80:
@@ -53,7 +59,7 @@ def _r_DescribeTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[Descri
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TransactionalIds" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[str] = []
         for _ in range(n):
@@ -68,9 +74,9 @@ def _r_DescribeTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[Descri
                 raise DecodeError("invalid length %d for non-nullable TransactionalIds" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f0 = str(buf[pos:end], "utf-8")
+                item_f0 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f0.append(item_f0)
         f0 = tuple(items_f0)
@@ -78,7 +84,7 @@ def _r_DescribeTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[Descri
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeTransactionsRequest(f0), pos
+    return _new(DescribeTransactionsRequest, (f0,)), pos
 
 
 def _w_DescribeTransactionsRequest_v0(out: bytearray, ext: Ext, o: DescribeTransactionsRequest) -> None:

@@ -7,15 +7,17 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,7 +27,9 @@ __all__ = [
     "DescribeTransactionsResponse",
 ]
 
+_new = tuple.__new__
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -37,24 +41,43 @@ _U_iqqh = _S_iqqh.unpack_from
 _P_iqqh = _S_iqqh.pack
 
 
-@_attrs.frozen
-class TopicData:
+class _TopicDataFields(_NamedTuple):
+    topic: str = ""
+    partitions: tuple[int, ...] = ()
+
+
+class TopicData(_TopicDataFields):
     """Struct ``TopicData`` of DescribeTransactionsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic", "string", "0+", "none", "none", -1),
         ("partitions", "[]int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic: str = ""
-    partitions: tuple[int, ...] = ()
+
+_D_TopicData = TopicData()
 
 
-@_attrs.frozen
-class TransactionState:
+class _TransactionStateFields(_NamedTuple):
+    error_code: int = 0
+    transactional_id: str = ""
+    transaction_state: str = ""
+    transaction_timeout_ms: int = 0
+    transaction_start_time_ms: int = 0
+    producer_id: int = 0
+    producer_epoch: int = 0
+    topics: tuple[TopicData, ...] = ()
+
+
+class TransactionState(_TransactionStateFields):
     """Struct ``TransactionState`` of DescribeTransactionsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("error_code", "int16", "0+", "none", "none", -1),
@@ -66,21 +89,23 @@ class TransactionState:
         ("producer_epoch", "int16", "0+", "none", "none", -1),
         ("topics", "[]TopicData", "0+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    transactional_id: str = ""
-    transaction_state: str = ""
-    transaction_timeout_ms: int = 0
-    transaction_start_time_ms: int = 0
-    producer_id: int = 0
-    producer_epoch: int = 0
-    topics: tuple[TopicData, ...] = ()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class DescribeTransactionsResponse:
+_D_TransactionState = TransactionState()
+
+
+class _DescribeTransactionsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    transaction_states: tuple[TransactionState, ...] = ()
+
+
+class DescribeTransactionsResponse(_DescribeTransactionsResponseFields):
     """Kafka response ``DescribeTransactionsResponse`` (generated from DescribeTransactionsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 65
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -90,112 +115,13 @@ class DescribeTransactionsResponse:
         ("throttle_time_ms", "int32", "0+", "none", "none", -1),
         ("transaction_states", "[]TransactionState", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    transaction_states: tuple[TransactionState, ...] = ()
-
-
-_D_TopicData = TopicData()
-_D_TransactionState = TransactionState()
-
-
-def _r_TopicData_v0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicData(f0, f1), pos
-
-
-def _r_TransactionState_v0(buf: memoryview, pos: int) -> tuple[TransactionState, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TransactionalId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TransactionState" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3, f4, f5, f6 = _U_iqqh(buf, pos)
-    pos += 22
-    f7: tuple[TopicData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topics" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[TopicData] = []
-        for _ in range(n):
-            item_f7, pos = _r_TopicData_v0(buf, pos)
-            items_f7.append(item_f7)
-        f7 = tuple(items_f7)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TransactionState(f0, f1, f2, f3, f4, f5, f6, f7), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeTransactionsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[TransactionState, ...]
@@ -208,18 +134,109 @@ def _r_DescribeTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[Descr
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TransactionStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[TransactionState] = []
         for _ in range(n):
-            item_f1, pos = _r_TransactionState_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TransactionalId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TransactionState" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_3, f1_4, f1_5, f1_6 = _U_iqqh(buf, pos)
+            pos += 22
+            f1_7: tuple[TopicData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topics" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_7: list[TopicData] = []
+                for _ in range(n):
+                    f1_7_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_7_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_7_1: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f1_7_1 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f1_7_1 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f1_7.append(_new(TopicData, (f1_7_0, f1_7_1)))
+                f1_7 = tuple(items_f1_7)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(TransactionState, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeTransactionsResponse(f0, f1), pos
+    return _new(DescribeTransactionsResponse, (f0, f1)), pos
 
 
 def _w_TopicData_v0(out: bytearray, ext: Ext, o: TopicData) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,24 +24,37 @@ __all__ = [
     "DescribeUserScramCredentialsRequest",
 ]
 
+_new = tuple.__new__
 
 
-@_attrs.frozen
-class UserName:
+class _UserNameFields(_NamedTuple):
+    name: str = ""
+
+
+class UserName(_UserNameFields):
     """Struct ``UserName`` of DescribeUserScramCredentialsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
+
+_D_UserName = UserName()
 
 
-@_attrs.frozen
-class DescribeUserScramCredentialsRequest:
+class _DescribeUserScramCredentialsRequestFields(_NamedTuple):
+    users: tuple[UserName, ...] | None = ()
+
+
+class DescribeUserScramCredentialsRequest(_DescribeUserScramCredentialsRequestFields):
     """Kafka request ``DescribeUserScramCredentialsRequest`` (generated from DescribeUserScramCredentialsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 50
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -49,37 +63,13 @@ class DescribeUserScramCredentialsRequest:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("users", "[]UserName", "0+", "0+", "none", -1),
     )
-
-    users: tuple[UserName, ...] | None = ()
-
-
-_D_UserName = UserName()
-
-
-def _r_UserName_v0(buf: memoryview, pos: int) -> tuple[UserName, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return UserName(f0), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_DescribeUserScramCredentialsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsRequest, int]:
+    blen = len(buf)
     f0: tuple[UserName, ...] | None
     n = buf[pos]
     if n < 0x80:
@@ -92,18 +82,36 @@ def _r_DescribeUserScramCredentialsRequest_v0(buf: memoryview, pos: int) -> tupl
             raise DecodeError("invalid array length %d" % n)
         f0 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[UserName] = []
         for _ in range(n):
-            item_f0, pos = _r_UserName_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(UserName, (f0_0,)))
         f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeUserScramCredentialsRequest(f0), pos
+    return _new(DescribeUserScramCredentialsRequest, (f0,)), pos
 
 
 def _w_UserName_v0(out: bytearray, ext: Ext, o: UserName) -> None:

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,10 +26,12 @@ __all__ = [
     "DescribeUserScramCredentialsResponse",
 ]
 
-_S_bi = _struct.Struct(">bi")
-_U_bi = _S_bi.unpack_from
+_new = tuple.__new__
 _S_biB = _struct.Struct(">biB")
+_U_biB = _S_biB.unpack_from
 _P_biB = _S_biB.pack
+_S_bix = _struct.Struct(">bix")
+_IU_bix = _S_bix.iter_unpack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -36,24 +40,39 @@ _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 
 
-@_attrs.frozen
-class CredentialInfo:
+class _CredentialInfoFields(_NamedTuple):
+    mechanism: int = 0
+    iterations: int = 0
+
+
+class CredentialInfo(_CredentialInfoFields):
     """Struct ``CredentialInfo`` of DescribeUserScramCredentialsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("mechanism", "int8", "0+", "none", "none", -1),
         ("iterations", "int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    mechanism: int = 0
-    iterations: int = 0
+
+_D_CredentialInfo = CredentialInfo()
 
 
-@_attrs.frozen
-class DescribeUserScramCredentialsResult:
+class _DescribeUserScramCredentialsResultFields(_NamedTuple):
+    user: str = ""
+    error_code: int = 0
+    error_message: str | None = ""
+    credential_infos: tuple[CredentialInfo, ...] = ()
+
+
+class DescribeUserScramCredentialsResult(_DescribeUserScramCredentialsResultFields):
     """Struct ``DescribeUserScramCredentialsResult`` of DescribeUserScramCredentialsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("user", "string", "0+", "none", "none", -1),
@@ -61,17 +80,25 @@ class DescribeUserScramCredentialsResult:
         ("error_message", "string", "0+", "0+", "none", -1),
         ("credential_infos", "[]CredentialInfo", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    user: str = ""
+
+_D_DescribeUserScramCredentialsResult = DescribeUserScramCredentialsResult()
+
+
+class _DescribeUserScramCredentialsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = ""
-    credential_infos: tuple[CredentialInfo, ...] = ()
+    results: tuple[DescribeUserScramCredentialsResult, ...] = ()
 
 
-@_attrs.frozen
-class DescribeUserScramCredentialsResponse:
+class DescribeUserScramCredentialsResponse(_DescribeUserScramCredentialsResponseFields):
     """Kafka response ``DescribeUserScramCredentialsResponse`` (generated from DescribeUserScramCredentialsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 50
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -83,87 +110,21 @@ class DescribeUserScramCredentialsResponse:
         ("error_message", "string", "0+", "0+", "none", -1),
         ("results", "[]DescribeUserScramCredentialsResult", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ""
-    results: tuple[DescribeUserScramCredentialsResult, ...] = ()
-
-
-_D_CredentialInfo = CredentialInfo()
-_D_DescribeUserScramCredentialsResult = DescribeUserScramCredentialsResult()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_CredentialInfo_v0(buf: memoryview, pos: int) -> tuple[CredentialInfo, int]:
-    f0, f1 = _U_bi(buf, pos)
-    pos += 5
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return CredentialInfo(f0, f1), pos
-
-
-def _r_DescribeUserScramCredentialsResult_v0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsResult, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable User" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_h(buf, pos)[0]
-    pos += 2
-    f2: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3: tuple[CredentialInfo, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable CredentialInfos" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[CredentialInfo] = []
-        for _ in range(n):
-            item_f3, pos = _r_CredentialInfo_v0(buf, pos)
-            items_f3.append(item_f3)
-        f3 = tuple(items_f3)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return DescribeUserScramCredentialsResult(f0, f1, f2, f3), pos
+    f0, f1, tg = _U_biB(buf, pos)
+    pos += 6
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(CredentialInfo, (f0, f1)), pos
 
 
 def _r_DescribeUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: str | None
@@ -179,9 +140,9 @@ def _r_DescribeUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tup
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: tuple[DescribeUserScramCredentialsResult, ...]
     n = buf[pos]
@@ -193,18 +154,79 @@ def _r_DescribeUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tup
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Results" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[DescribeUserScramCredentialsResult] = []
         for _ in range(n):
-            item_f3, pos = _r_DescribeUserScramCredentialsResult_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable User" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1 = _U_h(buf, pos)[0]
+            pos += 2
+            f3_2: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f3_2 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_3: tuple[CredentialInfo, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable CredentialInfos" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 6 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 5 : end : 6].tobytes().count(0) == n:
+                    f3_3 = tuple(map(_new, _repeat(CredentialInfo, n), _IU_bix(buf[pos:end])))
+                    pos = end
+                else:
+                    items_f3_3: list[CredentialInfo] = []
+                    for _ in range(n):
+                        item_f3_3, pos = _r_CredentialInfo_v0(buf, pos)
+                        items_f3_3.append(item_f3_3)
+                    f3_3 = tuple(items_f3_3)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f3.append(_new(DescribeUserScramCredentialsResult, (f3_0, f3_1, f3_2, f3_3)))
         f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return DescribeUserScramCredentialsResponse(f0, f1, f2, f3), pos
+    return _new(DescribeUserScramCredentialsResponse, (f0, f1, f2, f3)), pos
 
 
 def _w_CredentialInfo_v0(out: bytearray, ext: Ext, o: CredentialInfo) -> None:

@@ -7,15 +7,17 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,7 +26,9 @@ __all__ = [
     "ElectLeadersRequest",
 ]
 
+_new = tuple.__new__
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_b = _struct.Struct(">b")
 _U_b = _S_b.unpack_from
 _P_b = _S_b.pack
@@ -35,27 +39,42 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 
 
-@_attrs.frozen
-class TopicPartitions:
+class _TopicPartitionsFields(_NamedTuple):
+    topic: str = ""
+    partitions: tuple[int, ...] = ()
+
+
+class TopicPartitions(_TopicPartitionsFields):
     """Struct ``TopicPartitions`` of ElectLeadersRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic", "string", "0+", "none", "none", -1),
         ("partitions", "[]int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic: str = ""
-    partitions: tuple[int, ...] = ()
+
+_D_TopicPartitions = TopicPartitions()
 
 
-@_attrs.frozen
-class ElectLeadersRequest:
+class _ElectLeadersRequestFields(_NamedTuple):
+    election_type: int = 0
+    topic_partitions: tuple[TopicPartitions, ...] | None = ()
+    timeout_ms: int = 60000
+
+
+class ElectLeadersRequest(_ElectLeadersRequestFields):
     """Kafka request ``ElectLeadersRequest`` (generated from ElectLeadersRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 43
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
@@ -66,41 +85,13 @@ class ElectLeadersRequest:
         ("topic_partitions", "[]TopicPartitions", "0+", "0+", "none", -1),
         ("timeout_ms", "int32", "0+", "none", "none", -1),
     )
-
-    election_type: int = 0
-    topic_partitions: tuple[TopicPartitions, ...] | None = ()
-    timeout_ms: int = 60000
-
-
-_D_TopicPartitions = TopicPartitions()
-
-
-def _r_TopicPartitions_v0(buf: memoryview, pos: int) -> tuple[TopicPartitions, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return TopicPartitions(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ElectLeadersRequest_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
+    blen = len(buf)
     f1: tuple[TopicPartitions, ...] | None
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -109,19 +100,40 @@ def _r_ElectLeadersRequest_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
             raise DecodeError("invalid array length %d" % n)
         f1 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[TopicPartitions] = []
         for _ in range(n):
-            item_f1, pos = _r_TopicPartitions_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f1_1 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f1.append(_new(TopicPartitions, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     f2 = _U_i(buf, pos)[0]
     pos += 4
-    return ElectLeadersRequest(0, f1, f2), pos
+    return _new(ElectLeadersRequest, (0, f1, f2)), pos
 
 
 def _r_ElectLeadersRequest_v1(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
+    blen = len(buf)
     f0 = _U_b(buf, pos)[0]
     pos += 1
     f1: tuple[TopicPartitions, ...] | None
@@ -132,56 +144,40 @@ def _r_ElectLeadersRequest_v1(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
             raise DecodeError("invalid array length %d" % n)
         f1 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[TopicPartitions] = []
         for _ in range(n):
-            item_f1, pos = _r_TopicPartitions_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f1_1 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f1.append(_new(TopicPartitions, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     f2 = _U_i(buf, pos)[0]
     pos += 4
-    return ElectLeadersRequest(f0, f1, f2), pos
-
-
-def _r_TopicPartitions_v2(buf: memoryview, pos: int) -> tuple[TopicPartitions, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicPartitions(f0, f1), pos
+    return _new(ElectLeadersRequest, (f0, f1, f2)), pos
 
 
 def _r_ElectLeadersRequest_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
+    blen = len(buf)
     f0 = _U_b(buf, pos)[0]
     pos += 1
     f1: tuple[TopicPartitions, ...] | None
@@ -196,20 +192,55 @@ def _r_ElectLeadersRequest_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
             raise DecodeError("invalid array length %d" % n)
         f1 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[TopicPartitions] = []
         for _ in range(n):
-            item_f1, pos = _r_TopicPartitions_v2(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[int, ...]
+            n = buf[pos]
+            try:
+                f1_1 = _AC_i[n](buf, pos)
+                pos += 4 * n - 3
+            except KeyError:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(TopicPartitions, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ElectLeadersRequest(f0, f1, f2), pos
+    f2, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(ElectLeadersRequest, (f0, f1, f2)), pos
 
 
 def _w_TopicPartitions_v0(out: bytearray, ext: Ext, o: TopicPartitions) -> None:

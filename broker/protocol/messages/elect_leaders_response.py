@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,6 +25,7 @@ __all__ = [
     "ElectLeadersResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -35,40 +37,62 @@ _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 
 
-@_attrs.frozen
-class PartitionResult:
+class _PartitionResultFields(_NamedTuple):
+    partition_id: int = 0
+    error_code: int = 0
+    error_message: str | None = ""
+
+
+class PartitionResult(_PartitionResultFields):
     """Struct ``PartitionResult`` of ElectLeadersResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_id", "int32", "0+", "none", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
         ("error_message", "string", "0+", "0+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition_id: int = 0
-    error_code: int = 0
-    error_message: str | None = ""
+
+_D_PartitionResult = PartitionResult()
 
 
-@_attrs.frozen
-class ReplicaElectionResult:
+class _ReplicaElectionResultFields(_NamedTuple):
+    topic: str = ""
+    partition_result: tuple[PartitionResult, ...] = ()
+
+
+class ReplicaElectionResult(_ReplicaElectionResultFields):
     """Struct ``ReplicaElectionResult`` of ElectLeadersResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic", "string", "0+", "none", "none", -1),
         ("partition_result", "[]PartitionResult", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic: str = ""
-    partition_result: tuple[PartitionResult, ...] = ()
+
+_D_ReplicaElectionResult = ReplicaElectionResult()
 
 
-@_attrs.frozen
-class ElectLeadersResponse:
+class _ElectLeadersResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    replica_election_results: tuple[ReplicaElectionResult, ...] = ()
+
+
+class ElectLeadersResponse(_ElectLeadersResponseFields):
     """Kafka response ``ElectLeadersResponse`` (generated from ElectLeadersResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 43
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
@@ -79,64 +103,13 @@ class ElectLeadersResponse:
         ("error_code", "int16", "1+", "none", "none", -1),
         ("replica_election_results", "[]ReplicaElectionResult", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    replica_election_results: tuple[ReplicaElectionResult, ...] = ()
-
-
-_D_PartitionResult = PartitionResult()
-_D_ReplicaElectionResult = ReplicaElectionResult()
-
-
-def _r_PartitionResult_v0(buf: memoryview, pos: int) -> tuple[PartitionResult, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    f2: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    return PartitionResult(f0, f1, f2), pos
-
-
-def _r_ReplicaElectionResult_v0(buf: memoryview, pos: int) -> tuple[ReplicaElectionResult, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionResult, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionResult" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionResult] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionResult_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return ReplicaElectionResult(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ElectLeadersResponse_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f2: tuple[ReplicaElectionResult, ...]
@@ -145,17 +118,55 @@ def _r_ElectLeadersResponse_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ReplicaElectionResults" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[ReplicaElectionResult] = []
         for _ in range(n):
-            item_f2, pos = _r_ReplicaElectionResult_v0(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[PartitionResult, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionResult" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_1: list[PartitionResult] = []
+                for _ in range(n):
+                    f2_1_0, f2_1_1 = _U_ih(buf, pos)
+                    pos += 6
+                    f2_1_2: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f2_1_2 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f2_1_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f2_1.append(_new(PartitionResult, (f2_1_0, f2_1_1, f2_1_2)))
+                f2_1 = tuple(items_f2_1)
+            items_f2.append(_new(ReplicaElectionResult, (f2_0, f2_1)))
         f2 = tuple(items_f2)
-    return ElectLeadersResponse(f0, 0, f2), pos
+    return _new(ElectLeadersResponse, (f0, 0, f2)), pos
 
 
 def _r_ElectLeadersResponse_v1(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: tuple[ReplicaElectionResult, ...]
@@ -164,84 +175,55 @@ def _r_ElectLeadersResponse_v1(buf: memoryview, pos: int) -> tuple[ElectLeadersR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ReplicaElectionResults" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[ReplicaElectionResult] = []
         for _ in range(n):
-            item_f2, pos = _r_ReplicaElectionResult_v0(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[PartitionResult, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionResult" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_1: list[PartitionResult] = []
+                for _ in range(n):
+                    f2_1_0, f2_1_1 = _U_ih(buf, pos)
+                    pos += 6
+                    f2_1_2: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f2_1_2 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f2_1_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f2_1.append(_new(PartitionResult, (f2_1_0, f2_1_1, f2_1_2)))
+                f2_1 = tuple(items_f2_1)
+            items_f2.append(_new(ReplicaElectionResult, (f2_0, f2_1)))
         f2 = tuple(items_f2)
-    return ElectLeadersResponse(f0, f1, f2), pos
-
-
-def _r_PartitionResult_v2(buf: memoryview, pos: int) -> tuple[PartitionResult, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    f2: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionResult(f0, f1, f2), pos
-
-
-def _r_ReplicaElectionResult_v2(buf: memoryview, pos: int) -> tuple[ReplicaElectionResult, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionResult, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionResult" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionResult] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionResult_v2(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ReplicaElectionResult(f0, f1), pos
+    return _new(ElectLeadersResponse, (f0, f1, f2)), pos
 
 
 def _r_ElectLeadersResponse_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: tuple[ReplicaElectionResult, ...]
@@ -254,18 +236,75 @@ def _r_ElectLeadersResponse_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ReplicaElectionResults" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[ReplicaElectionResult] = []
         for _ in range(n):
-            item_f2, pos = _r_ReplicaElectionResult_v2(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[PartitionResult, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionResult" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_1: list[PartitionResult] = []
+                for _ in range(n):
+                    f2_1_0, f2_1_1 = _U_ih(buf, pos)
+                    pos += 6
+                    f2_1_2: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f2_1_2 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f2_1_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f2_1.append(_new(PartitionResult, (f2_1_0, f2_1_1, f2_1_2)))
+                f2_1 = tuple(items_f2_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(ReplicaElectionResult, (f2_0, f2_1)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ElectLeadersResponse(f0, f1, f2), pos
+    return _new(ElectLeadersResponse, (f0, f1, f2)), pos
 
 
 def _w_PartitionResult_v0(out: bytearray, ext: Ext, o: PartitionResult) -> None:

@@ -8,8 +8,7 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -17,6 +16,9 @@ from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -28,12 +30,11 @@ __all__ = [
     "EndQuorumEpochRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
-_S_H = _struct.Struct(">H")
-_U_H = _S_H.unpack_from
 _S_HB = _struct.Struct(">HB")
+_U_HB = _S_HB.unpack_from
 _P_HB = _S_HB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -41,33 +42,48 @@ _P_h = _S_h.pack
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
-_S_iU = _struct.Struct(">i16s")
-_U_iU = _S_iU.unpack_from
 _S_iUB = _struct.Struct(">i16sB")
+_U_iUB = _S_iUB.unpack_from
 _P_iUB = _S_iUB.pack
 _S_iii = _struct.Struct(">iii")
 _U_iii = _S_iii.unpack_from
 _P_iii = _S_iii.pack
 
 
-@_attrs.frozen
-class ReplicaInfo:
+class _ReplicaInfoFields(_NamedTuple):
+    candidate_id: int = 0
+    candidate_directory_id: _uuid.UUID = _ZERO_UUID
+
+
+class ReplicaInfo(_ReplicaInfoFields):
     """Struct ``ReplicaInfo`` of EndQuorumEpochRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("candidate_id", "int32", "1+", "none", "none", -1),
         ("candidate_directory_id", "uuid", "1+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    candidate_id: int = 0
-    candidate_directory_id: _uuid.UUID = _ZERO_UUID
+
+_D_ReplicaInfo = ReplicaInfo()
 
 
-@_attrs.frozen
-class PartitionData:
+class _PartitionDataFields(_NamedTuple):
+    partition_index: int = 0
+    leader_id: int = 0
+    leader_epoch: int = 0
+    preferred_successors: tuple[int, ...] = ()
+    preferred_candidates: tuple[ReplicaInfo, ...] = ()
+
+
+class PartitionData(_PartitionDataFields):
     """Struct ``PartitionData`` of EndQuorumEpochRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
@@ -76,48 +92,70 @@ class PartitionData:
         ("preferred_successors", "[]int32", "0", "none", "none", -1),
         ("preferred_candidates", "[]ReplicaInfo", "1+", "none", "none", -1),
     )
-
-    partition_index: int = 0
-    leader_id: int = 0
-    leader_epoch: int = 0
-    preferred_successors: tuple[int, ...] = ()
-    preferred_candidates: tuple[ReplicaInfo, ...] = ()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class TopicData:
+_D_PartitionData = PartitionData()
+
+
+class _TopicDataFields(_NamedTuple):
+    topic_name: str = ""
+    partitions: tuple[PartitionData, ...] = ()
+
+
+class TopicData(_TopicDataFields):
     """Struct ``TopicData`` of EndQuorumEpochRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "0+", "none", "none", -1),
         ("partitions", "[]PartitionData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_name: str = ""
-    partitions: tuple[PartitionData, ...] = ()
+
+_D_TopicData = TopicData()
 
 
-@_attrs.frozen
-class LeaderEndpoint:
+class _LeaderEndpointFields(_NamedTuple):
+    name: str = ""
+    host: str = ""
+    port: int = 0
+
+
+class LeaderEndpoint(_LeaderEndpointFields):
     """Struct ``LeaderEndpoint`` of EndQuorumEpochRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "1+", "none", "none", -1),
         ("host", "string", "1+", "none", "none", -1),
         ("port", "uint16", "1+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    host: str = ""
-    port: int = 0
+
+_D_LeaderEndpoint = LeaderEndpoint()
 
 
-@_attrs.frozen
-class EndQuorumEpochRequest:
+class _EndQuorumEpochRequestFields(_NamedTuple):
+    cluster_id: str | None = None
+    topics: tuple[TopicData, ...] = ()
+    leader_endpoints: tuple[LeaderEndpoint, ...] = ()
+
+
+class EndQuorumEpochRequest(_EndQuorumEpochRequestFields):
     """Kafka request ``EndQuorumEpochRequest`` (generated from EndQuorumEpochRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 54
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -128,63 +166,13 @@ class EndQuorumEpochRequest:
         ("topics", "[]TopicData", "0+", "none", "none", -1),
         ("leader_endpoints", "[]LeaderEndpoint", "1+", "none", "none", -1),
     )
-
-    cluster_id: str | None = None
-    topics: tuple[TopicData, ...] = ()
-    leader_endpoints: tuple[LeaderEndpoint, ...] = ()
-
-
-_D_ReplicaInfo = ReplicaInfo()
-_D_PartitionData = PartitionData()
-_D_TopicData = TopicData()
-_D_LeaderEndpoint = LeaderEndpoint()
-
-
-def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1, f2 = _U_iii(buf, pos)
-    pos += 12
-    f3: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PreferredSuccessors" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f3 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return PartitionData(f0, f1, f2, f3, ()), pos
-
-
-def _r_TopicData_v0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionData, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return TopicData(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_EndQuorumEpochRequest_v0(buf: memoryview, pos: int) -> tuple[EndQuorumEpochRequest, int]:
+    blen = len(buf)
     f0: str | None
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -194,9 +182,9 @@ def _r_EndQuorumEpochRequest_v0(buf: memoryview, pos: int) -> tuple[EndQuorumEpo
         f0 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: tuple[TopicData, ...]
     n = _U_i(buf, pos)[0]
@@ -204,55 +192,52 @@ def _r_EndQuorumEpochRequest_v0(buf: memoryview, pos: int) -> tuple[EndQuorumEpo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[TopicData] = []
         for _ in range(n):
-            item_f1, pos = _r_TopicData_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[PartitionData, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_1: list[PartitionData] = []
+                for _ in range(n):
+                    f1_1_0, f1_1_1, f1_1_2 = _U_iii(buf, pos)
+                    pos += 12
+                    f1_1_3: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable PreferredSuccessors" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f1_1_3 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    items_f1_1.append(_new(PartitionData, (f1_1_0, f1_1_1, f1_1_2, f1_1_3, ())))
+                f1_1 = tuple(items_f1_1)
+            items_f1.append(_new(TopicData, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return EndQuorumEpochRequest(f0, f1, ()), pos
-
-
-def _r_ReplicaInfo_v1(buf: memoryview, pos: int) -> tuple[ReplicaInfo, int]:
-    f0, f1 = _U_iU(buf, pos)
-    pos += 20
-    f1 = _UUID(bytes=f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ReplicaInfo(f0, f1), pos
-
-
-def _r_PartitionData_v1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1, f2 = _U_iii(buf, pos)
-    pos += 12
-    f4: tuple[ReplicaInfo, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PreferredCandidates" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[ReplicaInfo] = []
-        for _ in range(n):
-            item_f4, pos = _r_ReplicaInfo_v1(buf, pos)
-            items_f4.append(item_f4)
-        f4 = tuple(items_f4)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1, f2, (), f4), pos
+    return _new(EndQuorumEpochRequest, (f0, f1, ())), pos
 
 
 def _r_TopicData_v1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -264,9 +249,9 @@ def _r_TopicData_v1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
         raise DecodeError("invalid length %d for non-nullable TopicName" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: tuple[PartitionData, ...]
     n = buf[pos]
@@ -278,61 +263,48 @@ def _r_TopicData_v1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Partitions" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[PartitionData] = []
         for _ in range(n):
-            item_f1, pos = _r_PartitionData_v1(buf, pos)
-            items_f1.append(item_f1)
+            f1_0, f1_1, f1_2 = _U_iii(buf, pos)
+            pos += 12
+            f1_4: tuple[ReplicaInfo, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PreferredCandidates" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_4: list[ReplicaInfo] = []
+                for _ in range(n):
+                    f1_4_0, f1_4_1, tg = _U_iUB(buf, pos)
+                    pos += 21
+                    f1_4_1 = _uuid_from(f1_4_1)
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f1_4.append(_new(ReplicaInfo, (f1_4_0, f1_4_1)))
+                f1_4 = tuple(items_f1_4)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(PartitionData, (f1_0, f1_1, f1_2, (), f1_4)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return TopicData(f0, f1), pos
-
-
-def _r_LeaderEndpoint_v1(buf: memoryview, pos: int) -> tuple[LeaderEndpoint, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_H(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return LeaderEndpoint(f0, f1, f2), pos
+    return _new(TopicData, (f0, f1)), pos
 
 
 def _r_EndQuorumEpochRequest_v1(buf: memoryview, pos: int) -> tuple[EndQuorumEpochRequest, int]:
+    blen = len(buf)
     f0: str | None
     n = buf[pos]
     if n < 0x80:
@@ -346,9 +318,9 @@ def _r_EndQuorumEpochRequest_v1(buf: memoryview, pos: int) -> tuple[EndQuorumEpo
         f0 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: tuple[TopicData, ...]
     n = buf[pos]
@@ -360,7 +332,7 @@ def _r_EndQuorumEpochRequest_v1(buf: memoryview, pos: int) -> tuple[EndQuorumEpo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[TopicData] = []
         for _ in range(n):
@@ -377,18 +349,51 @@ def _r_EndQuorumEpochRequest_v1(buf: memoryview, pos: int) -> tuple[EndQuorumEpo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LeaderEndpoints" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[LeaderEndpoint] = []
         for _ in range(n):
-            item_f2, pos = _r_LeaderEndpoint_v1(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_2, tg = _U_HB(buf, pos)
+            pos += 3
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f2.append(_new(LeaderEndpoint, (f2_0, f2_1, f2_2)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return EndQuorumEpochRequest(f0, f1, f2), pos
+    return _new(EndQuorumEpochRequest, (f0, f1, f2)), pos
 
 
 def _w_PartitionData_v0(out: bytearray, ext: Ext, o: PartitionData) -> None:

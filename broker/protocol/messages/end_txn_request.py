@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -22,6 +23,7 @@ __all__ = [
     "EndTxnRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -29,13 +31,21 @@ _S_qho = _struct.Struct(">qh?")
 _U_qho = _S_qho.unpack_from
 _P_qho = _S_qho.pack
 _S_qhoB = _struct.Struct(">qh?B")
+_U_qhoB = _S_qhoB.unpack_from
 _P_qhoB = _S_qhoB.pack
 
 
-@_attrs.frozen
-class EndTxnRequest:
+class _EndTxnRequestFields(_NamedTuple):
+    transactional_id: str = ""
+    producer_id: int = 0
+    producer_epoch: int = 0
+    committed: bool = False
+
+
+class EndTxnRequest(_EndTxnRequestFields):
     """Kafka request ``EndTxnRequest`` (generated from EndTxnRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 26
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
@@ -47,13 +57,9 @@ class EndTxnRequest:
         ("producer_epoch", "int16", "0+", "none", "none", -1),
         ("committed", "bool", "0+", "none", "none", -1),
     )
-
-    transactional_id: str = ""
-    producer_id: int = 0
-    producer_epoch: int = 0
-    committed: bool = False
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_EndTxnRequest_v0(buf: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
@@ -66,11 +72,11 @@ def _r_EndTxnRequest_v0(buf: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1, f2, f3 = _U_qho(buf, pos)
     pos += 11
-    return EndTxnRequest(f0, f1, f2, f3), pos
+    return _new(EndTxnRequest, (f0, f1, f2, f3)), pos
 
 
 def _r_EndTxnRequest_v3(buf: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
@@ -87,15 +93,13 @@ def _r_EndTxnRequest_v3(buf: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
-    f1, f2, f3 = _U_qho(buf, pos)
-    pos += 11
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return EndTxnRequest(f0, f1, f2, f3), pos
+    f1, f2, f3, tg = _U_qhoB(buf, pos)
+    pos += 12
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(EndTxnRequest, (f0, f1, f2, f3)), pos
 
 
 def _w_EndTxnRequest_v0(out: bytearray, ext: Ext, o: EndTxnRequest) -> None:

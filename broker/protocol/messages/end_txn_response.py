@@ -7,33 +7,42 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "EndTxnResponse",
 ]
 
+_new = tuple.__new__
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 _S_ihB = _struct.Struct(">ihB")
+_U_ihB = _S_ihB.unpack_from
 _P_ihB = _S_ihB.pack
-_S_ihqh = _struct.Struct(">ihqh")
-_U_ihqh = _S_ihqh.unpack_from
 _S_ihqhB = _struct.Struct(">ihqhB")
+_U_ihqhB = _S_ihqhB.unpack_from
 _P_ihqhB = _S_ihqhB.pack
 
 
-@_attrs.frozen
-class EndTxnResponse:
+class _EndTxnResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+class EndTxnResponse(_EndTxnResponseFields):
     """Kafka response ``EndTxnResponse`` (generated from EndTxnResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 26
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
@@ -45,39 +54,31 @@ class EndTxnResponse:
         ("producer_id", "int64", "5+", "none", "none", -1),
         ("producer_epoch", "int16", "5+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    producer_id: int = -1
-    producer_epoch: int = -1
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_EndTxnResponse_v0(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int]:
     f0, f1 = _U_ih(buf, pos)
     pos += 6
-    return EndTxnResponse(f0, f1, -1, -1), pos
+    return _new(EndTxnResponse, (f0, f1, -1, -1)), pos
 
 
 def _r_EndTxnResponse_v3(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return EndTxnResponse(f0, f1, -1, -1), pos
+    f0, f1, tg = _U_ihB(buf, pos)
+    pos += 7
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(EndTxnResponse, (f0, f1, -1, -1)), pos
 
 
 def _r_EndTxnResponse_v5(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int]:
-    f0, f1, f2, f3 = _U_ihqh(buf, pos)
-    pos += 16
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return EndTxnResponse(f0, f1, f2, f3), pos
+    f0, f1, f2, f3, tg = _U_ihqhB(buf, pos)
+    pos += 17
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(EndTxnResponse, (f0, f1, f2, f3)), pos
 
 
 def _w_EndTxnResponse_v0(out: bytearray, ext: Ext, o: EndTxnResponse) -> None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -16,6 +15,8 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,12 +24,19 @@ __all__ = [
     "EnvelopeRequest",
 ]
 
+_new = tuple.__new__
 
 
-@_attrs.frozen
-class EnvelopeRequest:
+class _EnvelopeRequestFields(_NamedTuple):
+    request_data: bytes = b""
+    request_principal: bytes | None = b""
+    client_host_address: bytes = b""
+
+
+class EnvelopeRequest(_EnvelopeRequestFields):
     """Kafka request ``EnvelopeRequest`` (generated from EnvelopeRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 58
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -39,15 +47,13 @@ class EnvelopeRequest:
         ("request_principal", "bytes", "0+", "0+", "none", -1),
         ("client_host_address", "bytes", "0+", "none", "none", -1),
     )
-
-    request_data: bytes = b""
-    request_principal: bytes | None = b""
-    client_host_address: bytes = b""
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_EnvelopeRequest_v0(buf: memoryview, pos: int) -> tuple[EnvelopeRequest, int]:
+    blen = len(buf)
     f0: bytes
     n = buf[pos]
     if n < 0x80:
@@ -59,7 +65,7 @@ def _r_EnvelopeRequest_v0(buf: memoryview, pos: int) -> tuple[EnvelopeRequest, i
         raise DecodeError("invalid length %d for non-nullable RequestData" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f0 = bytes(buf[pos:end])
         pos = end
@@ -76,7 +82,7 @@ def _r_EnvelopeRequest_v0(buf: memoryview, pos: int) -> tuple[EnvelopeRequest, i
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f1 = bytes(buf[pos:end])
         pos = end
@@ -91,7 +97,7 @@ def _r_EnvelopeRequest_v0(buf: memoryview, pos: int) -> tuple[EnvelopeRequest, i
         raise DecodeError("invalid length %d for non-nullable ClientHostAddress" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f2 = bytes(buf[pos:end])
         pos = end
@@ -99,7 +105,7 @@ def _r_EnvelopeRequest_v0(buf: memoryview, pos: int) -> tuple[EnvelopeRequest, i
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return EnvelopeRequest(f0, f1, f2), pos
+    return _new(EnvelopeRequest, (f0, f1, f2)), pos
 
 
 def _w_EnvelopeRequest_v0(out: bytearray, ext: Ext, o: EnvelopeRequest) -> None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -16,6 +15,8 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,16 +24,21 @@ __all__ = [
     "EnvelopeResponse",
 ]
 
-_S_h = _struct.Struct(">h")
-_U_h = _S_h.unpack_from
+_new = tuple.__new__
 _S_hB = _struct.Struct(">hB")
+_U_hB = _S_hB.unpack_from
 _P_hB = _S_hB.pack
 
 
-@_attrs.frozen
-class EnvelopeResponse:
+class _EnvelopeResponseFields(_NamedTuple):
+    response_data: bytes | None = None
+    error_code: int = 0
+
+
+class EnvelopeResponse(_EnvelopeResponseFields):
     """Kafka response ``EnvelopeResponse`` (generated from EnvelopeResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 58
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -42,11 +48,9 @@ class EnvelopeResponse:
         ("response_data", "bytes", "0+", "0+", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
     )
-
-    response_data: bytes | None = None
-    error_code: int = 0
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_EnvelopeResponse_v0(buf: memoryview, pos: int) -> tuple[EnvelopeResponse, int]:
@@ -67,13 +71,11 @@ def _r_EnvelopeResponse_v0(buf: memoryview, pos: int) -> tuple[EnvelopeResponse,
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f0 = bytes(buf[pos:end])
         pos = end
-    f1 = _U_h(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return EnvelopeResponse(f0, f1), pos
+    f1, tg = _U_hB(buf, pos)
+    pos += 3
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(EnvelopeResponse, (f0, f1)), pos
 
 
 def _w_EnvelopeResponse_v0(out: bytearray, ext: Ext, o: EnvelopeResponse) -> None:

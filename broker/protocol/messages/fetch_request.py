@@ -8,15 +8,18 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -28,12 +31,15 @@ __all__ = [
     "FetchRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
+_S_UB = _struct.Struct(">16sB")
+_U_UB = _S_UB.unpack_from
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -56,43 +62,62 @@ _S_iiiibii = _struct.Struct(">iiiibii")
 _U_iiiibii = _S_iiiibii.unpack_from
 _P_iiiibii = _S_iiiibii.pack
 _S_iiqiqi = _struct.Struct(">iiqiqi")
-_U_iiqiqi = _S_iiqiqi.unpack_from
 _P_iiqiqi = _S_iiqiqi.pack
 _S_iiqiqiB = _struct.Struct(">iiqiqiB")
+_U_iiqiqiB = _S_iiqiqiB.unpack_from
 _P_iiqiqiB = _S_iiqiqiB.pack
+_S_iiqiqix = _struct.Struct(">iiqiqix")
+_IU_iiqiqix = _S_iiqiqix.iter_unpack
 _S_iiqqi = _struct.Struct(">iiqqi")
-_U_iiqqi = _S_iiqqi.unpack_from
+_IU_iiqqi = _S_iiqqi.iter_unpack
 _P_iiqqi = _S_iiqqi.pack
-_S_iq = _struct.Struct(">iq")
-_U_iq = _S_iq.unpack_from
 _S_iqB = _struct.Struct(">iqB")
+_U_iqB = _S_iqB.unpack_from
 _P_iqB = _S_iqB.pack
 _S_iqi = _struct.Struct(">iqi")
-_U_iqi = _S_iqi.unpack_from
+_IU_iqi = _S_iqi.iter_unpack
 _P_iqi = _S_iqi.pack
 _S_iqqi = _struct.Struct(">iqqi")
-_U_iqqi = _S_iqqi.unpack_from
+_IU_iqqi = _S_iqqi.iter_unpack
 _P_iqqi = _S_iqqi.pack
 
 
-@_attrs.frozen
-class ReplicaState:
+class _ReplicaStateFields(_NamedTuple):
+    replica_id: int = -1
+    replica_epoch: int = -1
+
+
+class ReplicaState(_ReplicaStateFields):
     """Struct ``ReplicaState`` of FetchRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("replica_id", "int32", "15+", "none", "none", -1),
         ("replica_epoch", "int64", "15+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    replica_id: int = -1
-    replica_epoch: int = -1
+
+_D_ReplicaState = ReplicaState()
 
 
-@_attrs.frozen
-class FetchPartition:
+class _FetchPartitionFields(_NamedTuple):
+    partition: int = 0
+    current_leader_epoch: int = -1
+    fetch_offset: int = 0
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1
+    partition_max_bytes: int = 0
+    replica_directory_id: _uuid.UUID = _ZERO_UUID
+
+
+class FetchPartition(_FetchPartitionFields):
     """Struct ``FetchPartition`` of FetchRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition", "int32", "0+", "none", "none", -1),
@@ -103,52 +128,81 @@ class FetchPartition:
         ("partition_max_bytes", "int32", "0+", "none", "none", -1),
         ("replica_directory_id", "uuid", "17+", "none", "17+", 0),
     )
-
-    partition: int = 0
-    current_leader_epoch: int = -1
-    fetch_offset: int = 0
-    last_fetched_epoch: int = -1
-    log_start_offset: int = -1
-    partition_max_bytes: int = 0
-    replica_directory_id: _uuid.UUID = _ZERO_UUID
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class FetchTopic:
+_D_FetchPartition = FetchPartition()
+
+
+class _FetchTopicFields(_NamedTuple):
+    topic: str = ""
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[FetchPartition, ...] = ()
+
+
+class FetchTopic(_FetchTopicFields):
     """Struct ``FetchTopic`` of FetchRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic", "string", "0-12", "none", "none", -1),
         ("topic_id", "uuid", "13+", "none", "none", -1),
         ("partitions", "[]FetchPartition", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_FetchTopic = FetchTopic()
+
+
+class _ForgottenTopicFields(_NamedTuple):
     topic: str = ""
     topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[FetchPartition, ...] = ()
+    partitions: tuple[int, ...] = ()
 
 
-@_attrs.frozen
-class ForgottenTopic:
+class ForgottenTopic(_ForgottenTopicFields):
     """Struct ``ForgottenTopic`` of FetchRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic", "string", "7-12", "none", "none", -1),
         ("topic_id", "uuid", "13+", "none", "none", -1),
         ("partitions", "[]int32", "7+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic: str = ""
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[int, ...] = ()
+
+_D_ForgottenTopic = ForgottenTopic()
 
 
-@_attrs.frozen
-class FetchRequest:
+class _FetchRequestFields(_NamedTuple):
+    cluster_id: str | None = None
+    replica_id: int = -1
+    replica_state: ReplicaState = _D_ReplicaState
+    max_wait_ms: int = 0
+    min_bytes: int = 0
+    max_bytes: int = 2147483647
+    isolation_level: int = 0
+    session_id: int = 0
+    session_epoch: int = -1
+    topics: tuple[FetchTopic, ...] = ()
+    forgotten_topics_data: tuple[ForgottenTopic, ...] = ()
+    rack_id: str = ""
+
+
+class FetchRequest(_FetchRequestFields):
     """Kafka request ``FetchRequest`` (generated from FetchRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 1
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 17
@@ -168,62 +222,13 @@ class FetchRequest:
         ("forgotten_topics_data", "[]ForgottenTopic", "7+", "none", "none", -1),
         ("rack_id", "string", "11+", "none", "none", -1),
     )
-
-    cluster_id: str | None = None
-    replica_id: int = -1
-    replica_state: ReplicaState = _attrs.field(factory=ReplicaState)
-    max_wait_ms: int = 0
-    min_bytes: int = 0
-    max_bytes: int = 2147483647
-    isolation_level: int = 0
-    session_id: int = 0
-    session_epoch: int = -1
-    topics: tuple[FetchTopic, ...] = ()
-    forgotten_topics_data: tuple[ForgottenTopic, ...] = ()
-    rack_id: str = ""
-
-
-_D_ReplicaState = ReplicaState()
-_D_FetchPartition = FetchPartition()
-_D_FetchTopic = FetchTopic()
-_D_ForgottenTopic = ForgottenTopic()
-
-
-def _r_FetchPartition_v0(buf: memoryview, pos: int) -> tuple[FetchPartition, int]:
-    f0, f2, f5 = _U_iqi(buf, pos)
-    pos += 16
-    return FetchPartition(f0, -1, f2, -1, -1, f5, _ZERO_UUID), pos
-
-
-def _r_FetchTopic_v0(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[FetchPartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[FetchPartition] = []
-        for _ in range(n):
-            item_f2, pos = _r_FetchPartition_v0(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    return FetchTopic(f0, _ZERO_UUID, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_FetchRequest_v0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
+    blen = len(buf)
     f1, f3, f4 = _U_iii(buf, pos)
     pos += 12
     f9: tuple[FetchTopic, ...]
@@ -232,17 +237,41 @@ def _r_FetchRequest_v0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f9: list[FetchTopic] = []
         for _ in range(n):
-            item_f9, pos = _r_FetchTopic_v0(buf, pos)
-            items_f9.append(item_f9)
+            f9_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f9_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f9_2: tuple[FetchPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 16 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f9_2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, -1, a5, _ZERO_UUID)) for a0, a2, a5 in _IU_iqi(buf[pos:end])])
+                pos = end
+            items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
         f9 = tuple(items_f9)
-    return FetchRequest(None, f1, _D_ReplicaState, f3, f4, 2147483647, 0, 0, -1, f9, (), ""), pos
+    return _new(FetchRequest, (None, f1, _D_ReplicaState, f3, f4, 2147483647, 0, 0, -1, f9, (), "")), pos
 
 
 def _r_FetchRequest_v3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
+    blen = len(buf)
     f1, f3, f4, f5 = _U_iiii(buf, pos)
     pos += 16
     f9: tuple[FetchTopic, ...]
@@ -251,17 +280,41 @@ def _r_FetchRequest_v3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f9: list[FetchTopic] = []
         for _ in range(n):
-            item_f9, pos = _r_FetchTopic_v0(buf, pos)
-            items_f9.append(item_f9)
+            f9_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f9_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f9_2: tuple[FetchPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 16 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f9_2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, -1, a5, _ZERO_UUID)) for a0, a2, a5 in _IU_iqi(buf[pos:end])])
+                pos = end
+            items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
         f9 = tuple(items_f9)
-    return FetchRequest(None, f1, _D_ReplicaState, f3, f4, f5, 0, 0, -1, f9, (), ""), pos
+    return _new(FetchRequest, (None, f1, _D_ReplicaState, f3, f4, f5, 0, 0, -1, f9, (), "")), pos
 
 
 def _r_FetchRequest_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
+    blen = len(buf)
     f1, f3, f4, f5, f6 = _U_iiiib(buf, pos)
     pos += 17
     f9: tuple[FetchTopic, ...]
@@ -270,51 +323,41 @@ def _r_FetchRequest_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f9: list[FetchTopic] = []
         for _ in range(n):
-            item_f9, pos = _r_FetchTopic_v0(buf, pos)
-            items_f9.append(item_f9)
+            f9_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f9_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f9_2: tuple[FetchPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 16 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f9_2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, -1, a5, _ZERO_UUID)) for a0, a2, a5 in _IU_iqi(buf[pos:end])])
+                pos = end
+            items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
         f9 = tuple(items_f9)
-    return FetchRequest(None, f1, _D_ReplicaState, f3, f4, f5, f6, 0, -1, f9, (), ""), pos
-
-
-def _r_FetchPartition_v5(buf: memoryview, pos: int) -> tuple[FetchPartition, int]:
-    f0, f2, f4, f5 = _U_iqqi(buf, pos)
-    pos += 24
-    return FetchPartition(f0, -1, f2, -1, f4, f5, _ZERO_UUID), pos
-
-
-def _r_FetchTopic_v5(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[FetchPartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[FetchPartition] = []
-        for _ in range(n):
-            item_f2, pos = _r_FetchPartition_v5(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    return FetchTopic(f0, _ZERO_UUID, f2), pos
+    return _new(FetchRequest, (None, f1, _D_ReplicaState, f3, f4, f5, f6, 0, -1, f9, (), "")), pos
 
 
 def _r_FetchRequest_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
+    blen = len(buf)
     f1, f3, f4, f5, f6 = _U_iiiib(buf, pos)
     pos += 17
     f9: tuple[FetchTopic, ...]
@@ -323,42 +366,41 @@ def _r_FetchRequest_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f9: list[FetchTopic] = []
         for _ in range(n):
-            item_f9, pos = _r_FetchTopic_v5(buf, pos)
-            items_f9.append(item_f9)
+            f9_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f9_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f9_2: tuple[FetchPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 24 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f9_2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, a4, a5, _ZERO_UUID)) for a0, a2, a4, a5 in _IU_iqqi(buf[pos:end])])
+                pos = end
+            items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
         f9 = tuple(items_f9)
-    return FetchRequest(None, f1, _D_ReplicaState, f3, f4, f5, f6, 0, -1, f9, (), ""), pos
-
-
-def _r_ForgottenTopic_v7(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f2 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return ForgottenTopic(f0, _ZERO_UUID, f2), pos
+    return _new(FetchRequest, (None, f1, _D_ReplicaState, f3, f4, f5, f6, 0, -1, f9, (), "")), pos
 
 
 def _r_FetchRequest_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
+    blen = len(buf)
     f1, f3, f4, f5, f6, f7, f8 = _U_iiiibii(buf, pos)
     pos += 25
     f9: tuple[FetchTopic, ...]
@@ -367,12 +409,35 @@ def _r_FetchRequest_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f9: list[FetchTopic] = []
         for _ in range(n):
-            item_f9, pos = _r_FetchTopic_v5(buf, pos)
-            items_f9.append(item_f9)
+            f9_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f9_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f9_2: tuple[FetchPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 24 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f9_2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, a4, a5, _ZERO_UUID)) for a0, a2, a4, a5 in _IU_iqqi(buf[pos:end])])
+                pos = end
+            items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
         f9 = tuple(items_f9)
     f10: tuple[ForgottenTopic, ...]
     n = _U_i(buf, pos)[0]
@@ -380,51 +445,38 @@ def _r_FetchRequest_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ForgottenTopicsData" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f10: list[ForgottenTopic] = []
         for _ in range(n):
-            item_f10, pos = _r_ForgottenTopic_v7(buf, pos)
-            items_f10.append(item_f10)
+            f10_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f10_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f10_2: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f10_2 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f10.append(_new(ForgottenTopic, (f10_0, _ZERO_UUID, f10_2)))
         f10 = tuple(items_f10)
-    return FetchRequest(None, f1, _D_ReplicaState, f3, f4, f5, f6, f7, f8, f9, f10, ""), pos
-
-
-def _r_FetchPartition_v9(buf: memoryview, pos: int) -> tuple[FetchPartition, int]:
-    f0, f1, f2, f4, f5 = _U_iiqqi(buf, pos)
-    pos += 28
-    return FetchPartition(f0, f1, f2, -1, f4, f5, _ZERO_UUID), pos
-
-
-def _r_FetchTopic_v9(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[FetchPartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[FetchPartition] = []
-        for _ in range(n):
-            item_f2, pos = _r_FetchPartition_v9(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    return FetchTopic(f0, _ZERO_UUID, f2), pos
+    return _new(FetchRequest, (None, f1, _D_ReplicaState, f3, f4, f5, f6, f7, f8, f9, f10, "")), pos
 
 
 def _r_FetchRequest_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
+    blen = len(buf)
     f1, f3, f4, f5, f6, f7, f8 = _U_iiiibii(buf, pos)
     pos += 25
     f9: tuple[FetchTopic, ...]
@@ -433,12 +485,35 @@ def _r_FetchRequest_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f9: list[FetchTopic] = []
         for _ in range(n):
-            item_f9, pos = _r_FetchTopic_v9(buf, pos)
-            items_f9.append(item_f9)
+            f9_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f9_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f9_2: tuple[FetchPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 28 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, -1, a4, a5, _ZERO_UUID)) for a0, a1, a2, a4, a5 in _IU_iiqqi(buf[pos:end])])
+                pos = end
+            items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
         f9 = tuple(items_f9)
     f10: tuple[ForgottenTopic, ...]
     n = _U_i(buf, pos)[0]
@@ -446,17 +521,38 @@ def _r_FetchRequest_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ForgottenTopicsData" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f10: list[ForgottenTopic] = []
         for _ in range(n):
-            item_f10, pos = _r_ForgottenTopic_v7(buf, pos)
-            items_f10.append(item_f10)
+            f10_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f10_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f10_2: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f10_2 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f10.append(_new(ForgottenTopic, (f10_0, _ZERO_UUID, f10_2)))
         f10 = tuple(items_f10)
-    return FetchRequest(None, f1, _D_ReplicaState, f3, f4, f5, f6, f7, f8, f9, f10, ""), pos
+    return _new(FetchRequest, (None, f1, _D_ReplicaState, f3, f4, f5, f6, f7, f8, f9, f10, "")), pos
 
 
 def _r_FetchRequest_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
+    blen = len(buf)
     f1, f3, f4, f5, f6, f7, f8 = _U_iiiibii(buf, pos)
     pos += 25
     f9: tuple[FetchTopic, ...]
@@ -465,12 +561,35 @@ def _r_FetchRequest_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f9: list[FetchTopic] = []
         for _ in range(n):
-            item_f9, pos = _r_FetchTopic_v9(buf, pos)
-            items_f9.append(item_f9)
+            f9_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f9_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f9_2: tuple[FetchPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 28 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, -1, a4, a5, _ZERO_UUID)) for a0, a1, a2, a4, a5 in _IU_iiqqi(buf[pos:end])])
+                pos = end
+            items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
         f9 = tuple(items_f9)
     f10: tuple[ForgottenTopic, ...]
     n = _U_i(buf, pos)[0]
@@ -478,12 +597,32 @@ def _r_FetchRequest_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ForgottenTopicsData" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f10: list[ForgottenTopic] = []
         for _ in range(n):
-            item_f10, pos = _r_ForgottenTopic_v7(buf, pos)
-            items_f10.append(item_f10)
+            f10_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f10_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f10_2: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f10_2 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f10.append(_new(ForgottenTopic, (f10_0, _ZERO_UUID, f10_2)))
         f10 = tuple(items_f10)
     f11: str
     n = _U_h(buf, pos)[0]
@@ -492,101 +631,23 @@ def _r_FetchRequest_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         raise DecodeError("invalid length %d for non-nullable RackId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f11 = str(buf[pos:end], "utf-8")
+        f11 = buf[pos:end].tobytes().decode()
         pos = end
-    return FetchRequest(None, f1, _D_ReplicaState, f3, f4, f5, f6, f7, f8, f9, f10, f11), pos
+    return _new(FetchRequest, (None, f1, _D_ReplicaState, f3, f4, f5, f6, f7, f8, f9, f10, f11)), pos
 
 
 def _r_FetchPartition_v12(buf: memoryview, pos: int) -> tuple[FetchPartition, int]:
-    f0, f1, f2, f3, f4, f5 = _U_iiqiqi(buf, pos)
-    pos += 32
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return FetchPartition(f0, f1, f2, f3, f4, f5, _ZERO_UUID), pos
-
-
-def _r_FetchTopic_v12(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[FetchPartition, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[FetchPartition] = []
-        for _ in range(n):
-            item_f2, pos = _r_FetchPartition_v12(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return FetchTopic(f0, _ZERO_UUID, f2), pos
-
-
-def _r_ForgottenTopic_v12(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f2 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ForgottenTopic(f0, _ZERO_UUID, f2), pos
+    f0, f1, f2, f3, f4, f5, tg = _U_iiqiqiB(buf, pos)
+    pos += 33
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(FetchPartition, (f0, f1, f2, f3, f4, f5, _ZERO_UUID)), pos
 
 
 def _r_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
+    blen = len(buf)
     f1, f3, f4, f5, f6, f7, f8 = _U_iiiibii(buf, pos)
     pos += 25
     f9: tuple[FetchTopic, ...]
@@ -599,12 +660,54 @@ def _r_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f9: list[FetchTopic] = []
         for _ in range(n):
-            item_f9, pos = _r_FetchTopic_v12(buf, pos)
-            items_f9.append(item_f9)
+            f9_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f9_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f9_2: tuple[FetchPartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 33 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 32 : end : 33].tobytes().count(0) == n:
+                    f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, a3, a4, a5, _ZERO_UUID)) for a0, a1, a2, a3, a4, a5 in _IU_iiqiqix(buf[pos:end])])
+                    pos = end
+                else:
+                    items_f9_2: list[FetchPartition] = []
+                    for _ in range(n):
+                        item_f9_2, pos = _r_FetchPartition_v12(buf, pos)
+                        items_f9_2.append(item_f9_2)
+                    f9_2 = tuple(items_f9_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
         f9 = tuple(items_f9)
     f10: tuple[ForgottenTopic, ...]
     n = buf[pos]
@@ -616,12 +719,49 @@ def _r_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ForgottenTopicsData" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f10: list[ForgottenTopic] = []
         for _ in range(n):
-            item_f10, pos = _r_ForgottenTopic_v12(buf, pos)
-            items_f10.append(item_f10)
+            f10_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f10_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f10_2: tuple[int, ...]
+            n = buf[pos]
+            try:
+                f10_2 = _AC_i[n](buf, pos)
+                pos += 4 * n - 3
+            except KeyError:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f10_2 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f10.append(_new(ForgottenTopic, (f10_0, _ZERO_UUID, f10_2)))
         f10 = tuple(items_f10)
     f11: str
     n = buf[pos]
@@ -634,9 +774,9 @@ def _r_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         raise DecodeError("invalid length %d for non-nullable RackId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f11 = str(buf[pos:end], "utf-8")
+        f11 = buf[pos:end].tobytes().decode()
         pos = end
     f0: str | None = None
     n = buf[pos]
@@ -648,7 +788,7 @@ def _r_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         tag, pos = _read_uvarint(buf, pos)
         size, pos = _read_uvarint(buf, pos)
         tag_end = pos + size
-        if tag_end > len(buf):
+        if tag_end > blen:
             raise DecodeError("tagged field exceeds remaining bytes")
         if tag == 0:
             n = buf[pos]
@@ -663,68 +803,16 @@ def _r_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 f0 = None
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0 = str(buf[pos:end], "utf-8")
+                f0 = buf[pos:end].tobytes().decode()
                 pos = end
         pos = tag_end
-    return FetchRequest(f0, f1, _D_ReplicaState, f3, f4, f5, f6, f7, f8, f9, f10, f11), pos
-
-
-def _r_FetchTopic_v13(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
-    f1 = _U_U(buf, pos)[0]
-    pos += 16
-    f1 = _UUID(bytes=f1)
-    f2: tuple[FetchPartition, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[FetchPartition] = []
-        for _ in range(n):
-            item_f2, pos = _r_FetchPartition_v12(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return FetchTopic("", f1, f2), pos
-
-
-def _r_ForgottenTopic_v13(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]:
-    f1 = _U_U(buf, pos)[0]
-    pos += 16
-    f1 = _UUID(bytes=f1)
-    f2: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f2 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ForgottenTopic("", f1, f2), pos
+    return _new(FetchRequest, (f0, f1, _D_ReplicaState, f3, f4, f5, f6, f7, f8, f9, f10, f11)), pos
 
 
 def _r_FetchRequest_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
+    blen = len(buf)
     f1, f3, f4, f5, f6, f7, f8 = _U_iiiibii(buf, pos)
     pos += 25
     f9: tuple[FetchTopic, ...]
@@ -737,12 +825,42 @@ def _r_FetchRequest_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f9: list[FetchTopic] = []
         for _ in range(n):
-            item_f9, pos = _r_FetchTopic_v13(buf, pos)
-            items_f9.append(item_f9)
+            f9_1 = _U_U(buf, pos)[0]
+            pos += 16
+            f9_1 = _uuid_from(f9_1)
+            f9_2: tuple[FetchPartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 33 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 32 : end : 33].tobytes().count(0) == n:
+                    f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, a3, a4, a5, _ZERO_UUID)) for a0, a1, a2, a3, a4, a5 in _IU_iiqiqix(buf[pos:end])])
+                    pos = end
+                else:
+                    items_f9_2: list[FetchPartition] = []
+                    for _ in range(n):
+                        item_f9_2, pos = _r_FetchPartition_v12(buf, pos)
+                        items_f9_2.append(item_f9_2)
+                    f9_2 = tuple(items_f9_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f9.append(_new(FetchTopic, ("", f9_1, f9_2)))
         f9 = tuple(items_f9)
     f10: tuple[ForgottenTopic, ...]
     n = buf[pos]
@@ -754,12 +872,36 @@ def _r_FetchRequest_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ForgottenTopicsData" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f10: list[ForgottenTopic] = []
         for _ in range(n):
-            item_f10, pos = _r_ForgottenTopic_v13(buf, pos)
-            items_f10.append(item_f10)
+            f10_1, n = _U_UB(buf, pos)
+            pos += 16
+            f10_1 = _uuid_from(f10_1)
+            f10_2: tuple[int, ...]
+            try:
+                f10_2 = _AC_i[n](buf, pos)
+                pos += 4 * n - 3
+            except KeyError:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f10_2 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f10.append(_new(ForgottenTopic, ("", f10_1, f10_2)))
         f10 = tuple(items_f10)
     f11: str
     n = buf[pos]
@@ -772,9 +914,9 @@ def _r_FetchRequest_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         raise DecodeError("invalid length %d for non-nullable RackId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f11 = str(buf[pos:end], "utf-8")
+        f11 = buf[pos:end].tobytes().decode()
         pos = end
     f0: str | None = None
     n = buf[pos]
@@ -786,7 +928,7 @@ def _r_FetchRequest_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         tag, pos = _read_uvarint(buf, pos)
         size, pos = _read_uvarint(buf, pos)
         tag_end = pos + size
-        if tag_end > len(buf):
+        if tag_end > blen:
             raise DecodeError("tagged field exceeds remaining bytes")
         if tag == 0:
             n = buf[pos]
@@ -801,25 +943,24 @@ def _r_FetchRequest_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 f0 = None
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0 = str(buf[pos:end], "utf-8")
+                f0 = buf[pos:end].tobytes().decode()
                 pos = end
         pos = tag_end
-    return FetchRequest(f0, f1, _D_ReplicaState, f3, f4, f5, f6, f7, f8, f9, f10, f11), pos
+    return _new(FetchRequest, (f0, f1, _D_ReplicaState, f3, f4, f5, f6, f7, f8, f9, f10, f11)), pos
 
 
 def _r_ReplicaState_v15(buf: memoryview, pos: int) -> tuple[ReplicaState, int]:
-    f0, f1 = _U_iq(buf, pos)
-    pos += 12
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ReplicaState(f0, f1), pos
+    f0, f1, tg = _U_iqB(buf, pos)
+    pos += 13
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(ReplicaState, (f0, f1)), pos
 
 
 def _r_FetchRequest_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
+    blen = len(buf)
     f3, f4, f5, f6, f7, f8 = _U_iiibii(buf, pos)
     pos += 21
     f9: tuple[FetchTopic, ...]
@@ -832,12 +973,42 @@ def _r_FetchRequest_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f9: list[FetchTopic] = []
         for _ in range(n):
-            item_f9, pos = _r_FetchTopic_v13(buf, pos)
-            items_f9.append(item_f9)
+            f9_1 = _U_U(buf, pos)[0]
+            pos += 16
+            f9_1 = _uuid_from(f9_1)
+            f9_2: tuple[FetchPartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 33 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 32 : end : 33].tobytes().count(0) == n:
+                    f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, a3, a4, a5, _ZERO_UUID)) for a0, a1, a2, a3, a4, a5 in _IU_iiqiqix(buf[pos:end])])
+                    pos = end
+                else:
+                    items_f9_2: list[FetchPartition] = []
+                    for _ in range(n):
+                        item_f9_2, pos = _r_FetchPartition_v12(buf, pos)
+                        items_f9_2.append(item_f9_2)
+                    f9_2 = tuple(items_f9_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f9.append(_new(FetchTopic, ("", f9_1, f9_2)))
         f9 = tuple(items_f9)
     f10: tuple[ForgottenTopic, ...]
     n = buf[pos]
@@ -849,12 +1020,36 @@ def _r_FetchRequest_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ForgottenTopicsData" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f10: list[ForgottenTopic] = []
         for _ in range(n):
-            item_f10, pos = _r_ForgottenTopic_v13(buf, pos)
-            items_f10.append(item_f10)
+            f10_1, n = _U_UB(buf, pos)
+            pos += 16
+            f10_1 = _uuid_from(f10_1)
+            f10_2: tuple[int, ...]
+            try:
+                f10_2 = _AC_i[n](buf, pos)
+                pos += 4 * n - 3
+            except KeyError:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f10_2 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f10.append(_new(ForgottenTopic, ("", f10_1, f10_2)))
         f10 = tuple(items_f10)
     f11: str
     n = buf[pos]
@@ -867,9 +1062,9 @@ def _r_FetchRequest_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         raise DecodeError("invalid length %d for non-nullable RackId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f11 = str(buf[pos:end], "utf-8")
+        f11 = buf[pos:end].tobytes().decode()
         pos = end
     f0: str | None = None
     f2: ReplicaState = _D_ReplicaState
@@ -882,7 +1077,7 @@ def _r_FetchRequest_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         tag, pos = _read_uvarint(buf, pos)
         size, pos = _read_uvarint(buf, pos)
         tag_end = pos + size
-        if tag_end > len(buf):
+        if tag_end > blen:
             raise DecodeError("tagged field exceeds remaining bytes")
         if tag == 0:
             n = buf[pos]
@@ -897,25 +1092,23 @@ def _r_FetchRequest_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 f0 = None
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0 = str(buf[pos:end], "utf-8")
+                f0 = buf[pos:end].tobytes().decode()
                 pos = end
         elif tag == 1:
             f2, pos = _r_ReplicaState_v15(buf, pos)
         pos = tag_end
-    return FetchRequest(f0, -1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11), pos
+    return _new(FetchRequest, (f0, -1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11)), pos
 
 
 def _r_FetchPartition_v17(buf: memoryview, pos: int) -> tuple[FetchPartition, int]:
-    f0, f1, f2, f3, f4, f5 = _U_iiqiqi(buf, pos)
-    pos += 32
+    f0, f1, f2, f3, f4, f5, tg = _U_iiqiqiB(buf, pos)
+    pos += 33
     f6: _uuid.UUID = _ZERO_UUID
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
+    n = tg
+    if n >= 0x80:
+        n, pos = _read_uvarint(buf, pos - 1)
     for _ in range(n):
         tag, pos = _read_uvarint(buf, pos)
         size, pos = _read_uvarint(buf, pos)
@@ -923,41 +1116,14 @@ def _r_FetchPartition_v17(buf: memoryview, pos: int) -> tuple[FetchPartition, in
         if tag_end > len(buf):
             raise DecodeError("tagged field exceeds remaining bytes")
         if tag == 0:
-            f6 = _UUID(bytes=_U_U(buf, pos)[0])
+            f6 = _uuid_from(_U_U(buf, pos)[0])
             pos += 16
         pos = tag_end
-    return FetchPartition(f0, f1, f2, f3, f4, f5, f6), pos
-
-
-def _r_FetchTopic_v17(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
-    f1 = _U_U(buf, pos)[0]
-    pos += 16
-    f1 = _UUID(bytes=f1)
-    f2: tuple[FetchPartition, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[FetchPartition] = []
-        for _ in range(n):
-            item_f2, pos = _r_FetchPartition_v17(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return FetchTopic("", f1, f2), pos
+    return _new(FetchPartition, (f0, f1, f2, f3, f4, f5, f6)), pos
 
 
 def _r_FetchRequest_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
+    blen = len(buf)
     f3, f4, f5, f6, f7, f8 = _U_iiibii(buf, pos)
     pos += 21
     f9: tuple[FetchTopic, ...]
@@ -970,12 +1136,42 @@ def _r_FetchRequest_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f9: list[FetchTopic] = []
         for _ in range(n):
-            item_f9, pos = _r_FetchTopic_v17(buf, pos)
-            items_f9.append(item_f9)
+            f9_1 = _U_U(buf, pos)[0]
+            pos += 16
+            f9_1 = _uuid_from(f9_1)
+            f9_2: tuple[FetchPartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 33 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 32 : end : 33].tobytes().count(0) == n:
+                    f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, a3, a4, a5, _ZERO_UUID)) for a0, a1, a2, a3, a4, a5 in _IU_iiqiqix(buf[pos:end])])
+                    pos = end
+                else:
+                    items_f9_2: list[FetchPartition] = []
+                    for _ in range(n):
+                        item_f9_2, pos = _r_FetchPartition_v17(buf, pos)
+                        items_f9_2.append(item_f9_2)
+                    f9_2 = tuple(items_f9_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f9.append(_new(FetchTopic, ("", f9_1, f9_2)))
         f9 = tuple(items_f9)
     f10: tuple[ForgottenTopic, ...]
     n = buf[pos]
@@ -987,12 +1183,36 @@ def _r_FetchRequest_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ForgottenTopicsData" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f10: list[ForgottenTopic] = []
         for _ in range(n):
-            item_f10, pos = _r_ForgottenTopic_v13(buf, pos)
-            items_f10.append(item_f10)
+            f10_1, n = _U_UB(buf, pos)
+            pos += 16
+            f10_1 = _uuid_from(f10_1)
+            f10_2: tuple[int, ...]
+            try:
+                f10_2 = _AC_i[n](buf, pos)
+                pos += 4 * n - 3
+            except KeyError:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f10_2 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f10.append(_new(ForgottenTopic, ("", f10_1, f10_2)))
         f10 = tuple(items_f10)
     f11: str
     n = buf[pos]
@@ -1005,9 +1225,9 @@ def _r_FetchRequest_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         raise DecodeError("invalid length %d for non-nullable RackId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f11 = str(buf[pos:end], "utf-8")
+        f11 = buf[pos:end].tobytes().decode()
         pos = end
     f0: str | None = None
     f2: ReplicaState = _D_ReplicaState
@@ -1020,7 +1240,7 @@ def _r_FetchRequest_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         tag, pos = _read_uvarint(buf, pos)
         size, pos = _read_uvarint(buf, pos)
         tag_end = pos + size
-        if tag_end > len(buf):
+        if tag_end > blen:
             raise DecodeError("tagged field exceeds remaining bytes")
         if tag == 0:
             n = buf[pos]
@@ -1035,14 +1255,14 @@ def _r_FetchRequest_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 f0 = None
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0 = str(buf[pos:end], "utf-8")
+                f0 = buf[pos:end].tobytes().decode()
                 pos = end
         elif tag == 1:
             f2, pos = _r_ReplicaState_v15(buf, pos)
         pos = tag_end
-    return FetchRequest(f0, -1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11), pos
+    return _new(FetchRequest, (f0, -1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11)), pos
 
 
 def _w_FetchPartition_v0(out: bytearray, ext: Ext, o: FetchPartition) -> None:

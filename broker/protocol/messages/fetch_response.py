@@ -7,9 +7,9 @@ from __future__ import annotations
 import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -17,6 +17,9 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -31,7 +34,7 @@ __all__ = [
     "FetchResponse",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
@@ -54,85 +57,131 @@ _P_ihqq = _S_ihqq.pack
 _S_ihqqq = _struct.Struct(">ihqqq")
 _U_ihqqq = _S_ihqqq.unpack_from
 _P_ihqqq = _S_ihqqq.pack
-_S_ii = _struct.Struct(">ii")
-_U_ii = _S_ii.unpack_from
 _S_iiB = _struct.Struct(">iiB")
+_U_iiB = _S_iiB.unpack_from
 _P_iiB = _S_iiB.pack
-_S_iq = _struct.Struct(">iq")
-_U_iq = _S_iq.unpack_from
 _S_iqB = _struct.Struct(">iqB")
+_U_iqB = _S_iqB.unpack_from
 _P_iqB = _S_iqB.pack
-_S_qi = _struct.Struct(">qi")
-_U_qi = _S_qi.unpack_from
 _S_qiB = _struct.Struct(">qiB")
+_U_qiB = _S_qiB.unpack_from
 _P_qiB = _S_qiB.pack
 _S_qq = _struct.Struct(">qq")
-_U_qq = _S_qq.unpack_from
+_IU_qq = _S_qq.iter_unpack
 _P_qq = _S_qq.pack
 _S_qqB = _struct.Struct(">qqB")
+_U_qqB = _S_qqB.unpack_from
 _P_qqB = _S_qqB.pack
+_S_qqx = _struct.Struct(">qqx")
+_IU_qqx = _S_qqx.iter_unpack
 
 
-@_attrs.frozen
-class EpochEndOffset:
+class _EpochEndOffsetFields(_NamedTuple):
+    epoch: int = -1
+    end_offset: int = -1
+
+
+class EpochEndOffset(_EpochEndOffsetFields):
     """Struct ``EpochEndOffset`` of FetchResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("epoch", "int32", "12+", "none", "none", -1),
         ("end_offset", "int64", "12+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    epoch: int = -1
-    end_offset: int = -1
+
+_D_EpochEndOffset = EpochEndOffset()
 
 
-@_attrs.frozen
-class LeaderIdAndEpoch:
+class _LeaderIdAndEpochFields(_NamedTuple):
+    leader_id: int = -1
+    leader_epoch: int = -1
+
+
+class LeaderIdAndEpoch(_LeaderIdAndEpochFields):
     """Struct ``LeaderIdAndEpoch`` of FetchResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("leader_id", "int32", "12+", "none", "none", -1),
         ("leader_epoch", "int32", "12+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    leader_id: int = -1
-    leader_epoch: int = -1
+
+_D_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
 
-@_attrs.frozen
-class SnapshotId:
+class _SnapshotIdFields(_NamedTuple):
+    end_offset: int = -1
+    epoch: int = -1
+
+
+class SnapshotId(_SnapshotIdFields):
     """Struct ``SnapshotId`` of FetchResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("end_offset", "int64", "0+", "none", "none", -1),
         ("epoch", "int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    end_offset: int = -1
-    epoch: int = -1
+
+_D_SnapshotId = SnapshotId()
 
 
-@_attrs.frozen
-class AbortedTransaction:
+class _AbortedTransactionFields(_NamedTuple):
+    producer_id: int = 0
+    first_offset: int = 0
+
+
+class AbortedTransaction(_AbortedTransactionFields):
     """Struct ``AbortedTransaction`` of FetchResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("producer_id", "int64", "4+", "none", "none", -1),
         ("first_offset", "int64", "4+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    producer_id: int = 0
-    first_offset: int = 0
+
+_D_AbortedTransaction = AbortedTransaction()
 
 
-@_attrs.frozen
-class PartitionData:
+class _PartitionDataFields(_NamedTuple):
+    partition_index: int = 0
+    error_code: int = 0
+    high_watermark: int = 0
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    diverging_epoch: EpochEndOffset = _D_EpochEndOffset
+    current_leader: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+    snapshot_id: SnapshotId = _D_SnapshotId
+    aborted_transactions: tuple[AbortedTransaction, ...] | None = ()
+    preferred_read_replica: int = -1
+    records: bytes | memoryview | None = None
+
+
+class PartitionData(_PartitionDataFields):
     """Struct ``PartitionData`` of FetchResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
@@ -147,40 +196,49 @@ class PartitionData:
         ("preferred_read_replica", "int32", "11+", "none", "none", -1),
         ("records", "records", "0+", "0+", "none", -1),
     )
-
-    partition_index: int = 0
-    error_code: int = 0
-    high_watermark: int = 0
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
-    diverging_epoch: EpochEndOffset = _attrs.field(factory=EpochEndOffset)
-    current_leader: LeaderIdAndEpoch = _attrs.field(factory=LeaderIdAndEpoch)
-    snapshot_id: SnapshotId = _attrs.field(factory=SnapshotId)
-    aborted_transactions: tuple[AbortedTransaction, ...] | None = ()
-    preferred_read_replica: int = -1
-    records: bytes | memoryview | None = None
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class FetchableTopicResponse:
+_D_PartitionData = PartitionData()
+
+
+class _FetchableTopicResponseFields(_NamedTuple):
+    topic: str = ""
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[PartitionData, ...] = ()
+
+
+class FetchableTopicResponse(_FetchableTopicResponseFields):
     """Struct ``FetchableTopicResponse`` of FetchResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic", "string", "0-12", "none", "none", -1),
         ("topic_id", "uuid", "13+", "none", "none", -1),
         ("partitions", "[]PartitionData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic: str = ""
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[PartitionData, ...] = ()
+
+_D_FetchableTopicResponse = FetchableTopicResponse()
 
 
-@_attrs.frozen
-class NodeEndpoint:
+class _NodeEndpointFields(_NamedTuple):
+    node_id: int = 0
+    host: str = ""
+    port: int = 0
+    rack: str | None = None
+
+
+class NodeEndpoint(_NodeEndpointFields):
     """Struct ``NodeEndpoint`` of FetchResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("node_id", "int32", "16+", "none", "none", -1),
@@ -188,17 +246,26 @@ class NodeEndpoint:
         ("port", "int32", "16+", "none", "none", -1),
         ("rack", "string", "16+", "16+", "none", -1),
     )
-
-    node_id: int = 0
-    host: str = ""
-    port: int = 0
-    rack: str | None = None
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class FetchResponse:
+_D_NodeEndpoint = NodeEndpoint()
+
+
+class _FetchResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    session_id: int = 0
+    responses: tuple[FetchableTopicResponse, ...] = ()
+    node_endpoints: tuple[NodeEndpoint, ...] = ()
+
+
+class FetchResponse(_FetchResponseFields):
     """Kafka response ``FetchResponse`` (generated from FetchResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 1
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 17
@@ -211,88 +278,68 @@ class FetchResponse:
         ("responses", "[]FetchableTopicResponse", "0+", "none", "none", -1),
         ("node_endpoints", "[]NodeEndpoint", "16+", "none", "16+", 0),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    session_id: int = 0
-    responses: tuple[FetchableTopicResponse, ...] = ()
-    node_endpoints: tuple[NodeEndpoint, ...] = ()
-
-
-_D_EpochEndOffset = EpochEndOffset()
-_D_LeaderIdAndEpoch = LeaderIdAndEpoch()
-_D_SnapshotId = SnapshotId()
-_D_AbortedTransaction = AbortedTransaction()
-_D_PartitionData = PartitionData()
-_D_FetchableTopicResponse = FetchableTopicResponse()
-_D_NodeEndpoint = NodeEndpoint()
-
-
-def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1, f2 = _U_ihq(buf, pos)
-    pos += 14
-    f10: bytes | memoryview | None
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid records length %d" % n)
-        f10 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("records length %d exceeds remaining bytes" % n)
-        f10 = buf[pos:end]
-        pos = end
-    return PartitionData(f0, f1, f2, -1, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, (), -1, f10), pos
-
-
-def _r_FetchableTopicResponse_v0(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[PartitionData, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[PartitionData] = []
-        for _ in range(n):
-            item_f2, pos = _r_PartitionData_v0(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    return FetchableTopicResponse(f0, _ZERO_UUID, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_FetchResponse_v0(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
+    blen = len(buf)
     f3: tuple[FetchableTopicResponse, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[FetchableTopicResponse] = []
         for _ in range(n):
-            item_f3, pos = _r_FetchableTopicResponse_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_2: tuple[PartitionData, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_2: list[PartitionData] = []
+                for _ in range(n):
+                    f3_2_0, f3_2_1, f3_2_2 = _U_ihq(buf, pos)
+                    pos += 14
+                    f3_2_10: bytes | memoryview | None
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid records length %d" % n)
+                        f3_2_10 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("records length %d exceeds remaining bytes" % n)
+                        f3_2_10 = buf[pos:end]
+                        pos = end
+                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, -1, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, (), -1, f3_2_10)))
+                f3_2 = tuple(items_f3_2)
+            items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
         f3 = tuple(items_f3)
-    return FetchResponse(0, 0, 0, f3, ()), pos
+    return _new(FetchResponse, (0, 0, 0, f3, ())), pos
 
 
 def _r_FetchResponse_v1(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f3: tuple[FetchableTopicResponse, ...]
@@ -301,85 +348,55 @@ def _r_FetchResponse_v1(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[FetchableTopicResponse] = []
         for _ in range(n):
-            item_f3, pos = _r_FetchableTopicResponse_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_2: tuple[PartitionData, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_2: list[PartitionData] = []
+                for _ in range(n):
+                    f3_2_0, f3_2_1, f3_2_2 = _U_ihq(buf, pos)
+                    pos += 14
+                    f3_2_10: bytes | memoryview | None
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid records length %d" % n)
+                        f3_2_10 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("records length %d exceeds remaining bytes" % n)
+                        f3_2_10 = buf[pos:end]
+                        pos = end
+                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, -1, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, (), -1, f3_2_10)))
+                f3_2 = tuple(items_f3_2)
+            items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
         f3 = tuple(items_f3)
-    return FetchResponse(f0, 0, 0, f3, ()), pos
-
-
-def _r_AbortedTransaction_v4(buf: memoryview, pos: int) -> tuple[AbortedTransaction, int]:
-    f0, f1 = _U_qq(buf, pos)
-    pos += 16
-    return AbortedTransaction(f0, f1), pos
-
-
-def _r_PartitionData_v4(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1, f2, f3 = _U_ihqq(buf, pos)
-    pos += 22
-    f8: tuple[AbortedTransaction, ...] | None
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid array length %d" % n)
-        f8 = None
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f8: list[AbortedTransaction] = []
-        for _ in range(n):
-            item_f8, pos = _r_AbortedTransaction_v4(buf, pos)
-            items_f8.append(item_f8)
-        f8 = tuple(items_f8)
-    f10: bytes | memoryview | None
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid records length %d" % n)
-        f10 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("records length %d exceeds remaining bytes" % n)
-        f10 = buf[pos:end]
-        pos = end
-    return PartitionData(f0, f1, f2, f3, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f8, -1, f10), pos
-
-
-def _r_FetchableTopicResponse_v4(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[PartitionData, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[PartitionData] = []
-        for _ in range(n):
-            item_f2, pos = _r_PartitionData_v4(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    return FetchableTopicResponse(f0, _ZERO_UUID, f2), pos
+    return _new(FetchResponse, (f0, 0, 0, f3, ())), pos
 
 
 def _r_FetchResponse_v4(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f3: tuple[FetchableTopicResponse, ...]
@@ -388,79 +405,70 @@ def _r_FetchResponse_v4(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[FetchableTopicResponse] = []
         for _ in range(n):
-            item_f3, pos = _r_FetchableTopicResponse_v4(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_2: tuple[PartitionData, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_2: list[PartitionData] = []
+                for _ in range(n):
+                    f3_2_0, f3_2_1, f3_2_2, f3_2_3 = _U_ihqq(buf, pos)
+                    pos += 22
+                    f3_2_8: tuple[AbortedTransaction, ...] | None
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid array length %d" % n)
+                        f3_2_8 = None
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 16 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                        pos = end
+                    f3_2_10: bytes | memoryview | None
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid records length %d" % n)
+                        f3_2_10 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("records length %d exceeds remaining bytes" % n)
+                        f3_2_10 = buf[pos:end]
+                        pos = end
+                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3_2_8, -1, f3_2_10)))
+                f3_2 = tuple(items_f3_2)
+            items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
         f3 = tuple(items_f3)
-    return FetchResponse(f0, 0, 0, f3, ()), pos
-
-
-def _r_PartitionData_v5(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1, f2, f3, f4 = _U_ihqqq(buf, pos)
-    pos += 30
-    f8: tuple[AbortedTransaction, ...] | None
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid array length %d" % n)
-        f8 = None
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f8: list[AbortedTransaction] = []
-        for _ in range(n):
-            item_f8, pos = _r_AbortedTransaction_v4(buf, pos)
-            items_f8.append(item_f8)
-        f8 = tuple(items_f8)
-    f10: bytes | memoryview | None
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid records length %d" % n)
-        f10 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("records length %d exceeds remaining bytes" % n)
-        f10 = buf[pos:end]
-        pos = end
-    return PartitionData(f0, f1, f2, f3, f4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f8, -1, f10), pos
-
-
-def _r_FetchableTopicResponse_v5(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[PartitionData, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[PartitionData] = []
-        for _ in range(n):
-            item_f2, pos = _r_PartitionData_v5(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    return FetchableTopicResponse(f0, _ZERO_UUID, f2), pos
+    return _new(FetchResponse, (f0, 0, 0, f3, ())), pos
 
 
 def _r_FetchResponse_v5(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f3: tuple[FetchableTopicResponse, ...]
@@ -469,17 +477,70 @@ def _r_FetchResponse_v5(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[FetchableTopicResponse] = []
         for _ in range(n):
-            item_f3, pos = _r_FetchableTopicResponse_v5(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_2: tuple[PartitionData, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_2: list[PartitionData] = []
+                for _ in range(n):
+                    f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                    pos += 30
+                    f3_2_8: tuple[AbortedTransaction, ...] | None
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid array length %d" % n)
+                        f3_2_8 = None
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 16 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                        pos = end
+                    f3_2_10: bytes | memoryview | None
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid records length %d" % n)
+                        f3_2_10 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("records length %d exceeds remaining bytes" % n)
+                        f3_2_10 = buf[pos:end]
+                        pos = end
+                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3_2_8, -1, f3_2_10)))
+                f3_2 = tuple(items_f3_2)
+            items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
         f3 = tuple(items_f3)
-    return FetchResponse(f0, 0, 0, f3, ()), pos
+    return _new(FetchResponse, (f0, 0, 0, f3, ())), pos
 
 
 def _r_FetchResponse_v7(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
+    blen = len(buf)
     f0, f1, f2 = _U_ihi(buf, pos)
     pos += 10
     f3: tuple[FetchableTopicResponse, ...]
@@ -488,81 +549,70 @@ def _r_FetchResponse_v7(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[FetchableTopicResponse] = []
         for _ in range(n):
-            item_f3, pos = _r_FetchableTopicResponse_v5(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_2: tuple[PartitionData, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_2: list[PartitionData] = []
+                for _ in range(n):
+                    f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                    pos += 30
+                    f3_2_8: tuple[AbortedTransaction, ...] | None
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid array length %d" % n)
+                        f3_2_8 = None
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 16 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                        pos = end
+                    f3_2_10: bytes | memoryview | None
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid records length %d" % n)
+                        f3_2_10 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("records length %d exceeds remaining bytes" % n)
+                        f3_2_10 = buf[pos:end]
+                        pos = end
+                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3_2_8, -1, f3_2_10)))
+                f3_2 = tuple(items_f3_2)
+            items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
         f3 = tuple(items_f3)
-    return FetchResponse(f0, f1, f2, f3, ()), pos
-
-
-def _r_PartitionData_v11(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1, f2, f3, f4 = _U_ihqqq(buf, pos)
-    pos += 30
-    f8: tuple[AbortedTransaction, ...] | None
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid array length %d" % n)
-        f8 = None
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f8: list[AbortedTransaction] = []
-        for _ in range(n):
-            item_f8, pos = _r_AbortedTransaction_v4(buf, pos)
-            items_f8.append(item_f8)
-        f8 = tuple(items_f8)
-    f9 = _U_i(buf, pos)[0]
-    pos += 4
-    f10: bytes | memoryview | None
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid records length %d" % n)
-        f10 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("records length %d exceeds remaining bytes" % n)
-        f10 = buf[pos:end]
-        pos = end
-    return PartitionData(f0, f1, f2, f3, f4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f8, f9, f10), pos
-
-
-def _r_FetchableTopicResponse_v11(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[PartitionData, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[PartitionData] = []
-        for _ in range(n):
-            item_f2, pos = _r_PartitionData_v11(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    return FetchableTopicResponse(f0, _ZERO_UUID, f2), pos
+    return _new(FetchResponse, (f0, f1, f2, f3, ())), pos
 
 
 def _r_FetchResponse_v11(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
+    blen = len(buf)
     f0, f1, f2 = _U_ihi(buf, pos)
     pos += 10
     f3: tuple[FetchableTopicResponse, ...]
@@ -571,162 +621,104 @@ def _r_FetchResponse_v11(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[FetchableTopicResponse] = []
         for _ in range(n):
-            item_f3, pos = _r_FetchableTopicResponse_v11(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_2: tuple[PartitionData, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_2: list[PartitionData] = []
+                for _ in range(n):
+                    f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                    pos += 30
+                    f3_2_8: tuple[AbortedTransaction, ...] | None
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid array length %d" % n)
+                        f3_2_8 = None
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 16 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                        pos = end
+                    f3_2_9 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f3_2_10: bytes | memoryview | None
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid records length %d" % n)
+                        f3_2_10 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("records length %d exceeds remaining bytes" % n)
+                        f3_2_10 = buf[pos:end]
+                        pos = end
+                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3_2_8, f3_2_9, f3_2_10)))
+                f3_2 = tuple(items_f3_2)
+            items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
         f3 = tuple(items_f3)
-    return FetchResponse(f0, f1, f2, f3, ()), pos
+    return _new(FetchResponse, (f0, f1, f2, f3, ())), pos
 
 
 def _r_AbortedTransaction_v12(buf: memoryview, pos: int) -> tuple[AbortedTransaction, int]:
-    f0, f1 = _U_qq(buf, pos)
-    pos += 16
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AbortedTransaction(f0, f1), pos
+    f0, f1, tg = _U_qqB(buf, pos)
+    pos += 17
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(AbortedTransaction, (f0, f1)), pos
 
 
 def _r_EpochEndOffset_v12(buf: memoryview, pos: int) -> tuple[EpochEndOffset, int]:
-    f0, f1 = _U_iq(buf, pos)
-    pos += 12
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return EpochEndOffset(f0, f1), pos
+    f0, f1, tg = _U_iqB(buf, pos)
+    pos += 13
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(EpochEndOffset, (f0, f1)), pos
 
 
 def _r_LeaderIdAndEpoch_v12(buf: memoryview, pos: int) -> tuple[LeaderIdAndEpoch, int]:
-    f0, f1 = _U_ii(buf, pos)
-    pos += 8
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return LeaderIdAndEpoch(f0, f1), pos
+    f0, f1, tg = _U_iiB(buf, pos)
+    pos += 9
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(LeaderIdAndEpoch, (f0, f1)), pos
 
 
 def _r_SnapshotId_v12(buf: memoryview, pos: int) -> tuple[SnapshotId, int]:
-    f0, f1 = _U_qi(buf, pos)
-    pos += 12
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return SnapshotId(f0, f1), pos
-
-
-def _r_PartitionData_v12(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1, f2, f3, f4 = _U_ihqqq(buf, pos)
-    pos += 30
-    f8: tuple[AbortedTransaction, ...] | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid array length %d" % n)
-        f8 = None
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f8: list[AbortedTransaction] = []
-        for _ in range(n):
-            item_f8, pos = _r_AbortedTransaction_v12(buf, pos)
-            items_f8.append(item_f8)
-        f8 = tuple(items_f8)
-    f9 = _U_i(buf, pos)[0]
-    pos += 4
-    f10: bytes | memoryview | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid records length %d" % n)
-        f10 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("records length %d exceeds remaining bytes" % n)
-        f10 = buf[pos:end]
-        pos = end
-    f5: EpochEndOffset = _D_EpochEndOffset
-    f6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
-    f7: SnapshotId = _D_SnapshotId
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _read_uvarint(buf, pos)
-        size, pos = _read_uvarint(buf, pos)
-        tag_end = pos + size
-        if tag_end > len(buf):
-            raise DecodeError("tagged field exceeds remaining bytes")
-        if tag == 0:
-            f5, pos = _r_EpochEndOffset_v12(buf, pos)
-        elif tag == 1:
-            f6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
-        elif tag == 2:
-            f7, pos = _r_SnapshotId_v12(buf, pos)
-        pos = tag_end
-    return PartitionData(f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10), pos
-
-
-def _r_FetchableTopicResponse_v12(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[PartitionData] = []
-        for _ in range(n):
-            item_f2, pos = _r_PartitionData_v12(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return FetchableTopicResponse(f0, _ZERO_UUID, f2), pos
+    f0, f1, tg = _U_qiB(buf, pos)
+    pos += 13
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(SnapshotId, (f0, f1)), pos
 
 
 def _r_FetchResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
+    blen = len(buf)
     f0, f1, f2 = _U_ihi(buf, pos)
     pos += 10
     f3: tuple[FetchableTopicResponse, ...]
@@ -739,49 +731,130 @@ def _r_FetchResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[FetchableTopicResponse] = []
         for _ in range(n):
-            item_f3, pos = _r_FetchableTopicResponse_v12(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_2: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_2: list[PartitionData] = []
+                for _ in range(n):
+                    f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                    pos += 30
+                    f3_2_8: tuple[AbortedTransaction, ...] | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid array length %d" % n)
+                        f3_2_8 = None
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 17 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 16 : end : 17].tobytes().count(0) == n:
+                            f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
+                            pos = end
+                        else:
+                            items_f3_2_8: list[AbortedTransaction] = []
+                            for _ in range(n):
+                                item_f3_2_8, pos = _r_AbortedTransaction_v12(buf, pos)
+                                items_f3_2_8.append(item_f3_2_8)
+                            f3_2_8 = tuple(items_f3_2_8)
+                    f3_2_9 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f3_2_10: bytes | memoryview | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid records length %d" % n)
+                        f3_2_10 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("records length %d exceeds remaining bytes" % n)
+                        f3_2_10 = buf[pos:end]
+                        pos = end
+                    f3_2_5: EpochEndOffset = _D_EpochEndOffset
+                    f3_2_6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                    f3_2_7: SnapshotId = _D_SnapshotId
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    for _ in range(n):
+                        tag, pos = _read_uvarint(buf, pos)
+                        size, pos = _read_uvarint(buf, pos)
+                        tag_end = pos + size
+                        if tag_end > blen:
+                            raise DecodeError("tagged field exceeds remaining bytes")
+                        if tag == 0:
+                            f3_2_5, pos = _r_EpochEndOffset_v12(buf, pos)
+                        elif tag == 1:
+                            f3_2_6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
+                        elif tag == 2:
+                            f3_2_7, pos = _r_SnapshotId_v12(buf, pos)
+                        pos = tag_end
+                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, f3_2_5, f3_2_6, f3_2_7, f3_2_8, f3_2_9, f3_2_10)))
+                f3_2 = tuple(items_f3_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
         f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return FetchResponse(f0, f1, f2, f3, ()), pos
-
-
-def _r_FetchableTopicResponse_v13(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
-    f1 = _U_U(buf, pos)[0]
-    pos += 16
-    f1 = _UUID(bytes=f1)
-    f2: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[PartitionData] = []
-        for _ in range(n):
-            item_f2, pos = _r_PartitionData_v12(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return FetchableTopicResponse("", f1, f2), pos
+    return _new(FetchResponse, (f0, f1, f2, f3, ())), pos
 
 
 def _r_FetchResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
+    blen = len(buf)
     f0, f1, f2 = _U_ihi(buf, pos)
     pos += 10
     f3: tuple[FetchableTopicResponse, ...]
@@ -794,65 +867,118 @@ def _r_FetchResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[FetchableTopicResponse] = []
         for _ in range(n):
-            item_f3, pos = _r_FetchableTopicResponse_v13(buf, pos)
-            items_f3.append(item_f3)
+            f3_1 = _U_U(buf, pos)[0]
+            pos += 16
+            f3_1 = _uuid_from(f3_1)
+            f3_2: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_2: list[PartitionData] = []
+                for _ in range(n):
+                    f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                    pos += 30
+                    f3_2_8: tuple[AbortedTransaction, ...] | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid array length %d" % n)
+                        f3_2_8 = None
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 17 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 16 : end : 17].tobytes().count(0) == n:
+                            f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
+                            pos = end
+                        else:
+                            items_f3_2_8: list[AbortedTransaction] = []
+                            for _ in range(n):
+                                item_f3_2_8, pos = _r_AbortedTransaction_v12(buf, pos)
+                                items_f3_2_8.append(item_f3_2_8)
+                            f3_2_8 = tuple(items_f3_2_8)
+                    f3_2_9 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f3_2_10: bytes | memoryview | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid records length %d" % n)
+                        f3_2_10 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("records length %d exceeds remaining bytes" % n)
+                        f3_2_10 = buf[pos:end]
+                        pos = end
+                    f3_2_5: EpochEndOffset = _D_EpochEndOffset
+                    f3_2_6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                    f3_2_7: SnapshotId = _D_SnapshotId
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    for _ in range(n):
+                        tag, pos = _read_uvarint(buf, pos)
+                        size, pos = _read_uvarint(buf, pos)
+                        tag_end = pos + size
+                        if tag_end > blen:
+                            raise DecodeError("tagged field exceeds remaining bytes")
+                        if tag == 0:
+                            f3_2_5, pos = _r_EpochEndOffset_v12(buf, pos)
+                        elif tag == 1:
+                            f3_2_6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
+                        elif tag == 2:
+                            f3_2_7, pos = _r_SnapshotId_v12(buf, pos)
+                        pos = tag_end
+                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, f3_2_5, f3_2_6, f3_2_7, f3_2_8, f3_2_9, f3_2_10)))
+                f3_2 = tuple(items_f3_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f3.append(_new(FetchableTopicResponse, ("", f3_1, f3_2)))
         f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return FetchResponse(f0, f1, f2, f3, ()), pos
-
-
-def _r_NodeEndpoint_v16(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
-    f3: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return NodeEndpoint(f0, f1, f2, f3), pos
+    return _new(FetchResponse, (f0, f1, f2, f3, ())), pos
 
 
 def _r_FetchResponse_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
+    blen = len(buf)
     f0, f1, f2 = _U_ihi(buf, pos)
     pos += 10
     f3: tuple[FetchableTopicResponse, ...]
@@ -865,12 +991,108 @@ def _r_FetchResponse_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[FetchableTopicResponse] = []
         for _ in range(n):
-            item_f3, pos = _r_FetchableTopicResponse_v13(buf, pos)
-            items_f3.append(item_f3)
+            f3_1 = _U_U(buf, pos)[0]
+            pos += 16
+            f3_1 = _uuid_from(f3_1)
+            f3_2: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_2: list[PartitionData] = []
+                for _ in range(n):
+                    f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                    pos += 30
+                    f3_2_8: tuple[AbortedTransaction, ...] | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid array length %d" % n)
+                        f3_2_8 = None
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 17 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 16 : end : 17].tobytes().count(0) == n:
+                            f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
+                            pos = end
+                        else:
+                            items_f3_2_8: list[AbortedTransaction] = []
+                            for _ in range(n):
+                                item_f3_2_8, pos = _r_AbortedTransaction_v12(buf, pos)
+                                items_f3_2_8.append(item_f3_2_8)
+                            f3_2_8 = tuple(items_f3_2_8)
+                    f3_2_9 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f3_2_10: bytes | memoryview | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid records length %d" % n)
+                        f3_2_10 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("records length %d exceeds remaining bytes" % n)
+                        f3_2_10 = buf[pos:end]
+                        pos = end
+                    f3_2_5: EpochEndOffset = _D_EpochEndOffset
+                    f3_2_6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                    f3_2_7: SnapshotId = _D_SnapshotId
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    for _ in range(n):
+                        tag, pos = _read_uvarint(buf, pos)
+                        size, pos = _read_uvarint(buf, pos)
+                        tag_end = pos + size
+                        if tag_end > blen:
+                            raise DecodeError("tagged field exceeds remaining bytes")
+                        if tag == 0:
+                            f3_2_5, pos = _r_EpochEndOffset_v12(buf, pos)
+                        elif tag == 1:
+                            f3_2_6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
+                        elif tag == 2:
+                            f3_2_7, pos = _r_SnapshotId_v12(buf, pos)
+                        pos = tag_end
+                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, f3_2_5, f3_2_6, f3_2_7, f3_2_8, f3_2_9, f3_2_10)))
+                f3_2 = tuple(items_f3_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f3.append(_new(FetchableTopicResponse, ("", f3_1, f3_2)))
         f3 = tuple(items_f3)
     f4: tuple[NodeEndpoint, ...] = ()
     n = buf[pos]
@@ -882,7 +1104,7 @@ def _r_FetchResponse_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
         tag, pos = _read_uvarint(buf, pos)
         size, pos = _read_uvarint(buf, pos)
         tag_end = pos + size
-        if tag_end > len(buf):
+        if tag_end > blen:
             raise DecodeError("tagged field exceeds remaining bytes")
         if tag == 0:
             n = buf[pos]
@@ -894,15 +1116,54 @@ def _r_FetchResponse_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
             if n < 0:
                 raise DecodeError("invalid length %d for non-nullable NodeEndpoints" % n)
             else:
-                if n > len(buf) - pos:
+                if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 items_f4: list[NodeEndpoint] = []
                 for _ in range(n):
-                    item_f4, pos = _r_NodeEndpoint_v16(buf, pos)
-                    items_f4.append(item_f4)
+                    f4_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f4_1: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f4_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f4_2 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f4_3: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f4_3 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f4_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f4.append(_new(NodeEndpoint, (f4_0, f4_1, f4_2, f4_3)))
                 f4 = tuple(items_f4)
         pos = tag_end
-    return FetchResponse(f0, f1, f2, f3, f4), pos
+    return _new(FetchResponse, (f0, f1, f2, f3, f4)), pos
 
 
 def _w_PartitionData_v0(out: bytearray, ext: Ext, o: PartitionData) -> None:

@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -26,7 +28,7 @@ __all__ = [
     "FetchSnapshotRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
@@ -35,34 +37,49 @@ _S_ii = _struct.Struct(">ii")
 _U_ii = _S_ii.unpack_from
 _P_ii = _S_ii.pack
 _S_q = _struct.Struct(">q")
-_U_q = _S_q.unpack_from
 _P_q = _S_q.pack
 _S_qB = _struct.Struct(">qB")
+_U_qB = _S_qB.unpack_from
 _P_qB = _S_qB.pack
-_S_qi = _struct.Struct(">qi")
-_U_qi = _S_qi.unpack_from
 _S_qiB = _struct.Struct(">qiB")
+_U_qiB = _S_qiB.unpack_from
 _P_qiB = _S_qiB.pack
 
 
-@_attrs.frozen
-class SnapshotId:
+class _SnapshotIdFields(_NamedTuple):
+    end_offset: int = 0
+    epoch: int = 0
+
+
+class SnapshotId(_SnapshotIdFields):
     """Struct ``SnapshotId`` of FetchSnapshotRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("end_offset", "int64", "0+", "none", "none", -1),
         ("epoch", "int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    end_offset: int = 0
-    epoch: int = 0
+
+_D_SnapshotId = SnapshotId()
 
 
-@_attrs.frozen
-class PartitionSnapshot:
+class _PartitionSnapshotFields(_NamedTuple):
+    partition: int = 0
+    current_leader_epoch: int = 0
+    snapshot_id: SnapshotId = _D_SnapshotId
+    position: int = 0
+    replica_directory_id: _uuid.UUID = _ZERO_UUID
+
+
+class PartitionSnapshot(_PartitionSnapshotFields):
     """Struct ``PartitionSnapshot`` of FetchSnapshotRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition", "int32", "0+", "none", "none", -1),
@@ -71,32 +88,47 @@ class PartitionSnapshot:
         ("position", "int64", "0+", "none", "none", -1),
         ("replica_directory_id", "uuid", "1+", "none", "1+", 0),
     )
-
-    partition: int = 0
-    current_leader_epoch: int = 0
-    snapshot_id: SnapshotId = _attrs.field(factory=SnapshotId)
-    position: int = 0
-    replica_directory_id: _uuid.UUID = _ZERO_UUID
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class TopicSnapshot:
+_D_PartitionSnapshot = PartitionSnapshot()
+
+
+class _TopicSnapshotFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[PartitionSnapshot, ...] = ()
+
+
+class TopicSnapshot(_TopicSnapshotFields):
     """Struct ``TopicSnapshot`` of FetchSnapshotRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]PartitionSnapshot", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[PartitionSnapshot, ...] = ()
+
+_D_TopicSnapshot = TopicSnapshot()
 
 
-@_attrs.frozen
-class FetchSnapshotRequest:
+class _FetchSnapshotRequestFields(_NamedTuple):
+    cluster_id: str | None = None
+    replica_id: int = -1
+    max_bytes: int = 2147483647
+    topics: tuple[TopicSnapshot, ...] = ()
+
+
+class FetchSnapshotRequest(_FetchSnapshotRequestFields):
     """Kafka request ``FetchSnapshotRequest`` (generated from FetchSnapshotRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 59
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -108,82 +140,21 @@ class FetchSnapshotRequest:
         ("max_bytes", "int32", "0+", "none", "none", -1),
         ("topics", "[]TopicSnapshot", "0+", "none", "none", -1),
     )
-
-    cluster_id: str | None = None
-    replica_id: int = -1
-    max_bytes: int = 2147483647
-    topics: tuple[TopicSnapshot, ...] = ()
-
-
-_D_SnapshotId = SnapshotId()
-_D_PartitionSnapshot = PartitionSnapshot()
-_D_TopicSnapshot = TopicSnapshot()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_SnapshotId_v0(buf: memoryview, pos: int) -> tuple[SnapshotId, int]:
-    f0, f1 = _U_qi(buf, pos)
-    pos += 12
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return SnapshotId(f0, f1), pos
-
-
-def _r_PartitionSnapshot_v0(buf: memoryview, pos: int) -> tuple[PartitionSnapshot, int]:
-    f0, f1 = _U_ii(buf, pos)
-    pos += 8
-    f2, pos = _r_SnapshotId_v0(buf, pos)
-    f3 = _U_q(buf, pos)[0]
-    pos += 8
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionSnapshot(f0, f1, f2, f3, _ZERO_UUID), pos
-
-
-def _r_TopicSnapshot_v0(buf: memoryview, pos: int) -> tuple[TopicSnapshot, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionSnapshot, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionSnapshot] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionSnapshot_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicSnapshot(f0, f1), pos
+    f0, f1, tg = _U_qiB(buf, pos)
+    pos += 13
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(SnapshotId, (f0, f1)), pos
 
 
 def _r_FetchSnapshotRequest_v0(buf: memoryview, pos: int) -> tuple[FetchSnapshotRequest, int]:
+    blen = len(buf)
     f1, f2 = _U_ii(buf, pos)
     pos += 8
     f3: tuple[TopicSnapshot, ...]
@@ -196,12 +167,53 @@ def _r_FetchSnapshotRequest_v0(buf: memoryview, pos: int) -> tuple[FetchSnapshot
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[TopicSnapshot] = []
         for _ in range(n):
-            item_f3, pos = _r_TopicSnapshot_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1: tuple[PartitionSnapshot, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_1: list[PartitionSnapshot] = []
+                for _ in range(n):
+                    f3_1_0, f3_1_1 = _U_ii(buf, pos)
+                    pos += 8
+                    f3_1_2, pos = _r_SnapshotId_v0(buf, pos)
+                    f3_1_3, tg = _U_qB(buf, pos)
+                    pos += 9
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f3_1.append(_new(PartitionSnapshot, (f3_1_0, f3_1_1, f3_1_2, f3_1_3, _ZERO_UUID)))
+                f3_1 = tuple(items_f3_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f3.append(_new(TopicSnapshot, (f3_0, f3_1)))
         f3 = tuple(items_f3)
     f0: str | None = None
     n = buf[pos]
@@ -213,7 +225,7 @@ def _r_FetchSnapshotRequest_v0(buf: memoryview, pos: int) -> tuple[FetchSnapshot
         tag, pos = _read_uvarint(buf, pos)
         size, pos = _read_uvarint(buf, pos)
         tag_end = pos + size
-        if tag_end > len(buf):
+        if tag_end > blen:
             raise DecodeError("tagged field exceeds remaining bytes")
         if tag == 0:
             n = buf[pos]
@@ -228,80 +240,16 @@ def _r_FetchSnapshotRequest_v0(buf: memoryview, pos: int) -> tuple[FetchSnapshot
                 f0 = None
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0 = str(buf[pos:end], "utf-8")
+                f0 = buf[pos:end].tobytes().decode()
                 pos = end
         pos = tag_end
-    return FetchSnapshotRequest(f0, f1, f2, f3), pos
-
-
-def _r_PartitionSnapshot_v1(buf: memoryview, pos: int) -> tuple[PartitionSnapshot, int]:
-    f0, f1 = _U_ii(buf, pos)
-    pos += 8
-    f2, pos = _r_SnapshotId_v0(buf, pos)
-    f3 = _U_q(buf, pos)[0]
-    pos += 8
-    f4: _uuid.UUID = _ZERO_UUID
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _read_uvarint(buf, pos)
-        size, pos = _read_uvarint(buf, pos)
-        tag_end = pos + size
-        if tag_end > len(buf):
-            raise DecodeError("tagged field exceeds remaining bytes")
-        if tag == 0:
-            f4 = _UUID(bytes=_U_U(buf, pos)[0])
-            pos += 16
-        pos = tag_end
-    return PartitionSnapshot(f0, f1, f2, f3, f4), pos
-
-
-def _r_TopicSnapshot_v1(buf: memoryview, pos: int) -> tuple[TopicSnapshot, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionSnapshot, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionSnapshot] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionSnapshot_v1(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicSnapshot(f0, f1), pos
+    return _new(FetchSnapshotRequest, (f0, f1, f2, f3)), pos
 
 
 def _r_FetchSnapshotRequest_v1(buf: memoryview, pos: int) -> tuple[FetchSnapshotRequest, int]:
+    blen = len(buf)
     f1, f2 = _U_ii(buf, pos)
     pos += 8
     f3: tuple[TopicSnapshot, ...]
@@ -314,12 +262,65 @@ def _r_FetchSnapshotRequest_v1(buf: memoryview, pos: int) -> tuple[FetchSnapshot
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[TopicSnapshot] = []
         for _ in range(n):
-            item_f3, pos = _r_TopicSnapshot_v1(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1: tuple[PartitionSnapshot, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_1: list[PartitionSnapshot] = []
+                for _ in range(n):
+                    f3_1_0, f3_1_1 = _U_ii(buf, pos)
+                    pos += 8
+                    f3_1_2, pos = _r_SnapshotId_v0(buf, pos)
+                    f3_1_3, tg = _U_qB(buf, pos)
+                    pos += 9
+                    f3_1_4: _uuid.UUID = _ZERO_UUID
+                    n = tg
+                    if n >= 0x80:
+                        n, pos = _read_uvarint(buf, pos - 1)
+                    for _ in range(n):
+                        tag, pos = _read_uvarint(buf, pos)
+                        size, pos = _read_uvarint(buf, pos)
+                        tag_end = pos + size
+                        if tag_end > blen:
+                            raise DecodeError("tagged field exceeds remaining bytes")
+                        if tag == 0:
+                            f3_1_4 = _uuid_from(_U_U(buf, pos)[0])
+                            pos += 16
+                        pos = tag_end
+                    items_f3_1.append(_new(PartitionSnapshot, (f3_1_0, f3_1_1, f3_1_2, f3_1_3, f3_1_4)))
+                f3_1 = tuple(items_f3_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f3.append(_new(TopicSnapshot, (f3_0, f3_1)))
         f3 = tuple(items_f3)
     f0: str | None = None
     n = buf[pos]
@@ -331,7 +332,7 @@ def _r_FetchSnapshotRequest_v1(buf: memoryview, pos: int) -> tuple[FetchSnapshot
         tag, pos = _read_uvarint(buf, pos)
         size, pos = _read_uvarint(buf, pos)
         tag_end = pos + size
-        if tag_end > len(buf):
+        if tag_end > blen:
             raise DecodeError("tagged field exceeds remaining bytes")
         if tag == 0:
             n = buf[pos]
@@ -346,12 +347,12 @@ def _r_FetchSnapshotRequest_v1(buf: memoryview, pos: int) -> tuple[FetchSnapshot
                 f0 = None
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0 = str(buf[pos:end], "utf-8")
+                f0 = buf[pos:end].tobytes().decode()
                 pos = end
         pos = tag_end
-    return FetchSnapshotRequest(f0, f1, f2, f3), pos
+    return _new(FetchSnapshotRequest, (f0, f1, f2, f3)), pos
 
 
 def _w_SnapshotId_v0(out: bytearray, ext: Ext, o: SnapshotId) -> None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError, EncodeError
 from broker.protocol.primitives import (
@@ -16,6 +15,8 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -28,9 +29,9 @@ __all__ = [
     "FetchSnapshotResponse",
 ]
 
-_S_H = _struct.Struct(">H")
-_U_H = _S_H.unpack_from
+_new = tuple.__new__
 _S_HB = _struct.Struct(">HB")
+_U_HB = _S_HB.unpack_from
 _P_HB = _S_HB.pack
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
@@ -38,51 +39,75 @@ _P_i = _S_i.pack
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
-_S_ii = _struct.Struct(">ii")
-_U_ii = _S_ii.unpack_from
 _S_iiB = _struct.Struct(">iiB")
+_U_iiB = _S_iiB.unpack_from
 _P_iiB = _S_iiB.pack
-_S_qi = _struct.Struct(">qi")
-_U_qi = _S_qi.unpack_from
 _S_qiB = _struct.Struct(">qiB")
+_U_qiB = _S_qiB.unpack_from
 _P_qiB = _S_qiB.pack
 _S_qq = _struct.Struct(">qq")
 _U_qq = _S_qq.unpack_from
 _P_qq = _S_qq.pack
 
 
-@_attrs.frozen
-class SnapshotId:
+class _SnapshotIdFields(_NamedTuple):
+    end_offset: int = 0
+    epoch: int = 0
+
+
+class SnapshotId(_SnapshotIdFields):
     """Struct ``SnapshotId`` of FetchSnapshotResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("end_offset", "int64", "0+", "none", "none", -1),
         ("epoch", "int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    end_offset: int = 0
-    epoch: int = 0
+
+_D_SnapshotId = SnapshotId()
 
 
-@_attrs.frozen
-class LeaderIdAndEpoch:
+class _LeaderIdAndEpochFields(_NamedTuple):
+    leader_id: int = 0
+    leader_epoch: int = 0
+
+
+class LeaderIdAndEpoch(_LeaderIdAndEpochFields):
     """Struct ``LeaderIdAndEpoch`` of FetchSnapshotResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("leader_id", "int32", "0+", "none", "none", -1),
         ("leader_epoch", "int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    leader_id: int = 0
-    leader_epoch: int = 0
+
+_D_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
 
-@_attrs.frozen
-class PartitionSnapshot:
+class _PartitionSnapshotFields(_NamedTuple):
+    index: int = 0  # type: ignore[assignment]
+    error_code: int = 0
+    snapshot_id: SnapshotId = _D_SnapshotId
+    current_leader: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+    size: int = 0
+    position: int = 0
+    unaligned_records: bytes | memoryview | None = None
+
+
+class PartitionSnapshot(_PartitionSnapshotFields):
     """Struct ``PartitionSnapshot`` of FetchSnapshotResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("index", "int32", "0+", "none", "none", -1),
@@ -93,50 +118,71 @@ class PartitionSnapshot:
         ("position", "int64", "0+", "none", "none", -1),
         ("unaligned_records", "records", "0+", "none", "none", -1),
     )
-
-    index: int = 0
-    error_code: int = 0
-    snapshot_id: SnapshotId = _attrs.field(factory=SnapshotId)
-    current_leader: LeaderIdAndEpoch = _attrs.field(factory=LeaderIdAndEpoch)
-    size: int = 0
-    position: int = 0
-    unaligned_records: bytes | memoryview | None = None
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class TopicSnapshot:
+_D_PartitionSnapshot = PartitionSnapshot()
+
+
+class _TopicSnapshotFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[PartitionSnapshot, ...] = ()
+
+
+class TopicSnapshot(_TopicSnapshotFields):
     """Struct ``TopicSnapshot`` of FetchSnapshotResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]PartitionSnapshot", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[PartitionSnapshot, ...] = ()
+
+_D_TopicSnapshot = TopicSnapshot()
 
 
-@_attrs.frozen
-class NodeEndpoint:
+class _NodeEndpointFields(_NamedTuple):
+    node_id: int = 0
+    host: str = ""
+    port: int = 0
+
+
+class NodeEndpoint(_NodeEndpointFields):
     """Struct ``NodeEndpoint`` of FetchSnapshotResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("node_id", "int32", "1+", "none", "none", -1),
         ("host", "string", "1+", "none", "none", -1),
         ("port", "uint16", "1+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    node_id: int = 0
-    host: str = ""
-    port: int = 0
+
+_D_NodeEndpoint = NodeEndpoint()
 
 
-@_attrs.frozen
-class FetchSnapshotResponse:
+class _FetchSnapshotResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    topics: tuple[TopicSnapshot, ...] = ()
+    node_endpoints: tuple[NodeEndpoint, ...] = ()
+
+
+class FetchSnapshotResponse(_FetchSnapshotResponseFields):
     """Kafka response ``FetchSnapshotResponse`` (generated from FetchSnapshotResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 59
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -148,120 +194,29 @@ class FetchSnapshotResponse:
         ("topics", "[]TopicSnapshot", "0+", "none", "none", -1),
         ("node_endpoints", "[]NodeEndpoint", "1+", "none", "1+", 0),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    topics: tuple[TopicSnapshot, ...] = ()
-    node_endpoints: tuple[NodeEndpoint, ...] = ()
-
-
-_D_SnapshotId = SnapshotId()
-_D_LeaderIdAndEpoch = LeaderIdAndEpoch()
-_D_PartitionSnapshot = PartitionSnapshot()
-_D_TopicSnapshot = TopicSnapshot()
-_D_NodeEndpoint = NodeEndpoint()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_SnapshotId_v0(buf: memoryview, pos: int) -> tuple[SnapshotId, int]:
-    f0, f1 = _U_qi(buf, pos)
-    pos += 12
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return SnapshotId(f0, f1), pos
+    f0, f1, tg = _U_qiB(buf, pos)
+    pos += 13
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(SnapshotId, (f0, f1)), pos
 
 
 def _r_LeaderIdAndEpoch_v0(buf: memoryview, pos: int) -> tuple[LeaderIdAndEpoch, int]:
-    f0, f1 = _U_ii(buf, pos)
-    pos += 8
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return LeaderIdAndEpoch(f0, f1), pos
-
-
-def _r_PartitionSnapshot_v0(buf: memoryview, pos: int) -> tuple[PartitionSnapshot, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    f2, pos = _r_SnapshotId_v0(buf, pos)
-    f4, f5 = _U_qq(buf, pos)
-    pos += 16
-    f6: bytes | memoryview | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable UnalignedRecords" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("records length %d exceeds remaining bytes" % n)
-        f6 = buf[pos:end]
-        pos = end
-    f3: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _read_uvarint(buf, pos)
-        size, pos = _read_uvarint(buf, pos)
-        tag_end = pos + size
-        if tag_end > len(buf):
-            raise DecodeError("tagged field exceeds remaining bytes")
-        if tag == 0:
-            f3, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
-        pos = tag_end
-    return PartitionSnapshot(f0, f1, f2, f3, f4, f5, f6), pos
-
-
-def _r_TopicSnapshot_v0(buf: memoryview, pos: int) -> tuple[TopicSnapshot, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionSnapshot, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionSnapshot] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionSnapshot_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicSnapshot(f0, f1), pos
+    f0, f1, tg = _U_iiB(buf, pos)
+    pos += 9
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(LeaderIdAndEpoch, (f0, f1)), pos
 
 
 def _r_FetchSnapshotResponse_v0(buf: memoryview, pos: int) -> tuple[FetchSnapshotResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: tuple[TopicSnapshot, ...]
@@ -274,48 +229,97 @@ def _r_FetchSnapshotResponse_v0(buf: memoryview, pos: int) -> tuple[FetchSnapsho
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicSnapshot] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicSnapshot_v0(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[PartitionSnapshot, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_1: list[PartitionSnapshot] = []
+                for _ in range(n):
+                    f2_1_0, f2_1_1 = _U_ih(buf, pos)
+                    pos += 6
+                    f2_1_2, pos = _r_SnapshotId_v0(buf, pos)
+                    f2_1_4, f2_1_5 = _U_qq(buf, pos)
+                    pos += 16
+                    f2_1_6: bytes | memoryview | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable UnalignedRecords" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("records length %d exceeds remaining bytes" % n)
+                        f2_1_6 = buf[pos:end]
+                        pos = end
+                    f2_1_3: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    for _ in range(n):
+                        tag, pos = _read_uvarint(buf, pos)
+                        size, pos = _read_uvarint(buf, pos)
+                        tag_end = pos + size
+                        if tag_end > blen:
+                            raise DecodeError("tagged field exceeds remaining bytes")
+                        if tag == 0:
+                            f2_1_3, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
+                        pos = tag_end
+                    items_f2_1.append(_new(PartitionSnapshot, (f2_1_0, f2_1_1, f2_1_2, f2_1_3, f2_1_4, f2_1_5, f2_1_6)))
+                f2_1 = tuple(items_f2_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(TopicSnapshot, (f2_0, f2_1)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return FetchSnapshotResponse(f0, f1, f2, ()), pos
-
-
-def _r_NodeEndpoint_v1(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_H(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return NodeEndpoint(f0, f1, f2), pos
+    return _new(FetchSnapshotResponse, (f0, f1, f2, ())), pos
 
 
 def _r_FetchSnapshotResponse_v1(buf: memoryview, pos: int) -> tuple[FetchSnapshotResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: tuple[TopicSnapshot, ...]
@@ -328,12 +332,87 @@ def _r_FetchSnapshotResponse_v1(buf: memoryview, pos: int) -> tuple[FetchSnapsho
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicSnapshot] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicSnapshot_v0(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[PartitionSnapshot, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_1: list[PartitionSnapshot] = []
+                for _ in range(n):
+                    f2_1_0, f2_1_1 = _U_ih(buf, pos)
+                    pos += 6
+                    f2_1_2, pos = _r_SnapshotId_v0(buf, pos)
+                    f2_1_4, f2_1_5 = _U_qq(buf, pos)
+                    pos += 16
+                    f2_1_6: bytes | memoryview | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable UnalignedRecords" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("records length %d exceeds remaining bytes" % n)
+                        f2_1_6 = buf[pos:end]
+                        pos = end
+                    f2_1_3: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    for _ in range(n):
+                        tag, pos = _read_uvarint(buf, pos)
+                        size, pos = _read_uvarint(buf, pos)
+                        tag_end = pos + size
+                        if tag_end > blen:
+                            raise DecodeError("tagged field exceeds remaining bytes")
+                        if tag == 0:
+                            f2_1_3, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
+                        pos = tag_end
+                    items_f2_1.append(_new(PartitionSnapshot, (f2_1_0, f2_1_1, f2_1_2, f2_1_3, f2_1_4, f2_1_5, f2_1_6)))
+                f2_1 = tuple(items_f2_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(TopicSnapshot, (f2_0, f2_1)))
         f2 = tuple(items_f2)
     f3: tuple[NodeEndpoint, ...] = ()
     n = buf[pos]
@@ -345,7 +424,7 @@ def _r_FetchSnapshotResponse_v1(buf: memoryview, pos: int) -> tuple[FetchSnapsho
         tag, pos = _read_uvarint(buf, pos)
         size, pos = _read_uvarint(buf, pos)
         tag_end = pos + size
-        if tag_end > len(buf):
+        if tag_end > blen:
             raise DecodeError("tagged field exceeds remaining bytes")
         if tag == 0:
             n = buf[pos]
@@ -357,15 +436,35 @@ def _r_FetchSnapshotResponse_v1(buf: memoryview, pos: int) -> tuple[FetchSnapsho
             if n < 0:
                 raise DecodeError("invalid length %d for non-nullable NodeEndpoints" % n)
             else:
-                if n > len(buf) - pos:
+                if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 items_f3: list[NodeEndpoint] = []
                 for _ in range(n):
-                    item_f3, pos = _r_NodeEndpoint_v1(buf, pos)
-                    items_f3.append(item_f3)
+                    f3_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f3_1: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f3_2, tg = _U_HB(buf, pos)
+                    pos += 3
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f3.append(_new(NodeEndpoint, (f3_0, f3_1, f3_2)))
                 f3 = tuple(items_f3)
         pos = tag_end
-    return FetchSnapshotResponse(f0, f1, f2, f3), pos
+    return _new(FetchSnapshotResponse, (f0, f1, f2, f3)), pos
 
 
 def _w_SnapshotId_v0(out: bytearray, ext: Ext, o: SnapshotId) -> None:

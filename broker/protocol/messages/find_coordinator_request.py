@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -22,20 +23,28 @@ __all__ = [
     "FindCoordinatorRequest",
 ]
 
+_new = tuple.__new__
 _S_b = _struct.Struct(">b")
 _U_b = _S_b.unpack_from
 _P_b = _S_b.pack
 _S_bB = _struct.Struct(">bB")
+_U_bB = _S_bB.unpack_from
 _P_bB = _S_bB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
 
 
-@_attrs.frozen
-class FindCoordinatorRequest:
+class _FindCoordinatorRequestFields(_NamedTuple):
+    key: str = ""
+    key_type: int = 0
+    coordinator_keys: tuple[str, ...] = ()
+
+
+class FindCoordinatorRequest(_FindCoordinatorRequestFields):
     """Kafka request ``FindCoordinatorRequest`` (generated from FindCoordinatorRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 10
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 6
@@ -46,12 +55,9 @@ class FindCoordinatorRequest:
         ("key_type", "int8", "1+", "none", "none", -1),
         ("coordinator_keys", "[]string", "4+", "none", "none", -1),
     )
-
-    key: str = ""
-    key_type: int = 0
-    coordinator_keys: tuple[str, ...] = ()
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_FindCoordinatorRequest_v0(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
@@ -64,9 +70,9 @@ def _r_FindCoordinatorRequest_v0(buf: memoryview, pos: int) -> tuple[FindCoordin
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
-    return FindCoordinatorRequest(f0, 0, ()), pos
+    return _new(FindCoordinatorRequest, (f0, 0, ())), pos
 
 
 def _r_FindCoordinatorRequest_v1(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
@@ -79,11 +85,11 @@ def _r_FindCoordinatorRequest_v1(buf: memoryview, pos: int) -> tuple[FindCoordin
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_b(buf, pos)[0]
     pos += 1
-    return FindCoordinatorRequest(f0, f1, ()), pos
+    return _new(FindCoordinatorRequest, (f0, f1, ())), pos
 
 
 def _r_FindCoordinatorRequest_v3(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
@@ -100,18 +106,17 @@ def _r_FindCoordinatorRequest_v3(buf: memoryview, pos: int) -> tuple[FindCoordin
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
-    f1 = _U_b(buf, pos)[0]
-    pos += 1
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return FindCoordinatorRequest(f0, f1, ()), pos
+    f1, tg = _U_bB(buf, pos)
+    pos += 2
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(FindCoordinatorRequest, (f0, f1, ())), pos
 
 
 def _r_FindCoordinatorRequest_v4(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
+    blen = len(buf)
     f1 = _U_b(buf, pos)[0]
     pos += 1
     f2: tuple[str, ...]
@@ -124,7 +129,7 @@ def _r_FindCoordinatorRequest_v4(buf: memoryview, pos: int) -> tuple[FindCoordin
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable CoordinatorKeys" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[str] = []
         for _ in range(n):
@@ -139,9 +144,9 @@ def _r_FindCoordinatorRequest_v4(buf: memoryview, pos: int) -> tuple[FindCoordin
                 raise DecodeError("invalid length %d for non-nullable CoordinatorKeys" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f2 = str(buf[pos:end], "utf-8")
+                item_f2 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f2.append(item_f2)
         f2 = tuple(items_f2)
@@ -149,7 +154,7 @@ def _r_FindCoordinatorRequest_v4(buf: memoryview, pos: int) -> tuple[FindCoordin
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return FindCoordinatorRequest("", f1, f2), pos
+    return _new(FindCoordinatorRequest, ("", f1, f2)), pos
 
 
 def _w_FindCoordinatorRequest_v0(out: bytearray, ext: Ext, o: FindCoordinatorRequest) -> None:

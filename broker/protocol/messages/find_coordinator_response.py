@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "FindCoordinatorResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -33,16 +35,26 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 
 
-@_attrs.frozen
-class Coordinator:
+class _CoordinatorFields(_NamedTuple):
+    key: str = ""
+    node_id: int = 0
+    host: str = ""
+    port: int = 0
+    error_code: int = 0
+    error_message: str | None = ""
+
+
+class Coordinator(_CoordinatorFields):
     """Struct ``Coordinator`` of FindCoordinatorResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("key", "string", "4+", "none", "none", -1),
@@ -52,19 +64,28 @@ class Coordinator:
         ("error_code", "int16", "4+", "none", "none", -1),
         ("error_message", "string", "4+", "4+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    key: str = ""
+
+_D_Coordinator = Coordinator()
+
+
+class _FindCoordinatorResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    error_message: str | None = ""
     node_id: int = 0
     host: str = ""
     port: int = 0
-    error_code: int = 0
-    error_message: str | None = ""
+    coordinators: tuple[Coordinator, ...] = ()
 
 
-@_attrs.frozen
-class FindCoordinatorResponse:
+class FindCoordinatorResponse(_FindCoordinatorResponseFields):
     """Kafka response ``FindCoordinatorResponse`` (generated from FindCoordinatorResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 10
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 6
@@ -79,17 +100,9 @@ class FindCoordinatorResponse:
         ("port", "int32", "0-3", "none", "none", -1),
         ("coordinators", "[]Coordinator", "4+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ""
-    node_id: int = 0
-    host: str = ""
-    port: int = 0
-    coordinators: tuple[Coordinator, ...] = ()
-
-
-_D_Coordinator = Coordinator()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_FindCoordinatorResponse_v0(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
@@ -104,14 +117,15 @@ def _r_FindCoordinatorResponse_v0(buf: memoryview, pos: int) -> tuple[FindCoordi
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5 = _U_i(buf, pos)[0]
     pos += 4
-    return FindCoordinatorResponse(0, f1, "", f3, f4, f5, ()), pos
+    return _new(FindCoordinatorResponse, (0, f1, "", f3, f4, f5, ())), pos
 
 
 def _r_FindCoordinatorResponse_v1(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: str | None
@@ -123,9 +137,9 @@ def _r_FindCoordinatorResponse_v1(buf: memoryview, pos: int) -> tuple[FindCoordi
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3 = _U_i(buf, pos)[0]
     pos += 4
@@ -136,16 +150,17 @@ def _r_FindCoordinatorResponse_v1(buf: memoryview, pos: int) -> tuple[FindCoordi
         raise DecodeError("invalid length %d for non-nullable Host" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5 = _U_i(buf, pos)[0]
     pos += 4
-    return FindCoordinatorResponse(f0, f1, f2, f3, f4, f5, ()), pos
+    return _new(FindCoordinatorResponse, (f0, f1, f2, f3, f4, f5, ())), pos
 
 
 def _r_FindCoordinatorResponse_v3(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: str | None
@@ -161,9 +176,9 @@ def _r_FindCoordinatorResponse_v3(buf: memoryview, pos: int) -> tuple[FindCoordi
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3 = _U_i(buf, pos)[0]
     pos += 4
@@ -178,79 +193,19 @@ def _r_FindCoordinatorResponse_v3(buf: memoryview, pos: int) -> tuple[FindCoordi
         raise DecodeError("invalid length %d for non-nullable Host" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
-    f5 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return FindCoordinatorResponse(f0, f1, f2, f3, f4, f5, ()), pos
-
-
-def _r_Coordinator_v4(buf: memoryview, pos: int) -> tuple[Coordinator, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Key" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_i(buf, pos)[0]
-    pos += 4
-    f2: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3, f4 = _U_ih(buf, pos)
-    pos += 6
-    f5: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f5 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return Coordinator(f0, f1, f2, f3, f4, f5), pos
+    f5, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(FindCoordinatorResponse, (f0, f1, f2, f3, f4, f5, ())), pos
 
 
 def _r_FindCoordinatorResponse_v4(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f6: tuple[Coordinator, ...]
@@ -263,18 +218,72 @@ def _r_FindCoordinatorResponse_v4(buf: memoryview, pos: int) -> tuple[FindCoordi
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Coordinators" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[Coordinator] = []
         for _ in range(n):
-            item_f6, pos = _r_Coordinator_v4(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Key" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_1 = _U_i(buf, pos)[0]
+            pos += 4
+            f6_2: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_3, f6_4 = _U_ih(buf, pos)
+            pos += 6
+            f6_5: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f6_5 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_5 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f6.append(_new(Coordinator, (f6_0, f6_1, f6_2, f6_3, f6_4, f6_5)))
         f6 = tuple(items_f6)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return FindCoordinatorResponse(f0, 0, "", 0, "", 0, f6), pos
+    return _new(FindCoordinatorResponse, (f0, 0, "", 0, "", 0, f6)), pos
 
 
 def _w_FindCoordinatorResponse_v0(out: bytearray, ext: Ext, o: FindCoordinatorResponse) -> None:

@@ -8,30 +8,35 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
 )
 
 __all__ = [
     "GetTelemetrySubscriptionsRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
-_S_U = _struct.Struct(">16s")
-_U_U = _S_U.unpack_from
 _S_UB = _struct.Struct(">16sB")
+_U_UB = _S_UB.unpack_from
 _P_UB = _S_UB.pack
 
 
-@_attrs.frozen
-class GetTelemetrySubscriptionsRequest:
+class _GetTelemetrySubscriptionsRequestFields(_NamedTuple):
+    client_instance_id: _uuid.UUID = _ZERO_UUID
+
+
+class GetTelemetrySubscriptionsRequest(_GetTelemetrySubscriptionsRequestFields):
     """Kafka request ``GetTelemetrySubscriptionsRequest`` (generated from GetTelemetrySubscriptionsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 71
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -40,21 +45,18 @@ class GetTelemetrySubscriptionsRequest:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("client_instance_id", "uuid", "0+", "none", "none", -1),
     )
-
-    client_instance_id: _uuid.UUID = _ZERO_UUID
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_GetTelemetrySubscriptionsRequest_v0(buf: memoryview, pos: int) -> tuple[GetTelemetrySubscriptionsRequest, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return GetTelemetrySubscriptionsRequest(f0), pos
+    f0, tg = _U_UB(buf, pos)
+    pos += 17
+    f0 = _uuid_from(f0)
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(GetTelemetrySubscriptionsRequest, (f0,)), pos
 
 
 def _w_GetTelemetrySubscriptionsRequest_v0(out: bytearray, ext: Ext, o: GetTelemetrySubscriptionsRequest) -> None:

@@ -8,15 +8,18 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,21 +27,35 @@ __all__ = [
     "GetTelemetrySubscriptionsResponse",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_b = _ArrayStructs("b")
+_AC_b = _CompactArrays("b")
 _S_ihUi = _struct.Struct(">ih16si")
-_U_ihUi = _S_ihUi.unpack_from
 _P_ihUi = _S_ihUi.pack
+_S_ihUiB = _struct.Struct(">ih16siB")
+_U_ihUiB = _S_ihUiB.unpack_from
 _S_iio = _struct.Struct(">ii?")
 _U_iio = _S_iio.unpack_from
 _P_iio = _S_iio.pack
 
 
-@_attrs.frozen
-class GetTelemetrySubscriptionsResponse:
+class _GetTelemetrySubscriptionsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    client_instance_id: _uuid.UUID = _ZERO_UUID
+    subscription_id: int = 0
+    accepted_compression_types: tuple[int, ...] = ()
+    push_interval_ms: int = 0
+    telemetry_max_bytes: int = 0
+    delta_temporality: bool = False
+    requested_metrics: tuple[str, ...] = ()
+
+
+class GetTelemetrySubscriptionsResponse(_GetTelemetrySubscriptionsResponseFields):
     """Kafka response ``GetTelemetrySubscriptionsResponse`` (generated from GetTelemetrySubscriptionsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 71
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -55,38 +72,34 @@ class GetTelemetrySubscriptionsResponse:
         ("delta_temporality", "bool", "0+", "none", "none", -1),
         ("requested_metrics", "[]string", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    client_instance_id: _uuid.UUID = _ZERO_UUID
-    subscription_id: int = 0
-    accepted_compression_types: tuple[int, ...] = ()
-    push_interval_ms: int = 0
-    telemetry_max_bytes: int = 0
-    delta_temporality: bool = False
-    requested_metrics: tuple[str, ...] = ()
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_GetTelemetrySubscriptionsResponse_v0(buf: memoryview, pos: int) -> tuple[GetTelemetrySubscriptionsResponse, int]:
-    f0, f1, f2, f3 = _U_ihUi(buf, pos)
+    blen = len(buf)
+    f0, f1, f2, f3, n = _U_ihUiB(buf, pos)
     pos += 26
-    f2 = _UUID(bytes=f2)
+    f2 = _uuid_from(f2)
     f4: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable AcceptedCompressionTypes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f4 = _A_b[n].unpack_from(buf, pos)
-        pos += 1 * n
+    try:
+        f4 = _AC_b[n](buf, pos)
+        pos += 1 * n - 0
+    except KeyError:
+        n = buf[pos]
+        if n < 0x80:
+            pos += 1
+        else:
+            n, pos = _read_uvarint(buf, pos)
+        n -= 1
+        if n < 0:
+            raise DecodeError("invalid length %d for non-nullable AcceptedCompressionTypes" % n)
+        else:
+            if n > blen - pos:
+                raise DecodeError("array length %d exceeds remaining bytes" % n)
+            f4 = _A_b[n].unpack_from(buf, pos)
+            pos += 1 * n
     f5, f6, f7 = _U_iio(buf, pos)
     pos += 9
     f8: tuple[str, ...]
@@ -99,7 +112,7 @@ def _r_GetTelemetrySubscriptionsResponse_v0(buf: memoryview, pos: int) -> tuple[
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable RequestedMetrics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f8: list[str] = []
         for _ in range(n):
@@ -114,9 +127,9 @@ def _r_GetTelemetrySubscriptionsResponse_v0(buf: memoryview, pos: int) -> tuple[
                 raise DecodeError("invalid length %d for non-nullable RequestedMetrics" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f8 = str(buf[pos:end], "utf-8")
+                item_f8 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f8.append(item_f8)
         f8 = tuple(items_f8)
@@ -124,7 +137,7 @@ def _r_GetTelemetrySubscriptionsResponse_v0(buf: memoryview, pos: int) -> tuple[
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return GetTelemetrySubscriptionsResponse(f0, f1, f2, f3, f4, f5, f6, f7, f8), pos
+    return _new(GetTelemetrySubscriptionsResponse, (f0, f1, f2, f3, f4, f5, f6, f7, f8)), pos
 
 
 def _w_GetTelemetrySubscriptionsResponse_v0(out: bytearray, ext: Ext, o: GetTelemetrySubscriptionsResponse) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -22,6 +23,7 @@ __all__ = [
     "HeartbeatRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -30,10 +32,17 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class HeartbeatRequest:
+class _HeartbeatRequestFields(_NamedTuple):
+    group_id: str = ""
+    generation_id: int = 0
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+class HeartbeatRequest(_HeartbeatRequestFields):
     """Kafka request ``HeartbeatRequest`` (generated from HeartbeatRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 12
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
@@ -45,16 +54,13 @@ class HeartbeatRequest:
         ("member_id", "string", "0+", "none", "none", -1),
         ("group_instance_id", "string", "3+", "3+", "none", -1),
     )
-
-    group_id: str = ""
-    generation_id: int = 0
-    member_id: str = ""
-    group_instance_id: str | None = None
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_HeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[HeartbeatRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -62,9 +68,9 @@ def _r_HeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[HeartbeatRequest,
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_i(buf, pos)[0]
     pos += 4
@@ -75,14 +81,15 @@ def _r_HeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[HeartbeatRequest,
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
-    return HeartbeatRequest(f0, f1, f2, None), pos
+    return _new(HeartbeatRequest, (f0, f1, f2, None)), pos
 
 
 def _r_HeartbeatRequest_v3(buf: memoryview, pos: int) -> tuple[HeartbeatRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -90,9 +97,9 @@ def _r_HeartbeatRequest_v3(buf: memoryview, pos: int) -> tuple[HeartbeatRequest,
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_i(buf, pos)[0]
     pos += 4
@@ -103,9 +110,9 @@ def _r_HeartbeatRequest_v3(buf: memoryview, pos: int) -> tuple[HeartbeatRequest,
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: str | None
     n = _U_h(buf, pos)[0]
@@ -116,14 +123,15 @@ def _r_HeartbeatRequest_v3(buf: memoryview, pos: int) -> tuple[HeartbeatRequest,
         f3 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
-    return HeartbeatRequest(f0, f1, f2, f3), pos
+    return _new(HeartbeatRequest, (f0, f1, f2, f3)), pos
 
 
 def _r_HeartbeatRequest_v4(buf: memoryview, pos: int) -> tuple[HeartbeatRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -135,9 +143,9 @@ def _r_HeartbeatRequest_v4(buf: memoryview, pos: int) -> tuple[HeartbeatRequest,
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_i(buf, pos)[0]
     pos += 4
@@ -152,9 +160,9 @@ def _r_HeartbeatRequest_v4(buf: memoryview, pos: int) -> tuple[HeartbeatRequest,
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: str | None
     n = buf[pos]
@@ -169,15 +177,15 @@ def _r_HeartbeatRequest_v4(buf: memoryview, pos: int) -> tuple[HeartbeatRequest,
         f3 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return HeartbeatRequest(f0, f1, f2, f3), pos
+    return _new(HeartbeatRequest, (f0, f1, f2, f3)), pos
 
 
 def _w_HeartbeatRequest_v0(out: bytearray, ext: Ext, o: HeartbeatRequest) -> None:

@@ -7,18 +7,20 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "HeartbeatResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -26,13 +28,19 @@ _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 _S_ihB = _struct.Struct(">ihB")
+_U_ihB = _S_ihB.unpack_from
 _P_ihB = _S_ihB.pack
 
 
-@_attrs.frozen
-class HeartbeatResponse:
+class _HeartbeatResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+
+
+class HeartbeatResponse(_HeartbeatResponseFields):
     """Kafka response ``HeartbeatResponse`` (generated from HeartbeatResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 12
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
@@ -42,33 +50,29 @@ class HeartbeatResponse:
         ("throttle_time_ms", "int32", "1+", "none", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_HeartbeatResponse_v0(buf: memoryview, pos: int) -> tuple[HeartbeatResponse, int]:
     f1 = _U_h(buf, pos)[0]
     pos += 2
-    return HeartbeatResponse(0, f1), pos
+    return _new(HeartbeatResponse, (0, f1)), pos
 
 
 def _r_HeartbeatResponse_v1(buf: memoryview, pos: int) -> tuple[HeartbeatResponse, int]:
     f0, f1 = _U_ih(buf, pos)
     pos += 6
-    return HeartbeatResponse(f0, f1), pos
+    return _new(HeartbeatResponse, (f0, f1)), pos
 
 
 def _r_HeartbeatResponse_v4(buf: memoryview, pos: int) -> tuple[HeartbeatResponse, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return HeartbeatResponse(f0, f1), pos
+    f0, f1, tg = _U_ihB(buf, pos)
+    pos += 7
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(HeartbeatResponse, (f0, f1)), pos
 
 
 def _w_HeartbeatResponse_v0(out: bytearray, ext: Ext, o: HeartbeatResponse) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "IncrementalAlterConfigsResponse",
 ]
 
+_new = tuple.__new__
 _S_b = _struct.Struct(">b")
 _U_b = _S_b.unpack_from
 _P_b = _S_b.pack
@@ -34,10 +36,17 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class AlterConfigsResourceResponse:
+class _AlterConfigsResourceResponseFields(_NamedTuple):
+    error_code: int = 0
+    error_message: str | None = ""
+    resource_type: int = 0
+    resource_name: str = ""
+
+
+class AlterConfigsResourceResponse(_AlterConfigsResourceResponseFields):
     """Struct ``AlterConfigsResourceResponse`` of IncrementalAlterConfigsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("error_code", "int16", "0+", "none", "none", -1),
@@ -45,17 +54,23 @@ class AlterConfigsResourceResponse:
         ("resource_type", "int8", "0+", "none", "none", -1),
         ("resource_name", "string", "0+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    error_message: str | None = ""
-    resource_type: int = 0
-    resource_name: str = ""
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class IncrementalAlterConfigsResponse:
+_D_AlterConfigsResourceResponse = AlterConfigsResourceResponse()
+
+
+class _IncrementalAlterConfigsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    responses: tuple[AlterConfigsResourceResponse, ...] = ()
+
+
+class IncrementalAlterConfigsResponse(_IncrementalAlterConfigsResponseFields):
     """Kafka response ``IncrementalAlterConfigsResponse`` (generated from IncrementalAlterConfigsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 44
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -65,47 +80,13 @@ class IncrementalAlterConfigsResponse:
         ("throttle_time_ms", "int32", "0+", "none", "none", -1),
         ("responses", "[]AlterConfigsResourceResponse", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    responses: tuple[AlterConfigsResourceResponse, ...] = ()
-
-
-_D_AlterConfigsResourceResponse = AlterConfigsResourceResponse()
-
-
-def _r_AlterConfigsResourceResponse_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsResourceResponse, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_b(buf, pos)[0]
-    pos += 1
-    f3: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    return AlterConfigsResourceResponse(f0, f1, f2, f3), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_IncrementalAlterConfigsResponse_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[AlterConfigsResourceResponse, ...]
@@ -114,61 +95,45 @@ def _r_IncrementalAlterConfigsResponse_v0(buf: memoryview, pos: int) -> tuple[In
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[AlterConfigsResourceResponse] = []
         for _ in range(n):
-            item_f1, pos = _r_AlterConfigsResourceResponse_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_b(buf, pos)[0]
+            pos += 1
+            f1_3: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f1.append(_new(AlterConfigsResourceResponse, (f1_0, f1_1, f1_2, f1_3)))
         f1 = tuple(items_f1)
-    return IncrementalAlterConfigsResponse(f0, f1), pos
-
-
-def _r_AlterConfigsResourceResponse_v1(buf: memoryview, pos: int) -> tuple[AlterConfigsResourceResponse, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_b(buf, pos)[0]
-    pos += 1
-    f3: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AlterConfigsResourceResponse(f0, f1, f2, f3), pos
+    return _new(IncrementalAlterConfigsResponse, (f0, f1)), pos
 
 
 def _r_IncrementalAlterConfigsResponse_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[AlterConfigsResourceResponse, ...]
@@ -181,18 +146,57 @@ def _r_IncrementalAlterConfigsResponse_v1(buf: memoryview, pos: int) -> tuple[In
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[AlterConfigsResourceResponse] = []
         for _ in range(n):
-            item_f1, pos = _r_AlterConfigsResourceResponse_v1(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f1_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_b(buf, pos)[0]
+            pos += 1
+            f1_3: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(AlterConfigsResourceResponse, (f1_0, f1_1, f1_2, f1_3)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return IncrementalAlterConfigsResponse(f0, f1), pos
+    return _new(IncrementalAlterConfigsResponse, (f0, f1)), pos
 
 
 def _w_AlterConfigsResourceResponse_v0(out: bytearray, ext: Ext, o: AlterConfigsResourceResponse) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -22,6 +23,7 @@ __all__ = [
     "InitProducerIdRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -29,17 +31,24 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
-_S_iqh = _struct.Struct(">iqh")
-_U_iqh = _S_iqh.unpack_from
 _S_iqhB = _struct.Struct(">iqhB")
+_U_iqhB = _S_iqhB.unpack_from
 _P_iqhB = _S_iqhB.pack
 
 
-@_attrs.frozen
-class InitProducerIdRequest:
+class _InitProducerIdRequestFields(_NamedTuple):
+    transactional_id: str | None = ""
+    transaction_timeout_ms: int = 0
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+class InitProducerIdRequest(_InitProducerIdRequestFields):
     """Kafka request ``InitProducerIdRequest`` (generated from InitProducerIdRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 22
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
@@ -51,13 +60,9 @@ class InitProducerIdRequest:
         ("producer_id", "int64", "3+", "none", "none", -1),
         ("producer_epoch", "int16", "3+", "none", "none", -1),
     )
-
-    transactional_id: str | None = ""
-    transaction_timeout_ms: int = 0
-    producer_id: int = -1
-    producer_epoch: int = -1
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_InitProducerIdRequest_v0(buf: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
@@ -72,11 +77,11 @@ def _r_InitProducerIdRequest_v0(buf: memoryview, pos: int) -> tuple[InitProducer
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_i(buf, pos)[0]
     pos += 4
-    return InitProducerIdRequest(f0, f1, -1, -1), pos
+    return _new(InitProducerIdRequest, (f0, f1, -1, -1)), pos
 
 
 def _r_InitProducerIdRequest_v2(buf: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
@@ -95,15 +100,13 @@ def _r_InitProducerIdRequest_v2(buf: memoryview, pos: int) -> tuple[InitProducer
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
-    f1 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return InitProducerIdRequest(f0, f1, -1, -1), pos
+    f1, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(InitProducerIdRequest, (f0, f1, -1, -1)), pos
 
 
 def _r_InitProducerIdRequest_v3(buf: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
@@ -122,15 +125,13 @@ def _r_InitProducerIdRequest_v3(buf: memoryview, pos: int) -> tuple[InitProducer
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
-    f1, f2, f3 = _U_iqh(buf, pos)
-    pos += 14
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return InitProducerIdRequest(f0, f1, f2, f3), pos
+    f1, f2, f3, tg = _U_iqhB(buf, pos)
+    pos += 15
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(InitProducerIdRequest, (f0, f1, f2, f3)), pos
 
 
 def _w_InitProducerIdRequest_v0(out: bytearray, ext: Ext, o: InitProducerIdRequest) -> None:

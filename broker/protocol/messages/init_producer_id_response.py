@@ -7,29 +7,39 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "InitProducerIdResponse",
 ]
 
+_new = tuple.__new__
 _S_ihqh = _struct.Struct(">ihqh")
 _U_ihqh = _S_ihqh.unpack_from
 _P_ihqh = _S_ihqh.pack
 _S_ihqhB = _struct.Struct(">ihqhB")
+_U_ihqhB = _S_ihqhB.unpack_from
 _P_ihqhB = _S_ihqhB.pack
 
 
-@_attrs.frozen
-class InitProducerIdResponse:
+class _InitProducerIdResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    producer_id: int = -1
+    producer_epoch: int = 0
+
+
+class InitProducerIdResponse(_InitProducerIdResponseFields):
     """Kafka response ``InitProducerIdResponse`` (generated from InitProducerIdResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 22
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
@@ -41,29 +51,23 @@ class InitProducerIdResponse:
         ("producer_id", "int64", "0+", "none", "none", -1),
         ("producer_epoch", "int16", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    producer_id: int = -1
-    producer_epoch: int = 0
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_InitProducerIdResponse_v0(buf: memoryview, pos: int) -> tuple[InitProducerIdResponse, int]:
     f0, f1, f2, f3 = _U_ihqh(buf, pos)
     pos += 16
-    return InitProducerIdResponse(f0, f1, f2, f3), pos
+    return _new(InitProducerIdResponse, (f0, f1, f2, f3)), pos
 
 
 def _r_InitProducerIdResponse_v2(buf: memoryview, pos: int) -> tuple[InitProducerIdResponse, int]:
-    f0, f1, f2, f3 = _U_ihqh(buf, pos)
-    pos += 16
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return InitProducerIdResponse(f0, f1, f2, f3), pos
+    f0, f1, f2, f3, tg = _U_ihqhB(buf, pos)
+    pos += 17
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(InitProducerIdResponse, (f0, f1, f2, f3)), pos
 
 
 def _w_InitProducerIdResponse_v0(out: bytearray, ext: Ext, o: InitProducerIdResponse) -> None:

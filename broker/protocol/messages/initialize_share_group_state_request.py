@@ -7,15 +7,18 @@ from __future__ import annotations
 import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,51 +28,73 @@ __all__ = [
     "InitializeShareGroupStateRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
-_S_iiq = _struct.Struct(">iiq")
-_U_iiq = _S_iiq.unpack_from
 _S_iiqB = _struct.Struct(">iiqB")
+_U_iiqB = _S_iiqB.unpack_from
 _P_iiqB = _S_iiqB.pack
+_S_iiqx = _struct.Struct(">iiqx")
+_IU_iiqx = _S_iiqx.iter_unpack
 
 
-@_attrs.frozen
-class PartitionData:
+class _PartitionDataFields(_NamedTuple):
+    partition: int = 0
+    state_epoch: int = 0
+    start_offset: int = 0
+
+
+class PartitionData(_PartitionDataFields):
     """Struct ``PartitionData`` of InitializeShareGroupStateRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition", "int32", "0+", "none", "none", -1),
         ("state_epoch", "int32", "0+", "none", "none", -1),
         ("start_offset", "int64", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition: int = 0
-    state_epoch: int = 0
-    start_offset: int = 0
+
+_D_PartitionData = PartitionData()
 
 
-@_attrs.frozen
-class InitializeStateData:
+class _InitializeStateDataFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[PartitionData, ...] = ()
+
+
+class InitializeStateData(_InitializeStateDataFields):
     """Struct ``InitializeStateData`` of InitializeShareGroupStateRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "0+", "none", "none", -1),
         ("partitions", "[]PartitionData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[PartitionData, ...] = ()
+
+_D_InitializeStateData = InitializeStateData()
 
 
-@_attrs.frozen
-class InitializeShareGroupStateRequest:
+class _InitializeShareGroupStateRequestFields(_NamedTuple):
+    group_id: str = ""
+    topics: tuple[InitializeStateData, ...] = ()
+
+
+class InitializeShareGroupStateRequest(_InitializeShareGroupStateRequestFields):
     """Kafka request ``InitializeShareGroupStateRequest`` (generated from InitializeShareGroupStateRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 83
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -79,54 +104,21 @@ class InitializeShareGroupStateRequest:
         ("group_id", "string", "0+", "none", "none", -1),
         ("topics", "[]InitializeStateData", "0+", "none", "none", -1),
     )
-
-    group_id: str = ""
-    topics: tuple[InitializeStateData, ...] = ()
-
-
-_D_PartitionData = PartitionData()
-_D_InitializeStateData = InitializeStateData()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1, f2 = _U_iiq(buf, pos)
-    pos += 16
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1, f2), pos
-
-
-def _r_InitializeStateData_v0(buf: memoryview, pos: int) -> tuple[InitializeStateData, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return InitializeStateData(f0, f1), pos
+    f0, f1, f2, tg = _U_iiqB(buf, pos)
+    pos += 17
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(PartitionData, (f0, f1, f2)), pos
 
 
 def _r_InitializeShareGroupStateRequest_v0(buf: memoryview, pos: int) -> tuple[InitializeShareGroupStateRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -138,9 +130,9 @@ def _r_InitializeShareGroupStateRequest_v0(buf: memoryview, pos: int) -> tuple[I
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: tuple[InitializeStateData, ...]
     n = buf[pos]
@@ -152,18 +144,48 @@ def _r_InitializeShareGroupStateRequest_v0(buf: memoryview, pos: int) -> tuple[I
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[InitializeStateData] = []
         for _ in range(n):
-            item_f1, pos = _r_InitializeStateData_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_U(buf, pos)[0]
+            pos += 16
+            f1_0 = _uuid_from(f1_0)
+            f1_1: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 17 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 16 : end : 17].tobytes().count(0) == n:
+                    f1_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_iiqx(buf[pos:end])))
+                    pos = end
+                else:
+                    items_f1_1: list[PartitionData] = []
+                    for _ in range(n):
+                        item_f1_1, pos = _r_PartitionData_v0(buf, pos)
+                        items_f1_1.append(item_f1_1)
+                    f1_1 = tuple(items_f1_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(InitializeStateData, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return InitializeShareGroupStateRequest(f0, f1), pos
+    return _new(InitializeShareGroupStateRequest, (f0, f1)), pos
 
 
 def _w_PartitionData_v0(out: bytearray, ext: Ext, o: PartitionData) -> None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -16,6 +15,8 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,6 +25,7 @@ __all__ = [
     "JoinGroupRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -35,24 +37,43 @@ _U_ii = _S_ii.unpack_from
 _P_ii = _S_ii.pack
 
 
-@_attrs.frozen
-class JoinGroupRequestProtocol:
+class _JoinGroupRequestProtocolFields(_NamedTuple):
+    name: str = ""
+    metadata: bytes = b""
+
+
+class JoinGroupRequestProtocol(_JoinGroupRequestProtocolFields):
     """Struct ``JoinGroupRequestProtocol`` of JoinGroupRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("metadata", "bytes", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    metadata: bytes = b""
+
+_D_JoinGroupRequestProtocol = JoinGroupRequestProtocol()
 
 
-@_attrs.frozen
-class JoinGroupRequest:
+class _JoinGroupRequestFields(_NamedTuple):
+    group_id: str = ""
+    session_timeout_ms: int = 0
+    rebalance_timeout_ms: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+    protocol_type: str = ""
+    protocols: tuple[JoinGroupRequestProtocol, ...] = ()
+    reason: str | None = None
+
+
+class JoinGroupRequest(_JoinGroupRequestFields):
     """Kafka request ``JoinGroupRequest`` (generated from JoinGroupRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 11
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 9
@@ -68,47 +89,13 @@ class JoinGroupRequest:
         ("protocols", "[]JoinGroupRequestProtocol", "0+", "none", "none", -1),
         ("reason", "string", "8+", "8+", "none", -1),
     )
-
-    group_id: str = ""
-    session_timeout_ms: int = 0
-    rebalance_timeout_ms: int = -1
-    member_id: str = ""
-    group_instance_id: str | None = None
-    protocol_type: str = ""
-    protocols: tuple[JoinGroupRequestProtocol, ...] = ()
-    reason: str | None = None
-
-
-_D_JoinGroupRequestProtocol = JoinGroupRequestProtocol()
-
-
-def _r_JoinGroupRequestProtocol_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequestProtocol, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: bytes
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Metadata" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f1 = bytes(buf[pos:end])
-        pos = end
-    return JoinGroupRequestProtocol(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_JoinGroupRequest_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -116,9 +103,9 @@ def _r_JoinGroupRequest_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_i(buf, pos)[0]
     pos += 4
@@ -129,9 +116,9 @@ def _r_JoinGroupRequest_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f5: str
     n = _U_h(buf, pos)[0]
@@ -140,9 +127,9 @@ def _r_JoinGroupRequest_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
+        f5 = buf[pos:end].tobytes().decode()
         pos = end
     f6: tuple[JoinGroupRequestProtocol, ...]
     n = _U_i(buf, pos)[0]
@@ -150,17 +137,39 @@ def _r_JoinGroupRequest_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Protocols" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[JoinGroupRequestProtocol] = []
         for _ in range(n):
-            item_f6, pos = _r_JoinGroupRequestProtocol_v0(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_1: bytes
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f6_1 = bytes(buf[pos:end])
+                pos = end
+            items_f6.append(_new(JoinGroupRequestProtocol, (f6_0, f6_1)))
         f6 = tuple(items_f6)
-    return JoinGroupRequest(f0, f1, -1, f3, None, f5, f6, None), pos
+    return _new(JoinGroupRequest, (f0, f1, -1, f3, None, f5, f6, None)), pos
 
 
 def _r_JoinGroupRequest_v1(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -168,9 +177,9 @@ def _r_JoinGroupRequest_v1(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1, f2 = _U_ii(buf, pos)
     pos += 8
@@ -181,9 +190,9 @@ def _r_JoinGroupRequest_v1(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f5: str
     n = _U_h(buf, pos)[0]
@@ -192,9 +201,9 @@ def _r_JoinGroupRequest_v1(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
+        f5 = buf[pos:end].tobytes().decode()
         pos = end
     f6: tuple[JoinGroupRequestProtocol, ...]
     n = _U_i(buf, pos)[0]
@@ -202,17 +211,39 @@ def _r_JoinGroupRequest_v1(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Protocols" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[JoinGroupRequestProtocol] = []
         for _ in range(n):
-            item_f6, pos = _r_JoinGroupRequestProtocol_v0(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_1: bytes
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f6_1 = bytes(buf[pos:end])
+                pos = end
+            items_f6.append(_new(JoinGroupRequestProtocol, (f6_0, f6_1)))
         f6 = tuple(items_f6)
-    return JoinGroupRequest(f0, f1, f2, f3, None, f5, f6, None), pos
+    return _new(JoinGroupRequest, (f0, f1, f2, f3, None, f5, f6, None)), pos
 
 
 def _r_JoinGroupRequest_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -220,9 +251,9 @@ def _r_JoinGroupRequest_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1, f2 = _U_ii(buf, pos)
     pos += 8
@@ -233,9 +264,9 @@ def _r_JoinGroupRequest_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4: str | None
     n = _U_h(buf, pos)[0]
@@ -246,9 +277,9 @@ def _r_JoinGroupRequest_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         f4 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5: str
     n = _U_h(buf, pos)[0]
@@ -257,9 +288,9 @@ def _r_JoinGroupRequest_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
+        f5 = buf[pos:end].tobytes().decode()
         pos = end
     f6: tuple[JoinGroupRequestProtocol, ...]
     n = _U_i(buf, pos)[0]
@@ -267,55 +298,39 @@ def _r_JoinGroupRequest_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Protocols" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[JoinGroupRequestProtocol] = []
         for _ in range(n):
-            item_f6, pos = _r_JoinGroupRequestProtocol_v0(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_1: bytes
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f6_1 = bytes(buf[pos:end])
+                pos = end
+            items_f6.append(_new(JoinGroupRequestProtocol, (f6_0, f6_1)))
         f6 = tuple(items_f6)
-    return JoinGroupRequest(f0, f1, f2, f3, f4, f5, f6, None), pos
-
-
-def _r_JoinGroupRequestProtocol_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequestProtocol, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: bytes
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Metadata" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f1 = bytes(buf[pos:end])
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return JoinGroupRequestProtocol(f0, f1), pos
+    return _new(JoinGroupRequest, (f0, f1, f2, f3, f4, f5, f6, None)), pos
 
 
 def _r_JoinGroupRequest_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -327,9 +342,9 @@ def _r_JoinGroupRequest_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1, f2 = _U_ii(buf, pos)
     pos += 8
@@ -344,9 +359,9 @@ def _r_JoinGroupRequest_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4: str | None
     n = buf[pos]
@@ -361,9 +376,9 @@ def _r_JoinGroupRequest_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         f4 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5: str
     n = buf[pos]
@@ -376,9 +391,9 @@ def _r_JoinGroupRequest_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
+        f5 = buf[pos:end].tobytes().decode()
         pos = end
     f6: tuple[JoinGroupRequestProtocol, ...]
     n = buf[pos]
@@ -390,21 +405,55 @@ def _r_JoinGroupRequest_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Protocols" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[JoinGroupRequestProtocol] = []
         for _ in range(n):
-            item_f6, pos = _r_JoinGroupRequestProtocol_v6(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_1: bytes
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f6_1 = bytes(buf[pos:end])
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f6.append(_new(JoinGroupRequestProtocol, (f6_0, f6_1)))
         f6 = tuple(items_f6)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return JoinGroupRequest(f0, f1, f2, f3, f4, f5, f6, None), pos
+    return _new(JoinGroupRequest, (f0, f1, f2, f3, f4, f5, f6, None)), pos
 
 
 def _r_JoinGroupRequest_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -416,9 +465,9 @@ def _r_JoinGroupRequest_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1, f2 = _U_ii(buf, pos)
     pos += 8
@@ -433,9 +482,9 @@ def _r_JoinGroupRequest_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4: str | None
     n = buf[pos]
@@ -450,9 +499,9 @@ def _r_JoinGroupRequest_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         f4 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5: str
     n = buf[pos]
@@ -465,9 +514,9 @@ def _r_JoinGroupRequest_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
+        f5 = buf[pos:end].tobytes().decode()
         pos = end
     f6: tuple[JoinGroupRequestProtocol, ...]
     n = buf[pos]
@@ -479,12 +528,45 @@ def _r_JoinGroupRequest_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Protocols" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[JoinGroupRequestProtocol] = []
         for _ in range(n):
-            item_f6, pos = _r_JoinGroupRequestProtocol_v6(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_1: bytes
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f6_1 = bytes(buf[pos:end])
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f6.append(_new(JoinGroupRequestProtocol, (f6_0, f6_1)))
         f6 = tuple(items_f6)
     f7: str | None
     n = buf[pos]
@@ -499,15 +581,15 @@ def _r_JoinGroupRequest_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
         f7 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f7 = str(buf[pos:end], "utf-8")
+        f7 = buf[pos:end].tobytes().decode()
         pos = end
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return JoinGroupRequest(f0, f1, f2, f3, f4, f5, f6, f7), pos
+    return _new(JoinGroupRequest, (f0, f1, f2, f3, f4, f5, f6, f7)), pos
 
 
 def _w_JoinGroupRequestProtocol_v0(out: bytearray, ext: Ext, o: JoinGroupRequestProtocol) -> None:

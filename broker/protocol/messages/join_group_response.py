@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError, EncodeError
 from broker.protocol.primitives import (
@@ -16,6 +15,8 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,6 +25,7 @@ __all__ = [
     "JoinGroupResponse",
 ]
 
+_new = tuple.__new__
 _S_o = _struct.Struct(">?")
 _U_o = _S_o.unpack_from
 _P_o = _S_o.pack
@@ -41,26 +43,46 @@ _U_ihi = _S_ihi.unpack_from
 _P_ihi = _S_ihi.pack
 
 
-@_attrs.frozen
-class JoinGroupResponseMember:
+class _JoinGroupResponseMemberFields(_NamedTuple):
+    member_id: str = ""
+    group_instance_id: str | None = None
+    metadata: bytes = b""
+
+
+class JoinGroupResponseMember(_JoinGroupResponseMemberFields):
     """Struct ``JoinGroupResponseMember`` of JoinGroupResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("member_id", "string", "0+", "none", "none", -1),
         ("group_instance_id", "string", "5+", "5+", "none", -1),
         ("metadata", "bytes", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_JoinGroupResponseMember = JoinGroupResponseMember()
+
+
+class _JoinGroupResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = ""
+    leader: str = ""
+    skip_assignment: bool = False
     member_id: str = ""
-    group_instance_id: str | None = None
-    metadata: bytes = b""
+    members: tuple[JoinGroupResponseMember, ...] = ()
 
 
-@_attrs.frozen
-class JoinGroupResponse:
+class JoinGroupResponse(_JoinGroupResponseFields):
     """Kafka response ``JoinGroupResponse`` (generated from JoinGroupResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 11
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 9
@@ -77,48 +99,13 @@ class JoinGroupResponse:
         ("member_id", "string", "0+", "none", "none", -1),
         ("members", "[]JoinGroupResponseMember", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = ""
-    leader: str = ""
-    skip_assignment: bool = False
-    member_id: str = ""
-    members: tuple[JoinGroupResponseMember, ...] = ()
-
-
-_D_JoinGroupResponseMember = JoinGroupResponseMember()
-
-
-def _r_JoinGroupResponseMember_v0(buf: memoryview, pos: int) -> tuple[JoinGroupResponseMember, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: bytes
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Metadata" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f2 = bytes(buf[pos:end])
-        pos = end
-    return JoinGroupResponseMember(f0, None, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_JoinGroupResponse_v0(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
+    blen = len(buf)
     f1, f2 = _U_hi(buf, pos)
     pos += 6
     f4: str | None
@@ -128,9 +115,9 @@ def _r_JoinGroupResponse_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         raise DecodeError("invalid length %d for non-nullable ProtocolName" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5: str
     n = _U_h(buf, pos)[0]
@@ -139,9 +126,9 @@ def _r_JoinGroupResponse_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         raise DecodeError("invalid length %d for non-nullable Leader" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
+        f5 = buf[pos:end].tobytes().decode()
         pos = end
     f7: str
     n = _U_h(buf, pos)[0]
@@ -150,9 +137,9 @@ def _r_JoinGroupResponse_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f7 = str(buf[pos:end], "utf-8")
+        f7 = buf[pos:end].tobytes().decode()
         pos = end
     f8: tuple[JoinGroupResponseMember, ...]
     n = _U_i(buf, pos)[0]
@@ -160,17 +147,39 @@ def _r_JoinGroupResponse_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Members" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f8: list[JoinGroupResponseMember] = []
         for _ in range(n):
-            item_f8, pos = _r_JoinGroupResponseMember_v0(buf, pos)
-            items_f8.append(item_f8)
+            f8_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f8_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f8_2: bytes
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f8_2 = bytes(buf[pos:end])
+                pos = end
+            items_f8.append(_new(JoinGroupResponseMember, (f8_0, None, f8_2)))
         f8 = tuple(items_f8)
-    return JoinGroupResponse(0, f1, f2, None, f4, f5, False, f7, f8), pos
+    return _new(JoinGroupResponse, (0, f1, f2, None, f4, f5, False, f7, f8)), pos
 
 
 def _r_JoinGroupResponse_v2(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
+    blen = len(buf)
     f0, f1, f2 = _U_ihi(buf, pos)
     pos += 10
     f4: str | None
@@ -180,9 +189,9 @@ def _r_JoinGroupResponse_v2(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         raise DecodeError("invalid length %d for non-nullable ProtocolName" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5: str
     n = _U_h(buf, pos)[0]
@@ -191,9 +200,9 @@ def _r_JoinGroupResponse_v2(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         raise DecodeError("invalid length %d for non-nullable Leader" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
+        f5 = buf[pos:end].tobytes().decode()
         pos = end
     f7: str
     n = _U_h(buf, pos)[0]
@@ -202,9 +211,9 @@ def _r_JoinGroupResponse_v2(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f7 = str(buf[pos:end], "utf-8")
+        f7 = buf[pos:end].tobytes().decode()
         pos = end
     f8: tuple[JoinGroupResponseMember, ...]
     n = _U_i(buf, pos)[0]
@@ -212,56 +221,39 @@ def _r_JoinGroupResponse_v2(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Members" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f8: list[JoinGroupResponseMember] = []
         for _ in range(n):
-            item_f8, pos = _r_JoinGroupResponseMember_v0(buf, pos)
-            items_f8.append(item_f8)
+            f8_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f8_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f8_2: bytes
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f8_2 = bytes(buf[pos:end])
+                pos = end
+            items_f8.append(_new(JoinGroupResponseMember, (f8_0, None, f8_2)))
         f8 = tuple(items_f8)
-    return JoinGroupResponse(f0, f1, f2, None, f4, f5, False, f7, f8), pos
-
-
-def _r_JoinGroupResponseMember_v5(buf: memoryview, pos: int) -> tuple[JoinGroupResponseMember, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: bytes
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Metadata" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f2 = bytes(buf[pos:end])
-        pos = end
-    return JoinGroupResponseMember(f0, f1, f2), pos
+    return _new(JoinGroupResponse, (f0, f1, f2, None, f4, f5, False, f7, f8)), pos
 
 
 def _r_JoinGroupResponse_v5(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
+    blen = len(buf)
     f0, f1, f2 = _U_ihi(buf, pos)
     pos += 10
     f4: str | None
@@ -271,9 +263,9 @@ def _r_JoinGroupResponse_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         raise DecodeError("invalid length %d for non-nullable ProtocolName" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5: str
     n = _U_h(buf, pos)[0]
@@ -282,9 +274,9 @@ def _r_JoinGroupResponse_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         raise DecodeError("invalid length %d for non-nullable Leader" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
+        f5 = buf[pos:end].tobytes().decode()
         pos = end
     f7: str
     n = _U_h(buf, pos)[0]
@@ -293,9 +285,9 @@ def _r_JoinGroupResponse_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f7 = str(buf[pos:end], "utf-8")
+        f7 = buf[pos:end].tobytes().decode()
         pos = end
     f8: tuple[JoinGroupResponseMember, ...]
     n = _U_i(buf, pos)[0]
@@ -303,72 +295,52 @@ def _r_JoinGroupResponse_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Members" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f8: list[JoinGroupResponseMember] = []
         for _ in range(n):
-            item_f8, pos = _r_JoinGroupResponseMember_v5(buf, pos)
-            items_f8.append(item_f8)
+            f8_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f8_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f8_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f8_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f8_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f8_2: bytes
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f8_2 = bytes(buf[pos:end])
+                pos = end
+            items_f8.append(_new(JoinGroupResponseMember, (f8_0, f8_1, f8_2)))
         f8 = tuple(items_f8)
-    return JoinGroupResponse(f0, f1, f2, None, f4, f5, False, f7, f8), pos
-
-
-def _r_JoinGroupResponseMember_v6(buf: memoryview, pos: int) -> tuple[JoinGroupResponseMember, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: bytes
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Metadata" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f2 = bytes(buf[pos:end])
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return JoinGroupResponseMember(f0, f1, f2), pos
+    return _new(JoinGroupResponse, (f0, f1, f2, None, f4, f5, False, f7, f8)), pos
 
 
 def _r_JoinGroupResponse_v6(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
+    blen = len(buf)
     f0, f1, f2 = _U_ihi(buf, pos)
     pos += 10
     f4: str | None
@@ -382,9 +354,9 @@ def _r_JoinGroupResponse_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         raise DecodeError("invalid length %d for non-nullable ProtocolName" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5: str
     n = buf[pos]
@@ -397,9 +369,9 @@ def _r_JoinGroupResponse_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         raise DecodeError("invalid length %d for non-nullable Leader" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
+        f5 = buf[pos:end].tobytes().decode()
         pos = end
     f7: str
     n = buf[pos]
@@ -412,9 +384,9 @@ def _r_JoinGroupResponse_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f7 = str(buf[pos:end], "utf-8")
+        f7 = buf[pos:end].tobytes().decode()
         pos = end
     f8: tuple[JoinGroupResponseMember, ...]
     n = buf[pos]
@@ -426,21 +398,72 @@ def _r_JoinGroupResponse_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Members" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f8: list[JoinGroupResponseMember] = []
         for _ in range(n):
-            item_f8, pos = _r_JoinGroupResponseMember_v6(buf, pos)
-            items_f8.append(item_f8)
+            f8_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f8_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f8_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f8_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f8_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f8_2: bytes
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f8_2 = bytes(buf[pos:end])
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f8.append(_new(JoinGroupResponseMember, (f8_0, f8_1, f8_2)))
         f8 = tuple(items_f8)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return JoinGroupResponse(f0, f1, f2, None, f4, f5, False, f7, f8), pos
+    return _new(JoinGroupResponse, (f0, f1, f2, None, f4, f5, False, f7, f8)), pos
 
 
 def _r_JoinGroupResponse_v7(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
+    blen = len(buf)
     f0, f1, f2 = _U_ihi(buf, pos)
     pos += 10
     f3: str | None
@@ -456,9 +479,9 @@ def _r_JoinGroupResponse_v7(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         f3 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4: str | None
     n = buf[pos]
@@ -473,9 +496,9 @@ def _r_JoinGroupResponse_v7(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         f4 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5: str
     n = buf[pos]
@@ -488,9 +511,9 @@ def _r_JoinGroupResponse_v7(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         raise DecodeError("invalid length %d for non-nullable Leader" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
+        f5 = buf[pos:end].tobytes().decode()
         pos = end
     f7: str
     n = buf[pos]
@@ -503,9 +526,9 @@ def _r_JoinGroupResponse_v7(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f7 = str(buf[pos:end], "utf-8")
+        f7 = buf[pos:end].tobytes().decode()
         pos = end
     f8: tuple[JoinGroupResponseMember, ...]
     n = buf[pos]
@@ -517,21 +540,72 @@ def _r_JoinGroupResponse_v7(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Members" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f8: list[JoinGroupResponseMember] = []
         for _ in range(n):
-            item_f8, pos = _r_JoinGroupResponseMember_v6(buf, pos)
-            items_f8.append(item_f8)
+            f8_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f8_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f8_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f8_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f8_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f8_2: bytes
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f8_2 = bytes(buf[pos:end])
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f8.append(_new(JoinGroupResponseMember, (f8_0, f8_1, f8_2)))
         f8 = tuple(items_f8)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return JoinGroupResponse(f0, f1, f2, f3, f4, f5, False, f7, f8), pos
+    return _new(JoinGroupResponse, (f0, f1, f2, f3, f4, f5, False, f7, f8)), pos
 
 
 def _r_JoinGroupResponse_v9(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
+    blen = len(buf)
     f0, f1, f2 = _U_ihi(buf, pos)
     pos += 10
     f3: str | None
@@ -547,9 +621,9 @@ def _r_JoinGroupResponse_v9(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         f3 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4: str | None
     n = buf[pos]
@@ -564,9 +638,9 @@ def _r_JoinGroupResponse_v9(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         f4 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5: str
     n = buf[pos]
@@ -579,9 +653,9 @@ def _r_JoinGroupResponse_v9(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         raise DecodeError("invalid length %d for non-nullable Leader" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
+        f5 = buf[pos:end].tobytes().decode()
         pos = end
     f6 = _U_o(buf, pos)[0]
     pos += 1
@@ -596,9 +670,9 @@ def _r_JoinGroupResponse_v9(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f7 = str(buf[pos:end], "utf-8")
+        f7 = buf[pos:end].tobytes().decode()
         pos = end
     f8: tuple[JoinGroupResponseMember, ...]
     n = buf[pos]
@@ -610,18 +684,68 @@ def _r_JoinGroupResponse_v9(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Members" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f8: list[JoinGroupResponseMember] = []
         for _ in range(n):
-            item_f8, pos = _r_JoinGroupResponseMember_v6(buf, pos)
-            items_f8.append(item_f8)
+            f8_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f8_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f8_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f8_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f8_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f8_2: bytes
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f8_2 = bytes(buf[pos:end])
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f8.append(_new(JoinGroupResponseMember, (f8_0, f8_1, f8_2)))
         f8 = tuple(items_f8)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return JoinGroupResponse(f0, f1, f2, f3, f4, f5, f6, f7, f8), pos
+    return _new(JoinGroupResponse, (f0, f1, f2, f3, f4, f5, f6, f7, f8)), pos
 
 
 def _w_JoinGroupResponseMember_v0(out: bytearray, ext: Ext, o: JoinGroupResponseMember) -> None:

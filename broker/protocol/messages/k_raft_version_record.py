@@ -7,28 +7,34 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "KRaftVersionRecord",
 ]
 
-_S_hh = _struct.Struct(">hh")
-_U_hh = _S_hh.unpack_from
+_new = tuple.__new__
 _S_hhB = _struct.Struct(">hhB")
+_U_hhB = _S_hhB.unpack_from
 _P_hhB = _S_hhB.pack
 
 
-@_attrs.frozen
-class KRaftVersionRecord:
+class _KRaftVersionRecordFields(_NamedTuple):
+    version: int = 0
+    k_raft_version: int = 0
+
+
+class KRaftVersionRecord(_KRaftVersionRecordFields):
     """Kafka data ``KRaftVersionRecord`` (generated from KRaftVersionRecord.json)."""
 
+    __slots__ = ()
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int | None] = 0
@@ -37,21 +43,17 @@ class KRaftVersionRecord:
         ("version", "int16", "0+", "none", "none", -1),
         ("k_raft_version", "int16", "0+", "none", "none", -1),
     )
-
-    version: int = 0
-    k_raft_version: int = 0
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_KRaftVersionRecord_v0(buf: memoryview, pos: int) -> tuple[KRaftVersionRecord, int]:
-    f0, f1 = _U_hh(buf, pos)
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return KRaftVersionRecord(f0, f1), pos
+    f0, f1, tg = _U_hhB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(KRaftVersionRecord, (f0, f1)), pos
 
 
 def _w_KRaftVersionRecord_v0(out: bytearray, ext: Ext, o: KRaftVersionRecord) -> None:

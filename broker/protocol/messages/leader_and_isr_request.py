@@ -8,15 +8,18 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -27,9 +30,10 @@ __all__ = [
     "LeaderAndIsrRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
@@ -37,10 +41,10 @@ _S_o = _struct.Struct(">?")
 _U_o = _S_o.unpack_from
 _P_o = _S_o.pack
 _S_oB = _struct.Struct(">?B")
+_U_oB = _S_oB.unpack_from
 _P_oB = _S_oB.pack
-_S_ob = _struct.Struct(">?b")
-_U_ob = _S_ob.unpack_from
 _S_obB = _struct.Struct(">?bB")
+_U_obB = _S_obB.unpack_from
 _P_obB = _S_obB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -52,6 +56,7 @@ _S_ioiqb = _struct.Struct(">i?iqb")
 _U_ioiqb = _S_ioiqb.unpack_from
 _P_ioiqb = _S_ioiqb.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 _S_ii = _struct.Struct(">ii")
 _U_ii = _S_ii.unpack_from
@@ -59,6 +64,8 @@ _P_ii = _S_ii.pack
 _S_iiii = _struct.Struct(">iiii")
 _U_iiii = _S_iiii.unpack_from
 _P_iiii = _S_iiii.pack
+_S_iiiiB = _struct.Struct(">iiiiB")
+_U_iiiiB = _S_iiiiB.unpack_from
 _S_iiq = _struct.Struct(">iiq")
 _U_iiq = _S_iiq.unpack_from
 _P_iiq = _S_iiq.pack
@@ -67,10 +74,25 @@ _U_iiqb = _S_iiqb.unpack_from
 _P_iiqb = _S_iiqb.pack
 
 
-@_attrs.frozen
-class LeaderAndIsrPartitionState:
+class _LeaderAndIsrPartitionStateFields(_NamedTuple):
+    topic_name: str = ""
+    partition_index: int = 0
+    controller_epoch: int = 0
+    leader: int = 0
+    leader_epoch: int = 0
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = 0
+    replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+    is_new: bool = False
+    leader_recovery_state: int = 0
+
+
+class LeaderAndIsrPartitionState(_LeaderAndIsrPartitionStateFields):
     """Struct ``LeaderAndIsrPartitionState`` of LeaderAndIsrRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "0-1", "none", "none", -1),
@@ -86,57 +108,77 @@ class LeaderAndIsrPartitionState:
         ("is_new", "bool", "1+", "none", "none", -1),
         ("leader_recovery_state", "int8", "6+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_LeaderAndIsrPartitionState = LeaderAndIsrPartitionState()
+
+
+class _LeaderAndIsrTopicStateFields(_NamedTuple):
     topic_name: str = ""
-    partition_index: int = 0
-    controller_epoch: int = 0
-    leader: int = 0
-    leader_epoch: int = 0
-    isr: tuple[int, ...] = ()
-    partition_epoch: int = 0
-    replicas: tuple[int, ...] = ()
-    adding_replicas: tuple[int, ...] = ()
-    removing_replicas: tuple[int, ...] = ()
-    is_new: bool = False
-    leader_recovery_state: int = 0
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partition_states: tuple[LeaderAndIsrPartitionState, ...] = ()
 
 
-@_attrs.frozen
-class LeaderAndIsrTopicState:
+class LeaderAndIsrTopicState(_LeaderAndIsrTopicStateFields):
     """Struct ``LeaderAndIsrTopicState`` of LeaderAndIsrRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "2+", "none", "none", -1),
         ("topic_id", "uuid", "5+", "none", "none", -1),
         ("partition_states", "[]LeaderAndIsrPartitionState", "2+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_name: str = ""
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partition_states: tuple[LeaderAndIsrPartitionState, ...] = ()
+
+_D_LeaderAndIsrTopicState = LeaderAndIsrTopicState()
 
 
-@_attrs.frozen
-class LeaderAndIsrLiveLeader:
+class _LeaderAndIsrLiveLeaderFields(_NamedTuple):
+    broker_id: int = 0
+    host_name: str = ""
+    port: int = 0
+
+
+class LeaderAndIsrLiveLeader(_LeaderAndIsrLiveLeaderFields):
     """Struct ``LeaderAndIsrLiveLeader`` of LeaderAndIsrRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("broker_id", "int32", "0+", "none", "none", -1),
         ("host_name", "string", "0+", "none", "none", -1),
         ("port", "int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    broker_id: int = 0
-    host_name: str = ""
-    port: int = 0
+
+_D_LeaderAndIsrLiveLeader = LeaderAndIsrLiveLeader()
 
 
-@_attrs.frozen
-class LeaderAndIsrRequest:
+class _LeaderAndIsrRequestFields(_NamedTuple):
+    controller_id: int = 0
+    is_k_raft_controller: bool = False
+    controller_epoch: int = 0
+    broker_epoch: int = -1
+    type: int = 0
+    ungrouped_partition_states: tuple[LeaderAndIsrPartitionState, ...] = ()
+    topic_states: tuple[LeaderAndIsrTopicState, ...] = ()
+    live_leaders: tuple[LeaderAndIsrLiveLeader, ...] = ()
+
+
+class LeaderAndIsrRequest(_LeaderAndIsrRequestFields):
     """Kafka request ``LeaderAndIsrRequest`` (generated from LeaderAndIsrRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 4
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 7
@@ -152,81 +194,13 @@ class LeaderAndIsrRequest:
         ("topic_states", "[]LeaderAndIsrTopicState", "2+", "none", "none", -1),
         ("live_leaders", "[]LeaderAndIsrLiveLeader", "0+", "none", "none", -1),
     )
-
-    controller_id: int = 0
-    is_k_raft_controller: bool = False
-    controller_epoch: int = 0
-    broker_epoch: int = -1
-    type: int = 0
-    ungrouped_partition_states: tuple[LeaderAndIsrPartitionState, ...] = ()
-    topic_states: tuple[LeaderAndIsrTopicState, ...] = ()
-    live_leaders: tuple[LeaderAndIsrLiveLeader, ...] = ()
-
-
-_D_LeaderAndIsrPartitionState = LeaderAndIsrPartitionState()
-_D_LeaderAndIsrTopicState = LeaderAndIsrTopicState()
-_D_LeaderAndIsrLiveLeader = LeaderAndIsrLiveLeader()
-
-
-def _r_LeaderAndIsrPartitionState_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionState, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2, f3, f4 = _U_iiii(buf, pos)
-    pos += 16
-    f5: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Isr" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f6 = _U_i(buf, pos)[0]
-    pos += 4
-    f7: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Replicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return LeaderAndIsrPartitionState(f0, f1, f2, f3, f4, f5, f6, f7, (), (), False, 0), pos
-
-
-def _r_LeaderAndIsrLiveLeader_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrLiveLeader, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable HostName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
-    return LeaderAndIsrLiveLeader(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_LeaderAndIsrRequest_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
+    blen = len(buf)
     f0, f2 = _U_ii(buf, pos)
     pos += 8
     f5: tuple[LeaderAndIsrPartitionState, ...]
@@ -235,12 +209,46 @@ def _r_LeaderAndIsrRequest_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable UngroupedPartitionStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f5: list[LeaderAndIsrPartitionState] = []
         for _ in range(n):
-            item_f5, pos = _r_LeaderAndIsrPartitionState_v0(buf, pos)
-            items_f5.append(item_f5)
+            f5_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f5_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+            pos += 16
+            f5_5: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f5_5 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            f5_6 = _U_i(buf, pos)[0]
+            pos += 4
+            f5_7: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f5_7 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f5.append(_new(LeaderAndIsrPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, (), (), False, 0)))
         f5 = tuple(items_f5)
     f7: tuple[LeaderAndIsrLiveLeader, ...]
     n = _U_i(buf, pos)[0]
@@ -248,58 +256,32 @@ def _r_LeaderAndIsrRequest_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LiveLeaders" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[LeaderAndIsrLiveLeader] = []
         for _ in range(n):
-            item_f7, pos = _r_LeaderAndIsrLiveLeader_v0(buf, pos)
-            items_f7.append(item_f7)
+            f7_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f7_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable HostName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f7_2 = _U_i(buf, pos)[0]
+            pos += 4
+            items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
         f7 = tuple(items_f7)
-    return LeaderAndIsrRequest(f0, False, f2, -1, 0, f5, (), f7), pos
-
-
-def _r_LeaderAndIsrPartitionState_v1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionState, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2, f3, f4 = _U_iiii(buf, pos)
-    pos += 16
-    f5: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Isr" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f6 = _U_i(buf, pos)[0]
-    pos += 4
-    f7: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Replicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f10 = _U_o(buf, pos)[0]
-    pos += 1
-    return LeaderAndIsrPartitionState(f0, f1, f2, f3, f4, f5, f6, f7, (), (), f10, 0), pos
+    return _new(LeaderAndIsrRequest, (f0, False, f2, -1, 0, f5, (), f7)), pos
 
 
 def _r_LeaderAndIsrRequest_v1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
+    blen = len(buf)
     f0, f2 = _U_ii(buf, pos)
     pos += 8
     f5: tuple[LeaderAndIsrPartitionState, ...]
@@ -308,12 +290,48 @@ def _r_LeaderAndIsrRequest_v1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable UngroupedPartitionStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f5: list[LeaderAndIsrPartitionState] = []
         for _ in range(n):
-            item_f5, pos = _r_LeaderAndIsrPartitionState_v1(buf, pos)
-            items_f5.append(item_f5)
+            f5_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f5_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+            pos += 16
+            f5_5: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f5_5 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            f5_6 = _U_i(buf, pos)[0]
+            pos += 4
+            f5_7: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f5_7 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            f5_10 = _U_o(buf, pos)[0]
+            pos += 1
+            items_f5.append(_new(LeaderAndIsrPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, (), (), f5_10, 0)))
         f5 = tuple(items_f5)
     f7: tuple[LeaderAndIsrLiveLeader, ...]
     n = _U_i(buf, pos)[0]
@@ -321,75 +339,32 @@ def _r_LeaderAndIsrRequest_v1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LiveLeaders" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[LeaderAndIsrLiveLeader] = []
         for _ in range(n):
-            item_f7, pos = _r_LeaderAndIsrLiveLeader_v0(buf, pos)
-            items_f7.append(item_f7)
+            f7_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f7_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable HostName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f7_2 = _U_i(buf, pos)[0]
+            pos += 4
+            items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
         f7 = tuple(items_f7)
-    return LeaderAndIsrRequest(f0, False, f2, -1, 0, f5, (), f7), pos
-
-
-def _r_LeaderAndIsrPartitionState_v2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionState, int]:
-    f1, f2, f3, f4 = _U_iiii(buf, pos)
-    pos += 16
-    f5: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Isr" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f6 = _U_i(buf, pos)[0]
-    pos += 4
-    f7: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Replicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f10 = _U_o(buf, pos)[0]
-    pos += 1
-    return LeaderAndIsrPartitionState("", f1, f2, f3, f4, f5, f6, f7, (), (), f10, 0), pos
-
-
-def _r_LeaderAndIsrTopicState_v2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrTopicState, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[LeaderAndIsrPartitionState, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[LeaderAndIsrPartitionState] = []
-        for _ in range(n):
-            item_f2, pos = _r_LeaderAndIsrPartitionState_v2(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    return LeaderAndIsrTopicState(f0, _ZERO_UUID, f2), pos
+    return _new(LeaderAndIsrRequest, (f0, False, f2, -1, 0, f5, (), f7)), pos
 
 
 def _r_LeaderAndIsrRequest_v2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
+    blen = len(buf)
     f0, f2, f3 = _U_iiq(buf, pos)
     pos += 16
     f6: tuple[LeaderAndIsrTopicState, ...]
@@ -398,12 +373,60 @@ def _r_LeaderAndIsrRequest_v2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[LeaderAndIsrTopicState] = []
         for _ in range(n):
-            item_f6, pos = _r_LeaderAndIsrTopicState_v2(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_2: tuple[LeaderAndIsrPartitionState, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f6_2: list[LeaderAndIsrPartitionState] = []
+                for _ in range(n):
+                    f6_2_1, f6_2_2, f6_2_3, f6_2_4 = _U_iiii(buf, pos)
+                    pos += 16
+                    f6_2_5: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f6_2_6 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f6_2_7: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f6_2_10 = _U_o(buf, pos)[0]
+                    pos += 1
+                    items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, (), (), f6_2_10, 0)))
+                f6_2 = tuple(items_f6_2)
+            items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, _ZERO_UUID, f6_2)))
         f6 = tuple(items_f6)
     f7: tuple[LeaderAndIsrLiveLeader, ...]
     n = _U_i(buf, pos)[0]
@@ -411,95 +434,32 @@ def _r_LeaderAndIsrRequest_v2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LiveLeaders" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[LeaderAndIsrLiveLeader] = []
         for _ in range(n):
-            item_f7, pos = _r_LeaderAndIsrLiveLeader_v0(buf, pos)
-            items_f7.append(item_f7)
+            f7_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f7_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable HostName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f7_2 = _U_i(buf, pos)[0]
+            pos += 4
+            items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
         f7 = tuple(items_f7)
-    return LeaderAndIsrRequest(f0, False, f2, f3, 0, (), f6, f7), pos
-
-
-def _r_LeaderAndIsrPartitionState_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionState, int]:
-    f1, f2, f3, f4 = _U_iiii(buf, pos)
-    pos += 16
-    f5: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Isr" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f6 = _U_i(buf, pos)[0]
-    pos += 4
-    f7: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Replicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f8: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f8 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f9: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f9 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f10 = _U_o(buf, pos)[0]
-    pos += 1
-    return LeaderAndIsrPartitionState("", f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, 0), pos
-
-
-def _r_LeaderAndIsrTopicState_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrTopicState, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[LeaderAndIsrPartitionState, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[LeaderAndIsrPartitionState] = []
-        for _ in range(n):
-            item_f2, pos = _r_LeaderAndIsrPartitionState_v3(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    return LeaderAndIsrTopicState(f0, _ZERO_UUID, f2), pos
+    return _new(LeaderAndIsrRequest, (f0, False, f2, f3, 0, (), f6, f7)), pos
 
 
 def _r_LeaderAndIsrRequest_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
+    blen = len(buf)
     f0, f2, f3 = _U_iiq(buf, pos)
     pos += 16
     f6: tuple[LeaderAndIsrTopicState, ...]
@@ -508,12 +468,80 @@ def _r_LeaderAndIsrRequest_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[LeaderAndIsrTopicState] = []
         for _ in range(n):
-            item_f6, pos = _r_LeaderAndIsrTopicState_v3(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_2: tuple[LeaderAndIsrPartitionState, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f6_2: list[LeaderAndIsrPartitionState] = []
+                for _ in range(n):
+                    f6_2_1, f6_2_2, f6_2_3, f6_2_4 = _U_iiii(buf, pos)
+                    pos += 16
+                    f6_2_5: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f6_2_6 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f6_2_7: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f6_2_8: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f6_2_9: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f6_2_9 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f6_2_10 = _U_o(buf, pos)[0]
+                    pos += 1
+                    items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8, f6_2_9, f6_2_10, 0)))
+                f6_2 = tuple(items_f6_2)
+            items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, _ZERO_UUID, f6_2)))
         f6 = tuple(items_f6)
     f7: tuple[LeaderAndIsrLiveLeader, ...]
     n = _U_i(buf, pos)[0]
@@ -521,154 +549,32 @@ def _r_LeaderAndIsrRequest_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LiveLeaders" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[LeaderAndIsrLiveLeader] = []
         for _ in range(n):
-            item_f7, pos = _r_LeaderAndIsrLiveLeader_v0(buf, pos)
-            items_f7.append(item_f7)
+            f7_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f7_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable HostName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f7_2 = _U_i(buf, pos)[0]
+            pos += 4
+            items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
         f7 = tuple(items_f7)
-    return LeaderAndIsrRequest(f0, False, f2, f3, 0, (), f6, f7), pos
-
-
-def _r_LeaderAndIsrPartitionState_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionState, int]:
-    f1, f2, f3, f4 = _U_iiii(buf, pos)
-    pos += 16
-    f5: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Isr" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f6 = _U_i(buf, pos)[0]
-    pos += 4
-    f7: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Replicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f8: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f8 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f9: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f9 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f10 = _U_o(buf, pos)[0]
-    pos += 1
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return LeaderAndIsrPartitionState("", f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, 0), pos
-
-
-def _r_LeaderAndIsrTopicState_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrTopicState, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[LeaderAndIsrPartitionState, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[LeaderAndIsrPartitionState] = []
-        for _ in range(n):
-            item_f2, pos = _r_LeaderAndIsrPartitionState_v4(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return LeaderAndIsrTopicState(f0, _ZERO_UUID, f2), pos
-
-
-def _r_LeaderAndIsrLiveLeader_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrLiveLeader, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable HostName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return LeaderAndIsrLiveLeader(f0, f1, f2), pos
+    return _new(LeaderAndIsrRequest, (f0, False, f2, f3, 0, (), f6, f7)), pos
 
 
 def _r_LeaderAndIsrRequest_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
+    blen = len(buf)
     f0, f2, f3 = _U_iiq(buf, pos)
     pos += 16
     f6: tuple[LeaderAndIsrTopicState, ...]
@@ -681,12 +587,128 @@ def _r_LeaderAndIsrRequest_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[LeaderAndIsrTopicState] = []
         for _ in range(n):
-            item_f6, pos = _r_LeaderAndIsrTopicState_v4(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_2: tuple[LeaderAndIsrPartitionState, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f6_2: list[LeaderAndIsrPartitionState] = []
+                for _ in range(n):
+                    f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                    pos += 16
+                    f6_2_5: tuple[int, ...]
+                    try:
+                        f6_2_5 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_6, n = _U_iB(buf, pos)
+                    pos += 4
+                    f6_2_7: tuple[int, ...]
+                    try:
+                        f6_2_7 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_8: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f6_2_8 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_9: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f6_2_9 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_9 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_10, tg = _U_oB(buf, pos)
+                    pos += 2
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8, f6_2_9, f6_2_10, 0)))
+                f6_2 = tuple(items_f6_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, _ZERO_UUID, f6_2)))
         f6 = tuple(items_f6)
     f7: tuple[LeaderAndIsrLiveLeader, ...]
     n = buf[pos]
@@ -698,64 +720,42 @@ def _r_LeaderAndIsrRequest_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LiveLeaders" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[LeaderAndIsrLiveLeader] = []
         for _ in range(n):
-            item_f7, pos = _r_LeaderAndIsrLiveLeader_v4(buf, pos)
-            items_f7.append(item_f7)
+            f7_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f7_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable HostName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f7_2, tg = _U_iB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
         f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return LeaderAndIsrRequest(f0, False, f2, f3, 0, (), f6, f7), pos
-
-
-def _r_LeaderAndIsrTopicState_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrTopicState, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_U(buf, pos)[0]
-    pos += 16
-    f1 = _UUID(bytes=f1)
-    f2: tuple[LeaderAndIsrPartitionState, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[LeaderAndIsrPartitionState] = []
-        for _ in range(n):
-            item_f2, pos = _r_LeaderAndIsrPartitionState_v4(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return LeaderAndIsrTopicState(f0, f1, f2), pos
+    return _new(LeaderAndIsrRequest, (f0, False, f2, f3, 0, (), f6, f7)), pos
 
 
 def _r_LeaderAndIsrRequest_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
+    blen = len(buf)
     f0, f2, f3, f4 = _U_iiqb(buf, pos)
     pos += 17
     f6: tuple[LeaderAndIsrTopicState, ...]
@@ -768,12 +768,131 @@ def _r_LeaderAndIsrRequest_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[LeaderAndIsrTopicState] = []
         for _ in range(n):
-            item_f6, pos = _r_LeaderAndIsrTopicState_v5(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_1 = _U_U(buf, pos)[0]
+            pos += 16
+            f6_1 = _uuid_from(f6_1)
+            f6_2: tuple[LeaderAndIsrPartitionState, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f6_2: list[LeaderAndIsrPartitionState] = []
+                for _ in range(n):
+                    f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                    pos += 16
+                    f6_2_5: tuple[int, ...]
+                    try:
+                        f6_2_5 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_6, n = _U_iB(buf, pos)
+                    pos += 4
+                    f6_2_7: tuple[int, ...]
+                    try:
+                        f6_2_7 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_8: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f6_2_8 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_9: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f6_2_9 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_9 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_10, tg = _U_oB(buf, pos)
+                    pos += 2
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8, f6_2_9, f6_2_10, 0)))
+                f6_2 = tuple(items_f6_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, f6_1, f6_2)))
         f6 = tuple(items_f6)
     f7: tuple[LeaderAndIsrLiveLeader, ...]
     n = buf[pos]
@@ -785,134 +904,42 @@ def _r_LeaderAndIsrRequest_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LiveLeaders" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[LeaderAndIsrLiveLeader] = []
         for _ in range(n):
-            item_f7, pos = _r_LeaderAndIsrLiveLeader_v4(buf, pos)
-            items_f7.append(item_f7)
+            f7_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f7_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable HostName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f7_2, tg = _U_iB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
         f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return LeaderAndIsrRequest(f0, False, f2, f3, f4, (), f6, f7), pos
-
-
-def _r_LeaderAndIsrPartitionState_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionState, int]:
-    f1, f2, f3, f4 = _U_iiii(buf, pos)
-    pos += 16
-    f5: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Isr" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f6 = _U_i(buf, pos)[0]
-    pos += 4
-    f7: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Replicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f8: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f8 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f9: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f9 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f10, f11 = _U_ob(buf, pos)
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return LeaderAndIsrPartitionState("", f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11), pos
-
-
-def _r_LeaderAndIsrTopicState_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrTopicState, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_U(buf, pos)[0]
-    pos += 16
-    f1 = _UUID(bytes=f1)
-    f2: tuple[LeaderAndIsrPartitionState, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[LeaderAndIsrPartitionState] = []
-        for _ in range(n):
-            item_f2, pos = _r_LeaderAndIsrPartitionState_v6(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return LeaderAndIsrTopicState(f0, f1, f2), pos
+    return _new(LeaderAndIsrRequest, (f0, False, f2, f3, f4, (), f6, f7)), pos
 
 
 def _r_LeaderAndIsrRequest_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
+    blen = len(buf)
     f0, f2, f3, f4 = _U_iiqb(buf, pos)
     pos += 17
     f6: tuple[LeaderAndIsrTopicState, ...]
@@ -925,12 +952,131 @@ def _r_LeaderAndIsrRequest_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[LeaderAndIsrTopicState] = []
         for _ in range(n):
-            item_f6, pos = _r_LeaderAndIsrTopicState_v6(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_1 = _U_U(buf, pos)[0]
+            pos += 16
+            f6_1 = _uuid_from(f6_1)
+            f6_2: tuple[LeaderAndIsrPartitionState, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f6_2: list[LeaderAndIsrPartitionState] = []
+                for _ in range(n):
+                    f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                    pos += 16
+                    f6_2_5: tuple[int, ...]
+                    try:
+                        f6_2_5 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_6, n = _U_iB(buf, pos)
+                    pos += 4
+                    f6_2_7: tuple[int, ...]
+                    try:
+                        f6_2_7 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_8: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f6_2_8 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_9: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f6_2_9 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_9 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_10, f6_2_11, tg = _U_obB(buf, pos)
+                    pos += 3
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8, f6_2_9, f6_2_10, f6_2_11)))
+                f6_2 = tuple(items_f6_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, f6_1, f6_2)))
         f6 = tuple(items_f6)
     f7: tuple[LeaderAndIsrLiveLeader, ...]
     n = buf[pos]
@@ -942,21 +1088,42 @@ def _r_LeaderAndIsrRequest_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LiveLeaders" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[LeaderAndIsrLiveLeader] = []
         for _ in range(n):
-            item_f7, pos = _r_LeaderAndIsrLiveLeader_v4(buf, pos)
-            items_f7.append(item_f7)
+            f7_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f7_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable HostName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f7_2, tg = _U_iB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
         f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return LeaderAndIsrRequest(f0, False, f2, f3, f4, (), f6, f7), pos
+    return _new(LeaderAndIsrRequest, (f0, False, f2, f3, f4, (), f6, f7)), pos
 
 
 def _r_LeaderAndIsrRequest_v7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
+    blen = len(buf)
     f0, f1, f2, f3, f4 = _U_ioiqb(buf, pos)
     pos += 18
     f6: tuple[LeaderAndIsrTopicState, ...]
@@ -969,12 +1136,131 @@ def _r_LeaderAndIsrRequest_v7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[LeaderAndIsrTopicState] = []
         for _ in range(n):
-            item_f6, pos = _r_LeaderAndIsrTopicState_v6(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_1 = _U_U(buf, pos)[0]
+            pos += 16
+            f6_1 = _uuid_from(f6_1)
+            f6_2: tuple[LeaderAndIsrPartitionState, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f6_2: list[LeaderAndIsrPartitionState] = []
+                for _ in range(n):
+                    f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                    pos += 16
+                    f6_2_5: tuple[int, ...]
+                    try:
+                        f6_2_5 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_6, n = _U_iB(buf, pos)
+                    pos += 4
+                    f6_2_7: tuple[int, ...]
+                    try:
+                        f6_2_7 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_8: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f6_2_8 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_9: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f6_2_9 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_9 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_10, f6_2_11, tg = _U_obB(buf, pos)
+                    pos += 3
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8, f6_2_9, f6_2_10, f6_2_11)))
+                f6_2 = tuple(items_f6_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, f6_1, f6_2)))
         f6 = tuple(items_f6)
     f7: tuple[LeaderAndIsrLiveLeader, ...]
     n = buf[pos]
@@ -986,18 +1272,38 @@ def _r_LeaderAndIsrRequest_v7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LiveLeaders" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[LeaderAndIsrLiveLeader] = []
         for _ in range(n):
-            item_f7, pos = _r_LeaderAndIsrLiveLeader_v4(buf, pos)
-            items_f7.append(item_f7)
+            f7_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f7_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable HostName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f7_2, tg = _U_iB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
         f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return LeaderAndIsrRequest(f0, f1, f2, f3, f4, (), f6, f7), pos
+    return _new(LeaderAndIsrRequest, (f0, f1, f2, f3, f4, (), f6, f7)), pos
 
 
 def _w_LeaderAndIsrPartitionState_v0(out: bytearray, ext: Ext, o: LeaderAndIsrPartitionState) -> None:

@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,7 +27,7 @@ __all__ = [
     "LeaderAndIsrResponse",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
@@ -40,43 +42,68 @@ _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 _S_ihB = _struct.Struct(">ihB")
+_U_ihB = _S_ihB.unpack_from
 _P_ihB = _S_ihB.pack
+_S_ihx = _struct.Struct(">ihx")
+_IU_ihx = _S_ihx.iter_unpack
 
 
-@_attrs.frozen
-class LeaderAndIsrPartitionError:
+class _LeaderAndIsrPartitionErrorFields(_NamedTuple):
+    topic_name: str = ""
+    partition_index: int = 0
+    error_code: int = 0
+
+
+class LeaderAndIsrPartitionError(_LeaderAndIsrPartitionErrorFields):
     """Struct ``LeaderAndIsrPartitionError`` of LeaderAndIsrResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "0-4", "none", "none", -1),
         ("partition_index", "int32", "0+", "none", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_name: str = ""
-    partition_index: int = 0
-    error_code: int = 0
+
+_D_LeaderAndIsrPartitionError = LeaderAndIsrPartitionError()
 
 
-@_attrs.frozen
-class LeaderAndIsrTopicError:
+class _LeaderAndIsrTopicErrorFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partition_errors: tuple[LeaderAndIsrPartitionError, ...] = ()
+
+
+class LeaderAndIsrTopicError(_LeaderAndIsrTopicErrorFields):
     """Struct ``LeaderAndIsrTopicError`` of LeaderAndIsrResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "5+", "none", "none", -1),
         ("partition_errors", "[]LeaderAndIsrPartitionError", "5+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
+
+_D_LeaderAndIsrTopicError = LeaderAndIsrTopicError()
+
+
+class _LeaderAndIsrResponseFields(_NamedTuple):
+    error_code: int = 0
     partition_errors: tuple[LeaderAndIsrPartitionError, ...] = ()
+    topics: tuple[LeaderAndIsrTopicError, ...] = ()
 
 
-@_attrs.frozen
-class LeaderAndIsrResponse:
+class LeaderAndIsrResponse(_LeaderAndIsrResponseFields):
     """Kafka response ``LeaderAndIsrResponse`` (generated from LeaderAndIsrResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 4
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 7
@@ -87,34 +114,13 @@ class LeaderAndIsrResponse:
         ("partition_errors", "[]LeaderAndIsrPartitionError", "0-4", "none", "none", -1),
         ("topics", "[]LeaderAndIsrTopicError", "5+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    partition_errors: tuple[LeaderAndIsrPartitionError, ...] = ()
-    topics: tuple[LeaderAndIsrTopicError, ...] = ()
-
-
-_D_LeaderAndIsrPartitionError = LeaderAndIsrPartitionError()
-_D_LeaderAndIsrTopicError = LeaderAndIsrTopicError()
-
-
-def _r_LeaderAndIsrPartitionError_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionError, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2 = _U_ih(buf, pos)
-    pos += 6
-    return LeaderAndIsrPartitionError(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_LeaderAndIsrResponse_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: tuple[LeaderAndIsrPartitionError, ...]
@@ -123,42 +129,30 @@ def _r_LeaderAndIsrResponse_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable PartitionErrors" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[LeaderAndIsrPartitionError] = []
         for _ in range(n):
-            item_f1, pos = _r_LeaderAndIsrPartitionError_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1, f1_2 = _U_ih(buf, pos)
+            pos += 6
+            items_f1.append(_new(LeaderAndIsrPartitionError, (f1_0, f1_1, f1_2)))
         f1 = tuple(items_f1)
-    return LeaderAndIsrResponse(f0, f1, ()), pos
-
-
-def _r_LeaderAndIsrPartitionError_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionError, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2 = _U_ih(buf, pos)
-    pos += 6
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return LeaderAndIsrPartitionError(f0, f1, f2), pos
+    return _new(LeaderAndIsrResponse, (f0, f1, ())), pos
 
 
 def _r_LeaderAndIsrResponse_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: tuple[LeaderAndIsrPartitionError, ...]
@@ -171,59 +165,48 @@ def _r_LeaderAndIsrResponse_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable PartitionErrors" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[LeaderAndIsrPartitionError] = []
         for _ in range(n):
-            item_f1, pos = _r_LeaderAndIsrPartitionError_v4(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1, f1_2, tg = _U_ihB(buf, pos)
+            pos += 7
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f1.append(_new(LeaderAndIsrPartitionError, (f1_0, f1_1, f1_2)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return LeaderAndIsrResponse(f0, f1, ()), pos
+    return _new(LeaderAndIsrResponse, (f0, f1, ())), pos
 
 
 def _r_LeaderAndIsrPartitionError_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionError, int]:
-    f1, f2 = _U_ih(buf, pos)
-    pos += 6
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return LeaderAndIsrPartitionError("", f1, f2), pos
-
-
-def _r_LeaderAndIsrTopicError_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrTopicError, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: tuple[LeaderAndIsrPartitionError, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionErrors" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[LeaderAndIsrPartitionError] = []
-        for _ in range(n):
-            item_f1, pos = _r_LeaderAndIsrPartitionError_v5(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return LeaderAndIsrTopicError(f0, f1), pos
+    f1, f2, tg = _U_ihB(buf, pos)
+    pos += 7
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(LeaderAndIsrPartitionError, ("", f1, f2)), pos
 
 
 def _r_LeaderAndIsrResponse_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f2: tuple[LeaderAndIsrTopicError, ...]
@@ -236,18 +219,48 @@ def _r_LeaderAndIsrResponse_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[LeaderAndIsrTopicError] = []
         for _ in range(n):
-            item_f2, pos = _r_LeaderAndIsrTopicError_v5(buf, pos)
-            items_f2.append(item_f2)
+            f2_0 = _U_U(buf, pos)[0]
+            pos += 16
+            f2_0 = _uuid_from(f2_0)
+            f2_1: tuple[LeaderAndIsrPartitionError, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionErrors" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 7 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                    f2_1 = tuple([_new(LeaderAndIsrPartitionError, ("", a1, a2)) for a1, a2 in _IU_ihx(buf[pos:end])])
+                    pos = end
+                else:
+                    items_f2_1: list[LeaderAndIsrPartitionError] = []
+                    for _ in range(n):
+                        item_f2_1, pos = _r_LeaderAndIsrPartitionError_v5(buf, pos)
+                        items_f2_1.append(item_f2_1)
+                    f2_1 = tuple(items_f2_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(LeaderAndIsrTopicError, (f2_0, f2_1)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return LeaderAndIsrResponse(f0, (), f2), pos
+    return _new(LeaderAndIsrResponse, (f0, (), f2)), pos
 
 
 def _w_LeaderAndIsrPartitionError_v0(out: bytearray, ext: Ext, o: LeaderAndIsrPartitionError) -> None:

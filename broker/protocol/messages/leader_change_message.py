@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,39 +26,54 @@ __all__ = [
     "LeaderChangeMessage",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_hi = _struct.Struct(">hi")
 _U_hi = _S_hi.unpack_from
 _P_hi = _S_hi.pack
-_S_i = _struct.Struct(">i")
-_U_i = _S_i.unpack_from
-_S_iU = _struct.Struct(">i16s")
-_U_iU = _S_iU.unpack_from
 _S_iUB = _struct.Struct(">i16sB")
+_U_iUB = _S_iUB.unpack_from
 _P_iUB = _S_iUB.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
+_S_ix = _struct.Struct(">ix")
+_IU_ix = _S_ix.iter_unpack
 
 
-@_attrs.frozen
-class Voter:
+class _VoterFields(_NamedTuple):
+    voter_id: int = 0
+    voter_directory_id: _uuid.UUID = _ZERO_UUID
+
+
+class Voter(_VoterFields):
     """Struct ``Voter`` of LeaderChangeMessage."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("voter_id", "int32", "0+", "none", "none", -1),
         ("voter_directory_id", "uuid", "1+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    voter_id: int = 0
-    voter_directory_id: _uuid.UUID = _ZERO_UUID
+
+_D_Voter = Voter()
 
 
-@_attrs.frozen
-class LeaderChangeMessage:
+class _LeaderChangeMessageFields(_NamedTuple):
+    version: int = 0
+    leader_id: int = 0
+    voters: tuple[Voter, ...] = ()
+    granting_voters: tuple[Voter, ...] = ()
+
+
+class LeaderChangeMessage(_LeaderChangeMessageFields):
     """Kafka data ``LeaderChangeMessage`` (generated from LeaderChangeMessage.json)."""
 
+    __slots__ = ()
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int | None] = 0
@@ -67,27 +84,21 @@ class LeaderChangeMessage:
         ("voters", "[]Voter", "0+", "none", "none", -1),
         ("granting_voters", "[]Voter", "0+", "none", "none", -1),
     )
-
-    version: int = 0
-    leader_id: int = 0
-    voters: tuple[Voter, ...] = ()
-    granting_voters: tuple[Voter, ...] = ()
-
-
-_D_Voter = Voter()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_Voter_v0(buf: memoryview, pos: int) -> tuple[Voter, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return Voter(f0, _ZERO_UUID), pos
+    f0, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(Voter, (f0, _ZERO_UUID)), pos
 
 
 def _r_LeaderChangeMessage_v0(buf: memoryview, pos: int) -> tuple[LeaderChangeMessage, int]:
+    blen = len(buf)
     f0, f1 = _U_hi(buf, pos)
     pos += 6
     f2: tuple[Voter, ...]
@@ -100,13 +111,20 @@ def _r_LeaderChangeMessage_v0(buf: memoryview, pos: int) -> tuple[LeaderChangeMe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Voters" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[Voter] = []
-        for _ in range(n):
-            item_f2, pos = _r_Voter_v0(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
+        end = pos + 5 * n
+        if end > blen:
+            raise DecodeError("array length %d exceeds remaining bytes" % n)
+        if buf[pos + 4 : end : 5].tobytes().count(0) == n:
+            f2 = tuple([_new(Voter, (a0, _ZERO_UUID)) for a0, in _IU_ix(buf[pos:end])])
+            pos = end
+        else:
+            items_f2: list[Voter] = []
+            for _ in range(n):
+                item_f2, pos = _r_Voter_v0(buf, pos)
+                items_f2.append(item_f2)
+            f2 = tuple(items_f2)
     f3: tuple[Voter, ...]
     n = buf[pos]
     if n < 0x80:
@@ -117,32 +135,29 @@ def _r_LeaderChangeMessage_v0(buf: memoryview, pos: int) -> tuple[LeaderChangeMe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable GrantingVoters" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[Voter] = []
-        for _ in range(n):
-            item_f3, pos = _r_Voter_v0(buf, pos)
-            items_f3.append(item_f3)
-        f3 = tuple(items_f3)
+        end = pos + 5 * n
+        if end > blen:
+            raise DecodeError("array length %d exceeds remaining bytes" % n)
+        if buf[pos + 4 : end : 5].tobytes().count(0) == n:
+            f3 = tuple([_new(Voter, (a0, _ZERO_UUID)) for a0, in _IU_ix(buf[pos:end])])
+            pos = end
+        else:
+            items_f3: list[Voter] = []
+            for _ in range(n):
+                item_f3, pos = _r_Voter_v0(buf, pos)
+                items_f3.append(item_f3)
+            f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return LeaderChangeMessage(f0, f1, f2, f3), pos
-
-
-def _r_Voter_v1(buf: memoryview, pos: int) -> tuple[Voter, int]:
-    f0, f1 = _U_iU(buf, pos)
-    pos += 20
-    f1 = _UUID(bytes=f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return Voter(f0, f1), pos
+    return _new(LeaderChangeMessage, (f0, f1, f2, f3)), pos
 
 
 def _r_LeaderChangeMessage_v1(buf: memoryview, pos: int) -> tuple[LeaderChangeMessage, int]:
+    blen = len(buf)
     f0, f1 = _U_hi(buf, pos)
     pos += 6
     f2: tuple[Voter, ...]
@@ -155,12 +170,16 @@ def _r_LeaderChangeMessage_v1(buf: memoryview, pos: int) -> tuple[LeaderChangeMe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Voters" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[Voter] = []
         for _ in range(n):
-            item_f2, pos = _r_Voter_v1(buf, pos)
-            items_f2.append(item_f2)
+            f2_0, f2_1, tg = _U_iUB(buf, pos)
+            pos += 21
+            f2_1 = _uuid_from(f2_1)
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f2.append(_new(Voter, (f2_0, f2_1)))
         f2 = tuple(items_f2)
     f3: tuple[Voter, ...]
     n = buf[pos]
@@ -172,18 +191,22 @@ def _r_LeaderChangeMessage_v1(buf: memoryview, pos: int) -> tuple[LeaderChangeMe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable GrantingVoters" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[Voter] = []
         for _ in range(n):
-            item_f3, pos = _r_Voter_v1(buf, pos)
-            items_f3.append(item_f3)
+            f3_0, f3_1, tg = _U_iUB(buf, pos)
+            pos += 21
+            f3_1 = _uuid_from(f3_1)
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f3.append(_new(Voter, (f3_0, f3_1)))
         f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return LeaderChangeMessage(f0, f1, f2, f3), pos
+    return _new(LeaderChangeMessage, (f0, f1, f2, f3)), pos
 
 
 def _w_Voter_v0(out: bytearray, ext: Ext, o: Voter) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "LeaveGroupRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -31,26 +33,40 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class MemberIdentity:
+class _MemberIdentityFields(_NamedTuple):
+    member_id: str = ""
+    group_instance_id: str | None = None
+    reason: str | None = None
+
+
+class MemberIdentity(_MemberIdentityFields):
     """Struct ``MemberIdentity`` of LeaveGroupRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("member_id", "string", "3+", "none", "none", -1),
         ("group_instance_id", "string", "3+", "3+", "none", -1),
         ("reason", "string", "5+", "5+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_MemberIdentity = MemberIdentity()
+
+
+class _LeaveGroupRequestFields(_NamedTuple):
+    group_id: str = ""
     member_id: str = ""
-    group_instance_id: str | None = None
-    reason: str | None = None
+    members: tuple[MemberIdentity, ...] = ()
 
 
-@_attrs.frozen
-class LeaveGroupRequest:
+class LeaveGroupRequest(_LeaveGroupRequestFields):
     """Kafka request ``LeaveGroupRequest`` (generated from LeaveGroupRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 13
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
@@ -61,16 +77,13 @@ class LeaveGroupRequest:
         ("member_id", "string", "0-2", "none", "none", -1),
         ("members", "[]MemberIdentity", "3+", "none", "none", -1),
     )
-
-    group_id: str = ""
-    member_id: str = ""
-    members: tuple[MemberIdentity, ...] = ()
-
-
-_D_MemberIdentity = MemberIdentity()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_LeaveGroupRequest_v0(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -78,9 +91,9 @@ def _r_LeaveGroupRequest_v0(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: str
     n = _U_h(buf, pos)[0]
@@ -89,42 +102,15 @@ def _r_LeaveGroupRequest_v0(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
-    return LeaveGroupRequest(f0, f1, ()), pos
-
-
-def _r_MemberIdentity_v3(buf: memoryview, pos: int) -> tuple[MemberIdentity, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    return MemberIdentity(f0, f1, None), pos
+    return _new(LeaveGroupRequest, (f0, f1, ())), pos
 
 
 def _r_LeaveGroupRequest_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -132,9 +118,9 @@ def _r_LeaveGroupRequest_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f2: tuple[MemberIdentity, ...]
     n = _U_i(buf, pos)[0]
@@ -142,57 +128,41 @@ def _r_LeaveGroupRequest_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Members" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[MemberIdentity] = []
         for _ in range(n):
-            item_f2, pos = _r_MemberIdentity_v3(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f2_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f2.append(_new(MemberIdentity, (f2_0, f2_1, None)))
         f2 = tuple(items_f2)
-    return LeaveGroupRequest(f0, "", f2), pos
-
-
-def _r_MemberIdentity_v4(buf: memoryview, pos: int) -> tuple[MemberIdentity, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return MemberIdentity(f0, f1, None), pos
+    return _new(LeaveGroupRequest, (f0, "", f2)), pos
 
 
 def _r_LeaveGroupRequest_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -204,9 +174,9 @@ def _r_LeaveGroupRequest_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f2: tuple[MemberIdentity, ...]
     n = buf[pos]
@@ -218,78 +188,57 @@ def _r_LeaveGroupRequest_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Members" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[MemberIdentity] = []
         for _ in range(n):
-            item_f2, pos = _r_MemberIdentity_v4(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f2_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(MemberIdentity, (f2_0, f2_1, None)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return LeaveGroupRequest(f0, "", f2), pos
-
-
-def _r_MemberIdentity_v5(buf: memoryview, pos: int) -> tuple[MemberIdentity, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return MemberIdentity(f0, f1, f2), pos
+    return _new(LeaveGroupRequest, (f0, "", f2)), pos
 
 
 def _r_LeaveGroupRequest_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -301,9 +250,9 @@ def _r_LeaveGroupRequest_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f2: tuple[MemberIdentity, ...]
     n = buf[pos]
@@ -315,18 +264,70 @@ def _r_LeaveGroupRequest_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Members" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[MemberIdentity] = []
         for _ in range(n):
-            item_f2, pos = _r_MemberIdentity_v5(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f2_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_2: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f2_2 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(MemberIdentity, (f2_0, f2_1, f2_2)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return LeaveGroupRequest(f0, "", f2), pos
+    return _new(LeaveGroupRequest, (f0, "", f2)), pos
 
 
 def _w_LeaveGroupRequest_v0(out: bytearray, ext: Ext, o: LeaveGroupRequest) -> None:

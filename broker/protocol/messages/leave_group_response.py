@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,10 +24,12 @@ __all__ = [
     "LeaveGroupResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
 _S_hB = _struct.Struct(">hB")
+_U_hB = _S_hB.unpack_from
 _P_hB = _S_hB.pack
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
@@ -36,26 +39,40 @@ _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 
 
-@_attrs.frozen
-class MemberResponse:
+class _MemberResponseFields(_NamedTuple):
+    member_id: str = ""
+    group_instance_id: str | None = ""
+    error_code: int = 0
+
+
+class MemberResponse(_MemberResponseFields):
     """Struct ``MemberResponse`` of LeaveGroupResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("member_id", "string", "3+", "none", "none", -1),
         ("group_instance_id", "string", "3+", "3+", "none", -1),
         ("error_code", "int16", "3+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    member_id: str = ""
-    group_instance_id: str | None = ""
+
+_D_MemberResponse = MemberResponse()
+
+
+class _LeaveGroupResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
     error_code: int = 0
+    members: tuple[MemberResponse, ...] = ()
 
 
-@_attrs.frozen
-class LeaveGroupResponse:
+class LeaveGroupResponse(_LeaveGroupResponseFields):
     """Kafka response ``LeaveGroupResponse`` (generated from LeaveGroupResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 13
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
@@ -66,58 +83,25 @@ class LeaveGroupResponse:
         ("error_code", "int16", "0+", "none", "none", -1),
         ("members", "[]MemberResponse", "3+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    members: tuple[MemberResponse, ...] = ()
-
-
-_D_MemberResponse = MemberResponse()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_LeaveGroupResponse_v0(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     f1 = _U_h(buf, pos)[0]
     pos += 2
-    return LeaveGroupResponse(0, f1, ()), pos
+    return _new(LeaveGroupResponse, (0, f1, ())), pos
 
 
 def _r_LeaveGroupResponse_v1(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     f0, f1 = _U_ih(buf, pos)
     pos += 6
-    return LeaveGroupResponse(f0, f1, ()), pos
-
-
-def _r_MemberResponse_v3(buf: memoryview, pos: int) -> tuple[MemberResponse, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_h(buf, pos)[0]
-    pos += 2
-    return MemberResponse(f0, f1, f2), pos
+    return _new(LeaveGroupResponse, (f0, f1, ())), pos
 
 
 def _r_LeaveGroupResponse_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: tuple[MemberResponse, ...]
@@ -126,59 +110,43 @@ def _r_LeaveGroupResponse_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupRespo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Members" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[MemberResponse] = []
         for _ in range(n):
-            item_f2, pos = _r_MemberResponse_v3(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f2_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_2 = _U_h(buf, pos)[0]
+            pos += 2
+            items_f2.append(_new(MemberResponse, (f2_0, f2_1, f2_2)))
         f2 = tuple(items_f2)
-    return LeaveGroupResponse(f0, f1, f2), pos
-
-
-def _r_MemberResponse_v4(buf: memoryview, pos: int) -> tuple[MemberResponse, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_h(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return MemberResponse(f0, f1, f2), pos
+    return _new(LeaveGroupResponse, (f0, f1, f2)), pos
 
 
 def _r_LeaveGroupResponse_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: tuple[MemberResponse, ...]
@@ -191,18 +159,53 @@ def _r_LeaveGroupResponse_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRespo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Members" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[MemberResponse] = []
         for _ in range(n):
-            item_f2, pos = _r_MemberResponse_v4(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f2_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_2, tg = _U_hB(buf, pos)
+            pos += 3
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f2.append(_new(MemberResponse, (f2_0, f2_1, f2_2)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return LeaveGroupResponse(f0, f1, f2), pos
+    return _new(LeaveGroupResponse, (f0, f1, f2)), pos
 
 
 def _w_LeaveGroupResponse_v0(out: bytearray, ext: Ext, o: LeaveGroupResponse) -> None:

@@ -7,24 +7,30 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "ListClientMetricsResourcesRequest",
 ]
 
+_new = tuple.__new__
 
 
-@_attrs.frozen
-class ListClientMetricsResourcesRequest:
+class _ListClientMetricsResourcesRequestFields(_NamedTuple):
+    pass
+
+
+class ListClientMetricsResourcesRequest(_ListClientMetricsResourcesRequestFields):
     """Kafka request ``ListClientMetricsResourcesRequest`` (generated from ListClientMetricsResourcesRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 74
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -32,9 +38,12 @@ class ListClientMetricsResourcesRequest:
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-
-
+    def __bool__(self) -> bool:
+        return True
 
 
 def _r_ListClientMetricsResourcesRequest_v0(buf: memoryview, pos: int) -> tuple[ListClientMetricsResourcesRequest, int]:
@@ -42,7 +51,7 @@ def _r_ListClientMetricsResourcesRequest_v0(buf: memoryview, pos: int) -> tuple[
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ListClientMetricsResourcesRequest(), pos
+    return _new(ListClientMetricsResourcesRequest, ()), pos
 
 
 def _w_ListClientMetricsResourcesRequest_v0(out: bytearray, ext: Ext, o: ListClientMetricsResourcesRequest) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,27 +24,42 @@ __all__ = [
     "ListClientMetricsResourcesResponse",
 ]
 
+_new = tuple.__new__
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 
 
-@_attrs.frozen
-class ClientMetricsResource:
+class _ClientMetricsResourceFields(_NamedTuple):
+    name: str = ""
+
+
+class ClientMetricsResource(_ClientMetricsResourceFields):
     """Struct ``ClientMetricsResource`` of ListClientMetricsResourcesResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
+
+_D_ClientMetricsResource = ClientMetricsResource()
 
 
-@_attrs.frozen
-class ListClientMetricsResourcesResponse:
+class _ListClientMetricsResourcesResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    client_metrics_resources: tuple[ClientMetricsResource, ...] = ()
+
+
+class ListClientMetricsResourcesResponse(_ListClientMetricsResourcesResponseFields):
     """Kafka response ``ListClientMetricsResourcesResponse`` (generated from ListClientMetricsResourcesResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 74
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -54,39 +70,13 @@ class ListClientMetricsResourcesResponse:
         ("error_code", "int16", "0+", "none", "none", -1),
         ("client_metrics_resources", "[]ClientMetricsResource", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    client_metrics_resources: tuple[ClientMetricsResource, ...] = ()
-
-
-_D_ClientMetricsResource = ClientMetricsResource()
-
-
-def _r_ClientMetricsResource_v0(buf: memoryview, pos: int) -> tuple[ClientMetricsResource, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ClientMetricsResource(f0), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ListClientMetricsResourcesResponse_v0(buf: memoryview, pos: int) -> tuple[ListClientMetricsResourcesResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: tuple[ClientMetricsResource, ...]
@@ -99,18 +89,36 @@ def _r_ListClientMetricsResourcesResponse_v0(buf: memoryview, pos: int) -> tuple
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ClientMetricsResources" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[ClientMetricsResource] = []
         for _ in range(n):
-            item_f2, pos = _r_ClientMetricsResource_v0(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(ClientMetricsResource, (f2_0,)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ListClientMetricsResourcesResponse(f0, f1, f2), pos
+    return _new(ListClientMetricsResourcesResponse, (f0, f1, f2)), pos
 
 
 def _w_ClientMetricsResource_v0(out: bytearray, ext: Ext, o: ClientMetricsResource) -> None:

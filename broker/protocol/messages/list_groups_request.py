@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -22,12 +23,18 @@ __all__ = [
     "ListGroupsRequest",
 ]
 
+_new = tuple.__new__
 
 
-@_attrs.frozen
-class ListGroupsRequest:
+class _ListGroupsRequestFields(_NamedTuple):
+    states_filter: tuple[str, ...] = ()
+    types_filter: tuple[str, ...] = ()
+
+
+class ListGroupsRequest(_ListGroupsRequestFields):
     """Kafka request ``ListGroupsRequest`` (generated from ListGroupsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 16
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
@@ -37,15 +44,13 @@ class ListGroupsRequest:
         ("states_filter", "[]string", "4+", "none", "none", -1),
         ("types_filter", "[]string", "5+", "none", "none", -1),
     )
-
-    states_filter: tuple[str, ...] = ()
-    types_filter: tuple[str, ...] = ()
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ListGroupsRequest_v0(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
-    return ListGroupsRequest((), ()), pos
+    return _new(ListGroupsRequest, ((), ())), pos
 
 
 def _r_ListGroupsRequest_v3(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
@@ -53,10 +58,11 @@ def _r_ListGroupsRequest_v3(buf: memoryview, pos: int) -> tuple[ListGroupsReques
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ListGroupsRequest((), ()), pos
+    return _new(ListGroupsRequest, ((), ())), pos
 
 
 def _r_ListGroupsRequest_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
+    blen = len(buf)
     f0: tuple[str, ...]
     n = buf[pos]
     if n < 0x80:
@@ -67,7 +73,7 @@ def _r_ListGroupsRequest_v4(buf: memoryview, pos: int) -> tuple[ListGroupsReques
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable StatesFilter" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[str] = []
         for _ in range(n):
@@ -82,9 +88,9 @@ def _r_ListGroupsRequest_v4(buf: memoryview, pos: int) -> tuple[ListGroupsReques
                 raise DecodeError("invalid length %d for non-nullable StatesFilter" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f0 = str(buf[pos:end], "utf-8")
+                item_f0 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f0.append(item_f0)
         f0 = tuple(items_f0)
@@ -92,10 +98,11 @@ def _r_ListGroupsRequest_v4(buf: memoryview, pos: int) -> tuple[ListGroupsReques
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ListGroupsRequest(f0, ()), pos
+    return _new(ListGroupsRequest, (f0, ())), pos
 
 
 def _r_ListGroupsRequest_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
+    blen = len(buf)
     f0: tuple[str, ...]
     n = buf[pos]
     if n < 0x80:
@@ -106,7 +113,7 @@ def _r_ListGroupsRequest_v5(buf: memoryview, pos: int) -> tuple[ListGroupsReques
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable StatesFilter" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[str] = []
         for _ in range(n):
@@ -121,9 +128,9 @@ def _r_ListGroupsRequest_v5(buf: memoryview, pos: int) -> tuple[ListGroupsReques
                 raise DecodeError("invalid length %d for non-nullable StatesFilter" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f0 = str(buf[pos:end], "utf-8")
+                item_f0 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f0.append(item_f0)
         f0 = tuple(items_f0)
@@ -137,7 +144,7 @@ def _r_ListGroupsRequest_v5(buf: memoryview, pos: int) -> tuple[ListGroupsReques
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TypesFilter" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[str] = []
         for _ in range(n):
@@ -152,9 +159,9 @@ def _r_ListGroupsRequest_v5(buf: memoryview, pos: int) -> tuple[ListGroupsReques
                 raise DecodeError("invalid length %d for non-nullable TypesFilter" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f1 = str(buf[pos:end], "utf-8")
+                item_f1 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f1.append(item_f1)
         f1 = tuple(items_f1)
@@ -162,7 +169,7 @@ def _r_ListGroupsRequest_v5(buf: memoryview, pos: int) -> tuple[ListGroupsReques
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ListGroupsRequest(f0, f1), pos
+    return _new(ListGroupsRequest, (f0, f1)), pos
 
 
 def _w_ListGroupsRequest_v0(out: bytearray, ext: Ext, o: ListGroupsRequest) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,6 +25,7 @@ __all__ = [
     "ListOffsetsRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -31,27 +33,38 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 _S_ib = _struct.Struct(">ib")
 _U_ib = _S_ib.unpack_from
 _P_ib = _S_ib.pack
 _S_iiq = _struct.Struct(">iiq")
-_U_iiq = _S_iiq.unpack_from
+_IU_iiq = _S_iiq.iter_unpack
 _P_iiq = _S_iiq.pack
 _S_iiqB = _struct.Struct(">iiqB")
+_U_iiqB = _S_iiqB.unpack_from
 _P_iiqB = _S_iiqB.pack
+_S_iiqx = _struct.Struct(">iiqx")
+_IU_iiqx = _S_iiqx.iter_unpack
 _S_iq = _struct.Struct(">iq")
-_U_iq = _S_iq.unpack_from
+_IU_iq = _S_iq.iter_unpack
 _P_iq = _S_iq.pack
 _S_iqi = _struct.Struct(">iqi")
-_U_iqi = _S_iqi.unpack_from
+_IU_iqi = _S_iqi.iter_unpack
 _P_iqi = _S_iqi.pack
 
 
-@_attrs.frozen
-class ListOffsetsPartition:
+class _ListOffsetsPartitionFields(_NamedTuple):
+    partition_index: int = 0
+    current_leader_epoch: int = -1
+    timestamp: int = 0
+    max_num_offsets: int = 1
+
+
+class ListOffsetsPartition(_ListOffsetsPartitionFields):
     """Struct ``ListOffsetsPartition`` of ListOffsetsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
@@ -59,31 +72,47 @@ class ListOffsetsPartition:
         ("timestamp", "int64", "0+", "none", "none", -1),
         ("max_num_offsets", "int32", "0", "none", "none", -1),
     )
-
-    partition_index: int = 0
-    current_leader_epoch: int = -1
-    timestamp: int = 0
-    max_num_offsets: int = 1
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class ListOffsetsTopic:
+_D_ListOffsetsPartition = ListOffsetsPartition()
+
+
+class _ListOffsetsTopicFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[ListOffsetsPartition, ...] = ()
+
+
+class ListOffsetsTopic(_ListOffsetsTopicFields):
     """Struct ``ListOffsetsTopic`` of ListOffsetsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]ListOffsetsPartition", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[ListOffsetsPartition, ...] = ()
+
+_D_ListOffsetsTopic = ListOffsetsTopic()
 
 
-@_attrs.frozen
-class ListOffsetsRequest:
+class _ListOffsetsRequestFields(_NamedTuple):
+    replica_id: int = 0
+    isolation_level: int = 0
+    topics: tuple[ListOffsetsTopic, ...] = ()
+    timeout_ms: int = 0
+
+
+class ListOffsetsRequest(_ListOffsetsRequestFields):
     """Kafka request ``ListOffsetsRequest`` (generated from ListOffsetsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 2
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 10
@@ -95,52 +124,13 @@ class ListOffsetsRequest:
         ("topics", "[]ListOffsetsTopic", "0+", "none", "none", -1),
         ("timeout_ms", "int32", "10+", "none", "none", -1),
     )
-
-    replica_id: int = 0
-    isolation_level: int = 0
-    topics: tuple[ListOffsetsTopic, ...] = ()
-    timeout_ms: int = 0
-
-
-_D_ListOffsetsPartition = ListOffsetsPartition()
-_D_ListOffsetsTopic = ListOffsetsTopic()
-
-
-def _r_ListOffsetsPartition_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsPartition, int]:
-    f0, f2, f3 = _U_iqi(buf, pos)
-    pos += 16
-    return ListOffsetsPartition(f0, -1, f2, f3), pos
-
-
-def _r_ListOffsetsTopic_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[ListOffsetsPartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ListOffsetsPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_ListOffsetsPartition_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return ListOffsetsTopic(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ListOffsetsRequest_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f2: tuple[ListOffsetsTopic, ...]
@@ -149,51 +139,41 @@ def _r_ListOffsetsRequest_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[ListOffsetsTopic] = []
         for _ in range(n):
-            item_f2, pos = _r_ListOffsetsTopic_v0(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[ListOffsetsPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 16 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f2_1 = tuple([_new(ListOffsetsPartition, (a0, -1, a2, a3)) for a0, a2, a3 in _IU_iqi(buf[pos:end])])
+                pos = end
+            items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
         f2 = tuple(items_f2)
-    return ListOffsetsRequest(f0, 0, f2, 0), pos
-
-
-def _r_ListOffsetsPartition_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsPartition, int]:
-    f0, f2 = _U_iq(buf, pos)
-    pos += 12
-    return ListOffsetsPartition(f0, -1, f2, 1), pos
-
-
-def _r_ListOffsetsTopic_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[ListOffsetsPartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ListOffsetsPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_ListOffsetsPartition_v1(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return ListOffsetsTopic(f0, f1), pos
+    return _new(ListOffsetsRequest, (f0, 0, f2, 0)), pos
 
 
 def _r_ListOffsetsRequest_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f2: tuple[ListOffsetsTopic, ...]
@@ -202,17 +182,41 @@ def _r_ListOffsetsRequest_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[ListOffsetsTopic] = []
         for _ in range(n):
-            item_f2, pos = _r_ListOffsetsTopic_v1(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[ListOffsetsPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 12 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f2_1 = tuple([_new(ListOffsetsPartition, (a0, -1, a2, 1)) for a0, a2 in _IU_iq(buf[pos:end])])
+                pos = end
+            items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
         f2 = tuple(items_f2)
-    return ListOffsetsRequest(f0, 0, f2, 0), pos
+    return _new(ListOffsetsRequest, (f0, 0, f2, 0)), pos
 
 
 def _r_ListOffsetsRequest_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
+    blen = len(buf)
     f0, f1 = _U_ib(buf, pos)
     pos += 5
     f2: tuple[ListOffsetsTopic, ...]
@@ -221,51 +225,41 @@ def _r_ListOffsetsRequest_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[ListOffsetsTopic] = []
         for _ in range(n):
-            item_f2, pos = _r_ListOffsetsTopic_v1(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[ListOffsetsPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 12 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f2_1 = tuple([_new(ListOffsetsPartition, (a0, -1, a2, 1)) for a0, a2 in _IU_iq(buf[pos:end])])
+                pos = end
+            items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
         f2 = tuple(items_f2)
-    return ListOffsetsRequest(f0, f1, f2, 0), pos
-
-
-def _r_ListOffsetsPartition_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsPartition, int]:
-    f0, f1, f2 = _U_iiq(buf, pos)
-    pos += 16
-    return ListOffsetsPartition(f0, f1, f2, 1), pos
-
-
-def _r_ListOffsetsTopic_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[ListOffsetsPartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ListOffsetsPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_ListOffsetsPartition_v4(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return ListOffsetsTopic(f0, f1), pos
+    return _new(ListOffsetsRequest, (f0, f1, f2, 0)), pos
 
 
 def _r_ListOffsetsRequest_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
+    blen = len(buf)
     f0, f1 = _U_ib(buf, pos)
     pos += 5
     f2: tuple[ListOffsetsTopic, ...]
@@ -274,67 +268,49 @@ def _r_ListOffsetsRequest_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[ListOffsetsTopic] = []
         for _ in range(n):
-            item_f2, pos = _r_ListOffsetsTopic_v4(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[ListOffsetsPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 16 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f2_1 = tuple([_new(ListOffsetsPartition, (a0, a1, a2, 1)) for a0, a1, a2 in _IU_iiq(buf[pos:end])])
+                pos = end
+            items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
         f2 = tuple(items_f2)
-    return ListOffsetsRequest(f0, f1, f2, 0), pos
+    return _new(ListOffsetsRequest, (f0, f1, f2, 0)), pos
 
 
 def _r_ListOffsetsPartition_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsPartition, int]:
-    f0, f1, f2 = _U_iiq(buf, pos)
-    pos += 16
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ListOffsetsPartition(f0, f1, f2, 1), pos
-
-
-def _r_ListOffsetsTopic_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[ListOffsetsPartition, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ListOffsetsPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_ListOffsetsPartition_v6(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ListOffsetsTopic(f0, f1), pos
+    f0, f1, f2, tg = _U_iiqB(buf, pos)
+    pos += 17
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(ListOffsetsPartition, (f0, f1, f2, 1)), pos
 
 
 def _r_ListOffsetsRequest_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
+    blen = len(buf)
     f0, f1 = _U_ib(buf, pos)
     pos += 5
     f2: tuple[ListOffsetsTopic, ...]
@@ -347,21 +323,64 @@ def _r_ListOffsetsRequest_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[ListOffsetsTopic] = []
         for _ in range(n):
-            item_f2, pos = _r_ListOffsetsTopic_v6(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[ListOffsetsPartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 17 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 16 : end : 17].tobytes().count(0) == n:
+                    f2_1 = tuple([_new(ListOffsetsPartition, (a0, a1, a2, 1)) for a0, a1, a2 in _IU_iiqx(buf[pos:end])])
+                    pos = end
+                else:
+                    items_f2_1: list[ListOffsetsPartition] = []
+                    for _ in range(n):
+                        item_f2_1, pos = _r_ListOffsetsPartition_v6(buf, pos)
+                        items_f2_1.append(item_f2_1)
+                    f2_1 = tuple(items_f2_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ListOffsetsRequest(f0, f1, f2, 0), pos
+    return _new(ListOffsetsRequest, (f0, f1, f2, 0)), pos
 
 
 def _r_ListOffsetsRequest_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
+    blen = len(buf)
     f0, f1 = _U_ib(buf, pos)
     pos += 5
     f2: tuple[ListOffsetsTopic, ...]
@@ -374,20 +393,60 @@ def _r_ListOffsetsRequest_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsReq
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[ListOffsetsTopic] = []
         for _ in range(n):
-            item_f2, pos = _r_ListOffsetsTopic_v6(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[ListOffsetsPartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 17 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 16 : end : 17].tobytes().count(0) == n:
+                    f2_1 = tuple([_new(ListOffsetsPartition, (a0, a1, a2, 1)) for a0, a1, a2 in _IU_iiqx(buf[pos:end])])
+                    pos = end
+                else:
+                    items_f2_1: list[ListOffsetsPartition] = []
+                    for _ in range(n):
+                        item_f2_1, pos = _r_ListOffsetsPartition_v6(buf, pos)
+                        items_f2_1.append(item_f2_1)
+                    f2_1 = tuple(items_f2_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
         f2 = tuple(items_f2)
-    f3 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ListOffsetsRequest(f0, f1, f2, f3), pos
+    f3, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(ListOffsetsRequest, (f0, f1, f2, f3)), pos
 
 
 def _w_ListOffsetsPartition_v0(out: bytearray, ext: Ext, o: ListOffsetsPartition) -> None:

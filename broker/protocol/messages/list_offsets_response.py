@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -16,6 +15,8 @@ from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,6 +26,7 @@ __all__ = [
     "ListOffsetsResponse",
 ]
 
+_new = tuple.__new__
 _A_q = _ArrayStructs("q")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -36,19 +38,31 @@ _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 _S_ihqq = _struct.Struct(">ihqq")
-_U_ihqq = _S_ihqq.unpack_from
+_IU_ihqq = _S_ihqq.iter_unpack
 _P_ihqq = _S_ihqq.pack
 _S_ihqqi = _struct.Struct(">ihqqi")
-_U_ihqqi = _S_ihqqi.unpack_from
+_IU_ihqqi = _S_ihqqi.iter_unpack
 _P_ihqqi = _S_ihqqi.pack
 _S_ihqqiB = _struct.Struct(">ihqqiB")
+_U_ihqqiB = _S_ihqqiB.unpack_from
 _P_ihqqiB = _S_ihqqiB.pack
+_S_ihqqix = _struct.Struct(">ihqqix")
+_IU_ihqqix = _S_ihqqix.iter_unpack
 
 
-@_attrs.frozen
-class ListOffsetsPartitionResponse:
+class _ListOffsetsPartitionResponseFields(_NamedTuple):
+    partition_index: int = 0
+    error_code: int = 0
+    old_style_offsets: tuple[int, ...] = ()
+    timestamp: int = -1
+    offset: int = -1
+    leader_epoch: int = -1
+
+
+class ListOffsetsPartitionResponse(_ListOffsetsPartitionResponseFields):
     """Struct ``ListOffsetsPartitionResponse`` of ListOffsetsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
@@ -58,33 +72,45 @@ class ListOffsetsPartitionResponse:
         ("offset", "int64", "1+", "none", "none", -1),
         ("leader_epoch", "int32", "4+", "none", "none", -1),
     )
-
-    partition_index: int = 0
-    error_code: int = 0
-    old_style_offsets: tuple[int, ...] = ()
-    timestamp: int = -1
-    offset: int = -1
-    leader_epoch: int = -1
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class ListOffsetsTopicResponse:
+_D_ListOffsetsPartitionResponse = ListOffsetsPartitionResponse()
+
+
+class _ListOffsetsTopicResponseFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[ListOffsetsPartitionResponse, ...] = ()
+
+
+class ListOffsetsTopicResponse(_ListOffsetsTopicResponseFields):
     """Struct ``ListOffsetsTopicResponse`` of ListOffsetsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]ListOffsetsPartitionResponse", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[ListOffsetsPartitionResponse, ...] = ()
+
+_D_ListOffsetsTopicResponse = ListOffsetsTopicResponse()
 
 
-@_attrs.frozen
-class ListOffsetsResponse:
+class _ListOffsetsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    topics: tuple[ListOffsetsTopicResponse, ...] = ()
+
+
+class ListOffsetsResponse(_ListOffsetsResponseFields):
     """Kafka response ``ListOffsetsResponse`` (generated from ListOffsetsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 2
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 10
@@ -94,128 +120,106 @@ class ListOffsetsResponse:
         ("throttle_time_ms", "int32", "2+", "none", "none", -1),
         ("topics", "[]ListOffsetsTopicResponse", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    topics: tuple[ListOffsetsTopicResponse, ...] = ()
-
-
-_D_ListOffsetsPartitionResponse = ListOffsetsPartitionResponse()
-_D_ListOffsetsTopicResponse = ListOffsetsTopicResponse()
-
-
-def _r_ListOffsetsPartitionResponse_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsPartitionResponse, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    f2: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable OldStyleOffsets" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f2 = _A_q[n].unpack_from(buf, pos)
-        pos += 8 * n
-    return ListOffsetsPartitionResponse(f0, f1, f2, -1, -1, -1), pos
-
-
-def _r_ListOffsetsTopicResponse_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsTopicResponse, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[ListOffsetsPartitionResponse, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ListOffsetsPartitionResponse] = []
-        for _ in range(n):
-            item_f1, pos = _r_ListOffsetsPartitionResponse_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return ListOffsetsTopicResponse(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ListOffsetsResponse_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
+    blen = len(buf)
     f1: tuple[ListOffsetsTopicResponse, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[ListOffsetsTopicResponse] = []
         for _ in range(n):
-            item_f1, pos = _r_ListOffsetsTopicResponse_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[ListOffsetsPartitionResponse, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_1: list[ListOffsetsPartitionResponse] = []
+                for _ in range(n):
+                    f1_1_0, f1_1_1 = _U_ih(buf, pos)
+                    pos += 6
+                    f1_1_2: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable OldStyleOffsets" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f1_1_2 = _A_q[n].unpack_from(buf, pos)
+                        pos += 8 * n
+                    items_f1_1.append(_new(ListOffsetsPartitionResponse, (f1_1_0, f1_1_1, f1_1_2, -1, -1, -1)))
+                f1_1 = tuple(items_f1_1)
+            items_f1.append(_new(ListOffsetsTopicResponse, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return ListOffsetsResponse(0, f1), pos
-
-
-def _r_ListOffsetsPartitionResponse_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsPartitionResponse, int]:
-    f0, f1, f3, f4 = _U_ihqq(buf, pos)
-    pos += 22
-    return ListOffsetsPartitionResponse(f0, f1, (), f3, f4, -1), pos
-
-
-def _r_ListOffsetsTopicResponse_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsTopicResponse, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[ListOffsetsPartitionResponse, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ListOffsetsPartitionResponse] = []
-        for _ in range(n):
-            item_f1, pos = _r_ListOffsetsPartitionResponse_v1(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return ListOffsetsTopicResponse(f0, f1), pos
+    return _new(ListOffsetsResponse, (0, f1)), pos
 
 
 def _r_ListOffsetsResponse_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
+    blen = len(buf)
     f1: tuple[ListOffsetsTopicResponse, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[ListOffsetsTopicResponse] = []
         for _ in range(n):
-            item_f1, pos = _r_ListOffsetsTopicResponse_v1(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[ListOffsetsPartitionResponse, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 22 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f1_1 = tuple([_new(ListOffsetsPartitionResponse, (a0, a1, (), a3, a4, -1)) for a0, a1, a3, a4 in _IU_ihqq(buf[pos:end])])
+                pos = end
+            items_f1.append(_new(ListOffsetsTopicResponse, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return ListOffsetsResponse(0, f1), pos
+    return _new(ListOffsetsResponse, (0, f1)), pos
 
 
 def _r_ListOffsetsResponse_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[ListOffsetsTopicResponse, ...]
@@ -224,51 +228,41 @@ def _r_ListOffsetsResponse_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[ListOffsetsTopicResponse] = []
         for _ in range(n):
-            item_f1, pos = _r_ListOffsetsTopicResponse_v1(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[ListOffsetsPartitionResponse, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 22 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f1_1 = tuple([_new(ListOffsetsPartitionResponse, (a0, a1, (), a3, a4, -1)) for a0, a1, a3, a4 in _IU_ihqq(buf[pos:end])])
+                pos = end
+            items_f1.append(_new(ListOffsetsTopicResponse, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return ListOffsetsResponse(f0, f1), pos
-
-
-def _r_ListOffsetsPartitionResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsPartitionResponse, int]:
-    f0, f1, f3, f4, f5 = _U_ihqqi(buf, pos)
-    pos += 26
-    return ListOffsetsPartitionResponse(f0, f1, (), f3, f4, f5), pos
-
-
-def _r_ListOffsetsTopicResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsTopicResponse, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[ListOffsetsPartitionResponse, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ListOffsetsPartitionResponse] = []
-        for _ in range(n):
-            item_f1, pos = _r_ListOffsetsPartitionResponse_v4(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return ListOffsetsTopicResponse(f0, f1), pos
+    return _new(ListOffsetsResponse, (f0, f1)), pos
 
 
 def _r_ListOffsetsResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[ListOffsetsTopicResponse, ...]
@@ -277,67 +271,49 @@ def _r_ListOffsetsResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[ListOffsetsTopicResponse] = []
         for _ in range(n):
-            item_f1, pos = _r_ListOffsetsTopicResponse_v4(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[ListOffsetsPartitionResponse, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 26 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f1_1 = tuple([_new(ListOffsetsPartitionResponse, (a0, a1, (), a3, a4, a5)) for a0, a1, a3, a4, a5 in _IU_ihqqi(buf[pos:end])])
+                pos = end
+            items_f1.append(_new(ListOffsetsTopicResponse, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return ListOffsetsResponse(f0, f1), pos
+    return _new(ListOffsetsResponse, (f0, f1)), pos
 
 
 def _r_ListOffsetsPartitionResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsPartitionResponse, int]:
-    f0, f1, f3, f4, f5 = _U_ihqqi(buf, pos)
-    pos += 26
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ListOffsetsPartitionResponse(f0, f1, (), f3, f4, f5), pos
-
-
-def _r_ListOffsetsTopicResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsTopicResponse, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[ListOffsetsPartitionResponse, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ListOffsetsPartitionResponse] = []
-        for _ in range(n):
-            item_f1, pos = _r_ListOffsetsPartitionResponse_v6(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ListOffsetsTopicResponse(f0, f1), pos
+    f0, f1, f3, f4, f5, tg = _U_ihqqiB(buf, pos)
+    pos += 27
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(ListOffsetsPartitionResponse, (f0, f1, (), f3, f4, f5)), pos
 
 
 def _r_ListOffsetsResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[ListOffsetsTopicResponse, ...]
@@ -350,18 +326,60 @@ def _r_ListOffsetsResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[ListOffsetsTopicResponse] = []
         for _ in range(n):
-            item_f1, pos = _r_ListOffsetsTopicResponse_v6(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[ListOffsetsPartitionResponse, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 27 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 26 : end : 27].tobytes().count(0) == n:
+                    f1_1 = tuple([_new(ListOffsetsPartitionResponse, (a0, a1, (), a3, a4, a5)) for a0, a1, a3, a4, a5 in _IU_ihqqix(buf[pos:end])])
+                    pos = end
+                else:
+                    items_f1_1: list[ListOffsetsPartitionResponse] = []
+                    for _ in range(n):
+                        item_f1_1, pos = _r_ListOffsetsPartitionResponse_v6(buf, pos)
+                        items_f1_1.append(item_f1_1)
+                    f1_1 = tuple(items_f1_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(ListOffsetsTopicResponse, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ListOffsetsResponse(f0, f1), pos
+    return _new(ListOffsetsResponse, (f0, f1)), pos
 
 
 def _w_ListOffsetsPartitionResponse_v0(out: bytearray, ext: Ext, o: ListOffsetsPartitionResponse) -> None:

@@ -7,15 +7,17 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,30 +26,45 @@ __all__ = [
     "ListPartitionReassignmentsRequest",
 ]
 
+_new = tuple.__new__
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class ListPartitionReassignmentsTopics:
+class _ListPartitionReassignmentsTopicsFields(_NamedTuple):
+    name: str = ""
+    partition_indexes: tuple[int, ...] = ()
+
+
+class ListPartitionReassignmentsTopics(_ListPartitionReassignmentsTopicsFields):
     """Struct ``ListPartitionReassignmentsTopics`` of ListPartitionReassignmentsRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partition_indexes", "[]int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partition_indexes: tuple[int, ...] = ()
+
+_D_ListPartitionReassignmentsTopics = ListPartitionReassignmentsTopics()
 
 
-@_attrs.frozen
-class ListPartitionReassignmentsRequest:
+class _ListPartitionReassignmentsRequestFields(_NamedTuple):
+    timeout_ms: int = 60000
+    topics: tuple[ListPartitionReassignmentsTopics, ...] | None = None
+
+
+class ListPartitionReassignmentsRequest(_ListPartitionReassignmentsRequestFields):
     """Kafka request ``ListPartitionReassignmentsRequest`` (generated from ListPartitionReassignmentsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 46
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -57,52 +74,13 @@ class ListPartitionReassignmentsRequest:
         ("timeout_ms", "int32", "0+", "none", "none", -1),
         ("topics", "[]ListPartitionReassignmentsTopics", "0+", "0+", "none", -1),
     )
-
-    timeout_ms: int = 60000
-    topics: tuple[ListPartitionReassignmentsTopics, ...] | None = None
-
-
-_D_ListPartitionReassignmentsTopics = ListPartitionReassignmentsTopics()
-
-
-def _r_ListPartitionReassignmentsTopics_v0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsTopics, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ListPartitionReassignmentsTopics(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ListPartitionReassignmentsRequest_v0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsRequest, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[ListPartitionReassignmentsTopics, ...] | None
@@ -117,18 +95,55 @@ def _r_ListPartitionReassignmentsRequest_v0(buf: memoryview, pos: int) -> tuple[
             raise DecodeError("invalid array length %d" % n)
         f1 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[ListPartitionReassignmentsTopics] = []
         for _ in range(n):
-            item_f1, pos = _r_ListPartitionReassignmentsTopics_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[int, ...]
+            n = buf[pos]
+            try:
+                f1_1 = _AC_i[n](buf, pos)
+                pos += 4 * n - 3
+            except KeyError:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(ListPartitionReassignmentsTopics, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ListPartitionReassignmentsRequest(f0, f1), pos
+    return _new(ListPartitionReassignmentsRequest, (f0, f1)), pos
 
 
 def _w_ListPartitionReassignmentsTopics_v0(out: bytearray, ext: Ext, o: ListPartitionReassignmentsTopics) -> None:

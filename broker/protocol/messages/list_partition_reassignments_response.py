@@ -7,15 +7,17 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,19 +27,29 @@ __all__ = [
     "ListPartitionReassignmentsResponse",
 ]
 
+_new = tuple.__new__
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_i = _struct.Struct(">i")
-_U_i = _S_i.unpack_from
 _P_i = _S_i.pack
+_S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 
 
-@_attrs.frozen
-class OngoingPartitionReassignment:
+class _OngoingPartitionReassignmentFields(_NamedTuple):
+    partition_index: int = 0
+    replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+
+class OngoingPartitionReassignment(_OngoingPartitionReassignmentFields):
     """Struct ``OngoingPartitionReassignment`` of ListPartitionReassignmentsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
@@ -45,31 +57,47 @@ class OngoingPartitionReassignment:
         ("adding_replicas", "[]int32", "0+", "none", "none", -1),
         ("removing_replicas", "[]int32", "0+", "none", "none", -1),
     )
-
-    partition_index: int = 0
-    replicas: tuple[int, ...] = ()
-    adding_replicas: tuple[int, ...] = ()
-    removing_replicas: tuple[int, ...] = ()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class OngoingTopicReassignment:
+_D_OngoingPartitionReassignment = OngoingPartitionReassignment()
+
+
+class _OngoingTopicReassignmentFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[OngoingPartitionReassignment, ...] = ()
+
+
+class OngoingTopicReassignment(_OngoingTopicReassignmentFields):
     """Struct ``OngoingTopicReassignment`` of ListPartitionReassignmentsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]OngoingPartitionReassignment", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[OngoingPartitionReassignment, ...] = ()
+
+_D_OngoingTopicReassignment = OngoingTopicReassignment()
 
 
-@_attrs.frozen
-class ListPartitionReassignmentsResponse:
+class _ListPartitionReassignmentsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    error_message: str | None = ""
+    topics: tuple[OngoingTopicReassignment, ...] = ()
+
+
+class ListPartitionReassignmentsResponse(_ListPartitionReassignmentsResponseFields):
     """Kafka response ``ListPartitionReassignmentsResponse`` (generated from ListPartitionReassignmentsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 46
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -81,110 +109,13 @@ class ListPartitionReassignmentsResponse:
         ("error_message", "string", "0+", "0+", "none", -1),
         ("topics", "[]OngoingTopicReassignment", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ""
-    topics: tuple[OngoingTopicReassignment, ...] = ()
-
-
-_D_OngoingPartitionReassignment = OngoingPartitionReassignment()
-_D_OngoingTopicReassignment = OngoingTopicReassignment()
-
-
-def _r_OngoingPartitionReassignment_v0(buf: memoryview, pos: int) -> tuple[OngoingPartitionReassignment, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Replicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f2: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f2 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f3: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f3 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OngoingPartitionReassignment(f0, f1, f2, f3), pos
-
-
-def _r_OngoingTopicReassignment_v0(buf: memoryview, pos: int) -> tuple[OngoingTopicReassignment, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[OngoingPartitionReassignment, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OngoingPartitionReassignment] = []
-        for _ in range(n):
-            item_f1, pos = _r_OngoingPartitionReassignment_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OngoingTopicReassignment(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ListPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: str | None
@@ -200,9 +131,9 @@ def _r_ListPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tuple
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: tuple[OngoingTopicReassignment, ...]
     n = buf[pos]
@@ -214,18 +145,114 @@ def _r_ListPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tuple
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[OngoingTopicReassignment] = []
         for _ in range(n):
-            item_f3, pos = _r_OngoingTopicReassignment_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1: tuple[OngoingPartitionReassignment, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_1: list[OngoingPartitionReassignment] = []
+                for _ in range(n):
+                    f3_1_0, n = _U_iB(buf, pos)
+                    pos += 4
+                    f3_1_1: tuple[int, ...]
+                    try:
+                        f3_1_1 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f3_1_1 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f3_1_2: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f3_1_2 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f3_1_2 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f3_1_3: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f3_1_3 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f3_1_3 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f3_1.append(_new(OngoingPartitionReassignment, (f3_1_0, f3_1_1, f3_1_2, f3_1_3)))
+                f3_1 = tuple(items_f3_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f3.append(_new(OngoingTopicReassignment, (f3_0, f3_1)))
         f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ListPartitionReassignmentsResponse(f0, f1, f2, f3), pos
+    return _new(ListPartitionReassignmentsResponse, (f0, f1, f2, f3)), pos
 
 
 def _w_OngoingPartitionReassignment_v0(out: bytearray, ext: Ext, o: OngoingPartitionReassignment) -> None:

@@ -7,15 +7,17 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,17 +25,24 @@ __all__ = [
     "ListTransactionsRequest",
 ]
 
+_new = tuple.__new__
 _A_q = _ArrayStructs("q")
-_S_q = _struct.Struct(">q")
-_U_q = _S_q.unpack_from
+_AC_q = _CompactArrays("q")
 _S_qB = _struct.Struct(">qB")
+_U_qB = _S_qB.unpack_from
 _P_qB = _S_qB.pack
 
 
-@_attrs.frozen
-class ListTransactionsRequest:
+class _ListTransactionsRequestFields(_NamedTuple):
+    state_filters: tuple[str, ...] = ()
+    producer_id_filters: tuple[int, ...] = ()
+    duration_filter: int = -1
+
+
+class ListTransactionsRequest(_ListTransactionsRequestFields):
     """Kafka request ``ListTransactionsRequest`` (generated from ListTransactionsRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 66
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -44,15 +53,13 @@ class ListTransactionsRequest:
         ("producer_id_filters", "[]int64", "0+", "none", "none", -1),
         ("duration_filter", "int64", "1+", "none", "none", -1),
     )
-
-    state_filters: tuple[str, ...] = ()
-    producer_id_filters: tuple[int, ...] = ()
-    duration_filter: int = -1
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ListTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
+    blen = len(buf)
     f0: tuple[str, ...]
     n = buf[pos]
     if n < 0x80:
@@ -63,7 +70,7 @@ def _r_ListTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[ListTransa
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable StateFilters" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[str] = []
         for _ in range(n):
@@ -78,34 +85,40 @@ def _r_ListTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[ListTransa
                 raise DecodeError("invalid length %d for non-nullable StateFilters" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f0 = str(buf[pos:end], "utf-8")
+                item_f0 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f0.append(item_f0)
         f0 = tuple(items_f0)
     f1: tuple[int, ...]
     n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ProducerIdFilters" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_q[n].unpack_from(buf, pos)
-        pos += 8 * n
+    try:
+        f1 = _AC_q[n](buf, pos)
+        pos += 8 * n - 7
+    except KeyError:
+        n = buf[pos]
+        if n < 0x80:
+            pos += 1
+        else:
+            n, pos = _read_uvarint(buf, pos)
+        n -= 1
+        if n < 0:
+            raise DecodeError("invalid length %d for non-nullable ProducerIdFilters" % n)
+        else:
+            if n > blen - pos:
+                raise DecodeError("array length %d exceeds remaining bytes" % n)
+            f1 = _A_q[n].unpack_from(buf, pos)
+            pos += 8 * n
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ListTransactionsRequest(f0, f1, -1), pos
+    return _new(ListTransactionsRequest, (f0, f1, -1)), pos
 
 
 def _r_ListTransactionsRequest_v1(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
+    blen = len(buf)
     f0: tuple[str, ...]
     n = buf[pos]
     if n < 0x80:
@@ -116,7 +129,7 @@ def _r_ListTransactionsRequest_v1(buf: memoryview, pos: int) -> tuple[ListTransa
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable StateFilters" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[str] = []
         for _ in range(n):
@@ -131,33 +144,36 @@ def _r_ListTransactionsRequest_v1(buf: memoryview, pos: int) -> tuple[ListTransa
                 raise DecodeError("invalid length %d for non-nullable StateFilters" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f0 = str(buf[pos:end], "utf-8")
+                item_f0 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f0.append(item_f0)
         f0 = tuple(items_f0)
     f1: tuple[int, ...]
     n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ProducerIdFilters" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_q[n].unpack_from(buf, pos)
-        pos += 8 * n
-    f2 = _U_q(buf, pos)[0]
-    pos += 8
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ListTransactionsRequest(f0, f1, f2), pos
+    try:
+        f1 = _AC_q[n](buf, pos)
+        pos += 8 * n - 7
+    except KeyError:
+        n = buf[pos]
+        if n < 0x80:
+            pos += 1
+        else:
+            n, pos = _read_uvarint(buf, pos)
+        n -= 1
+        if n < 0:
+            raise DecodeError("invalid length %d for non-nullable ProducerIdFilters" % n)
+        else:
+            if n > blen - pos:
+                raise DecodeError("array length %d exceeds remaining bytes" % n)
+            f1 = _A_q[n].unpack_from(buf, pos)
+            pos += 8 * n
+    f2, tg = _U_qB(buf, pos)
+    pos += 9
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(ListTransactionsRequest, (f0, f1, f2)), pos
 
 
 def _w_ListTransactionsRequest_v0(out: bytearray, ext: Ext, o: ListTransactionsRequest) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "ListTransactionsResponse",
 ]
 
+_new = tuple.__new__
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
@@ -31,26 +33,41 @@ _U_q = _S_q.unpack_from
 _P_q = _S_q.pack
 
 
-@_attrs.frozen
-class TransactionState:
+class _TransactionStateFields(_NamedTuple):
+    transactional_id: str = ""
+    producer_id: int = 0
+    transaction_state: str = ""
+
+
+class TransactionState(_TransactionStateFields):
     """Struct ``TransactionState`` of ListTransactionsResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("transactional_id", "string", "0+", "none", "none", -1),
         ("producer_id", "int64", "0+", "none", "none", -1),
         ("transaction_state", "string", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    transactional_id: str = ""
-    producer_id: int = 0
-    transaction_state: str = ""
+
+_D_TransactionState = TransactionState()
 
 
-@_attrs.frozen
-class ListTransactionsResponse:
+class _ListTransactionsResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    unknown_state_filters: tuple[str, ...] = ()
+    transaction_states: tuple[TransactionState, ...] = ()
+
+
+class ListTransactionsResponse(_ListTransactionsResponseFields):
     """Kafka response ``ListTransactionsResponse`` (generated from ListTransactionsResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 66
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -62,57 +79,13 @@ class ListTransactionsResponse:
         ("unknown_state_filters", "[]string", "0+", "none", "none", -1),
         ("transaction_states", "[]TransactionState", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    unknown_state_filters: tuple[str, ...] = ()
-    transaction_states: tuple[TransactionState, ...] = ()
-
-
-_D_TransactionState = TransactionState()
-
-
-def _r_TransactionState_v0(buf: memoryview, pos: int) -> tuple[TransactionState, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TransactionalId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_q(buf, pos)[0]
-    pos += 8
-    f2: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TransactionState" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TransactionState(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ListTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[ListTransactionsResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: tuple[str, ...]
@@ -125,7 +98,7 @@ def _r_ListTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[ListTrans
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable UnknownStateFilters" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[str] = []
         for _ in range(n):
@@ -140,9 +113,9 @@ def _r_ListTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[ListTrans
                 raise DecodeError("invalid length %d for non-nullable UnknownStateFilters" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f2 = str(buf[pos:end], "utf-8")
+                item_f2 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f2.append(item_f2)
         f2 = tuple(items_f2)
@@ -156,18 +129,53 @@ def _r_ListTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[ListTrans
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TransactionStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[TransactionState] = []
         for _ in range(n):
-            item_f3, pos = _r_TransactionState_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TransactionalId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1 = _U_q(buf, pos)[0]
+            pos += 8
+            f3_2: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TransactionState" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f3.append(_new(TransactionState, (f3_0, f3_1, f3_2)))
         f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ListTransactionsResponse(f0, f1, f2, f3), pos
+    return _new(ListTransactionsResponse, (f0, f1, f2, f3)), pos
 
 
 def _w_TransactionState_v0(out: bytearray, ext: Ext, o: TransactionState) -> None:

@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError, EncodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,7 +26,7 @@ __all__ = [
     "MetadataRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
@@ -32,14 +34,14 @@ _P_U = _S_U.pack
 _S_o = _struct.Struct(">?")
 _U_o = _S_o.unpack_from
 _P_o = _S_o.pack
-_S_oo = _struct.Struct(">??")
-_U_oo = _S_oo.unpack_from
 _S_ooo = _struct.Struct(">???")
 _U_ooo = _S_ooo.unpack_from
 _P_ooo = _S_ooo.pack
 _S_oooB = _struct.Struct(">???B")
+_U_oooB = _S_oooB.unpack_from
 _P_oooB = _S_oooB.pack
 _S_ooB = _struct.Struct(">??B")
+_U_ooB = _S_ooB.unpack_from
 _P_ooB = _S_ooB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -49,24 +51,39 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class MetadataRequestTopic:
+class _MetadataRequestTopicFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    name: str | None = ""
+
+
+class MetadataRequestTopic(_MetadataRequestTopicFields):
     """Struct ``MetadataRequestTopic`` of MetadataRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "10+", "none", "none", -1),
         ("name", "string", "0+", "10+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    name: str | None = ""
+
+_D_MetadataRequestTopic = MetadataRequestTopic()
 
 
-@_attrs.frozen
-class MetadataRequest:
+class _MetadataRequestFields(_NamedTuple):
+    topics: tuple[MetadataRequestTopic, ...] | None = ()
+    allow_auto_topic_creation: bool = True
+    include_cluster_authorized_operations: bool = False
+    include_topic_authorized_operations: bool = False
+
+
+class MetadataRequest(_MetadataRequestFields):
     """Kafka request ``MetadataRequest`` (generated from MetadataRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 3
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 12
@@ -78,49 +95,41 @@ class MetadataRequest:
         ("include_cluster_authorized_operations", "bool", "8-10", "none", "none", -1),
         ("include_topic_authorized_operations", "bool", "8+", "none", "none", -1),
     )
-
-    topics: tuple[MetadataRequestTopic, ...] | None = ()
-    allow_auto_topic_creation: bool = True
-    include_cluster_authorized_operations: bool = False
-    include_topic_authorized_operations: bool = False
-
-
-_D_MetadataRequestTopic = MetadataRequestTopic()
-
-
-def _r_MetadataRequestTopic_v0(buf: memoryview, pos: int) -> tuple[MetadataRequestTopic, int]:
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    return MetadataRequestTopic(_ZERO_UUID, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_MetadataRequest_v0(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
+    blen = len(buf)
     f0: tuple[MetadataRequestTopic, ...] | None
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[MetadataRequestTopic] = []
         for _ in range(n):
-            item_f0, pos = _r_MetadataRequestTopic_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f0.append(_new(MetadataRequestTopic, (_ZERO_UUID, f0_1)))
         f0 = tuple(items_f0)
-    return MetadataRequest(f0, True, False, False), pos
+    return _new(MetadataRequest, (f0, True, False, False)), pos
 
 
 def _r_MetadataRequest_v1(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
+    blen = len(buf)
     f0: tuple[MetadataRequestTopic, ...] | None
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -129,17 +138,28 @@ def _r_MetadataRequest_v1(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
             raise DecodeError("invalid array length %d" % n)
         f0 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[MetadataRequestTopic] = []
         for _ in range(n):
-            item_f0, pos = _r_MetadataRequestTopic_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f0.append(_new(MetadataRequestTopic, (_ZERO_UUID, f0_1)))
         f0 = tuple(items_f0)
-    return MetadataRequest(f0, True, False, False), pos
+    return _new(MetadataRequest, (f0, True, False, False)), pos
 
 
 def _r_MetadataRequest_v4(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
+    blen = len(buf)
     f0: tuple[MetadataRequestTopic, ...] | None
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -148,19 +168,30 @@ def _r_MetadataRequest_v4(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
             raise DecodeError("invalid array length %d" % n)
         f0 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[MetadataRequestTopic] = []
         for _ in range(n):
-            item_f0, pos = _r_MetadataRequestTopic_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f0.append(_new(MetadataRequestTopic, (_ZERO_UUID, f0_1)))
         f0 = tuple(items_f0)
     f1 = _U_o(buf, pos)[0]
     pos += 1
-    return MetadataRequest(f0, f1, False, False), pos
+    return _new(MetadataRequest, (f0, f1, False, False)), pos
 
 
 def _r_MetadataRequest_v8(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
+    blen = len(buf)
     f0: tuple[MetadataRequestTopic, ...] | None
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -169,42 +200,30 @@ def _r_MetadataRequest_v8(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
             raise DecodeError("invalid array length %d" % n)
         f0 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[MetadataRequestTopic] = []
         for _ in range(n):
-            item_f0, pos = _r_MetadataRequestTopic_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f0.append(_new(MetadataRequestTopic, (_ZERO_UUID, f0_1)))
         f0 = tuple(items_f0)
     f1, f2, f3 = _U_ooo(buf, pos)
     pos += 3
-    return MetadataRequest(f0, f1, f2, f3), pos
-
-
-def _r_MetadataRequestTopic_v9(buf: memoryview, pos: int) -> tuple[MetadataRequestTopic, int]:
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return MetadataRequestTopic(_ZERO_UUID, f1), pos
+    return _new(MetadataRequest, (f0, f1, f2, f3)), pos
 
 
 def _r_MetadataRequest_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
+    blen = len(buf)
     f0: tuple[MetadataRequestTopic, ...] | None
     n = buf[pos]
     if n < 0x80:
@@ -217,51 +236,40 @@ def _r_MetadataRequest_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
             raise DecodeError("invalid array length %d" % n)
         f0 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[MetadataRequestTopic] = []
         for _ in range(n):
-            item_f0, pos = _r_MetadataRequestTopic_v9(buf, pos)
-            items_f0.append(item_f0)
+            f0_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(MetadataRequestTopic, (_ZERO_UUID, f0_1)))
         f0 = tuple(items_f0)
-    f1, f2, f3 = _U_ooo(buf, pos)
-    pos += 3
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return MetadataRequest(f0, f1, f2, f3), pos
-
-
-def _r_MetadataRequestTopic_v10(buf: memoryview, pos: int) -> tuple[MetadataRequestTopic, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return MetadataRequestTopic(f0, f1), pos
+    f1, f2, f3, tg = _U_oooB(buf, pos)
+    pos += 4
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(MetadataRequest, (f0, f1, f2, f3)), pos
 
 
 def _r_MetadataRequest_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
+    blen = len(buf)
     f0: tuple[MetadataRequestTopic, ...] | None
     n = buf[pos]
     if n < 0x80:
@@ -274,23 +282,45 @@ def _r_MetadataRequest_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
             raise DecodeError("invalid array length %d" % n)
         f0 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[MetadataRequestTopic] = []
         for _ in range(n):
-            item_f0, pos = _r_MetadataRequestTopic_v10(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_U(buf, pos)[0]
+            pos += 16
+            f0_0 = _uuid_from(f0_0)
+            f0_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f0_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(MetadataRequestTopic, (f0_0, f0_1)))
         f0 = tuple(items_f0)
-    f1, f2, f3 = _U_ooo(buf, pos)
-    pos += 3
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return MetadataRequest(f0, f1, f2, f3), pos
+    f1, f2, f3, tg = _U_oooB(buf, pos)
+    pos += 4
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(MetadataRequest, (f0, f1, f2, f3)), pos
 
 
 def _r_MetadataRequest_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
+    blen = len(buf)
     f0: tuple[MetadataRequestTopic, ...] | None
     n = buf[pos]
     if n < 0x80:
@@ -303,20 +333,41 @@ def _r_MetadataRequest_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
             raise DecodeError("invalid array length %d" % n)
         f0 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[MetadataRequestTopic] = []
         for _ in range(n):
-            item_f0, pos = _r_MetadataRequestTopic_v10(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_U(buf, pos)[0]
+            pos += 16
+            f0_0 = _uuid_from(f0_0)
+            f0_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f0_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(MetadataRequestTopic, (f0_0, f0_1)))
         f0 = tuple(items_f0)
-    f1, f3 = _U_oo(buf, pos)
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return MetadataRequest(f0, f1, False, f3), pos
+    f1, f3, tg = _U_ooB(buf, pos)
+    pos += 3
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(MetadataRequest, (f0, f1, False, f3)), pos
 
 
 def _w_MetadataRequestTopic_v0(out: bytearray, ext: Ext, o: MetadataRequestTopic) -> None:

@@ -8,15 +8,18 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError, EncodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -27,9 +30,10 @@ __all__ = [
     "MetadataResponse",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_Uo = _struct.Struct(">16s?")
 _U_Uo = _S_Uo.unpack_from
 _P_Uo = _S_Uo.pack
@@ -45,17 +49,27 @@ _P_hii = _S_hii.pack
 _S_hiii = _struct.Struct(">hiii")
 _U_hiii = _S_hiii.unpack_from
 _P_hiii = _S_hiii.pack
+_S_hiiiB = _struct.Struct(">hiiiB")
+_U_hiiiB = _S_hiiiB.unpack_from
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 
 
-@_attrs.frozen
-class MetadataResponseBroker:
+class _MetadataResponseBrokerFields(_NamedTuple):
+    node_id: int = 0
+    host: str = ""
+    port: int = 0
+    rack: str | None = None
+
+
+class MetadataResponseBroker(_MetadataResponseBrokerFields):
     """Struct ``MetadataResponseBroker`` of MetadataResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("node_id", "int32", "0+", "none", "none", -1),
@@ -63,17 +77,28 @@ class MetadataResponseBroker:
         ("port", "int32", "0+", "none", "none", -1),
         ("rack", "string", "1+", "1+", "none", -1),
     )
-
-    node_id: int = 0
-    host: str = ""
-    port: int = 0
-    rack: str | None = None
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class MetadataResponsePartition:
+_D_MetadataResponseBroker = MetadataResponseBroker()
+
+
+class _MetadataResponsePartitionFields(_NamedTuple):
+    error_code: int = 0
+    partition_index: int = 0
+    leader_id: int = 0
+    leader_epoch: int = -1
+    replica_nodes: tuple[int, ...] = ()
+    isr_nodes: tuple[int, ...] = ()
+    offline_replicas: tuple[int, ...] = ()
+
+
+class MetadataResponsePartition(_MetadataResponsePartitionFields):
     """Struct ``MetadataResponsePartition`` of MetadataResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("error_code", "int16", "0+", "none", "none", -1),
@@ -84,20 +109,27 @@ class MetadataResponsePartition:
         ("isr_nodes", "[]int32", "0+", "none", "none", -1),
         ("offline_replicas", "[]int32", "5+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_MetadataResponsePartition = MetadataResponsePartition()
+
+
+class _MetadataResponseTopicFields(_NamedTuple):
     error_code: int = 0
-    partition_index: int = 0
-    leader_id: int = 0
-    leader_epoch: int = -1
-    replica_nodes: tuple[int, ...] = ()
-    isr_nodes: tuple[int, ...] = ()
-    offline_replicas: tuple[int, ...] = ()
+    name: str | None = ""
+    topic_id: _uuid.UUID = _ZERO_UUID
+    is_internal: bool = False
+    partitions: tuple[MetadataResponsePartition, ...] = ()
+    topic_authorized_operations: int = -2147483648
 
 
-@_attrs.frozen
-class MetadataResponseTopic:
+class MetadataResponseTopic(_MetadataResponseTopicFields):
     """Struct ``MetadataResponseTopic`` of MetadataResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("error_code", "int16", "0+", "none", "none", -1),
@@ -107,19 +139,27 @@ class MetadataResponseTopic:
         ("partitions", "[]MetadataResponsePartition", "0+", "none", "none", -1),
         ("topic_authorized_operations", "int32", "8+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    name: str | None = ""
-    topic_id: _uuid.UUID = _ZERO_UUID
-    is_internal: bool = False
-    partitions: tuple[MetadataResponsePartition, ...] = ()
-    topic_authorized_operations: int = -2147483648
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class MetadataResponse:
+_D_MetadataResponseTopic = MetadataResponseTopic()
+
+
+class _MetadataResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    brokers: tuple[MetadataResponseBroker, ...] = ()
+    cluster_id: str | None = None
+    controller_id: int = -1
+    topics: tuple[MetadataResponseTopic, ...] = ()
+    cluster_authorized_operations: int = -2147483648
+
+
+class MetadataResponse(_MetadataResponseFields):
     """Kafka response ``MetadataResponse`` (generated from MetadataResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 3
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 12
@@ -133,108 +173,39 @@ class MetadataResponse:
         ("topics", "[]MetadataResponseTopic", "0+", "none", "none", -1),
         ("cluster_authorized_operations", "int32", "8-10", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    brokers: tuple[MetadataResponseBroker, ...] = ()
-    cluster_id: str | None = None
-    controller_id: int = -1
-    topics: tuple[MetadataResponseTopic, ...] = ()
-    cluster_authorized_operations: int = -2147483648
-
-
-_D_MetadataResponseBroker = MetadataResponseBroker()
-_D_MetadataResponsePartition = MetadataResponsePartition()
-_D_MetadataResponseTopic = MetadataResponseTopic()
-
-
-def _r_MetadataResponseBroker_v0(buf: memoryview, pos: int) -> tuple[MetadataResponseBroker, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
-    return MetadataResponseBroker(f0, f1, f2, None), pos
-
-
-def _r_MetadataResponsePartition_v0(buf: memoryview, pos: int) -> tuple[MetadataResponsePartition, int]:
-    f0, f1, f2 = _U_hii(buf, pos)
-    pos += 10
-    f4: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f4 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f5: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return MetadataResponsePartition(f0, f1, f2, -1, f4, f5, ()), pos
-
-
-def _r_MetadataResponseTopic_v0(buf: memoryview, pos: int) -> tuple[MetadataResponseTopic, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4: tuple[MetadataResponsePartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponsePartition] = []
-        for _ in range(n):
-            item_f4, pos = _r_MetadataResponsePartition_v0(buf, pos)
-            items_f4.append(item_f4)
-        f4 = tuple(items_f4)
-    return MetadataResponseTopic(f0, f1, _ZERO_UUID, False, f4, -2147483648), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_MetadataResponse_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
+    blen = len(buf)
     f1: tuple[MetadataResponseBroker, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Brokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[MetadataResponseBroker] = []
         for _ in range(n):
-            item_f1, pos = _r_MetadataResponseBroker_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_i(buf, pos)[0]
+            pos += 4
+            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, None)))
         f1 = tuple(items_f1)
     f4: tuple[MetadataResponseTopic, ...]
     n = _U_i(buf, pos)[0]
@@ -242,93 +213,103 @@ def _r_MetadataResponse_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[MetadataResponseTopic] = []
         for _ in range(n):
-            item_f4, pos = _r_MetadataResponseTopic_v0(buf, pos)
-            items_f4.append(item_f4)
+            f4_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f4_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_4: tuple[MetadataResponsePartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f4_4: list[MetadataResponsePartition] = []
+                for _ in range(n):
+                    f4_4_0, f4_4_1, f4_4_2 = _U_hii(buf, pos)
+                    pos += 10
+                    f4_4_4: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f4_4_5: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, -1, f4_4_4, f4_4_5, ())))
+                f4_4 = tuple(items_f4_4)
+            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, False, f4_4, -2147483648)))
         f4 = tuple(items_f4)
-    return MetadataResponse(0, f1, None, -1, f4, -2147483648), pos
-
-
-def _r_MetadataResponseBroker_v1(buf: memoryview, pos: int) -> tuple[MetadataResponseBroker, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
-    f3: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    return MetadataResponseBroker(f0, f1, f2, f3), pos
-
-
-def _r_MetadataResponseTopic_v1(buf: memoryview, pos: int) -> tuple[MetadataResponseTopic, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3 = _U_o(buf, pos)[0]
-    pos += 1
-    f4: tuple[MetadataResponsePartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponsePartition] = []
-        for _ in range(n):
-            item_f4, pos = _r_MetadataResponsePartition_v0(buf, pos)
-            items_f4.append(item_f4)
-        f4 = tuple(items_f4)
-    return MetadataResponseTopic(f0, f1, _ZERO_UUID, f3, f4, -2147483648), pos
+    return _new(MetadataResponse, (0, f1, None, -1, f4, -2147483648)), pos
 
 
 def _r_MetadataResponse_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
+    blen = len(buf)
     f1: tuple[MetadataResponseBroker, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Brokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[MetadataResponseBroker] = []
         for _ in range(n):
-            item_f1, pos = _r_MetadataResponseBroker_v1(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_3: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
         f1 = tuple(items_f1)
     f3 = _U_i(buf, pos)[0]
     pos += 4
@@ -338,29 +319,105 @@ def _r_MetadataResponse_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[MetadataResponseTopic] = []
         for _ in range(n):
-            item_f4, pos = _r_MetadataResponseTopic_v1(buf, pos)
-            items_f4.append(item_f4)
+            f4_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f4_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_3 = _U_o(buf, pos)[0]
+            pos += 1
+            f4_4: tuple[MetadataResponsePartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f4_4: list[MetadataResponsePartition] = []
+                for _ in range(n):
+                    f4_4_0, f4_4_1, f4_4_2 = _U_hii(buf, pos)
+                    pos += 10
+                    f4_4_4: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f4_4_5: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, -1, f4_4_4, f4_4_5, ())))
+                f4_4 = tuple(items_f4_4)
+            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, -2147483648)))
         f4 = tuple(items_f4)
-    return MetadataResponse(0, f1, None, f3, f4, -2147483648), pos
+    return _new(MetadataResponse, (0, f1, None, f3, f4, -2147483648)), pos
 
 
 def _r_MetadataResponse_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
+    blen = len(buf)
     f1: tuple[MetadataResponseBroker, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Brokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[MetadataResponseBroker] = []
         for _ in range(n):
-            item_f1, pos = _r_MetadataResponseBroker_v1(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_3: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
         f1 = tuple(items_f1)
     f2: str | None
     n = _U_h(buf, pos)[0]
@@ -371,9 +428,9 @@ def _r_MetadataResponse_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse,
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3 = _U_i(buf, pos)[0]
     pos += 4
@@ -383,17 +440,66 @@ def _r_MetadataResponse_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[MetadataResponseTopic] = []
         for _ in range(n):
-            item_f4, pos = _r_MetadataResponseTopic_v1(buf, pos)
-            items_f4.append(item_f4)
+            f4_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f4_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_3 = _U_o(buf, pos)[0]
+            pos += 1
+            f4_4: tuple[MetadataResponsePartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f4_4: list[MetadataResponsePartition] = []
+                for _ in range(n):
+                    f4_4_0, f4_4_1, f4_4_2 = _U_hii(buf, pos)
+                    pos += 10
+                    f4_4_4: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f4_4_5: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, -1, f4_4_4, f4_4_5, ())))
+                f4_4 = tuple(items_f4_4)
+            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, -2147483648)))
         f4 = tuple(items_f4)
-    return MetadataResponse(0, f1, f2, f3, f4, -2147483648), pos
+    return _new(MetadataResponse, (0, f1, f2, f3, f4, -2147483648)), pos
 
 
 def _r_MetadataResponse_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[MetadataResponseBroker, ...]
@@ -402,12 +508,39 @@ def _r_MetadataResponse_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Brokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[MetadataResponseBroker] = []
         for _ in range(n):
-            item_f1, pos = _r_MetadataResponseBroker_v1(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_3: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
         f1 = tuple(items_f1)
     f2: str | None
     n = _U_h(buf, pos)[0]
@@ -418,9 +551,9 @@ def _r_MetadataResponse_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse,
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3 = _U_i(buf, pos)[0]
     pos += 4
@@ -430,85 +563,66 @@ def _r_MetadataResponse_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[MetadataResponseTopic] = []
         for _ in range(n):
-            item_f4, pos = _r_MetadataResponseTopic_v1(buf, pos)
-            items_f4.append(item_f4)
+            f4_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f4_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_3 = _U_o(buf, pos)[0]
+            pos += 1
+            f4_4: tuple[MetadataResponsePartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f4_4: list[MetadataResponsePartition] = []
+                for _ in range(n):
+                    f4_4_0, f4_4_1, f4_4_2 = _U_hii(buf, pos)
+                    pos += 10
+                    f4_4_4: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f4_4_5: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, -1, f4_4_4, f4_4_5, ())))
+                f4_4 = tuple(items_f4_4)
+            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, -2147483648)))
         f4 = tuple(items_f4)
-    return MetadataResponse(f0, f1, f2, f3, f4, -2147483648), pos
-
-
-def _r_MetadataResponsePartition_v5(buf: memoryview, pos: int) -> tuple[MetadataResponsePartition, int]:
-    f0, f1, f2 = _U_hii(buf, pos)
-    pos += 10
-    f4: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f4 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f5: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f6: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f6 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return MetadataResponsePartition(f0, f1, f2, -1, f4, f5, f6), pos
-
-
-def _r_MetadataResponseTopic_v5(buf: memoryview, pos: int) -> tuple[MetadataResponseTopic, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3 = _U_o(buf, pos)[0]
-    pos += 1
-    f4: tuple[MetadataResponsePartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponsePartition] = []
-        for _ in range(n):
-            item_f4, pos = _r_MetadataResponsePartition_v5(buf, pos)
-            items_f4.append(item_f4)
-        f4 = tuple(items_f4)
-    return MetadataResponseTopic(f0, f1, _ZERO_UUID, f3, f4, -2147483648), pos
+    return _new(MetadataResponse, (f0, f1, f2, f3, f4, -2147483648)), pos
 
 
 def _r_MetadataResponse_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[MetadataResponseBroker, ...]
@@ -517,12 +631,39 @@ def _r_MetadataResponse_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Brokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[MetadataResponseBroker] = []
         for _ in range(n):
-            item_f1, pos = _r_MetadataResponseBroker_v1(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_3: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
         f1 = tuple(items_f1)
     f2: str | None
     n = _U_h(buf, pos)[0]
@@ -533,9 +674,9 @@ def _r_MetadataResponse_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse,
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3 = _U_i(buf, pos)[0]
     pos += 4
@@ -545,85 +686,76 @@ def _r_MetadataResponse_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[MetadataResponseTopic] = []
         for _ in range(n):
-            item_f4, pos = _r_MetadataResponseTopic_v5(buf, pos)
-            items_f4.append(item_f4)
+            f4_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f4_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_3 = _U_o(buf, pos)[0]
+            pos += 1
+            f4_4: tuple[MetadataResponsePartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f4_4: list[MetadataResponsePartition] = []
+                for _ in range(n):
+                    f4_4_0, f4_4_1, f4_4_2 = _U_hii(buf, pos)
+                    pos += 10
+                    f4_4_4: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f4_4_5: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f4_4_6: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, -1, f4_4_4, f4_4_5, f4_4_6)))
+                f4_4 = tuple(items_f4_4)
+            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, -2147483648)))
         f4 = tuple(items_f4)
-    return MetadataResponse(f0, f1, f2, f3, f4, -2147483648), pos
-
-
-def _r_MetadataResponsePartition_v7(buf: memoryview, pos: int) -> tuple[MetadataResponsePartition, int]:
-    f0, f1, f2, f3 = _U_hiii(buf, pos)
-    pos += 14
-    f4: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f4 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f5: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f6: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f6 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return MetadataResponsePartition(f0, f1, f2, f3, f4, f5, f6), pos
-
-
-def _r_MetadataResponseTopic_v7(buf: memoryview, pos: int) -> tuple[MetadataResponseTopic, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3 = _U_o(buf, pos)[0]
-    pos += 1
-    f4: tuple[MetadataResponsePartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponsePartition] = []
-        for _ in range(n):
-            item_f4, pos = _r_MetadataResponsePartition_v7(buf, pos)
-            items_f4.append(item_f4)
-        f4 = tuple(items_f4)
-    return MetadataResponseTopic(f0, f1, _ZERO_UUID, f3, f4, -2147483648), pos
+    return _new(MetadataResponse, (f0, f1, f2, f3, f4, -2147483648)), pos
 
 
 def _r_MetadataResponse_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[MetadataResponseBroker, ...]
@@ -632,12 +764,39 @@ def _r_MetadataResponse_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Brokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[MetadataResponseBroker] = []
         for _ in range(n):
-            item_f1, pos = _r_MetadataResponseBroker_v1(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_3: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
         f1 = tuple(items_f1)
     f2: str | None
     n = _U_h(buf, pos)[0]
@@ -648,9 +807,9 @@ def _r_MetadataResponse_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse,
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3 = _U_i(buf, pos)[0]
     pos += 4
@@ -660,51 +819,76 @@ def _r_MetadataResponse_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[MetadataResponseTopic] = []
         for _ in range(n):
-            item_f4, pos = _r_MetadataResponseTopic_v7(buf, pos)
-            items_f4.append(item_f4)
+            f4_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f4_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_3 = _U_o(buf, pos)[0]
+            pos += 1
+            f4_4: tuple[MetadataResponsePartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f4_4: list[MetadataResponsePartition] = []
+                for _ in range(n):
+                    f4_4_0, f4_4_1, f4_4_2, f4_4_3 = _U_hiii(buf, pos)
+                    pos += 14
+                    f4_4_4: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f4_4_5: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f4_4_6: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
+                f4_4 = tuple(items_f4_4)
+            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, -2147483648)))
         f4 = tuple(items_f4)
-    return MetadataResponse(f0, f1, f2, f3, f4, -2147483648), pos
-
-
-def _r_MetadataResponseTopic_v8(buf: memoryview, pos: int) -> tuple[MetadataResponseTopic, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3 = _U_o(buf, pos)[0]
-    pos += 1
-    f4: tuple[MetadataResponsePartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponsePartition] = []
-        for _ in range(n):
-            item_f4, pos = _r_MetadataResponsePartition_v7(buf, pos)
-            items_f4.append(item_f4)
-        f4 = tuple(items_f4)
-    f5 = _U_i(buf, pos)[0]
-    pos += 4
-    return MetadataResponseTopic(f0, f1, _ZERO_UUID, f3, f4, f5), pos
+    return _new(MetadataResponse, (f0, f1, f2, f3, f4, -2147483648)), pos
 
 
 def _r_MetadataResponse_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[MetadataResponseBroker, ...]
@@ -713,12 +897,39 @@ def _r_MetadataResponse_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Brokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[MetadataResponseBroker] = []
         for _ in range(n):
-            item_f1, pos = _r_MetadataResponseBroker_v1(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_3: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
         f1 = tuple(items_f1)
     f2: str | None
     n = _U_h(buf, pos)[0]
@@ -729,9 +940,9 @@ def _r_MetadataResponse_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse,
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3 = _U_i(buf, pos)[0]
     pos += 4
@@ -741,161 +952,80 @@ def _r_MetadataResponse_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[MetadataResponseTopic] = []
         for _ in range(n):
-            item_f4, pos = _r_MetadataResponseTopic_v8(buf, pos)
-            items_f4.append(item_f4)
+            f4_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f4_1: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_3 = _U_o(buf, pos)[0]
+            pos += 1
+            f4_4: tuple[MetadataResponsePartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f4_4: list[MetadataResponsePartition] = []
+                for _ in range(n):
+                    f4_4_0, f4_4_1, f4_4_2, f4_4_3 = _U_hiii(buf, pos)
+                    pos += 14
+                    f4_4_4: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f4_4_5: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f4_4_6: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
+                f4_4 = tuple(items_f4_4)
+            f4_5 = _U_i(buf, pos)[0]
+            pos += 4
+            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, f4_5)))
         f4 = tuple(items_f4)
     f5 = _U_i(buf, pos)[0]
     pos += 4
-    return MetadataResponse(f0, f1, f2, f3, f4, f5), pos
-
-
-def _r_MetadataResponseBroker_v9(buf: memoryview, pos: int) -> tuple[MetadataResponseBroker, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
-    f3: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return MetadataResponseBroker(f0, f1, f2, f3), pos
-
-
-def _r_MetadataResponsePartition_v9(buf: memoryview, pos: int) -> tuple[MetadataResponsePartition, int]:
-    f0, f1, f2, f3 = _U_hiii(buf, pos)
-    pos += 14
-    f4: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f4 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f5: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f6: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f6 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return MetadataResponsePartition(f0, f1, f2, f3, f4, f5, f6), pos
-
-
-def _r_MetadataResponseTopic_v9(buf: memoryview, pos: int) -> tuple[MetadataResponseTopic, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3 = _U_o(buf, pos)[0]
-    pos += 1
-    f4: tuple[MetadataResponsePartition, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponsePartition] = []
-        for _ in range(n):
-            item_f4, pos = _r_MetadataResponsePartition_v9(buf, pos)
-            items_f4.append(item_f4)
-        f4 = tuple(items_f4)
-    f5 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return MetadataResponseTopic(f0, f1, _ZERO_UUID, f3, f4, f5), pos
+    return _new(MetadataResponse, (f0, f1, f2, f3, f4, f5)), pos
 
 
 def _r_MetadataResponse_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[MetadataResponseBroker, ...]
@@ -908,12 +1038,51 @@ def _r_MetadataResponse_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Brokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[MetadataResponseBroker] = []
         for _ in range(n):
-            item_f1, pos = _r_MetadataResponseBroker_v9(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_3: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
         f1 = tuple(items_f1)
     f2: str | None
     n = buf[pos]
@@ -928,9 +1097,9 @@ def _r_MetadataResponse_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse,
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3 = _U_i(buf, pos)[0]
     pos += 4
@@ -944,70 +1113,122 @@ def _r_MetadataResponse_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[MetadataResponseTopic] = []
         for _ in range(n):
-            item_f4, pos = _r_MetadataResponseTopic_v9(buf, pos)
-            items_f4.append(item_f4)
+            f4_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f4_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_3 = _U_o(buf, pos)[0]
+            pos += 1
+            f4_4: tuple[MetadataResponsePartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f4_4: list[MetadataResponsePartition] = []
+                for _ in range(n):
+                    f4_4_0, f4_4_1, f4_4_2, f4_4_3, n = _U_hiiiB(buf, pos)
+                    pos += 14
+                    f4_4_4: tuple[int, ...]
+                    try:
+                        f4_4_4 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f4_4_5: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f4_4_5 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f4_4_6: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f4_4_6 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
+                f4_4 = tuple(items_f4_4)
+            f4_5, tg = _U_iB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, f4_5)))
         f4 = tuple(items_f4)
-    f5 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return MetadataResponse(f0, f1, f2, f3, f4, f5), pos
-
-
-def _r_MetadataResponseTopic_v10(buf: memoryview, pos: int) -> tuple[MetadataResponseTopic, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2, f3 = _U_Uo(buf, pos)
-    pos += 17
-    f2 = _UUID(bytes=f2)
-    f4: tuple[MetadataResponsePartition, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponsePartition] = []
-        for _ in range(n):
-            item_f4, pos = _r_MetadataResponsePartition_v9(buf, pos)
-            items_f4.append(item_f4)
-        f4 = tuple(items_f4)
-    f5 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return MetadataResponseTopic(f0, f1, f2, f3, f4, f5), pos
+    f5, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(MetadataResponse, (f0, f1, f2, f3, f4, f5)), pos
 
 
 def _r_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[MetadataResponseBroker, ...]
@@ -1020,12 +1241,51 @@ def _r_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Brokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[MetadataResponseBroker] = []
         for _ in range(n):
-            item_f1, pos = _r_MetadataResponseBroker_v9(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_3: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
         f1 = tuple(items_f1)
     f2: str | None
     n = buf[pos]
@@ -1040,9 +1300,9 @@ def _r_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3 = _U_i(buf, pos)[0]
     pos += 4
@@ -1056,23 +1316,123 @@ def _r_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[MetadataResponseTopic] = []
         for _ in range(n):
-            item_f4, pos = _r_MetadataResponseTopic_v10(buf, pos)
-            items_f4.append(item_f4)
+            f4_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f4_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_2, f4_3 = _U_Uo(buf, pos)
+            pos += 17
+            f4_2 = _uuid_from(f4_2)
+            f4_4: tuple[MetadataResponsePartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f4_4: list[MetadataResponsePartition] = []
+                for _ in range(n):
+                    f4_4_0, f4_4_1, f4_4_2, f4_4_3, n = _U_hiiiB(buf, pos)
+                    pos += 14
+                    f4_4_4: tuple[int, ...]
+                    try:
+                        f4_4_4 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f4_4_5: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f4_4_5 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f4_4_6: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f4_4_6 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
+                f4_4 = tuple(items_f4_4)
+            f4_5, tg = _U_iB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, f4_2, f4_3, f4_4, f4_5)))
         f4 = tuple(items_f4)
-    f5 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return MetadataResponse(f0, f1, f2, f3, f4, f5), pos
+    f5, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(MetadataResponse, (f0, f1, f2, f3, f4, f5)), pos
 
 
 def _r_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[MetadataResponseBroker, ...]
@@ -1085,12 +1445,51 @@ def _r_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Brokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[MetadataResponseBroker] = []
         for _ in range(n):
-            item_f1, pos = _r_MetadataResponseBroker_v9(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_3: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
         f1 = tuple(items_f1)
     f2: str | None
     n = buf[pos]
@@ -1105,9 +1504,9 @@ def _r_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3 = _U_i(buf, pos)[0]
     pos += 4
@@ -1121,70 +1520,123 @@ def _r_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[MetadataResponseTopic] = []
         for _ in range(n):
-            item_f4, pos = _r_MetadataResponseTopic_v10(buf, pos)
-            items_f4.append(item_f4)
+            f4_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f4_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_2, f4_3 = _U_Uo(buf, pos)
+            pos += 17
+            f4_2 = _uuid_from(f4_2)
+            f4_4: tuple[MetadataResponsePartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f4_4: list[MetadataResponsePartition] = []
+                for _ in range(n):
+                    f4_4_0, f4_4_1, f4_4_2, f4_4_3, n = _U_hiiiB(buf, pos)
+                    pos += 14
+                    f4_4_4: tuple[int, ...]
+                    try:
+                        f4_4_4 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f4_4_5: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f4_4_5 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f4_4_6: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f4_4_6 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
+                f4_4 = tuple(items_f4_4)
+            f4_5, tg = _U_iB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, f4_2, f4_3, f4_4, f4_5)))
         f4 = tuple(items_f4)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return MetadataResponse(f0, f1, f2, f3, f4, -2147483648), pos
-
-
-def _r_MetadataResponseTopic_v12(buf: memoryview, pos: int) -> tuple[MetadataResponseTopic, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2, f3 = _U_Uo(buf, pos)
-    pos += 17
-    f2 = _UUID(bytes=f2)
-    f4: tuple[MetadataResponsePartition, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponsePartition] = []
-        for _ in range(n):
-            item_f4, pos = _r_MetadataResponsePartition_v9(buf, pos)
-            items_f4.append(item_f4)
-        f4 = tuple(items_f4)
-    f5 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return MetadataResponseTopic(f0, f1, f2, f3, f4, f5), pos
+    return _new(MetadataResponse, (f0, f1, f2, f3, f4, -2147483648)), pos
 
 
 def _r_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[MetadataResponseBroker, ...]
@@ -1197,12 +1649,51 @@ def _r_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Brokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[MetadataResponseBroker] = []
         for _ in range(n):
-            item_f1, pos = _r_MetadataResponseBroker_v9(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_2 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_3: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
         f1 = tuple(items_f1)
     f2: str | None
     n = buf[pos]
@@ -1217,9 +1708,9 @@ def _r_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3 = _U_i(buf, pos)[0]
     pos += 4
@@ -1233,18 +1724,121 @@ def _r_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[MetadataResponseTopic] = []
         for _ in range(n):
-            item_f4, pos = _r_MetadataResponseTopic_v12(buf, pos)
-            items_f4.append(item_f4)
+            f4_0 = _U_h(buf, pos)[0]
+            pos += 2
+            f4_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f4_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_2, f4_3 = _U_Uo(buf, pos)
+            pos += 17
+            f4_2 = _uuid_from(f4_2)
+            f4_4: tuple[MetadataResponsePartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f4_4: list[MetadataResponsePartition] = []
+                for _ in range(n):
+                    f4_4_0, f4_4_1, f4_4_2, f4_4_3, n = _U_hiiiB(buf, pos)
+                    pos += 14
+                    f4_4_4: tuple[int, ...]
+                    try:
+                        f4_4_4 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f4_4_5: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f4_4_5 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f4_4_6: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f4_4_6 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
+                f4_4 = tuple(items_f4_4)
+            f4_5, tg = _U_iB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, f4_2, f4_3, f4_4, f4_5)))
         f4 = tuple(items_f4)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return MetadataResponse(f0, f1, f2, f3, f4, -2147483648), pos
+    return _new(MetadataResponse, (f0, f1, f2, f3, f4, -2147483648)), pos
 
 
 def _w_MetadataResponseBroker_v0(out: bytearray, ext: Ext, o: MetadataResponseBroker) -> None:

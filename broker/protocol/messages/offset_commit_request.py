@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,6 +25,7 @@ __all__ = [
     "OffsetCommitRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -44,10 +46,18 @@ _U_q = _S_q.unpack_from
 _P_q = _S_q.pack
 
 
-@_attrs.frozen
-class OffsetCommitRequestPartition:
+class _OffsetCommitRequestPartitionFields(_NamedTuple):
+    partition_index: int = 0
+    committed_offset: int = 0
+    committed_leader_epoch: int = -1
+    commit_timestamp: int = -1
+    committed_metadata: str | None = ""
+
+
+class OffsetCommitRequestPartition(_OffsetCommitRequestPartitionFields):
     """Struct ``OffsetCommitRequestPartition`` of OffsetCommitRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
@@ -56,32 +66,49 @@ class OffsetCommitRequestPartition:
         ("commit_timestamp", "int64", "1", "none", "none", -1),
         ("committed_metadata", "string", "0+", "0+", "none", -1),
     )
-
-    partition_index: int = 0
-    committed_offset: int = 0
-    committed_leader_epoch: int = -1
-    commit_timestamp: int = -1
-    committed_metadata: str | None = ""
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class OffsetCommitRequestTopic:
+_D_OffsetCommitRequestPartition = OffsetCommitRequestPartition()
+
+
+class _OffsetCommitRequestTopicFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[OffsetCommitRequestPartition, ...] = ()
+
+
+class OffsetCommitRequestTopic(_OffsetCommitRequestTopicFields):
     """Struct ``OffsetCommitRequestTopic`` of OffsetCommitRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]OffsetCommitRequestPartition", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[OffsetCommitRequestPartition, ...] = ()
+
+_D_OffsetCommitRequestTopic = OffsetCommitRequestTopic()
 
 
-@_attrs.frozen
-class OffsetCommitRequest:
+class _OffsetCommitRequestFields(_NamedTuple):
+    group_id: str = ""
+    generation_id_or_member_epoch: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+    retention_time_ms: int = -1
+    topics: tuple[OffsetCommitRequestTopic, ...] = ()
+
+
+class OffsetCommitRequest(_OffsetCommitRequestFields):
     """Kafka request ``OffsetCommitRequest`` (generated from OffsetCommitRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 8
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 9
@@ -95,67 +122,13 @@ class OffsetCommitRequest:
         ("retention_time_ms", "int64", "2-4", "none", "none", -1),
         ("topics", "[]OffsetCommitRequestTopic", "0+", "none", "none", -1),
     )
-
-    group_id: str = ""
-    generation_id_or_member_epoch: int = -1
-    member_id: str = ""
-    group_instance_id: str | None = None
-    retention_time_ms: int = -1
-    topics: tuple[OffsetCommitRequestTopic, ...] = ()
-
-
-_D_OffsetCommitRequestPartition = OffsetCommitRequestPartition()
-_D_OffsetCommitRequestTopic = OffsetCommitRequestTopic()
-
-
-def _r_OffsetCommitRequestPartition_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequestPartition, int]:
-    f0, f1 = _U_iq(buf, pos)
-    pos += 12
-    f4: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f4 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    return OffsetCommitRequestPartition(f0, f1, -1, -1, f4), pos
-
-
-def _r_OffsetCommitRequestTopic_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequestTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[OffsetCommitRequestPartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetCommitRequestPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_OffsetCommitRequestPartition_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return OffsetCommitRequestTopic(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_OffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -163,9 +136,9 @@ def _r_OffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f5: tuple[OffsetCommitRequestTopic, ...]
     n = _U_i(buf, pos)[0]
@@ -173,64 +146,55 @@ def _r_OffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f5: list[OffsetCommitRequestTopic] = []
         for _ in range(n):
-            item_f5, pos = _r_OffsetCommitRequestTopic_v0(buf, pos)
-            items_f5.append(item_f5)
+            f5_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f5_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f5_1: tuple[OffsetCommitRequestPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f5_1: list[OffsetCommitRequestPartition] = []
+                for _ in range(n):
+                    f5_1_0, f5_1_1 = _U_iq(buf, pos)
+                    pos += 12
+                    f5_1_4: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f5_1_4 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f5_1_4 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, -1, -1, f5_1_4)))
+                f5_1 = tuple(items_f5_1)
+            items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
         f5 = tuple(items_f5)
-    return OffsetCommitRequest(f0, -1, "", None, -1, f5), pos
-
-
-def _r_OffsetCommitRequestPartition_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRequestPartition, int]:
-    f0, f1, f3 = _U_iqq(buf, pos)
-    pos += 20
-    f4: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f4 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    return OffsetCommitRequestPartition(f0, f1, -1, f3, f4), pos
-
-
-def _r_OffsetCommitRequestTopic_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRequestTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[OffsetCommitRequestPartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetCommitRequestPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_OffsetCommitRequestPartition_v1(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return OffsetCommitRequestTopic(f0, f1), pos
+    return _new(OffsetCommitRequest, (f0, -1, "", None, -1, f5)), pos
 
 
 def _r_OffsetCommitRequest_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -238,9 +202,9 @@ def _r_OffsetCommitRequest_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_i(buf, pos)[0]
     pos += 4
@@ -251,9 +215,9 @@ def _r_OffsetCommitRequest_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f5: tuple[OffsetCommitRequestTopic, ...]
     n = _U_i(buf, pos)[0]
@@ -261,17 +225,55 @@ def _r_OffsetCommitRequest_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f5: list[OffsetCommitRequestTopic] = []
         for _ in range(n):
-            item_f5, pos = _r_OffsetCommitRequestTopic_v1(buf, pos)
-            items_f5.append(item_f5)
+            f5_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f5_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f5_1: tuple[OffsetCommitRequestPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f5_1: list[OffsetCommitRequestPartition] = []
+                for _ in range(n):
+                    f5_1_0, f5_1_1, f5_1_3 = _U_iqq(buf, pos)
+                    pos += 20
+                    f5_1_4: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f5_1_4 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f5_1_4 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, -1, f5_1_3, f5_1_4)))
+                f5_1 = tuple(items_f5_1)
+            items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
         f5 = tuple(items_f5)
-    return OffsetCommitRequest(f0, f1, f2, None, -1, f5), pos
+    return _new(OffsetCommitRequest, (f0, f1, f2, None, -1, f5)), pos
 
 
 def _r_OffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -279,9 +281,9 @@ def _r_OffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_i(buf, pos)[0]
     pos += 4
@@ -292,9 +294,9 @@ def _r_OffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f4 = _U_q(buf, pos)[0]
     pos += 8
@@ -304,17 +306,55 @@ def _r_OffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f5: list[OffsetCommitRequestTopic] = []
         for _ in range(n):
-            item_f5, pos = _r_OffsetCommitRequestTopic_v0(buf, pos)
-            items_f5.append(item_f5)
+            f5_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f5_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f5_1: tuple[OffsetCommitRequestPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f5_1: list[OffsetCommitRequestPartition] = []
+                for _ in range(n):
+                    f5_1_0, f5_1_1 = _U_iq(buf, pos)
+                    pos += 12
+                    f5_1_4: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f5_1_4 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f5_1_4 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, -1, -1, f5_1_4)))
+                f5_1 = tuple(items_f5_1)
+            items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
         f5 = tuple(items_f5)
-    return OffsetCommitRequest(f0, f1, f2, None, f4, f5), pos
+    return _new(OffsetCommitRequest, (f0, f1, f2, None, f4, f5)), pos
 
 
 def _r_OffsetCommitRequest_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -322,9 +362,9 @@ def _r_OffsetCommitRequest_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_i(buf, pos)[0]
     pos += 4
@@ -335,9 +375,9 @@ def _r_OffsetCommitRequest_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f5: tuple[OffsetCommitRequestTopic, ...]
     n = _U_i(buf, pos)[0]
@@ -345,64 +385,55 @@ def _r_OffsetCommitRequest_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f5: list[OffsetCommitRequestTopic] = []
         for _ in range(n):
-            item_f5, pos = _r_OffsetCommitRequestTopic_v0(buf, pos)
-            items_f5.append(item_f5)
+            f5_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f5_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f5_1: tuple[OffsetCommitRequestPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f5_1: list[OffsetCommitRequestPartition] = []
+                for _ in range(n):
+                    f5_1_0, f5_1_1 = _U_iq(buf, pos)
+                    pos += 12
+                    f5_1_4: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f5_1_4 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f5_1_4 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, -1, -1, f5_1_4)))
+                f5_1 = tuple(items_f5_1)
+            items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
         f5 = tuple(items_f5)
-    return OffsetCommitRequest(f0, f1, f2, None, -1, f5), pos
-
-
-def _r_OffsetCommitRequestPartition_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequestPartition, int]:
-    f0, f1, f2 = _U_iqi(buf, pos)
-    pos += 16
-    f4: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f4 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    return OffsetCommitRequestPartition(f0, f1, f2, -1, f4), pos
-
-
-def _r_OffsetCommitRequestTopic_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequestTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[OffsetCommitRequestPartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetCommitRequestPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_OffsetCommitRequestPartition_v6(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return OffsetCommitRequestTopic(f0, f1), pos
+    return _new(OffsetCommitRequest, (f0, f1, f2, None, -1, f5)), pos
 
 
 def _r_OffsetCommitRequest_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -410,9 +441,9 @@ def _r_OffsetCommitRequest_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_i(buf, pos)[0]
     pos += 4
@@ -423,9 +454,9 @@ def _r_OffsetCommitRequest_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f5: tuple[OffsetCommitRequestTopic, ...]
     n = _U_i(buf, pos)[0]
@@ -433,17 +464,55 @@ def _r_OffsetCommitRequest_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f5: list[OffsetCommitRequestTopic] = []
         for _ in range(n):
-            item_f5, pos = _r_OffsetCommitRequestTopic_v6(buf, pos)
-            items_f5.append(item_f5)
+            f5_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f5_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f5_1: tuple[OffsetCommitRequestPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f5_1: list[OffsetCommitRequestPartition] = []
+                for _ in range(n):
+                    f5_1_0, f5_1_1, f5_1_2 = _U_iqi(buf, pos)
+                    pos += 16
+                    f5_1_4: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f5_1_4 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f5_1_4 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, f5_1_2, -1, f5_1_4)))
+                f5_1 = tuple(items_f5_1)
+            items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
         f5 = tuple(items_f5)
-    return OffsetCommitRequest(f0, f1, f2, None, -1, f5), pos
+    return _new(OffsetCommitRequest, (f0, f1, f2, None, -1, f5)), pos
 
 
 def _r_OffsetCommitRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -451,9 +520,9 @@ def _r_OffsetCommitRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_i(buf, pos)[0]
     pos += 4
@@ -464,9 +533,9 @@ def _r_OffsetCommitRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: str | None
     n = _U_h(buf, pos)[0]
@@ -477,9 +546,9 @@ def _r_OffsetCommitRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         f3 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f5: tuple[OffsetCommitRequestTopic, ...]
     n = _U_i(buf, pos)[0]
@@ -487,84 +556,55 @@ def _r_OffsetCommitRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f5: list[OffsetCommitRequestTopic] = []
         for _ in range(n):
-            item_f5, pos = _r_OffsetCommitRequestTopic_v6(buf, pos)
-            items_f5.append(item_f5)
+            f5_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f5_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f5_1: tuple[OffsetCommitRequestPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f5_1: list[OffsetCommitRequestPartition] = []
+                for _ in range(n):
+                    f5_1_0, f5_1_1, f5_1_2 = _U_iqi(buf, pos)
+                    pos += 16
+                    f5_1_4: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f5_1_4 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f5_1_4 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, f5_1_2, -1, f5_1_4)))
+                f5_1 = tuple(items_f5_1)
+            items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
         f5 = tuple(items_f5)
-    return OffsetCommitRequest(f0, f1, f2, f3, -1, f5), pos
-
-
-def _r_OffsetCommitRequestPartition_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequestPartition, int]:
-    f0, f1, f2 = _U_iqi(buf, pos)
-    pos += 16
-    f4: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f4 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetCommitRequestPartition(f0, f1, f2, -1, f4), pos
-
-
-def _r_OffsetCommitRequestTopic_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequestTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[OffsetCommitRequestPartition, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetCommitRequestPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_OffsetCommitRequestPartition_v8(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetCommitRequestTopic(f0, f1), pos
+    return _new(OffsetCommitRequest, (f0, f1, f2, f3, -1, f5)), pos
 
 
 def _r_OffsetCommitRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -576,9 +616,9 @@ def _r_OffsetCommitRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_i(buf, pos)[0]
     pos += 4
@@ -593,9 +633,9 @@ def _r_OffsetCommitRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: str | None
     n = buf[pos]
@@ -610,9 +650,9 @@ def _r_OffsetCommitRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         f3 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f5: tuple[OffsetCommitRequestTopic, ...]
     n = buf[pos]
@@ -624,18 +664,75 @@ def _r_OffsetCommitRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f5: list[OffsetCommitRequestTopic] = []
         for _ in range(n):
-            item_f5, pos = _r_OffsetCommitRequestTopic_v8(buf, pos)
-            items_f5.append(item_f5)
+            f5_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f5_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f5_1: tuple[OffsetCommitRequestPartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f5_1: list[OffsetCommitRequestPartition] = []
+                for _ in range(n):
+                    f5_1_0, f5_1_1, f5_1_2 = _U_iqi(buf, pos)
+                    pos += 16
+                    f5_1_4: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f5_1_4 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f5_1_4 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, f5_1_2, -1, f5_1_4)))
+                f5_1 = tuple(items_f5_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
         f5 = tuple(items_f5)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return OffsetCommitRequest(f0, f1, f2, f3, -1, f5), pos
+    return _new(OffsetCommitRequest, (f0, f1, f2, f3, -1, f5)), pos
 
 
 def _w_OffsetCommitRequestPartition_v0(out: bytearray, ext: Ext, o: OffsetCommitRequestPartition) -> None:

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,6 +26,7 @@ __all__ = [
     "OffsetCommitResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -31,44 +34,68 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_ih = _struct.Struct(">ih")
-_U_ih = _S_ih.unpack_from
+_IU_ih = _S_ih.iter_unpack
 _P_ih = _S_ih.pack
 _S_ihB = _struct.Struct(">ihB")
+_U_ihB = _S_ihB.unpack_from
 _P_ihB = _S_ihB.pack
+_S_ihx = _struct.Struct(">ihx")
+_IU_ihx = _S_ihx.iter_unpack
 
 
-@_attrs.frozen
-class OffsetCommitResponsePartition:
+class _OffsetCommitResponsePartitionFields(_NamedTuple):
+    partition_index: int = 0
+    error_code: int = 0
+
+
+class OffsetCommitResponsePartition(_OffsetCommitResponsePartitionFields):
     """Struct ``OffsetCommitResponsePartition`` of OffsetCommitResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition_index: int = 0
-    error_code: int = 0
+
+_D_OffsetCommitResponsePartition = OffsetCommitResponsePartition()
 
 
-@_attrs.frozen
-class OffsetCommitResponseTopic:
+class _OffsetCommitResponseTopicFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[OffsetCommitResponsePartition, ...] = ()
+
+
+class OffsetCommitResponseTopic(_OffsetCommitResponseTopicFields):
     """Struct ``OffsetCommitResponseTopic`` of OffsetCommitResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]OffsetCommitResponsePartition", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[OffsetCommitResponsePartition, ...] = ()
+
+_D_OffsetCommitResponseTopic = OffsetCommitResponseTopic()
 
 
-@_attrs.frozen
-class OffsetCommitResponse:
+class _OffsetCommitResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    topics: tuple[OffsetCommitResponseTopic, ...] = ()
+
+
+class OffsetCommitResponse(_OffsetCommitResponseFields):
     """Kafka response ``OffsetCommitResponse`` (generated from OffsetCommitResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 8
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 9
@@ -78,67 +105,54 @@ class OffsetCommitResponse:
         ("throttle_time_ms", "int32", "3+", "none", "none", -1),
         ("topics", "[]OffsetCommitResponseTopic", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    topics: tuple[OffsetCommitResponseTopic, ...] = ()
-
-
-_D_OffsetCommitResponsePartition = OffsetCommitResponsePartition()
-_D_OffsetCommitResponseTopic = OffsetCommitResponseTopic()
-
-
-def _r_OffsetCommitResponsePartition_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitResponsePartition, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    return OffsetCommitResponsePartition(f0, f1), pos
-
-
-def _r_OffsetCommitResponseTopic_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitResponseTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[OffsetCommitResponsePartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetCommitResponsePartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_OffsetCommitResponsePartition_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return OffsetCommitResponseTopic(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_OffsetCommitResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
+    blen = len(buf)
     f1: tuple[OffsetCommitResponseTopic, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetCommitResponseTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetCommitResponseTopic_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[OffsetCommitResponsePartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 6 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f1_1 = tuple(map(_new, _repeat(OffsetCommitResponsePartition, n), _IU_ih(buf[pos:end])))
+                pos = end
+            items_f1.append(_new(OffsetCommitResponseTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return OffsetCommitResponse(0, f1), pos
+    return _new(OffsetCommitResponse, (0, f1)), pos
 
 
 def _r_OffsetCommitResponse_v3(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[OffsetCommitResponseTopic, ...]
@@ -147,67 +161,49 @@ def _r_OffsetCommitResponse_v3(buf: memoryview, pos: int) -> tuple[OffsetCommitR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetCommitResponseTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetCommitResponseTopic_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[OffsetCommitResponsePartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 6 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f1_1 = tuple(map(_new, _repeat(OffsetCommitResponsePartition, n), _IU_ih(buf[pos:end])))
+                pos = end
+            items_f1.append(_new(OffsetCommitResponseTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return OffsetCommitResponse(f0, f1), pos
+    return _new(OffsetCommitResponse, (f0, f1)), pos
 
 
 def _r_OffsetCommitResponsePartition_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitResponsePartition, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetCommitResponsePartition(f0, f1), pos
-
-
-def _r_OffsetCommitResponseTopic_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitResponseTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[OffsetCommitResponsePartition, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetCommitResponsePartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_OffsetCommitResponsePartition_v8(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetCommitResponseTopic(f0, f1), pos
+    f0, f1, tg = _U_ihB(buf, pos)
+    pos += 7
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(OffsetCommitResponsePartition, (f0, f1)), pos
 
 
 def _r_OffsetCommitResponse_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[OffsetCommitResponseTopic, ...]
@@ -220,18 +216,60 @@ def _r_OffsetCommitResponse_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetCommitResponseTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetCommitResponseTopic_v8(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[OffsetCommitResponsePartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 7 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                    f1_1 = tuple(map(_new, _repeat(OffsetCommitResponsePartition, n), _IU_ihx(buf[pos:end])))
+                    pos = end
+                else:
+                    items_f1_1: list[OffsetCommitResponsePartition] = []
+                    for _ in range(n):
+                        item_f1_1, pos = _r_OffsetCommitResponsePartition_v8(buf, pos)
+                        items_f1_1.append(item_f1_1)
+                    f1_1 = tuple(items_f1_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(OffsetCommitResponseTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return OffsetCommitResponse(f0, f1), pos
+    return _new(OffsetCommitResponse, (f0, f1)), pos
 
 
 def _w_OffsetCommitResponsePartition_v0(out: bytearray, ext: Ext, o: OffsetCommitResponsePartition) -> None:

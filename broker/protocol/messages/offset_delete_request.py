@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
@@ -21,44 +23,67 @@ __all__ = [
     "OffsetDeleteRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
+_IU_i = _S_i.iter_unpack
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class OffsetDeleteRequestPartition:
+class _OffsetDeleteRequestPartitionFields(_NamedTuple):
+    partition_index: int = 0
+
+
+class OffsetDeleteRequestPartition(_OffsetDeleteRequestPartitionFields):
     """Struct ``OffsetDeleteRequestPartition`` of OffsetDeleteRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition_index: int = 0
+
+_D_OffsetDeleteRequestPartition = OffsetDeleteRequestPartition()
 
 
-@_attrs.frozen
-class OffsetDeleteRequestTopic:
+class _OffsetDeleteRequestTopicFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[OffsetDeleteRequestPartition, ...] = ()
+
+
+class OffsetDeleteRequestTopic(_OffsetDeleteRequestTopicFields):
     """Struct ``OffsetDeleteRequestTopic`` of OffsetDeleteRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]OffsetDeleteRequestPartition", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[OffsetDeleteRequestPartition, ...] = ()
+
+_D_OffsetDeleteRequestTopic = OffsetDeleteRequestTopic()
 
 
-@_attrs.frozen
-class OffsetDeleteRequest:
+class _OffsetDeleteRequestFields(_NamedTuple):
+    group_id: str = ""
+    topics: tuple[OffsetDeleteRequestTopic, ...] = ()
+
+
+class OffsetDeleteRequest(_OffsetDeleteRequestFields):
     """Kafka request ``OffsetDeleteRequest`` (generated from OffsetDeleteRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 47
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -68,50 +93,13 @@ class OffsetDeleteRequest:
         ("group_id", "string", "0+", "none", "none", -1),
         ("topics", "[]OffsetDeleteRequestTopic", "0+", "none", "none", -1),
     )
-
-    group_id: str = ""
-    topics: tuple[OffsetDeleteRequestTopic, ...] = ()
-
-
-_D_OffsetDeleteRequestPartition = OffsetDeleteRequestPartition()
-_D_OffsetDeleteRequestTopic = OffsetDeleteRequestTopic()
-
-
-def _r_OffsetDeleteRequestPartition_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequestPartition, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    return OffsetDeleteRequestPartition(f0), pos
-
-
-def _r_OffsetDeleteRequestTopic_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequestTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[OffsetDeleteRequestPartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetDeleteRequestPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_OffsetDeleteRequestPartition_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return OffsetDeleteRequestTopic(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_OffsetDeleteRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -119,9 +107,9 @@ def _r_OffsetDeleteRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRe
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: tuple[OffsetDeleteRequestTopic, ...]
     n = _U_i(buf, pos)[0]
@@ -129,14 +117,37 @@ def _r_OffsetDeleteRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRe
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetDeleteRequestTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetDeleteRequestTopic_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[OffsetDeleteRequestPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 4 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f1_1 = tuple(map(_new, _repeat(OffsetDeleteRequestPartition, n), _IU_i(buf[pos:end])))
+                pos = end
+            items_f1.append(_new(OffsetDeleteRequestTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return OffsetDeleteRequest(f0, f1), pos
+    return _new(OffsetDeleteRequest, (f0, f1)), pos
 
 
 def _w_OffsetDeleteRequestPartition_v0(out: bytearray, ext: Ext, o: OffsetDeleteRequestPartition) -> None:

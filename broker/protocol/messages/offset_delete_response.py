@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "OffsetDeleteResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -31,42 +34,64 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_ih = _struct.Struct(">ih")
-_U_ih = _S_ih.unpack_from
+_IU_ih = _S_ih.iter_unpack
 _P_ih = _S_ih.pack
 
 
-@_attrs.frozen
-class OffsetDeleteResponsePartition:
+class _OffsetDeleteResponsePartitionFields(_NamedTuple):
+    partition_index: int = 0
+    error_code: int = 0
+
+
+class OffsetDeleteResponsePartition(_OffsetDeleteResponsePartitionFields):
     """Struct ``OffsetDeleteResponsePartition`` of OffsetDeleteResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition_index: int = 0
-    error_code: int = 0
+
+_D_OffsetDeleteResponsePartition = OffsetDeleteResponsePartition()
 
 
-@_attrs.frozen
-class OffsetDeleteResponseTopic:
+class _OffsetDeleteResponseTopicFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[OffsetDeleteResponsePartition, ...] = ()
+
+
+class OffsetDeleteResponseTopic(_OffsetDeleteResponseTopicFields):
     """Struct ``OffsetDeleteResponseTopic`` of OffsetDeleteResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]OffsetDeleteResponsePartition", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[OffsetDeleteResponsePartition, ...] = ()
+
+_D_OffsetDeleteResponseTopic = OffsetDeleteResponseTopic()
 
 
-@_attrs.frozen
-class OffsetDeleteResponse:
+class _OffsetDeleteResponseFields(_NamedTuple):
+    error_code: int = 0
+    throttle_time_ms: int = 0
+    topics: tuple[OffsetDeleteResponseTopic, ...] = ()
+
+
+class OffsetDeleteResponse(_OffsetDeleteResponseFields):
     """Kafka response ``OffsetDeleteResponse`` (generated from OffsetDeleteResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 47
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -77,51 +102,13 @@ class OffsetDeleteResponse:
         ("throttle_time_ms", "int32", "0+", "none", "none", -1),
         ("topics", "[]OffsetDeleteResponseTopic", "0+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    throttle_time_ms: int = 0
-    topics: tuple[OffsetDeleteResponseTopic, ...] = ()
-
-
-_D_OffsetDeleteResponsePartition = OffsetDeleteResponsePartition()
-_D_OffsetDeleteResponseTopic = OffsetDeleteResponseTopic()
-
-
-def _r_OffsetDeleteResponsePartition_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteResponsePartition, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    return OffsetDeleteResponsePartition(f0, f1), pos
-
-
-def _r_OffsetDeleteResponseTopic_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteResponseTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[OffsetDeleteResponsePartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetDeleteResponsePartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_OffsetDeleteResponsePartition_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return OffsetDeleteResponseTopic(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_OffsetDeleteResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_hi(buf, pos)
     pos += 6
     f2: tuple[OffsetDeleteResponseTopic, ...]
@@ -130,14 +117,37 @@ def _r_OffsetDeleteResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[OffsetDeleteResponseTopic] = []
         for _ in range(n):
-            item_f2, pos = _r_OffsetDeleteResponseTopic_v0(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[OffsetDeleteResponsePartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 6 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f2_1 = tuple(map(_new, _repeat(OffsetDeleteResponsePartition, n), _IU_ih(buf[pos:end])))
+                pos = end
+            items_f2.append(_new(OffsetDeleteResponseTopic, (f2_0, f2_1)))
         f2 = tuple(items_f2)
-    return OffsetDeleteResponse(f0, f1, f2), pos
+    return _new(OffsetDeleteResponse, (f0, f1, f2)), pos
 
 
 def _w_OffsetDeleteResponsePartition_v0(out: bytearray, ext: Ext, o: OffsetDeleteResponsePartition) -> None:

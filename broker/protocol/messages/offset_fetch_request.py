@@ -7,15 +7,17 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError, EncodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -26,10 +28,11 @@ __all__ = [
     "OffsetFetchRequest",
 ]
 
+_new = tuple.__new__
 _A_i = _ArrayStructs("i")
-_S_o = _struct.Struct(">?")
-_U_o = _S_o.unpack_from
+_AC_i = _CompactArrays("i")
 _S_oB = _struct.Struct(">?B")
+_U_oB = _S_oB.unpack_from
 _P_oB = _S_oB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -39,38 +42,61 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class OffsetFetchRequestTopic:
+class _OffsetFetchRequestTopicFields(_NamedTuple):
+    name: str = ""
+    partition_indexes: tuple[int, ...] = ()
+
+
+class OffsetFetchRequestTopic(_OffsetFetchRequestTopicFields):
     """Struct ``OffsetFetchRequestTopic`` of OffsetFetchRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0-7", "none", "none", -1),
         ("partition_indexes", "[]int32", "0-7", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_OffsetFetchRequestTopic = OffsetFetchRequestTopic()
+
+
+class _OffsetFetchRequestTopicsFields(_NamedTuple):
     name: str = ""
     partition_indexes: tuple[int, ...] = ()
 
 
-@_attrs.frozen
-class OffsetFetchRequestTopics:
+class OffsetFetchRequestTopics(_OffsetFetchRequestTopicsFields):
     """Struct ``OffsetFetchRequestTopics`` of OffsetFetchRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "8+", "none", "none", -1),
         ("partition_indexes", "[]int32", "8+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partition_indexes: tuple[int, ...] = ()
+
+_D_OffsetFetchRequestTopics = OffsetFetchRequestTopics()
 
 
-@_attrs.frozen
-class OffsetFetchRequestGroup:
+class _OffsetFetchRequestGroupFields(_NamedTuple):
+    group_id: str = ""
+    member_id: str | None = None
+    member_epoch: int = -1
+    topics: tuple[OffsetFetchRequestTopics, ...] | None = ()
+
+
+class OffsetFetchRequestGroup(_OffsetFetchRequestGroupFields):
     """Struct ``OffsetFetchRequestGroup`` of OffsetFetchRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("group_id", "string", "8+", "none", "none", -1),
@@ -78,17 +104,25 @@ class OffsetFetchRequestGroup:
         ("member_epoch", "int32", "9+", "none", "none", -1),
         ("topics", "[]OffsetFetchRequestTopics", "8+", "8+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_OffsetFetchRequestGroup = OffsetFetchRequestGroup()
+
+
+class _OffsetFetchRequestFields(_NamedTuple):
     group_id: str = ""
-    member_id: str | None = None
-    member_epoch: int = -1
-    topics: tuple[OffsetFetchRequestTopics, ...] | None = ()
+    topics: tuple[OffsetFetchRequestTopic, ...] | None = ()
+    groups: tuple[OffsetFetchRequestGroup, ...] = ()
+    require_stable: bool = False
 
 
-@_attrs.frozen
-class OffsetFetchRequest:
+class OffsetFetchRequest(_OffsetFetchRequestFields):
     """Kafka request ``OffsetFetchRequest`` (generated from OffsetFetchRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 9
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 9
@@ -100,44 +134,13 @@ class OffsetFetchRequest:
         ("groups", "[]OffsetFetchRequestGroup", "8+", "none", "none", -1),
         ("require_stable", "bool", "7+", "none", "none", -1),
     )
-
-    group_id: str = ""
-    topics: tuple[OffsetFetchRequestTopic, ...] | None = ()
-    groups: tuple[OffsetFetchRequestGroup, ...] = ()
-    require_stable: bool = False
-
-
-_D_OffsetFetchRequestTopic = OffsetFetchRequestTopic()
-_D_OffsetFetchRequestTopics = OffsetFetchRequestTopics()
-_D_OffsetFetchRequestGroup = OffsetFetchRequestGroup()
-
-
-def _r_OffsetFetchRequestTopic_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequestTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return OffsetFetchRequestTopic(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_OffsetFetchRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -145,9 +148,9 @@ def _r_OffsetFetchRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: tuple[OffsetFetchRequestTopic, ...] | None
     n = _U_i(buf, pos)[0]
@@ -155,17 +158,38 @@ def _r_OffsetFetchRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetFetchRequestTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetFetchRequestTopic_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f1_1 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f1.append(_new(OffsetFetchRequestTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return OffsetFetchRequest(f0, f1, (), False), pos
+    return _new(OffsetFetchRequest, (f0, f1, (), False)), pos
 
 
 def _r_OffsetFetchRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -173,9 +197,9 @@ def _r_OffsetFetchRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: tuple[OffsetFetchRequestTopic, ...] | None
     n = _U_i(buf, pos)[0]
@@ -185,54 +209,38 @@ def _r_OffsetFetchRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
             raise DecodeError("invalid array length %d" % n)
         f1 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetFetchRequestTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetFetchRequestTopic_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f1_1 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f1.append(_new(OffsetFetchRequestTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return OffsetFetchRequest(f0, f1, (), False), pos
-
-
-def _r_OffsetFetchRequestTopic_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequestTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetFetchRequestTopic(f0, f1), pos
+    return _new(OffsetFetchRequest, (f0, f1, (), False)), pos
 
 
 def _r_OffsetFetchRequest_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -244,9 +252,9 @@ def _r_OffsetFetchRequest_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: tuple[OffsetFetchRequestTopic, ...] | None
     n = buf[pos]
@@ -260,21 +268,59 @@ def _r_OffsetFetchRequest_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
             raise DecodeError("invalid array length %d" % n)
         f1 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetFetchRequestTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetFetchRequestTopic_v6(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[int, ...]
+            n = buf[pos]
+            try:
+                f1_1 = _AC_i[n](buf, pos)
+                pos += 4 * n - 3
+            except KeyError:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(OffsetFetchRequestTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return OffsetFetchRequest(f0, f1, (), False), pos
+    return _new(OffsetFetchRequest, (f0, f1, (), False)), pos
 
 
 def _r_OffsetFetchRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -286,9 +332,9 @@ def _r_OffsetFetchRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: tuple[OffsetFetchRequestTopic, ...] | None
     n = buf[pos]
@@ -302,102 +348,59 @@ def _r_OffsetFetchRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
             raise DecodeError("invalid array length %d" % n)
         f1 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetFetchRequestTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetFetchRequestTopic_v6(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[int, ...]
+            n = buf[pos]
+            try:
+                f1_1 = _AC_i[n](buf, pos)
+                pos += 4 * n - 3
+            except KeyError:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(OffsetFetchRequestTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    f3 = _U_o(buf, pos)[0]
-    pos += 1
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetFetchRequest(f0, f1, (), f3), pos
-
-
-def _r_OffsetFetchRequestTopics_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequestTopics, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetFetchRequestTopics(f0, f1), pos
-
-
-def _r_OffsetFetchRequestGroup_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequestGroup, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable GroupId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3: tuple[OffsetFetchRequestTopics, ...] | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid array length %d" % n)
-        f3 = None
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[OffsetFetchRequestTopics] = []
-        for _ in range(n):
-            item_f3, pos = _r_OffsetFetchRequestTopics_v8(buf, pos)
-            items_f3.append(item_f3)
-        f3 = tuple(items_f3)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetFetchRequestGroup(f0, None, -1, f3), pos
+    f3, tg = _U_oB(buf, pos)
+    pos += 2
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(OffsetFetchRequest, (f0, f1, (), f3)), pos
 
 
 def _r_OffsetFetchRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
+    blen = len(buf)
     f2: tuple[OffsetFetchRequestGroup, ...]
     n = buf[pos]
     if n < 0x80:
@@ -408,84 +411,96 @@ def _r_OffsetFetchRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Groups" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[OffsetFetchRequestGroup] = []
         for _ in range(n):
-            item_f2, pos = _r_OffsetFetchRequestGroup_v8(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_3: tuple[OffsetFetchRequestTopics, ...] | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid array length %d" % n)
+                f2_3 = None
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_3: list[OffsetFetchRequestTopics] = []
+                for _ in range(n):
+                    f2_3_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f2_3_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f2_3_1: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f2_3_1 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f2_3_1 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f2_3.append(_new(OffsetFetchRequestTopics, (f2_3_0, f2_3_1)))
+                f2_3 = tuple(items_f2_3)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(OffsetFetchRequestGroup, (f2_0, None, -1, f2_3)))
         f2 = tuple(items_f2)
-    f3 = _U_o(buf, pos)[0]
-    pos += 1
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetFetchRequest("", (), f2, f3), pos
-
-
-def _r_OffsetFetchRequestGroup_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequestGroup, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable GroupId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
-    f3: tuple[OffsetFetchRequestTopics, ...] | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid array length %d" % n)
-        f3 = None
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[OffsetFetchRequestTopics] = []
-        for _ in range(n):
-            item_f3, pos = _r_OffsetFetchRequestTopics_v8(buf, pos)
-            items_f3.append(item_f3)
-        f3 = tuple(items_f3)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetFetchRequestGroup(f0, f1, f2, f3), pos
+    f3, tg = _U_oB(buf, pos)
+    pos += 2
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(OffsetFetchRequest, ("", (), f2, f3)), pos
 
 
 def _r_OffsetFetchRequest_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
+    blen = len(buf)
     f2: tuple[OffsetFetchRequestGroup, ...]
     n = buf[pos]
     if n < 0x80:
@@ -496,20 +511,111 @@ def _r_OffsetFetchRequest_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Groups" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[OffsetFetchRequestGroup] = []
         for _ in range(n):
-            item_f2, pos = _r_OffsetFetchRequestGroup_v9(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f2_1 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_2 = _U_i(buf, pos)[0]
+            pos += 4
+            f2_3: tuple[OffsetFetchRequestTopics, ...] | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid array length %d" % n)
+                f2_3 = None
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_3: list[OffsetFetchRequestTopics] = []
+                for _ in range(n):
+                    f2_3_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f2_3_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f2_3_1: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f2_3_1 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f2_3_1 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f2_3.append(_new(OffsetFetchRequestTopics, (f2_3_0, f2_3_1)))
+                f2_3 = tuple(items_f2_3)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(OffsetFetchRequestGroup, (f2_0, f2_1, f2_2, f2_3)))
         f2 = tuple(items_f2)
-    f3 = _U_o(buf, pos)[0]
-    pos += 1
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetFetchRequest("", (), f2, f3), pos
+    f3, tg = _U_oB(buf, pos)
+    pos += 2
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(OffsetFetchRequest, ("", (), f2, f3)), pos
 
 
 def _w_OffsetFetchRequestTopic_v0(out: bytearray, ext: Ext, o: OffsetFetchRequestTopic) -> None:

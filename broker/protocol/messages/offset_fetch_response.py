@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -27,10 +28,12 @@ __all__ = [
     "OffsetFetchResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
 _S_hB = _struct.Struct(">hB")
+_U_hB = _S_hB.unpack_from
 _P_hB = _S_hB.pack
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
@@ -43,10 +46,18 @@ _U_iqi = _S_iqi.unpack_from
 _P_iqi = _S_iqi.pack
 
 
-@_attrs.frozen
-class OffsetFetchResponsePartition:
+class _OffsetFetchResponsePartitionFields(_NamedTuple):
+    partition_index: int = 0
+    committed_offset: int = 0
+    committed_leader_epoch: int = -1
+    metadata: str | None = ""
+    error_code: int = 0
+
+
+class OffsetFetchResponsePartition(_OffsetFetchResponsePartitionFields):
     """Struct ``OffsetFetchResponsePartition`` of OffsetFetchResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0-7", "none", "none", -1),
@@ -55,7 +66,37 @@ class OffsetFetchResponsePartition:
         ("metadata", "string", "0-7", "0-7", "none", -1),
         ("error_code", "int16", "0-7", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_OffsetFetchResponsePartition = OffsetFetchResponsePartition()
+
+
+class _OffsetFetchResponseTopicFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[OffsetFetchResponsePartition, ...] = ()
+
+
+class OffsetFetchResponseTopic(_OffsetFetchResponseTopicFields):
+    """Struct ``OffsetFetchResponseTopic`` of OffsetFetchResponse."""
+
+    __slots__ = ()
+    # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
+    FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
+        ("name", "string", "0-7", "none", "none", -1),
+        ("partitions", "[]OffsetFetchResponsePartition", "0-7", "none", "none", -1),
+    )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
+
+
+_D_OffsetFetchResponseTopic = OffsetFetchResponseTopic()
+
+
+class _OffsetFetchResponsePartitionsFields(_NamedTuple):
     partition_index: int = 0
     committed_offset: int = 0
     committed_leader_epoch: int = -1
@@ -63,24 +104,10 @@ class OffsetFetchResponsePartition:
     error_code: int = 0
 
 
-@_attrs.frozen
-class OffsetFetchResponseTopic:
-    """Struct ``OffsetFetchResponseTopic`` of OffsetFetchResponse."""
-
-    # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
-    FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
-        ("name", "string", "0-7", "none", "none", -1),
-        ("partitions", "[]OffsetFetchResponsePartition", "0-7", "none", "none", -1),
-    )
-
-    name: str = ""
-    partitions: tuple[OffsetFetchResponsePartition, ...] = ()
-
-
-@_attrs.frozen
-class OffsetFetchResponsePartitions:
+class OffsetFetchResponsePartitions(_OffsetFetchResponsePartitionsFields):
     """Struct ``OffsetFetchResponsePartitions`` of OffsetFetchResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "8+", "none", "none", -1),
@@ -89,48 +116,71 @@ class OffsetFetchResponsePartitions:
         ("metadata", "string", "8+", "8+", "none", -1),
         ("error_code", "int16", "8+", "none", "none", -1),
     )
-
-    partition_index: int = 0
-    committed_offset: int = 0
-    committed_leader_epoch: int = -1
-    metadata: str | None = ""
-    error_code: int = 0
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class OffsetFetchResponseTopics:
+_D_OffsetFetchResponsePartitions = OffsetFetchResponsePartitions()
+
+
+class _OffsetFetchResponseTopicsFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[OffsetFetchResponsePartitions, ...] = ()
+
+
+class OffsetFetchResponseTopics(_OffsetFetchResponseTopicsFields):
     """Struct ``OffsetFetchResponseTopics`` of OffsetFetchResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "8+", "none", "none", -1),
         ("partitions", "[]OffsetFetchResponsePartitions", "8+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[OffsetFetchResponsePartitions, ...] = ()
+
+_D_OffsetFetchResponseTopics = OffsetFetchResponseTopics()
 
 
-@_attrs.frozen
-class OffsetFetchResponseGroup:
+class _OffsetFetchResponseGroupFields(_NamedTuple):
+    group_id: str = ""
+    topics: tuple[OffsetFetchResponseTopics, ...] = ()
+    error_code: int = 0
+
+
+class OffsetFetchResponseGroup(_OffsetFetchResponseGroupFields):
     """Struct ``OffsetFetchResponseGroup`` of OffsetFetchResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("group_id", "string", "8+", "none", "none", -1),
         ("topics", "[]OffsetFetchResponseTopics", "8+", "none", "none", -1),
         ("error_code", "int16", "8+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    group_id: str = ""
-    topics: tuple[OffsetFetchResponseTopics, ...] = ()
+
+_D_OffsetFetchResponseGroup = OffsetFetchResponseGroup()
+
+
+class _OffsetFetchResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    topics: tuple[OffsetFetchResponseTopic, ...] = ()
     error_code: int = 0
+    groups: tuple[OffsetFetchResponseGroup, ...] = ()
 
 
-@_attrs.frozen
-class OffsetFetchResponse:
+class OffsetFetchResponse(_OffsetFetchResponseFields):
     """Kafka response ``OffsetFetchResponse`` (generated from OffsetFetchResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 9
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 9
@@ -142,106 +192,129 @@ class OffsetFetchResponse:
         ("error_code", "int16", "2-7", "none", "none", -1),
         ("groups", "[]OffsetFetchResponseGroup", "8+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    topics: tuple[OffsetFetchResponseTopic, ...] = ()
-    error_code: int = 0
-    groups: tuple[OffsetFetchResponseGroup, ...] = ()
-
-
-_D_OffsetFetchResponsePartition = OffsetFetchResponsePartition()
-_D_OffsetFetchResponseTopic = OffsetFetchResponseTopic()
-_D_OffsetFetchResponsePartitions = OffsetFetchResponsePartitions()
-_D_OffsetFetchResponseTopics = OffsetFetchResponseTopics()
-_D_OffsetFetchResponseGroup = OffsetFetchResponseGroup()
-
-
-def _r_OffsetFetchResponsePartition_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchResponsePartition, int]:
-    f0, f1 = _U_iq(buf, pos)
-    pos += 12
-    f3: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4 = _U_h(buf, pos)[0]
-    pos += 2
-    return OffsetFetchResponsePartition(f0, f1, -1, f3, f4), pos
-
-
-def _r_OffsetFetchResponseTopic_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[OffsetFetchResponsePartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetFetchResponsePartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_OffsetFetchResponsePartition_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return OffsetFetchResponseTopic(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_OffsetFetchResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
+    blen = len(buf)
     f1: tuple[OffsetFetchResponseTopic, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetFetchResponseTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetFetchResponseTopic_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[OffsetFetchResponsePartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_1: list[OffsetFetchResponsePartition] = []
+                for _ in range(n):
+                    f1_1_0, f1_1_1 = _U_iq(buf, pos)
+                    pos += 12
+                    f1_1_3: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_1_3 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_1_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_1_4 = _U_h(buf, pos)[0]
+                    pos += 2
+                    items_f1_1.append(_new(OffsetFetchResponsePartition, (f1_1_0, f1_1_1, -1, f1_1_3, f1_1_4)))
+                f1_1 = tuple(items_f1_1)
+            items_f1.append(_new(OffsetFetchResponseTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return OffsetFetchResponse(0, f1, 0, ()), pos
+    return _new(OffsetFetchResponse, (0, f1, 0, ())), pos
 
 
 def _r_OffsetFetchResponse_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
+    blen = len(buf)
     f1: tuple[OffsetFetchResponseTopic, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetFetchResponseTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetFetchResponseTopic_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[OffsetFetchResponsePartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_1: list[OffsetFetchResponsePartition] = []
+                for _ in range(n):
+                    f1_1_0, f1_1_1 = _U_iq(buf, pos)
+                    pos += 12
+                    f1_1_3: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_1_3 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_1_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_1_4 = _U_h(buf, pos)[0]
+                    pos += 2
+                    items_f1_1.append(_new(OffsetFetchResponsePartition, (f1_1_0, f1_1_1, -1, f1_1_3, f1_1_4)))
+                f1_1 = tuple(items_f1_1)
+            items_f1.append(_new(OffsetFetchResponseTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     f2 = _U_h(buf, pos)[0]
     pos += 2
-    return OffsetFetchResponse(0, f1, f2, ()), pos
+    return _new(OffsetFetchResponse, (0, f1, f2, ())), pos
 
 
 def _r_OffsetFetchResponse_v3(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[OffsetFetchResponseTopic, ...]
@@ -250,68 +323,59 @@ def _r_OffsetFetchResponse_v3(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetFetchResponseTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetFetchResponseTopic_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[OffsetFetchResponsePartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_1: list[OffsetFetchResponsePartition] = []
+                for _ in range(n):
+                    f1_1_0, f1_1_1 = _U_iq(buf, pos)
+                    pos += 12
+                    f1_1_3: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_1_3 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_1_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_1_4 = _U_h(buf, pos)[0]
+                    pos += 2
+                    items_f1_1.append(_new(OffsetFetchResponsePartition, (f1_1_0, f1_1_1, -1, f1_1_3, f1_1_4)))
+                f1_1 = tuple(items_f1_1)
+            items_f1.append(_new(OffsetFetchResponseTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     f2 = _U_h(buf, pos)[0]
     pos += 2
-    return OffsetFetchResponse(f0, f1, f2, ()), pos
-
-
-def _r_OffsetFetchResponsePartition_v5(buf: memoryview, pos: int) -> tuple[OffsetFetchResponsePartition, int]:
-    f0, f1, f2 = _U_iqi(buf, pos)
-    pos += 16
-    f3: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4 = _U_h(buf, pos)[0]
-    pos += 2
-    return OffsetFetchResponsePartition(f0, f1, f2, f3, f4), pos
-
-
-def _r_OffsetFetchResponseTopic_v5(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[OffsetFetchResponsePartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetFetchResponsePartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_OffsetFetchResponsePartition_v5(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return OffsetFetchResponseTopic(f0, f1), pos
+    return _new(OffsetFetchResponse, (f0, f1, f2, ())), pos
 
 
 def _r_OffsetFetchResponse_v5(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[OffsetFetchResponseTopic, ...]
@@ -320,88 +384,59 @@ def _r_OffsetFetchResponse_v5(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetFetchResponseTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetFetchResponseTopic_v5(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[OffsetFetchResponsePartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_1: list[OffsetFetchResponsePartition] = []
+                for _ in range(n):
+                    f1_1_0, f1_1_1, f1_1_2 = _U_iqi(buf, pos)
+                    pos += 16
+                    f1_1_3: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_1_3 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_1_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_1_4 = _U_h(buf, pos)[0]
+                    pos += 2
+                    items_f1_1.append(_new(OffsetFetchResponsePartition, (f1_1_0, f1_1_1, f1_1_2, f1_1_3, f1_1_4)))
+                f1_1 = tuple(items_f1_1)
+            items_f1.append(_new(OffsetFetchResponseTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     f2 = _U_h(buf, pos)[0]
     pos += 2
-    return OffsetFetchResponse(f0, f1, f2, ()), pos
-
-
-def _r_OffsetFetchResponsePartition_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchResponsePartition, int]:
-    f0, f1, f2 = _U_iqi(buf, pos)
-    pos += 16
-    f3: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4 = _U_h(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetFetchResponsePartition(f0, f1, f2, f3, f4), pos
-
-
-def _r_OffsetFetchResponseTopic_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[OffsetFetchResponsePartition, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetFetchResponsePartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_OffsetFetchResponsePartition_v6(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetFetchResponseTopic(f0, f1), pos
+    return _new(OffsetFetchResponse, (f0, f1, f2, ())), pos
 
 
 def _r_OffsetFetchResponse_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[OffsetFetchResponseTopic, ...]
@@ -414,92 +449,79 @@ def _r_OffsetFetchResponse_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetFetchResponseTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetFetchResponseTopic_v6(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[OffsetFetchResponsePartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_1: list[OffsetFetchResponsePartition] = []
+                for _ in range(n):
+                    f1_1_0, f1_1_1, f1_1_2 = _U_iqi(buf, pos)
+                    pos += 16
+                    f1_1_3: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_1_3 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_1_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_1_4, tg = _U_hB(buf, pos)
+                    pos += 3
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f1_1.append(_new(OffsetFetchResponsePartition, (f1_1_0, f1_1_1, f1_1_2, f1_1_3, f1_1_4)))
+                f1_1 = tuple(items_f1_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(OffsetFetchResponseTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    f2 = _U_h(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetFetchResponse(f0, f1, f2, ()), pos
-
-
-def _r_OffsetFetchResponsePartitions_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponsePartitions, int]:
-    f0, f1, f2 = _U_iqi(buf, pos)
-    pos += 16
-    f3: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    f4 = _U_h(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetFetchResponsePartitions(f0, f1, f2, f3, f4), pos
-
-
-def _r_OffsetFetchResponseTopics_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseTopics, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[OffsetFetchResponsePartitions, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetFetchResponsePartitions] = []
-        for _ in range(n):
-            item_f1, pos = _r_OffsetFetchResponsePartitions_v8(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetFetchResponseTopics(f0, f1), pos
+    f2, tg = _U_hB(buf, pos)
+    pos += 3
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(OffsetFetchResponse, (f0, f1, f2, ())), pos
 
 
 def _r_OffsetFetchResponseGroup_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseGroup, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -511,9 +533,9 @@ def _r_OffsetFetchResponseGroup_v8(buf: memoryview, pos: int) -> tuple[OffsetFet
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: tuple[OffsetFetchResponseTopics, ...]
     n = buf[pos]
@@ -525,20 +547,75 @@ def _r_OffsetFetchResponseGroup_v8(buf: memoryview, pos: int) -> tuple[OffsetFet
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetFetchResponseTopics] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetFetchResponseTopics_v8(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[OffsetFetchResponsePartitions, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_1: list[OffsetFetchResponsePartitions] = []
+                for _ in range(n):
+                    f1_1_0, f1_1_1, f1_1_2 = _U_iqi(buf, pos)
+                    pos += 16
+                    f1_1_3: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_1_3 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_1_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_1_4, tg = _U_hB(buf, pos)
+                    pos += 3
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f1_1.append(_new(OffsetFetchResponsePartitions, (f1_1_0, f1_1_1, f1_1_2, f1_1_3, f1_1_4)))
+                f1_1 = tuple(items_f1_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(OffsetFetchResponseTopics, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    f2 = _U_h(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetFetchResponseGroup(f0, f1, f2), pos
+    f2, tg = _U_hB(buf, pos)
+    pos += 3
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(OffsetFetchResponseGroup, (f0, f1, f2)), pos
 
 
 def _r_OffsetFetchResponse_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
@@ -565,7 +642,7 @@ def _r_OffsetFetchResponse_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return OffsetFetchResponse(f0, (), 0, f3), pos
+    return _new(OffsetFetchResponse, (f0, (), 0, f3)), pos
 
 
 def _w_OffsetFetchResponsePartition_v0(out: bytearray, ext: Ext, o: OffsetFetchResponsePartition) -> None:

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,6 +26,7 @@ __all__ = [
     "OffsetForLeaderEpochRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -31,49 +34,73 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_ii = _struct.Struct(">ii")
-_U_ii = _S_ii.unpack_from
+_IU_ii = _S_ii.iter_unpack
 _P_ii = _S_ii.pack
 _S_iii = _struct.Struct(">iii")
-_U_iii = _S_iii.unpack_from
+_IU_iii = _S_iii.iter_unpack
 _P_iii = _S_iii.pack
 _S_iiiB = _struct.Struct(">iiiB")
+_U_iiiB = _S_iiiB.unpack_from
 _P_iiiB = _S_iiiB.pack
+_S_iiix = _struct.Struct(">iiix")
+_IU_iiix = _S_iiix.iter_unpack
 
 
-@_attrs.frozen
-class OffsetForLeaderPartition:
+class _OffsetForLeaderPartitionFields(_NamedTuple):
+    partition: int = 0
+    current_leader_epoch: int = -1
+    leader_epoch: int = 0
+
+
+class OffsetForLeaderPartition(_OffsetForLeaderPartitionFields):
     """Struct ``OffsetForLeaderPartition`` of OffsetForLeaderEpochRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition", "int32", "0+", "none", "none", -1),
         ("current_leader_epoch", "int32", "2+", "none", "none", -1),
         ("leader_epoch", "int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition: int = 0
-    current_leader_epoch: int = -1
-    leader_epoch: int = 0
+
+_D_OffsetForLeaderPartition = OffsetForLeaderPartition()
 
 
-@_attrs.frozen
-class OffsetForLeaderTopic:
+class _OffsetForLeaderTopicFields(_NamedTuple):
+    topic: str = ""
+    partitions: tuple[OffsetForLeaderPartition, ...] = ()
+
+
+class OffsetForLeaderTopic(_OffsetForLeaderTopicFields):
     """Struct ``OffsetForLeaderTopic`` of OffsetForLeaderEpochRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic", "string", "0+", "none", "none", -1),
         ("partitions", "[]OffsetForLeaderPartition", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic: str = ""
-    partitions: tuple[OffsetForLeaderPartition, ...] = ()
+
+_D_OffsetForLeaderTopic = OffsetForLeaderTopic()
 
 
-@_attrs.frozen
-class OffsetForLeaderEpochRequest:
+class _OffsetForLeaderEpochRequestFields(_NamedTuple):
+    replica_id: int = -2
+    topics: tuple[OffsetForLeaderTopic, ...] = ()
+
+
+class OffsetForLeaderEpochRequest(_OffsetForLeaderEpochRequestFields):
     """Kafka request ``OffsetForLeaderEpochRequest`` (generated from OffsetForLeaderEpochRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 23
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
@@ -83,118 +110,95 @@ class OffsetForLeaderEpochRequest:
         ("replica_id", "int32", "3+", "none", "none", -1),
         ("topics", "[]OffsetForLeaderTopic", "0+", "none", "none", -1),
     )
-
-    replica_id: int = -2
-    topics: tuple[OffsetForLeaderTopic, ...] = ()
-
-
-_D_OffsetForLeaderPartition = OffsetForLeaderPartition()
-_D_OffsetForLeaderTopic = OffsetForLeaderTopic()
-
-
-def _r_OffsetForLeaderPartition_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderPartition, int]:
-    f0, f2 = _U_ii(buf, pos)
-    pos += 8
-    return OffsetForLeaderPartition(f0, -1, f2), pos
-
-
-def _r_OffsetForLeaderTopic_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[OffsetForLeaderPartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetForLeaderPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_OffsetForLeaderPartition_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return OffsetForLeaderTopic(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_OffsetForLeaderEpochRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
+    blen = len(buf)
     f1: tuple[OffsetForLeaderTopic, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetForLeaderTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetForLeaderTopic_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[OffsetForLeaderPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 8 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f1_1 = tuple([_new(OffsetForLeaderPartition, (a0, -1, a2)) for a0, a2 in _IU_ii(buf[pos:end])])
+                pos = end
+            items_f1.append(_new(OffsetForLeaderTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return OffsetForLeaderEpochRequest(-2, f1), pos
-
-
-def _r_OffsetForLeaderPartition_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderPartition, int]:
-    f0, f1, f2 = _U_iii(buf, pos)
-    pos += 12
-    return OffsetForLeaderPartition(f0, f1, f2), pos
-
-
-def _r_OffsetForLeaderTopic_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[OffsetForLeaderPartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetForLeaderPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_OffsetForLeaderPartition_v2(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return OffsetForLeaderTopic(f0, f1), pos
+    return _new(OffsetForLeaderEpochRequest, (-2, f1)), pos
 
 
 def _r_OffsetForLeaderEpochRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
+    blen = len(buf)
     f1: tuple[OffsetForLeaderTopic, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetForLeaderTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetForLeaderTopic_v2(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[OffsetForLeaderPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 12 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f1_1 = tuple(map(_new, _repeat(OffsetForLeaderPartition, n), _IU_iii(buf[pos:end])))
+                pos = end
+            items_f1.append(_new(OffsetForLeaderTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return OffsetForLeaderEpochRequest(-2, f1), pos
+    return _new(OffsetForLeaderEpochRequest, (-2, f1)), pos
 
 
 def _r_OffsetForLeaderEpochRequest_v3(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[OffsetForLeaderTopic, ...]
@@ -203,67 +207,49 @@ def _r_OffsetForLeaderEpochRequest_v3(buf: memoryview, pos: int) -> tuple[Offset
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetForLeaderTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetForLeaderTopic_v2(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[OffsetForLeaderPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 12 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f1_1 = tuple(map(_new, _repeat(OffsetForLeaderPartition, n), _IU_iii(buf[pos:end])))
+                pos = end
+            items_f1.append(_new(OffsetForLeaderTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return OffsetForLeaderEpochRequest(f0, f1), pos
+    return _new(OffsetForLeaderEpochRequest, (f0, f1)), pos
 
 
 def _r_OffsetForLeaderPartition_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderPartition, int]:
-    f0, f1, f2 = _U_iii(buf, pos)
-    pos += 12
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetForLeaderPartition(f0, f1, f2), pos
-
-
-def _r_OffsetForLeaderTopic_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[OffsetForLeaderPartition, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetForLeaderPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_OffsetForLeaderPartition_v4(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetForLeaderTopic(f0, f1), pos
+    f0, f1, f2, tg = _U_iiiB(buf, pos)
+    pos += 13
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(OffsetForLeaderPartition, (f0, f1, f2)), pos
 
 
 def _r_OffsetForLeaderEpochRequest_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[OffsetForLeaderTopic, ...]
@@ -276,18 +262,60 @@ def _r_OffsetForLeaderEpochRequest_v4(buf: memoryview, pos: int) -> tuple[Offset
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetForLeaderTopic] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetForLeaderTopic_v4(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[OffsetForLeaderPartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 13 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 12 : end : 13].tobytes().count(0) == n:
+                    f1_1 = tuple(map(_new, _repeat(OffsetForLeaderPartition, n), _IU_iiix(buf[pos:end])))
+                    pos = end
+                else:
+                    items_f1_1: list[OffsetForLeaderPartition] = []
+                    for _ in range(n):
+                        item_f1_1, pos = _r_OffsetForLeaderPartition_v4(buf, pos)
+                        items_f1_1.append(item_f1_1)
+                    f1_1 = tuple(items_f1_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(OffsetForLeaderTopic, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return OffsetForLeaderEpochRequest(f0, f1), pos
+    return _new(OffsetForLeaderEpochRequest, (f0, f1)), pos
 
 
 def _w_OffsetForLeaderPartition_v0(out: bytearray, ext: Ext, o: OffsetForLeaderPartition) -> None:

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,26 +26,37 @@ __all__ = [
     "OffsetForLeaderEpochResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
 _S_hiiq = _struct.Struct(">hiiq")
-_U_hiiq = _S_hiiq.unpack_from
+_IU_hiiq = _S_hiiq.iter_unpack
 _P_hiiq = _S_hiiq.pack
 _S_hiiqB = _struct.Struct(">hiiqB")
+_U_hiiqB = _S_hiiqB.unpack_from
 _P_hiiqB = _S_hiiqB.pack
+_S_hiiqx = _struct.Struct(">hiiqx")
+_IU_hiiqx = _S_hiiqx.iter_unpack
 _S_hiq = _struct.Struct(">hiq")
-_U_hiq = _S_hiq.unpack_from
+_IU_hiq = _S_hiq.iter_unpack
 _P_hiq = _S_hiq.pack
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class EpochEndOffset:
+class _EpochEndOffsetFields(_NamedTuple):
+    error_code: int = 0
+    partition: int = 0
+    leader_epoch: int = -1
+    end_offset: int = -1
+
+
+class EpochEndOffset(_EpochEndOffsetFields):
     """Struct ``EpochEndOffset`` of OffsetForLeaderEpochResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("error_code", "int16", "0+", "none", "none", -1),
@@ -51,31 +64,45 @@ class EpochEndOffset:
         ("leader_epoch", "int32", "1+", "none", "none", -1),
         ("end_offset", "int64", "0+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    partition: int = 0
-    leader_epoch: int = -1
-    end_offset: int = -1
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class OffsetForLeaderTopicResult:
+_D_EpochEndOffset = EpochEndOffset()
+
+
+class _OffsetForLeaderTopicResultFields(_NamedTuple):
+    topic: str = ""
+    partitions: tuple[EpochEndOffset, ...] = ()
+
+
+class OffsetForLeaderTopicResult(_OffsetForLeaderTopicResultFields):
     """Struct ``OffsetForLeaderTopicResult`` of OffsetForLeaderEpochResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic", "string", "0+", "none", "none", -1),
         ("partitions", "[]EpochEndOffset", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic: str = ""
-    partitions: tuple[EpochEndOffset, ...] = ()
+
+_D_OffsetForLeaderTopicResult = OffsetForLeaderTopicResult()
 
 
-@_attrs.frozen
-class OffsetForLeaderEpochResponse:
+class _OffsetForLeaderEpochResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    topics: tuple[OffsetForLeaderTopicResult, ...] = ()
+
+
+class OffsetForLeaderEpochResponse(_OffsetForLeaderEpochResponseFields):
     """Kafka response ``OffsetForLeaderEpochResponse`` (generated from OffsetForLeaderEpochResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 23
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
@@ -85,118 +112,95 @@ class OffsetForLeaderEpochResponse:
         ("throttle_time_ms", "int32", "2+", "none", "none", -1),
         ("topics", "[]OffsetForLeaderTopicResult", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    topics: tuple[OffsetForLeaderTopicResult, ...] = ()
-
-
-_D_EpochEndOffset = EpochEndOffset()
-_D_OffsetForLeaderTopicResult = OffsetForLeaderTopicResult()
-
-
-def _r_EpochEndOffset_v0(buf: memoryview, pos: int) -> tuple[EpochEndOffset, int]:
-    f0, f1, f3 = _U_hiq(buf, pos)
-    pos += 14
-    return EpochEndOffset(f0, f1, -1, f3), pos
-
-
-def _r_OffsetForLeaderTopicResult_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopicResult, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[EpochEndOffset, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[EpochEndOffset] = []
-        for _ in range(n):
-            item_f1, pos = _r_EpochEndOffset_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return OffsetForLeaderTopicResult(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_OffsetForLeaderEpochResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
+    blen = len(buf)
     f1: tuple[OffsetForLeaderTopicResult, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetForLeaderTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetForLeaderTopicResult_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[EpochEndOffset, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 14 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f1_1 = tuple([_new(EpochEndOffset, (a0, a1, -1, a3)) for a0, a1, a3 in _IU_hiq(buf[pos:end])])
+                pos = end
+            items_f1.append(_new(OffsetForLeaderTopicResult, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return OffsetForLeaderEpochResponse(0, f1), pos
-
-
-def _r_EpochEndOffset_v1(buf: memoryview, pos: int) -> tuple[EpochEndOffset, int]:
-    f0, f1, f2, f3 = _U_hiiq(buf, pos)
-    pos += 18
-    return EpochEndOffset(f0, f1, f2, f3), pos
-
-
-def _r_OffsetForLeaderTopicResult_v1(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopicResult, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[EpochEndOffset, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[EpochEndOffset] = []
-        for _ in range(n):
-            item_f1, pos = _r_EpochEndOffset_v1(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return OffsetForLeaderTopicResult(f0, f1), pos
+    return _new(OffsetForLeaderEpochResponse, (0, f1)), pos
 
 
 def _r_OffsetForLeaderEpochResponse_v1(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
+    blen = len(buf)
     f1: tuple[OffsetForLeaderTopicResult, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetForLeaderTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetForLeaderTopicResult_v1(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[EpochEndOffset, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 18 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f1_1 = tuple(map(_new, _repeat(EpochEndOffset, n), _IU_hiiq(buf[pos:end])))
+                pos = end
+            items_f1.append(_new(OffsetForLeaderTopicResult, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return OffsetForLeaderEpochResponse(0, f1), pos
+    return _new(OffsetForLeaderEpochResponse, (0, f1)), pos
 
 
 def _r_OffsetForLeaderEpochResponse_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[OffsetForLeaderTopicResult, ...]
@@ -205,67 +209,49 @@ def _r_OffsetForLeaderEpochResponse_v2(buf: memoryview, pos: int) -> tuple[Offse
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetForLeaderTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetForLeaderTopicResult_v1(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[EpochEndOffset, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 18 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f1_1 = tuple(map(_new, _repeat(EpochEndOffset, n), _IU_hiiq(buf[pos:end])))
+                pos = end
+            items_f1.append(_new(OffsetForLeaderTopicResult, (f1_0, f1_1)))
         f1 = tuple(items_f1)
-    return OffsetForLeaderEpochResponse(f0, f1), pos
+    return _new(OffsetForLeaderEpochResponse, (f0, f1)), pos
 
 
 def _r_EpochEndOffset_v4(buf: memoryview, pos: int) -> tuple[EpochEndOffset, int]:
-    f0, f1, f2, f3 = _U_hiiq(buf, pos)
-    pos += 18
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return EpochEndOffset(f0, f1, f2, f3), pos
-
-
-def _r_OffsetForLeaderTopicResult_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopicResult, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topic" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[EpochEndOffset, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[EpochEndOffset] = []
-        for _ in range(n):
-            item_f1, pos = _r_EpochEndOffset_v4(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return OffsetForLeaderTopicResult(f0, f1), pos
+    f0, f1, f2, f3, tg = _U_hiiqB(buf, pos)
+    pos += 19
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(EpochEndOffset, (f0, f1, f2, f3)), pos
 
 
 def _r_OffsetForLeaderEpochResponse_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[OffsetForLeaderTopicResult, ...]
@@ -278,18 +264,60 @@ def _r_OffsetForLeaderEpochResponse_v4(buf: memoryview, pos: int) -> tuple[Offse
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[OffsetForLeaderTopicResult] = []
         for _ in range(n):
-            item_f1, pos = _r_OffsetForLeaderTopicResult_v4(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[EpochEndOffset, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 19 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 18 : end : 19].tobytes().count(0) == n:
+                    f1_1 = tuple(map(_new, _repeat(EpochEndOffset, n), _IU_hiiqx(buf[pos:end])))
+                    pos = end
+                else:
+                    items_f1_1: list[EpochEndOffset] = []
+                    for _ in range(n):
+                        item_f1_1, pos = _r_EpochEndOffset_v4(buf, pos)
+                        items_f1_1.append(item_f1_1)
+                    f1_1 = tuple(items_f1_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(OffsetForLeaderTopicResult, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return OffsetForLeaderEpochResponse(f0, f1), pos
+    return _new(OffsetForLeaderEpochResponse, (f0, f1)), pos
 
 
 def _w_EpochEndOffset_v0(out: bytearray, ext: Ext, o: EpochEndOffset) -> None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -16,6 +15,8 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,6 +26,7 @@ __all__ = [
     "ProduceRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -36,38 +38,61 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class PartitionProduceData:
+class _PartitionProduceDataFields(_NamedTuple):
+    index: int = 0  # type: ignore[assignment]
+    records: bytes | memoryview | None = None
+
+
+class PartitionProduceData(_PartitionProduceDataFields):
     """Struct ``PartitionProduceData`` of ProduceRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("index", "int32", "0+", "none", "none", -1),
         ("records", "records", "0+", "0+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    index: int = 0
-    records: bytes | memoryview | None = None
+
+_D_PartitionProduceData = PartitionProduceData()
 
 
-@_attrs.frozen
-class TopicProduceData:
+class _TopicProduceDataFields(_NamedTuple):
+    name: str = ""
+    partition_data: tuple[PartitionProduceData, ...] = ()
+
+
+class TopicProduceData(_TopicProduceDataFields):
     """Struct ``TopicProduceData`` of ProduceRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partition_data", "[]PartitionProduceData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partition_data: tuple[PartitionProduceData, ...] = ()
+
+_D_TopicProduceData = TopicProduceData()
 
 
-@_attrs.frozen
-class ProduceRequest:
+class _ProduceRequestFields(_NamedTuple):
+    transactional_id: str | None = None
+    acks: int = 0
+    timeout_ms: int = 0
+    topic_data: tuple[TopicProduceData, ...] = ()
+
+
+class ProduceRequest(_ProduceRequestFields):
     """Kafka request ``ProduceRequest`` (generated from ProduceRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 0
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 11
@@ -79,65 +104,13 @@ class ProduceRequest:
         ("timeout_ms", "int32", "0+", "none", "none", -1),
         ("topic_data", "[]TopicProduceData", "0+", "none", "none", -1),
     )
-
-    transactional_id: str | None = None
-    acks: int = 0
-    timeout_ms: int = 0
-    topic_data: tuple[TopicProduceData, ...] = ()
-
-
-_D_PartitionProduceData = PartitionProduceData()
-_D_TopicProduceData = TopicProduceData()
-
-
-def _r_PartitionProduceData_v0(buf: memoryview, pos: int) -> tuple[PartitionProduceData, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: bytes | memoryview | None
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid records length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("records length %d exceeds remaining bytes" % n)
-        f1 = buf[pos:end]
-        pos = end
-    return PartitionProduceData(f0, f1), pos
-
-
-def _r_TopicProduceData_v0(buf: memoryview, pos: int) -> tuple[TopicProduceData, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionProduceData, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionData" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionProduceData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionProduceData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return TopicProduceData(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ProduceRequest_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
+    blen = len(buf)
     f1, f2 = _U_hi(buf, pos)
     pos += 6
     f3: tuple[TopicProduceData, ...]
@@ -146,17 +119,55 @@ def _r_ProduceRequest_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicData" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[TopicProduceData] = []
         for _ in range(n):
-            item_f3, pos = _r_TopicProduceData_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1: tuple[PartitionProduceData, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionData" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_1: list[PartitionProduceData] = []
+                for _ in range(n):
+                    f3_1_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f3_1_1: bytes | memoryview | None
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid records length %d" % n)
+                        f3_1_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("records length %d exceeds remaining bytes" % n)
+                        f3_1_1 = buf[pos:end]
+                        pos = end
+                    items_f3_1.append(_new(PartitionProduceData, (f3_1_0, f3_1_1)))
+                f3_1 = tuple(items_f3_1)
+            items_f3.append(_new(TopicProduceData, (f3_0, f3_1)))
         f3 = tuple(items_f3)
-    return ProduceRequest(None, f1, f2, f3), pos
+    return _new(ProduceRequest, (None, f1, f2, f3)), pos
 
 
 def _r_ProduceRequest_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
+    blen = len(buf)
     f0: str | None
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -166,9 +177,9 @@ def _r_ProduceRequest_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
         f0 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1, f2 = _U_hi(buf, pos)
     pos += 6
@@ -178,84 +189,55 @@ def _r_ProduceRequest_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicData" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[TopicProduceData] = []
         for _ in range(n):
-            item_f3, pos = _r_TopicProduceData_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1: tuple[PartitionProduceData, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionData" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_1: list[PartitionProduceData] = []
+                for _ in range(n):
+                    f3_1_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f3_1_1: bytes | memoryview | None
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid records length %d" % n)
+                        f3_1_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("records length %d exceeds remaining bytes" % n)
+                        f3_1_1 = buf[pos:end]
+                        pos = end
+                    items_f3_1.append(_new(PartitionProduceData, (f3_1_0, f3_1_1)))
+                f3_1 = tuple(items_f3_1)
+            items_f3.append(_new(TopicProduceData, (f3_0, f3_1)))
         f3 = tuple(items_f3)
-    return ProduceRequest(f0, f1, f2, f3), pos
-
-
-def _r_PartitionProduceData_v9(buf: memoryview, pos: int) -> tuple[PartitionProduceData, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: bytes | memoryview | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid records length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("records length %d exceeds remaining bytes" % n)
-        f1 = buf[pos:end]
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionProduceData(f0, f1), pos
-
-
-def _r_TopicProduceData_v9(buf: memoryview, pos: int) -> tuple[TopicProduceData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionProduceData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionData" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionProduceData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionProduceData_v9(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicProduceData(f0, f1), pos
+    return _new(ProduceRequest, (f0, f1, f2, f3)), pos
 
 
 def _r_ProduceRequest_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
+    blen = len(buf)
     f0: str | None
     n = buf[pos]
     if n < 0x80:
@@ -269,9 +251,9 @@ def _r_ProduceRequest_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
         f0 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1, f2 = _U_hi(buf, pos)
     pos += 6
@@ -285,18 +267,81 @@ def _r_ProduceRequest_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicData" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[TopicProduceData] = []
         for _ in range(n):
-            item_f3, pos = _r_TopicProduceData_v9(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1: tuple[PartitionProduceData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionData" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_1: list[PartitionProduceData] = []
+                for _ in range(n):
+                    f3_1_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f3_1_1: bytes | memoryview | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid records length %d" % n)
+                        f3_1_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("records length %d exceeds remaining bytes" % n)
+                        f3_1_1 = buf[pos:end]
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f3_1.append(_new(PartitionProduceData, (f3_1_0, f3_1_1)))
+                f3_1 = tuple(items_f3_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f3.append(_new(TopicProduceData, (f3_0, f3_1)))
         f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ProduceRequest(f0, f1, f2, f3), pos
+    return _new(ProduceRequest, (f0, f1, f2, f3)), pos
 
 
 def _w_PartitionProduceData_v0(out: bytearray, ext: Ext, o: PartitionProduceData) -> None:

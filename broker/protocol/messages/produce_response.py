@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -27,6 +28,7 @@ __all__ = [
     "ProduceResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -34,54 +36,82 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 _S_ihq = _struct.Struct(">ihq")
-_U_ihq = _S_ihq.unpack_from
+_IU_ihq = _S_ihq.iter_unpack
 _P_ihq = _S_ihq.pack
 _S_ihqq = _struct.Struct(">ihqq")
-_U_ihqq = _S_ihqq.unpack_from
+_IU_ihqq = _S_ihqq.iter_unpack
 _P_ihqq = _S_ihqq.pack
 _S_ihqqq = _struct.Struct(">ihqqq")
 _U_ihqqq = _S_ihqqq.unpack_from
+_IU_ihqqq = _S_ihqqq.iter_unpack
 _P_ihqqq = _S_ihqqq.pack
-_S_ii = _struct.Struct(">ii")
-_U_ii = _S_ii.unpack_from
 _S_iiB = _struct.Struct(">iiB")
+_U_iiB = _S_iiB.unpack_from
 _P_iiB = _S_iiB.pack
 
 
-@_attrs.frozen
-class BatchIndexAndErrorMessage:
+class _BatchIndexAndErrorMessageFields(_NamedTuple):
+    batch_index: int = 0
+    batch_index_error_message: str | None = None
+
+
+class BatchIndexAndErrorMessage(_BatchIndexAndErrorMessageFields):
     """Struct ``BatchIndexAndErrorMessage`` of ProduceResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("batch_index", "int32", "8+", "none", "none", -1),
         ("batch_index_error_message", "string", "8+", "8+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    batch_index: int = 0
-    batch_index_error_message: str | None = None
+
+_D_BatchIndexAndErrorMessage = BatchIndexAndErrorMessage()
 
 
-@_attrs.frozen
-class LeaderIdAndEpoch:
+class _LeaderIdAndEpochFields(_NamedTuple):
+    leader_id: int = -1
+    leader_epoch: int = -1
+
+
+class LeaderIdAndEpoch(_LeaderIdAndEpochFields):
     """Struct ``LeaderIdAndEpoch`` of ProduceResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("leader_id", "int32", "10+", "none", "none", -1),
         ("leader_epoch", "int32", "10+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    leader_id: int = -1
-    leader_epoch: int = -1
+
+_D_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
 
-@_attrs.frozen
-class PartitionProduceResponse:
+class _PartitionProduceResponseFields(_NamedTuple):
+    index: int = 0  # type: ignore[assignment]
+    error_code: int = 0
+    base_offset: int = 0
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    record_errors: tuple[BatchIndexAndErrorMessage, ...] = ()
+    error_message: str | None = None
+    current_leader: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+
+
+class PartitionProduceResponse(_PartitionProduceResponseFields):
     """Struct ``PartitionProduceResponse`` of ProduceResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("index", "int32", "0+", "none", "none", -1),
@@ -93,35 +123,47 @@ class PartitionProduceResponse:
         ("error_message", "string", "8+", "8+", "none", -1),
         ("current_leader", "LeaderIdAndEpoch", "10+", "none", "10+", 0),
     )
-
-    index: int = 0
-    error_code: int = 0
-    base_offset: int = 0
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    record_errors: tuple[BatchIndexAndErrorMessage, ...] = ()
-    error_message: str | None = None
-    current_leader: LeaderIdAndEpoch = _attrs.field(factory=LeaderIdAndEpoch)
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class TopicProduceResponse:
+_D_PartitionProduceResponse = PartitionProduceResponse()
+
+
+class _TopicProduceResponseFields(_NamedTuple):
+    name: str = ""
+    partition_responses: tuple[PartitionProduceResponse, ...] = ()
+
+
+class TopicProduceResponse(_TopicProduceResponseFields):
     """Struct ``TopicProduceResponse`` of ProduceResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partition_responses", "[]PartitionProduceResponse", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partition_responses: tuple[PartitionProduceResponse, ...] = ()
+
+_D_TopicProduceResponse = TopicProduceResponse()
 
 
-@_attrs.frozen
-class NodeEndpoint:
+class _NodeEndpointFields(_NamedTuple):
+    node_id: int = 0
+    host: str = ""
+    port: int = 0
+    rack: str | None = None
+
+
+class NodeEndpoint(_NodeEndpointFields):
     """Struct ``NodeEndpoint`` of ProduceResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("node_id", "int32", "10+", "none", "none", -1),
@@ -129,17 +171,24 @@ class NodeEndpoint:
         ("port", "int32", "10+", "none", "none", -1),
         ("rack", "string", "10+", "10+", "none", -1),
     )
-
-    node_id: int = 0
-    host: str = ""
-    port: int = 0
-    rack: str | None = None
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class ProduceResponse:
+_D_NodeEndpoint = NodeEndpoint()
+
+
+class _ProduceResponseFields(_NamedTuple):
+    responses: tuple[TopicProduceResponse, ...] = ()
+    throttle_time_ms: int = 0
+    node_endpoints: tuple[NodeEndpoint, ...] = ()
+
+
+class ProduceResponse(_ProduceResponseFields):
     """Kafka response ``ProduceResponse`` (generated from ProduceResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 0
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 11
@@ -150,247 +199,183 @@ class ProduceResponse:
         ("throttle_time_ms", "int32", "1+", "none", "none", -1),
         ("node_endpoints", "[]NodeEndpoint", "10+", "none", "10+", 0),
     )
-
-    responses: tuple[TopicProduceResponse, ...] = ()
-    throttle_time_ms: int = 0
-    node_endpoints: tuple[NodeEndpoint, ...] = ()
-
-
-_D_BatchIndexAndErrorMessage = BatchIndexAndErrorMessage()
-_D_LeaderIdAndEpoch = LeaderIdAndEpoch()
-_D_PartitionProduceResponse = PartitionProduceResponse()
-_D_TopicProduceResponse = TopicProduceResponse()
-_D_NodeEndpoint = NodeEndpoint()
-
-
-def _r_PartitionProduceResponse_v0(buf: memoryview, pos: int) -> tuple[PartitionProduceResponse, int]:
-    f0, f1, f2 = _U_ihq(buf, pos)
-    pos += 14
-    return PartitionProduceResponse(f0, f1, f2, -1, -1, (), None, _D_LeaderIdAndEpoch), pos
-
-
-def _r_TopicProduceResponse_v0(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionProduceResponse, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionResponses" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionProduceResponse] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionProduceResponse_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return TopicProduceResponse(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ProduceResponse_v0(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
+    blen = len(buf)
     f0: tuple[TopicProduceResponse, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[TopicProduceResponse] = []
         for _ in range(n):
-            item_f0, pos = _r_TopicProduceResponse_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1: tuple[PartitionProduceResponse, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionResponses" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 14 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f0_1 = tuple([_new(PartitionProduceResponse, (a0, a1, a2, -1, -1, (), None, _D_LeaderIdAndEpoch)) for a0, a1, a2 in _IU_ihq(buf[pos:end])])
+                pos = end
+            items_f0.append(_new(TopicProduceResponse, (f0_0, f0_1)))
         f0 = tuple(items_f0)
-    return ProduceResponse(f0, 0, ()), pos
+    return _new(ProduceResponse, (f0, 0, ())), pos
 
 
 def _r_ProduceResponse_v1(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
+    blen = len(buf)
     f0: tuple[TopicProduceResponse, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[TopicProduceResponse] = []
         for _ in range(n):
-            item_f0, pos = _r_TopicProduceResponse_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1: tuple[PartitionProduceResponse, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionResponses" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 14 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f0_1 = tuple([_new(PartitionProduceResponse, (a0, a1, a2, -1, -1, (), None, _D_LeaderIdAndEpoch)) for a0, a1, a2 in _IU_ihq(buf[pos:end])])
+                pos = end
+            items_f0.append(_new(TopicProduceResponse, (f0_0, f0_1)))
         f0 = tuple(items_f0)
     f1 = _U_i(buf, pos)[0]
     pos += 4
-    return ProduceResponse(f0, f1, ()), pos
-
-
-def _r_PartitionProduceResponse_v2(buf: memoryview, pos: int) -> tuple[PartitionProduceResponse, int]:
-    f0, f1, f2, f3 = _U_ihqq(buf, pos)
-    pos += 22
-    return PartitionProduceResponse(f0, f1, f2, f3, -1, (), None, _D_LeaderIdAndEpoch), pos
-
-
-def _r_TopicProduceResponse_v2(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionProduceResponse, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionResponses" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionProduceResponse] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionProduceResponse_v2(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return TopicProduceResponse(f0, f1), pos
+    return _new(ProduceResponse, (f0, f1, ())), pos
 
 
 def _r_ProduceResponse_v2(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
+    blen = len(buf)
     f0: tuple[TopicProduceResponse, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[TopicProduceResponse] = []
         for _ in range(n):
-            item_f0, pos = _r_TopicProduceResponse_v2(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1: tuple[PartitionProduceResponse, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionResponses" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 22 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f0_1 = tuple([_new(PartitionProduceResponse, (a0, a1, a2, a3, -1, (), None, _D_LeaderIdAndEpoch)) for a0, a1, a2, a3 in _IU_ihqq(buf[pos:end])])
+                pos = end
+            items_f0.append(_new(TopicProduceResponse, (f0_0, f0_1)))
         f0 = tuple(items_f0)
     f1 = _U_i(buf, pos)[0]
     pos += 4
-    return ProduceResponse(f0, f1, ()), pos
-
-
-def _r_PartitionProduceResponse_v5(buf: memoryview, pos: int) -> tuple[PartitionProduceResponse, int]:
-    f0, f1, f2, f3, f4 = _U_ihqqq(buf, pos)
-    pos += 30
-    return PartitionProduceResponse(f0, f1, f2, f3, f4, (), None, _D_LeaderIdAndEpoch), pos
-
-
-def _r_TopicProduceResponse_v5(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionProduceResponse, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionResponses" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionProduceResponse] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionProduceResponse_v5(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return TopicProduceResponse(f0, f1), pos
+    return _new(ProduceResponse, (f0, f1, ())), pos
 
 
 def _r_ProduceResponse_v5(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
+    blen = len(buf)
     f0: tuple[TopicProduceResponse, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[TopicProduceResponse] = []
         for _ in range(n):
-            item_f0, pos = _r_TopicProduceResponse_v5(buf, pos)
-            items_f0.append(item_f0)
+            f0_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f0_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f0_1: tuple[PartitionProduceResponse, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionResponses" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 30 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f0_1 = tuple([_new(PartitionProduceResponse, (a0, a1, a2, a3, a4, (), None, _D_LeaderIdAndEpoch)) for a0, a1, a2, a3, a4 in _IU_ihqqq(buf[pos:end])])
+                pos = end
+            items_f0.append(_new(TopicProduceResponse, (f0_0, f0_1)))
         f0 = tuple(items_f0)
     f1 = _U_i(buf, pos)[0]
     pos += 4
-    return ProduceResponse(f0, f1, ()), pos
-
-
-def _r_BatchIndexAndErrorMessage_v8(buf: memoryview, pos: int) -> tuple[BatchIndexAndErrorMessage, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    return BatchIndexAndErrorMessage(f0, f1), pos
-
-
-def _r_PartitionProduceResponse_v8(buf: memoryview, pos: int) -> tuple[PartitionProduceResponse, int]:
-    f0, f1, f2, f3, f4 = _U_ihqqq(buf, pos)
-    pos += 30
-    f5: tuple[BatchIndexAndErrorMessage, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable RecordErrors" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[BatchIndexAndErrorMessage] = []
-        for _ in range(n):
-            item_f5, pos = _r_BatchIndexAndErrorMessage_v8(buf, pos)
-            items_f5.append(item_f5)
-        f5 = tuple(items_f5)
-    f6: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f6 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f6 = str(buf[pos:end], "utf-8")
-        pos = end
-    return PartitionProduceResponse(f0, f1, f2, f3, f4, f5, f6, _D_LeaderIdAndEpoch), pos
+    return _new(ProduceResponse, (f0, f1, ())), pos
 
 
 def _r_TopicProduceResponse_v8(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -398,9 +383,9 @@ def _r_TopicProduceResponse_v8(buf: memoryview, pos: int) -> tuple[TopicProduceR
         raise DecodeError("invalid length %d for non-nullable Name" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: tuple[PartitionProduceResponse, ...]
     n = _U_i(buf, pos)[0]
@@ -408,14 +393,55 @@ def _r_TopicProduceResponse_v8(buf: memoryview, pos: int) -> tuple[TopicProduceR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable PartitionResponses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[PartitionProduceResponse] = []
         for _ in range(n):
-            item_f1, pos = _r_PartitionProduceResponse_v8(buf, pos)
-            items_f1.append(item_f1)
+            f1_0, f1_1, f1_2, f1_3, f1_4 = _U_ihqqq(buf, pos)
+            pos += 30
+            f1_5: tuple[BatchIndexAndErrorMessage, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable RecordErrors" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_5: list[BatchIndexAndErrorMessage] = []
+                for _ in range(n):
+                    f1_5_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f1_5_1: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_5_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f1_5.append(_new(BatchIndexAndErrorMessage, (f1_5_0, f1_5_1)))
+                f1_5 = tuple(items_f1_5)
+            f1_6: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_6 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_6 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f1.append(_new(PartitionProduceResponse, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, _D_LeaderIdAndEpoch)))
         f1 = tuple(items_f1)
-    return TopicProduceResponse(f0, f1), pos
+    return _new(TopicProduceResponse, (f0, f1)), pos
 
 
 def _r_ProduceResponse_v8(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
@@ -434,81 +460,11 @@ def _r_ProduceResponse_v8(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
         f0 = tuple(items_f0)
     f1 = _U_i(buf, pos)[0]
     pos += 4
-    return ProduceResponse(f0, f1, ()), pos
-
-
-def _r_BatchIndexAndErrorMessage_v9(buf: memoryview, pos: int) -> tuple[BatchIndexAndErrorMessage, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f1 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return BatchIndexAndErrorMessage(f0, f1), pos
-
-
-def _r_PartitionProduceResponse_v9(buf: memoryview, pos: int) -> tuple[PartitionProduceResponse, int]:
-    f0, f1, f2, f3, f4 = _U_ihqqq(buf, pos)
-    pos += 30
-    f5: tuple[BatchIndexAndErrorMessage, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable RecordErrors" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[BatchIndexAndErrorMessage] = []
-        for _ in range(n):
-            item_f5, pos = _r_BatchIndexAndErrorMessage_v9(buf, pos)
-            items_f5.append(item_f5)
-        f5 = tuple(items_f5)
-    f6: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f6 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f6 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionProduceResponse(f0, f1, f2, f3, f4, f5, f6, _D_LeaderIdAndEpoch), pos
+    return _new(ProduceResponse, (f0, f1, ())), pos
 
 
 def _r_TopicProduceResponse_v9(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -520,9 +476,9 @@ def _r_TopicProduceResponse_v9(buf: memoryview, pos: int) -> tuple[TopicProduceR
         raise DecodeError("invalid length %d for non-nullable Name" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: tuple[PartitionProduceResponse, ...]
     n = buf[pos]
@@ -534,18 +490,79 @@ def _r_TopicProduceResponse_v9(buf: memoryview, pos: int) -> tuple[TopicProduceR
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable PartitionResponses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[PartitionProduceResponse] = []
         for _ in range(n):
-            item_f1, pos = _r_PartitionProduceResponse_v9(buf, pos)
-            items_f1.append(item_f1)
+            f1_0, f1_1, f1_2, f1_3, f1_4 = _U_ihqqq(buf, pos)
+            pos += 30
+            f1_5: tuple[BatchIndexAndErrorMessage, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable RecordErrors" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_5: list[BatchIndexAndErrorMessage] = []
+                for _ in range(n):
+                    f1_5_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f1_5_1: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_5_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f1_5.append(_new(BatchIndexAndErrorMessage, (f1_5_0, f1_5_1)))
+                f1_5 = tuple(items_f1_5)
+            f1_6: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_6 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_6 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(PartitionProduceResponse, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, _D_LeaderIdAndEpoch)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return TopicProduceResponse(f0, f1), pos
+    return _new(TopicProduceResponse, (f0, f1)), pos
 
 
 def _r_ProduceResponse_v9(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
@@ -566,81 +583,23 @@ def _r_ProduceResponse_v9(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
             item_f0, pos = _r_TopicProduceResponse_v9(buf, pos)
             items_f0.append(item_f0)
         f0 = tuple(items_f0)
-    f1 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ProduceResponse(f0, f1, ()), pos
+    f1, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(ProduceResponse, (f0, f1, ())), pos
 
 
 def _r_LeaderIdAndEpoch_v10(buf: memoryview, pos: int) -> tuple[LeaderIdAndEpoch, int]:
-    f0, f1 = _U_ii(buf, pos)
-    pos += 8
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return LeaderIdAndEpoch(f0, f1), pos
-
-
-def _r_PartitionProduceResponse_v10(buf: memoryview, pos: int) -> tuple[PartitionProduceResponse, int]:
-    f0, f1, f2, f3, f4 = _U_ihqqq(buf, pos)
-    pos += 30
-    f5: tuple[BatchIndexAndErrorMessage, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable RecordErrors" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[BatchIndexAndErrorMessage] = []
-        for _ in range(n):
-            item_f5, pos = _r_BatchIndexAndErrorMessage_v9(buf, pos)
-            items_f5.append(item_f5)
-        f5 = tuple(items_f5)
-    f6: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f6 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f6 = str(buf[pos:end], "utf-8")
-        pos = end
-    f7: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _read_uvarint(buf, pos)
-        size, pos = _read_uvarint(buf, pos)
-        tag_end = pos + size
-        if tag_end > len(buf):
-            raise DecodeError("tagged field exceeds remaining bytes")
-        if tag == 0:
-            f7, pos = _r_LeaderIdAndEpoch_v10(buf, pos)
-        pos = tag_end
-    return PartitionProduceResponse(f0, f1, f2, f3, f4, f5, f6, f7), pos
+    f0, f1, tg = _U_iiB(buf, pos)
+    pos += 9
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(LeaderIdAndEpoch, (f0, f1)), pos
 
 
 def _r_TopicProduceResponse_v10(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -652,9 +611,9 @@ def _r_TopicProduceResponse_v10(buf: memoryview, pos: int) -> tuple[TopicProduce
         raise DecodeError("invalid length %d for non-nullable Name" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: tuple[PartitionProduceResponse, ...]
     n = buf[pos]
@@ -666,65 +625,94 @@ def _r_TopicProduceResponse_v10(buf: memoryview, pos: int) -> tuple[TopicProduce
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable PartitionResponses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[PartitionProduceResponse] = []
         for _ in range(n):
-            item_f1, pos = _r_PartitionProduceResponse_v10(buf, pos)
-            items_f1.append(item_f1)
+            f1_0, f1_1, f1_2, f1_3, f1_4 = _U_ihqqq(buf, pos)
+            pos += 30
+            f1_5: tuple[BatchIndexAndErrorMessage, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable RecordErrors" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_5: list[BatchIndexAndErrorMessage] = []
+                for _ in range(n):
+                    f1_5_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f1_5_1: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f1_5_1 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_5_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f1_5.append(_new(BatchIndexAndErrorMessage, (f1_5_0, f1_5_1)))
+                f1_5 = tuple(items_f1_5)
+            f1_6: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f1_6 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_6 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_7: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            for _ in range(n):
+                tag, pos = _read_uvarint(buf, pos)
+                size, pos = _read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise DecodeError("tagged field exceeds remaining bytes")
+                if tag == 0:
+                    f1_7, pos = _r_LeaderIdAndEpoch_v10(buf, pos)
+                pos = tag_end
+            items_f1.append(_new(PartitionProduceResponse, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return TopicProduceResponse(f0, f1), pos
-
-
-def _r_NodeEndpoint_v10(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
-    f3: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return NodeEndpoint(f0, f1, f2, f3), pos
+    return _new(TopicProduceResponse, (f0, f1)), pos
 
 
 def _r_ProduceResponse_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
+    blen = len(buf)
     f0: tuple[TopicProduceResponse, ...]
     n = buf[pos]
     if n < 0x80:
@@ -735,26 +723,24 @@ def _r_ProduceResponse_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, 
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[TopicProduceResponse] = []
         for _ in range(n):
             item_f0, pos = _r_TopicProduceResponse_v10(buf, pos)
             items_f0.append(item_f0)
         f0 = tuple(items_f0)
-    f1 = _U_i(buf, pos)[0]
-    pos += 4
+    f1, tg = _U_iB(buf, pos)
+    pos += 5
     f2: tuple[NodeEndpoint, ...] = ()
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
+    n = tg
+    if n >= 0x80:
+        n, pos = _read_uvarint(buf, pos - 1)
     for _ in range(n):
         tag, pos = _read_uvarint(buf, pos)
         size, pos = _read_uvarint(buf, pos)
         tag_end = pos + size
-        if tag_end > len(buf):
+        if tag_end > blen:
             raise DecodeError("tagged field exceeds remaining bytes")
         if tag == 0:
             n = buf[pos]
@@ -766,15 +752,54 @@ def _r_ProduceResponse_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, 
             if n < 0:
                 raise DecodeError("invalid length %d for non-nullable NodeEndpoints" % n)
             else:
-                if n > len(buf) - pos:
+                if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 items_f2: list[NodeEndpoint] = []
                 for _ in range(n):
-                    item_f2, pos = _r_NodeEndpoint_v10(buf, pos)
-                    items_f2.append(item_f2)
+                    f2_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f2_1: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f2_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f2_2 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f2_3: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f2_3 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f2_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f2.append(_new(NodeEndpoint, (f2_0, f2_1, f2_2, f2_3)))
                 f2 = tuple(items_f2)
         pos = tag_end
-    return ProduceResponse(f0, f1, f2), pos
+    return _new(ProduceResponse, (f0, f1, f2)), pos
 
 
 def _w_PartitionProduceResponse_v0(out: bytearray, ext: Ext, o: PartitionProduceResponse) -> None:

@@ -8,8 +8,7 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -17,6 +16,9 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,17 +26,25 @@ __all__ = [
     "PushTelemetryRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_Uiob = _struct.Struct(">16si?b")
 _U_Uiob = _S_Uiob.unpack_from
 _P_Uiob = _S_Uiob.pack
 
 
-@_attrs.frozen
-class PushTelemetryRequest:
+class _PushTelemetryRequestFields(_NamedTuple):
+    client_instance_id: _uuid.UUID = _ZERO_UUID
+    subscription_id: int = 0
+    terminating: bool = False
+    compression_type: int = 0
+    metrics: bytes = b""
+
+
+class PushTelemetryRequest(_PushTelemetryRequestFields):
     """Kafka request ``PushTelemetryRequest`` (generated from PushTelemetryRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 72
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -47,20 +57,15 @@ class PushTelemetryRequest:
         ("compression_type", "int8", "0+", "none", "none", -1),
         ("metrics", "bytes", "0+", "none", "none", -1),
     )
-
-    client_instance_id: _uuid.UUID = _ZERO_UUID
-    subscription_id: int = 0
-    terminating: bool = False
-    compression_type: int = 0
-    metrics: bytes = b""
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_PushTelemetryRequest_v0(buf: memoryview, pos: int) -> tuple[PushTelemetryRequest, int]:
     f0, f1, f2, f3 = _U_Uiob(buf, pos)
     pos += 22
-    f0 = _UUID(bytes=f0)
+    f0 = _uuid_from(f0)
     f4: bytes
     n = buf[pos]
     if n < 0x80:
@@ -80,7 +85,7 @@ def _r_PushTelemetryRequest_v0(buf: memoryview, pos: int) -> tuple[PushTelemetry
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return PushTelemetryRequest(f0, f1, f2, f3, f4), pos
+    return _new(PushTelemetryRequest, (f0, f1, f2, f3, f4)), pos
 
 
 def _w_PushTelemetryRequest_v0(out: bytearray, ext: Ext, o: PushTelemetryRequest) -> None:

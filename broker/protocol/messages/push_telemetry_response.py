@@ -7,28 +7,34 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "PushTelemetryResponse",
 ]
 
-_S_ih = _struct.Struct(">ih")
-_U_ih = _S_ih.unpack_from
+_new = tuple.__new__
 _S_ihB = _struct.Struct(">ihB")
+_U_ihB = _S_ihB.unpack_from
 _P_ihB = _S_ihB.pack
 
 
-@_attrs.frozen
-class PushTelemetryResponse:
+class _PushTelemetryResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+
+
+class PushTelemetryResponse(_PushTelemetryResponseFields):
     """Kafka response ``PushTelemetryResponse`` (generated from PushTelemetryResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 72
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -38,21 +44,17 @@ class PushTelemetryResponse:
         ("throttle_time_ms", "int32", "0+", "none", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_PushTelemetryResponse_v0(buf: memoryview, pos: int) -> tuple[PushTelemetryResponse, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PushTelemetryResponse(f0, f1), pos
+    f0, f1, tg = _U_ihB(buf, pos)
+    pos += 7
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(PushTelemetryResponse, (f0, f1)), pos
 
 
 def _w_PushTelemetryResponse_v0(out: bytearray, ext: Ext, o: PushTelemetryResponse) -> None:

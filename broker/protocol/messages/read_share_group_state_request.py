@@ -7,15 +7,18 @@ from __future__ import annotations
 import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,49 +28,71 @@ __all__ = [
     "ReadShareGroupStateRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
-_S_ii = _struct.Struct(">ii")
-_U_ii = _S_ii.unpack_from
 _S_iiB = _struct.Struct(">iiB")
+_U_iiB = _S_iiB.unpack_from
 _P_iiB = _S_iiB.pack
+_S_iix = _struct.Struct(">iix")
+_IU_iix = _S_iix.iter_unpack
 
 
-@_attrs.frozen
-class PartitionData:
+class _PartitionDataFields(_NamedTuple):
+    partition: int = 0
+    leader_epoch: int = 0
+
+
+class PartitionData(_PartitionDataFields):
     """Struct ``PartitionData`` of ReadShareGroupStateRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition", "int32", "0+", "none", "none", -1),
         ("leader_epoch", "int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition: int = 0
-    leader_epoch: int = 0
+
+_D_PartitionData = PartitionData()
 
 
-@_attrs.frozen
-class ReadStateData:
+class _ReadStateDataFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[PartitionData, ...] = ()
+
+
+class ReadStateData(_ReadStateDataFields):
     """Struct ``ReadStateData`` of ReadShareGroupStateRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "0+", "none", "none", -1),
         ("partitions", "[]PartitionData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[PartitionData, ...] = ()
+
+_D_ReadStateData = ReadStateData()
 
 
-@_attrs.frozen
-class ReadShareGroupStateRequest:
+class _ReadShareGroupStateRequestFields(_NamedTuple):
+    group_id: str = ""
+    topics: tuple[ReadStateData, ...] = ()
+
+
+class ReadShareGroupStateRequest(_ReadShareGroupStateRequestFields):
     """Kafka request ``ReadShareGroupStateRequest`` (generated from ReadShareGroupStateRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 84
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -77,54 +102,21 @@ class ReadShareGroupStateRequest:
         ("group_id", "string", "0+", "none", "none", -1),
         ("topics", "[]ReadStateData", "0+", "none", "none", -1),
     )
-
-    group_id: str = ""
-    topics: tuple[ReadStateData, ...] = ()
-
-
-_D_PartitionData = PartitionData()
-_D_ReadStateData = ReadStateData()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1 = _U_ii(buf, pos)
-    pos += 8
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1), pos
-
-
-def _r_ReadStateData_v0(buf: memoryview, pos: int) -> tuple[ReadStateData, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ReadStateData(f0, f1), pos
+    f0, f1, tg = _U_iiB(buf, pos)
+    pos += 9
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(PartitionData, (f0, f1)), pos
 
 
 def _r_ReadShareGroupStateRequest_v0(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -136,9 +128,9 @@ def _r_ReadShareGroupStateRequest_v0(buf: memoryview, pos: int) -> tuple[ReadSha
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: tuple[ReadStateData, ...]
     n = buf[pos]
@@ -150,18 +142,48 @@ def _r_ReadShareGroupStateRequest_v0(buf: memoryview, pos: int) -> tuple[ReadSha
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[ReadStateData] = []
         for _ in range(n):
-            item_f1, pos = _r_ReadStateData_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_U(buf, pos)[0]
+            pos += 16
+            f1_0 = _uuid_from(f1_0)
+            f1_1: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 9 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 8 : end : 9].tobytes().count(0) == n:
+                    f1_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_iix(buf[pos:end])))
+                    pos = end
+                else:
+                    items_f1_1: list[PartitionData] = []
+                    for _ in range(n):
+                        item_f1_1, pos = _r_PartitionData_v0(buf, pos)
+                        items_f1_1.append(item_f1_1)
+                    f1_1 = tuple(items_f1_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(ReadStateData, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ReadShareGroupStateRequest(f0, f1), pos
+    return _new(ReadShareGroupStateRequest, (f0, f1)), pos
 
 
 def _w_PartitionData_v0(out: bytearray, ext: Ext, o: PartitionData) -> None:

@@ -7,15 +7,18 @@ from __future__ import annotations
 import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -26,7 +29,7 @@ __all__ = [
     "ReadShareGroupStateResponse",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
@@ -37,16 +40,24 @@ _P_ih = _S_ih.pack
 _S_iq = _struct.Struct(">iq")
 _U_iq = _S_iq.unpack_from
 _P_iq = _S_iq.pack
-_S_qqbh = _struct.Struct(">qqbh")
-_U_qqbh = _S_qqbh.unpack_from
 _S_qqbhB = _struct.Struct(">qqbhB")
+_U_qqbhB = _S_qqbhB.unpack_from
 _P_qqbhB = _S_qqbhB.pack
+_S_qqbhx = _struct.Struct(">qqbhx")
+_IU_qqbhx = _S_qqbhx.iter_unpack
 
 
-@_attrs.frozen
-class StateBatch:
+class _StateBatchFields(_NamedTuple):
+    first_offset: int = 0
+    last_offset: int = 0
+    delivery_state: int = 0
+    delivery_count: int = 0
+
+
+class StateBatch(_StateBatchFields):
     """Struct ``StateBatch`` of ReadShareGroupStateResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("first_offset", "int64", "0+", "none", "none", -1),
@@ -54,17 +65,27 @@ class StateBatch:
         ("delivery_state", "int8", "0+", "none", "none", -1),
         ("delivery_count", "int16", "0+", "none", "none", -1),
     )
-
-    first_offset: int = 0
-    last_offset: int = 0
-    delivery_state: int = 0
-    delivery_count: int = 0
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class PartitionResult:
+_D_StateBatch = StateBatch()
+
+
+class _PartitionResultFields(_NamedTuple):
+    partition: int = 0
+    error_code: int = 0
+    error_message: str | None = None
+    state_epoch: int = 0
+    start_offset: int = 0
+    state_batches: tuple[StateBatch, ...] = ()
+
+
+class PartitionResult(_PartitionResultFields):
     """Struct ``PartitionResult`` of ReadShareGroupStateResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition", "int32", "0+", "none", "none", -1),
@@ -74,33 +95,44 @@ class PartitionResult:
         ("start_offset", "int64", "0+", "none", "none", -1),
         ("state_batches", "[]StateBatch", "0+", "none", "none", -1),
     )
-
-    partition: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    state_epoch: int = 0
-    start_offset: int = 0
-    state_batches: tuple[StateBatch, ...] = ()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class ReadStateResult:
+_D_PartitionResult = PartitionResult()
+
+
+class _ReadStateResultFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[PartitionResult, ...] = ()
+
+
+class ReadStateResult(_ReadStateResultFields):
     """Struct ``ReadStateResult`` of ReadShareGroupStateResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "0+", "none", "none", -1),
         ("partitions", "[]PartitionResult", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[PartitionResult, ...] = ()
+
+_D_ReadStateResult = ReadStateResult()
 
 
-@_attrs.frozen
-class ReadShareGroupStateResponse:
+class _ReadShareGroupStateResponseFields(_NamedTuple):
+    results: tuple[ReadStateResult, ...] = ()
+
+
+class ReadShareGroupStateResponse(_ReadShareGroupStateResponseFields):
     """Kafka response ``ReadShareGroupStateResponse`` (generated from ReadShareGroupStateResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 84
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -109,100 +141,21 @@ class ReadShareGroupStateResponse:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("results", "[]ReadStateResult", "0+", "none", "none", -1),
     )
-
-    results: tuple[ReadStateResult, ...] = ()
-
-
-_D_StateBatch = StateBatch()
-_D_PartitionResult = PartitionResult()
-_D_ReadStateResult = ReadStateResult()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_StateBatch_v0(buf: memoryview, pos: int) -> tuple[StateBatch, int]:
-    f0, f1, f2, f3 = _U_qqbh(buf, pos)
-    pos += 19
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return StateBatch(f0, f1, f2, f3), pos
-
-
-def _r_PartitionResult_v0(buf: memoryview, pos: int) -> tuple[PartitionResult, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    f2: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3, f4 = _U_iq(buf, pos)
-    pos += 12
-    f5: tuple[StateBatch, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable StateBatches" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[StateBatch] = []
-        for _ in range(n):
-            item_f5, pos = _r_StateBatch_v0(buf, pos)
-            items_f5.append(item_f5)
-        f5 = tuple(items_f5)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionResult(f0, f1, f2, f3, f4, f5), pos
-
-
-def _r_ReadStateResult_v0(buf: memoryview, pos: int) -> tuple[ReadStateResult, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: tuple[PartitionResult, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionResult] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionResult_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ReadStateResult(f0, f1), pos
+    f0, f1, f2, f3, tg = _U_qqbhB(buf, pos)
+    pos += 20
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(StateBatch, (f0, f1, f2, f3)), pos
 
 
 def _r_ReadShareGroupStateResponse_v0(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateResponse, int]:
+    blen = len(buf)
     f0: tuple[ReadStateResult, ...]
     n = buf[pos]
     if n < 0x80:
@@ -213,18 +166,89 @@ def _r_ReadShareGroupStateResponse_v0(buf: memoryview, pos: int) -> tuple[ReadSh
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Results" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[ReadStateResult] = []
         for _ in range(n):
-            item_f0, pos = _r_ReadStateResult_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_U(buf, pos)[0]
+            pos += 16
+            f0_0 = _uuid_from(f0_0)
+            f0_1: tuple[PartitionResult, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_1: list[PartitionResult] = []
+                for _ in range(n):
+                    f0_1_0, f0_1_1 = _U_ih(buf, pos)
+                    pos += 6
+                    f0_1_2: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f0_1_2 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_1_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_1_3, f0_1_4 = _U_iq(buf, pos)
+                    pos += 12
+                    f0_1_5: tuple[StateBatch, ...]
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable StateBatches" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 20 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 19 : end : 20].tobytes().count(0) == n:
+                            f0_1_5 = tuple(map(_new, _repeat(StateBatch, n), _IU_qqbhx(buf[pos:end])))
+                            pos = end
+                        else:
+                            items_f0_1_5: list[StateBatch] = []
+                            for _ in range(n):
+                                item_f0_1_5, pos = _r_StateBatch_v0(buf, pos)
+                                items_f0_1_5.append(item_f0_1_5)
+                            f0_1_5 = tuple(items_f0_1_5)
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f0_1.append(_new(PartitionResult, (f0_1_0, f0_1_1, f0_1_2, f0_1_3, f0_1_4, f0_1_5)))
+                f0_1 = tuple(items_f0_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(ReadStateResult, (f0_0, f0_1)))
         f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ReadShareGroupStateResponse(f0), pos
+    return _new(ReadShareGroupStateResponse, (f0,)), pos
 
 
 def _w_StateBatch_v0(out: bytearray, ext: Ext, o: StateBatch) -> None:

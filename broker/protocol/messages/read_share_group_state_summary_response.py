@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,7 +27,7 @@ __all__ = [
     "ReadShareGroupStateSummaryResponse",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
@@ -33,16 +35,23 @@ _P_U = _S_U.pack
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
-_S_iq = _struct.Struct(">iq")
-_U_iq = _S_iq.unpack_from
 _S_iqB = _struct.Struct(">iqB")
+_U_iqB = _S_iqB.unpack_from
 _P_iqB = _S_iqB.pack
 
 
-@_attrs.frozen
-class PartitionResult:
+class _PartitionResultFields(_NamedTuple):
+    partition: int = 0
+    error_code: int = 0
+    error_message: str | None = None
+    state_epoch: int = 0
+    start_offset: int = 0
+
+
+class PartitionResult(_PartitionResultFields):
     """Struct ``PartitionResult`` of ReadShareGroupStateSummaryResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition", "int32", "0+", "none", "none", -1),
@@ -51,32 +60,44 @@ class PartitionResult:
         ("state_epoch", "int32", "0+", "none", "none", -1),
         ("start_offset", "int64", "0+", "none", "none", -1),
     )
-
-    partition: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    state_epoch: int = 0
-    start_offset: int = 0
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class ReadStateSummaryResult:
+_D_PartitionResult = PartitionResult()
+
+
+class _ReadStateSummaryResultFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[PartitionResult, ...] = ()
+
+
+class ReadStateSummaryResult(_ReadStateSummaryResultFields):
     """Struct ``ReadStateSummaryResult`` of ReadShareGroupStateSummaryResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "0+", "none", "none", -1),
         ("partitions", "[]PartitionResult", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[PartitionResult, ...] = ()
+
+_D_ReadStateSummaryResult = ReadStateSummaryResult()
 
 
-@_attrs.frozen
-class ReadShareGroupStateSummaryResponse:
+class _ReadShareGroupStateSummaryResponseFields(_NamedTuple):
+    results: tuple[ReadStateSummaryResult, ...] = ()
+
+
+class ReadShareGroupStateSummaryResponse(_ReadShareGroupStateSummaryResponseFields):
     """Kafka response ``ReadShareGroupStateSummaryResponse`` (generated from ReadShareGroupStateSummaryResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 87
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -85,72 +106,13 @@ class ReadShareGroupStateSummaryResponse:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("results", "[]ReadStateSummaryResult", "0+", "none", "none", -1),
     )
-
-    results: tuple[ReadStateSummaryResult, ...] = ()
-
-
-_D_PartitionResult = PartitionResult()
-_D_ReadStateSummaryResult = ReadStateSummaryResult()
-
-
-def _r_PartitionResult_v0(buf: memoryview, pos: int) -> tuple[PartitionResult, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    f2: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3, f4 = _U_iq(buf, pos)
-    pos += 12
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionResult(f0, f1, f2, f3, f4), pos
-
-
-def _r_ReadStateSummaryResult_v0(buf: memoryview, pos: int) -> tuple[ReadStateSummaryResult, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: tuple[PartitionResult, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionResult] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionResult_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ReadStateSummaryResult(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ReadShareGroupStateSummaryResponse_v0(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryResponse, int]:
+    blen = len(buf)
     f0: tuple[ReadStateSummaryResult, ...]
     n = buf[pos]
     if n < 0x80:
@@ -161,18 +123,63 @@ def _r_ReadShareGroupStateSummaryResponse_v0(buf: memoryview, pos: int) -> tuple
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Results" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[ReadStateSummaryResult] = []
         for _ in range(n):
-            item_f0, pos = _r_ReadStateSummaryResult_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_U(buf, pos)[0]
+            pos += 16
+            f0_0 = _uuid_from(f0_0)
+            f0_1: tuple[PartitionResult, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_1: list[PartitionResult] = []
+                for _ in range(n):
+                    f0_1_0, f0_1_1 = _U_ih(buf, pos)
+                    pos += 6
+                    f0_1_2: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f0_1_2 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_1_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_1_3, f0_1_4, tg = _U_iqB(buf, pos)
+                    pos += 13
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f0_1.append(_new(PartitionResult, (f0_1_0, f0_1_1, f0_1_2, f0_1_3, f0_1_4)))
+                f0_1 = tuple(items_f0_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(ReadStateSummaryResult, (f0_0, f0_1)))
         f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ReadShareGroupStateSummaryResponse(f0), pos
+    return _new(ReadShareGroupStateSummaryResponse, (f0,)), pos
 
 
 def _w_PartitionResult_v0(out: bytearray, ext: Ext, o: PartitionResult) -> None:

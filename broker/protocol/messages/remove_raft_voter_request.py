@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,18 +25,23 @@ __all__ = [
     "RemoveRaftVoterRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
-_S_iU = _struct.Struct(">i16s")
-_U_iU = _S_iU.unpack_from
 _S_iUB = _struct.Struct(">i16sB")
+_U_iUB = _S_iUB.unpack_from
 _P_iUB = _S_iUB.pack
 
 
-@_attrs.frozen
-class RemoveRaftVoterRequest:
+class _RemoveRaftVoterRequestFields(_NamedTuple):
+    cluster_id: str | None = ""
+    voter_id: int = 0
+    voter_directory_id: _uuid.UUID = _ZERO_UUID
+
+
+class RemoveRaftVoterRequest(_RemoveRaftVoterRequestFields):
     """Kafka request ``RemoveRaftVoterRequest`` (generated from RemoveRaftVoterRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 81
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -45,12 +52,9 @@ class RemoveRaftVoterRequest:
         ("voter_id", "int32", "0+", "none", "none", -1),
         ("voter_directory_id", "uuid", "0+", "none", "none", -1),
     )
-
-    cluster_id: str | None = ""
-    voter_id: int = 0
-    voter_directory_id: _uuid.UUID = _ZERO_UUID
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_RemoveRaftVoterRequest_v0(buf: memoryview, pos: int) -> tuple[RemoveRaftVoterRequest, int]:
@@ -69,16 +73,14 @@ def _r_RemoveRaftVoterRequest_v0(buf: memoryview, pos: int) -> tuple[RemoveRaftV
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
-    f1, f2 = _U_iU(buf, pos)
-    pos += 20
-    f2 = _UUID(bytes=f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return RemoveRaftVoterRequest(f0, f1, f2), pos
+    f1, f2, tg = _U_iUB(buf, pos)
+    pos += 21
+    f2 = _uuid_from(f2)
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(RemoveRaftVoterRequest, (f0, f1, f2)), pos
 
 
 def _w_RemoveRaftVoterRequest_v0(out: bytearray, ext: Ext, o: RemoveRaftVoterRequest) -> None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -16,6 +15,8 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "RenewDelegationTokenRequest",
 ]
 
+_new = tuple.__new__
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
@@ -30,13 +32,19 @@ _S_q = _struct.Struct(">q")
 _U_q = _S_q.unpack_from
 _P_q = _S_q.pack
 _S_qB = _struct.Struct(">qB")
+_U_qB = _S_qB.unpack_from
 _P_qB = _S_qB.pack
 
 
-@_attrs.frozen
-class RenewDelegationTokenRequest:
+class _RenewDelegationTokenRequestFields(_NamedTuple):
+    hmac: bytes = b""
+    renew_period_ms: int = 0
+
+
+class RenewDelegationTokenRequest(_RenewDelegationTokenRequestFields):
     """Kafka request ``RenewDelegationTokenRequest`` (generated from RenewDelegationTokenRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 39
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
@@ -46,11 +54,9 @@ class RenewDelegationTokenRequest:
         ("hmac", "bytes", "0+", "none", "none", -1),
         ("renew_period_ms", "int64", "0+", "none", "none", -1),
     )
-
-    hmac: bytes = b""
-    renew_period_ms: int = 0
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_RenewDelegationTokenRequest_v0(buf: memoryview, pos: int) -> tuple[RenewDelegationTokenRequest, int]:
@@ -67,7 +73,7 @@ def _r_RenewDelegationTokenRequest_v0(buf: memoryview, pos: int) -> tuple[RenewD
         pos = end
     f1 = _U_q(buf, pos)[0]
     pos += 8
-    return RenewDelegationTokenRequest(f0, f1), pos
+    return _new(RenewDelegationTokenRequest, (f0, f1)), pos
 
 
 def _r_RenewDelegationTokenRequest_v2(buf: memoryview, pos: int) -> tuple[RenewDelegationTokenRequest, int]:
@@ -86,13 +92,11 @@ def _r_RenewDelegationTokenRequest_v2(buf: memoryview, pos: int) -> tuple[RenewD
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f0 = bytes(buf[pos:end])
         pos = end
-    f1 = _U_q(buf, pos)[0]
-    pos += 8
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return RenewDelegationTokenRequest(f0, f1), pos
+    f1, tg = _U_qB(buf, pos)
+    pos += 9
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(RenewDelegationTokenRequest, (f0, f1)), pos
 
 
 def _w_RenewDelegationTokenRequest_v0(out: bytearray, ext: Ext, o: RenewDelegationTokenRequest) -> None:

@@ -7,29 +7,38 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "RenewDelegationTokenResponse",
 ]
 
+_new = tuple.__new__
 _S_hqi = _struct.Struct(">hqi")
 _U_hqi = _S_hqi.unpack_from
 _P_hqi = _S_hqi.pack
 _S_hqiB = _struct.Struct(">hqiB")
+_U_hqiB = _S_hqiB.unpack_from
 _P_hqiB = _S_hqiB.pack
 
 
-@_attrs.frozen
-class RenewDelegationTokenResponse:
+class _RenewDelegationTokenResponseFields(_NamedTuple):
+    error_code: int = 0
+    expiry_timestamp_ms: int = 0
+    throttle_time_ms: int = 0
+
+
+class RenewDelegationTokenResponse(_RenewDelegationTokenResponseFields):
     """Kafka response ``RenewDelegationTokenResponse`` (generated from RenewDelegationTokenResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 39
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
@@ -40,28 +49,23 @@ class RenewDelegationTokenResponse:
         ("expiry_timestamp_ms", "int64", "0+", "none", "none", -1),
         ("throttle_time_ms", "int32", "0+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    expiry_timestamp_ms: int = 0
-    throttle_time_ms: int = 0
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_RenewDelegationTokenResponse_v0(buf: memoryview, pos: int) -> tuple[RenewDelegationTokenResponse, int]:
     f0, f1, f2 = _U_hqi(buf, pos)
     pos += 14
-    return RenewDelegationTokenResponse(f0, f1, f2), pos
+    return _new(RenewDelegationTokenResponse, (f0, f1, f2)), pos
 
 
 def _r_RenewDelegationTokenResponse_v2(buf: memoryview, pos: int) -> tuple[RenewDelegationTokenResponse, int]:
-    f0, f1, f2 = _U_hqi(buf, pos)
-    pos += 14
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return RenewDelegationTokenResponse(f0, f1, f2), pos
+    f0, f1, f2, tg = _U_hqiB(buf, pos)
+    pos += 15
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(RenewDelegationTokenResponse, (f0, f1, f2)), pos
 
 
 def _w_RenewDelegationTokenResponse_v0(out: bytearray, ext: Ext, o: RenewDelegationTokenResponse) -> None:

@@ -7,19 +7,21 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "RequestHeader",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -28,10 +30,17 @@ _U_hhi = _S_hhi.unpack_from
 _P_hhi = _S_hhi.pack
 
 
-@_attrs.frozen
-class RequestHeader:
+class _RequestHeaderFields(_NamedTuple):
+    api_key: int = 0
+    api_version: int = 0
+    correlation_id: int = 0
+    client_id: str | None = ""
+
+
+class RequestHeader(_RequestHeaderFields):
     """Kafka header ``RequestHeader`` (generated from RequestHeader.json)."""
 
+    __slots__ = ()
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int | None] = 2
@@ -42,19 +51,15 @@ class RequestHeader:
         ("correlation_id", "int32", "0+", "none", "none", -1),
         ("client_id", "string", "1+", "1+", "none", -1),
     )
-
-    api_key: int = 0
-    api_version: int = 0
-    correlation_id: int = 0
-    client_id: str | None = ""
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_RequestHeader_v0(buf: memoryview, pos: int) -> tuple[RequestHeader, int]:
     f0, f1, f2 = _U_hhi(buf, pos)
     pos += 8
-    return RequestHeader(f0, f1, f2, ""), pos
+    return _new(RequestHeader, (f0, f1, f2, "")), pos
 
 
 def _r_RequestHeader_v1(buf: memoryview, pos: int) -> tuple[RequestHeader, int]:
@@ -71,9 +76,9 @@ def _r_RequestHeader_v1(buf: memoryview, pos: int) -> tuple[RequestHeader, int]:
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
-    return RequestHeader(f0, f1, f2, f3), pos
+    return _new(RequestHeader, (f0, f1, f2, f3)), pos
 
 
 def _r_RequestHeader_v2(buf: memoryview, pos: int) -> tuple[RequestHeader, int]:
@@ -90,13 +95,13 @@ def _r_RequestHeader_v2(buf: memoryview, pos: int) -> tuple[RequestHeader, int]:
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return RequestHeader(f0, f1, f2, f3), pos
+    return _new(RequestHeader, (f0, f1, f2, f3)), pos
 
 
 def _w_RequestHeader_v0(out: bytearray, ext: Ext, o: RequestHeader) -> None:

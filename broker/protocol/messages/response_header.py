@@ -7,29 +7,36 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "ResponseHeader",
 ]
 
+_new = tuple.__new__
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 
 
-@_attrs.frozen
-class ResponseHeader:
+class _ResponseHeaderFields(_NamedTuple):
+    correlation_id: int = 0
+
+
+class ResponseHeader(_ResponseHeaderFields):
     """Kafka header ``ResponseHeader`` (generated from ResponseHeader.json)."""
 
+    __slots__ = ()
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int | None] = 1
@@ -37,26 +44,23 @@ class ResponseHeader:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("correlation_id", "int32", "0+", "none", "none", -1),
     )
-
-    correlation_id: int = 0
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ResponseHeader_v0(buf: memoryview, pos: int) -> tuple[ResponseHeader, int]:
     f0 = _U_i(buf, pos)[0]
     pos += 4
-    return ResponseHeader(f0), pos
+    return _new(ResponseHeader, (f0,)), pos
 
 
 def _r_ResponseHeader_v1(buf: memoryview, pos: int) -> tuple[ResponseHeader, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ResponseHeader(f0), pos
+    f0, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(ResponseHeader, (f0,)), pos
 
 
 def _w_ResponseHeader_v0(out: bytearray, ext: Ext, o: ResponseHeader) -> None:

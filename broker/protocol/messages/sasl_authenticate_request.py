@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -16,6 +15,8 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,15 +24,20 @@ __all__ = [
     "SaslAuthenticateRequest",
 ]
 
+_new = tuple.__new__
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class SaslAuthenticateRequest:
+class _SaslAuthenticateRequestFields(_NamedTuple):
+    auth_bytes: bytes = b""
+
+
+class SaslAuthenticateRequest(_SaslAuthenticateRequestFields):
     """Kafka request ``SaslAuthenticateRequest`` (generated from SaslAuthenticateRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 36
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
@@ -40,10 +46,9 @@ class SaslAuthenticateRequest:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("auth_bytes", "bytes", "0+", "none", "none", -1),
     )
-
-    auth_bytes: bytes = b""
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_SaslAuthenticateRequest_v0(buf: memoryview, pos: int) -> tuple[SaslAuthenticateRequest, int]:
@@ -58,7 +63,7 @@ def _r_SaslAuthenticateRequest_v0(buf: memoryview, pos: int) -> tuple[SaslAuthen
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f0 = bytes(buf[pos:end])
         pos = end
-    return SaslAuthenticateRequest(f0), pos
+    return _new(SaslAuthenticateRequest, (f0,)), pos
 
 
 def _r_SaslAuthenticateRequest_v2(buf: memoryview, pos: int) -> tuple[SaslAuthenticateRequest, int]:
@@ -81,7 +86,7 @@ def _r_SaslAuthenticateRequest_v2(buf: memoryview, pos: int) -> tuple[SaslAuthen
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return SaslAuthenticateRequest(f0), pos
+    return _new(SaslAuthenticateRequest, (f0,)), pos
 
 
 def _w_SaslAuthenticateRequest_v0(out: bytearray, ext: Ext, o: SaslAuthenticateRequest) -> None:

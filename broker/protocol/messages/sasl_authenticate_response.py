@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -16,6 +15,8 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "SaslAuthenticateResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -33,13 +35,21 @@ _S_q = _struct.Struct(">q")
 _U_q = _S_q.unpack_from
 _P_q = _S_q.pack
 _S_qB = _struct.Struct(">qB")
+_U_qB = _S_qB.unpack_from
 _P_qB = _S_qB.pack
 
 
-@_attrs.frozen
-class SaslAuthenticateResponse:
+class _SaslAuthenticateResponseFields(_NamedTuple):
+    error_code: int = 0
+    error_message: str | None = ""
+    auth_bytes: bytes = b""
+    session_lifetime_ms: int = 0
+
+
+class SaslAuthenticateResponse(_SaslAuthenticateResponseFields):
     """Kafka response ``SaslAuthenticateResponse`` (generated from SaslAuthenticateResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 36
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
@@ -51,16 +61,13 @@ class SaslAuthenticateResponse:
         ("auth_bytes", "bytes", "0+", "none", "none", -1),
         ("session_lifetime_ms", "int64", "1+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    error_message: str | None = ""
-    auth_bytes: bytes = b""
-    session_lifetime_ms: int = 0
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_SaslAuthenticateResponse_v0(buf: memoryview, pos: int) -> tuple[SaslAuthenticateResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: str | None
@@ -72,9 +79,9 @@ def _r_SaslAuthenticateResponse_v0(buf: memoryview, pos: int) -> tuple[SaslAuthe
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2: bytes
     n = _U_i(buf, pos)[0]
@@ -83,14 +90,15 @@ def _r_SaslAuthenticateResponse_v0(buf: memoryview, pos: int) -> tuple[SaslAuthe
         raise DecodeError("invalid length %d for non-nullable AuthBytes" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f2 = bytes(buf[pos:end])
         pos = end
-    return SaslAuthenticateResponse(f0, f1, f2, 0), pos
+    return _new(SaslAuthenticateResponse, (f0, f1, f2, 0)), pos
 
 
 def _r_SaslAuthenticateResponse_v1(buf: memoryview, pos: int) -> tuple[SaslAuthenticateResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: str | None
@@ -102,9 +110,9 @@ def _r_SaslAuthenticateResponse_v1(buf: memoryview, pos: int) -> tuple[SaslAuthe
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2: bytes
     n = _U_i(buf, pos)[0]
@@ -113,16 +121,17 @@ def _r_SaslAuthenticateResponse_v1(buf: memoryview, pos: int) -> tuple[SaslAuthe
         raise DecodeError("invalid length %d for non-nullable AuthBytes" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f2 = bytes(buf[pos:end])
         pos = end
     f3 = _U_q(buf, pos)[0]
     pos += 8
-    return SaslAuthenticateResponse(f0, f1, f2, f3), pos
+    return _new(SaslAuthenticateResponse, (f0, f1, f2, f3)), pos
 
 
 def _r_SaslAuthenticateResponse_v2(buf: memoryview, pos: int) -> tuple[SaslAuthenticateResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: str | None
@@ -138,9 +147,9 @@ def _r_SaslAuthenticateResponse_v2(buf: memoryview, pos: int) -> tuple[SaslAuthe
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2: bytes
     n = buf[pos]
@@ -153,17 +162,15 @@ def _r_SaslAuthenticateResponse_v2(buf: memoryview, pos: int) -> tuple[SaslAuthe
         raise DecodeError("invalid length %d for non-nullable AuthBytes" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f2 = bytes(buf[pos:end])
         pos = end
-    f3 = _U_q(buf, pos)[0]
-    pos += 8
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return SaslAuthenticateResponse(f0, f1, f2, f3), pos
+    f3, tg = _U_qB(buf, pos)
+    pos += 9
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(SaslAuthenticateResponse, (f0, f1, f2, f3)), pos
 
 
 def _w_SaslAuthenticateResponse_v0(out: bytearray, ext: Ext, o: SaslAuthenticateResponse) -> None:

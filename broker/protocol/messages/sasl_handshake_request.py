@@ -7,27 +7,33 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "SaslHandshakeRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
 
 
-@_attrs.frozen
-class SaslHandshakeRequest:
+class _SaslHandshakeRequestFields(_NamedTuple):
+    mechanism: str = ""
+
+
+class SaslHandshakeRequest(_SaslHandshakeRequestFields):
     """Kafka request ``SaslHandshakeRequest`` (generated from SaslHandshakeRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 17
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -36,10 +42,9 @@ class SaslHandshakeRequest:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("mechanism", "string", "0+", "none", "none", -1),
     )
-
-    mechanism: str = ""
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_SaslHandshakeRequest_v0(buf: memoryview, pos: int) -> tuple[SaslHandshakeRequest, int]:
@@ -52,9 +57,9 @@ def _r_SaslHandshakeRequest_v0(buf: memoryview, pos: int) -> tuple[SaslHandshake
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
-    return SaslHandshakeRequest(f0), pos
+    return _new(SaslHandshakeRequest, (f0,)), pos
 
 
 def _w_SaslHandshakeRequest_v0(out: bytearray, ext: Ext, o: SaslHandshakeRequest) -> None:

@@ -7,18 +7,20 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "SaslHandshakeResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -27,10 +29,15 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class SaslHandshakeResponse:
+class _SaslHandshakeResponseFields(_NamedTuple):
+    error_code: int = 0
+    mechanisms: tuple[str, ...] = ()
+
+
+class SaslHandshakeResponse(_SaslHandshakeResponseFields):
     """Kafka response ``SaslHandshakeResponse`` (generated from SaslHandshakeResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 17
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -40,14 +47,13 @@ class SaslHandshakeResponse:
         ("error_code", "int16", "0+", "none", "none", -1),
         ("mechanisms", "[]string", "0+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    mechanisms: tuple[str, ...] = ()
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_SaslHandshakeResponse_v0(buf: memoryview, pos: int) -> tuple[SaslHandshakeResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: tuple[str, ...]
@@ -56,7 +62,7 @@ def _r_SaslHandshakeResponse_v0(buf: memoryview, pos: int) -> tuple[SaslHandshak
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Mechanisms" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[str] = []
         for _ in range(n):
@@ -67,13 +73,13 @@ def _r_SaslHandshakeResponse_v0(buf: memoryview, pos: int) -> tuple[SaslHandshak
                 raise DecodeError("invalid length %d for non-nullable Mechanisms" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f1 = str(buf[pos:end], "utf-8")
+                item_f1 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f1.append(item_f1)
         f1 = tuple(items_f1)
-    return SaslHandshakeResponse(f0, f1), pos
+    return _new(SaslHandshakeResponse, (f0, f1)), pos
 
 
 def _w_SaslHandshakeResponse_v0(out: bytearray, ext: Ext, o: SaslHandshakeResponse) -> None:

@@ -8,15 +8,18 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -27,9 +30,10 @@ __all__ = [
     "ShareAcknowledgeRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_b = _ArrayStructs("b")
+_AC_b = _CompactArrays("b")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
@@ -37,58 +41,90 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_qq = _struct.Struct(">qq")
-_U_qq = _S_qq.unpack_from
 _P_qq = _S_qq.pack
+_S_qqB = _struct.Struct(">qqB")
+_U_qqB = _S_qqB.unpack_from
 
 
-@_attrs.frozen
-class AcknowledgementBatch:
+class _AcknowledgementBatchFields(_NamedTuple):
+    first_offset: int = 0
+    last_offset: int = 0
+    acknowledge_types: tuple[int, ...] = ()
+
+
+class AcknowledgementBatch(_AcknowledgementBatchFields):
     """Struct ``AcknowledgementBatch`` of ShareAcknowledgeRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("first_offset", "int64", "0+", "none", "none", -1),
         ("last_offset", "int64", "0+", "none", "none", -1),
         ("acknowledge_types", "[]int8", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    first_offset: int = 0
-    last_offset: int = 0
-    acknowledge_types: tuple[int, ...] = ()
+
+_D_AcknowledgementBatch = AcknowledgementBatch()
 
 
-@_attrs.frozen
-class AcknowledgePartition:
+class _AcknowledgePartitionFields(_NamedTuple):
+    partition_index: int = 0
+    acknowledgement_batches: tuple[AcknowledgementBatch, ...] = ()
+
+
+class AcknowledgePartition(_AcknowledgePartitionFields):
     """Struct ``AcknowledgePartition`` of ShareAcknowledgeRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
         ("acknowledgement_batches", "[]AcknowledgementBatch", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition_index: int = 0
-    acknowledgement_batches: tuple[AcknowledgementBatch, ...] = ()
+
+_D_AcknowledgePartition = AcknowledgePartition()
 
 
-@_attrs.frozen
-class AcknowledgeTopic:
+class _AcknowledgeTopicFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[AcknowledgePartition, ...] = ()
+
+
+class AcknowledgeTopic(_AcknowledgeTopicFields):
     """Struct ``AcknowledgeTopic`` of ShareAcknowledgeRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "0+", "none", "none", -1),
         ("partitions", "[]AcknowledgePartition", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[AcknowledgePartition, ...] = ()
+
+_D_AcknowledgeTopic = AcknowledgeTopic()
 
 
-@_attrs.frozen
-class ShareAcknowledgeRequest:
+class _ShareAcknowledgeRequestFields(_NamedTuple):
+    group_id: str | None = None
+    member_id: str | None = ""
+    share_session_epoch: int = 0
+    topics: tuple[AcknowledgeTopic, ...] = ()
+
+
+class ShareAcknowledgeRequest(_ShareAcknowledgeRequestFields):
     """Kafka request ``ShareAcknowledgeRequest`` (generated from ShareAcknowledgeRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 79
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -100,73 +136,16 @@ class ShareAcknowledgeRequest:
         ("share_session_epoch", "int32", "0+", "none", "none", -1),
         ("topics", "[]AcknowledgeTopic", "0+", "none", "none", -1),
     )
-
-    group_id: str | None = None
-    member_id: str | None = ""
-    share_session_epoch: int = 0
-    topics: tuple[AcknowledgeTopic, ...] = ()
-
-
-_D_AcknowledgementBatch = AcknowledgementBatch()
-_D_AcknowledgePartition = AcknowledgePartition()
-_D_AcknowledgeTopic = AcknowledgeTopic()
-
-
-def _r_AcknowledgementBatch_v0(buf: memoryview, pos: int) -> tuple[AcknowledgementBatch, int]:
-    f0, f1 = _U_qq(buf, pos)
-    pos += 16
-    f2: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable AcknowledgeTypes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f2 = _A_b[n].unpack_from(buf, pos)
-        pos += 1 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AcknowledgementBatch(f0, f1, f2), pos
-
-
-def _r_AcknowledgePartition_v0(buf: memoryview, pos: int) -> tuple[AcknowledgePartition, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: tuple[AcknowledgementBatch, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable AcknowledgementBatches" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[AcknowledgementBatch] = []
-        for _ in range(n):
-            item_f1, pos = _r_AcknowledgementBatch_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AcknowledgePartition(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_AcknowledgeTopic_v0(buf: memoryview, pos: int) -> tuple[AcknowledgeTopic, int]:
+    blen = len(buf)
     f0 = _U_U(buf, pos)[0]
     pos += 16
-    f0 = _UUID(bytes=f0)
+    f0 = _uuid_from(f0)
     f1: tuple[AcknowledgePartition, ...]
     n = buf[pos]
     if n < 0x80:
@@ -177,21 +156,67 @@ def _r_AcknowledgeTopic_v0(buf: memoryview, pos: int) -> tuple[AcknowledgeTopic,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Partitions" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[AcknowledgePartition] = []
         for _ in range(n):
-            item_f1, pos = _r_AcknowledgePartition_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f1_1: tuple[AcknowledgementBatch, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable AcknowledgementBatches" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_1: list[AcknowledgementBatch] = []
+                for _ in range(n):
+                    f1_1_0, f1_1_1, n = _U_qqB(buf, pos)
+                    pos += 16
+                    f1_1_2: tuple[int, ...]
+                    try:
+                        f1_1_2 = _AC_b[n](buf, pos)
+                        pos += 1 * n - 0
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable AcknowledgeTypes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f1_1_2 = _A_b[n].unpack_from(buf, pos)
+                            pos += 1 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f1_1.append(_new(AcknowledgementBatch, (f1_1_0, f1_1_1, f1_1_2)))
+                f1_1 = tuple(items_f1_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(AcknowledgePartition, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return AcknowledgeTopic(f0, f1), pos
+    return _new(AcknowledgeTopic, (f0, f1)), pos
 
 
 def _r_ShareAcknowledgeRequest_v0(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeRequest, int]:
+    blen = len(buf)
     f0: str | None
     n = buf[pos]
     if n < 0x80:
@@ -205,9 +230,9 @@ def _r_ShareAcknowledgeRequest_v0(buf: memoryview, pos: int) -> tuple[ShareAckno
         f0 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: str | None
     n = buf[pos]
@@ -222,9 +247,9 @@ def _r_ShareAcknowledgeRequest_v0(buf: memoryview, pos: int) -> tuple[ShareAckno
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2 = _U_i(buf, pos)[0]
     pos += 4
@@ -238,7 +263,7 @@ def _r_ShareAcknowledgeRequest_v0(buf: memoryview, pos: int) -> tuple[ShareAckno
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[AcknowledgeTopic] = []
         for _ in range(n):
@@ -249,7 +274,7 @@ def _r_ShareAcknowledgeRequest_v0(buf: memoryview, pos: int) -> tuple[ShareAckno
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ShareAcknowledgeRequest(f0, f1, f2, f3), pos
+    return _new(ShareAcknowledgeRequest, (f0, f1, f2, f3)), pos
 
 
 def _w_AcknowledgementBatch_v0(out: bytearray, ext: Ext, o: AcknowledgementBatch) -> None:

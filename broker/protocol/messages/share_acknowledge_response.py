@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -27,7 +29,7 @@ __all__ = [
     "ShareAcknowledgeResponse",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
@@ -38,30 +40,44 @@ _P_i = _S_i.pack
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
-_S_ii = _struct.Struct(">ii")
-_U_ii = _S_ii.unpack_from
 _S_iiB = _struct.Struct(">iiB")
+_U_iiB = _S_iiB.unpack_from
 _P_iiB = _S_iiB.pack
 
 
-@_attrs.frozen
-class LeaderIdAndEpoch:
+class _LeaderIdAndEpochFields(_NamedTuple):
+    leader_id: int = 0
+    leader_epoch: int = 0
+
+
+class LeaderIdAndEpoch(_LeaderIdAndEpochFields):
     """Struct ``LeaderIdAndEpoch`` of ShareAcknowledgeResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("leader_id", "int32", "0+", "none", "none", -1),
         ("leader_epoch", "int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    leader_id: int = 0
-    leader_epoch: int = 0
+
+_D_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
 
-@_attrs.frozen
-class PartitionData:
+class _PartitionDataFields(_NamedTuple):
+    partition_index: int = 0
+    error_code: int = 0
+    error_message: str | None = None
+    current_leader: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+
+
+class PartitionData(_PartitionDataFields):
     """Struct ``PartitionData`` of ShareAcknowledgeResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
@@ -69,31 +85,47 @@ class PartitionData:
         ("error_message", "string", "0+", "0+", "none", -1),
         ("current_leader", "LeaderIdAndEpoch", "0+", "none", "none", -1),
     )
-
-    partition_index: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    current_leader: LeaderIdAndEpoch = _attrs.field(factory=LeaderIdAndEpoch)
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class ShareAcknowledgeTopicResponse:
+_D_PartitionData = PartitionData()
+
+
+class _ShareAcknowledgeTopicResponseFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[PartitionData, ...] = ()
+
+
+class ShareAcknowledgeTopicResponse(_ShareAcknowledgeTopicResponseFields):
     """Struct ``ShareAcknowledgeTopicResponse`` of ShareAcknowledgeResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "0+", "none", "none", -1),
         ("partitions", "[]PartitionData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[PartitionData, ...] = ()
+
+_D_ShareAcknowledgeTopicResponse = ShareAcknowledgeTopicResponse()
 
 
-@_attrs.frozen
-class NodeEndpoint:
+class _NodeEndpointFields(_NamedTuple):
+    node_id: int = 0
+    host: str = ""
+    port: int = 0
+    rack: str | None = None
+
+
+class NodeEndpoint(_NodeEndpointFields):
     """Struct ``NodeEndpoint`` of ShareAcknowledgeResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("node_id", "int32", "0+", "none", "none", -1),
@@ -101,17 +133,26 @@ class NodeEndpoint:
         ("port", "int32", "0+", "none", "none", -1),
         ("rack", "string", "0+", "0+", "none", -1),
     )
-
-    node_id: int = 0
-    host: str = ""
-    port: int = 0
-    rack: str | None = None
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class ShareAcknowledgeResponse:
+_D_NodeEndpoint = NodeEndpoint()
+
+
+class _ShareAcknowledgeResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    error_message: str | None = None
+    responses: tuple[ShareAcknowledgeTopicResponse, ...] = ()
+    node_endpoints: tuple[NodeEndpoint, ...] = ()
+
+
+class ShareAcknowledgeResponse(_ShareAcknowledgeResponseFields):
     """Kafka response ``ShareAcknowledgeResponse`` (generated from ShareAcknowledgeResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 79
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -124,131 +165,21 @@ class ShareAcknowledgeResponse:
         ("responses", "[]ShareAcknowledgeTopicResponse", "0+", "none", "none", -1),
         ("node_endpoints", "[]NodeEndpoint", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    responses: tuple[ShareAcknowledgeTopicResponse, ...] = ()
-    node_endpoints: tuple[NodeEndpoint, ...] = ()
-
-
-_D_LeaderIdAndEpoch = LeaderIdAndEpoch()
-_D_PartitionData = PartitionData()
-_D_ShareAcknowledgeTopicResponse = ShareAcknowledgeTopicResponse()
-_D_NodeEndpoint = NodeEndpoint()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_LeaderIdAndEpoch_v0(buf: memoryview, pos: int) -> tuple[LeaderIdAndEpoch, int]:
-    f0, f1 = _U_ii(buf, pos)
-    pos += 8
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return LeaderIdAndEpoch(f0, f1), pos
-
-
-def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    f2: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1, f2, f3), pos
-
-
-def _r_ShareAcknowledgeTopicResponse_v0(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeTopicResponse, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ShareAcknowledgeTopicResponse(f0, f1), pos
-
-
-def _r_NodeEndpoint_v0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
-    f3: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return NodeEndpoint(f0, f1, f2, f3), pos
+    f0, f1, tg = _U_iiB(buf, pos)
+    pos += 9
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(LeaderIdAndEpoch, (f0, f1)), pos
 
 
 def _r_ShareAcknowledgeResponse_v0(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: str | None
@@ -264,9 +195,9 @@ def _r_ShareAcknowledgeResponse_v0(buf: memoryview, pos: int) -> tuple[ShareAckn
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: tuple[ShareAcknowledgeTopicResponse, ...]
     n = buf[pos]
@@ -278,12 +209,58 @@ def _r_ShareAcknowledgeResponse_v0(buf: memoryview, pos: int) -> tuple[ShareAckn
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[ShareAcknowledgeTopicResponse] = []
         for _ in range(n):
-            item_f3, pos = _r_ShareAcknowledgeTopicResponse_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0 = _U_U(buf, pos)[0]
+            pos += 16
+            f3_0 = _uuid_from(f3_0)
+            f3_1: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_1: list[PartitionData] = []
+                for _ in range(n):
+                    f3_1_0, f3_1_1 = _U_ih(buf, pos)
+                    pos += 6
+                    f3_1_2: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f3_1_2 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_1_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f3_1_3, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f3_1.append(_new(PartitionData, (f3_1_0, f3_1_1, f3_1_2, f3_1_3)))
+                f3_1 = tuple(items_f3_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f3.append(_new(ShareAcknowledgeTopicResponse, (f3_0, f3_1)))
         f3 = tuple(items_f3)
     f4: tuple[NodeEndpoint, ...]
     n = buf[pos]
@@ -295,18 +272,57 @@ def _r_ShareAcknowledgeResponse_v0(buf: memoryview, pos: int) -> tuple[ShareAckn
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable NodeEndpoints" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[NodeEndpoint] = []
         for _ in range(n):
-            item_f4, pos = _r_NodeEndpoint_v0(buf, pos)
-            items_f4.append(item_f4)
+            f4_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f4_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_2 = _U_i(buf, pos)[0]
+            pos += 4
+            f4_3: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f4_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f4.append(_new(NodeEndpoint, (f4_0, f4_1, f4_2, f4_3)))
         f4 = tuple(items_f4)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ShareAcknowledgeResponse(f0, f1, f2, f3, f4), pos
+    return _new(ShareAcknowledgeResponse, (f0, f1, f2, f3, f4)), pos
 
 
 def _w_LeaderIdAndEpoch_v0(out: bytearray, ext: Ext, o: LeaderIdAndEpoch) -> None:

@@ -8,15 +8,18 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -28,13 +31,17 @@ __all__ = [
     "ShareFetchRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_b = _ArrayStructs("b")
+_AC_b = _CompactArrays("b")
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
+_S_UB = _struct.Struct(">16sB")
+_U_UB = _S_UB.unpack_from
 _S_ii = _struct.Struct(">ii")
 _U_ii = _S_ii.unpack_from
 _P_ii = _S_ii.pack
@@ -42,74 +49,118 @@ _S_iiii = _struct.Struct(">iiii")
 _U_iiii = _S_iiii.unpack_from
 _P_iiii = _S_iiii.pack
 _S_qq = _struct.Struct(">qq")
-_U_qq = _S_qq.unpack_from
 _P_qq = _S_qq.pack
+_S_qqB = _struct.Struct(">qqB")
+_U_qqB = _S_qqB.unpack_from
 
 
-@_attrs.frozen
-class AcknowledgementBatch:
+class _AcknowledgementBatchFields(_NamedTuple):
+    first_offset: int = 0
+    last_offset: int = 0
+    acknowledge_types: tuple[int, ...] = ()
+
+
+class AcknowledgementBatch(_AcknowledgementBatchFields):
     """Struct ``AcknowledgementBatch`` of ShareFetchRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("first_offset", "int64", "0+", "none", "none", -1),
         ("last_offset", "int64", "0+", "none", "none", -1),
         ("acknowledge_types", "[]int8", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    first_offset: int = 0
-    last_offset: int = 0
-    acknowledge_types: tuple[int, ...] = ()
+
+_D_AcknowledgementBatch = AcknowledgementBatch()
 
 
-@_attrs.frozen
-class FetchPartition:
+class _FetchPartitionFields(_NamedTuple):
+    partition_index: int = 0
+    partition_max_bytes: int = 0
+    acknowledgement_batches: tuple[AcknowledgementBatch, ...] = ()
+
+
+class FetchPartition(_FetchPartitionFields):
     """Struct ``FetchPartition`` of ShareFetchRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
         ("partition_max_bytes", "int32", "0+", "none", "none", -1),
         ("acknowledgement_batches", "[]AcknowledgementBatch", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition_index: int = 0
-    partition_max_bytes: int = 0
-    acknowledgement_batches: tuple[AcknowledgementBatch, ...] = ()
+
+_D_FetchPartition = FetchPartition()
 
 
-@_attrs.frozen
-class FetchTopic:
+class _FetchTopicFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[FetchPartition, ...] = ()
+
+
+class FetchTopic(_FetchTopicFields):
     """Struct ``FetchTopic`` of ShareFetchRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "0+", "none", "none", -1),
         ("partitions", "[]FetchPartition", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_FetchTopic = FetchTopic()
+
+
+class _ForgottenTopicFields(_NamedTuple):
     topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[FetchPartition, ...] = ()
+    partitions: tuple[int, ...] = ()
 
 
-@_attrs.frozen
-class ForgottenTopic:
+class ForgottenTopic(_ForgottenTopicFields):
     """Struct ``ForgottenTopic`` of ShareFetchRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "0+", "none", "none", -1),
         ("partitions", "[]int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[int, ...] = ()
+
+_D_ForgottenTopic = ForgottenTopic()
 
 
-@_attrs.frozen
-class ShareFetchRequest:
+class _ShareFetchRequestFields(_NamedTuple):
+    group_id: str | None = None
+    member_id: str | None = ""
+    share_session_epoch: int = 0
+    max_wait_ms: int = 0
+    min_bytes: int = 0
+    max_bytes: int = 2147483647
+    topics: tuple[FetchTopic, ...] = ()
+    forgotten_topics_data: tuple[ForgottenTopic, ...] = ()
+
+
+class ShareFetchRequest(_ShareFetchRequestFields):
     """Kafka request ``ShareFetchRequest`` (generated from ShareFetchRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 78
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -125,78 +176,16 @@ class ShareFetchRequest:
         ("topics", "[]FetchTopic", "0+", "none", "none", -1),
         ("forgotten_topics_data", "[]ForgottenTopic", "0+", "none", "none", -1),
     )
-
-    group_id: str | None = None
-    member_id: str | None = ""
-    share_session_epoch: int = 0
-    max_wait_ms: int = 0
-    min_bytes: int = 0
-    max_bytes: int = 2147483647
-    topics: tuple[FetchTopic, ...] = ()
-    forgotten_topics_data: tuple[ForgottenTopic, ...] = ()
-
-
-_D_AcknowledgementBatch = AcknowledgementBatch()
-_D_FetchPartition = FetchPartition()
-_D_FetchTopic = FetchTopic()
-_D_ForgottenTopic = ForgottenTopic()
-
-
-def _r_AcknowledgementBatch_v0(buf: memoryview, pos: int) -> tuple[AcknowledgementBatch, int]:
-    f0, f1 = _U_qq(buf, pos)
-    pos += 16
-    f2: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable AcknowledgeTypes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f2 = _A_b[n].unpack_from(buf, pos)
-        pos += 1 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AcknowledgementBatch(f0, f1, f2), pos
-
-
-def _r_FetchPartition_v0(buf: memoryview, pos: int) -> tuple[FetchPartition, int]:
-    f0, f1 = _U_ii(buf, pos)
-    pos += 8
-    f2: tuple[AcknowledgementBatch, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable AcknowledgementBatches" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[AcknowledgementBatch] = []
-        for _ in range(n):
-            item_f2, pos = _r_AcknowledgementBatch_v0(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return FetchPartition(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_FetchTopic_v0(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
+    blen = len(buf)
     f0 = _U_U(buf, pos)[0]
     pos += 16
-    f0 = _UUID(bytes=f0)
+    f0 = _uuid_from(f0)
     f1: tuple[FetchPartition, ...]
     n = buf[pos]
     if n < 0x80:
@@ -207,46 +196,67 @@ def _r_FetchTopic_v0(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Partitions" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[FetchPartition] = []
         for _ in range(n):
-            item_f1, pos = _r_FetchPartition_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0, f1_1 = _U_ii(buf, pos)
+            pos += 8
+            f1_2: tuple[AcknowledgementBatch, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable AcknowledgementBatches" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_2: list[AcknowledgementBatch] = []
+                for _ in range(n):
+                    f1_2_0, f1_2_1, n = _U_qqB(buf, pos)
+                    pos += 16
+                    f1_2_2: tuple[int, ...]
+                    try:
+                        f1_2_2 = _AC_b[n](buf, pos)
+                        pos += 1 * n - 0
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable AcknowledgeTypes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f1_2_2 = _A_b[n].unpack_from(buf, pos)
+                            pos += 1 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f1_2.append(_new(AcknowledgementBatch, (f1_2_0, f1_2_1, f1_2_2)))
+                f1_2 = tuple(items_f1_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(FetchPartition, (f1_0, f1_1, f1_2)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return FetchTopic(f0, f1), pos
-
-
-def _r_ForgottenTopic_v0(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ForgottenTopic(f0, f1), pos
+    return _new(FetchTopic, (f0, f1)), pos
 
 
 def _r_ShareFetchRequest_v0(buf: memoryview, pos: int) -> tuple[ShareFetchRequest, int]:
+    blen = len(buf)
     f0: str | None
     n = buf[pos]
     if n < 0x80:
@@ -260,9 +270,9 @@ def _r_ShareFetchRequest_v0(buf: memoryview, pos: int) -> tuple[ShareFetchReques
         f0 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: str | None
     n = buf[pos]
@@ -277,9 +287,9 @@ def _r_ShareFetchRequest_v0(buf: memoryview, pos: int) -> tuple[ShareFetchReques
         f1 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2, f3, f4, f5 = _U_iiii(buf, pos)
     pos += 16
@@ -293,7 +303,7 @@ def _r_ShareFetchRequest_v0(buf: memoryview, pos: int) -> tuple[ShareFetchReques
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[FetchTopic] = []
         for _ in range(n):
@@ -310,18 +320,42 @@ def _r_ShareFetchRequest_v0(buf: memoryview, pos: int) -> tuple[ShareFetchReques
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable ForgottenTopicsData" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[ForgottenTopic] = []
         for _ in range(n):
-            item_f7, pos = _r_ForgottenTopic_v0(buf, pos)
-            items_f7.append(item_f7)
+            f7_0, n = _U_UB(buf, pos)
+            pos += 16
+            f7_0 = _uuid_from(f7_0)
+            f7_1: tuple[int, ...]
+            try:
+                f7_1 = _AC_i[n](buf, pos)
+                pos += 4 * n - 3
+            except KeyError:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f7_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f7.append(_new(ForgottenTopic, (f7_0, f7_1)))
         f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ShareFetchRequest(f0, f1, f2, f3, f4, f5, f6, f7), pos
+    return _new(ShareFetchRequest, (f0, f1, f2, f3, f4, f5, f6, f7)), pos
 
 
 def _w_AcknowledgementBatch_v0(out: bytearray, ext: Ext, o: AcknowledgementBatch) -> None:

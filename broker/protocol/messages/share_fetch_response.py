@@ -7,9 +7,9 @@ from __future__ import annotations
 import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -17,6 +17,9 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -29,7 +32,7 @@ __all__ = [
     "ShareFetchResponse",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
@@ -43,50 +46,77 @@ _P_i = _S_i.pack
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
-_S_ii = _struct.Struct(">ii")
-_U_ii = _S_ii.unpack_from
 _S_iiB = _struct.Struct(">iiB")
+_U_iiB = _S_iiB.unpack_from
 _P_iiB = _S_iiB.pack
-_S_qqh = _struct.Struct(">qqh")
-_U_qqh = _S_qqh.unpack_from
 _S_qqhB = _struct.Struct(">qqhB")
+_U_qqhB = _S_qqhB.unpack_from
 _P_qqhB = _S_qqhB.pack
+_S_qqhx = _struct.Struct(">qqhx")
+_IU_qqhx = _S_qqhx.iter_unpack
 
 
-@_attrs.frozen
-class LeaderIdAndEpoch:
+class _LeaderIdAndEpochFields(_NamedTuple):
+    leader_id: int = 0
+    leader_epoch: int = 0
+
+
+class LeaderIdAndEpoch(_LeaderIdAndEpochFields):
     """Struct ``LeaderIdAndEpoch`` of ShareFetchResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("leader_id", "int32", "0+", "none", "none", -1),
         ("leader_epoch", "int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    leader_id: int = 0
-    leader_epoch: int = 0
+
+_D_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
 
-@_attrs.frozen
-class AcquiredRecords:
+class _AcquiredRecordsFields(_NamedTuple):
+    first_offset: int = 0
+    last_offset: int = 0
+    delivery_count: int = 0
+
+
+class AcquiredRecords(_AcquiredRecordsFields):
     """Struct ``AcquiredRecords`` of ShareFetchResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("first_offset", "int64", "0+", "none", "none", -1),
         ("last_offset", "int64", "0+", "none", "none", -1),
         ("delivery_count", "int16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    first_offset: int = 0
-    last_offset: int = 0
-    delivery_count: int = 0
+
+_D_AcquiredRecords = AcquiredRecords()
 
 
-@_attrs.frozen
-class PartitionData:
+class _PartitionDataFields(_NamedTuple):
+    partition_index: int = 0
+    error_code: int = 0
+    error_message: str | None = None
+    acknowledge_error_code: int = 0
+    acknowledge_error_message: str | None = None
+    current_leader: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+    records: bytes | memoryview | None = None
+    acquired_records: tuple[AcquiredRecords, ...] = ()
+
+
+class PartitionData(_PartitionDataFields):
     """Struct ``PartitionData`` of ShareFetchResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
@@ -98,35 +128,47 @@ class PartitionData:
         ("records", "records", "0+", "0+", "none", -1),
         ("acquired_records", "[]AcquiredRecords", "0+", "none", "none", -1),
     )
-
-    partition_index: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    acknowledge_error_code: int = 0
-    acknowledge_error_message: str | None = None
-    current_leader: LeaderIdAndEpoch = _attrs.field(factory=LeaderIdAndEpoch)
-    records: bytes | memoryview | None = None
-    acquired_records: tuple[AcquiredRecords, ...] = ()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class ShareFetchableTopicResponse:
+_D_PartitionData = PartitionData()
+
+
+class _ShareFetchableTopicResponseFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[PartitionData, ...] = ()
+
+
+class ShareFetchableTopicResponse(_ShareFetchableTopicResponseFields):
     """Struct ``ShareFetchableTopicResponse`` of ShareFetchResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "0+", "none", "none", -1),
         ("partitions", "[]PartitionData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[PartitionData, ...] = ()
+
+_D_ShareFetchableTopicResponse = ShareFetchableTopicResponse()
 
 
-@_attrs.frozen
-class NodeEndpoint:
+class _NodeEndpointFields(_NamedTuple):
+    node_id: int = 0
+    host: str = ""
+    port: int = 0
+    rack: str | None = None
+
+
+class NodeEndpoint(_NodeEndpointFields):
     """Struct ``NodeEndpoint`` of ShareFetchResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("node_id", "int32", "0+", "none", "none", -1),
@@ -134,17 +176,26 @@ class NodeEndpoint:
         ("port", "int32", "0+", "none", "none", -1),
         ("rack", "string", "0+", "0+", "none", -1),
     )
-
-    node_id: int = 0
-    host: str = ""
-    port: int = 0
-    rack: str | None = None
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class ShareFetchResponse:
+_D_NodeEndpoint = NodeEndpoint()
+
+
+class _ShareFetchResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    error_message: str | None = None
+    responses: tuple[ShareFetchableTopicResponse, ...] = ()
+    node_endpoints: tuple[NodeEndpoint, ...] = ()
+
+
+class ShareFetchResponse(_ShareFetchResponseFields):
     """Kafka response ``ShareFetchResponse`` (generated from ShareFetchResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 78
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -157,195 +208,29 @@ class ShareFetchResponse:
         ("responses", "[]ShareFetchableTopicResponse", "0+", "none", "none", -1),
         ("node_endpoints", "[]NodeEndpoint", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    responses: tuple[ShareFetchableTopicResponse, ...] = ()
-    node_endpoints: tuple[NodeEndpoint, ...] = ()
-
-
-_D_LeaderIdAndEpoch = LeaderIdAndEpoch()
-_D_AcquiredRecords = AcquiredRecords()
-_D_PartitionData = PartitionData()
-_D_ShareFetchableTopicResponse = ShareFetchableTopicResponse()
-_D_NodeEndpoint = NodeEndpoint()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_LeaderIdAndEpoch_v0(buf: memoryview, pos: int) -> tuple[LeaderIdAndEpoch, int]:
-    f0, f1 = _U_ii(buf, pos)
-    pos += 8
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return LeaderIdAndEpoch(f0, f1), pos
+    f0, f1, tg = _U_iiB(buf, pos)
+    pos += 9
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(LeaderIdAndEpoch, (f0, f1)), pos
 
 
 def _r_AcquiredRecords_v0(buf: memoryview, pos: int) -> tuple[AcquiredRecords, int]:
-    f0, f1, f2 = _U_qqh(buf, pos)
-    pos += 18
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return AcquiredRecords(f0, f1, f2), pos
-
-
-def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    f2: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3 = _U_h(buf, pos)[0]
-    pos += 2
-    f4: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f4 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    f5, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
-    f6: bytes | memoryview | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid records length %d" % n)
-        f6 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("records length %d exceeds remaining bytes" % n)
-        f6 = buf[pos:end]
-        pos = end
-    f7: tuple[AcquiredRecords, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable AcquiredRecords" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[AcquiredRecords] = []
-        for _ in range(n):
-            item_f7, pos = _r_AcquiredRecords_v0(buf, pos)
-            items_f7.append(item_f7)
-        f7 = tuple(items_f7)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1, f2, f3, f4, f5, f6, f7), pos
-
-
-def _r_ShareFetchableTopicResponse_v0(buf: memoryview, pos: int) -> tuple[ShareFetchableTopicResponse, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ShareFetchableTopicResponse(f0, f1), pos
-
-
-def _r_NodeEndpoint_v0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
-    f3: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return NodeEndpoint(f0, f1, f2, f3), pos
+    f0, f1, f2, tg = _U_qqhB(buf, pos)
+    pos += 19
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(AcquiredRecords, (f0, f1, f2)), pos
 
 
 def _r_ShareFetchResponse_v0(buf: memoryview, pos: int) -> tuple[ShareFetchResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: str | None
@@ -361,9 +246,9 @@ def _r_ShareFetchResponse_v0(buf: memoryview, pos: int) -> tuple[ShareFetchRespo
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: tuple[ShareFetchableTopicResponse, ...]
     n = buf[pos]
@@ -375,12 +260,124 @@ def _r_ShareFetchResponse_v0(buf: memoryview, pos: int) -> tuple[ShareFetchRespo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Responses" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[ShareFetchableTopicResponse] = []
         for _ in range(n):
-            item_f3, pos = _r_ShareFetchableTopicResponse_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0 = _U_U(buf, pos)[0]
+            pos += 16
+            f3_0 = _uuid_from(f3_0)
+            f3_1: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f3_1: list[PartitionData] = []
+                for _ in range(n):
+                    f3_1_0, f3_1_1 = _U_ih(buf, pos)
+                    pos += 6
+                    f3_1_2: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f3_1_2 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_1_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f3_1_3 = _U_h(buf, pos)[0]
+                    pos += 2
+                    f3_1_4: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f3_1_4 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f3_1_4 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f3_1_5, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
+                    f3_1_6: bytes | memoryview | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
+                    elif buf[pos + 2] < 0x80:
+                        n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                        pos += 3
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid records length %d" % n)
+                        f3_1_6 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("records length %d exceeds remaining bytes" % n)
+                        f3_1_6 = buf[pos:end]
+                        pos = end
+                    f3_1_7: tuple[AcquiredRecords, ...]
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable AcquiredRecords" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 19 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 18 : end : 19].tobytes().count(0) == n:
+                            f3_1_7 = tuple(map(_new, _repeat(AcquiredRecords, n), _IU_qqhx(buf[pos:end])))
+                            pos = end
+                        else:
+                            items_f3_1_7: list[AcquiredRecords] = []
+                            for _ in range(n):
+                                item_f3_1_7, pos = _r_AcquiredRecords_v0(buf, pos)
+                                items_f3_1_7.append(item_f3_1_7)
+                            f3_1_7 = tuple(items_f3_1_7)
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f3_1.append(_new(PartitionData, (f3_1_0, f3_1_1, f3_1_2, f3_1_3, f3_1_4, f3_1_5, f3_1_6, f3_1_7)))
+                f3_1 = tuple(items_f3_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f3.append(_new(ShareFetchableTopicResponse, (f3_0, f3_1)))
         f3 = tuple(items_f3)
     f4: tuple[NodeEndpoint, ...]
     n = buf[pos]
@@ -392,18 +389,57 @@ def _r_ShareFetchResponse_v0(buf: memoryview, pos: int) -> tuple[ShareFetchRespo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable NodeEndpoints" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[NodeEndpoint] = []
         for _ in range(n):
-            item_f4, pos = _r_NodeEndpoint_v0(buf, pos)
-            items_f4.append(item_f4)
+            f4_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f4_1: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f4_2 = _U_i(buf, pos)[0]
+            pos += 4
+            f4_3: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f4_3 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f4_3 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f4.append(_new(NodeEndpoint, (f4_0, f4_1, f4_2, f4_3)))
         f4 = tuple(items_f4)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ShareFetchResponse(f0, f1, f2, f3, f4), pos
+    return _new(ShareFetchResponse, (f0, f1, f2, f3, f4)), pos
 
 
 def _w_LeaderIdAndEpoch_v0(out: bytearray, ext: Ext, o: LeaderIdAndEpoch) -> None:

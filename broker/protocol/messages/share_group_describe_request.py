@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -22,16 +23,21 @@ __all__ = [
     "ShareGroupDescribeRequest",
 ]
 
-_S_o = _struct.Struct(">?")
-_U_o = _S_o.unpack_from
+_new = tuple.__new__
 _S_oB = _struct.Struct(">?B")
+_U_oB = _S_oB.unpack_from
 _P_oB = _S_oB.pack
 
 
-@_attrs.frozen
-class ShareGroupDescribeRequest:
+class _ShareGroupDescribeRequestFields(_NamedTuple):
+    group_ids: tuple[str, ...] = ()
+    include_authorized_operations: bool = False
+
+
+class ShareGroupDescribeRequest(_ShareGroupDescribeRequestFields):
     """Kafka request ``ShareGroupDescribeRequest`` (generated from ShareGroupDescribeRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 77
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -41,14 +47,13 @@ class ShareGroupDescribeRequest:
         ("group_ids", "[]string", "0+", "none", "none", -1),
         ("include_authorized_operations", "bool", "0+", "none", "none", -1),
     )
-
-    group_ids: tuple[str, ...] = ()
-    include_authorized_operations: bool = False
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ShareGroupDescribeRequest_v0(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeRequest, int]:
+    blen = len(buf)
     f0: tuple[str, ...]
     n = buf[pos]
     if n < 0x80:
@@ -59,7 +64,7 @@ def _r_ShareGroupDescribeRequest_v0(buf: memoryview, pos: int) -> tuple[ShareGro
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable GroupIds" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[str] = []
         for _ in range(n):
@@ -74,19 +79,17 @@ def _r_ShareGroupDescribeRequest_v0(buf: memoryview, pos: int) -> tuple[ShareGro
                 raise DecodeError("invalid length %d for non-nullable GroupIds" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f0 = str(buf[pos:end], "utf-8")
+                item_f0 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f0.append(item_f0)
         f0 = tuple(items_f0)
-    f1 = _U_o(buf, pos)[0]
-    pos += 1
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return ShareGroupDescribeRequest(f0, f1), pos
+    f1, tg = _U_oB(buf, pos)
+    pos += 2
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(ShareGroupDescribeRequest, (f0, f1)), pos
 
 
 def _w_ShareGroupDescribeRequest_v0(out: bytearray, ext: Ext, o: ShareGroupDescribeRequest) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -22,15 +23,24 @@ __all__ = [
     "ShareGroupHeartbeatRequest",
 ]
 
+_new = tuple.__new__
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class ShareGroupHeartbeatRequest:
+class _ShareGroupHeartbeatRequestFields(_NamedTuple):
+    group_id: str = ""
+    member_id: str = ""
+    member_epoch: int = 0
+    rack_id: str | None = None
+    subscribed_topic_names: tuple[str, ...] | None = None
+
+
+class ShareGroupHeartbeatRequest(_ShareGroupHeartbeatRequestFields):
     """Kafka request ``ShareGroupHeartbeatRequest`` (generated from ShareGroupHeartbeatRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 76
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -43,17 +53,13 @@ class ShareGroupHeartbeatRequest:
         ("rack_id", "string", "0+", "0+", "none", -1),
         ("subscribed_topic_names", "[]string", "0+", "0+", "none", -1),
     )
-
-    group_id: str = ""
-    member_id: str = ""
-    member_epoch: int = 0
-    rack_id: str | None = None
-    subscribed_topic_names: tuple[str, ...] | None = None
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_ShareGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -65,9 +71,9 @@ def _r_ShareGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[ShareGr
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: str
     n = buf[pos]
@@ -80,9 +86,9 @@ def _r_ShareGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[ShareGr
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2 = _U_i(buf, pos)[0]
     pos += 4
@@ -99,9 +105,9 @@ def _r_ShareGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[ShareGr
         f3 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4: tuple[str, ...] | None
     n = buf[pos]
@@ -115,7 +121,7 @@ def _r_ShareGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[ShareGr
             raise DecodeError("invalid array length %d" % n)
         f4 = None
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f4: list[str] = []
         for _ in range(n):
@@ -130,9 +136,9 @@ def _r_ShareGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[ShareGr
                 raise DecodeError("invalid length %d for non-nullable SubscribedTopicNames" % n)
             else:
                 end = pos + n
-                if end > len(buf):
+                if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                item_f4 = str(buf[pos:end], "utf-8")
+                item_f4 = buf[pos:end].tobytes().decode()
                 pos = end
             items_f4.append(item_f4)
         f4 = tuple(items_f4)
@@ -140,7 +146,7 @@ def _r_ShareGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[ShareGr
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ShareGroupHeartbeatRequest(f0, f1, f2, f3, f4), pos
+    return _new(ShareGroupHeartbeatRequest, (f0, f1, f2, f3, f4)), pos
 
 
 def _w_ShareGroupHeartbeatRequest_v0(out: bytearray, ext: Ext, o: ShareGroupHeartbeatRequest) -> None:

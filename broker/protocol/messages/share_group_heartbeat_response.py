@@ -8,15 +8,18 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -26,12 +29,14 @@ __all__ = [
     "ShareGroupHeartbeatResponse",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_U = _struct.Struct(">16s")
-_U_U = _S_U.unpack_from
 _P_U = _S_U.pack
+_S_UB = _struct.Struct(">16sB")
+_U_UB = _S_UB.unpack_from
 _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
@@ -40,36 +45,62 @@ _U_ii = _S_ii.unpack_from
 _P_ii = _S_ii.pack
 
 
-@_attrs.frozen
-class TopicPartitions:
+class _TopicPartitionsFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[int, ...] = ()
+
+
+class TopicPartitions(_TopicPartitionsFields):
     """Struct ``TopicPartitions`` of ShareGroupHeartbeatResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "0+", "none", "none", -1),
         ("partitions", "[]int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[int, ...] = ()
+
+_D_TopicPartitions = TopicPartitions()
 
 
-@_attrs.frozen
-class Assignment:
+class _AssignmentFields(_NamedTuple):
+    topic_partitions: tuple[TopicPartitions, ...] = ()
+
+
+class Assignment(_AssignmentFields):
     """Struct ``Assignment`` of ShareGroupHeartbeatResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_partitions", "[]TopicPartitions", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_partitions: tuple[TopicPartitions, ...] = ()
+
+_D_Assignment = Assignment()
 
 
-@_attrs.frozen
-class ShareGroupHeartbeatResponse:
+class _ShareGroupHeartbeatResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None
+
+
+class ShareGroupHeartbeatResponse(_ShareGroupHeartbeatResponseFields):
     """Kafka response ``ShareGroupHeartbeatResponse`` (generated from ShareGroupHeartbeatResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 76
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -84,46 +115,13 @@ class ShareGroupHeartbeatResponse:
         ("heartbeat_interval_ms", "int32", "0+", "none", "none", -1),
         ("assignment", "Assignment", "0+", "0+", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: Assignment | None = None
-
-
-_D_TopicPartitions = TopicPartitions()
-_D_Assignment = Assignment()
-
-
-def _r_TopicPartitions_v0(buf: memoryview, pos: int) -> tuple[TopicPartitions, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicPartitions(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_Assignment_v0(buf: memoryview, pos: int) -> tuple[Assignment, int]:
+    blen = len(buf)
     f0: tuple[TopicPartitions, ...]
     n = buf[pos]
     if n < 0x80:
@@ -134,21 +132,46 @@ def _r_Assignment_v0(buf: memoryview, pos: int) -> tuple[Assignment, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicPartitions" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[TopicPartitions] = []
         for _ in range(n):
-            item_f0, pos = _r_TopicPartitions_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0, n = _U_UB(buf, pos)
+            pos += 16
+            f0_0 = _uuid_from(f0_0)
+            f0_1: tuple[int, ...]
+            try:
+                f0_1 = _AC_i[n](buf, pos)
+                pos += 4 * n - 3
+            except KeyError:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f0_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(TopicPartitions, (f0_0, f0_1)))
         f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return Assignment(f0), pos
+    return _new(Assignment, (f0,)), pos
 
 
 def _r_ShareGroupHeartbeatResponse_v0(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: str | None
@@ -164,9 +187,9 @@ def _r_ShareGroupHeartbeatResponse_v0(buf: memoryview, pos: int) -> tuple[ShareG
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: str | None
     n = buf[pos]
@@ -181,9 +204,9 @@ def _r_ShareGroupHeartbeatResponse_v0(buf: memoryview, pos: int) -> tuple[ShareG
         f3 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4, f5 = _U_ii(buf, pos)
     pos += 8
@@ -197,7 +220,7 @@ def _r_ShareGroupHeartbeatResponse_v0(buf: memoryview, pos: int) -> tuple[ShareG
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return ShareGroupHeartbeatResponse(f0, f1, f2, f3, f4, f5, f6), pos
+    return _new(ShareGroupHeartbeatResponse, (f0, f1, f2, f3, f4, f5, f6)), pos
 
 
 def _w_TopicPartitions_v0(out: bytearray, ext: Ext, o: TopicPartitions) -> None:

@@ -7,28 +7,33 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "SnapshotFooterRecord",
 ]
 
-_S_h = _struct.Struct(">h")
-_U_h = _S_h.unpack_from
+_new = tuple.__new__
 _S_hB = _struct.Struct(">hB")
+_U_hB = _S_hB.unpack_from
 _P_hB = _S_hB.pack
 
 
-@_attrs.frozen
-class SnapshotFooterRecord:
+class _SnapshotFooterRecordFields(_NamedTuple):
+    version: int = 0
+
+
+class SnapshotFooterRecord(_SnapshotFooterRecordFields):
     """Kafka data ``SnapshotFooterRecord`` (generated from SnapshotFooterRecord.json)."""
 
+    __slots__ = ()
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int | None] = 0
@@ -36,20 +41,17 @@ class SnapshotFooterRecord:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("version", "int16", "0+", "none", "none", -1),
     )
-
-    version: int = 0
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_SnapshotFooterRecord_v0(buf: memoryview, pos: int) -> tuple[SnapshotFooterRecord, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return SnapshotFooterRecord(f0), pos
+    f0, tg = _U_hB(buf, pos)
+    pos += 3
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(SnapshotFooterRecord, (f0,)), pos
 
 
 def _w_SnapshotFooterRecord_v0(out: bytearray, ext: Ext, o: SnapshotFooterRecord) -> None:

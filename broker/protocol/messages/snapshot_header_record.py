@@ -7,28 +7,34 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "SnapshotHeaderRecord",
 ]
 
-_S_hq = _struct.Struct(">hq")
-_U_hq = _S_hq.unpack_from
+_new = tuple.__new__
 _S_hqB = _struct.Struct(">hqB")
+_U_hqB = _S_hqB.unpack_from
 _P_hqB = _S_hqB.pack
 
 
-@_attrs.frozen
-class SnapshotHeaderRecord:
+class _SnapshotHeaderRecordFields(_NamedTuple):
+    version: int = 0
+    last_contained_log_timestamp: int = 0
+
+
+class SnapshotHeaderRecord(_SnapshotHeaderRecordFields):
     """Kafka data ``SnapshotHeaderRecord`` (generated from SnapshotHeaderRecord.json)."""
 
+    __slots__ = ()
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int | None] = 0
@@ -37,21 +43,17 @@ class SnapshotHeaderRecord:
         ("version", "int16", "0+", "none", "none", -1),
         ("last_contained_log_timestamp", "int64", "0+", "none", "none", -1),
     )
-
-    version: int = 0
-    last_contained_log_timestamp: int = 0
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_SnapshotHeaderRecord_v0(buf: memoryview, pos: int) -> tuple[SnapshotHeaderRecord, int]:
-    f0, f1 = _U_hq(buf, pos)
-    pos += 10
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return SnapshotHeaderRecord(f0, f1), pos
+    f0, f1, tg = _U_hqB(buf, pos)
+    pos += 11
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(SnapshotHeaderRecord, (f0, f1)), pos
 
 
 def _w_SnapshotHeaderRecord_v0(out: bytearray, ext: Ext, o: SnapshotHeaderRecord) -> None:

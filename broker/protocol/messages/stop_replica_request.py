@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -27,7 +30,9 @@ __all__ = [
     "StopReplicaRequest",
 ]
 
+_new = tuple.__new__
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -41,7 +46,10 @@ _S_iio = _struct.Struct(">ii?")
 _U_iio = _S_iio.unpack_from
 _P_iio = _S_iio.pack
 _S_iioB = _struct.Struct(">ii?B")
+_U_iioB = _S_iioB.unpack_from
 _P_iioB = _S_iioB.pack
+_S_iiox = _struct.Struct(">ii?x")
+_IU_iiox = _S_iiox.iter_unpack
 _S_iiq = _struct.Struct(">iiq")
 _U_iiq = _S_iiq.unpack_from
 _P_iiq = _S_iiq.pack
@@ -50,68 +58,111 @@ _U_iiqo = _S_iiqo.unpack_from
 _P_iiqo = _S_iiqo.pack
 
 
-@_attrs.frozen
-class StopReplicaPartitionV0:
+class _StopReplicaPartitionV0Fields(_NamedTuple):
+    topic_name: str = ""
+    partition_index: int = 0
+
+
+class StopReplicaPartitionV0(_StopReplicaPartitionV0Fields):
     """Struct ``StopReplicaPartitionV0`` of StopReplicaRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "0", "none", "none", -1),
         ("partition_index", "int32", "0", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_name: str = ""
-    partition_index: int = 0
+
+_D_StopReplicaPartitionV0 = StopReplicaPartitionV0()
 
 
-@_attrs.frozen
-class StopReplicaTopicV1:
+class _StopReplicaTopicV1Fields(_NamedTuple):
+    name: str = ""
+    partition_indexes: tuple[int, ...] = ()
+
+
+class StopReplicaTopicV1(_StopReplicaTopicV1Fields):
     """Struct ``StopReplicaTopicV1`` of StopReplicaRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "1-2", "none", "none", -1),
         ("partition_indexes", "[]int32", "1-2", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partition_indexes: tuple[int, ...] = ()
+
+_D_StopReplicaTopicV1 = StopReplicaTopicV1()
 
 
-@_attrs.frozen
-class StopReplicaPartitionState:
+class _StopReplicaPartitionStateFields(_NamedTuple):
+    partition_index: int = 0
+    leader_epoch: int = -1
+    delete_partition: bool = False
+
+
+class StopReplicaPartitionState(_StopReplicaPartitionStateFields):
     """Struct ``StopReplicaPartitionState`` of StopReplicaRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "3+", "none", "none", -1),
         ("leader_epoch", "int32", "3+", "none", "none", -1),
         ("delete_partition", "bool", "3+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition_index: int = 0
-    leader_epoch: int = -1
-    delete_partition: bool = False
+
+_D_StopReplicaPartitionState = StopReplicaPartitionState()
 
 
-@_attrs.frozen
-class StopReplicaTopicState:
+class _StopReplicaTopicStateFields(_NamedTuple):
+    topic_name: str = ""
+    partition_states: tuple[StopReplicaPartitionState, ...] = ()
+
+
+class StopReplicaTopicState(_StopReplicaTopicStateFields):
     """Struct ``StopReplicaTopicState`` of StopReplicaRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "3+", "none", "none", -1),
         ("partition_states", "[]StopReplicaPartitionState", "3+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_name: str = ""
-    partition_states: tuple[StopReplicaPartitionState, ...] = ()
+
+_D_StopReplicaTopicState = StopReplicaTopicState()
 
 
-@_attrs.frozen
-class StopReplicaRequest:
+class _StopReplicaRequestFields(_NamedTuple):
+    controller_id: int = 0
+    is_k_raft_controller: bool = False
+    controller_epoch: int = 0
+    broker_epoch: int = -1
+    delete_partitions: bool = False
+    ungrouped_partitions: tuple[StopReplicaPartitionV0, ...] = ()
+    topics: tuple[StopReplicaTopicV1, ...] = ()
+    topic_states: tuple[StopReplicaTopicState, ...] = ()
+
+
+class StopReplicaRequest(_StopReplicaRequestFields):
     """Kafka request ``StopReplicaRequest`` (generated from StopReplicaRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 5
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
@@ -127,41 +178,13 @@ class StopReplicaRequest:
         ("topics", "[]StopReplicaTopicV1", "1-2", "none", "none", -1),
         ("topic_states", "[]StopReplicaTopicState", "3+", "none", "none", -1),
     )
-
-    controller_id: int = 0
-    is_k_raft_controller: bool = False
-    controller_epoch: int = 0
-    broker_epoch: int = -1
-    delete_partitions: bool = False
-    ungrouped_partitions: tuple[StopReplicaPartitionV0, ...] = ()
-    topics: tuple[StopReplicaTopicV1, ...] = ()
-    topic_states: tuple[StopReplicaTopicState, ...] = ()
-
-
-_D_StopReplicaPartitionV0 = StopReplicaPartitionV0()
-_D_StopReplicaTopicV1 = StopReplicaTopicV1()
-_D_StopReplicaPartitionState = StopReplicaPartitionState()
-_D_StopReplicaTopicState = StopReplicaTopicState()
-
-
-def _r_StopReplicaPartitionV0_v0(buf: memoryview, pos: int) -> tuple[StopReplicaPartitionV0, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_i(buf, pos)[0]
-    pos += 4
-    return StopReplicaPartitionV0(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_StopReplicaRequest_v0(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
+    blen = len(buf)
     f0, f2, f4 = _U_iio(buf, pos)
     pos += 9
     f5: tuple[StopReplicaPartitionV0, ...]
@@ -170,42 +193,30 @@ def _r_StopReplicaRequest_v0(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable UngroupedPartitions" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f5: list[StopReplicaPartitionV0] = []
         for _ in range(n):
-            item_f5, pos = _r_StopReplicaPartitionV0_v0(buf, pos)
-            items_f5.append(item_f5)
+            f5_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f5_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f5_1 = _U_i(buf, pos)[0]
+            pos += 4
+            items_f5.append(_new(StopReplicaPartitionV0, (f5_0, f5_1)))
         f5 = tuple(items_f5)
-    return StopReplicaRequest(f0, False, f2, -1, f4, f5, (), ()), pos
-
-
-def _r_StopReplicaTopicV1_v1(buf: memoryview, pos: int) -> tuple[StopReplicaTopicV1, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return StopReplicaTopicV1(f0, f1), pos
+    return _new(StopReplicaRequest, (f0, False, f2, -1, f4, f5, (), ())), pos
 
 
 def _r_StopReplicaRequest_v1(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
+    blen = len(buf)
     f0, f2, f3, f4 = _U_iiqo(buf, pos)
     pos += 17
     f6: tuple[StopReplicaTopicV1, ...]
@@ -214,54 +225,38 @@ def _r_StopReplicaRequest_v1(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[StopReplicaTopicV1] = []
         for _ in range(n):
-            item_f6, pos = _r_StopReplicaTopicV1_v1(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_1: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f6_1 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f6.append(_new(StopReplicaTopicV1, (f6_0, f6_1)))
         f6 = tuple(items_f6)
-    return StopReplicaRequest(f0, False, f2, f3, f4, (), f6, ()), pos
-
-
-def _r_StopReplicaTopicV1_v2(buf: memoryview, pos: int) -> tuple[StopReplicaTopicV1, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return StopReplicaTopicV1(f0, f1), pos
+    return _new(StopReplicaRequest, (f0, False, f2, f3, f4, (), f6, ())), pos
 
 
 def _r_StopReplicaRequest_v2(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
+    blen = len(buf)
     f0, f2, f3, f4 = _U_iiqo(buf, pos)
     pos += 17
     f6: tuple[StopReplicaTopicV1, ...]
@@ -274,71 +269,67 @@ def _r_StopReplicaRequest_v2(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[StopReplicaTopicV1] = []
         for _ in range(n):
-            item_f6, pos = _r_StopReplicaTopicV1_v2(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_1: tuple[int, ...]
+            n = buf[pos]
+            try:
+                f6_1 = _AC_i[n](buf, pos)
+                pos += 4 * n - 3
+            except KeyError:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f6_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f6.append(_new(StopReplicaTopicV1, (f6_0, f6_1)))
         f6 = tuple(items_f6)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return StopReplicaRequest(f0, False, f2, f3, f4, (), f6, ()), pos
+    return _new(StopReplicaRequest, (f0, False, f2, f3, f4, (), f6, ())), pos
 
 
 def _r_StopReplicaPartitionState_v3(buf: memoryview, pos: int) -> tuple[StopReplicaPartitionState, int]:
-    f0, f1, f2 = _U_iio(buf, pos)
-    pos += 9
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return StopReplicaPartitionState(f0, f1, f2), pos
-
-
-def _r_StopReplicaTopicState_v3(buf: memoryview, pos: int) -> tuple[StopReplicaTopicState, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[StopReplicaPartitionState, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[StopReplicaPartitionState] = []
-        for _ in range(n):
-            item_f1, pos = _r_StopReplicaPartitionState_v3(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return StopReplicaTopicState(f0, f1), pos
+    f0, f1, f2, tg = _U_iioB(buf, pos)
+    pos += 10
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(StopReplicaPartitionState, (f0, f1, f2)), pos
 
 
 def _r_StopReplicaRequest_v3(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
+    blen = len(buf)
     f0, f2, f3 = _U_iiq(buf, pos)
     pos += 16
     f7: tuple[StopReplicaTopicState, ...]
@@ -351,21 +342,64 @@ def _r_StopReplicaRequest_v3(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[StopReplicaTopicState] = []
         for _ in range(n):
-            item_f7, pos = _r_StopReplicaTopicState_v3(buf, pos)
-            items_f7.append(item_f7)
+            f7_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f7_1: tuple[StopReplicaPartitionState, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 10 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 9 : end : 10].tobytes().count(0) == n:
+                    f7_1 = tuple(map(_new, _repeat(StopReplicaPartitionState, n), _IU_iiox(buf[pos:end])))
+                    pos = end
+                else:
+                    items_f7_1: list[StopReplicaPartitionState] = []
+                    for _ in range(n):
+                        item_f7_1, pos = _r_StopReplicaPartitionState_v3(buf, pos)
+                        items_f7_1.append(item_f7_1)
+                    f7_1 = tuple(items_f7_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f7.append(_new(StopReplicaTopicState, (f7_0, f7_1)))
         f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return StopReplicaRequest(f0, False, f2, f3, False, (), (), f7), pos
+    return _new(StopReplicaRequest, (f0, False, f2, f3, False, (), (), f7)), pos
 
 
 def _r_StopReplicaRequest_v4(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
+    blen = len(buf)
     f0, f1, f2, f3 = _U_ioiq(buf, pos)
     pos += 17
     f7: tuple[StopReplicaTopicState, ...]
@@ -378,18 +412,60 @@ def _r_StopReplicaRequest_v4(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[StopReplicaTopicState] = []
         for _ in range(n):
-            item_f7, pos = _r_StopReplicaTopicState_v3(buf, pos)
-            items_f7.append(item_f7)
+            f7_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f7_1: tuple[StopReplicaPartitionState, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 10 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 9 : end : 10].tobytes().count(0) == n:
+                    f7_1 = tuple(map(_new, _repeat(StopReplicaPartitionState, n), _IU_iiox(buf[pos:end])))
+                    pos = end
+                else:
+                    items_f7_1: list[StopReplicaPartitionState] = []
+                    for _ in range(n):
+                        item_f7_1, pos = _r_StopReplicaPartitionState_v3(buf, pos)
+                        items_f7_1.append(item_f7_1)
+                    f7_1 = tuple(items_f7_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f7.append(_new(StopReplicaTopicState, (f7_0, f7_1)))
         f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return StopReplicaRequest(f0, f1, f2, f3, False, (), (), f7), pos
+    return _new(StopReplicaRequest, (f0, f1, f2, f3, False, (), (), f7)), pos
 
 
 def _w_StopReplicaPartitionV0_v0(out: bytearray, ext: Ext, o: StopReplicaPartitionV0) -> None:

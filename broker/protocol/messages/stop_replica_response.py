@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "StopReplicaResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -33,29 +35,43 @@ _S_ih = _struct.Struct(">ih")
 _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 _S_ihB = _struct.Struct(">ihB")
+_U_ihB = _S_ihB.unpack_from
 _P_ihB = _S_ihB.pack
 
 
-@_attrs.frozen
-class StopReplicaPartitionError:
+class _StopReplicaPartitionErrorFields(_NamedTuple):
+    topic_name: str = ""
+    partition_index: int = 0
+    error_code: int = 0
+
+
+class StopReplicaPartitionError(_StopReplicaPartitionErrorFields):
     """Struct ``StopReplicaPartitionError`` of StopReplicaResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "0+", "none", "none", -1),
         ("partition_index", "int32", "0+", "none", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_name: str = ""
-    partition_index: int = 0
+
+_D_StopReplicaPartitionError = StopReplicaPartitionError()
+
+
+class _StopReplicaResponseFields(_NamedTuple):
     error_code: int = 0
+    partition_errors: tuple[StopReplicaPartitionError, ...] = ()
 
 
-@_attrs.frozen
-class StopReplicaResponse:
+class StopReplicaResponse(_StopReplicaResponseFields):
     """Kafka response ``StopReplicaResponse`` (generated from StopReplicaResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 5
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
@@ -65,32 +81,13 @@ class StopReplicaResponse:
         ("error_code", "int16", "0+", "none", "none", -1),
         ("partition_errors", "[]StopReplicaPartitionError", "0+", "none", "none", -1),
     )
-
-    error_code: int = 0
-    partition_errors: tuple[StopReplicaPartitionError, ...] = ()
-
-
-_D_StopReplicaPartitionError = StopReplicaPartitionError()
-
-
-def _r_StopReplicaPartitionError_v0(buf: memoryview, pos: int) -> tuple[StopReplicaPartitionError, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2 = _U_ih(buf, pos)
-    pos += 6
-    return StopReplicaPartitionError(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_StopReplicaResponse_v0(buf: memoryview, pos: int) -> tuple[StopReplicaResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: tuple[StopReplicaPartitionError, ...]
@@ -99,42 +96,30 @@ def _r_StopReplicaResponse_v0(buf: memoryview, pos: int) -> tuple[StopReplicaRes
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable PartitionErrors" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[StopReplicaPartitionError] = []
         for _ in range(n):
-            item_f1, pos = _r_StopReplicaPartitionError_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1, f1_2 = _U_ih(buf, pos)
+            pos += 6
+            items_f1.append(_new(StopReplicaPartitionError, (f1_0, f1_1, f1_2)))
         f1 = tuple(items_f1)
-    return StopReplicaResponse(f0, f1), pos
-
-
-def _r_StopReplicaPartitionError_v2(buf: memoryview, pos: int) -> tuple[StopReplicaPartitionError, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2 = _U_ih(buf, pos)
-    pos += 6
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return StopReplicaPartitionError(f0, f1, f2), pos
+    return _new(StopReplicaResponse, (f0, f1)), pos
 
 
 def _r_StopReplicaResponse_v2(buf: memoryview, pos: int) -> tuple[StopReplicaResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: tuple[StopReplicaPartitionError, ...]
@@ -147,18 +132,36 @@ def _r_StopReplicaResponse_v2(buf: memoryview, pos: int) -> tuple[StopReplicaRes
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable PartitionErrors" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[StopReplicaPartitionError] = []
         for _ in range(n):
-            item_f1, pos = _r_StopReplicaPartitionError_v2(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1, f1_2, tg = _U_ihB(buf, pos)
+            pos += 7
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f1.append(_new(StopReplicaPartitionError, (f1_0, f1_1, f1_2)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return StopReplicaResponse(f0, f1), pos
+    return _new(StopReplicaResponse, (f0, f1)), pos
 
 
 def _w_StopReplicaPartitionError_v0(out: bytearray, ext: Ext, o: StopReplicaPartitionError) -> None:

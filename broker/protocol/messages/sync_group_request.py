@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -16,6 +15,8 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,6 +25,7 @@ __all__ = [
     "SyncGroupRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -32,24 +34,42 @@ _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class SyncGroupRequestAssignment:
+class _SyncGroupRequestAssignmentFields(_NamedTuple):
+    member_id: str = ""
+    assignment: bytes = b""
+
+
+class SyncGroupRequestAssignment(_SyncGroupRequestAssignmentFields):
     """Struct ``SyncGroupRequestAssignment`` of SyncGroupRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("member_id", "string", "0+", "none", "none", -1),
         ("assignment", "bytes", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_SyncGroupRequestAssignment = SyncGroupRequestAssignment()
+
+
+class _SyncGroupRequestFields(_NamedTuple):
+    group_id: str = ""
+    generation_id: int = 0
     member_id: str = ""
-    assignment: bytes = b""
+    group_instance_id: str | None = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignments: tuple[SyncGroupRequestAssignment, ...] = ()
 
 
-@_attrs.frozen
-class SyncGroupRequest:
+class SyncGroupRequest(_SyncGroupRequestFields):
     """Kafka request ``SyncGroupRequest`` (generated from SyncGroupRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 14
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
@@ -64,46 +84,13 @@ class SyncGroupRequest:
         ("protocol_name", "string", "5+", "5+", "none", -1),
         ("assignments", "[]SyncGroupRequestAssignment", "0+", "none", "none", -1),
     )
-
-    group_id: str = ""
-    generation_id: int = 0
-    member_id: str = ""
-    group_instance_id: str | None = None
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignments: tuple[SyncGroupRequestAssignment, ...] = ()
-
-
-_D_SyncGroupRequestAssignment = SyncGroupRequestAssignment()
-
-
-def _r_SyncGroupRequestAssignment_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequestAssignment, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: bytes
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Assignment" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f1 = bytes(buf[pos:end])
-        pos = end
-    return SyncGroupRequestAssignment(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_SyncGroupRequest_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -111,9 +98,9 @@ def _r_SyncGroupRequest_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_i(buf, pos)[0]
     pos += 4
@@ -124,9 +111,9 @@ def _r_SyncGroupRequest_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f6: tuple[SyncGroupRequestAssignment, ...]
     n = _U_i(buf, pos)[0]
@@ -134,17 +121,39 @@ def _r_SyncGroupRequest_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Assignments" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[SyncGroupRequestAssignment] = []
         for _ in range(n):
-            item_f6, pos = _r_SyncGroupRequestAssignment_v0(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_1: bytes
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Assignment" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f6_1 = bytes(buf[pos:end])
+                pos = end
+            items_f6.append(_new(SyncGroupRequestAssignment, (f6_0, f6_1)))
         f6 = tuple(items_f6)
-    return SyncGroupRequest(f0, f1, f2, None, None, None, f6), pos
+    return _new(SyncGroupRequest, (f0, f1, f2, None, None, None, f6)), pos
 
 
 def _r_SyncGroupRequest_v3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -152,9 +161,9 @@ def _r_SyncGroupRequest_v3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_i(buf, pos)[0]
     pos += 4
@@ -165,9 +174,9 @@ def _r_SyncGroupRequest_v3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: str | None
     n = _U_h(buf, pos)[0]
@@ -178,9 +187,9 @@ def _r_SyncGroupRequest_v3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
         f3 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f6: tuple[SyncGroupRequestAssignment, ...]
     n = _U_i(buf, pos)[0]
@@ -188,55 +197,39 @@ def _r_SyncGroupRequest_v3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Assignments" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[SyncGroupRequestAssignment] = []
         for _ in range(n):
-            item_f6, pos = _r_SyncGroupRequestAssignment_v0(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_1: bytes
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Assignment" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f6_1 = bytes(buf[pos:end])
+                pos = end
+            items_f6.append(_new(SyncGroupRequestAssignment, (f6_0, f6_1)))
         f6 = tuple(items_f6)
-    return SyncGroupRequest(f0, f1, f2, f3, None, None, f6), pos
-
-
-def _r_SyncGroupRequestAssignment_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequestAssignment, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable MemberId" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: bytes
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Assignment" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-        f1 = bytes(buf[pos:end])
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return SyncGroupRequestAssignment(f0, f1), pos
+    return _new(SyncGroupRequest, (f0, f1, f2, f3, None, None, f6)), pos
 
 
 def _r_SyncGroupRequest_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -248,9 +241,9 @@ def _r_SyncGroupRequest_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_i(buf, pos)[0]
     pos += 4
@@ -265,9 +258,9 @@ def _r_SyncGroupRequest_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: str | None
     n = buf[pos]
@@ -282,9 +275,9 @@ def _r_SyncGroupRequest_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
         f3 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f6: tuple[SyncGroupRequestAssignment, ...]
     n = buf[pos]
@@ -296,21 +289,55 @@ def _r_SyncGroupRequest_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Assignments" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[SyncGroupRequestAssignment] = []
         for _ in range(n):
-            item_f6, pos = _r_SyncGroupRequestAssignment_v4(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_1: bytes
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Assignment" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f6_1 = bytes(buf[pos:end])
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f6.append(_new(SyncGroupRequestAssignment, (f6_0, f6_1)))
         f6 = tuple(items_f6)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return SyncGroupRequest(f0, f1, f2, f3, None, None, f6), pos
+    return _new(SyncGroupRequest, (f0, f1, f2, f3, None, None, f6)), pos
 
 
 def _r_SyncGroupRequest_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -322,9 +349,9 @@ def _r_SyncGroupRequest_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_i(buf, pos)[0]
     pos += 4
@@ -339,9 +366,9 @@ def _r_SyncGroupRequest_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: str | None
     n = buf[pos]
@@ -356,9 +383,9 @@ def _r_SyncGroupRequest_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
         f3 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4: str | None
     n = buf[pos]
@@ -373,9 +400,9 @@ def _r_SyncGroupRequest_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
         f4 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
+        f4 = buf[pos:end].tobytes().decode()
         pos = end
     f5: str | None
     n = buf[pos]
@@ -390,9 +417,9 @@ def _r_SyncGroupRequest_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
         f5 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
+        f5 = buf[pos:end].tobytes().decode()
         pos = end
     f6: tuple[SyncGroupRequestAssignment, ...]
     n = buf[pos]
@@ -404,18 +431,51 @@ def _r_SyncGroupRequest_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Assignments" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[SyncGroupRequestAssignment] = []
         for _ in range(n):
-            item_f6, pos = _r_SyncGroupRequestAssignment_v4(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_1: bytes
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Assignment" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                f6_1 = bytes(buf[pos:end])
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f6.append(_new(SyncGroupRequestAssignment, (f6_0, f6_1)))
         f6 = tuple(items_f6)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return SyncGroupRequest(f0, f1, f2, f3, f4, f5, f6), pos
+    return _new(SyncGroupRequest, (f0, f1, f2, f3, f4, f5, f6)), pos
 
 
 def _w_SyncGroupRequestAssignment_v0(out: bytearray, ext: Ext, o: SyncGroupRequestAssignment) -> None:

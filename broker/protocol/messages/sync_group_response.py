@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
@@ -16,6 +15,8 @@ from broker.protocol.primitives import (
     nbytes as _nbytes,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "SyncGroupResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -34,10 +36,18 @@ _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 
 
-@_attrs.frozen
-class SyncGroupResponse:
+class _SyncGroupResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+class SyncGroupResponse(_SyncGroupResponseFields):
     """Kafka response ``SyncGroupResponse`` (generated from SyncGroupResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 14
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
@@ -50,14 +60,9 @@ class SyncGroupResponse:
         ("protocol_name", "string", "5+", "5+", "none", -1),
         ("assignment", "bytes", "0+", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_SyncGroupResponse_v0(buf: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
@@ -74,7 +79,7 @@ def _r_SyncGroupResponse_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRespons
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f4 = bytes(buf[pos:end])
         pos = end
-    return SyncGroupResponse(0, f1, None, None, f4), pos
+    return _new(SyncGroupResponse, (0, f1, None, None, f4)), pos
 
 
 def _r_SyncGroupResponse_v1(buf: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
@@ -91,7 +96,7 @@ def _r_SyncGroupResponse_v1(buf: memoryview, pos: int) -> tuple[SyncGroupRespons
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f4 = bytes(buf[pos:end])
         pos = end
-    return SyncGroupResponse(f0, f1, None, None, f4), pos
+    return _new(SyncGroupResponse, (f0, f1, None, None, f4)), pos
 
 
 def _r_SyncGroupResponse_v4(buf: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
@@ -116,10 +121,11 @@ def _r_SyncGroupResponse_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRespons
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return SyncGroupResponse(f0, f1, None, None, f4), pos
+    return _new(SyncGroupResponse, (f0, f1, None, None, f4)), pos
 
 
 def _r_SyncGroupResponse_v5(buf: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: str | None
@@ -135,9 +141,9 @@ def _r_SyncGroupResponse_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRespons
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: str | None
     n = buf[pos]
@@ -152,9 +158,9 @@ def _r_SyncGroupResponse_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRespons
         f3 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
+        f3 = buf[pos:end].tobytes().decode()
         pos = end
     f4: bytes
     n = buf[pos]
@@ -167,7 +173,7 @@ def _r_SyncGroupResponse_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRespons
         raise DecodeError("invalid length %d for non-nullable Assignment" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
         f4 = bytes(buf[pos:end])
         pos = end
@@ -175,7 +181,7 @@ def _r_SyncGroupResponse_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRespons
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return SyncGroupResponse(f0, f1, f2, f3, f4), pos
+    return _new(SyncGroupResponse, (f0, f1, f2, f3, f4)), pos
 
 
 def _w_SyncGroupResponse_v0(out: bytearray, ext: Ext, o: SyncGroupResponse) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -24,6 +25,7 @@ __all__ = [
     "TxnOffsetCommitRequest",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -44,10 +46,17 @@ _U_qhi = _S_qhi.unpack_from
 _P_qhi = _S_qhi.pack
 
 
-@_attrs.frozen
-class TxnOffsetCommitRequestPartition:
+class _TxnOffsetCommitRequestPartitionFields(_NamedTuple):
+    partition_index: int = 0
+    committed_offset: int = 0
+    committed_leader_epoch: int = -1
+    committed_metadata: str | None = ""
+
+
+class TxnOffsetCommitRequestPartition(_TxnOffsetCommitRequestPartitionFields):
     """Struct ``TxnOffsetCommitRequestPartition`` of TxnOffsetCommitRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
@@ -55,31 +64,51 @@ class TxnOffsetCommitRequestPartition:
         ("committed_leader_epoch", "int32", "2+", "none", "none", -1),
         ("committed_metadata", "string", "0+", "0+", "none", -1),
     )
-
-    partition_index: int = 0
-    committed_offset: int = 0
-    committed_leader_epoch: int = -1
-    committed_metadata: str | None = ""
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class TxnOffsetCommitRequestTopic:
+_D_TxnOffsetCommitRequestPartition = TxnOffsetCommitRequestPartition()
+
+
+class _TxnOffsetCommitRequestTopicFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[TxnOffsetCommitRequestPartition, ...] = ()
+
+
+class TxnOffsetCommitRequestTopic(_TxnOffsetCommitRequestTopicFields):
     """Struct ``TxnOffsetCommitRequestTopic`` of TxnOffsetCommitRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]TxnOffsetCommitRequestPartition", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[TxnOffsetCommitRequestPartition, ...] = ()
+
+_D_TxnOffsetCommitRequestTopic = TxnOffsetCommitRequestTopic()
 
 
-@_attrs.frozen
-class TxnOffsetCommitRequest:
+class _TxnOffsetCommitRequestFields(_NamedTuple):
+    transactional_id: str = ""
+    group_id: str = ""
+    producer_id: int = 0
+    producer_epoch: int = 0
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+    topics: tuple[TxnOffsetCommitRequestTopic, ...] = ()
+
+
+class TxnOffsetCommitRequest(_TxnOffsetCommitRequestFields):
     """Kafka request ``TxnOffsetCommitRequest`` (generated from TxnOffsetCommitRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 28
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
@@ -95,69 +124,13 @@ class TxnOffsetCommitRequest:
         ("group_instance_id", "string", "3+", "3+", "none", -1),
         ("topics", "[]TxnOffsetCommitRequestTopic", "0+", "none", "none", -1),
     )
-
-    transactional_id: str = ""
-    group_id: str = ""
-    producer_id: int = 0
-    producer_epoch: int = 0
-    generation_id: int = -1
-    member_id: str = ""
-    group_instance_id: str | None = None
-    topics: tuple[TxnOffsetCommitRequestTopic, ...] = ()
-
-
-_D_TxnOffsetCommitRequestPartition = TxnOffsetCommitRequestPartition()
-_D_TxnOffsetCommitRequestTopic = TxnOffsetCommitRequestTopic()
-
-
-def _r_TxnOffsetCommitRequestPartition_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequestPartition, int]:
-    f0, f1 = _U_iq(buf, pos)
-    pos += 12
-    f3: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    return TxnOffsetCommitRequestPartition(f0, f1, -1, f3), pos
-
-
-def _r_TxnOffsetCommitRequestTopic_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequestTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[TxnOffsetCommitRequestPartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[TxnOffsetCommitRequestPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_TxnOffsetCommitRequestPartition_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return TxnOffsetCommitRequestTopic(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_TxnOffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -165,9 +138,9 @@ def _r_TxnOffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
         raise DecodeError("invalid length %d for non-nullable TransactionalId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: str
     n = _U_h(buf, pos)[0]
@@ -176,9 +149,9 @@ def _r_TxnOffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2, f3 = _U_qh(buf, pos)
     pos += 10
@@ -188,64 +161,55 @@ def _r_TxnOffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[TxnOffsetCommitRequestTopic] = []
         for _ in range(n):
-            item_f7, pos = _r_TxnOffsetCommitRequestTopic_v0(buf, pos)
-            items_f7.append(item_f7)
+            f7_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f7_1: tuple[TxnOffsetCommitRequestPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f7_1: list[TxnOffsetCommitRequestPartition] = []
+                for _ in range(n):
+                    f7_1_0, f7_1_1 = _U_iq(buf, pos)
+                    pos += 12
+                    f7_1_3: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f7_1_3 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f7_1_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f7_1.append(_new(TxnOffsetCommitRequestPartition, (f7_1_0, f7_1_1, -1, f7_1_3)))
+                f7_1 = tuple(items_f7_1)
+            items_f7.append(_new(TxnOffsetCommitRequestTopic, (f7_0, f7_1)))
         f7 = tuple(items_f7)
-    return TxnOffsetCommitRequest(f0, f1, f2, f3, -1, "", None, f7), pos
-
-
-def _r_TxnOffsetCommitRequestPartition_v2(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequestPartition, int]:
-    f0, f1, f2 = _U_iqi(buf, pos)
-    pos += 16
-    f3: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    return TxnOffsetCommitRequestPartition(f0, f1, f2, f3), pos
-
-
-def _r_TxnOffsetCommitRequestTopic_v2(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequestTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[TxnOffsetCommitRequestPartition, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[TxnOffsetCommitRequestPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_TxnOffsetCommitRequestPartition_v2(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return TxnOffsetCommitRequestTopic(f0, f1), pos
+    return _new(TxnOffsetCommitRequest, (f0, f1, f2, f3, -1, "", None, f7)), pos
 
 
 def _r_TxnOffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
+    blen = len(buf)
     f0: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -253,9 +217,9 @@ def _r_TxnOffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
         raise DecodeError("invalid length %d for non-nullable TransactionalId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: str
     n = _U_h(buf, pos)[0]
@@ -264,9 +228,9 @@ def _r_TxnOffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2, f3 = _U_qh(buf, pos)
     pos += 10
@@ -276,84 +240,55 @@ def _r_TxnOffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[TxnOffsetCommitRequestTopic] = []
         for _ in range(n):
-            item_f7, pos = _r_TxnOffsetCommitRequestTopic_v2(buf, pos)
-            items_f7.append(item_f7)
+            f7_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f7_1: tuple[TxnOffsetCommitRequestPartition, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f7_1: list[TxnOffsetCommitRequestPartition] = []
+                for _ in range(n):
+                    f7_1_0, f7_1_1, f7_1_2 = _U_iqi(buf, pos)
+                    pos += 16
+                    f7_1_3: str | None
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f7_1_3 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f7_1_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    items_f7_1.append(_new(TxnOffsetCommitRequestPartition, (f7_1_0, f7_1_1, f7_1_2, f7_1_3)))
+                f7_1 = tuple(items_f7_1)
+            items_f7.append(_new(TxnOffsetCommitRequestTopic, (f7_0, f7_1)))
         f7 = tuple(items_f7)
-    return TxnOffsetCommitRequest(f0, f1, f2, f3, -1, "", None, f7), pos
-
-
-def _r_TxnOffsetCommitRequestPartition_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequestPartition, int]:
-    f0, f1, f2 = _U_iqi(buf, pos)
-    pos += 16
-    f3: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f3 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f3 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TxnOffsetCommitRequestPartition(f0, f1, f2, f3), pos
-
-
-def _r_TxnOffsetCommitRequestTopic_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequestTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[TxnOffsetCommitRequestPartition, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[TxnOffsetCommitRequestPartition] = []
-        for _ in range(n):
-            item_f1, pos = _r_TxnOffsetCommitRequestPartition_v3(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TxnOffsetCommitRequestTopic(f0, f1), pos
+    return _new(TxnOffsetCommitRequest, (f0, f1, f2, f3, -1, "", None, f7)), pos
 
 
 def _r_TxnOffsetCommitRequest_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -365,9 +300,9 @@ def _r_TxnOffsetCommitRequest_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
         raise DecodeError("invalid length %d for non-nullable TransactionalId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: str
     n = buf[pos]
@@ -380,9 +315,9 @@ def _r_TxnOffsetCommitRequest_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
+        f1 = buf[pos:end].tobytes().decode()
         pos = end
     f2, f3, f4 = _U_qhi(buf, pos)
     pos += 14
@@ -397,9 +332,9 @@ def _r_TxnOffsetCommitRequest_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
         raise DecodeError("invalid length %d for non-nullable MemberId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f5 = str(buf[pos:end], "utf-8")
+        f5 = buf[pos:end].tobytes().decode()
         pos = end
     f6: str | None
     n = buf[pos]
@@ -414,9 +349,9 @@ def _r_TxnOffsetCommitRequest_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
         f6 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f6 = str(buf[pos:end], "utf-8")
+        f6 = buf[pos:end].tobytes().decode()
         pos = end
     f7: tuple[TxnOffsetCommitRequestTopic, ...]
     n = buf[pos]
@@ -428,18 +363,75 @@ def _r_TxnOffsetCommitRequest_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[TxnOffsetCommitRequestTopic] = []
         for _ in range(n):
-            item_f7, pos = _r_TxnOffsetCommitRequestTopic_v3(buf, pos)
-            items_f7.append(item_f7)
+            f7_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Name" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f7_1: tuple[TxnOffsetCommitRequestPartition, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f7_1: list[TxnOffsetCommitRequestPartition] = []
+                for _ in range(n):
+                    f7_1_0, f7_1_1, f7_1_2 = _U_iqi(buf, pos)
+                    pos += 16
+                    f7_1_3: str | None
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        if n != -1:
+                            raise DecodeError("invalid string length %d" % n)
+                        f7_1_3 = None
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f7_1_3 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f7_1.append(_new(TxnOffsetCommitRequestPartition, (f7_1_0, f7_1_1, f7_1_2, f7_1_3)))
+                f7_1 = tuple(items_f7_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f7.append(_new(TxnOffsetCommitRequestTopic, (f7_0, f7_1)))
         f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return TxnOffsetCommitRequest(f0, f1, f2, f3, f4, f5, f6, f7), pos
+    return _new(TxnOffsetCommitRequest, (f0, f1, f2, f3, f4, f5, f6, f7)), pos
 
 
 def _w_TxnOffsetCommitRequestPartition_v0(out: bytearray, ext: Ext, o: TxnOffsetCommitRequestPartition) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,27 +24,32 @@ __all__ = [
     "UpdateFeaturesRequest",
 ]
 
-_S_o = _struct.Struct(">?")
-_U_o = _S_o.unpack_from
+_new = tuple.__new__
 _S_oB = _struct.Struct(">?B")
+_U_oB = _S_oB.unpack_from
 _P_oB = _S_oB.pack
-_S_ho = _struct.Struct(">h?")
-_U_ho = _S_ho.unpack_from
 _S_hoB = _struct.Struct(">h?B")
+_U_hoB = _S_hoB.unpack_from
 _P_hoB = _S_hoB.pack
-_S_hb = _struct.Struct(">hb")
-_U_hb = _S_hb.unpack_from
 _S_hbB = _struct.Struct(">hbB")
+_U_hbB = _S_hbB.unpack_from
 _P_hbB = _S_hbB.pack
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 
 
-@_attrs.frozen
-class FeatureUpdateKey:
+class _FeatureUpdateKeyFields(_NamedTuple):
+    feature: str = ""
+    max_version_level: int = 0
+    allow_downgrade: bool = False
+    upgrade_type: int = 1
+
+
+class FeatureUpdateKey(_FeatureUpdateKeyFields):
     """Struct ``FeatureUpdateKey`` of UpdateFeaturesRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("feature", "string", "0+", "none", "none", -1),
@@ -51,17 +57,24 @@ class FeatureUpdateKey:
         ("allow_downgrade", "bool", "0", "none", "none", -1),
         ("upgrade_type", "int8", "1+", "none", "none", -1),
     )
-
-    feature: str = ""
-    max_version_level: int = 0
-    allow_downgrade: bool = False
-    upgrade_type: int = 1
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class UpdateFeaturesRequest:
+_D_FeatureUpdateKey = FeatureUpdateKey()
+
+
+class _UpdateFeaturesRequestFields(_NamedTuple):
+    timeout_ms: int = 60000
+    feature_updates: tuple[FeatureUpdateKey, ...] = ()
+    validate_only: bool = False
+
+
+class UpdateFeaturesRequest(_UpdateFeaturesRequestFields):
     """Kafka request ``UpdateFeaturesRequest`` (generated from UpdateFeaturesRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 57
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
@@ -72,41 +85,13 @@ class UpdateFeaturesRequest:
         ("feature_updates", "[]FeatureUpdateKey", "0+", "none", "none", -1),
         ("validate_only", "bool", "1+", "none", "none", -1),
     )
-
-    timeout_ms: int = 60000
-    feature_updates: tuple[FeatureUpdateKey, ...] = ()
-    validate_only: bool = False
-
-
-_D_FeatureUpdateKey = FeatureUpdateKey()
-
-
-def _r_FeatureUpdateKey_v0(buf: memoryview, pos: int) -> tuple[FeatureUpdateKey, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Feature" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2 = _U_ho(buf, pos)
-    pos += 3
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return FeatureUpdateKey(f0, f1, f2, 1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_UpdateFeaturesRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateFeaturesRequest, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[FeatureUpdateKey, ...]
@@ -119,46 +104,40 @@ def _r_UpdateFeaturesRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateFeatur
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable FeatureUpdates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[FeatureUpdateKey] = []
         for _ in range(n):
-            item_f1, pos = _r_FeatureUpdateKey_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Feature" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1, f1_2, tg = _U_hoB(buf, pos)
+            pos += 4
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f1.append(_new(FeatureUpdateKey, (f1_0, f1_1, f1_2, 1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return UpdateFeaturesRequest(f0, f1, False), pos
-
-
-def _r_FeatureUpdateKey_v1(buf: memoryview, pos: int) -> tuple[FeatureUpdateKey, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Feature" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f3 = _U_hb(buf, pos)
-    pos += 3
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return FeatureUpdateKey(f0, f1, False, f3), pos
+    return _new(UpdateFeaturesRequest, (f0, f1, False)), pos
 
 
 def _r_UpdateFeaturesRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateFeaturesRequest, int]:
+    blen = len(buf)
     f0 = _U_i(buf, pos)[0]
     pos += 4
     f1: tuple[FeatureUpdateKey, ...]
@@ -171,20 +150,36 @@ def _r_UpdateFeaturesRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateFeatur
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable FeatureUpdates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[FeatureUpdateKey] = []
         for _ in range(n):
-            item_f1, pos = _r_FeatureUpdateKey_v1(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Feature" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1, f1_3, tg = _U_hbB(buf, pos)
+            pos += 4
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f1.append(_new(FeatureUpdateKey, (f1_0, f1_1, False, f1_3)))
         f1 = tuple(items_f1)
-    f2 = _U_o(buf, pos)[0]
-    pos += 1
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return UpdateFeaturesRequest(f0, f1, f2), pos
+    f2, tg = _U_oB(buf, pos)
+    pos += 2
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(UpdateFeaturesRequest, (f0, f1, f2)), pos
 
 
 def _w_FeatureUpdateKey_v0(out: bytearray, ext: Ext, o: FeatureUpdateKey) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "UpdateFeaturesResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -31,26 +33,41 @@ _U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
 
 
-@_attrs.frozen
-class UpdatableFeatureResult:
+class _UpdatableFeatureResultFields(_NamedTuple):
+    feature: str = ""
+    error_code: int = 0
+    error_message: str | None = ""
+
+
+class UpdatableFeatureResult(_UpdatableFeatureResultFields):
     """Struct ``UpdatableFeatureResult`` of UpdateFeaturesResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("feature", "string", "0+", "none", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
         ("error_message", "string", "0+", "0+", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    feature: str = ""
+
+_D_UpdatableFeatureResult = UpdatableFeatureResult()
+
+
+class _UpdateFeaturesResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = ""
+    results: tuple[UpdatableFeatureResult, ...] = ()
 
 
-@_attrs.frozen
-class UpdateFeaturesResponse:
+class UpdateFeaturesResponse(_UpdateFeaturesResponseFields):
     """Kafka response ``UpdateFeaturesResponse`` (generated from UpdateFeaturesResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 57
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
@@ -62,59 +79,13 @@ class UpdateFeaturesResponse:
         ("error_message", "string", "0+", "0+", "none", -1),
         ("results", "[]UpdatableFeatureResult", "0-1", "none", "none", -1),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ""
-    results: tuple[UpdatableFeatureResult, ...] = ()
-
-
-_D_UpdatableFeatureResult = UpdatableFeatureResult()
-
-
-def _r_UpdatableFeatureResult_v0(buf: memoryview, pos: int) -> tuple[UpdatableFeatureResult, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Feature" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_h(buf, pos)[0]
-    pos += 2
-    f2: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f2 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return UpdatableFeatureResult(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_UpdateFeaturesResponse_v0(buf: memoryview, pos: int) -> tuple[UpdateFeaturesResponse, int]:
+    blen = len(buf)
     f0, f1 = _U_ih(buf, pos)
     pos += 6
     f2: str | None
@@ -130,9 +101,9 @@ def _r_UpdateFeaturesResponse_v0(buf: memoryview, pos: int) -> tuple[UpdateFeatu
         f2 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     f3: tuple[UpdatableFeatureResult, ...]
     n = buf[pos]
@@ -144,18 +115,55 @@ def _r_UpdateFeaturesResponse_v0(buf: memoryview, pos: int) -> tuple[UpdateFeatu
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Results" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f3: list[UpdatableFeatureResult] = []
         for _ in range(n):
-            item_f3, pos = _r_UpdatableFeatureResult_v0(buf, pos)
-            items_f3.append(item_f3)
+            f3_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Feature" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f3_1 = _U_h(buf, pos)[0]
+            pos += 2
+            f3_2: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f3_2 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f3_2 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f3.append(_new(UpdatableFeatureResult, (f3_0, f3_1, f3_2)))
         f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return UpdateFeaturesResponse(f0, f1, f2, f3), pos
+    return _new(UpdateFeaturesResponse, (f0, f1, f2, f3)), pos
 
 
 def _r_UpdateFeaturesResponse_v2(buf: memoryview, pos: int) -> tuple[UpdateFeaturesResponse, int]:
@@ -176,13 +184,13 @@ def _r_UpdateFeaturesResponse_v2(buf: memoryview, pos: int) -> tuple[UpdateFeatu
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return UpdateFeaturesResponse(f0, f1, f2, ()), pos
+    return _new(UpdateFeaturesResponse, (f0, f1, f2, ())), pos
 
 
 def _w_UpdatableFeatureResult_v0(out: bytearray, ext: Ext, o: UpdatableFeatureResult) -> None:

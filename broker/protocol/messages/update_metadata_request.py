@@ -8,15 +8,18 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -28,9 +31,10 @@ __all__ = [
     "UpdateMetadataRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
@@ -41,6 +45,7 @@ _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
 _S_hB = _struct.Struct(">hB")
+_U_hB = _S_hB.unpack_from
 _P_hB = _S_hB.pack
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
@@ -48,21 +53,37 @@ _P_i = _S_i.pack
 _S_ioiq = _struct.Struct(">i?iq")
 _U_ioiq = _S_ioiq.unpack_from
 _P_ioiq = _S_ioiq.pack
+_S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _S_ii = _struct.Struct(">ii")
 _U_ii = _S_ii.unpack_from
 _P_ii = _S_ii.pack
 _S_iiii = _struct.Struct(">iiii")
 _U_iiii = _S_iiii.unpack_from
 _P_iiii = _S_iiii.pack
+_S_iiiiB = _struct.Struct(">iiiiB")
+_U_iiiiB = _S_iiiiB.unpack_from
 _S_iiq = _struct.Struct(">iiq")
 _U_iiq = _S_iiq.unpack_from
 _P_iiq = _S_iiq.pack
 
 
-@_attrs.frozen
-class UpdateMetadataPartitionState:
+class _UpdateMetadataPartitionStateFields(_NamedTuple):
+    topic_name: str = ""
+    partition_index: int = 0
+    controller_epoch: int = 0
+    leader: int = 0
+    leader_epoch: int = 0
+    isr: tuple[int, ...] = ()
+    zk_version: int = 0
+    replicas: tuple[int, ...] = ()
+    offline_replicas: tuple[int, ...] = ()
+
+
+class UpdateMetadataPartitionState(_UpdateMetadataPartitionStateFields):
     """Struct ``UpdateMetadataPartitionState`` of UpdateMetadataRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "0-4", "none", "none", -1),
@@ -75,38 +96,49 @@ class UpdateMetadataPartitionState:
         ("replicas", "[]int32", "0+", "none", "none", -1),
         ("offline_replicas", "[]int32", "4+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
+
+_D_UpdateMetadataPartitionState = UpdateMetadataPartitionState()
+
+
+class _UpdateMetadataTopicStateFields(_NamedTuple):
     topic_name: str = ""
-    partition_index: int = 0
-    controller_epoch: int = 0
-    leader: int = 0
-    leader_epoch: int = 0
-    isr: tuple[int, ...] = ()
-    zk_version: int = 0
-    replicas: tuple[int, ...] = ()
-    offline_replicas: tuple[int, ...] = ()
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partition_states: tuple[UpdateMetadataPartitionState, ...] = ()
 
 
-@_attrs.frozen
-class UpdateMetadataTopicState:
+class UpdateMetadataTopicState(_UpdateMetadataTopicStateFields):
     """Struct ``UpdateMetadataTopicState`` of UpdateMetadataRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "5+", "none", "none", -1),
         ("topic_id", "uuid", "7+", "none", "none", -1),
         ("partition_states", "[]UpdateMetadataPartitionState", "5+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_name: str = ""
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partition_states: tuple[UpdateMetadataPartitionState, ...] = ()
+
+_D_UpdateMetadataTopicState = UpdateMetadataTopicState()
 
 
-@_attrs.frozen
-class UpdateMetadataEndpoint:
+class _UpdateMetadataEndpointFields(_NamedTuple):
+    port: int = 0
+    host: str = ""
+    listener: str = ""
+    security_protocol: int = 0
+
+
+class UpdateMetadataEndpoint(_UpdateMetadataEndpointFields):
     """Struct ``UpdateMetadataEndpoint`` of UpdateMetadataRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("port", "int32", "1+", "none", "none", -1),
@@ -114,17 +146,26 @@ class UpdateMetadataEndpoint:
         ("listener", "string", "3+", "none", "none", -1),
         ("security_protocol", "int16", "1+", "none", "none", -1),
     )
-
-    port: int = 0
-    host: str = ""
-    listener: str = ""
-    security_protocol: int = 0
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class UpdateMetadataBroker:
+_D_UpdateMetadataEndpoint = UpdateMetadataEndpoint()
+
+
+class _UpdateMetadataBrokerFields(_NamedTuple):
+    id: int = 0
+    v0_host: str = ""
+    v0_port: int = 0
+    endpoints: tuple[UpdateMetadataEndpoint, ...] = ()
+    rack: str | None = ""
+
+
+class UpdateMetadataBroker(_UpdateMetadataBrokerFields):
     """Struct ``UpdateMetadataBroker`` of UpdateMetadataRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("id", "int32", "0+", "none", "none", -1),
@@ -133,18 +174,29 @@ class UpdateMetadataBroker:
         ("endpoints", "[]UpdateMetadataEndpoint", "1+", "none", "none", -1),
         ("rack", "string", "2+", "0+", "none", -1),
     )
-
-    id: int = 0
-    v0_host: str = ""
-    v0_port: int = 0
-    endpoints: tuple[UpdateMetadataEndpoint, ...] = ()
-    rack: str | None = ""
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class UpdateMetadataRequest:
+_D_UpdateMetadataBroker = UpdateMetadataBroker()
+
+
+class _UpdateMetadataRequestFields(_NamedTuple):
+    controller_id: int = 0
+    is_k_raft_controller: bool = False
+    type: int = 0
+    controller_epoch: int = 0
+    broker_epoch: int = -1
+    ungrouped_partition_states: tuple[UpdateMetadataPartitionState, ...] = ()
+    topic_states: tuple[UpdateMetadataTopicState, ...] = ()
+    live_brokers: tuple[UpdateMetadataBroker, ...] = ()
+
+
+class UpdateMetadataRequest(_UpdateMetadataRequestFields):
     """Kafka request ``UpdateMetadataRequest`` (generated from UpdateMetadataRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 6
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 8
@@ -160,82 +212,13 @@ class UpdateMetadataRequest:
         ("topic_states", "[]UpdateMetadataTopicState", "5+", "none", "none", -1),
         ("live_brokers", "[]UpdateMetadataBroker", "0+", "none", "none", -1),
     )
-
-    controller_id: int = 0
-    is_k_raft_controller: bool = False
-    type: int = 0
-    controller_epoch: int = 0
-    broker_epoch: int = -1
-    ungrouped_partition_states: tuple[UpdateMetadataPartitionState, ...] = ()
-    topic_states: tuple[UpdateMetadataTopicState, ...] = ()
-    live_brokers: tuple[UpdateMetadataBroker, ...] = ()
-
-
-_D_UpdateMetadataPartitionState = UpdateMetadataPartitionState()
-_D_UpdateMetadataTopicState = UpdateMetadataTopicState()
-_D_UpdateMetadataEndpoint = UpdateMetadataEndpoint()
-_D_UpdateMetadataBroker = UpdateMetadataBroker()
-
-
-def _r_UpdateMetadataPartitionState_v0(buf: memoryview, pos: int) -> tuple[UpdateMetadataPartitionState, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2, f3, f4 = _U_iiii(buf, pos)
-    pos += 16
-    f5: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Isr" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f6 = _U_i(buf, pos)[0]
-    pos += 4
-    f7: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Replicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return UpdateMetadataPartitionState(f0, f1, f2, f3, f4, f5, f6, f7, ()), pos
-
-
-def _r_UpdateMetadataBroker_v0(buf: memoryview, pos: int) -> tuple[UpdateMetadataBroker, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable V0Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_i(buf, pos)[0]
-    pos += 4
-    return UpdateMetadataBroker(f0, f1, f2, (), ""), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_UpdateMetadataRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    blen = len(buf)
     f0, f3 = _U_ii(buf, pos)
     pos += 8
     f5: tuple[UpdateMetadataPartitionState, ...]
@@ -244,12 +227,46 @@ def _r_UpdateMetadataRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable UngroupedPartitionStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f5: list[UpdateMetadataPartitionState] = []
         for _ in range(n):
-            item_f5, pos = _r_UpdateMetadataPartitionState_v0(buf, pos)
-            items_f5.append(item_f5)
+            f5_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f5_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+            pos += 16
+            f5_5: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f5_5 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            f5_6 = _U_i(buf, pos)[0]
+            pos += 4
+            f5_7: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f5_7 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f5.append(_new(UpdateMetadataPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, ())))
         f5 = tuple(items_f5)
     f7: tuple[UpdateMetadataBroker, ...]
     n = _U_i(buf, pos)[0]
@@ -257,55 +274,32 @@ def _r_UpdateMetadataRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LiveBrokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[UpdateMetadataBroker] = []
         for _ in range(n):
-            item_f7, pos = _r_UpdateMetadataBroker_v0(buf, pos)
-            items_f7.append(item_f7)
+            f7_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f7_1: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable V0Host" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_1 = buf[pos:end].tobytes().decode()
+                pos = end
+            f7_2 = _U_i(buf, pos)[0]
+            pos += 4
+            items_f7.append(_new(UpdateMetadataBroker, (f7_0, f7_1, f7_2, (), "")))
         f7 = tuple(items_f7)
-    return UpdateMetadataRequest(f0, False, 0, f3, -1, f5, (), f7), pos
-
-
-def _r_UpdateMetadataEndpoint_v1(buf: memoryview, pos: int) -> tuple[UpdateMetadataEndpoint, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3 = _U_h(buf, pos)[0]
-    pos += 2
-    return UpdateMetadataEndpoint(f0, f1, "", f3), pos
-
-
-def _r_UpdateMetadataBroker_v1(buf: memoryview, pos: int) -> tuple[UpdateMetadataBroker, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f3: tuple[UpdateMetadataEndpoint, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[UpdateMetadataEndpoint] = []
-        for _ in range(n):
-            item_f3, pos = _r_UpdateMetadataEndpoint_v1(buf, pos)
-            items_f3.append(item_f3)
-        f3 = tuple(items_f3)
-    return UpdateMetadataBroker(f0, "", 0, f3, ""), pos
+    return _new(UpdateMetadataRequest, (f0, False, 0, f3, -1, f5, (), f7)), pos
 
 
 def _r_UpdateMetadataRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    blen = len(buf)
     f0, f3 = _U_ii(buf, pos)
     pos += 8
     f5: tuple[UpdateMetadataPartitionState, ...]
@@ -314,12 +308,46 @@ def _r_UpdateMetadataRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable UngroupedPartitionStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f5: list[UpdateMetadataPartitionState] = []
         for _ in range(n):
-            item_f5, pos = _r_UpdateMetadataPartitionState_v0(buf, pos)
-            items_f5.append(item_f5)
+            f5_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f5_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+            pos += 16
+            f5_5: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f5_5 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            f5_6 = _U_i(buf, pos)[0]
+            pos += 4
+            f5_7: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f5_7 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f5.append(_new(UpdateMetadataPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, ())))
         f5 = tuple(items_f5)
     f7: tuple[UpdateMetadataBroker, ...]
     n = _U_i(buf, pos)[0]
@@ -327,49 +355,46 @@ def _r_UpdateMetadataRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LiveBrokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[UpdateMetadataBroker] = []
         for _ in range(n):
-            item_f7, pos = _r_UpdateMetadataBroker_v1(buf, pos)
-            items_f7.append(item_f7)
+            f7_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f7_3: tuple[UpdateMetadataEndpoint, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f7_3: list[UpdateMetadataEndpoint] = []
+                for _ in range(n):
+                    f7_3_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f7_3_1: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f7_3_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f7_3_3 = _U_h(buf, pos)[0]
+                    pos += 2
+                    items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, "", f7_3_3)))
+                f7_3 = tuple(items_f7_3)
+            items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, "")))
         f7 = tuple(items_f7)
-    return UpdateMetadataRequest(f0, False, 0, f3, -1, f5, (), f7), pos
-
-
-def _r_UpdateMetadataBroker_v2(buf: memoryview, pos: int) -> tuple[UpdateMetadataBroker, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f3: tuple[UpdateMetadataEndpoint, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[UpdateMetadataEndpoint] = []
-        for _ in range(n):
-            item_f3, pos = _r_UpdateMetadataEndpoint_v1(buf, pos)
-            items_f3.append(item_f3)
-        f3 = tuple(items_f3)
-    f4: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f4 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    return UpdateMetadataBroker(f0, "", 0, f3, f4), pos
+    return _new(UpdateMetadataRequest, (f0, False, 0, f3, -1, f5, (), f7)), pos
 
 
 def _r_UpdateMetadataRequest_v2(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    blen = len(buf)
     f0, f3 = _U_ii(buf, pos)
     pos += 8
     f5: tuple[UpdateMetadataPartitionState, ...]
@@ -378,12 +403,46 @@ def _r_UpdateMetadataRequest_v2(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable UngroupedPartitionStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f5: list[UpdateMetadataPartitionState] = []
         for _ in range(n):
-            item_f5, pos = _r_UpdateMetadataPartitionState_v0(buf, pos)
-            items_f5.append(item_f5)
+            f5_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f5_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+            pos += 16
+            f5_5: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f5_5 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            f5_6 = _U_i(buf, pos)[0]
+            pos += 4
+            f5_7: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f5_7 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f5.append(_new(UpdateMetadataPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, ())))
         f5 = tuple(items_f5)
     f7: tuple[UpdateMetadataBroker, ...]
     n = _U_i(buf, pos)[0]
@@ -391,79 +450,59 @@ def _r_UpdateMetadataRequest_v2(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LiveBrokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[UpdateMetadataBroker] = []
         for _ in range(n):
-            item_f7, pos = _r_UpdateMetadataBroker_v2(buf, pos)
-            items_f7.append(item_f7)
+            f7_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f7_3: tuple[UpdateMetadataEndpoint, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f7_3: list[UpdateMetadataEndpoint] = []
+                for _ in range(n):
+                    f7_3_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f7_3_1: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f7_3_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f7_3_3 = _U_h(buf, pos)[0]
+                    pos += 2
+                    items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, "", f7_3_3)))
+                f7_3 = tuple(items_f7_3)
+            f7_4: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f7_4 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
         f7 = tuple(items_f7)
-    return UpdateMetadataRequest(f0, False, 0, f3, -1, f5, (), f7), pos
-
-
-def _r_UpdateMetadataEndpoint_v3(buf: memoryview, pos: int) -> tuple[UpdateMetadataEndpoint, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Listener" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3 = _U_h(buf, pos)[0]
-    pos += 2
-    return UpdateMetadataEndpoint(f0, f1, f2, f3), pos
-
-
-def _r_UpdateMetadataBroker_v3(buf: memoryview, pos: int) -> tuple[UpdateMetadataBroker, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f3: tuple[UpdateMetadataEndpoint, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[UpdateMetadataEndpoint] = []
-        for _ in range(n):
-            item_f3, pos = _r_UpdateMetadataEndpoint_v3(buf, pos)
-            items_f3.append(item_f3)
-        f3 = tuple(items_f3)
-    f4: str | None
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f4 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    return UpdateMetadataBroker(f0, "", 0, f3, f4), pos
+    return _new(UpdateMetadataRequest, (f0, False, 0, f3, -1, f5, (), f7)), pos
 
 
 def _r_UpdateMetadataRequest_v3(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    blen = len(buf)
     f0, f3 = _U_ii(buf, pos)
     pos += 8
     f5: tuple[UpdateMetadataPartitionState, ...]
@@ -472,12 +511,46 @@ def _r_UpdateMetadataRequest_v3(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable UngroupedPartitionStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f5: list[UpdateMetadataPartitionState] = []
         for _ in range(n):
-            item_f5, pos = _r_UpdateMetadataPartitionState_v0(buf, pos)
-            items_f5.append(item_f5)
+            f5_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f5_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+            pos += 16
+            f5_5: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f5_5 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            f5_6 = _U_i(buf, pos)[0]
+            pos += 4
+            f5_7: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f5_7 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f5.append(_new(UpdateMetadataPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, ())))
         f5 = tuple(items_f5)
     f7: tuple[UpdateMetadataBroker, ...]
     n = _U_i(buf, pos)[0]
@@ -485,66 +558,70 @@ def _r_UpdateMetadataRequest_v3(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LiveBrokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[UpdateMetadataBroker] = []
         for _ in range(n):
-            item_f7, pos = _r_UpdateMetadataBroker_v3(buf, pos)
-            items_f7.append(item_f7)
+            f7_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f7_3: tuple[UpdateMetadataEndpoint, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f7_3: list[UpdateMetadataEndpoint] = []
+                for _ in range(n):
+                    f7_3_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f7_3_1: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f7_3_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f7_3_2: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f7_3_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f7_3_3 = _U_h(buf, pos)[0]
+                    pos += 2
+                    items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
+                f7_3 = tuple(items_f7_3)
+            f7_4: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f7_4 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
         f7 = tuple(items_f7)
-    return UpdateMetadataRequest(f0, False, 0, f3, -1, f5, (), f7), pos
-
-
-def _r_UpdateMetadataPartitionState_v4(buf: memoryview, pos: int) -> tuple[UpdateMetadataPartitionState, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1, f2, f3, f4 = _U_iiii(buf, pos)
-    pos += 16
-    f5: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Isr" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f6 = _U_i(buf, pos)[0]
-    pos += 4
-    f7: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Replicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f8: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f8 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return UpdateMetadataPartitionState(f0, f1, f2, f3, f4, f5, f6, f7, f8), pos
+    return _new(UpdateMetadataRequest, (f0, False, 0, f3, -1, f5, (), f7)), pos
 
 
 def _r_UpdateMetadataRequest_v4(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    blen = len(buf)
     f0, f3 = _U_ii(buf, pos)
     pos += 8
     f5: tuple[UpdateMetadataPartitionState, ...]
@@ -553,12 +630,56 @@ def _r_UpdateMetadataRequest_v4(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable UngroupedPartitionStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f5: list[UpdateMetadataPartitionState] = []
         for _ in range(n):
-            item_f5, pos = _r_UpdateMetadataPartitionState_v4(buf, pos)
-            items_f5.append(item_f5)
+            f5_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f5_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+            pos += 16
+            f5_5: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f5_5 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            f5_6 = _U_i(buf, pos)[0]
+            pos += 4
+            f5_7: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f5_7 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            f5_8: tuple[int, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                f5_8 = _A_i[n].unpack_from(buf, pos)
+                pos += 4 * n
+            items_f5.append(_new(UpdateMetadataPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, f5_8)))
         f5 = tuple(items_f5)
     f7: tuple[UpdateMetadataBroker, ...]
     n = _U_i(buf, pos)[0]
@@ -566,83 +687,70 @@ def _r_UpdateMetadataRequest_v4(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LiveBrokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[UpdateMetadataBroker] = []
         for _ in range(n):
-            item_f7, pos = _r_UpdateMetadataBroker_v3(buf, pos)
-            items_f7.append(item_f7)
+            f7_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f7_3: tuple[UpdateMetadataEndpoint, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f7_3: list[UpdateMetadataEndpoint] = []
+                for _ in range(n):
+                    f7_3_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f7_3_1: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f7_3_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f7_3_2: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f7_3_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f7_3_3 = _U_h(buf, pos)[0]
+                    pos += 2
+                    items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
+                f7_3 = tuple(items_f7_3)
+            f7_4: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f7_4 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
         f7 = tuple(items_f7)
-    return UpdateMetadataRequest(f0, False, 0, f3, -1, f5, (), f7), pos
-
-
-def _r_UpdateMetadataPartitionState_v5(buf: memoryview, pos: int) -> tuple[UpdateMetadataPartitionState, int]:
-    f1, f2, f3, f4 = _U_iiii(buf, pos)
-    pos += 16
-    f5: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Isr" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f6 = _U_i(buf, pos)[0]
-    pos += 4
-    f7: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Replicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f8: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f8 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return UpdateMetadataPartitionState("", f1, f2, f3, f4, f5, f6, f7, f8), pos
-
-
-def _r_UpdateMetadataTopicState_v5(buf: memoryview, pos: int) -> tuple[UpdateMetadataTopicState, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[UpdateMetadataPartitionState, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[UpdateMetadataPartitionState] = []
-        for _ in range(n):
-            item_f2, pos = _r_UpdateMetadataPartitionState_v5(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    return UpdateMetadataTopicState(f0, _ZERO_UUID, f2), pos
+    return _new(UpdateMetadataRequest, (f0, False, 0, f3, -1, f5, (), f7)), pos
 
 
 def _r_UpdateMetadataRequest_v5(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    blen = len(buf)
     f0, f3, f4 = _U_iiq(buf, pos)
     pos += 16
     f6: tuple[UpdateMetadataTopicState, ...]
@@ -651,12 +759,68 @@ def _r_UpdateMetadataRequest_v5(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[UpdateMetadataTopicState] = []
         for _ in range(n):
-            item_f6, pos = _r_UpdateMetadataTopicState_v5(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_2: tuple[UpdateMetadataPartitionState, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f6_2: list[UpdateMetadataPartitionState] = []
+                for _ in range(n):
+                    f6_2_1, f6_2_2, f6_2_3, f6_2_4 = _U_iiii(buf, pos)
+                    pos += 16
+                    f6_2_5: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f6_2_6 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f6_2_7: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    f6_2_8: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    items_f6_2.append(_new(UpdateMetadataPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8)))
+                f6_2 = tuple(items_f6_2)
+            items_f6.append(_new(UpdateMetadataTopicState, (f6_0, _ZERO_UUID, f6_2)))
         f6 = tuple(items_f6)
     f7: tuple[UpdateMetadataBroker, ...]
     n = _U_i(buf, pos)[0]
@@ -664,197 +828,70 @@ def _r_UpdateMetadataRequest_v5(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LiveBrokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[UpdateMetadataBroker] = []
         for _ in range(n):
-            item_f7, pos = _r_UpdateMetadataBroker_v3(buf, pos)
-            items_f7.append(item_f7)
+            f7_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f7_3: tuple[UpdateMetadataEndpoint, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f7_3: list[UpdateMetadataEndpoint] = []
+                for _ in range(n):
+                    f7_3_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f7_3_1: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f7_3_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f7_3_2: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f7_3_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f7_3_3 = _U_h(buf, pos)[0]
+                    pos += 2
+                    items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
+                f7_3 = tuple(items_f7_3)
+            f7_4: str | None
+            n = _U_h(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f7_4 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
         f7 = tuple(items_f7)
-    return UpdateMetadataRequest(f0, False, 0, f3, f4, (), f6, f7), pos
-
-
-def _r_UpdateMetadataPartitionState_v6(buf: memoryview, pos: int) -> tuple[UpdateMetadataPartitionState, int]:
-    f1, f2, f3, f4 = _U_iiii(buf, pos)
-    pos += 16
-    f5: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Isr" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f5 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f6 = _U_i(buf, pos)[0]
-    pos += 4
-    f7: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Replicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f7 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    f8: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f8 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return UpdateMetadataPartitionState("", f1, f2, f3, f4, f5, f6, f7, f8), pos
-
-
-def _r_UpdateMetadataTopicState_v6(buf: memoryview, pos: int) -> tuple[UpdateMetadataTopicState, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: tuple[UpdateMetadataPartitionState, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[UpdateMetadataPartitionState] = []
-        for _ in range(n):
-            item_f2, pos = _r_UpdateMetadataPartitionState_v6(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return UpdateMetadataTopicState(f0, _ZERO_UUID, f2), pos
-
-
-def _r_UpdateMetadataEndpoint_v6(buf: memoryview, pos: int) -> tuple[UpdateMetadataEndpoint, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Listener" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
-        pos = end
-    f3 = _U_h(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return UpdateMetadataEndpoint(f0, f1, f2, f3), pos
-
-
-def _r_UpdateMetadataBroker_v6(buf: memoryview, pos: int) -> tuple[UpdateMetadataBroker, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f3: tuple[UpdateMetadataEndpoint, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[UpdateMetadataEndpoint] = []
-        for _ in range(n):
-            item_f3, pos = _r_UpdateMetadataEndpoint_v6(buf, pos)
-            items_f3.append(item_f3)
-        f3 = tuple(items_f3)
-    f4: str | None
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        if n != -1:
-            raise DecodeError("invalid string length %d" % n)
-        f4 = None
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f4 = str(buf[pos:end], "utf-8")
-        pos = end
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return UpdateMetadataBroker(f0, "", 0, f3, f4), pos
+    return _new(UpdateMetadataRequest, (f0, False, 0, f3, f4, (), f6, f7)), pos
 
 
 def _r_UpdateMetadataRequest_v6(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    blen = len(buf)
     f0, f3, f4 = _U_iiq(buf, pos)
     pos += 16
     f6: tuple[UpdateMetadataTopicState, ...]
@@ -867,12 +904,109 @@ def _r_UpdateMetadataRequest_v6(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[UpdateMetadataTopicState] = []
         for _ in range(n):
-            item_f6, pos = _r_UpdateMetadataTopicState_v6(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_2: tuple[UpdateMetadataPartitionState, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f6_2: list[UpdateMetadataPartitionState] = []
+                for _ in range(n):
+                    f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                    pos += 16
+                    f6_2_5: tuple[int, ...]
+                    try:
+                        f6_2_5 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_6, n = _U_iB(buf, pos)
+                    pos += 4
+                    f6_2_7: tuple[int, ...]
+                    try:
+                        f6_2_7 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_8: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f6_2_8 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f6_2.append(_new(UpdateMetadataPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8)))
+                f6_2 = tuple(items_f6_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f6.append(_new(UpdateMetadataTopicState, (f6_0, _ZERO_UUID, f6_2)))
         f6 = tuple(items_f6)
     f7: tuple[UpdateMetadataBroker, ...]
     n = buf[pos]
@@ -884,64 +1018,96 @@ def _r_UpdateMetadataRequest_v6(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LiveBrokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[UpdateMetadataBroker] = []
         for _ in range(n):
-            item_f7, pos = _r_UpdateMetadataBroker_v6(buf, pos)
-            items_f7.append(item_f7)
+            f7_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f7_3: tuple[UpdateMetadataEndpoint, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f7_3: list[UpdateMetadataEndpoint] = []
+                for _ in range(n):
+                    f7_3_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f7_3_1: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f7_3_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f7_3_2: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f7_3_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f7_3_3, tg = _U_hB(buf, pos)
+                    pos += 3
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
+                f7_3 = tuple(items_f7_3)
+            f7_4: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f7_4 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
         f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return UpdateMetadataRequest(f0, False, 0, f3, f4, (), f6, f7), pos
-
-
-def _r_UpdateMetadataTopicState_v7(buf: memoryview, pos: int) -> tuple[UpdateMetadataTopicState, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1 = _U_U(buf, pos)[0]
-    pos += 16
-    f1 = _UUID(bytes=f1)
-    f2: tuple[UpdateMetadataPartitionState, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[UpdateMetadataPartitionState] = []
-        for _ in range(n):
-            item_f2, pos = _r_UpdateMetadataPartitionState_v6(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return UpdateMetadataTopicState(f0, f1, f2), pos
+    return _new(UpdateMetadataRequest, (f0, False, 0, f3, f4, (), f6, f7)), pos
 
 
 def _r_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    blen = len(buf)
     f0, f3, f4 = _U_iiq(buf, pos)
     pos += 16
     f6: tuple[UpdateMetadataTopicState, ...]
@@ -954,12 +1120,112 @@ def _r_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[UpdateMetadataTopicState] = []
         for _ in range(n):
-            item_f6, pos = _r_UpdateMetadataTopicState_v7(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_1 = _U_U(buf, pos)[0]
+            pos += 16
+            f6_1 = _uuid_from(f6_1)
+            f6_2: tuple[UpdateMetadataPartitionState, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f6_2: list[UpdateMetadataPartitionState] = []
+                for _ in range(n):
+                    f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                    pos += 16
+                    f6_2_5: tuple[int, ...]
+                    try:
+                        f6_2_5 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_6, n = _U_iB(buf, pos)
+                    pos += 4
+                    f6_2_7: tuple[int, ...]
+                    try:
+                        f6_2_7 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_8: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f6_2_8 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f6_2.append(_new(UpdateMetadataPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8)))
+                f6_2 = tuple(items_f6_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f6.append(_new(UpdateMetadataTopicState, (f6_0, f6_1, f6_2)))
         f6 = tuple(items_f6)
     f7: tuple[UpdateMetadataBroker, ...]
     n = buf[pos]
@@ -971,21 +1237,96 @@ def _r_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LiveBrokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[UpdateMetadataBroker] = []
         for _ in range(n):
-            item_f7, pos = _r_UpdateMetadataBroker_v6(buf, pos)
-            items_f7.append(item_f7)
+            f7_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f7_3: tuple[UpdateMetadataEndpoint, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f7_3: list[UpdateMetadataEndpoint] = []
+                for _ in range(n):
+                    f7_3_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f7_3_1: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f7_3_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f7_3_2: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f7_3_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f7_3_3, tg = _U_hB(buf, pos)
+                    pos += 3
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
+                f7_3 = tuple(items_f7_3)
+            f7_4: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f7_4 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
         f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return UpdateMetadataRequest(f0, False, 0, f3, f4, (), f6, f7), pos
+    return _new(UpdateMetadataRequest, (f0, False, 0, f3, f4, (), f6, f7)), pos
 
 
 def _r_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
+    blen = len(buf)
     f0, f1, f3, f4 = _U_ioiq(buf, pos)
     pos += 17
     f6: tuple[UpdateMetadataTopicState, ...]
@@ -998,12 +1339,112 @@ def _r_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable TopicStates" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f6: list[UpdateMetadataTopicState] = []
         for _ in range(n):
-            item_f6, pos = _r_UpdateMetadataTopicState_v7(buf, pos)
-            items_f6.append(item_f6)
+            f6_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f6_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f6_1 = _U_U(buf, pos)[0]
+            pos += 16
+            f6_1 = _uuid_from(f6_1)
+            f6_2: tuple[UpdateMetadataPartitionState, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f6_2: list[UpdateMetadataPartitionState] = []
+                for _ in range(n):
+                    f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                    pos += 16
+                    f6_2_5: tuple[int, ...]
+                    try:
+                        f6_2_5 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_6, n = _U_iB(buf, pos)
+                    pos += 4
+                    f6_2_7: tuple[int, ...]
+                    try:
+                        f6_2_7 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    f6_2_8: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f6_2_8 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f6_2.append(_new(UpdateMetadataPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8)))
+                f6_2 = tuple(items_f6_2)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f6.append(_new(UpdateMetadataTopicState, (f6_0, f6_1, f6_2)))
         f6 = tuple(items_f6)
     f7: tuple[UpdateMetadataBroker, ...]
     n = buf[pos]
@@ -1015,12 +1456,86 @@ def _r_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetada
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable LiveBrokers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f7: list[UpdateMetadataBroker] = []
         for _ in range(n):
-            item_f7, pos = _r_UpdateMetadataBroker_v6(buf, pos)
-            items_f7.append(item_f7)
+            f7_0 = _U_i(buf, pos)[0]
+            pos += 4
+            f7_3: tuple[UpdateMetadataEndpoint, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f7_3: list[UpdateMetadataEndpoint] = []
+                for _ in range(n):
+                    f7_3_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f7_3_1: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f7_3_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f7_3_2: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f7_3_2 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f7_3_3, tg = _U_hB(buf, pos)
+                    pos += 3
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
+                f7_3 = tuple(items_f7_3)
+            f7_4: str | None
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                if n != -1:
+                    raise DecodeError("invalid string length %d" % n)
+                f7_4 = None
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f7_4 = buf[pos:end].tobytes().decode()
+                pos = end
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
         f7 = tuple(items_f7)
     f2: int = 0
     n = buf[pos]
@@ -1032,13 +1547,13 @@ def _r_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetada
         tag, pos = _read_uvarint(buf, pos)
         size, pos = _read_uvarint(buf, pos)
         tag_end = pos + size
-        if tag_end > len(buf):
+        if tag_end > blen:
             raise DecodeError("tagged field exceeds remaining bytes")
         if tag == 0:
             f2 = _U_b(buf, pos)[0]
             pos += 1
         pos = tag_end
-    return UpdateMetadataRequest(f0, f1, f2, f3, f4, (), f6, f7), pos
+    return _new(UpdateMetadataRequest, (f0, f1, f2, f3, f4, (), f6, f7)), pos
 
 
 def _w_UpdateMetadataPartitionState_v0(out: bytearray, ext: Ext, o: UpdateMetadataPartitionState) -> None:

@@ -7,29 +7,36 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.primitives import (
     Ext,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
 )
 
 __all__ = [
     "UpdateMetadataResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
 _S_hB = _struct.Struct(">hB")
+_U_hB = _S_hB.unpack_from
 _P_hB = _S_hB.pack
 
 
-@_attrs.frozen
-class UpdateMetadataResponse:
+class _UpdateMetadataResponseFields(_NamedTuple):
+    error_code: int = 0
+
+
+class UpdateMetadataResponse(_UpdateMetadataResponseFields):
     """Kafka response ``UpdateMetadataResponse`` (generated from UpdateMetadataResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 6
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 8
@@ -38,26 +45,23 @@ class UpdateMetadataResponse:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("error_code", "int16", "0+", "none", "none", -1),
     )
-
-    error_code: int = 0
-
-
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_UpdateMetadataResponse_v0(buf: memoryview, pos: int) -> tuple[UpdateMetadataResponse, int]:
     f0 = _U_h(buf, pos)[0]
     pos += 2
-    return UpdateMetadataResponse(f0), pos
+    return _new(UpdateMetadataResponse, (f0,)), pos
 
 
 def _r_UpdateMetadataResponse_v6(buf: memoryview, pos: int) -> tuple[UpdateMetadataResponse, int]:
-    f0 = _U_h(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return UpdateMetadataResponse(f0), pos
+    f0, tg = _U_hB(buf, pos)
+    pos += 3
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(UpdateMetadataResponse, (f0,)), pos
 
 
 def _w_UpdateMetadataResponse_v0(out: bytearray, ext: Ext, o: UpdateMetadataResponse) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -23,22 +24,30 @@ __all__ = [
     "UpdateRaftVoterResponse",
 ]
 
-_S_i = _struct.Struct(">i")
-_U_i = _S_i.unpack_from
+_new = tuple.__new__
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 _S_ih = _struct.Struct(">ih")
-_U_ih = _S_ih.unpack_from
 _P_ih = _S_ih.pack
+_S_ihB = _struct.Struct(">ihB")
+_U_ihB = _S_ihB.unpack_from
 _S_ii = _struct.Struct(">ii")
 _U_ii = _S_ii.unpack_from
 _P_ii = _S_ii.pack
 
 
-@_attrs.frozen
-class CurrentLeader:
+class _CurrentLeaderFields(_NamedTuple):
+    leader_id: int = -1
+    leader_epoch: int = -1
+    host: str = ""
+    port: int = 0
+
+
+class CurrentLeader(_CurrentLeaderFields):
     """Struct ``CurrentLeader`` of UpdateRaftVoterResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("leader_id", "int32", "0+", "none", "none", -1),
@@ -46,17 +55,24 @@ class CurrentLeader:
         ("host", "string", "0+", "none", "none", -1),
         ("port", "int32", "0+", "none", "none", -1),
     )
-
-    leader_id: int = -1
-    leader_epoch: int = -1
-    host: str = ""
-    port: int = 0
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class UpdateRaftVoterResponse:
+_D_CurrentLeader = CurrentLeader()
+
+
+class _UpdateRaftVoterResponseFields(_NamedTuple):
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    current_leader: CurrentLeader = _D_CurrentLeader
+
+
+class UpdateRaftVoterResponse(_UpdateRaftVoterResponseFields):
     """Kafka response ``UpdateRaftVoterResponse`` (generated from UpdateRaftVoterResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 82
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -67,13 +83,9 @@ class UpdateRaftVoterResponse:
         ("error_code", "int16", "0+", "none", "none", -1),
         ("current_leader", "CurrentLeader", "0+", "none", "0+", 0),
     )
-
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    current_leader: CurrentLeader = _attrs.field(factory=CurrentLeader)
-
-
-_D_CurrentLeader = CurrentLeader()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_CurrentLeader_v0(buf: memoryview, pos: int) -> tuple[CurrentLeader, int]:
@@ -92,26 +104,22 @@ def _r_CurrentLeader_v0(buf: memoryview, pos: int) -> tuple[CurrentLeader, int]:
         end = pos + n
         if end > len(buf):
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f2 = str(buf[pos:end], "utf-8")
+        f2 = buf[pos:end].tobytes().decode()
         pos = end
-    f3 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return CurrentLeader(f0, f1, f2, f3), pos
+    f3, tg = _U_iB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(CurrentLeader, (f0, f1, f2, f3)), pos
 
 
 def _r_UpdateRaftVoterResponse_v0(buf: memoryview, pos: int) -> tuple[UpdateRaftVoterResponse, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
+    f0, f1, tg = _U_ihB(buf, pos)
+    pos += 7
     f2: CurrentLeader = _D_CurrentLeader
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
+    n = tg
+    if n >= 0x80:
+        n, pos = _read_uvarint(buf, pos - 1)
     for _ in range(n):
         tag, pos = _read_uvarint(buf, pos)
         size, pos = _read_uvarint(buf, pos)
@@ -121,7 +129,7 @@ def _r_UpdateRaftVoterResponse_v0(buf: memoryview, pos: int) -> tuple[UpdateRaft
         if tag == 0:
             f2, pos = _r_CurrentLeader_v0(buf, pos)
         pos = tag_end
-    return UpdateRaftVoterResponse(f0, f1, f2), pos
+    return _new(UpdateRaftVoterResponse, (f0, f1, f2)), pos
 
 
 def _w_CurrentLeader_v0(out: bytearray, ext: Ext, o: CurrentLeader) -> None:

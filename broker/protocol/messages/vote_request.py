@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,25 +27,35 @@ __all__ = [
     "VoteRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
-_S_iiiUUiq = _struct.Struct(">iii16s16siq")
-_U_iiiUUiq = _S_iiiUUiq.unpack_from
 _S_iiiUUiqB = _struct.Struct(">iii16s16siqB")
+_U_iiiUUiqB = _S_iiiUUiqB.unpack_from
 _P_iiiUUiqB = _S_iiiUUiqB.pack
-_S_iiiiq = _struct.Struct(">iiiiq")
-_U_iiiiq = _S_iiiiq.unpack_from
 _S_iiiiqB = _struct.Struct(">iiiiqB")
+_U_iiiiqB = _S_iiiiqB.unpack_from
 _P_iiiiqB = _S_iiiiqB.pack
+_S_iiiiqx = _struct.Struct(">iiiiqx")
+_IU_iiiiqx = _S_iiiiqx.iter_unpack
 
 
-@_attrs.frozen
-class PartitionData:
+class _PartitionDataFields(_NamedTuple):
+    partition_index: int = 0
+    candidate_epoch: int = 0
+    candidate_id: int = 0
+    candidate_directory_id: _uuid.UUID = _ZERO_UUID
+    voter_directory_id: _uuid.UUID = _ZERO_UUID
+    last_offset_epoch: int = 0
+    last_offset: int = 0
+
+
+class PartitionData(_PartitionDataFields):
     """Struct ``PartitionData`` of VoteRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
@@ -54,34 +66,46 @@ class PartitionData:
         ("last_offset_epoch", "int32", "0+", "none", "none", -1),
         ("last_offset", "int64", "0+", "none", "none", -1),
     )
-
-    partition_index: int = 0
-    candidate_epoch: int = 0
-    candidate_id: int = 0
-    candidate_directory_id: _uuid.UUID = _ZERO_UUID
-    voter_directory_id: _uuid.UUID = _ZERO_UUID
-    last_offset_epoch: int = 0
-    last_offset: int = 0
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class TopicData:
+_D_PartitionData = PartitionData()
+
+
+class _TopicDataFields(_NamedTuple):
+    topic_name: str = ""
+    partitions: tuple[PartitionData, ...] = ()
+
+
+class TopicData(_TopicDataFields):
     """Struct ``TopicData`` of VoteRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "0+", "none", "none", -1),
         ("partitions", "[]PartitionData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_name: str = ""
-    partitions: tuple[PartitionData, ...] = ()
+
+_D_TopicData = TopicData()
 
 
-@_attrs.frozen
-class VoteRequest:
+class _VoteRequestFields(_NamedTuple):
+    cluster_id: str | None = None
+    voter_id: int = -1
+    topics: tuple[TopicData, ...] = ()
+
+
+class VoteRequest(_VoteRequestFields):
     """Kafka request ``VoteRequest`` (generated from VoteRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 52
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -92,67 +116,21 @@ class VoteRequest:
         ("voter_id", "int32", "1+", "none", "none", -1),
         ("topics", "[]TopicData", "0+", "none", "none", -1),
     )
-
-    cluster_id: str | None = None
-    voter_id: int = -1
-    topics: tuple[TopicData, ...] = ()
-
-
-_D_PartitionData = PartitionData()
-_D_TopicData = TopicData()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1, f2, f5, f6 = _U_iiiiq(buf, pos)
-    pos += 24
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1, f2, _ZERO_UUID, _ZERO_UUID, f5, f6), pos
-
-
-def _r_TopicData_v0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicData(f0, f1), pos
+    f0, f1, f2, f5, f6, tg = _U_iiiiqB(buf, pos)
+    pos += 25
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(PartitionData, (f0, f1, f2, _ZERO_UUID, _ZERO_UUID, f5, f6)), pos
 
 
 def _r_VoteRequest_v0(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
+    blen = len(buf)
     f0: str | None
     n = buf[pos]
     if n < 0x80:
@@ -166,9 +144,9 @@ def _r_VoteRequest_v0(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
         f0 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f2: tuple[TopicData, ...]
     n = buf[pos]
@@ -180,73 +158,64 @@ def _r_VoteRequest_v0(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicData] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicData_v0(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 25 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 24 : end : 25].tobytes().count(0) == n:
+                    f2_1 = tuple([_new(PartitionData, (a0, a1, a2, _ZERO_UUID, _ZERO_UUID, a5, a6)) for a0, a1, a2, a5, a6 in _IU_iiiiqx(buf[pos:end])])
+                    pos = end
+                else:
+                    items_f2_1: list[PartitionData] = []
+                    for _ in range(n):
+                        item_f2_1, pos = _r_PartitionData_v0(buf, pos)
+                        items_f2_1.append(item_f2_1)
+                    f2_1 = tuple(items_f2_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(TopicData, (f2_0, f2_1)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return VoteRequest(f0, -1, f2), pos
-
-
-def _r_PartitionData_v1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1, f2, f3, f4, f5, f6 = _U_iiiUUiq(buf, pos)
-    pos += 56
-    f3 = _UUID(bytes=f3)
-    f4 = _UUID(bytes=f4)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1, f2, f3, f4, f5, f6), pos
-
-
-def _r_TopicData_v1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionData_v1(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicData(f0, f1), pos
+    return _new(VoteRequest, (f0, -1, f2)), pos
 
 
 def _r_VoteRequest_v1(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
+    blen = len(buf)
     f0: str | None
     n = buf[pos]
     if n < 0x80:
@@ -260,9 +229,9 @@ def _r_VoteRequest_v1(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
         f0 = None
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1 = _U_i(buf, pos)[0]
     pos += 4
@@ -276,18 +245,58 @@ def _r_VoteRequest_v1(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f2: list[TopicData] = []
         for _ in range(n):
-            item_f2, pos = _r_TopicData_v1(buf, pos)
-            items_f2.append(item_f2)
+            f2_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f2_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f2_1: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f2_1: list[PartitionData] = []
+                for _ in range(n):
+                    f2_1_0, f2_1_1, f2_1_2, f2_1_3, f2_1_4, f2_1_5, f2_1_6, tg = _U_iiiUUiqB(buf, pos)
+                    pos += 57
+                    f2_1_3 = _uuid_from(f2_1_3)
+                    f2_1_4 = _uuid_from(f2_1_4)
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f2_1.append(_new(PartitionData, (f2_1_0, f2_1_1, f2_1_2, f2_1_3, f2_1_4, f2_1_5, f2_1_6)))
+                f2_1 = tuple(items_f2_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f2.append(_new(TopicData, (f2_0, f2_1)))
         f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return VoteRequest(f0, f1, f2), pos
+    return _new(VoteRequest, (f0, f1, f2)), pos
 
 
 def _w_PartitionData_v0(out: bytearray, ext: Ext, o: PartitionData) -> None:

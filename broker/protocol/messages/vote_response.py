@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,9 +27,9 @@ __all__ = [
     "VoteResponse",
 ]
 
-_S_H = _struct.Struct(">H")
-_U_H = _S_H.unpack_from
+_new = tuple.__new__
 _S_HB = _struct.Struct(">HB")
+_U_HB = _S_HB.unpack_from
 _P_HB = _S_HB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
@@ -35,16 +37,25 @@ _P_h = _S_h.pack
 _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
-_S_ihiio = _struct.Struct(">ihii?")
-_U_ihiio = _S_ihiio.unpack_from
 _S_ihiioB = _struct.Struct(">ihii?B")
+_U_ihiioB = _S_ihiioB.unpack_from
 _P_ihiioB = _S_ihiioB.pack
+_S_ihiiox = _struct.Struct(">ihii?x")
+_IU_ihiiox = _S_ihiiox.iter_unpack
 
 
-@_attrs.frozen
-class PartitionData:
+class _PartitionDataFields(_NamedTuple):
+    partition_index: int = 0
+    error_code: int = 0
+    leader_id: int = 0
+    leader_epoch: int = 0
+    vote_granted: bool = False
+
+
+class PartitionData(_PartitionDataFields):
     """Struct ``PartitionData`` of VoteResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
@@ -53,48 +64,70 @@ class PartitionData:
         ("leader_epoch", "int32", "0+", "none", "none", -1),
         ("vote_granted", "bool", "0+", "none", "none", -1),
     )
-
-    partition_index: int = 0
-    error_code: int = 0
-    leader_id: int = 0
-    leader_epoch: int = 0
-    vote_granted: bool = False
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class TopicData:
+_D_PartitionData = PartitionData()
+
+
+class _TopicDataFields(_NamedTuple):
+    topic_name: str = ""
+    partitions: tuple[PartitionData, ...] = ()
+
+
+class TopicData(_TopicDataFields):
     """Struct ``TopicData`` of VoteResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_name", "string", "0+", "none", "none", -1),
         ("partitions", "[]PartitionData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_name: str = ""
-    partitions: tuple[PartitionData, ...] = ()
+
+_D_TopicData = TopicData()
 
 
-@_attrs.frozen
-class NodeEndpoint:
+class _NodeEndpointFields(_NamedTuple):
+    node_id: int = 0
+    host: str = ""
+    port: int = 0
+
+
+class NodeEndpoint(_NodeEndpointFields):
     """Struct ``NodeEndpoint`` of VoteResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("node_id", "int32", "1+", "none", "none", -1),
         ("host", "string", "1+", "none", "none", -1),
         ("port", "uint16", "1+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    node_id: int = 0
-    host: str = ""
-    port: int = 0
+
+_D_NodeEndpoint = NodeEndpoint()
 
 
-@_attrs.frozen
-class VoteResponse:
+class _VoteResponseFields(_NamedTuple):
+    error_code: int = 0
+    topics: tuple[TopicData, ...] = ()
+    node_endpoints: tuple[NodeEndpoint, ...] = ()
+
+
+class VoteResponse(_VoteResponseFields):
     """Kafka response ``VoteResponse`` (generated from VoteResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 52
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -105,68 +138,21 @@ class VoteResponse:
         ("topics", "[]TopicData", "0+", "none", "none", -1),
         ("node_endpoints", "[]NodeEndpoint", "1+", "none", "1+", 0),
     )
-
-    error_code: int = 0
-    topics: tuple[TopicData, ...] = ()
-    node_endpoints: tuple[NodeEndpoint, ...] = ()
-
-
-_D_PartitionData = PartitionData()
-_D_TopicData = TopicData()
-_D_NodeEndpoint = NodeEndpoint()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1, f2, f3, f4 = _U_ihiio(buf, pos)
-    pos += 15
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1, f2, f3, f4), pos
-
-
-def _r_TopicData_v0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable TopicName" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return TopicData(f0, f1), pos
+    f0, f1, f2, f3, f4, tg = _U_ihiioB(buf, pos)
+    pos += 16
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(PartitionData, (f0, f1, f2, f3, f4)), pos
 
 
 def _r_VoteResponse_v0(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: tuple[TopicData, ...]
@@ -179,48 +165,64 @@ def _r_VoteResponse_v0(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[TopicData] = []
         for _ in range(n):
-            item_f1, pos = _r_TopicData_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 16 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 15 : end : 16].tobytes().count(0) == n:
+                    f1_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ihiiox(buf[pos:end])))
+                    pos = end
+                else:
+                    items_f1_1: list[PartitionData] = []
+                    for _ in range(n):
+                        item_f1_1, pos = _r_PartitionData_v0(buf, pos)
+                        items_f1_1.append(item_f1_1)
+                    f1_1 = tuple(items_f1_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(TopicData, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return VoteResponse(f0, f1, ()), pos
-
-
-def _r_NodeEndpoint_v1(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
-    f0 = _U_i(buf, pos)[0]
-    pos += 4
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_H(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return NodeEndpoint(f0, f1, f2), pos
+    return _new(VoteResponse, (f0, f1, ())), pos
 
 
 def _r_VoteResponse_v1(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: tuple[TopicData, ...]
@@ -233,12 +235,54 @@ def _r_VoteResponse_v1(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[TopicData] = []
         for _ in range(n):
-            item_f1, pos = _r_TopicData_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0: str
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+            else:
+                end = pos + n
+                if end > blen:
+                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                f1_0 = buf[pos:end].tobytes().decode()
+                pos = end
+            f1_1: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                end = pos + 16 * n
+                if end > blen:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                if buf[pos + 15 : end : 16].tobytes().count(0) == n:
+                    f1_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ihiiox(buf[pos:end])))
+                    pos = end
+                else:
+                    items_f1_1: list[PartitionData] = []
+                    for _ in range(n):
+                        item_f1_1, pos = _r_PartitionData_v0(buf, pos)
+                        items_f1_1.append(item_f1_1)
+                    f1_1 = tuple(items_f1_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(TopicData, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     f2: tuple[NodeEndpoint, ...] = ()
     n = buf[pos]
@@ -250,7 +294,7 @@ def _r_VoteResponse_v1(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
         tag, pos = _read_uvarint(buf, pos)
         size, pos = _read_uvarint(buf, pos)
         tag_end = pos + size
-        if tag_end > len(buf):
+        if tag_end > blen:
             raise DecodeError("tagged field exceeds remaining bytes")
         if tag == 0:
             n = buf[pos]
@@ -262,15 +306,35 @@ def _r_VoteResponse_v1(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
             if n < 0:
                 raise DecodeError("invalid length %d for non-nullable NodeEndpoints" % n)
             else:
-                if n > len(buf) - pos:
+                if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 items_f2: list[NodeEndpoint] = []
                 for _ in range(n):
-                    item_f2, pos = _r_NodeEndpoint_v1(buf, pos)
-                    items_f2.append(item_f2)
+                    f2_0 = _U_i(buf, pos)[0]
+                    pos += 4
+                    f2_1: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f2_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f2_2, tg = _U_HB(buf, pos)
+                    pos += 3
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f2.append(_new(NodeEndpoint, (f2_0, f2_1, f2_2)))
                 f2 = tuple(items_f2)
         pos = tag_end
-    return VoteResponse(f0, f1, f2), pos
+    return _new(VoteResponse, (f0, f1, f2)), pos
 
 
 def _w_PartitionData_v0(out: bytearray, ext: Ext, o: PartitionData) -> None:

@@ -8,14 +8,16 @@ import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -26,58 +28,79 @@ __all__ = [
     "VotersRecord",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
-_S_H = _struct.Struct(">H")
-_U_H = _S_H.unpack_from
 _S_HB = _struct.Struct(">HB")
+_U_HB = _S_HB.unpack_from
 _P_HB = _S_HB.pack
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
-_S_hh = _struct.Struct(">hh")
-_U_hh = _S_hh.unpack_from
 _S_hhB = _struct.Struct(">hhB")
+_U_hhB = _S_hhB.unpack_from
 _P_hhB = _S_hhB.pack
 _S_iU = _struct.Struct(">i16s")
 _U_iU = _S_iU.unpack_from
 _P_iU = _S_iU.pack
 
 
-@_attrs.frozen
-class Endpoint:
+class _EndpointFields(_NamedTuple):
+    name: str = ""
+    host: str = ""
+    port: int = 0
+
+
+class Endpoint(_EndpointFields):
     """Struct ``Endpoint`` of VotersRecord."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("host", "string", "0+", "none", "none", -1),
         ("port", "uint16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    host: str = ""
-    port: int = 0
+
+_D_Endpoint = Endpoint()
 
 
-@_attrs.frozen
-class KRaftVersionFeature:
+class _KRaftVersionFeatureFields(_NamedTuple):
+    min_supported_version: int = 0
+    max_supported_version: int = 0
+
+
+class KRaftVersionFeature(_KRaftVersionFeatureFields):
     """Struct ``KRaftVersionFeature`` of VotersRecord."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("min_supported_version", "int16", "0+", "none", "none", -1),
         ("max_supported_version", "int16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    min_supported_version: int = 0
-    max_supported_version: int = 0
+
+_D_KRaftVersionFeature = KRaftVersionFeature()
 
 
-@_attrs.frozen
-class Voter:
+class _VoterFields(_NamedTuple):
+    voter_id: int = 0
+    voter_directory_id: _uuid.UUID = _ZERO_UUID
+    endpoints: tuple[Endpoint, ...] = ()
+    k_raft_version_feature: KRaftVersionFeature = _D_KRaftVersionFeature
+
+
+class Voter(_VoterFields):
     """Struct ``Voter`` of VotersRecord."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("voter_id", "int32", "0+", "none", "none", -1),
@@ -85,17 +108,23 @@ class Voter:
         ("endpoints", "[]Endpoint", "0+", "none", "none", -1),
         ("k_raft_version_feature", "KRaftVersionFeature", "0+", "none", "none", -1),
     )
-
-    voter_id: int = 0
-    voter_directory_id: _uuid.UUID = _ZERO_UUID
-    endpoints: tuple[Endpoint, ...] = ()
-    k_raft_version_feature: KRaftVersionFeature = _attrs.field(factory=KRaftVersionFeature)
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class VotersRecord:
+_D_Voter = Voter()
+
+
+class _VotersRecordFields(_NamedTuple):
+    version: int = 0
+    voters: tuple[Voter, ...] = ()
+
+
+class VotersRecord(_VotersRecordFields):
     """Kafka data ``VotersRecord`` (generated from VotersRecord.json)."""
 
+    __slots__ = ()
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int | None] = 0
@@ -104,96 +133,21 @@ class VotersRecord:
         ("version", "int16", "0+", "none", "none", -1),
         ("voters", "[]Voter", "0+", "none", "none", -1),
     )
-
-    version: int = 0
-    voters: tuple[Voter, ...] = ()
-
-
-_D_Endpoint = Endpoint()
-_D_KRaftVersionFeature = KRaftVersionFeature()
-_D_Voter = Voter()
-
-
-def _r_Endpoint_v0(buf: memoryview, pos: int) -> tuple[Endpoint, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Host" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f1 = str(buf[pos:end], "utf-8")
-        pos = end
-    f2 = _U_H(buf, pos)[0]
-    pos += 2
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return Endpoint(f0, f1, f2), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_KRaftVersionFeature_v0(buf: memoryview, pos: int) -> tuple[KRaftVersionFeature, int]:
-    f0, f1 = _U_hh(buf, pos)
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return KRaftVersionFeature(f0, f1), pos
-
-
-def _r_Voter_v0(buf: memoryview, pos: int) -> tuple[Voter, int]:
-    f0, f1 = _U_iU(buf, pos)
-    pos += 20
-    f1 = _UUID(bytes=f1)
-    f2: tuple[Endpoint, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[Endpoint] = []
-        for _ in range(n):
-            item_f2, pos = _r_Endpoint_v0(buf, pos)
-            items_f2.append(item_f2)
-        f2 = tuple(items_f2)
-    f3, pos = _r_KRaftVersionFeature_v0(buf, pos)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return Voter(f0, f1, f2, f3), pos
+    f0, f1, tg = _U_hhB(buf, pos)
+    pos += 5
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(KRaftVersionFeature, (f0, f1)), pos
 
 
 def _r_VotersRecord_v0(buf: memoryview, pos: int) -> tuple[VotersRecord, int]:
+    blen = len(buf)
     f0 = _U_h(buf, pos)[0]
     pos += 2
     f1: tuple[Voter, ...]
@@ -206,18 +160,75 @@ def _r_VotersRecord_v0(buf: memoryview, pos: int) -> tuple[VotersRecord, int]:
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Voters" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[Voter] = []
         for _ in range(n):
-            item_f1, pos = _r_Voter_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0, f1_1 = _U_iU(buf, pos)
+            pos += 20
+            f1_1 = _uuid_from(f1_1)
+            f1_2: tuple[Endpoint, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_2: list[Endpoint] = []
+                for _ in range(n):
+                    f1_2_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_2_1: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Host" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f1_2_1 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f1_2_2, tg = _U_HB(buf, pos)
+                    pos += 3
+                    if tg:
+                        pos = _skip_tags(buf, pos - 1)
+                    items_f1_2.append(_new(Endpoint, (f1_2_0, f1_2_1, f1_2_2)))
+                f1_2 = tuple(items_f1_2)
+            f1_3, pos = _r_KRaftVersionFeature_v0(buf, pos)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(Voter, (f1_0, f1_1, f1_2, f1_3)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return VotersRecord(f0, f1), pos
+    return _new(VotersRecord, (f0, f1)), pos
 
 
 def _w_Endpoint_v0(out: bytearray, ext: Ext, o: Endpoint) -> None:

@@ -7,15 +7,18 @@ from __future__ import annotations
 import struct as _struct
 import uuid as _uuid
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
+    uuid_from_bytes as _uuid_from,
     write_uvarint as _write_uvarint,
 )
 
@@ -26,7 +29,7 @@ __all__ = [
     "WriteShareGroupStateRequest",
 ]
 
-_UUID = _uuid.UUID
+_new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
@@ -34,16 +37,24 @@ _P_U = _S_U.pack
 _S_iiiq = _struct.Struct(">iiiq")
 _U_iiiq = _S_iiiq.unpack_from
 _P_iiiq = _S_iiiq.pack
-_S_qqbh = _struct.Struct(">qqbh")
-_U_qqbh = _S_qqbh.unpack_from
 _S_qqbhB = _struct.Struct(">qqbhB")
+_U_qqbhB = _S_qqbhB.unpack_from
 _P_qqbhB = _S_qqbhB.pack
+_S_qqbhx = _struct.Struct(">qqbhx")
+_IU_qqbhx = _S_qqbhx.iter_unpack
 
 
-@_attrs.frozen
-class StateBatch:
+class _StateBatchFields(_NamedTuple):
+    first_offset: int = 0
+    last_offset: int = 0
+    delivery_state: int = 0
+    delivery_count: int = 0
+
+
+class StateBatch(_StateBatchFields):
     """Struct ``StateBatch`` of WriteShareGroupStateRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("first_offset", "int64", "0+", "none", "none", -1),
@@ -51,17 +62,26 @@ class StateBatch:
         ("delivery_state", "int8", "0+", "none", "none", -1),
         ("delivery_count", "int16", "0+", "none", "none", -1),
     )
-
-    first_offset: int = 0
-    last_offset: int = 0
-    delivery_state: int = 0
-    delivery_count: int = 0
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class PartitionData:
+_D_StateBatch = StateBatch()
+
+
+class _PartitionDataFields(_NamedTuple):
+    partition: int = 0
+    state_epoch: int = 0
+    leader_epoch: int = 0
+    start_offset: int = 0
+    state_batches: tuple[StateBatch, ...] = ()
+
+
+class PartitionData(_PartitionDataFields):
     """Struct ``PartitionData`` of WriteShareGroupStateRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition", "int32", "0+", "none", "none", -1),
@@ -70,32 +90,45 @@ class PartitionData:
         ("start_offset", "int64", "0+", "none", "none", -1),
         ("state_batches", "[]StateBatch", "0+", "none", "none", -1),
     )
-
-    partition: int = 0
-    state_epoch: int = 0
-    leader_epoch: int = 0
-    start_offset: int = 0
-    state_batches: tuple[StateBatch, ...] = ()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class WriteStateData:
+_D_PartitionData = PartitionData()
+
+
+class _WriteStateDataFields(_NamedTuple):
+    topic_id: _uuid.UUID = _ZERO_UUID
+    partitions: tuple[PartitionData, ...] = ()
+
+
+class WriteStateData(_WriteStateDataFields):
     """Struct ``WriteStateData`` of WriteShareGroupStateRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("topic_id", "uuid", "0+", "none", "none", -1),
         ("partitions", "[]PartitionData", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: tuple[PartitionData, ...] = ()
+
+_D_WriteStateData = WriteStateData()
 
 
-@_attrs.frozen
-class WriteShareGroupStateRequest:
+class _WriteShareGroupStateRequestFields(_NamedTuple):
+    group_id: str = ""
+    topics: tuple[WriteStateData, ...] = ()
+
+
+class WriteShareGroupStateRequest(_WriteShareGroupStateRequestFields):
     """Kafka request ``WriteShareGroupStateRequest`` (generated from WriteShareGroupStateRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 85
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
@@ -105,82 +138,21 @@ class WriteShareGroupStateRequest:
         ("group_id", "string", "0+", "none", "none", -1),
         ("topics", "[]WriteStateData", "0+", "none", "none", -1),
     )
-
-    group_id: str = ""
-    topics: tuple[WriteStateData, ...] = ()
-
-
-_D_StateBatch = StateBatch()
-_D_PartitionData = PartitionData()
-_D_WriteStateData = WriteStateData()
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_StateBatch_v0(buf: memoryview, pos: int) -> tuple[StateBatch, int]:
-    f0, f1, f2, f3 = _U_qqbh(buf, pos)
-    pos += 19
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return StateBatch(f0, f1, f2, f3), pos
-
-
-def _r_PartitionData_v0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
-    f0, f1, f2, f3 = _U_iiiq(buf, pos)
+    f0, f1, f2, f3, tg = _U_qqbhB(buf, pos)
     pos += 20
-    f4: tuple[StateBatch, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable StateBatches" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[StateBatch] = []
-        for _ in range(n):
-            item_f4, pos = _r_StateBatch_v0(buf, pos)
-            items_f4.append(item_f4)
-        f4 = tuple(items_f4)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return PartitionData(f0, f1, f2, f3, f4), pos
-
-
-def _r_WriteStateData_v0(buf: memoryview, pos: int) -> tuple[WriteStateData, int]:
-    f0 = _U_U(buf, pos)[0]
-    pos += 16
-    f0 = _UUID(bytes=f0)
-    f1: tuple[PartitionData, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            item_f1, pos = _r_PartitionData_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return WriteStateData(f0, f1), pos
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(StateBatch, (f0, f1, f2, f3)), pos
 
 
 def _r_WriteShareGroupStateRequest_v0(buf: memoryview, pos: int) -> tuple[WriteShareGroupStateRequest, int]:
+    blen = len(buf)
     f0: str
     n = buf[pos]
     if n < 0x80:
@@ -192,9 +164,9 @@ def _r_WriteShareGroupStateRequest_v0(buf: memoryview, pos: int) -> tuple[WriteS
         raise DecodeError("invalid length %d for non-nullable GroupId" % n)
     else:
         end = pos + n
-        if end > len(buf):
+        if end > blen:
             raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
+        f0 = buf[pos:end].tobytes().decode()
         pos = end
     f1: tuple[WriteStateData, ...]
     n = buf[pos]
@@ -206,18 +178,70 @@ def _r_WriteShareGroupStateRequest_v0(buf: memoryview, pos: int) -> tuple[WriteS
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Topics" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f1: list[WriteStateData] = []
         for _ in range(n):
-            item_f1, pos = _r_WriteStateData_v0(buf, pos)
-            items_f1.append(item_f1)
+            f1_0 = _U_U(buf, pos)[0]
+            pos += 16
+            f1_0 = _uuid_from(f1_0)
+            f1_1: tuple[PartitionData, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f1_1: list[PartitionData] = []
+                for _ in range(n):
+                    f1_1_0, f1_1_1, f1_1_2, f1_1_3 = _U_iiiq(buf, pos)
+                    pos += 20
+                    f1_1_4: tuple[StateBatch, ...]
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable StateBatches" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 20 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 19 : end : 20].tobytes().count(0) == n:
+                            f1_1_4 = tuple(map(_new, _repeat(StateBatch, n), _IU_qqbhx(buf[pos:end])))
+                            pos = end
+                        else:
+                            items_f1_1_4: list[StateBatch] = []
+                            for _ in range(n):
+                                item_f1_1_4, pos = _r_StateBatch_v0(buf, pos)
+                                items_f1_1_4.append(item_f1_1_4)
+                            f1_1_4 = tuple(items_f1_1_4)
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f1_1.append(_new(PartitionData, (f1_1_0, f1_1_1, f1_1_2, f1_1_3, f1_1_4)))
+                f1_1 = tuple(items_f1_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f1.append(_new(WriteStateData, (f1_0, f1_1)))
         f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return WriteShareGroupStateRequest(f0, f1), pos
+    return _new(WriteShareGroupStateRequest, (f0, f1)), pos
 
 
 def _w_StateBatch_v0(out: bytearray, ext: Ext, o: StateBatch) -> None:

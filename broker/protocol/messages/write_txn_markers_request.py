@@ -7,15 +7,17 @@ from __future__ import annotations
 import struct as _struct
 from collections.abc import Callable
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
+    CompactArrays as _CompactArrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,7 +27,9 @@ __all__ = [
     "WriteTxnMarkersRequest",
 ]
 
+_new = tuple.__new__
 _A_i = _ArrayStructs("i")
+_AC_i = _CompactArrays("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -33,30 +37,47 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
+_U_iB = _S_iB.unpack_from
 _P_iB = _S_iB.pack
 _S_qho = _struct.Struct(">qh?")
 _U_qho = _S_qho.unpack_from
 _P_qho = _S_qho.pack
 
 
-@_attrs.frozen
-class WritableTxnMarkerTopic:
+class _WritableTxnMarkerTopicFields(_NamedTuple):
+    name: str = ""
+    partition_indexes: tuple[int, ...] = ()
+
+
+class WritableTxnMarkerTopic(_WritableTxnMarkerTopicFields):
     """Struct ``WritableTxnMarkerTopic`` of WriteTxnMarkersRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partition_indexes", "[]int32", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partition_indexes: tuple[int, ...] = ()
+
+_D_WritableTxnMarkerTopic = WritableTxnMarkerTopic()
 
 
-@_attrs.frozen
-class WritableTxnMarker:
+class _WritableTxnMarkerFields(_NamedTuple):
+    producer_id: int = 0
+    producer_epoch: int = 0
+    transaction_result: bool = False
+    topics: tuple[WritableTxnMarkerTopic, ...] = ()
+    coordinator_epoch: int = 0
+
+
+class WritableTxnMarker(_WritableTxnMarkerFields):
     """Struct ``WritableTxnMarker`` of WriteTxnMarkersRequest."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("producer_id", "int64", "0+", "none", "none", -1),
@@ -65,18 +86,22 @@ class WritableTxnMarker:
         ("topics", "[]WritableTxnMarkerTopic", "0+", "none", "none", -1),
         ("coordinator_epoch", "int32", "0+", "none", "none", -1),
     )
-
-    producer_id: int = 0
-    producer_epoch: int = 0
-    transaction_result: bool = False
-    topics: tuple[WritableTxnMarkerTopic, ...] = ()
-    coordinator_epoch: int = 0
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
-@_attrs.frozen
-class WriteTxnMarkersRequest:
+_D_WritableTxnMarker = WritableTxnMarker()
+
+
+class _WriteTxnMarkersRequestFields(_NamedTuple):
+    markers: tuple[WritableTxnMarker, ...] = ()
+
+
+class WriteTxnMarkersRequest(_WriteTxnMarkersRequestFields):
     """Kafka request ``WriteTxnMarkersRequest`` (generated from WriteTxnMarkersRequest.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 27
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -85,144 +110,67 @@ class WriteTxnMarkersRequest:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("markers", "[]WritableTxnMarker", "0+", "none", "none", -1),
     )
-
-    markers: tuple[WritableTxnMarker, ...] = ()
-
-
-_D_WritableTxnMarkerTopic = WritableTxnMarkerTopic()
-_D_WritableTxnMarker = WritableTxnMarker()
-
-
-def _r_WritableTxnMarkerTopic_v0(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerTopic, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    return WritableTxnMarkerTopic(f0, f1), pos
-
-
-def _r_WritableTxnMarker_v0(buf: memoryview, pos: int) -> tuple[WritableTxnMarker, int]:
-    f0, f1, f2 = _U_qho(buf, pos)
-    pos += 11
-    f3: tuple[WritableTxnMarkerTopic, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topics" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[WritableTxnMarkerTopic] = []
-        for _ in range(n):
-            item_f3, pos = _r_WritableTxnMarkerTopic_v0(buf, pos)
-            items_f3.append(item_f3)
-        f3 = tuple(items_f3)
-    f4 = _U_i(buf, pos)[0]
-    pos += 4
-    return WritableTxnMarker(f0, f1, f2, f3, f4), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_WriteTxnMarkersRequest_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
+    blen = len(buf)
     f0: tuple[WritableTxnMarker, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Markers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[WritableTxnMarker] = []
         for _ in range(n):
-            item_f0, pos = _r_WritableTxnMarker_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0, f0_1, f0_2 = _U_qho(buf, pos)
+            pos += 11
+            f0_3: tuple[WritableTxnMarkerTopic, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topics" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_3: list[WritableTxnMarkerTopic] = []
+                for _ in range(n):
+                    f0_3_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_3_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_3_1: tuple[int, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f0_3_1 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                    items_f0_3.append(_new(WritableTxnMarkerTopic, (f0_3_0, f0_3_1)))
+                f0_3 = tuple(items_f0_3)
+            f0_4 = _U_i(buf, pos)[0]
+            pos += 4
+            items_f0.append(_new(WritableTxnMarker, (f0_0, f0_1, f0_2, f0_3, f0_4)))
         f0 = tuple(items_f0)
-    return WriteTxnMarkersRequest(f0), pos
-
-
-def _r_WritableTxnMarkerTopic_v1(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerTopic, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[int, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        f1 = _A_i[n].unpack_from(buf, pos)
-        pos += 4 * n
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return WritableTxnMarkerTopic(f0, f1), pos
-
-
-def _r_WritableTxnMarker_v1(buf: memoryview, pos: int) -> tuple[WritableTxnMarker, int]:
-    f0, f1, f2 = _U_qho(buf, pos)
-    pos += 11
-    f3: tuple[WritableTxnMarkerTopic, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topics" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[WritableTxnMarkerTopic] = []
-        for _ in range(n):
-            item_f3, pos = _r_WritableTxnMarkerTopic_v1(buf, pos)
-            items_f3.append(item_f3)
-        f3 = tuple(items_f3)
-    f4 = _U_i(buf, pos)[0]
-    pos += 4
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return WritableTxnMarker(f0, f1, f2, f3, f4), pos
+    return _new(WriteTxnMarkersRequest, (f0,)), pos
 
 
 def _r_WriteTxnMarkersRequest_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
+    blen = len(buf)
     f0: tuple[WritableTxnMarker, ...]
     n = buf[pos]
     if n < 0x80:
@@ -233,18 +181,77 @@ def _r_WriteTxnMarkersRequest_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMar
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Markers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[WritableTxnMarker] = []
         for _ in range(n):
-            item_f0, pos = _r_WritableTxnMarker_v1(buf, pos)
-            items_f0.append(item_f0)
+            f0_0, f0_1, f0_2 = _U_qho(buf, pos)
+            pos += 11
+            f0_3: tuple[WritableTxnMarkerTopic, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topics" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_3: list[WritableTxnMarkerTopic] = []
+                for _ in range(n):
+                    f0_3_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_3_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_3_1: tuple[int, ...]
+                    n = buf[pos]
+                    try:
+                        f0_3_1 = _AC_i[n](buf, pos)
+                        pos += 4 * n - 3
+                    except KeyError:
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f0_3_1 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f0_3.append(_new(WritableTxnMarkerTopic, (f0_3_0, f0_3_1)))
+                f0_3 = tuple(items_f0_3)
+            f0_4, tg = _U_iB(buf, pos)
+            pos += 5
+            if tg:
+                pos = _skip_tags(buf, pos - 1)
+            items_f0.append(_new(WritableTxnMarker, (f0_0, f0_1, f0_2, f0_3, f0_4)))
         f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return WriteTxnMarkersRequest(f0), pos
+    return _new(WriteTxnMarkersRequest, (f0,)), pos
 
 
 def _w_WritableTxnMarkerTopic_v0(out: bytearray, ext: Ext, o: WritableTxnMarkerTopic) -> None:

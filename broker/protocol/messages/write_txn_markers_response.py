@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import struct as _struct
 from collections.abc import Callable
+from itertools import repeat as _repeat
 from typing import ClassVar
-
-import attrs as _attrs
+from typing import NamedTuple as _NamedTuple
 
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
+    struct_eq as _eq,
+    struct_ne as _ne,
     write_uvarint as _write_uvarint,
 )
 
@@ -25,6 +27,7 @@ __all__ = [
     "WriteTxnMarkersResponse",
 ]
 
+_new = tuple.__new__
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -32,61 +35,92 @@ _S_i = _struct.Struct(">i")
 _U_i = _S_i.unpack_from
 _P_i = _S_i.pack
 _S_ih = _struct.Struct(">ih")
-_U_ih = _S_ih.unpack_from
+_IU_ih = _S_ih.iter_unpack
 _P_ih = _S_ih.pack
 _S_ihB = _struct.Struct(">ihB")
+_U_ihB = _S_ihB.unpack_from
 _P_ihB = _S_ihB.pack
+_S_ihx = _struct.Struct(">ihx")
+_IU_ihx = _S_ihx.iter_unpack
 _S_q = _struct.Struct(">q")
 _U_q = _S_q.unpack_from
 _P_q = _S_q.pack
 
 
-@_attrs.frozen
-class WritableTxnMarkerPartitionResult:
+class _WritableTxnMarkerPartitionResultFields(_NamedTuple):
+    partition_index: int = 0
+    error_code: int = 0
+
+
+class WritableTxnMarkerPartitionResult(_WritableTxnMarkerPartitionResultFields):
     """Struct ``WritableTxnMarkerPartitionResult`` of WriteTxnMarkersResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("partition_index", "int32", "0+", "none", "none", -1),
         ("error_code", "int16", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    partition_index: int = 0
-    error_code: int = 0
+
+_D_WritableTxnMarkerPartitionResult = WritableTxnMarkerPartitionResult()
 
 
-@_attrs.frozen
-class WritableTxnMarkerTopicResult:
+class _WritableTxnMarkerTopicResultFields(_NamedTuple):
+    name: str = ""
+    partitions: tuple[WritableTxnMarkerPartitionResult, ...] = ()
+
+
+class WritableTxnMarkerTopicResult(_WritableTxnMarkerTopicResultFields):
     """Struct ``WritableTxnMarkerTopicResult`` of WriteTxnMarkersResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("name", "string", "0+", "none", "none", -1),
         ("partitions", "[]WritableTxnMarkerPartitionResult", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    name: str = ""
-    partitions: tuple[WritableTxnMarkerPartitionResult, ...] = ()
+
+_D_WritableTxnMarkerTopicResult = WritableTxnMarkerTopicResult()
 
 
-@_attrs.frozen
-class WritableTxnMarkerResult:
+class _WritableTxnMarkerResultFields(_NamedTuple):
+    producer_id: int = 0
+    topics: tuple[WritableTxnMarkerTopicResult, ...] = ()
+
+
+class WritableTxnMarkerResult(_WritableTxnMarkerResultFields):
     """Struct ``WritableTxnMarkerResult`` of WriteTxnMarkersResponse."""
 
+    __slots__ = ()
     # (attribute, kafka type, versions, nullable versions, tagged versions, tag)
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("producer_id", "int64", "0+", "none", "none", -1),
         ("topics", "[]WritableTxnMarkerTopicResult", "0+", "none", "none", -1),
     )
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
-    producer_id: int = 0
-    topics: tuple[WritableTxnMarkerTopicResult, ...] = ()
+
+_D_WritableTxnMarkerResult = WritableTxnMarkerResult()
 
 
-@_attrs.frozen
-class WriteTxnMarkersResponse:
+class _WriteTxnMarkersResponseFields(_NamedTuple):
+    markers: tuple[WritableTxnMarkerResult, ...] = ()
+
+
+class WriteTxnMarkersResponse(_WriteTxnMarkersResponseFields):
     """Kafka response ``WriteTxnMarkersResponse`` (generated from WriteTxnMarkersResponse.json)."""
 
+    __slots__ = ()
     API_KEY: ClassVar[int] = 27
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
@@ -95,163 +129,76 @@ class WriteTxnMarkersResponse:
     FIELDS: ClassVar[tuple[tuple[str, str, str, str, str, int], ...]] = (
         ("markers", "[]WritableTxnMarkerResult", "0+", "none", "none", -1),
     )
-
-    markers: tuple[WritableTxnMarkerResult, ...] = ()
-
-
-_D_WritableTxnMarkerPartitionResult = WritableTxnMarkerPartitionResult()
-_D_WritableTxnMarkerTopicResult = WritableTxnMarkerTopicResult()
-_D_WritableTxnMarkerResult = WritableTxnMarkerResult()
-
-
-def _r_WritableTxnMarkerPartitionResult_v0(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerPartitionResult, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    return WritableTxnMarkerPartitionResult(f0, f1), pos
-
-
-def _r_WritableTxnMarkerTopicResult_v0(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerTopicResult, int]:
-    f0: str
-    n = _U_h(buf, pos)[0]
-    pos += 2
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[WritableTxnMarkerPartitionResult, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[WritableTxnMarkerPartitionResult] = []
-        for _ in range(n):
-            item_f1, pos = _r_WritableTxnMarkerPartitionResult_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return WritableTxnMarkerTopicResult(f0, f1), pos
-
-
-def _r_WritableTxnMarkerResult_v0(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerResult, int]:
-    f0 = _U_q(buf, pos)[0]
-    pos += 8
-    f1: tuple[WritableTxnMarkerTopicResult, ...]
-    n = _U_i(buf, pos)[0]
-    pos += 4
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topics" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[WritableTxnMarkerTopicResult] = []
-        for _ in range(n):
-            item_f1, pos = _r_WritableTxnMarkerTopicResult_v0(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    return WritableTxnMarkerResult(f0, f1), pos
+    __eq__ = _eq
+    __ne__ = _ne
+    __hash__ = tuple.__hash__
 
 
 def _r_WriteTxnMarkersResponse_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse, int]:
+    blen = len(buf)
     f0: tuple[WritableTxnMarkerResult, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Markers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[WritableTxnMarkerResult] = []
         for _ in range(n):
-            item_f0, pos = _r_WritableTxnMarkerResult_v0(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_q(buf, pos)[0]
+            pos += 8
+            f0_1: tuple[WritableTxnMarkerTopicResult, ...]
+            n = _U_i(buf, pos)[0]
+            pos += 4
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topics" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_1: list[WritableTxnMarkerTopicResult] = []
+                for _ in range(n):
+                    f0_1_0: str
+                    n = _U_h(buf, pos)[0]
+                    pos += 2
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_1_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_1_1: tuple[WritableTxnMarkerPartitionResult, ...]
+                    n = _U_i(buf, pos)[0]
+                    pos += 4
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 6 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f0_1_1 = tuple(map(_new, _repeat(WritableTxnMarkerPartitionResult, n), _IU_ih(buf[pos:end])))
+                        pos = end
+                    items_f0_1.append(_new(WritableTxnMarkerTopicResult, (f0_1_0, f0_1_1)))
+                f0_1 = tuple(items_f0_1)
+            items_f0.append(_new(WritableTxnMarkerResult, (f0_0, f0_1)))
         f0 = tuple(items_f0)
-    return WriteTxnMarkersResponse(f0), pos
+    return _new(WriteTxnMarkersResponse, (f0,)), pos
 
 
 def _r_WritableTxnMarkerPartitionResult_v1(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerPartitionResult, int]:
-    f0, f1 = _U_ih(buf, pos)
-    pos += 6
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return WritableTxnMarkerPartitionResult(f0, f1), pos
-
-
-def _r_WritableTxnMarkerTopicResult_v1(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerTopicResult, int]:
-    f0: str
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Name" % n)
-    else:
-        end = pos + n
-        if end > len(buf):
-            raise DecodeError("string length %d exceeds remaining bytes" % n)
-        f0 = str(buf[pos:end], "utf-8")
-        pos = end
-    f1: tuple[WritableTxnMarkerPartitionResult, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[WritableTxnMarkerPartitionResult] = []
-        for _ in range(n):
-            item_f1, pos = _r_WritableTxnMarkerPartitionResult_v1(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return WritableTxnMarkerTopicResult(f0, f1), pos
-
-
-def _r_WritableTxnMarkerResult_v1(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerResult, int]:
-    f0 = _U_q(buf, pos)[0]
-    pos += 8
-    f1: tuple[WritableTxnMarkerTopicResult, ...]
-    n = buf[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _read_uvarint(buf, pos)
-    n -= 1
-    if n < 0:
-        raise DecodeError("invalid length %d for non-nullable Topics" % n)
-    else:
-        if n > len(buf) - pos:
-            raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[WritableTxnMarkerTopicResult] = []
-        for _ in range(n):
-            item_f1, pos = _r_WritableTxnMarkerTopicResult_v1(buf, pos)
-            items_f1.append(item_f1)
-        f1 = tuple(items_f1)
-    if buf[pos]:
-        pos = _skip_tags(buf, pos)
-    else:
-        pos += 1
-    return WritableTxnMarkerResult(f0, f1), pos
+    f0, f1, tg = _U_ihB(buf, pos)
+    pos += 7
+    if tg:
+        pos = _skip_tags(buf, pos - 1)
+    return _new(WritableTxnMarkerPartitionResult, (f0, f1)), pos
 
 
 def _r_WriteTxnMarkersResponse_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse, int]:
+    blen = len(buf)
     f0: tuple[WritableTxnMarkerResult, ...]
     n = buf[pos]
     if n < 0x80:
@@ -262,18 +209,82 @@ def _r_WriteTxnMarkersResponse_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMa
     if n < 0:
         raise DecodeError("invalid length %d for non-nullable Markers" % n)
     else:
-        if n > len(buf) - pos:
+        if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
         items_f0: list[WritableTxnMarkerResult] = []
         for _ in range(n):
-            item_f0, pos = _r_WritableTxnMarkerResult_v1(buf, pos)
-            items_f0.append(item_f0)
+            f0_0 = _U_q(buf, pos)[0]
+            pos += 8
+            f0_1: tuple[WritableTxnMarkerTopicResult, ...]
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_uvarint(buf, pos)
+            n -= 1
+            if n < 0:
+                raise DecodeError("invalid length %d for non-nullable Topics" % n)
+            else:
+                if n > blen - pos:
+                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                items_f0_1: list[WritableTxnMarkerTopicResult] = []
+                for _ in range(n):
+                    f0_1_0: str
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Name" % n)
+                    else:
+                        end = pos + n
+                        if end > blen:
+                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                        f0_1_0 = buf[pos:end].tobytes().decode()
+                        pos = end
+                    f0_1_1: tuple[WritableTxnMarkerPartitionResult, ...]
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        end = pos + 7 * n
+                        if end > blen:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                            f0_1_1 = tuple(map(_new, _repeat(WritableTxnMarkerPartitionResult, n), _IU_ihx(buf[pos:end])))
+                            pos = end
+                        else:
+                            items_f0_1_1: list[WritableTxnMarkerPartitionResult] = []
+                            for _ in range(n):
+                                item_f0_1_1, pos = _r_WritableTxnMarkerPartitionResult_v1(buf, pos)
+                                items_f0_1_1.append(item_f0_1_1)
+                            f0_1_1 = tuple(items_f0_1_1)
+                    if buf[pos]:
+                        pos = _skip_tags(buf, pos)
+                    else:
+                        pos += 1
+                    items_f0_1.append(_new(WritableTxnMarkerTopicResult, (f0_1_0, f0_1_1)))
+                f0_1 = tuple(items_f0_1)
+            if buf[pos]:
+                pos = _skip_tags(buf, pos)
+            else:
+                pos += 1
+            items_f0.append(_new(WritableTxnMarkerResult, (f0_0, f0_1)))
         f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
         pos += 1
-    return WriteTxnMarkersResponse(f0), pos
+    return _new(WriteTxnMarkersResponse, (f0,)), pos
 
 
 def _w_WritableTxnMarkerPartitionResult_v0(out: bytearray, ext: Ext, o: WritableTxnMarkerPartitionResult) -> None:

@@ -1,0 +1,275 @@
+"""`api-versions`, `metadata`, `topics ...` and `groups ...`: one request each."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from broker.client.jsonify import to_json
+from broker.client.session import ClientError, ClientSession, check_error, error_name
+from broker.client.topics import fetch_metadata
+from broker.protocol.api import SUPPORTED_VERSIONS
+from broker.protocol.messages import (
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+)
+from broker.protocol.messages.create_topics_request import CreatableTopic, CreatableTopicConfig
+from broker.protocol.messages.delete_topics_request import DeleteTopicState
+from broker.protocol.messages.registry import API_NAMES
+
+Parsers = Any  # argparse's private _SubParsersAction
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(to_json(value), indent=2, sort_keys=False))
+
+
+def add_parsers(commands: Parsers, common: argparse.ArgumentParser) -> None:
+    p = commands.add_parser(
+        "api-versions",
+        parents=[common],
+        help="list the APIs and versions the broker supports",
+        epilog="example: broker client api-versions -b 127.0.0.1:9092",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.set_defaults(run=api_versions)
+
+    p = commands.add_parser(
+        "metadata",
+        parents=[common],
+        help="show brokers, cluster id and topics (all, or the named ones)",
+        epilog="examples:\n  broker client metadata\n  broker client metadata orders --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("topics", nargs="*", metavar="TOPIC")
+    p.set_defaults(run=metadata)
+
+    topics = commands.add_parser(
+        "topics", help="create, delete, list or describe topics"
+    ).add_subparsers(dest="action", required=True)
+    p = topics.add_parser(
+        "create",
+        parents=[common],
+        help="create topics",
+        epilog="example: broker client topics create orders --partitions 3 "
+        "--config retention.ms=60000",
+    )
+    p.add_argument("names", nargs="+", metavar="TOPIC")
+    p.add_argument("--partitions", type=int, default=1, help="partition count (default 1)")
+    p.add_argument(
+        "--replication-factor", type=int, default=1, help="replication factor (default 1)"
+    )
+    p.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE", help="topic config"
+    )
+    p.set_defaults(run=topics_create)
+    p = topics.add_parser(
+        "delete",
+        parents=[common],
+        help="delete topics",
+        epilog="example: broker client topics delete orders",
+    )
+    p.add_argument("names", nargs="+", metavar="TOPIC")
+    p.set_defaults(run=topics_delete)
+    p = topics.add_parser(
+        "list",
+        parents=[common],
+        help="print topic names, one per line",
+        epilog="example: broker client topics list",
+    )
+    p.set_defaults(run=topics_list)
+    p = topics.add_parser(
+        "describe",
+        parents=[common],
+        help="partitions, leaders and replicas of topics",
+        epilog="example: broker client topics describe orders",
+    )
+    p.add_argument("names", nargs="*", metavar="TOPIC")
+    p.set_defaults(run=topics_describe)
+
+    groups = commands.add_parser("groups", help="list or describe consumer groups").add_subparsers(
+        dest="action", required=True
+    )
+    p = groups.add_parser(
+        "list",
+        parents=[common],
+        help="print group ids with their state and protocol type",
+        epilog="example: broker client groups list",
+    )
+    p.set_defaults(run=groups_list)
+    p = groups.add_parser(
+        "describe",
+        parents=[common],
+        help="state, protocol and members of groups",
+        epilog="example: broker client groups describe my-group --json",
+    )
+    p.add_argument("names", nargs="+", metavar="GROUP")
+    p.set_defaults(run=groups_describe)
+
+
+async def api_versions(session: ClientSession, args: argparse.Namespace) -> int:
+    rows: list[dict[str, Any]] = []
+    for key, (low, high) in sorted(session.broker_versions.items()):
+        ours = SUPPORTED_VERSIONS.get(key)
+        usable = min(high, ours[1]) if ours and min(high, ours[1]) >= max(low, ours[0]) else None
+        rows.append(
+            {
+                "api_key": key,
+                "name": API_NAMES.get(key, "Unknown"),
+                "min_version": low,
+                "max_version": high,
+                "usable_version": usable,
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            shown = "none" if r["usable_version"] is None else r["usable_version"]
+            print(
+                f"{r['name']}({r['api_key']}): {r['min_version']} to {r['max_version']} "
+                f"[usable: {shown}]"
+            )
+    return 0
+
+
+async def metadata(session: ClientSession, args: argparse.Namespace) -> int:
+    response = await fetch_metadata(session, list(args.topics) or None)
+    if args.json:
+        print_json(response)
+        return 0
+    print(f"cluster {response.cluster_id} controller {response.controller_id}")
+    for broker in response.brokers:
+        print(f"broker {broker.node_id} at {broker.host}:{broker.port}")
+    failed = 0
+    for topic in response.topics:
+        if topic.error_code:
+            failed += 1
+            print(f'topic "{topic.name}" error {error_name(topic.error_code)}')
+            continue
+        print(f'topic "{topic.name}" with {len(topic.partitions)} partitions:')
+        for p in sorted(topic.partitions, key=lambda p: p.partition_index):
+            print(
+                f"  partition {p.partition_index}, leader {p.leader_id}, "
+                f"replicas: {','.join(map(str, p.replica_nodes))}, "
+                f"isrs: {','.join(map(str, p.isr_nodes))}"
+            )
+    return 1 if failed else 0
+
+
+def _parse_configs(pairs: list[str]) -> tuple[CreatableTopicConfig, ...]:
+    configs = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ClientError(f"bad --config {pair!r}: expected KEY=VALUE")
+        configs.append(CreatableTopicConfig(name=key, value=value))
+    return tuple(configs)
+
+
+async def topics_create(session: ClientSession, args: argparse.Namespace) -> int:
+    configs = _parse_configs(args.config)
+    body = CreateTopicsRequest(
+        topics=tuple(
+            CreatableTopic(
+                name=name,
+                num_partitions=args.partitions,
+                replication_factor=args.replication_factor,
+                configs=configs,
+            )
+            for name in args.names
+        ),
+        timeout_ms=30_000,
+    )
+    response = await session.call(body)
+    if args.json:
+        print_json(response)
+    for result in response.topics:
+        check_error(result.error_code, f"create topic {result.name!r}", result.error_message)
+        if not args.json:
+            print(f"created topic {result.name}")
+    return 0
+
+
+async def topics_delete(session: ClientSession, args: argparse.Namespace) -> int:
+    version = session.version_for(20)
+    if version >= 6:
+        body = DeleteTopicsRequest(
+            topics=tuple(DeleteTopicState(name=name) for name in args.names), timeout_ms=30_000
+        )
+    else:
+        body = DeleteTopicsRequest(topic_names=tuple(args.names), timeout_ms=30_000)
+    response = await session.request(body, version)
+    if args.json:
+        print_json(response)
+    for result in response.responses:
+        check_error(result.error_code, f"delete topic {result.name!r}", result.error_message)
+        if not args.json:
+            print(f"deleted topic {result.name}")
+    return 0
+
+
+async def topics_list(session: ClientSession, args: argparse.Namespace) -> int:
+    response = await fetch_metadata(session, None)
+    names = sorted(t.name or "" for t in response.topics if not t.error_code)
+    if args.json:
+        print(json.dumps(names))
+    else:
+        for name in names:
+            print(name)
+    return 0
+
+
+async def topics_describe(session: ClientSession, args: argparse.Namespace) -> int:
+    response = await fetch_metadata(session, list(args.names) or None)
+    if args.json:
+        print_json(response.topics)
+    for topic in sorted(response.topics, key=lambda t: t.name or ""):
+        check_error(topic.error_code, f"topic {topic.name!r}")
+        if args.json:
+            continue
+        replication = len(topic.partitions[0].replica_nodes) if topic.partitions else 0
+        print(
+            f"Topic: {topic.name}\tTopicId: {topic.topic_id}\t"
+            f"PartitionCount: {len(topic.partitions)}\tReplicationFactor: {replication}"
+        )
+        for p in sorted(topic.partitions, key=lambda p: p.partition_index):
+            print(
+                f"\tTopic: {topic.name}\tPartition: {p.partition_index}\tLeader: {p.leader_id}\t"
+                f"Replicas: {','.join(map(str, p.replica_nodes))}\t"
+                f"Isr: {','.join(map(str, p.isr_nodes))}"
+            )
+    return 0
+
+
+async def groups_list(session: ClientSession, args: argparse.Namespace) -> int:
+    response = await session.call(ListGroupsRequest())
+    check_error(response.error_code, "ListGroups failed")
+    if args.json:
+        print_json(response.groups)
+        return 0
+    for group in sorted(response.groups, key=lambda g: str(g.group_id)):
+        state = group.group_state or "-"
+        print(f"{group.group_id}\t{state}\t{group.protocol_type or '-'}")
+    return 0
+
+
+async def groups_describe(session: ClientSession, args: argparse.Namespace) -> int:
+    response = await session.call(DescribeGroupsRequest(groups=tuple(args.names)))
+    if args.json:
+        print_json(response.groups)
+    for group in response.groups:
+        check_error(group.error_code, f"group {group.group_id!r}")
+        if args.json:
+            continue
+        print(
+            f"group {group.group_id}: state {group.group_state}, "
+            f"protocol {group.protocol_type or '-'}/{group.protocol_data or '-'}, "
+            f"{len(group.members)} members"
+        )
+        for m in group.members:
+            print(f"  member {m.member_id} client {m.client_id} host {m.client_host}")
+    return 0

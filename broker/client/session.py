@@ -1,0 +1,163 @@
+"""A client session: one connection to the bootstrap broker plus the API versions
+both sides support, so every command asks for the highest common version.
+
+Errors a user should read (cannot connect, a Kafka error code, a missing API)
+are `ClientError`s carrying one line; the CLI prints that line and exits 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from broker.client.connection import ConnectionClosed, KafkaConnection
+from broker.protocol.api import (
+    SUPPORTED_VERSIONS,
+    DecodeError,
+    EncodeError,
+    RequestHeader,
+    encode_request,
+)
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from broker.protocol.messages.registry import API_NAMES
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+CLIENT_ID = "broker-client"
+# ApiVersions v3+ carries the client software name (KIP-511).
+_SOFTWARE_NAME = "broker-client"
+_SOFTWARE_VERSION = "0.1.0"
+
+
+class ClientError(Exception):
+    """A failure reported to the user as one line, without a traceback."""
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error code {code}"
+
+
+def check_error(code: int, what: str, message: str | None = None) -> None:
+    """Raise a ClientError naming the Kafka error code, unless it is NONE."""
+    if code != ErrorCode.NONE:
+        detail = f" ({message})" if message else ""
+        raise ClientError(f"{what}: {error_name(code)}{detail}")
+
+
+def parse_bootstrap(value: str) -> tuple[str, int]:
+    first = value.split(",")[0].strip()
+    host, sep, port = first.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ClientError(f"bad --bootstrap-server {value!r}: expected HOST:PORT")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+class ClientSession:
+    """One connection plus the broker's advertised API version ranges."""
+
+    def __init__(
+        self, connection: KafkaConnection, broker_versions: dict[int, tuple[int, int]]
+    ) -> None:
+        self.connection = connection
+        self.broker_versions = broker_versions
+
+    @classmethod
+    async def open(
+        cls, bootstrap: str, timeout_s: float = 10.0, *, negotiate: bool = True
+    ) -> ClientSession:
+        host, port = parse_bootstrap(bootstrap)
+        with trio.move_on_after(timeout_s) as scope:
+            try:
+                connection = await KafkaConnection.connect(host, port, CLIENT_ID)
+            except OSError as exc:
+                reason = exc.strerror or str(exc)
+                raise ClientError(f"cannot connect to {host}:{port}: {reason}") from None
+        if scope.cancelled_caught:
+            raise ClientError(f"cannot connect to {host}:{port}: timed out after {timeout_s}s")
+        session = cls(connection, {})
+        if not negotiate:
+            return session
+        try:
+            session.broker_versions = await session._negotiate()
+        except BaseException:
+            await connection.aclose()
+            raise
+        return session
+
+    async def _negotiate(self) -> dict[int, tuple[int, int]]:
+        response = await self.request(
+            ApiVersionsRequest(
+                client_software_name=_SOFTWARE_NAME,
+                client_software_version=_SOFTWARE_VERSION,
+            ),
+            3,
+        )
+        if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
+            response = await self.request(ApiVersionsRequest(), 0)
+        assert isinstance(response, ApiVersionsResponse)
+        check_error(response.error_code, "ApiVersions failed")
+        return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    async def aclose(self) -> None:
+        await self.connection.aclose()
+
+    async def __aenter__(self) -> ClientSession:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def supports(self, api_key: int) -> bool:
+        return api_key in self.broker_versions
+
+    def version_for(self, api_key: int, minimum: int = 0, maximum: int | None = None) -> int:
+        """The highest version both the broker and our codec implement."""
+        name = API_NAMES.get(api_key, str(api_key))
+        if api_key not in self.broker_versions:
+            raise ClientError(f"the broker does not support {name} (api key {api_key})")
+        low, high = self.broker_versions[api_key]
+        ours_low, ours_high = SUPPORTED_VERSIONS[api_key]
+        top = min(high, ours_high, maximum if maximum is not None else ours_high)
+        bottom = max(low, ours_low, minimum)
+        if top < bottom:
+            raise ClientError(
+                f"no common {name} version: broker {low}-{high}, client {bottom}-{ours_high}"
+            )
+        return top
+
+    async def request(self, body: Any, version: int, timeout_s: float = 30.0) -> Any:
+        name = API_NAMES.get(int(body.API_KEY), "request")
+        with trio.move_on_after(timeout_s):
+            try:
+                return await self.connection.request(body, version)
+            except ConnectionClosed:
+                raise ClientError(f"{name} v{version}: the broker closed the connection") from None
+            except OSError as exc:
+                raise ClientError(f"{name} v{version}: {exc.strerror or exc}") from None
+            except (DecodeError, EncodeError) as exc:
+                raise ClientError(f"{name} v{version}: {exc}") from None
+        raise ClientError(f"{name} v{version}: no answer within {timeout_s}s")
+
+    async def send_without_response(self, body: Any, version: int) -> None:
+        """Write a request the broker will not answer (Produce with acks=0)."""
+        header = RequestHeader(
+            api_key=int(body.API_KEY),
+            api_version=version,
+            correlation_id=0x7FFFFFFF,
+            client_id=CLIENT_ID,
+        )
+        try:
+            await self.connection.send_raw(b"".join(encode_request(header, body)))
+        except OSError as exc:
+            raise ClientError(f"send failed: {exc.strerror or exc}") from None
+        except EncodeError as exc:
+            raise ClientError(str(exc)) from None
+
+    async def call(self, body: Any, minimum: int = 0, maximum: int | None = None) -> Any:
+        """Send at the highest common version and return the decoded response."""
+        version = self.version_for(int(body.API_KEY), minimum, maximum)
+        return await self.request(body, version)

@@ -1,0 +1,201 @@
+"""The group coordinator as a broker service: Trio timers and disk work around the
+sans-IO `GroupCoordinator`.
+
+One task sleeps until the earliest group deadline (woken early when an
+operation creates an earlier one), one fsyncs the offset journal shortly
+after it changes (and rolls it into a snapshot when it has grown), one
+expires old offsets on `offsets.retention.check.interval.ms`. When cancelled
+the journal is fsynced and closed, shielded, so acknowledged commits survive.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import trio
+
+from broker.coordinator.group_coordinator import (
+    CoordinatorConfig,
+    GroupCoordinator,
+    OffsetCommitItem,
+)
+from broker.coordinator.member_metadata import JoinCallback, JoinParams, SyncCallback
+from broker.coordinator.offset_store import OffsetStore, TopicPartition
+from broker.protocol.error_codes import ErrorCode
+
+log = logging.getLogger(__name__)
+
+JOURNAL_FLUSH_DELAY_S = 0.2
+"""How long journal appends gather before one fsync (commits are acknowledged
+once written to the page cache, as Kafka acknowledges a single-replica append)."""
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupCoordinatorService:
+    def __init__(self, config: CoordinatorConfig, directory: Path) -> None:
+        self.config = config
+        self.store = OffsetStore(directory)
+        self._coordinator: GroupCoordinator | None = None
+        self._wakeup = trio.Event()
+        self._sleeping_until = math.inf
+        self._journal_changed = trio.Event()
+
+    @property
+    def coordinator(self) -> GroupCoordinator:
+        if self._coordinator is None:
+            raise RuntimeError("the group coordinator has not started")
+        return self._coordinator
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await trio.to_thread.run_sync(self.store.load)
+        self._coordinator = GroupCoordinator(self.config, self.store, wall_ms())
+        log.info(
+            "group coordinator loaded %d groups from %s",
+            len(self._coordinator.groups),
+            self.store.directory,
+        )
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._run_timers)
+                nursery.start_soon(self._run_journal_flush)
+                nursery.start_soon(self._run_offset_expiry)
+                task_status.started()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.store.close)
+
+    # -- timers ------------------------------------------------------------------------
+    @staticmethod
+    def now() -> float:
+        # A microsecond of slack so a deadline reached by trio's clock counts as due.
+        return trio.current_time() * 1000 + 0.001
+
+    async def _run_timers(self) -> None:
+        coordinator = self.coordinator
+        while True:
+            self._wakeup = trio.Event()
+            deadline = coordinator.next_timer()
+            self._sleeping_until = math.inf if deadline is None else deadline
+            with trio.move_on_at(self._sleeping_until / 1000):
+                await self._wakeup.wait()
+            self._sleeping_until = -math.inf
+            coordinator.fire_timers(self.now(), wall_ms())
+            self._after_change()
+
+    def _after_change(self) -> None:
+        """Run what is due now; wake the timer task if it sleeps past the next deadline."""
+        coordinator = self.coordinator
+        deadline = coordinator.next_timer()
+        if deadline is not None and deadline <= self.now():
+            coordinator.fire_timers(self.now(), wall_ms())
+            deadline = coordinator.next_timer()
+        if deadline is not None and deadline < self._sleeping_until:
+            self._wakeup.set()
+        self._journal_changed.set()
+
+    # -- durability ------------------------------------------------------------------------
+    async def _run_journal_flush(self) -> None:
+        while True:
+            await self._journal_changed.wait()
+            self._journal_changed = trio.Event()
+            await trio.sleep(JOURNAL_FLUSH_DELAY_S)
+            if self.store.needs_snapshot():
+                snapshot = self.store.begin_snapshot()
+                await trio.to_thread.run_sync(self.store.write_snapshot, *snapshot)
+            else:
+                await trio.to_thread.run_sync(self.store.flush)
+
+    async def _run_offset_expiry(self) -> None:
+        while True:
+            await trio.sleep(self.config.retention_check_interval_ms / 1000)
+            expired = self.coordinator.expire_offsets(wall_ms())
+            if expired:
+                log.info("expired %d committed offsets", expired)
+            self._after_change()
+
+    # -- operations (called by the API handlers) ------------------------------------------
+    def join(self, group_id: str, params: JoinParams, callback: JoinCallback) -> None:
+        self.coordinator.join(group_id, params, self.now(), wall_ms(), callback)
+        self._after_change()
+
+    def sync(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+        callback: SyncCallback,
+    ) -> None:
+        self.coordinator.sync(
+            group_id,
+            member_id,
+            group_instance_id,
+            generation_id,
+            protocol_type,
+            protocol_name,
+            assignments,
+            self.now(),
+            wall_ms(),
+            callback,
+        )
+        self._after_change()
+
+    def heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
+        error = self.coordinator.heartbeat(
+            group_id, member_id, group_instance_id, generation_id, self.now()
+        )
+        self._after_change()
+        return error
+
+    def leave(
+        self, group_id: str, members: Sequence[tuple[str, str | None]]
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        result = self.coordinator.leave(group_id, members, self.now(), wall_ms())
+        self._after_change()
+        return result
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, OffsetCommitItem],
+        api_version: int,
+    ) -> dict[TopicPartition, ErrorCode]:
+        result = self.coordinator.commit_offsets(
+            group_id,
+            generation_id,
+            member_id,
+            group_instance_id,
+            offsets,
+            api_version,
+            self.now(),
+            wall_ms(),
+        )
+        self._after_change()
+        return result
+
+    def delete_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        result = self.coordinator.delete_offsets(group_id, partitions)
+        self._after_change()
+        return result
+
+    def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
+        result = self.coordinator.delete_groups(group_ids)
+        self._after_change()
+        return result

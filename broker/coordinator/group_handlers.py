@@ -1,0 +1,285 @@
+"""API handlers of the classic group protocol: FindCoordinator, JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup.
+
+JoinGroup and SyncGroup often cannot be answered at once (the rebalance, or
+the leader's assignment, is still pending): they return a `Deferred` that
+the API layer awaits in its own nursery, so no handler task is held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import trio
+
+from broker.coordinator.coordinator_service import GroupCoordinatorService
+from broker.coordinator.member_metadata import JoinParams, JoinResult, SyncResult
+from broker.handlers.api_handler import Deferred
+from broker.net.request import Request
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from broker.protocol.messages.find_coordinator_response import Coordinator
+from broker.protocol.messages.join_group_response import JoinGroupResponseMember
+from broker.protocol.messages.leave_group_response import MemberResponse
+
+COORDINATOR_TYPE_GROUP = 0
+COORDINATOR_TYPE_TRANSACTION = 1
+
+T = TypeVar("T")
+
+
+class Pending(Generic[T]):
+    """A result delivered later by a callback, awaited by a Deferred."""
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.value: T | None = None
+
+    def set(self, value: T) -> None:
+        self.value = value
+        self.event.set()
+
+    def answer(self, request: Request, build: Callable[[Request, T], Any]) -> Any:
+        """The response now if the result is in, else a Deferred that waits for it."""
+        if self.event.is_set():
+            assert self.value is not None
+            return build(request, self.value)
+
+        async def wait() -> Any:
+            await self.event.wait()
+            assert self.value is not None
+            return build(request, self.value)
+
+        return Deferred(wait)
+
+
+def client_host(request: Request) -> str:
+    return "/" + request.context.client_address
+
+
+class FindCoordinatorHandler:
+    """This broker coordinates every group; there is no transaction coordinator."""
+
+    api_key = 10
+    min_version = 0
+    max_version = 6
+
+    def __init__(self, node_id: int, advertised: Callable[[str], tuple[str, int]]) -> None:
+        self._node_id = node_id
+        self._advertised = advertised
+
+    def _coordinator(self, request: Request, key: str, key_type: int) -> Coordinator:
+        if key_type == COORDINATOR_TYPE_GROUP:
+            host, port = self._advertised(request.context.listener_name)
+            return Coordinator(
+                key=key, node_id=self._node_id, host=host, port=port, error_message=None
+            )
+        if key_type == COORDINATOR_TYPE_TRANSACTION:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            message = "this broker has no transaction coordinator"
+        else:
+            error = ErrorCode.INVALID_REQUEST
+            message = f"unknown coordinator key type {key_type}"
+        return Coordinator(
+            key=key, node_id=-1, host="", port=-1, error_code=error, error_message=message
+        )
+
+    async def handle(self, request: Request) -> FindCoordinatorResponse:
+        body: FindCoordinatorRequest = request.body
+        if request.api_version >= 4:
+            return FindCoordinatorResponse(
+                coordinators=tuple(
+                    self._coordinator(request, key, body.key_type) for key in body.coordinator_keys
+                )
+            )
+        c = self._coordinator(request, body.key, body.key_type)
+        return FindCoordinatorResponse(
+            error_code=c.error_code,
+            error_message=c.error_message,
+            node_id=c.node_id,
+            host=c.host,
+            port=c.port,
+        )
+
+    def error_response(self, request: Request, error_code: int) -> FindCoordinatorResponse:
+        body: FindCoordinatorRequest = request.body
+        if request.api_version >= 4:
+            return FindCoordinatorResponse(
+                coordinators=tuple(
+                    Coordinator(key=k, node_id=-1, host="", port=-1, error_code=error_code)
+                    for k in body.coordinator_keys
+                )
+            )
+        return FindCoordinatorResponse(error_code=error_code, node_id=-1, host="", port=-1)
+
+
+class JoinGroupHandler:
+    api_key = 11
+    min_version = 0
+    max_version = 9
+
+    def __init__(self, service: GroupCoordinatorService) -> None:
+        self._service = service
+
+    async def handle(self, request: Request) -> Any:
+        body: JoinGroupRequest = request.body
+        version = request.api_version
+        params = JoinParams(
+            member_id=body.member_id,
+            group_instance_id=body.group_instance_id,
+            client_id=request.header.client_id or "",
+            client_host=client_host(request),
+            session_timeout_ms=body.session_timeout_ms,
+            rebalance_timeout_ms=(
+                body.rebalance_timeout_ms if version >= 1 else body.session_timeout_ms
+            ),
+            protocol_type=body.protocol_type,
+            protocols=tuple((p.name, bytes(p.metadata)) for p in body.protocols),
+            require_known_member_id=version >= 4,
+        )
+        pending: Pending[JoinResult] = Pending()
+        self._service.join(body.group_id, params, pending.set)
+        return pending.answer(request, self._response)
+
+    @staticmethod
+    def _response(request: Request, result: JoinResult) -> JoinGroupResponse:
+        version = request.api_version
+        protocol_name = result.protocol_name
+        if version < 7 and protocol_name is None:
+            protocol_name = ""
+        return JoinGroupResponse(
+            error_code=result.error,
+            generation_id=result.generation_id,
+            protocol_type=result.protocol_type,
+            protocol_name=protocol_name,
+            leader=result.leader,
+            skip_assignment=result.skip_assignment,
+            member_id=result.member_id,
+            members=tuple(
+                JoinGroupResponseMember(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    metadata=m.metadata,
+                )
+                for m in result.members
+            ),
+        )
+
+    def error_response(self, request: Request, error_code: int) -> JoinGroupResponse:
+        body: JoinGroupRequest = request.body
+        return self._response(request, JoinResult(ErrorCode(error_code), body.member_id))
+
+
+class SyncGroupHandler:
+    api_key = 14
+    min_version = 0
+    max_version = 5
+
+    def __init__(self, service: GroupCoordinatorService) -> None:
+        self._service = service
+
+    async def handle(self, request: Request) -> Any:
+        body: SyncGroupRequest = request.body
+        pending: Pending[SyncResult] = Pending()
+        self._service.sync(
+            body.group_id,
+            body.member_id,
+            body.group_instance_id,
+            body.generation_id,
+            body.protocol_type,
+            body.protocol_name,
+            {a.member_id: bytes(a.assignment) for a in body.assignments},
+            pending.set,
+        )
+        return pending.answer(request, self._response)
+
+    @staticmethod
+    def _response(request: Request, result: SyncResult) -> SyncGroupResponse:
+        return SyncGroupResponse(
+            error_code=result.error,
+            protocol_type=result.protocol_type,
+            protocol_name=result.protocol_name,
+            assignment=result.assignment,
+        )
+
+    def error_response(self, request: Request, error_code: int) -> SyncGroupResponse:
+        return SyncGroupResponse(error_code=error_code)
+
+
+class HeartbeatHandler:
+    api_key = 12
+    min_version = 0
+    max_version = 4
+
+    def __init__(self, service: GroupCoordinatorService) -> None:
+        self._service = service
+
+    async def handle(self, request: Request) -> HeartbeatResponse:
+        body: HeartbeatRequest = request.body
+        error = self._service.heartbeat(
+            body.group_id, body.member_id, body.group_instance_id, body.generation_id
+        )
+        return HeartbeatResponse(error_code=error)
+
+    def error_response(self, request: Request, error_code: int) -> HeartbeatResponse:
+        return HeartbeatResponse(error_code=error_code)
+
+
+class LeaveGroupHandler:
+    """v3+ leaves a batch of members (static members by instance id)."""
+
+    api_key = 13
+    min_version = 0
+    max_version = 5
+
+    def __init__(self, service: GroupCoordinatorService) -> None:
+        self._service = service
+
+    @staticmethod
+    def _members(request: Request) -> list[tuple[str, str | None]]:
+        body: LeaveGroupRequest = request.body
+        if request.api_version >= 3:
+            return [(m.member_id, m.group_instance_id) for m in body.members]
+        return [(body.member_id, None)]
+
+    async def handle(self, request: Request) -> LeaveGroupResponse:
+        body: LeaveGroupRequest = request.body
+        members = self._members(request)
+        error, errors = self._service.leave(body.group_id, members)
+        return self._response(request, members, error, errors)
+
+    @staticmethod
+    def _response(
+        request: Request,
+        members: list[tuple[str, str | None]],
+        error: ErrorCode,
+        errors: list[ErrorCode],
+    ) -> LeaveGroupResponse:
+        if request.api_version < 3:
+            if error is ErrorCode.NONE:
+                error = next((e for e in errors if e is not ErrorCode.NONE), ErrorCode.NONE)
+            return LeaveGroupResponse(error_code=error)
+        return LeaveGroupResponse(
+            error_code=error,
+            members=tuple(
+                MemberResponse(member_id=m, group_instance_id=i, error_code=e)
+                for (m, i), e in zip(members, errors, strict=False)
+            ),
+        )
+
+    def error_response(self, request: Request, error_code: int) -> LeaveGroupResponse:
+        members = self._members(request)
+        code = ErrorCode(error_code)
+        return self._response(request, members, code, [code] * len(members))

@@ -1,0 +1,221 @@
+"""API handlers for committed offsets: OffsetCommit, OffsetFetch, OffsetDelete."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from broker.coordinator.coordinator_service import GroupCoordinatorService
+from broker.coordinator.group_coordinator import OffsetCommitItem
+from broker.coordinator.offset_store import OffsetAndMetadata, TopicPartition
+from broker.net.request import Request
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
+from broker.protocol.messages.offset_commit_response import (
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from broker.protocol.messages.offset_delete_response import (
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from broker.protocol.messages.offset_fetch_response import (
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+)
+
+
+def _by_topic(items: list[tuple[TopicPartition, ErrorCode]]) -> dict[str, list[tuple[int, int]]]:
+    topics: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for (topic, partition), error in items:
+        topics[topic].append((partition, int(error)))
+    return topics
+
+
+class OffsetCommitHandler:
+    """v2+ (Kafka 4's range); generation -1 commits for standalone consumers."""
+
+    api_key = 8
+    min_version = 2
+    max_version = 9
+
+    def __init__(self, service: GroupCoordinatorService) -> None:
+        self._service = service
+
+    async def handle(self, request: Request) -> OffsetCommitResponse:
+        body: OffsetCommitRequest = request.body
+        offsets = {
+            (t.name, p.partition_index): OffsetCommitItem(
+                p.committed_offset, p.committed_leader_epoch, p.committed_metadata
+            )
+            for t in body.topics
+            for p in t.partitions
+        }
+        results = self._service.commit_offsets(
+            body.group_id,
+            body.generation_id_or_member_epoch,
+            body.member_id,
+            body.group_instance_id,
+            offsets,
+            request.api_version,
+        )
+        return self._response(
+            [
+                ((t.name, p.partition_index), results[(t.name, p.partition_index)])
+                for t in body.topics
+                for p in t.partitions
+            ]
+        )
+
+    @staticmethod
+    def _response(items: list[tuple[TopicPartition, ErrorCode]]) -> OffsetCommitResponse:
+        return OffsetCommitResponse(
+            topics=tuple(
+                OffsetCommitResponseTopic(
+                    name=topic,
+                    partitions=tuple(
+                        OffsetCommitResponsePartition(partition_index=p, error_code=e)
+                        for p, e in parts
+                    ),
+                )
+                for topic, parts in _by_topic(items).items()
+            )
+        )
+
+    def error_response(self, request: Request, error_code: int) -> OffsetCommitResponse:
+        body: OffsetCommitRequest = request.body
+        code = ErrorCode(error_code)
+        return self._response(
+            [((t.name, p.partition_index), code) for t in body.topics for p in t.partitions]
+        )
+
+
+Fetched = list[tuple[TopicPartition, OffsetAndMetadata | None]]
+
+
+class OffsetFetchHandler:
+    """v1+; null topics (v2+) fetch every partition; v8+ fetches several groups."""
+
+    api_key = 9
+    min_version = 1
+    max_version = 9
+
+    def __init__(self, service: GroupCoordinatorService) -> None:
+        self._service = service
+
+    async def handle(self, request: Request) -> OffsetFetchResponse:
+        body: OffsetFetchRequest = request.body
+        coordinator = self._service.coordinator
+        if request.api_version >= 8:
+            groups = []
+            for group in body.groups:
+                wanted = (
+                    None
+                    if group.topics is None
+                    else [(t.name, p) for t in group.topics for p in t.partition_indexes]
+                )
+                error, fetched = coordinator.fetch_offsets(group.group_id, wanted)
+                groups.append(
+                    OffsetFetchResponseGroup(
+                        group_id=group.group_id,
+                        topics=self._topics_v8(fetched),
+                        error_code=error,
+                    )
+                )
+            return OffsetFetchResponse(groups=tuple(groups))
+        wanted = (
+            None
+            if body.topics is None
+            else [(t.name, p) for t in body.topics for p in t.partition_indexes]
+        )
+        error, fetched = coordinator.fetch_offsets(body.group_id, wanted)
+        partition_error = error if request.api_version < 2 else ErrorCode.NONE
+        return OffsetFetchResponse(topics=self._topics(fetched, partition_error), error_code=error)
+
+    @staticmethod
+    def _topics(fetched: Fetched, error: ErrorCode) -> tuple[OffsetFetchResponseTopic, ...]:
+        topics: dict[str, list[OffsetFetchResponsePartition]] = defaultdict(list)
+        for (topic, partition), om in fetched:
+            topics[topic].append(
+                OffsetFetchResponsePartition(
+                    partition_index=partition,
+                    committed_offset=-1 if om is None else om.offset,
+                    committed_leader_epoch=-1 if om is None else om.leader_epoch,
+                    metadata="" if om is None else om.metadata,
+                    error_code=error,
+                )
+            )
+        return tuple(
+            OffsetFetchResponseTopic(name=t, partitions=tuple(p)) for t, p in topics.items()
+        )
+
+    @staticmethod
+    def _topics_v8(fetched: Fetched) -> tuple[OffsetFetchResponseTopics, ...]:
+        topics: dict[str, list[OffsetFetchResponsePartitions]] = defaultdict(list)
+        for (topic, partition), om in fetched:
+            topics[topic].append(
+                OffsetFetchResponsePartitions(
+                    partition_index=partition,
+                    committed_offset=-1 if om is None else om.offset,
+                    committed_leader_epoch=-1 if om is None else om.leader_epoch,
+                    metadata="" if om is None else om.metadata,
+                )
+            )
+        return tuple(
+            OffsetFetchResponseTopics(name=t, partitions=tuple(p)) for t, p in topics.items()
+        )
+
+    def error_response(self, request: Request, error_code: int) -> OffsetFetchResponse:
+        body: OffsetFetchRequest = request.body
+        if request.api_version >= 8:
+            return OffsetFetchResponse(
+                groups=tuple(
+                    OffsetFetchResponseGroup(group_id=g.group_id, error_code=error_code)
+                    for g in body.groups
+                )
+            )
+        code = ErrorCode(error_code)
+        fetched: Fetched = [
+            ((t.name, p), None) for t in body.topics or () for p in t.partition_indexes
+        ]
+        return OffsetFetchResponse(topics=self._topics(fetched, code), error_code=code)
+
+
+class OffsetDeleteHandler:
+    api_key = 47
+    min_version = 0
+    max_version = 0
+
+    def __init__(self, service: GroupCoordinatorService) -> None:
+        self._service = service
+
+    async def handle(self, request: Request) -> OffsetDeleteResponse:
+        body: OffsetDeleteRequest = request.body
+        partitions = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+        error, results = self._service.delete_offsets(body.group_id, partitions)
+        if error is not ErrorCode.NONE:
+            return OffsetDeleteResponse(error_code=error)
+        return OffsetDeleteResponse(
+            topics=tuple(
+                OffsetDeleteResponseTopic(
+                    name=topic,
+                    partitions=tuple(
+                        OffsetDeleteResponsePartition(partition_index=p, error_code=e)
+                        for p, e in parts
+                    ),
+                )
+                for topic, parts in _by_topic([(tp, results[tp]) for tp in partitions]).items()
+            )
+        )
+
+    def error_response(self, request: Request, error_code: int) -> OffsetDeleteResponse:
+        return OffsetDeleteResponse(error_code=error_code)

@@ -1,0 +1,336 @@
+"""Durable committed offsets: an append-only journal plus periodic atomic snapshots.
+
+Why not an internal compacted `__consumer_offsets` topic: the log was being
+built at the same time, and a single broker gains nothing from replaying its
+offsets through the log. So offsets live in plain files in the root of the
+first log dir (files, not directories, so a log-dir scan never mistakes them
+for partitions):
+
+- `coordinator-offsets.snapshot`: the whole state at some point, written to a
+  temporary file, fsynced and renamed over the old one (atomic), naming the
+  first journal that is *not* included in it;
+- `coordinator-offsets.<n>.journal`: records appended after that point. Each
+  record is `length:u32 crc32:u32 payload` with a JSON payload.
+
+A commit is appended (a `write()` into the page cache) before it is
+acknowledged, which is Kafka's own guarantee for a single broker (acks=-1 on
+one replica survives a process crash; an fsync happens on the flush
+interval and at shutdown). When the journal grows past a threshold, appends
+switch to a new journal and a snapshot of the state at the switch is written
+in a worker thread; journals it covers are then deleted. Recovery loads the
+snapshot and replays the journals in order; a torn or corrupt record at the
+end of the last journal (a crash mid-append) is cut off.
+
+Record kinds: `c` commit offsets, `d` delete some offsets, `x` delete a group
+(its offsets and its record), `g` a group's persistent facts (protocol type
+and when it became empty, for retention and for listing after a restart).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_NAME = "coordinator-offsets.snapshot"
+JOURNAL_PREFIX = "coordinator-offsets."
+JOURNAL_SUFFIX = ".journal"
+_HEADER = struct.Struct(">II")
+_MAX_RECORD = 64 * 1024 * 1024
+
+TopicPartition = tuple[str, int]
+
+
+@attrs.frozen
+class OffsetAndMetadata:
+    """One committed offset, as Kafka keeps it."""
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp_ms: int = 0
+
+
+@attrs.frozen
+class GroupRecord:
+    """What survives a restart about a group besides its offsets."""
+
+    protocol_type: str = ""
+    empty_since_ms: int | None = None
+
+
+def _journal_name(seq: int) -> str:
+    return f"{JOURNAL_PREFIX}{seq:08d}{JOURNAL_SUFFIX}"
+
+
+def _frame(payload: dict[str, Any]) -> bytes:
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    return _HEADER.pack(len(body), zlib.crc32(body)) + body
+
+
+def read_records(data: bytes) -> tuple[list[dict[str, Any]], int]:
+    """The valid records at the start of `data`, and how many bytes they span."""
+    records: list[dict[str, Any]] = []
+    pos = 0
+    while pos + _HEADER.size <= len(data):
+        length, crc = _HEADER.unpack_from(data, pos)
+        end = pos + _HEADER.size + length
+        if length > _MAX_RECORD or end > len(data):
+            break
+        body = data[pos + _HEADER.size : end]
+        if zlib.crc32(body) != crc:
+            break
+        try:
+            record = json.loads(body)
+        except ValueError:
+            break
+        if not isinstance(record, dict):
+            break
+        records.append(record)
+        pos = end
+    return records, pos
+
+
+class OffsetState:
+    """The in-memory state: committed offsets and group records, per group."""
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self.groups: dict[str, GroupRecord] = {}
+
+    def apply(self, record: dict[str, Any]) -> None:
+        kind = record.get("t")
+        group = str(record.get("g", ""))
+        if kind == "c":
+            offsets = self.offsets.setdefault(group, {})
+            for topic, partition, offset, epoch, metadata, ts in record["o"]:
+                offsets[(topic, partition)] = OffsetAndMetadata(offset, epoch, metadata, ts)
+        elif kind == "d":
+            offsets = self.offsets.get(group, {})
+            for topic, partition in record["p"]:
+                offsets.pop((topic, partition), None)
+            if not offsets:
+                self.offsets.pop(group, None)
+        elif kind == "x":
+            self.offsets.pop(group, None)
+            self.groups.pop(group, None)
+        elif kind == "g":
+            self.groups[group] = GroupRecord(str(record.get("pt", "")), record.get("e"))
+        else:
+            raise ValueError(f"unknown offset-store record kind {kind!r}")
+
+    def to_records(self) -> Iterator[dict[str, Any]]:
+        for group, rec in self.groups.items():
+            yield _group_record(group, rec)
+        for group, offsets in self.offsets.items():
+            yield _commit_record(group, offsets.items())
+
+
+def _commit_record(
+    group: str, offsets: Iterable[tuple[TopicPartition, OffsetAndMetadata]]
+) -> dict[str, Any]:
+    return {
+        "t": "c",
+        "g": group,
+        "o": [
+            [tp[0], tp[1], om.offset, om.leader_epoch, om.metadata, om.commit_timestamp_ms]
+            for tp, om in offsets
+        ],
+    }
+
+
+def _group_record(group: str, rec: GroupRecord) -> dict[str, Any]:
+    return {"t": "g", "g": group, "pt": rec.protocol_type, "e": rec.empty_since_ms}
+
+
+class OffsetStore:
+    """Committed offsets of every group, durable in `directory`.
+
+    Mutations update memory and append to the journal synchronously (small
+    writes into the page cache); `flush()` and `snapshot()` do the slow parts
+    (fsync, rewriting the snapshot) and are meant for a worker thread. The
+    Trio side calls `begin_snapshot()` first, on its own thread, so that the
+    captured state and the journal switch happen at one instant.
+    """
+
+    def __init__(self, directory: Path, snapshot_after_bytes: int = 16 * 1024 * 1024) -> None:
+        self.directory = directory
+        self.snapshot_after_bytes = snapshot_after_bytes
+        self.state = OffsetState()
+        self._seq = 1
+        self._fd: int | None = None
+        self._journal_bytes = 0
+        self._dirty = False
+
+    # -- start-up ------------------------------------------------------------
+    def load(self) -> None:
+        """Read the snapshot and replay the journals; open the journal for appends."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        first_journal = 1
+        snapshot = self.directory / SNAPSHOT_NAME
+        if snapshot.exists():
+            data = snapshot.read_bytes()
+            records, used = read_records(data)
+            if used != len(data) or not records or records[0].get("t") != "s":
+                raise RuntimeError(f"offset snapshot {snapshot} is corrupt")
+            first_journal = int(records[0]["next"])
+            for record in records[1:]:
+                self.state.apply(record)
+        journals = sorted(
+            seq for seq in (self._journal_seq(p) for p in self.directory.iterdir()) if seq
+        )
+        for seq in journals:
+            if seq < first_journal:
+                (self.directory / _journal_name(seq)).unlink(missing_ok=True)
+        live = [seq for seq in journals if seq >= first_journal]
+        for index, seq in enumerate(live):
+            path = self.directory / _journal_name(seq)
+            data = path.read_bytes()
+            records, used = read_records(data)
+            for record in records:
+                self.state.apply(record)
+            if used != len(data):
+                if index == len(live) - 1:
+                    log.warning(
+                        "cutting %d bytes of a torn record off the end of %s",
+                        len(data) - used,
+                        path,
+                    )
+                    with path.open("r+b") as f:
+                        f.truncate(used)
+                        os.fsync(f.fileno())
+                else:
+                    log.error(
+                        "offset journal %s is corrupt after byte %d; skipping the rest", path, used
+                    )
+        self._seq = live[-1] if live else first_journal
+        self._open_journal()
+
+    @staticmethod
+    def _journal_seq(path: Path) -> int:
+        name = path.name
+        if not (name.startswith(JOURNAL_PREFIX) and name.endswith(JOURNAL_SUFFIX)):
+            return 0
+        middle = name[len(JOURNAL_PREFIX) : -len(JOURNAL_SUFFIX)]
+        return int(middle) if middle.isdigit() else 0
+
+    def _open_journal(self) -> None:
+        path = self.directory / _journal_name(self._seq)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._journal_bytes = os.fstat(self._fd).st_size
+
+    # -- reads ----------------------------------------------------------------
+    def group_offsets(self, group: str) -> dict[TopicPartition, OffsetAndMetadata]:
+        return self.state.offsets.get(group, {})
+
+    def has_offsets(self, group: str) -> bool:
+        return bool(self.state.offsets.get(group))
+
+    def group_record(self, group: str) -> GroupRecord | None:
+        return self.state.groups.get(group)
+
+    def groups(self) -> set[str]:
+        return set(self.state.offsets) | set(self.state.groups)
+
+    # -- mutations --------------------------------------------------------------
+    def commit(self, group: str, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        if offsets:
+            self._append(_commit_record(group, offsets.items()))
+
+    def delete_offsets(self, group: str, partitions: Iterable[TopicPartition]) -> None:
+        parts = [[t, p] for t, p in partitions if (t, p) in self.group_offsets(group)]
+        if parts:
+            self._append({"t": "d", "g": group, "p": parts})
+
+    def delete_group(self, group: str) -> None:
+        if group in self.state.offsets or group in self.state.groups:
+            self._append({"t": "x", "g": group})
+
+    def set_group_record(self, group: str, record: GroupRecord) -> None:
+        if self.state.groups.get(group) != record:
+            self._append(_group_record(group, record))
+
+    def _append(self, record: dict[str, Any]) -> None:
+        self.state.apply(record)
+        if self._fd is None:
+            raise RuntimeError("the offset store is not open")
+        frame = _frame(record)
+        written = os.write(self._fd, frame)
+        if written != len(frame):
+            raise OSError(f"short write to the offset journal ({written} of {len(frame)})")
+        self._journal_bytes += len(frame)
+        self._dirty = True
+
+    # -- durability -------------------------------------------------------------
+    def needs_snapshot(self) -> bool:
+        return self._journal_bytes >= self.snapshot_after_bytes
+
+    def flush(self) -> None:
+        """fsync the journal (blocking: run in a worker thread)."""
+        fd = self._fd
+        if fd is not None and self._dirty:
+            self._dirty = False
+            os.fsync(fd)
+
+    def begin_snapshot(self) -> tuple[bytes, int, int]:
+        """Capture the state and switch appends to a new journal (fast, on the caller's thread).
+
+        Returns the snapshot bytes, the old journal's fd and sequence number
+        for `write_snapshot`, which does the slow part.
+        """
+        data = bytearray(_frame({"t": "s", "next": self._seq + 1}))
+        for record in self.state.to_records():
+            data += _frame(record)
+        old_fd, old_seq = self._fd, self._seq
+        if old_fd is None:
+            raise RuntimeError("the offset store is not open")
+        self._seq += 1
+        self._dirty = False
+        self._open_journal()
+        return bytes(data), old_fd, old_seq
+
+    def write_snapshot(self, data: bytes, old_fd: int, old_seq: int) -> None:
+        """Write the snapshot atomically and drop the journals it covers (blocking)."""
+        os.fsync(old_fd)
+        os.close(old_fd)
+        tmp = self.directory / (SNAPSHOT_NAME + ".tmp")
+        with tmp.open("wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.directory / SNAPSHOT_NAME)
+        _fsync_dir(self.directory)
+        for seq in range(old_seq, 0, -1):
+            path = self.directory / _journal_name(seq)
+            if not path.exists():
+                break
+            path.unlink()
+
+    def snapshot(self) -> None:
+        """Both halves at once (for shutdown and tests)."""
+        self.write_snapshot(*self.begin_snapshot())
+
+    def close(self) -> None:
+        """fsync and close the journal (blocking)."""
+        fd = self._fd
+        if fd is not None:
+            self._fd = None
+            os.fsync(fd)
+            os.close(fd)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,71 @@
+"""Wiring of the group coordinator into the broker (one call from KafkaServer)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.config import CONFIG_DEFS, BrokerConfig
+from broker.coordinator.admin_handlers import (
+    DeleteGroupsHandler,
+    DescribeGroupsHandler,
+    ListGroupsHandler,
+)
+from broker.coordinator.coordinator_service import GroupCoordinatorService
+from broker.coordinator.group_coordinator import CoordinatorConfig
+from broker.coordinator.group_handlers import (
+    FindCoordinatorHandler,
+    HeartbeatHandler,
+    JoinGroupHandler,
+    LeaveGroupHandler,
+    SyncGroupHandler,
+)
+from broker.coordinator.offset_handlers import (
+    OffsetCommitHandler,
+    OffsetDeleteHandler,
+    OffsetFetchHandler,
+)
+
+if TYPE_CHECKING:
+    from broker.server import KafkaServer
+
+FALLBACK_DEFAULTS = {
+    # Kafka keys that config.py does not define (yet): read here with Kafka's defaults.
+    "offsets.retention.check.interval.ms": 600000,
+    "offset.metadata.max.bytes": 4096,
+}
+
+
+def _int(config: BrokerConfig, key: str) -> int:
+    if key in CONFIG_DEFS:
+        return config.get_int(key)
+    return int(config.raw.get(key, str(FALLBACK_DEFAULTS[key])).strip())
+
+
+def coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
+    return CoordinatorConfig(
+        initial_rebalance_delay_ms=_int(config, "group.initial.rebalance.delay.ms"),
+        min_session_timeout_ms=_int(config, "group.min.session.timeout.ms"),
+        max_session_timeout_ms=_int(config, "group.max.session.timeout.ms"),
+        offsets_retention_ms=_int(config, "offsets.retention.minutes") * 60 * 1000,
+        offset_metadata_max_bytes=_int(config, "offset.metadata.max.bytes"),
+        retention_check_interval_ms=_int(config, "offsets.retention.check.interval.ms"),
+    )
+
+
+def add_group_coordinator(server: KafkaServer) -> None:
+    service = GroupCoordinatorService(coordinator_config(server.config), server.log_dirs[0])
+    server.services.append(service)
+    for handler in (
+        FindCoordinatorHandler(server.node_id, server.socket_server.advertised_endpoint),
+        JoinGroupHandler(service),
+        SyncGroupHandler(service),
+        HeartbeatHandler(service),
+        LeaveGroupHandler(service),
+        OffsetCommitHandler(service),
+        OffsetFetchHandler(service),
+        OffsetDeleteHandler(service),
+        DescribeGroupsHandler(service),
+        ListGroupsHandler(service),
+        DeleteGroupsHandler(service),
+    ):
+        server.apis.add_handler(handler)

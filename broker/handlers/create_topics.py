@@ -1,0 +1,157 @@
+"""CreateTopics (key 19): topics on this single broker, per-topic errors with messages.
+
+Replication factor 1 (or -1, the default) is the only one a single broker can
+honour; anything else is INVALID_REPLICATION_FACTOR with Kafka's wording.
+Manual assignments are accepted when they describe what we would do anyway:
+partitions 0..n-1, each on this broker alone. v5+ answers with the resulting
+partition count, replication factor and configs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from broker.config import BrokerConfig
+from broker.errors import KafkaError
+from broker.handlers.log_view import LogManagerView, TopicView
+from broker.handlers.topic_configs import topic_config_entries
+from broker.net.request import Request
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
+from broker.protocol.messages.create_topics_request import CreatableTopic
+from broker.protocol.messages.create_topics_response import (
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+)
+
+API_KEY = 19
+
+
+class CreateTopicsHandler:
+    api_key = API_KEY
+    min_version = 2
+    max_version = 7
+
+    def __init__(self, log_manager: LogManagerView, broker_config: BrokerConfig) -> None:
+        self._logs = log_manager
+        self._config = broker_config
+        self._node_id = broker_config.node_id
+
+    async def handle(self, request: Request) -> CreateTopicsResponse:
+        body: CreateTopicsRequest = request.body
+        counts = Counter(t.name for t in body.topics)
+        results = []
+        for wanted in body.topics:
+            if counts[wanted.name] > 1:
+                results.append(
+                    error_result(
+                        wanted.name,
+                        ErrorCode.INVALID_REQUEST,
+                        "Found multiple entries for this topic in the request",
+                    )
+                )
+                continue
+            try:
+                topic = await self._create(wanted, body.validate_only)
+            except KafkaError as exc:
+                results.append(error_result(wanted.name, exc.error_code, exc.message))
+                continue
+            results.append(self._result(topic))
+        return CreateTopicsResponse(topics=tuple(results))
+
+    async def _create(self, wanted: CreatableTopic, validate_only: bool) -> TopicView:
+        partitions, replication = wanted.num_partitions, wanted.replication_factor
+        if wanted.assignments:
+            if partitions != -1 or replication != -1:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                    "Both cannot be used at the same time.",
+                )
+            partitions = self._check_assignments(
+                [(a.partition_index, a.broker_ids) for a in wanted.assignments]
+            )
+            replication = 1
+        if partitions == -1:
+            partitions = self._logs.default_partitions
+        if replication == -1:
+            replication = self._config.get_int("default.replication.factor")
+        if replication != 1:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication} time(s): The target "
+                f"replication factor of {replication} cannot be reached because only 1 "
+                "broker(s) are registered.",
+            )
+        configs = {}
+        for config in wanted.configs:
+            if config.value is None:
+                raise KafkaError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Null value not supported for topic configs: {config.name}",
+                )
+            configs[config.name] = config.value
+        return await self._logs.create_topic(
+            wanted.name, partitions, replication, configs, validate_only=validate_only
+        )
+
+    def _check_assignments(self, assignments: list[tuple[int, tuple[int, ...]]]) -> int:
+        indexes = sorted(index for index, _ in assignments)
+        if indexes != list(range(len(assignments))):
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "Partitions should be consecutive integers starting from 0",
+            )
+        for index, brokers in assignments:
+            if list(brokers) != [self._node_id]:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Partition {index} is assigned to brokers {list(brokers)}; only broker "
+                    f"{self._node_id} exists",
+                )
+        return len(assignments)
+
+    def _result(self, topic: TopicView) -> CreatableTopicResult:
+        entries = topic_config_entries(
+            topic,
+            self._config,
+            self._logs.topic_config_defaults(),
+            None,
+            include_synonyms=False,
+            include_documentation=False,
+        )
+        return CreatableTopicResult(
+            name=topic.name,
+            topic_id=topic.topic_id,
+            error_code=ErrorCode.NONE,
+            error_message=None,
+            num_partitions=len(topic.partitions),
+            replication_factor=1,
+            configs=tuple(
+                CreatableTopicConfigs(
+                    name=e.name,
+                    value=e.value,
+                    read_only=e.read_only,
+                    config_source=e.config_source,
+                    is_sensitive=e.is_sensitive,
+                )
+                for e in entries
+            ),
+        )
+
+    def error_response(self, request: Request, error_code: int) -> CreateTopicsResponse:
+        body: CreateTopicsRequest = request.body
+        return CreateTopicsResponse(
+            topics=tuple(error_result(t.name, error_code) for t in body.topics)
+        )
+
+
+def error_result(name: str, error_code: int, message: str | None = None) -> CreatableTopicResult:
+    return CreatableTopicResult(
+        name=name,
+        error_code=error_code,
+        error_message=message,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=(),
+    )

@@ -1,0 +1,64 @@
+"""Wiring of the log and the data and admin APIs into the broker.
+
+One call from KafkaServer._add_subsystems: the LogManager becomes a service
+(started before the network, so it has recovered every partition before the
+first request), every handler here is registered, and Metadata gets its
+topics from the log.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.handlers.alter_configs import (
+    AlterConfigsHandler,
+    ConfigAlterer,
+    IncrementalAlterConfigsHandler,
+)
+from broker.handlers.broker_configs import BrokerConfigs
+from broker.handlers.create_partitions import CreatePartitionsHandler
+from broker.handlers.create_topics import CreateTopicsHandler
+from broker.handlers.delete_records import DeleteRecordsHandler
+from broker.handlers.delete_topics import DeleteTopicsHandler
+from broker.handlers.describe_cluster import DescribeClusterHandler
+from broker.handlers.describe_configs import DescribeConfigsHandler
+from broker.handlers.fetch import FetchHandler
+from broker.handlers.init_producer_id import InitProducerIdHandler
+from broker.handlers.list_offsets import ListOffsetsHandler
+from broker.handlers.log_topics import LogTopicSource
+from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
+from broker.handlers.produce import ProduceHandler
+from broker.log import LogManager
+
+if TYPE_CHECKING:
+    from broker.server import KafkaServer
+
+
+def add_data_apis(server: KafkaServer) -> LogManager:
+    """Create the log, register the data and admin APIs; returns the log for the server."""
+    log_manager = LogManager(server.config)
+    server.services.append(log_manager)
+    config = server.config
+    node_id = server.node_id
+    brokers = BrokerConfigs(server)
+    alterer = ConfigAlterer(log_manager, brokers)
+    server.metadata.topics = LogTopicSource(log_manager, node_id)
+    for handler in (
+        ProduceHandler(log_manager),
+        FetchHandler(log_manager),
+        ListOffsetsHandler(log_manager),
+        OffsetForLeaderEpochHandler(log_manager),
+        InitProducerIdHandler(log_manager),
+        CreateTopicsHandler(log_manager, config),
+        DeleteTopicsHandler(log_manager, config.get_bool("delete.topic.enable")),
+        CreatePartitionsHandler(log_manager, node_id),
+        DeleteRecordsHandler(log_manager),
+        DescribeConfigsHandler(log_manager, config, brokers),
+        AlterConfigsHandler(alterer),
+        IncrementalAlterConfigsHandler(alterer),
+        DescribeClusterHandler(
+            node_id, server.cluster_id, server.socket_server.advertised_endpoint
+        ),
+    ):
+        server.apis.add_handler(handler)
+    return log_manager

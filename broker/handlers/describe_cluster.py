@@ -1,0 +1,60 @@
+"""DescribeCluster (key 60): this broker, as advertised on the request's listener."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from broker.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_AUTHORIZED_OPERATIONS
+from broker.net.request import Request
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
+from broker.protocol.messages.describe_cluster_response import DescribeClusterBroker
+
+API_KEY = 60
+BROKERS_ENDPOINT = 1
+
+
+class DescribeClusterHandler:
+    api_key = API_KEY
+    min_version = 0
+    max_version = 1
+
+    def __init__(
+        self, node_id: int, cluster_id: str, advertised: Callable[[str], tuple[str, int]]
+    ) -> None:
+        self._node_id = node_id
+        self._cluster_id = cluster_id
+        self._advertised = advertised
+
+    async def handle(self, request: Request) -> DescribeClusterResponse:
+        body: DescribeClusterRequest = request.body
+        if request.api_version >= 1 and body.endpoint_type != BROKERS_ENDPOINT:
+            # Kafka: a broker only describes broker endpoints; controllers are not exposed.
+            return DescribeClusterResponse(
+                error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                error_message=(
+                    f"The request was sent to an endpoint of type BROKER, but we wanted an "
+                    f"endpoint of type {body.endpoint_type}"
+                ),
+                endpoint_type=body.endpoint_type,
+                cluster_id=self._cluster_id,
+                controller_id=-1,
+            )
+        host, port = self._advertised(request.context.listener_name)
+        return DescribeClusterResponse(
+            error_code=ErrorCode.NONE,
+            endpoint_type=BROKERS_ENDPOINT,
+            cluster_id=self._cluster_id,
+            controller_id=self._node_id,
+            brokers=(
+                DescribeClusterBroker(broker_id=self._node_id, host=host, port=port, rack=None),
+            ),
+            cluster_authorized_operations=(
+                CLUSTER_AUTHORIZED_OPERATIONS
+                if body.include_cluster_authorized_operations
+                else AUTHORIZED_OPERATIONS_OMITTED
+            ),
+        )
+
+    def error_response(self, request: Request, error_code: int) -> DescribeClusterResponse:
+        return DescribeClusterResponse(error_code=error_code, cluster_id=self._cluster_id)

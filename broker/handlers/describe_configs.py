@@ -1,0 +1,98 @@
+"""DescribeConfigs (key 32) for topics and this broker."""
+
+from __future__ import annotations
+
+from broker.config import BrokerConfig
+from broker.errors import KafkaError
+from broker.handlers.broker_configs import BrokerConfigs
+from broker.handlers.common import error_code_of, error_message_of
+from broker.handlers.config_catalogue import ResourceType
+from broker.handlers.log_view import LogManagerView
+from broker.handlers.topic_configs import topic_config_entries
+from broker.handlers.topic_resource import find_topic
+from broker.net.request import Request
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
+from broker.protocol.messages.describe_configs_request import DescribeConfigsResource
+from broker.protocol.messages.describe_configs_response import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResult,
+)
+
+API_KEY = 32
+
+
+class DescribeConfigsHandler:
+    api_key = API_KEY
+    min_version = 1
+    max_version = 4
+
+    def __init__(
+        self, log_manager: LogManagerView, broker_config: BrokerConfig, brokers: BrokerConfigs
+    ) -> None:
+        self._logs = log_manager
+        self._broker_config = broker_config
+        self._brokers = brokers
+
+    async def handle(self, request: Request) -> DescribeConfigsResponse:
+        body: DescribeConfigsRequest = request.body
+        include_documentation = request.api_version >= 3 and body.include_documentation
+        results = []
+        for resource in body.resources:
+            try:
+                configs = self._describe(resource, body.include_synonyms, include_documentation)
+            except KafkaError as exc:
+                results.append(error_result(resource, error_code_of(exc), error_message_of(exc)))
+                continue
+            results.append(
+                DescribeConfigsResult(
+                    error_code=ErrorCode.NONE,
+                    error_message=None,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    configs=tuple(configs),
+                )
+            )
+        return DescribeConfigsResponse(results=tuple(results))
+
+    def _describe(
+        self, resource: DescribeConfigsResource, synonyms: bool, documentation: bool
+    ) -> list[DescribeConfigsResourceResult]:
+        keys = resource.configuration_keys
+        if resource.resource_type == ResourceType.TOPIC:
+            topic = find_topic(self._logs, resource.resource_name)
+            return topic_config_entries(
+                topic,
+                self._broker_config,
+                self._logs.topic_config_defaults(),
+                keys,
+                include_synonyms=synonyms,
+                include_documentation=documentation,
+            )
+        if resource.resource_type == ResourceType.BROKER:
+            return self._brokers.describe(
+                resource.resource_name,
+                keys,
+                include_synonyms=synonyms,
+                include_documentation=documentation,
+            )
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}"
+        )
+
+    def error_response(self, request: Request, error_code: int) -> DescribeConfigsResponse:
+        body: DescribeConfigsRequest = request.body
+        return DescribeConfigsResponse(
+            results=tuple(error_result(r, error_code) for r in body.resources)
+        )
+
+
+def error_result(
+    resource: DescribeConfigsResource, error_code: int, message: str | None = None
+) -> DescribeConfigsResult:
+    return DescribeConfigsResult(
+        error_code=error_code,
+        error_message=message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )

@@ -1,0 +1,222 @@
+"""Fetch (key 1): zero-copy reads from the log, KIP-74 budgets, long polls on events.
+
+Responses carry the log's bytes as they are (no copy, no decode). A fetch
+that finds fewer than `min_bytes` waits up to `max_wait_ms` as a `Deferred`,
+woken by any involved partition's `data_appended` event (never by polling),
+then reads again: Kafka's DelayedFetch. A partition error (unknown topic,
+offset out of range, ...) answers at once, as Kafka's `errorReadingData` does.
+
+Fetch sessions (KIP-227) are answered the way a Kafka broker with no free
+session slots answers them (FetchManager.newContext): a full fetch (epoch 0 or
+-1) gets a sessionless full response with session id 0, and an incremental
+fetch (epoch > 0) gets FETCH_SESSION_ID_NOT_FOUND, since no session exists.
+Clients then keep sending full fetches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+import trio
+
+from broker.errors import KafkaError
+from broker.handlers.api_handler import Deferred
+from broker.handlers.common import check_leader_epoch, error_code_of
+from broker.handlers.log_view import LogManagerView, PartitionView
+from broker.net.request import Request
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import FetchRequest, FetchResponse
+from broker.protocol.messages.fetch_request import FetchPartition, FetchTopic
+from broker.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
+
+API_KEY = 1
+TOPIC_IDS_FROM = 13
+SESSIONS_FROM = 7
+READ_COMMITTED = 1
+FINAL_EPOCH = -1
+INITIAL_EPOCH = 0
+
+
+@attrs.frozen
+class FetchOutcome:
+    """One read pass over the requested partitions."""
+
+    response: FetchResponse
+    bytes_read: int
+    has_error: bool
+    wakeups: tuple[trio.Event, ...]
+
+
+class FetchHandler:
+    api_key = API_KEY
+    min_version = 4  # message format v2
+    max_version = 17
+
+    def __init__(self, log_manager: LogManagerView) -> None:
+        self._logs = log_manager
+
+    async def handle(self, request: Request) -> FetchResponse | Deferred:
+        body: FetchRequest = request.body
+        version = request.api_version
+        if version >= SESSIONS_FROM and body.session_epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
+            return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
+        deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
+        outcome = await self.read_once(body, version)
+        if self._complete(body, outcome):
+            return outcome.response
+
+        async def wait() -> FetchResponse:
+            return await self._long_poll(body, version, outcome, deadline)
+
+        return Deferred(wait)
+
+    def _complete(self, body: FetchRequest, outcome: FetchOutcome) -> bool:
+        """KafkaApis/ReplicaManager.fetchMessages: answer now unless waiting could help."""
+        return (
+            body.max_wait_ms <= 0
+            or not body.topics
+            or outcome.bytes_read >= body.min_bytes
+            or outcome.has_error
+            or not outcome.wakeups
+        )
+
+    async def _long_poll(
+        self, body: FetchRequest, version: int, outcome: FetchOutcome, deadline: float
+    ) -> FetchResponse:
+        while trio.current_time() < deadline:
+            with trio.move_on_at(deadline):
+                await wait_any(outcome.wakeups)
+            outcome = await self.read_once(body, version)
+            if self._complete(body, outcome):
+                break
+        return outcome.response
+
+    async def read_once(self, body: FetchRequest, version: int) -> FetchOutcome:
+        """Read every requested partition within the request's byte budget (KIP-74)."""
+        remaining = max(body.max_bytes, 0)
+        min_one_batch = True
+        bytes_read = 0
+        has_error = False
+        wakeups: list[trio.Event] = []
+        topics = []
+        read_committed = body.isolation_level == READ_COMMITTED
+        for fetch_topic in body.topics:
+            name, missing_code = self._topic_name(fetch_topic, version)
+            partitions = []
+            for wanted in fetch_topic.partitions:
+                partition = self._logs.partition(name, wanted.partition) if name else None
+                if partition is None:
+                    has_error = True
+                    partitions.append(error_partition(wanted.partition, missing_code))
+                    continue
+                wakeups.append(partition.data_appended())
+                limit = min(max(wanted.partition_max_bytes, 0), remaining)
+                try:
+                    data = await read_partition(
+                        partition, wanted, limit, min_one_batch, read_committed
+                    )
+                except KafkaError as exc:
+                    has_error = True
+                    partitions.append(error_partition(wanted.partition, error_code_of(exc)))
+                    continue
+                size = record_bytes(data.records)
+                if size:
+                    min_one_batch = False
+                    remaining = max(remaining - size, 0)
+                    bytes_read += size
+                partitions.append(data)
+            topics.append(
+                FetchableTopicResponse(
+                    topic=name if version < TOPIC_IDS_FROM else "",
+                    topic_id=fetch_topic.topic_id,
+                    partitions=tuple(partitions),
+                )
+            )
+        return FetchOutcome(
+            FetchResponse(error_code=ErrorCode.NONE, session_id=0, responses=tuple(topics)),
+            bytes_read,
+            has_error,
+            tuple(wakeups),
+        )
+
+    def _topic_name(self, fetch_topic: FetchTopic, version: int) -> tuple[str, int]:
+        """The topic's name ("" if unknown) and the code for an unknown topic."""
+        if version < TOPIC_IDS_FROM:
+            return fetch_topic.topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        topic = self._logs.topic_by_id(fetch_topic.topic_id)
+        return (topic.name if topic else ""), ErrorCode.UNKNOWN_TOPIC_ID
+
+    def error_response(self, request: Request, error_code: int) -> FetchResponse:
+        body: FetchRequest = request.body
+        return FetchResponse(
+            error_code=error_code,
+            session_id=0,
+            responses=tuple(
+                FetchableTopicResponse(
+                    topic=t.topic,
+                    topic_id=t.topic_id,
+                    partitions=tuple(
+                        error_partition(p.partition, error_code) for p in t.partitions
+                    ),
+                )
+                for t in body.topics
+            ),
+        )
+
+
+async def read_partition(
+    partition: PartitionView,
+    wanted: FetchPartition,
+    limit: int,
+    min_one_batch: bool,
+    read_committed: bool,
+) -> PartitionData:
+    check_leader_epoch(wanted.current_leader_epoch, partition.leader_epoch)
+    if wanted.fetch_offset < 0:
+        raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"negative offset {wanted.fetch_offset}")
+    result = await partition.read(wanted.fetch_offset, limit, min_one_batch=min_one_batch)
+    return PartitionData(
+        partition_index=wanted.partition,
+        error_code=ErrorCode.NONE,
+        high_watermark=result.high_watermark,
+        last_stable_offset=result.last_stable_offset,
+        log_start_offset=result.log_start_offset,
+        # No transactions: nothing was aborted. Kafka sends null unless read_committed.
+        aborted_transactions=() if read_committed else None,
+        preferred_read_replica=-1,
+        records=result.records,
+    )
+
+
+def error_partition(index: int, error_code: int) -> PartitionData:
+    """Kafka's FetchResponse.partitionResponse(error): offsets unknown, no records."""
+    return PartitionData(
+        partition_index=index,
+        error_code=error_code,
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        aborted_transactions=None,
+        records=b"",
+    )
+
+
+def record_bytes(records: bytes | memoryview | None) -> int:
+    if records is None:
+        return 0
+    return records.nbytes if isinstance(records, memoryview) else len(records)
+
+
+async def wait_any(events: Sequence[trio.Event]) -> None:
+    """Return as soon as one of `events` is set."""
+    if not events:
+        await trio.sleep_forever()
+    async with trio.open_nursery() as nursery:
+
+        async def wait_one(event: trio.Event) -> None:
+            await event.wait()
+            nursery.cancel_scope.cancel()
+
+        for event in events:
+            nursery.start_soon(wait_one, event)

@@ -1,0 +1,59 @@
+"""InitProducerId (key 22): producer ids for idempotent producers; no transactions yet.
+
+Kafka's TransactionCoordinator.handleInitProducerId answers a null
+transactional id by "blindly" allocating a fresh producer id with epoch 0,
+ignoring any producer id/epoch the client sends (KIP-360's bump for idempotent
+producers is done by the client; a fresh id is always safe). We do the same.
+A transactional id needs a transaction coordinator, which this broker does not
+have: the answer is COORDINATOR_NOT_AVAILABLE, what a Kafka cluster whose
+transaction state topic cannot be created answers, so clients fail with the
+familiar "coordinator not available" rather than a misleading authorization
+error. An empty transactional id is INVALID_REQUEST, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from broker.handlers.log_view import LogManagerView
+from broker.net.request import Request
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
+
+log = logging.getLogger(__name__)
+
+API_KEY = 22
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
+class InitProducerIdHandler:
+    api_key = API_KEY
+    min_version = 0
+    max_version = 4
+
+    def __init__(self, log_manager: LogManagerView) -> None:
+        self._logs = log_manager
+
+    async def handle(self, request: Request) -> InitProducerIdResponse:
+        body: InitProducerIdRequest = request.body
+        if (body.producer_id == NO_PRODUCER_ID) != (body.producer_epoch == NO_PRODUCER_EPOCH):
+            # KafkaApis.handleInitProducerIdRequest: both or neither.
+            return self.error_response(request, ErrorCode.INVALID_REQUEST)
+        if body.transactional_id is not None:
+            if body.transactional_id == "":
+                return self.error_response(request, ErrorCode.INVALID_REQUEST)
+            log.info(
+                "InitProducerId for transactional id %r refused: transactions are not supported",
+                body.transactional_id,
+            )
+            return self.error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        producer_id = await self._logs.allocate_producer_id()
+        return InitProducerIdResponse(
+            error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0
+        )
+
+    def error_response(self, request: Request, error_code: int) -> InitProducerIdResponse:
+        return InitProducerIdResponse(
+            error_code=error_code, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH
+        )

@@ -1,0 +1,89 @@
+"""OffsetForLeaderEpoch (key 23): where a leader epoch ended, for truncation detection.
+
+Kafka's LeaderEpochFileCache.endOffsetFor, for a broker that has only ever
+been leader itself: the current epoch ends at the log end offset; an unknown
+(-1) or future epoch has no end (-1, -1). An older epoch than the current one
+is answered with the log end offset too: this broker never hands leadership
+away, so no data written under an older epoch was ever truncated, and a
+consumer comparing its position against the answer must not see truncation.
+"""
+
+from __future__ import annotations
+
+from broker.errors import KafkaError
+from broker.handlers.common import NO_EPOCH, check_leader_epoch, error_code_of
+from broker.handlers.log_view import LogManagerView, PartitionView
+from broker.net.request import Request
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from broker.protocol.messages.offset_for_leader_epoch_request import OffsetForLeaderPartition
+from broker.protocol.messages.offset_for_leader_epoch_response import (
+    EpochEndOffset,
+    OffsetForLeaderTopicResult,
+)
+
+API_KEY = 23
+UNDEFINED_OFFSET = -1
+
+
+class OffsetForLeaderEpochHandler:
+    api_key = API_KEY
+    min_version = 2
+    max_version = 4
+
+    def __init__(self, log_manager: LogManagerView) -> None:
+        self._logs = log_manager
+
+    async def handle(self, request: Request) -> OffsetForLeaderEpochResponse:
+        body: OffsetForLeaderEpochRequest = request.body
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for wanted in topic.partitions:
+                partition = self._logs.partition(topic.topic, wanted.partition)
+                if partition is None:
+                    partitions.append(
+                        error_partition(wanted.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    )
+                    continue
+                try:
+                    partitions.append(epoch_end_offset(partition, wanted))
+                except KafkaError as exc:
+                    partitions.append(error_partition(wanted.partition, error_code_of(exc)))
+            topics.append(
+                OffsetForLeaderTopicResult(topic=topic.topic, partitions=tuple(partitions))
+            )
+        return OffsetForLeaderEpochResponse(topics=tuple(topics))
+
+    def error_response(self, request: Request, error_code: int) -> OffsetForLeaderEpochResponse:
+        body: OffsetForLeaderEpochRequest = request.body
+        return OffsetForLeaderEpochResponse(
+            topics=tuple(
+                OffsetForLeaderTopicResult(
+                    topic=t.topic,
+                    partitions=tuple(
+                        error_partition(p.partition, error_code) for p in t.partitions
+                    ),
+                )
+                for t in body.topics
+            )
+        )
+
+
+def epoch_end_offset(partition: PartitionView, wanted: OffsetForLeaderPartition) -> EpochEndOffset:
+    current = partition.leader_epoch
+    check_leader_epoch(wanted.current_leader_epoch, current)
+    requested = wanted.leader_epoch
+    if requested == NO_EPOCH or requested > current:
+        epoch, end = NO_EPOCH, UNDEFINED_OFFSET
+    else:
+        epoch, end = requested, partition.log_end_offset
+    return EpochEndOffset(
+        error_code=ErrorCode.NONE, partition=wanted.partition, leader_epoch=epoch, end_offset=end
+    )
+
+
+def error_partition(index: int, error_code: int) -> EpochEndOffset:
+    return EpochEndOffset(
+        error_code=error_code, partition=index, leader_epoch=NO_EPOCH, end_offset=UNDEFINED_OFFSET
+    )

@@ -1,0 +1,385 @@
+"""One segment of a partition's log: `<base>.log` plus its two sparse indexes.
+
+File handling: the `.log` file is opened once with ``O_RDWR | O_APPEND`` and kept
+open for the segment's life. Appends are ``os.write`` calls on that descriptor
+(page-cache writes, fast enough for the event loop); reads are ``os.pread`` /
+``os.preadv`` at explicit positions, which never move a file pointer and so are
+safe from worker threads concurrently with appends. fsync happens only in
+`flush`, which callers run in a worker thread.
+
+A segment that retention deletes while a threaded read still uses it is unlinked
+at once, but its descriptors close only when the last reader releases it
+(`acquire` / `release`), so a read in flight never sees a closed descriptor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from broker.log.offset_index import OffsetIndex
+from broker.log.sparse_index import CorruptIndexError
+from broker.log.time_index import TimeIndex
+from broker.protocol.records import (
+    BATCH_HEADER_SIZE,
+    InvalidRecordsError,
+    RecordBatchHeader,
+    iter_records,
+    read_batch_header,
+)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+LOG_OVERHEAD = 12
+INT32_MAX = 2**31 - 1
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_LENGTH = struct.Struct(">i")
+_RECOVERY_CHUNK = 1 << 20
+_SCAN_CHUNK = 16 << 10
+# Kafka's segment.index.bytes default (10 MiB): entries before the segment rolls.
+DEFAULT_INDEX_BYTES = 10 * 1024 * 1024
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """Kafka's names: the base offset zero-padded to 20 digits."""
+    return f"{base_offset:020d}{suffix}"
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordBatchHeader:
+    """Unpack a header of a batch already on disk (recovered, so trusted)."""
+    return RecordBatchHeader(*_HEADER.unpack_from(buf, pos))
+
+
+class LogSegment:
+    """A `.log` file with its offset and time indexes and the summary the log needs
+    (size, next offset, max timestamp) without rereading the file."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        created_ms: int,
+        max_index_entries: int | None = None,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        entries = max_index_entries or DEFAULT_INDEX_BYTES // 8
+        self.offset_index = OffsetIndex(
+            directory / segment_file_name(base_offset, INDEX_SUFFIX), base_offset, entries
+        )
+        self.time_index = TimeIndex(
+            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
+            base_offset,
+            max_index_entries or DEFAULT_INDEX_BYTES // 12,
+        )
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp: int | None = None
+        self.created_ms = created_ms
+        self._bytes_since_index = 0
+        self._fd = -1
+        self._readers = 0
+        self._deleted = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    def open(self) -> None:
+        """Open (creating) the log and index files for appending. Raises OSError;
+        nothing stays open when it does."""
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            self.offset_index.open()
+            self.time_index.open()
+        except BaseException:
+            self.close()
+            raise
+        self.size = os.fstat(self._fd).st_size
+
+    def load_clean(self) -> None:
+        """Open after a clean shutdown: trust the files, check them cheaply.
+
+        The indexes are read and sanity-checked; the next offset of the active
+        segment comes from scanning headers after the last index entry (at most
+        one index interval). Raises CorruptIndexError when an index does not fit
+        the log (the caller then runs `recover`), OSError on I/O failure.
+        """
+        indexes_exist = self.offset_index.path.exists() and self.time_index.path.exists()
+        self.open()
+        self.offset_index.load()
+        self.offset_index.check(self.size if self.size else 1)
+        self.time_index.load()
+        if self.size and not indexes_exist:
+            raise CorruptIndexError(f"{self.log_path}: an index file is missing")
+        last_ts = self.time_index.last_entry()
+        if last_ts is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = last_ts
+        if self.size == 0:
+            return
+        first = self._read_header(0)
+        self.first_batch_timestamp = first.max_timestamp
+        self.next_offset = first.last_offset + 1
+        start = self.offset_index.lookup(2**62)[1]
+        end = start
+        for pos, header in self.iter_headers(start):
+            end = pos + header.size_in_bytes
+            self.next_offset = header.last_offset + 1
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+        if end != self.size:
+            raise CorruptIndexError(f"{self.log_path}: batches end at {end}, file at {self.size}")
+        self.time_index.check(self.next_offset)
+        self._bytes_since_index = self.size - start
+
+    def recover(
+        self, expected_offset: int | None, visit: Callable[[RecordBatchHeader], None] | None = None
+    ) -> int:
+        """Validate every batch (framing, CRC, increasing offsets), rebuild both
+        indexes and truncate the file after the last valid batch.
+
+        Returns the number of bytes truncated away. ``visit`` sees each valid
+        header (producer-state rebuild). Raises OSError on I/O failure. Runs in a
+        worker thread: it reads the whole segment.
+        """
+        if self._fd < 0:
+            self.open()
+        size = os.fstat(self._fd).st_size
+        offset_entries: list[tuple[int, int]] = []
+        time_entries: list[tuple[int, int]] = []
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp = None
+        self.next_offset = self.base_offset
+        next_expected = max(expected_offset or 0, self.base_offset)
+        since_index = 0
+        pos = 0
+        chunk = b""
+        chunk_pos = 0
+        valid_end = 0
+        while pos < size:
+            rel = pos - chunk_pos
+            if rel + LOG_OVERHEAD > len(chunk):
+                chunk = os.pread(self._fd, max(_RECOVERY_CHUNK, LOG_OVERHEAD), pos)
+                chunk_pos, rel = pos, 0
+                if len(chunk) < LOG_OVERHEAD:
+                    break
+            (batch_length,) = _LENGTH.unpack_from(chunk, rel + 8)
+            batch_size = batch_length + LOG_OVERHEAD
+            if batch_size < BATCH_HEADER_SIZE or pos + batch_size > size:
+                break
+            if rel + batch_size > len(chunk):
+                chunk = os.pread(self._fd, max(_RECOVERY_CHUNK, batch_size), pos)
+                chunk_pos, rel = pos, 0
+                if len(chunk) < batch_size:
+                    break
+            try:
+                header = read_batch_header(chunk, rel, verify_crc=True)
+            except InvalidRecordsError:
+                break
+            if header.base_offset < next_expected or header.last_offset < header.base_offset:
+                break
+            if header.last_offset - self.base_offset > INT32_MAX:
+                break
+            if self.first_batch_timestamp is None:
+                self.first_batch_timestamp = header.max_timestamp
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+            if since_index > self.index_interval_bytes:
+                offset_entries.append((header.last_offset, pos))
+                if not time_entries or self.max_timestamp > time_entries[-1][0]:
+                    time_entries.append((self.max_timestamp, self.offset_of_max_timestamp))
+                since_index = 0
+            since_index += batch_size
+            if visit is not None:
+                visit(header)
+            next_expected = header.last_offset + 1
+            self.next_offset = next_expected
+            pos += batch_size
+            valid_end = pos
+        truncated = size - valid_end
+        if truncated:
+            os.ftruncate(self._fd, valid_end)
+        self.size = valid_end
+        self._bytes_since_index = since_index
+        self.offset_index.rewrite(offset_entries)
+        self.time_index.rewrite(time_entries)
+        return truncated
+
+    def flush(self) -> None:
+        """fsync log and indexes (worker thread). OSError propagates."""
+        if self._fd >= 0:
+            os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        """Close descriptors (never raises for an already closed segment)."""
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+        self.offset_index.close()
+        self.time_index.close()
+
+    def on_become_inactive(self) -> None:
+        """Record the final max timestamp in the time index (Kafka does this at
+        roll and close) so a clean load finds the segment's max timestamp there."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def acquire(self) -> None:
+        self._readers += 1
+
+    def release(self) -> None:
+        self._readers -= 1
+        if self._deleted and self._readers == 0:
+            self.close()
+
+    def mark_deleted(self) -> None:
+        """Stop using the segment (event loop): descriptors close now, or when the
+        last threaded reader releases it."""
+        self._deleted = True
+        if self._readers == 0:
+            self.close()
+
+    def unlink_files(self) -> None:
+        """Remove the files (worker thread; an open descriptor keeps the data
+        readable until closed). Missing files are ignored; other OSErrors propagate."""
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    # ------------------------------------------------------------ writing
+
+    def can_hold(self, header: RecordBatchHeader, size: int, segment_bytes: int) -> bool:
+        """Whether the batch (with offsets assigned) may go into this segment."""
+        if self.size == 0:
+            return header.last_offset - self.base_offset <= INT32_MAX
+        return (
+            self.size + size <= segment_bytes
+            and header.last_offset - self.base_offset <= INT32_MAX
+            and not self.offset_index.is_full
+            and not self.time_index.is_full
+        )
+
+    def append(self, data: bytes | bytearray | memoryview, header: RecordBatchHeader) -> int:
+        """Write one batch whose offsets are already assigned; returns its position.
+
+        Adds index entries per ``index.interval.bytes`` the way Kafka does. On a
+        short or failed write the file is truncated back to the old size so the
+        segment never holds a partial batch that was not reported; OSError then
+        propagates.
+        """
+        position = self.size
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, position)
+            raise
+        size = len(data)
+        self.size += size
+        self.next_offset = header.last_offset + 1
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+        if self._bytes_since_index > self.index_interval_bytes:
+            self.offset_index.append(header.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += size
+        return position
+
+    # ------------------------------------------------------------ reading
+
+    def _read_header(self, pos: int) -> RecordBatchHeader:
+        data = os.pread(self._fd, BATCH_HEADER_SIZE, pos)
+        if len(data) < BATCH_HEADER_SIZE:
+            raise CorruptIndexError(f"{self.log_path}: no batch header at {pos}")
+        return parse_header(data)
+
+    def iter_headers(
+        self, start: int, end: int | None = None
+    ) -> Iterator[tuple[int, RecordBatchHeader]]:
+        """(position, header) of each batch from ``start`` (a batch boundary) up to
+        ``end`` (default: the current size), reading headers in chunks so bodies are
+        skipped without one syscall per batch."""
+        stop = self.size if end is None else end
+        pos = start
+        chunk = b""
+        chunk_pos = 0
+        while pos + BATCH_HEADER_SIZE <= stop:
+            rel = pos - chunk_pos
+            if rel < 0 or rel + BATCH_HEADER_SIZE > len(chunk):
+                chunk = os.pread(self._fd, max(_SCAN_CHUNK, BATCH_HEADER_SIZE), pos)
+                chunk_pos, rel = pos, 0
+                if len(chunk) < BATCH_HEADER_SIZE:
+                    return
+            header = parse_header(chunk, rel)
+            size = header.batch_length + LOG_OVERHEAD
+            if size < BATCH_HEADER_SIZE:
+                return
+            yield pos, header
+            pos += size
+
+    def find_batch(self, offset: int) -> tuple[int, RecordBatchHeader] | None:
+        """Position and header of the batch containing ``offset`` (or the first batch
+        after it), found through the offset index; None when past the end."""
+        start = self.offset_index.lookup(offset)[1]
+        for pos, header in self.iter_headers(start):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def read_into(self, buf: bytearray, position: int) -> int:
+        """Fill ``buf`` from ``position`` with preadv (no intermediate copy).
+
+        Returns the bytes read (short only at end of file). Raises OSError.
+        """
+        return os.preadv(self._fd, [buf], position)
+
+    def read_bytes(self, position: int, length: int) -> bytes:
+        return os.pread(self._fd, length, position)
+
+    def find_offset_for_timestamp(
+        self, timestamp: int, start_offset: int
+    ) -> tuple[int, int] | None:
+        """Earliest (offset, timestamp) at or above ``timestamp`` at offsets >=
+        ``start_offset``, as Kafka's LogSegment.findOffsetByTimestamp: time index
+        floor, offset index to a position, then batches and their records."""
+        entry = self.time_index.floor(timestamp)
+        scan_offset = max(start_offset, entry[1] if entry is not None else self.base_offset)
+        start = self.offset_index.lookup(scan_offset)[1]
+        for pos, header in self.iter_headers(start):
+            if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                continue
+            data = self.read_bytes(pos, header.size_in_bytes)
+            for record in iter_records(data, header):
+                if record.timestamp >= timestamp and record.offset >= start_offset:
+                    return record.offset, record.timestamp
+        return None
+
+    @property
+    def rolling_timestamp(self) -> int:
+        """What segment.ms counts from: the broker clock when the segment was
+        created (Kafka uses the first batch's timestamp, which lets producers with
+        old CreateTime timestamps force a roll on every append)."""
+        return self.created_ms
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path}, size={self.size}, next={self.next_offset})"

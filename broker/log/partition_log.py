@@ -1,0 +1,629 @@
+"""One partition's log: an ordered list of segments, the idempotent-producer state
+and the offsets (log start, log end, recovery point) that bound it.
+
+Concurrency model (all on the Trio event loop unless stated): `append` validates,
+writes and indexes the batch synchronously (page-cache writes, no await between
+choosing the offset and writing it, so appends never interleave), then awaits the
+flush policy. fsyncs run in a worker thread under `_flush_lock`; appenders that
+arrive during an fsync wait for the lock and usually find their batch already
+covered (group commit). Reads locate the batch synchronously through the offset
+index and copy large ranges in a worker thread while holding the segment
+(`LogSegment.acquire`) so retention cannot close it underneath.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import logging
+import os
+import struct
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import trio
+
+from broker.errors import KafkaError
+from broker.log._files import atomic_write
+from broker.log.log_config import LogConfig
+from broker.log.log_segment import LOG_SUFFIX, LogSegment, parse_header
+from broker.log.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, snapshot_file_name
+from broker.log.results import AppendResult, ReadResult
+from broker.log.sparse_index import CorruptIndexError
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.records import (
+    RecordBatchHeader,
+    iter_records,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+
+logger = logging.getLogger(__name__)
+
+# Reads larger than this copy in a worker thread; smaller ones are a single
+# pread from the page cache, cheaper than a thread round trip (bench/bench_log.py).
+THREAD_READ_THRESHOLD = 64 * 1024
+_LENGTH = struct.Struct(">i")
+_KEEP_SNAPSHOTS = 2
+_LEFTOVER_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+
+Clock = Callable[[], int]
+
+
+def _whole_batches_end(buf: bytearray, length: int) -> int:
+    """Bytes of ``buf[:length]`` that form whole batches."""
+    pos = 0
+    while pos + 12 <= length:
+        size = _LENGTH.unpack_from(buf, pos + 8)[0] + 12
+        if size < 12 or pos + size > length:
+            break
+        pos += size
+    return pos
+
+
+def _storage_error(exc: OSError, what: str) -> KafkaError:
+    return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what}: {exc}")
+
+
+class PartitionLog:
+    """The segmented, durable log of one partition (see docs/design/log-api.md)."""
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        directory: Path,
+        config: LogConfig,
+        *,
+        clock: Clock,
+        segments: list[LogSegment],
+        log_start_offset: int,
+        recovery_point: int,
+        producer_state: ProducerStateManager | None = None,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.directory = directory
+        self.config = config
+        self.leader_epoch = 0
+        self.segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self.producer_state = producer_state or ProducerStateManager()
+        self.deleted = False
+        self._clock = clock
+        self._appended = trio.Event()
+        self._flush_lock = trio.Lock()
+        self._unflushed_messages = 0
+        self.last_flush_time = trio.current_time() if _in_trio() else 0.0
+        # Called after log_start_offset moved, to persist the checkpoint.
+        self.on_log_start_offset_change: Callable[[], Awaitable[None]] | None = None
+
+    # ------------------------------------------------------------ creation / loading
+
+    @classmethod
+    def create(
+        cls, topic: str, partition: int, directory: Path, config: LogConfig, *, clock: Clock
+    ) -> PartitionLog:
+        """Make the directory and an empty first segment (worker thread). OSError
+        propagates; a half-created directory is harmless (reloaded as empty)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        segment = _new_segment(directory, 0, config, clock())
+        segment.open()
+        return cls(
+            topic,
+            partition,
+            directory,
+            config,
+            clock=clock,
+            segments=[segment],
+            log_start_offset=0,
+            recovery_point=0,
+        )
+
+    @classmethod
+    def load(
+        cls,
+        topic: str,
+        partition: int,
+        directory: Path,
+        config: LogConfig,
+        *,
+        clock: Clock,
+        clean: bool,
+        recovery_point: int,
+        log_start_offset: int,
+    ) -> PartitionLog:
+        """Open an existing partition directory, recovering what may be torn.
+
+        After a clean shutdown every segment is loaded cheaply (indexes read and
+        checked; a segment whose index does not fit is rebuilt). Otherwise every
+        segment from the one holding the recovery point on is scanned and
+        validated batch by batch; a torn or corrupt tail is truncated, and any
+        segment after a corrupt one is deleted (Kafka's LogLoader rule). Producer
+        state comes from the newest valid snapshot plus a header scan of the log
+        after it. Runs in a worker thread; OSError propagates.
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        bases: list[int] = []
+        for entry in os.scandir(directory):
+            name = entry.name
+            if name.endswith(_LEFTOVER_SUFFIXES):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+            elif name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
+                bases.append(int(name[: -len(LOG_SUFFIX)]))
+        bases.sort()
+        now = clock()
+        if not bases:
+            bases = [max(log_start_offset, 0)]
+        segments: list[LogSegment] = []
+        expected: int | None = None
+        for i, base in enumerate(bases):
+            is_last = i == len(bases) - 1
+            segment = _new_segment(directory, base, config, now)
+            next_base = bases[i + 1] if not is_last else None
+            unflushed = not clean and (next_base is None or next_base > recovery_point)
+            if not unflushed:
+                try:
+                    segment.load_clean()
+                except CorruptIndexError as exc:
+                    logger.warning("%s: rebuilding indexes: %s", directory, exc)
+                    unflushed = True
+            truncated = 0
+            if unflushed:
+                truncated = segment.recover(expected)
+                if truncated:
+                    logger.warning(
+                        "%s: truncated %d invalid bytes at offset %d",
+                        segment.log_path,
+                        truncated,
+                        segment.next_offset,
+                    )
+            segments.append(segment)
+            expected = segment.next_offset
+            if truncated and next_base is not None:
+                # Data after a corrupt batch cannot be trusted (Kafka's LogLoader rule).
+                for later in bases[i + 1 :]:
+                    _new_segment(directory, later, config, now).unlink_files()
+                logger.warning("%s: deleted segments after corrupt offset %d", directory, expected)
+                break
+        active = segments[-1]
+        if active.first_batch_timestamp is not None:
+            active.created_ms = min(now, active.first_batch_timestamp)
+        log_end = active.next_offset
+        start = min(max(log_start_offset, segments[0].base_offset), log_end)
+        log = cls(
+            topic,
+            partition,
+            directory,
+            config,
+            clock=clock,
+            segments=segments,
+            log_start_offset=start,
+            recovery_point=log_end,
+        )
+        log._load_producer_state(clean)
+        return log
+
+    def _load_producer_state(self, clean: bool) -> None:
+        log_end = self.log_end_offset
+        snapshots = sorted(
+            (int(p.name[: -len(SNAPSHOT_SUFFIX)]), p)
+            for p in self.directory.glob("*" + SNAPSHOT_SUFFIX)
+            if p.name[: -len(SNAPSHOT_SUFFIX)].isdigit()
+        )
+        state: ProducerStateManager | None = None
+        from_offset = self.segments[0].base_offset
+        for offset, path in reversed(snapshots):
+            if offset > log_end:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                state = ProducerStateManager.from_bytes(path.read_bytes())
+            except (OSError, ValueError) as exc:
+                logger.warning("%s: ignoring snapshot: %s", path, exc)
+                path.unlink(missing_ok=True)
+                continue
+            from_offset = max(offset, from_offset)
+            break
+        if state is None:
+            state = ProducerStateManager()
+        if from_offset < log_end:
+            if clean:
+                logger.info(
+                    "%s: rebuilding producer state from offset %d", self.directory, from_offset
+                )
+            for segment in self.segments:
+                if segment.next_offset <= from_offset:
+                    continue
+                found = segment.find_batch(from_offset)
+                if found is None:
+                    continue
+                for _, header in segment.iter_headers(found[0]):
+                    if header.producer_id >= 0:
+                        state.record(header, header.max_timestamp)
+        state.evict_below(self.log_start_offset)
+        self.producer_state = state
+
+    # ------------------------------------------------------------ offsets
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def data_appended(self) -> trio.Event:
+        """Set at the next append (or when the log's start moves or it is deleted);
+        fetch long-polls wait on it. A fresh event replaces it each time."""
+        return self._appended
+
+    def _wake(self) -> None:
+        event, self._appended = self._appended, trio.Event()
+        event.set()
+
+    # ------------------------------------------------------------ append
+
+    async def append(
+        self,
+        batch: bytes | bytearray | memoryview,
+        header: RecordBatchHeader,
+        *,
+        log_append_time: bool = False,
+    ) -> AppendResult:
+        """Append one validated v2 batch (see docs/design/log-api.md).
+
+        Raises KafkaError: OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH
+        (idempotence), RECORD_LIST_TOO_LARGE (batch larger than segment.bytes),
+        UNKNOWN_TOPIC_OR_PARTITION (deleted meanwhile), KAFKA_STORAGE_ERROR (a write
+        or fsync failed; a failed write leaves the log as it was). If cancelled
+        while the flush policy waits for the fsync, the batch stays appended.
+        """
+        if self.deleted:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.topic}-{self.partition} was deleted"
+            )
+        size = header.size_in_bytes
+        config = self.config
+        if size > config.segment_bytes:
+            raise KafkaError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"batch of {size} bytes is larger than segment.bytes {config.segment_bytes}",
+            )
+        if header.producer_id >= 0:
+            duplicate = self.producer_state.check(header)
+            if duplicate is not None:
+                if self._unflushed_messages and self.config.flush_messages <= 1:
+                    await self.flush(duplicate.last_offset + 1)
+                return AppendResult(
+                    duplicate.first_offset,
+                    duplicate.last_offset,
+                    duplicate.timestamp if log_append_time else -1,
+                    self.log_start_offset,
+                    duplicate=True,
+                )
+        data = bytearray(memoryview(batch)[:size])
+        base_offset = self.log_end_offset
+        set_base_offset(data, 0, base_offset)
+        set_partition_leader_epoch(data, 0, self.leader_epoch)
+        append_time = -1
+        now = self._clock()
+        if log_append_time:
+            append_time = now
+            set_log_append_time(data, 0, now)
+        stored = parse_header(data)
+        active = self.active
+        if not active.can_hold(stored, size, config.segment_bytes) or (
+            active.size > 0 and now - active.rolling_timestamp > config.segment_ms
+        ):
+            active = self._roll(base_offset, now)
+        try:
+            active.append(data, stored)
+        except OSError as exc:
+            raise _storage_error(exc, f"cannot append to {active.log_path}") from exc
+        self.producer_state.record(stored, stored.max_timestamp)
+        self._unflushed_messages += stored.record_count
+        self._wake()
+        result = AppendResult(base_offset, stored.last_offset, append_time, self.log_start_offset)
+        if self._unflushed_messages >= config.flush_messages:
+            await self.flush(stored.last_offset + 1)
+        return result
+
+    def _roll(self, base_offset: int, now: int) -> LogSegment:
+        """Start a new active segment at ``base_offset`` (event loop: creating two
+        empty files and a small snapshot). The producer snapshot is written without
+        fsync: after a power loss an older snapshot plus a log scan replace it."""
+        old = self.active
+        old.on_become_inactive()
+        segment = _new_segment(self.directory, base_offset, self.config, now)
+        try:
+            segment.open()
+            self._write_snapshot(base_offset, durable=False)
+        except OSError as exc:
+            segment.close()
+            raise _storage_error(exc, f"cannot roll {self.directory}") from exc
+        self.segments.append(segment)
+        self._bases.append(base_offset)
+        return segment
+
+    def _write_snapshot(self, offset: int, *, durable: bool) -> None:
+        atomic_write(
+            self.directory / snapshot_file_name(offset),
+            self.producer_state.to_bytes(),
+            durable=durable,
+        )
+        self._prune_snapshots()
+
+    def _prune_snapshots(self) -> None:
+        snapshots = sorted(
+            (int(p.name[: -len(SNAPSHOT_SUFFIX)]), p)
+            for p in self.directory.glob("*" + SNAPSHOT_SUFFIX)
+            if p.name[: -len(SNAPSHOT_SUFFIX)].isdigit()
+        )
+        for _, path in snapshots[:-_KEEP_SNAPSHOTS]:
+            path.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------ flush
+
+    async def flush(self, to_offset: int | None = None) -> None:
+        """fsync every segment that may hold data below ``to_offset`` (default: the
+        log end) in a worker thread, then advance the recovery point.
+
+        Raises KafkaError KAFKA_STORAGE_ERROR when an fsync fails. Not cancellable
+        once the thread runs (the fsync completes either way).
+        """
+        target = self.log_end_offset if to_offset is None else to_offset
+        if self.recovery_point >= target:
+            return
+        async with self._flush_lock:
+            if self.recovery_point >= target or self.deleted:
+                return
+            end = self.log_end_offset
+            point = self.recovery_point
+            segments = [s for s in self.segments if s.next_offset > point or s is self.active]
+            self._unflushed_messages = 0
+            for segment in segments:
+                segment.acquire()
+            try:
+                await trio.to_thread.run_sync(_flush_segments, segments)
+            except OSError as exc:
+                raise _storage_error(exc, f"cannot flush {self.directory}") from exc
+            finally:
+                for segment in segments:
+                    segment.release()
+            self.recovery_point = max(self.recovery_point, end)
+            self.last_flush_time = trio.current_time()
+
+    @property
+    def has_unflushed_data(self) -> bool:
+        return self.recovery_point < self.log_end_offset
+
+    # ------------------------------------------------------------ read
+
+    async def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> ReadResult:
+        """Whole batches from the one containing ``offset``, up to ``max_bytes``.
+
+        Raises KafkaError OFFSET_OUT_OF_RANGE outside [log start, log end],
+        KAFKA_STORAGE_ERROR when the read fails.
+        """
+        log_end = self.log_end_offset
+        start = self.log_start_offset
+        if offset < start or offset > log_end:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {offset} is out of range for {self.topic}-{self.partition}: "
+                f"[{start}, {log_end}]",
+            )
+        if offset == log_end or self.deleted:
+            return ReadResult(b"", log_end, start, log_end)
+        index = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        try:
+            for segment in self.segments[index:]:
+                found = segment.find_batch(offset)
+                if found is not None:
+                    break
+            else:
+                return ReadResult(b"", log_end, start, log_end)
+            position, first = found
+            first_size = first.size_in_bytes
+            if first_size > max_bytes:
+                if not min_one_batch:
+                    return ReadResult(b"", log_end, start, log_end)
+                length = first_size
+            else:
+                length = min(max_bytes, segment.size - position)
+            buf = bytearray(length)
+            if length > THREAD_READ_THRESHOLD:
+                segment.acquire()
+                try:
+                    read = await trio.to_thread.run_sync(segment.read_into, buf, position)
+                finally:
+                    segment.release()
+            else:
+                read = segment.read_into(buf, position)
+        except OSError as exc:
+            raise _storage_error(exc, f"cannot read {self.topic}-{self.partition}") from exc
+        end = _whole_batches_end(buf, read)
+        return ReadResult(memoryview(buf)[:end], log_end, start, log_end)
+
+    # ------------------------------------------------------------ timestamps
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """Earliest (offset, timestamp) with timestamp >= ``timestamp_ms`` (ListOffsets),
+        through each segment's time index. Reads a few KB on the event loop.
+        Raises KafkaError KAFKA_STORAGE_ERROR when the read fails."""
+        try:
+            for segment in list(self.segments):
+                if (
+                    segment.max_timestamp < timestamp_ms
+                    or segment.next_offset <= self.log_start_offset
+                ):
+                    continue
+                found = segment.find_offset_for_timestamp(timestamp_ms, self.log_start_offset)
+                if found is not None:
+                    return found
+        except OSError as exc:
+            raise _storage_error(exc, "cannot search the time index") from exc
+        return None
+
+    def max_timestamp(self) -> tuple[int, int]:
+        """(offset, timestamp) of the record with the largest timestamp (the first
+        such record), or (-1, -1) for an empty log."""
+        best: LogSegment | None = None
+        for segment in self.segments:
+            if segment.next_offset <= self.log_start_offset or segment.size == 0:
+                continue
+            if best is None or segment.max_timestamp > best.max_timestamp:
+                best = segment
+        if best is None or best.max_timestamp < 0:
+            return (-1, -1)
+        found = best.find_batch(best.offset_of_max_timestamp)
+        if found is not None:
+            position, header = found
+            data = best.read_bytes(position, header.size_in_bytes)
+            for record in iter_records(data, header):
+                if record.timestamp == best.max_timestamp:
+                    return (record.offset, record.timestamp)
+        return (best.offset_of_max_timestamp, best.max_timestamp)
+
+    # ------------------------------------------------------------ log start / retention
+
+    async def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start to ``offset`` (-1: the high watermark),
+        drop segments wholly below it, persist the new start. Returns the new low
+        watermark. Raises KafkaError OFFSET_OUT_OF_RANGE past the log end."""
+        log_end = self.log_end_offset
+        if offset == -1:
+            offset = log_end
+        if offset < 0 or offset > log_end:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"cannot delete records of {self.topic}-{self.partition} before {offset}: "
+                f"the log ends at {log_end}",
+            )
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        self.log_start_offset = offset
+        self.producer_state.evict_below(offset)
+        doomed = []
+        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+            doomed.append(self._pop_oldest())
+        await self._finish_deletion(doomed)
+        return self.log_start_offset
+
+    async def apply_retention(self, now_ms: int) -> int:
+        """Delete old inactive segments by log start, retention.bytes and
+        retention.ms (Kafka's order); never the active segment. Returns how many
+        segments were deleted."""
+        config = self.config
+        doomed: list[LogSegment] = []
+        while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
+            doomed.append(self._pop_oldest())
+        if config.delete_enabled and config.retention_bytes >= 0:
+            excess = self.size_bytes - config.retention_bytes
+            while len(self.segments) > 1 and excess - self.segments[0].size >= 0:
+                excess -= self.segments[0].size
+                doomed.append(self._pop_oldest())
+        if config.delete_enabled and config.retention_ms >= 0:
+            while len(self.segments) > 1:
+                oldest = self.segments[0]
+                newest = oldest.max_timestamp if oldest.max_timestamp >= 0 else oldest.created_ms
+                if now_ms - newest <= config.retention_ms:
+                    break
+                doomed.append(self._pop_oldest())
+        if doomed:
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            self.producer_state.evict_below(self.log_start_offset)
+            await self._finish_deletion(doomed)
+        return len(doomed)
+
+    def _pop_oldest(self) -> LogSegment:
+        segment = self.segments.pop(0)
+        self._bases.pop(0)
+        segment.mark_deleted()
+        return segment
+
+    async def _finish_deletion(self, doomed: list[LogSegment]) -> None:
+        self._wake()
+        if doomed:
+            logger.info(
+                "%s-%d: deleting %d segment(s); log start offset %d",
+                self.topic,
+                self.partition,
+                len(doomed),
+                self.log_start_offset,
+            )
+            await trio.to_thread.run_sync(_unlink_segments, doomed)
+            with contextlib.suppress(OSError):
+                self._prune_snapshots()
+        if self.on_log_start_offset_change is not None:
+            await self.on_log_start_offset_change()
+
+    # ------------------------------------------------------------ shutdown / deletion
+
+    def close(self, *, clean: bool) -> None:
+        """Make the files consistent and close them (worker thread, at shutdown):
+        final time-index entry, durable producer snapshot, fsync. OSError
+        propagates after the descriptors are closed."""
+        try:
+            if clean and not self.deleted:
+                self.active.on_become_inactive()
+                self._write_snapshot(self.log_end_offset, durable=True)
+                _flush_segments(
+                    [
+                        s
+                        for s in self.segments
+                        if s.next_offset > self.recovery_point or s is self.active
+                    ]
+                )
+                self.recovery_point = self.log_end_offset
+        finally:
+            for segment in self.segments:
+                segment.close()
+
+    def mark_deleted(self) -> None:
+        """The topic is being deleted: refuse appends, wake fetchers, release files."""
+        self.deleted = True
+        for segment in self.segments:
+            segment.mark_deleted()
+        self._wake()
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.topic}-{self.partition}, [{self.log_start_offset}, {self.log_end_offset}))"
+
+
+def _new_segment(directory: Path, base: int, config: LogConfig, now: int) -> LogSegment:
+    return LogSegment(
+        directory,
+        base,
+        index_interval_bytes=config.index_interval_bytes,
+        created_ms=now,
+        max_index_entries=max(config.segment_index_bytes // 12, 1),
+    )
+
+
+def _flush_segments(segments: list[LogSegment]) -> None:
+    for segment in segments:
+        segment.flush()
+
+
+def _unlink_segments(segments: list[LogSegment]) -> None:
+    for segment in segments:
+        segment.unlink_files()
+
+
+def _in_trio() -> bool:
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        return False
+    return True

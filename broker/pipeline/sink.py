@@ -1,0 +1,351 @@
+"""The sink: Spark's Kafka sink columns, written with Produce (acks=all, idempotent).
+
+Each write task opens a connection, gets an idempotent producer id
+(InitProducerId) and sends one v2 batch per partition per request with
+sequence numbers counted per partition, so the broker drops a batch it
+already appended when a request is retried.
+
+Replays (exactly-once across restarts) use a commit log topic
+(``_trio_kafka_sink_commits`` by default, option ``sink.commitTopic``) keyed by
+the streaming query id, which Spark keeps in the checkpoint:
+
+* a task of micro-batch B writes its last data request together with a
+  *task marker* ``{query, batch: B, task: t}`` in the same Produce request;
+* the driver's ``commit(messages, B)`` appends a *batch marker* ``{query, batch: B}``;
+* before writing anything, a task reads the tail of the commit log and writes
+  nothing when the batch marker of B, or its own task marker, is there.
+
+So a batch Spark runs again after a restart (its sink commit happened, or some
+of its tasks finished, before the checkpoint recorded it) does not write twice.
+See docs/pipeline.md for the window this leaves open.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
+
+from broker.pipeline.kafka_client import KafkaClient, KafkaClientError
+from broker.pipeline.offsets import EARLIEST, LATEST, TopicPartition
+from broker.pipeline.options import SinkOptions
+from broker.protocol.records import Record, encode_batch, iter_batches, iter_records
+
+log = logging.getLogger("broker.pipeline.sink")
+
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+# How far back a task looks in the commit log for its markers.
+COMMIT_LOG_TAIL = 20_000
+
+
+@dataclass
+class SinkCommitMessage(WriterCommitMessage):
+    task: int
+    records: int
+    skipped: bool
+    query_id: str | None = None
+
+
+class SinkSchemaError(ValueError):
+    """The DataFrame written lacks a column the sink needs, or has the wrong type."""
+
+
+def check_schema(schema: StructType, options: SinkOptions) -> None:
+    """Spark's Kafka sink rules: value required; topic column or option; typed columns."""
+    fields = {f.name.lower(): f.dataType for f in schema.fields}
+    if "value" not in fields:
+        raise SinkSchemaError("required attribute 'value' not found")
+    for name in ("key", "value"):
+        if name in fields and not isinstance(fields[name], (StringType, BinaryType)):
+            raise SinkSchemaError(f"{name} attribute type must be a string or binary")
+    if "topic" not in fields and options.topic is None:
+        raise SinkSchemaError(
+            "topic option required when no 'topic' attribute is present. Use the topic "
+            "option for setting a topic."
+        )
+    if "topic" in fields and not isinstance(fields["topic"], StringType):
+        raise SinkSchemaError("topic attribute type must be a string")
+    if "partition" in fields and not isinstance(fields["partition"], IntegerType):
+        raise SinkSchemaError("partition attribute type must be an int")
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2`` (the default partitioner's hash), as a signed int32."""
+    length = len(data)
+    m = 0x5BD1E995
+    mask = 0xFFFFFFFF
+    h = (0x9747B28C ^ length) & mask
+    for i in range(0, length - length % 4, 4):
+        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
+        k = (k * m) & mask
+        k ^= k >> 24
+        k = (k * m) & mask
+        h = (h * m) & mask
+        h ^= k
+    tail = length & ~3
+    rest = length % 4
+    if rest == 3:
+        h ^= data[tail + 2] << 16
+    if rest >= 2:
+        h ^= data[tail + 1] << 8
+    if rest >= 1:
+        h ^= data[tail]
+        h = (h * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for_key(key: bytes, partitions: int) -> int:
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def _as_bytes(value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return bytes(value)
+
+
+# ------------------------------------------------------------- commit log
+
+
+def ensure_commit_topic(client: KafkaClient, topic: str) -> None:
+    if not client.partitions_for([topic]):
+        client.create_topic(topic, 1)
+
+
+def read_markers(client: KafkaClient, topic: str, query_id: str) -> list[dict[str, Any]]:
+    """This query's markers among the last COMMIT_LOG_TAIL records of the commit log."""
+    tp = (topic, 0)
+    earliest = client.list_offsets({tp: EARLIEST})[tp]
+    end = client.list_offsets({tp: LATEST})[tp]
+    offset = max(earliest, end - COMMIT_LOG_TAIL)
+    key = query_id.encode()
+    markers = []
+    while offset < end:
+        fetched = client.fetch(topic, 0, offset, max_bytes=1 << 20, max_wait_ms=0)
+        if fetched.error_code:
+            raise KafkaClientError(fetched.error_code, f"read commit log {topic}")
+        progressed = False
+        for header, batch in iter_batches(fetched.records, allow_partial_tail=True):
+            for record in iter_records(batch, header):
+                if record.offset >= offset and record.key == key and record.value is not None:
+                    markers.append(json.loads(record.value))
+            offset = max(offset, header.last_offset + 1)
+            progressed = True
+        if not progressed:
+            break
+    return markers
+
+
+def marker_record(query_id: str, batch_id: int, task: int | None) -> Record:
+    body: dict[str, Any] = {"query": query_id, "batch": batch_id}
+    if task is not None:
+        body["task"] = task
+    return Record(0, 0, query_id.encode(), json.dumps(body, sort_keys=True).encode())
+
+
+# ----------------------------------------------------------------- writing
+
+
+class _Producer:
+    """Idempotent producer state of one task: per-partition sequences and buffers."""
+
+    def __init__(self, client: KafkaClient, options: SinkOptions) -> None:
+        self.client = client
+        self.options = options
+        self.producer_id, self.epoch = client.init_producer_id()
+        self.sequences: dict[TopicPartition, int] = {}
+        self.pending: dict[TopicPartition, list[Record]] = {}
+        self.pending_bytes = 0
+        self.partition_counts: dict[str, int] = {}
+        self.written = 0
+
+    def partitions(self, topic: str) -> int:
+        count = self.partition_counts.get(topic)
+        if count is None:
+            count = self.client.partitions_for([topic]).get(topic, 0)
+            if count == 0:
+                raise KafkaClientError(3, f"topic {topic} does not exist")
+            self.partition_counts[topic] = count
+        return count
+
+    def add(self, tp: TopicPartition, record: Record, size: int) -> None:
+        records = self.pending.setdefault(tp, [])
+        records.append(
+            Record(len(records), 0, record.key, record.value, record.headers, record.attributes)
+        )
+        self.pending_bytes += size
+        if self.pending_bytes >= self.options.max_request_bytes:
+            self.flush()
+
+    def flush(self, extra: dict[TopicPartition, list[Record]] | None = None) -> None:
+        groups = dict(self.pending)
+        for tp, records in (extra or {}).items():
+            groups[tp] = [Record(i, 0, r.key, r.value, r.headers) for i, r in enumerate(records)]
+        if not groups:
+            return
+        now = time.time_ns() // 1_000_000
+        batches = {}
+        for tp, records in groups.items():
+            sequence = self.sequences.get(tp, 0)
+            batches[tp] = encode_batch(
+                records,
+                base_timestamp=now,
+                producer_id=self.producer_id,
+                producer_epoch=self.epoch,
+                base_sequence=sequence,
+            )
+            self.sequences[tp] = sequence + len(records)
+        for attempt in range(5):
+            try:
+                self.client.produce(batches, acks=-1)
+                break
+            except KafkaClientError as exc:
+                if not exc.retriable or attempt == 4:
+                    raise
+                time.sleep(0.2)
+        self.written += sum(len(r) for tp, r in self.pending.items())
+        self.pending = {}
+        self.pending_bytes = 0
+
+
+def write_batches(
+    options: SinkOptions,
+    batches: Iterator[pa.RecordBatch],
+    *,
+    query_id: str | None = None,
+    batch_id: int | None = None,
+) -> SinkCommitMessage:
+    """One task's rows to the broker; with a query and batch id, at most once per batch."""
+    context = TaskContext.get()
+    task = context.partitionId() if context is not None else 0
+    idempotent = query_id is not None and batch_id is not None
+    with KafkaClient.connect(options.bootstrap_servers, client_id="trio-kafka-sink") as client:
+        if idempotent:
+            assert query_id is not None and batch_id is not None
+            ensure_commit_topic(client, options.commit_topic)
+            for marker in read_markers(client, options.commit_topic, query_id):
+                if marker.get("batch") == batch_id and marker.get("task") in (None, task):
+                    log.info(
+                        "batch %s task %s of query %s already written", batch_id, task, query_id
+                    )
+                    for _ in batches:
+                        pass
+                    return SinkCommitMessage(task, 0, True, query_id)
+        producer = _Producer(client, options)
+        for rb in batches:
+            _add_rows(producer, rb, options, task)
+        extra = None
+        if idempotent:
+            assert query_id is not None and batch_id is not None
+            extra = {(options.commit_topic, 0): [marker_record(query_id, batch_id, task)]}
+        producer.flush(extra)
+        return SinkCommitMessage(task, producer.written, False, query_id)
+
+
+def _add_rows(producer: _Producer, rb: pa.RecordBatch, options: SinkOptions, task: int) -> None:
+    names = {name.lower(): i for i, name in enumerate(rb.schema.names)}
+    n = rb.num_rows
+
+    def column(name: str) -> list[Any]:
+        index = names.get(name)
+        return [None] * n if index is None else rb.column(index).to_pylist()
+
+    values = column("value")
+    keys = column("key")
+    topics = column("topic")
+    partitions = column("partition")
+    headers = column("headers")
+    for i in range(n):
+        topic = topics[i] or options.topic
+        if topic is None:
+            raise SinkSchemaError("null topic present in the data; use the topic option")
+        key = _as_bytes(keys[i])
+        value = _as_bytes(values[i])
+        count = producer.partitions(topic)
+        partition = partitions[i]
+        if partition is None:
+            partition = partition_for_key(key, count) if key is not None else task % count
+        elif not 0 <= partition < count:
+            raise SinkSchemaError(f"partition {partition} of topic {topic} does not exist")
+        record_headers: tuple[tuple[str, bytes | None], ...] = ()
+        if headers[i]:
+            record_headers = tuple((h["key"], _as_bytes(h["value"])) for h in headers[i])
+        size = len(value or b"") + len(key or b"") + 16
+        producer.add((topic, partition), Record(0, 0, key, value, record_headers), size)
+
+
+def write_batch_marker(options: SinkOptions, query_id: str, batch_id: int) -> None:
+    """The driver's record that every task of the batch wrote its rows."""
+    with KafkaClient.connect(options.bootstrap_servers) as client:
+        ensure_commit_topic(client, options.commit_topic)
+        record = marker_record(query_id, batch_id, None)
+        client.produce({(options.commit_topic, 0): encode_batch([record])}, acks=-1)
+
+
+def _task_ids() -> tuple[str | None, int | None]:
+    context = TaskContext.get()
+    if context is None:
+        return None, None
+    query_id = context.getLocalProperty(QUERY_ID_PROPERTY)
+    batch = context.getLocalProperty(BATCH_ID_PROPERTY)
+    return query_id, int(batch) if batch is not None else None
+
+
+class KafkaStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        query_id, batch_id = _task_ids()
+        if query_id is None and self.options.checkpoint_location:
+            query_id = self.options.checkpoint_location
+        return write_batches(self.options, iterator, query_id=query_id, batch_id=batch_id)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        query_ids = {
+            m.query_id for m in messages if isinstance(m, SinkCommitMessage) and m.query_id
+        }
+        if len(query_ids) != 1:
+            return
+        write_batch_marker(self.options, query_ids.pop(), batchId)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning("micro-batch %s aborted; written records stay (at-least-once)", batchId)
+
+
+class KafkaBatchWriter(DataSourceArrowWriter):
+    """``df.write``; with ``sink.queryId`` and ``sink.batchId`` (set them in
+    ``foreachBatch``) a repeated batch is written once, like the streaming sink."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        return write_batches(
+            self.options,
+            iterator,
+            query_id=self.options.query_id,
+            batch_id=self.options.batch_id,
+        )
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.options.query_id is not None and self.options.batch_id is not None:
+            write_batch_marker(self.options, self.options.query_id, self.options.batch_id)

@@ -1,0 +1,77 @@
+"""A blocking connection on our codec, for Spark's Python workers.
+
+PySpark calls a reader's ``read()`` as a plain generator and a writer's
+``write()`` synchronously, so the executors talk to the broker over an
+ordinary socket rather than through Trio: a generator can then fetch, yield a
+batch and fetch again without holding a whole offset range in memory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+from typing import Any
+
+from broker.protocol.api import RequestHeader, decode_response, encode_request
+
+_SIZE = struct.Struct(">i")
+
+
+class ConnectionClosed(Exception):
+    """The broker closed the connection before answering."""
+
+
+class BlockingConnection:
+    """One TCP connection to a broker; one request in flight at a time."""
+
+    def __init__(self, sock: socket.socket, client_id: str = "trio-kafka-pipeline") -> None:
+        self._sock = sock
+        self.client_id = client_id
+        self._correlation = itertools.count(1)
+
+    @classmethod
+    def connect(
+        cls, host: str, port: int, timeout_s: float = 30.0, client_id: str = "trio-kafka-pipeline"
+    ) -> BlockingConnection:
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(sock, client_id)
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> BlockingConnection:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def request(self, body: Any, version: int) -> Any:
+        """Send one request and return its decoded response body."""
+        api_key = int(body.API_KEY)
+        cid = next(self._correlation)
+        header = RequestHeader(
+            api_key=api_key, api_version=version, correlation_id=cid, client_id=self.client_id
+        )
+        self._sock.sendall(b"".join(bytes(chunk) for chunk in encode_request(header, body)))
+        frame = self._receive_frame()
+        correlation_id, response = decode_response(api_key, version, frame)
+        if correlation_id != cid:
+            raise ValueError(f"response correlation id {correlation_id}, expected {cid}")
+        return response
+
+    def _receive_exactly(self, size: int) -> bytearray:
+        buffer = bytearray(size)
+        view = memoryview(buffer)
+        got = 0
+        while got < size:
+            n = self._sock.recv_into(view[got:])
+            if n == 0:
+                raise ConnectionClosed("connection closed by the broker")
+            got += n
+        return buffer
+
+    def _receive_frame(self) -> bytearray:
+        (size,) = _SIZE.unpack(self._receive_exactly(4))
+        return self._receive_exactly(size)

@@ -1,0 +1,269 @@
+"""Request-to-response rules of the data handlers, against an in-memory log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from broker.config import BrokerConfig
+from broker.errors import KafkaError
+from broker.handlers.api_handler import CloseConnection, Deferred, NoResponse
+from broker.handlers.broker_configs import BrokerConfigs
+from broker.handlers.common import check_leader_epoch, topic_name_error
+from broker.handlers.fetch import FetchHandler
+from broker.handlers.init_producer_id import InitProducerIdHandler
+from broker.handlers.log_topics import LogTopicSource
+from broker.handlers.produce import ProduceHandler, late_or_early_record
+from broker.protocol import records as rec
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import FetchRequest, InitProducerIdRequest, ProduceRequest
+from broker.protocol.messages.fetch_request import FetchPartition, FetchTopic
+from broker.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
+from tests.handlers.fake_log import FakeLog, FakeTopic
+
+
+class FakeRequest:
+    """Just what the handlers read from a request."""
+
+    def __init__(self, body: Any, api_version: int) -> None:
+        self.body = body
+        self.api_version = api_version
+
+
+def one_batch(size: int) -> bytes:
+    return rec.encode_batch(
+        [rec.Record(offset_delta=0, timestamp_delta=0, key=None, value=b"v" * size)]
+    )
+
+
+def produce_body(topic: str, records: bytes | None, acks: int) -> ProduceRequest:
+    return ProduceRequest(
+        acks=acks,
+        topic_data=(
+            TopicProduceData(
+                name=topic, partition_data=(PartitionProduceData(index=0, records=records),)
+            ),
+        ),
+    )
+
+
+async def test_acks_other_than_minus_one_zero_one_are_invalid() -> None:
+    log = FakeLog(FakeTopic("t", 1))
+    handler = ProduceHandler(log)  # type: ignore[arg-type]
+    response = await handler.handle(FakeRequest(produce_body("t", one_batch(10), acks=5), 9))  # type: ignore[arg-type]
+    assert (
+        response.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_REQUIRED_ACKS
+    )
+    assert log.partition("t", 0).batches == []  # type: ignore[union-attr]
+
+
+async def test_acks_zero_answers_nothing_on_success_and_closes_on_failure() -> None:
+    handler = ProduceHandler(FakeLog(FakeTopic("t", 1)))  # type: ignore[arg-type]
+    ok = await handler.handle(FakeRequest(produce_body("t", one_batch(10), acks=0), 9))  # type: ignore[arg-type]
+    assert isinstance(ok, NoResponse)
+    failed = await handler.handle(FakeRequest(produce_body("gone", one_batch(10), acks=0), 9))  # type: ignore[arg-type]
+    assert isinstance(failed, CloseConnection) and "UNKNOWN_TOPIC_OR_PARTITION" in failed.reason
+    assert handler.error_response(FakeRequest(produce_body("t", None, acks=0), 9), 2) is None  # type: ignore[arg-type]
+
+
+async def test_min_insync_replicas_above_one_cannot_be_met_with_acks_all() -> None:
+    log = FakeLog(FakeTopic("t", 1, {"min.insync.replicas": "2"}))
+    handler = ProduceHandler(log)  # type: ignore[arg-type]
+    all_acks = await handler.handle(FakeRequest(produce_body("t", one_batch(1), acks=-1), 9))  # type: ignore[arg-type]
+    assert all_acks.responses[0].partition_responses[0].error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    leader_ack = await handler.handle(FakeRequest(produce_body("t", one_batch(1), acks=1), 9))  # type: ignore[arg-type]
+    assert leader_ack.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+
+
+def test_timestamps_are_checked_per_record_only_when_limited() -> None:
+    records = [
+        rec.Record(offset_delta=i, timestamp_delta=d, key=None, value=b"")
+        for i, d in enumerate((0, -5000))
+    ]
+    data = rec.encode_batch(records, base_timestamp=100_000)
+    header = rec.read_batch_header(data)
+    unlimited = late_or_early_record(
+        data, header, now_ms=100_000, before_max_ms=2**63 - 1, after_max_ms=2**63 - 1
+    )
+    assert unlimited is None
+    late = late_or_early_record(data, header, now_ms=100_000, before_max_ms=1000, after_max_ms=1000)
+    assert late is not None and late[0] == 1  # the second record, despite the batch's base
+
+
+def fetch_body(
+    offsets: dict[int, int], max_bytes: int, partition_max_bytes: int, **kwargs: Any
+) -> FetchRequest:
+    kwargs.setdefault("session_epoch", -1)
+    return FetchRequest(
+        max_bytes=max_bytes,
+        topics=(
+            FetchTopic(
+                topic="t",
+                partitions=tuple(
+                    FetchPartition(
+                        partition=p, fetch_offset=o, partition_max_bytes=partition_max_bytes
+                    )
+                    for p, o in offsets.items()
+                ),
+            ),
+        ),
+        **kwargs,
+    )
+
+
+async def test_fetch_budget_gives_only_the_first_non_empty_partition_an_oversized_batch() -> None:
+    topic = FakeTopic("t", 3)
+    for partition in topic.partitions[1:]:
+        for _ in range(2):
+            await partition.append(one_batch(500), rec.read_batch_header(one_batch(500)))
+    handler = FetchHandler(FakeLog(topic))  # type: ignore[arg-type]
+    outcome = await handler.read_once(
+        fetch_body({0: 0, 1: 0, 2: 0}, max_bytes=100, partition_max_bytes=100), 12
+    )
+    empty, first, second = outcome.response.responses[0].partitions
+    assert empty.records == b"" and len(first.records) > 100 and second.records == b""
+    reads = [p.reads[0] for p in topic.partitions]
+    assert reads[0] == (0, 100, True)  # still entitled to one batch: nothing read yet
+    assert reads[1] == (0, 100, True)
+    assert reads[2] == (0, 0, False)  # budget spent, and no more oversize batches
+    assert outcome.bytes_read == len(first.records)
+
+
+async def test_fetch_without_enough_data_defers_and_wakes_on_append() -> None:
+    topic = FakeTopic("t", 1)
+    handler = FetchHandler(FakeLog(topic))  # type: ignore[arg-type]
+    body = fetch_body(
+        {0: 0}, max_bytes=1 << 20, partition_max_bytes=1 << 20, max_wait_ms=10_000, min_bytes=1
+    )
+    outcome = await handler.handle(FakeRequest(body, 12))  # type: ignore[arg-type]
+    assert isinstance(outcome, Deferred)
+    async with trio.open_nursery() as nursery:
+
+        async def append_soon() -> None:
+            await trio.sleep(0.05)
+            await topic.partitions[0].append(one_batch(10), rec.read_batch_header(one_batch(10)))
+
+        nursery.start_soon(append_soon)
+        with trio.fail_after(5):
+            response = await outcome.wait()
+    assert response.responses[0].partitions[0].records != b""
+
+
+async def test_incremental_fetch_without_sessions_is_session_id_not_found() -> None:
+    handler = FetchHandler(FakeLog(FakeTopic("t", 1)))  # type: ignore[arg-type]
+    body = fetch_body({0: 0}, max_bytes=100, partition_max_bytes=100, session_id=3, session_epoch=2)
+    response = await handler.handle(FakeRequest(body, 12))  # type: ignore[arg-type]
+    assert response.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND and response.responses == ()
+
+
+async def test_init_producer_id_gives_a_new_id_even_when_one_is_sent() -> None:
+    log = FakeLog()
+    handler = InitProducerIdHandler(log)  # type: ignore[arg-type]
+    first = await handler.handle(FakeRequest(InitProducerIdRequest(transactional_id=None), 4))  # type: ignore[arg-type]
+    again = await handler.handle(
+        FakeRequest(
+            InitProducerIdRequest(
+                transactional_id=None, producer_id=first.producer_id, producer_epoch=0
+            ),
+            4,
+        )  # type: ignore[arg-type]
+    )
+    assert (first.producer_id, again.producer_id, again.producer_epoch) == (1, 2, 0)
+    empty = await handler.handle(FakeRequest(InitProducerIdRequest(transactional_id=""), 4))  # type: ignore[arg-type]
+    assert empty.error_code == ErrorCode.INVALID_REQUEST
+
+
+@pytest.mark.parametrize(
+    ("name", "legal"),
+    [
+        ("ok.topic_1-x", True),
+        ("", False),
+        (".", False),
+        ("..", False),
+        ("a" * 249, True),
+        ("a" * 250, False),
+        ("sp ace", False),
+    ],
+)
+def test_topic_names_follow_kafka_rules(name: str, legal: bool) -> None:
+    assert (topic_name_error(name) is None) == legal
+
+
+@pytest.mark.parametrize(
+    ("requested", "code"), [(-1, None), (0, None), (1, ErrorCode.UNKNOWN_LEADER_EPOCH)]
+)
+def test_leader_epoch_check(requested: int, code: ErrorCode | None) -> None:
+    if code is None:
+        check_leader_epoch(requested, 0)
+    else:
+        with pytest.raises(KafkaError) as info:
+            check_leader_epoch(requested, 0)
+        assert info.value.error_code == code
+    with pytest.raises(KafkaError) as fenced:
+        check_leader_epoch(1, 2)
+    assert fenced.value.error_code == ErrorCode.FENCED_LEADER_EPOCH
+
+
+async def test_metadata_auto_creation_respects_the_request_and_internal_names() -> None:
+    log = FakeLog()
+    source = LogTopicSource(log, node_id=7)  # type: ignore[arg-type]
+    created, internal = await source.describe_topics(
+        ["new", "__consumer_offsets"], allow_auto_create=True
+    )
+    assert created.error_code == ErrorCode.NONE and created.partitions[0].leader_id == 7
+    assert internal.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    (refused,) = await source.describe_topics(["other"], allow_auto_create=False)
+    assert refused.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    log.auto_create_topics = False
+    (disabled,) = await source.describe_topics(["third"], allow_auto_create=True)
+    assert disabled.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class FakeServer:
+    def __init__(self) -> None:
+        self.config = BrokerConfig(
+            {"listeners": "PLAINTEXT://127.0.0.1:0", "num.io.threads": "4", "log.dirs": "/x"}
+        )
+        self.node_id = 1
+        self.io_threads = 4
+        self.network_threads = 3
+
+    async def resize_network_threads(self, new_count: int) -> None:
+        self.network_threads = new_count
+
+    def resize_io_threads(self, new_count: int) -> None:
+        self.io_threads = new_count
+
+
+async def test_broker_config_layers_and_resize_validation() -> None:
+    server = FakeServer()
+    configs = BrokerConfigs(server)
+    entries = {
+        e.name: e
+        for e in configs.describe("1", None, include_synonyms=True, include_documentation=False)
+    }
+    assert entries["num.io.threads"].config_source == 4 and entries["num.io.threads"].value == "4"
+    assert (
+        entries["num.network.threads"].config_source == 5
+        and entries["num.network.threads"].value == "3"
+    )
+    await configs.alter("", {"num.io.threads": "6"})  # cluster-wide default
+    await configs.alter("1", {"num.io.threads": "8"})  # per broker wins
+    assert server.io_threads == 8
+    layered = configs.describe(
+        "1", ["num.io.threads"], include_synonyms=True, include_documentation=False
+    )[0]
+    assert [s.source for s in layered.synonyms] == [2, 3, 4, 5]
+    assert [
+        e.name
+        for e in configs.describe("", None, include_synonyms=False, include_documentation=False)
+    ] == ["num.io.threads"]
+    with pytest.raises(KafkaError) as too_small:
+        await configs.alter("1", {"num.io.threads": "1"})
+    assert too_small.value.error_code == ErrorCode.INVALID_REQUEST and server.io_threads == 8
+    await configs.alter("1", {"num.io.threads": "5"}, validate_only=True)
+    assert server.io_threads == 8
+    with pytest.raises(KafkaError):
+        await configs.alter("1", {"queued.max.requests": "5"})

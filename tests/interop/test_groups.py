@@ -1,0 +1,258 @@
+"""Consumer groups with real clients: confluent-kafka (librdkafka), kafka-python, aiokafka.
+
+One broker serves the module; every test has its own topic and group. The
+broker runs with `group.initial.rebalance.delay.ms=0` and a low
+`group.min.session.timeout.ms` so that takeovers happen in seconds. Every
+wait is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.integration.broker_harness import BrokerProcess, stop_broker_process
+from tests.interop.kafka_clients import start_interop_broker, unique_topic
+
+pytestmark = pytest.mark.interop
+
+GROUP_BROKER_SETTINGS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
+}
+WAIT_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    broker = start_interop_broker(
+        tmp_path_factory.mktemp("groups") / "data", GROUP_BROKER_SETTINGS
+    )
+    try:
+        yield broker
+    finally:
+        code = stop_broker_process(broker)
+        assert code == 0, f"broker exited with {code}:\n{broker.log_text()[-4000:]}"
+
+
+@pytest.fixture
+def bootstrap(group_broker: BrokerProcess) -> str:
+    assert group_broker.process.poll() is None, group_broker.log_text()[-4000:]
+    return group_broker.bootstrap
+
+
+def create_topic(bootstrap: str, partitions: int) -> str:
+    topic = unique_topic("groups")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(timeout=WAIT_S)
+    return topic
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], partitions: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i, value in enumerate(values):
+        producer.produce(topic, value, partition=i % partitions)
+    assert producer.flush(WAIT_S) == 0
+
+
+def consumer(bootstrap: str, group: str, **extra: str | int) -> Consumer:
+    settings: dict[str, str | int] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": 3000,
+        "heartbeat.interval.ms": 300,
+    }
+    settings.update(extra)
+    return Consumer(settings)
+
+
+def poll_until(
+    consumers: list[Consumer], done: Callable[[], bool], sink: list[tuple[int, bytes]]
+) -> None:
+    """Poll every consumer, committing what each read, until `done()` or the deadline."""
+    deadline = time.monotonic() + WAIT_S
+    while not done():
+        assert time.monotonic() < deadline, f"timed out with {len(sink)} records"
+        for c in consumers:
+            message = c.poll(0.1)
+            if message is None or message.error():
+                continue
+            sink.append((id(c), message.value()))
+            c.commit(message=message, asynchronous=False)
+
+
+def values(count: int, prefix: str = "v") -> list[bytes]:
+    return [f"{prefix}-{i}".encode() for i in range(count)]
+
+
+def test_two_confluent_consumers_split_the_topic_then_one_takes_over_and_a_rejoin_resumes(
+    bootstrap: str,
+) -> None:
+    topic = create_topic(bootstrap, 4)
+    group = f"split-{uuid.uuid4().hex[:8]}"
+    first_batch = values(200, "a")
+    produce(bootstrap, topic, first_batch, 4)
+    c1, c2 = consumer(bootstrap, group), consumer(bootstrap, group)
+    c1.subscribe([topic])
+    c2.subscribe([topic])
+    read: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + WAIT_S
+    # Both must own partitions before the split is judged.
+    while not (c1.assignment() and c2.assignment()) or len(read) < len(first_batch):
+        assert time.monotonic() < deadline, f"no split: {len(read)} records"
+        for c in (c1, c2):
+            message = c.poll(0.1)
+            if message is not None and not message.error():
+                read.append((id(c), message.value()))
+                c.commit(message=message, asynchronous=False)
+    assert sorted(v for _, v in read) == sorted(first_batch), "each record exactly once"
+    assert len(c1.assignment()) + len(c2.assignment()) == 4
+    c2.close()
+    second_batch = values(100, "b")
+    produce(bootstrap, topic, second_batch, 4)
+    taken_over: list[tuple[int, bytes]] = []
+    poll_until([c1], lambda: len(taken_over) >= len(second_batch), taken_over)
+    assert sorted(v for _, v in taken_over) == sorted(second_batch)
+    assert len(c1.assignment()) == 4
+    c1.close()
+    third_batch = values(40, "c")
+    produce(bootstrap, topic, third_batch, 4)
+    c3 = consumer(bootstrap, group)
+    c3.subscribe([topic])
+    resumed: list[tuple[int, bytes]] = []
+    poll_until([c3], lambda: len(resumed) >= len(third_batch), resumed)
+    extra = c3.poll(1.0)
+    c3.close()
+    assert sorted(v for _, v in resumed) == sorted(third_batch), "resumed after its commits"
+    assert extra is None or extra.error(), "nothing read twice"
+
+
+def test_cooperative_sticky_consumers_share_and_read_everything(bootstrap: str) -> None:
+    topic = create_topic(bootstrap, 4)
+    group = f"coop-{uuid.uuid4().hex[:8]}"
+    batch = values(120)
+    produce(bootstrap, topic, batch, 4)
+    strategy = {"partition.assignment.strategy": "cooperative-sticky"}
+    c1 = consumer(bootstrap, group, **strategy)
+    c1.subscribe([topic])
+    read: list[tuple[int, bytes]] = []
+    poll_until([c1], lambda: len(read) >= 20, read)
+    c2 = consumer(bootstrap, group, **strategy)
+    c2.subscribe([topic])
+    deadline = time.monotonic() + WAIT_S
+    while not (c1.assignment() and c2.assignment()) or len(read) < len(batch):
+        assert time.monotonic() < deadline, f"cooperative rebalance stuck: {len(read)} records"
+        for c in (c1, c2):
+            message = c.poll(0.1)
+            if message is not None and not message.error():
+                read.append((id(c), message.value()))
+                c.commit(message=message, asynchronous=False)
+    c1.close()
+    c2.close()
+    assert sorted(set(v for _, v in read)) == sorted(batch)
+    assert len(read) == len(batch), "committed records are not read again"
+
+
+def test_admin_client_lists_and_describes_the_group(bootstrap: str) -> None:
+    topic = create_topic(bootstrap, 2)
+    group = f"admin-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap, topic, values(10), 2)
+    c = consumer(bootstrap, group)
+    c.subscribe([topic])
+    read: list[tuple[int, bytes]] = []
+    poll_until([c], lambda: len(read) >= 10, read)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    listed = admin.list_consumer_groups().result(timeout=WAIT_S)
+    ours = [g for g in listed.valid if g.group_id == group]
+    assert len(ours) == 1
+    assert ours[0].state.name == "STABLE"
+    description = admin.describe_consumer_groups([group])[group].result(timeout=WAIT_S)
+    assert description.state.name == "STABLE"
+    assert description.partition_assignor == "range"
+    (member,) = description.members
+    assigned = sorted(tp.partition for tp in member.assignment.topic_partitions)
+    assert assigned == [0, 1]
+    c.close()
+    description = admin.describe_consumer_groups([group])[group].result(timeout=WAIT_S)
+    assert description.state.name == "EMPTY"
+    assert description.members == []
+
+
+def test_kafka_python_group_consumer_reads_the_topic_through(bootstrap: str) -> None:
+    from kafka import KafkaConsumer
+
+    topic = create_topic(bootstrap, 3)
+    batch = values(90)
+    produce(bootstrap, topic, batch, 3)
+    kc = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=f"kp-{uuid.uuid4().hex[:8]}",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=int(WAIT_S * 1000),
+    )
+    got: list[bytes] = []
+    try:
+        for record in kc:
+            got.append(record.value)
+            if len(got) >= len(batch):
+                break
+        kc.commit()
+    finally:
+        kc.close()
+    assert sorted(got) == sorted(batch)
+
+
+def test_aiokafka_group_consumer_reads_the_topic_through(bootstrap: str) -> None:
+    from aiokafka import AIOKafkaConsumer
+
+    topic = create_topic(bootstrap, 3)
+    batch = values(90)
+    produce(bootstrap, topic, batch, 3)
+
+    async def consume() -> list[bytes]:
+        ac = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=f"aio-{uuid.uuid4().hex[:8]}",
+            auto_offset_reset="earliest",
+        )
+        await ac.start()
+        got: list[bytes] = []
+        try:
+            async with asyncio.timeout(WAIT_S):
+                async for record in ac:
+                    got.append(record.value)
+                    if len(got) >= len(batch):
+                        break
+            await ac.commit()
+        finally:
+            await ac.stop()
+        return got
+
+    assert sorted(asyncio.run(consume())) == sorted(batch)
+
+
+def test_first_record_arrives_soon_after_subscribe_without_rebalance_delay(
+    bootstrap: str,
+) -> None:
+    topic = create_topic(bootstrap, 1)
+    produce(bootstrap, topic, [b"hello"], 1)
+    c = consumer(bootstrap, f"fast-{uuid.uuid4().hex[:8]}")
+    start = time.monotonic()
+    c.subscribe([topic])
+    message = None
+    while message is None or message.error():
+        assert time.monotonic() - start < 10, "no record within 10 s of subscribe()"
+        message = c.poll(0.1)
+    c.close()
+    assert message.value() == b"hello"

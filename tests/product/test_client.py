@@ -1,0 +1,246 @@
+"""`python -m broker.client` end to end against a live broker, as a user runs it."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from broker.client.cli import build_parser, main
+from broker.server import KafkaServer
+from tests.integration.broker_harness import running_broker
+
+ENV = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+
+
+class Client:
+    def __init__(self, server: KafkaServer) -> None:
+        self.bootstrap = f"127.0.0.1:{server.bound_port()}"
+
+    async def run(
+        self, *args: str, stdin: bytes = b"", bootstrap: str | None = None
+    ) -> trio.CompletedProcess[bytes]:
+        command = [sys.executable, "-m", "broker.client", *args]
+        command += ["--bootstrap-server", bootstrap or self.bootstrap]
+        with trio.fail_after(60):
+            return await trio.run_process(
+                command,
+                stdin=stdin,
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+                env=ENV,
+            )
+
+    async def ok(self, *args: str, stdin: bytes = b"") -> bytes:
+        """In-process (the codec's import time makes each process cost ~1.5 s)."""
+        code, out, err = await trio.to_thread.run_sync(self._in_process, list(args), stdin)
+        assert code == 0, err
+        return out
+
+    def _in_process(self, args: list[str], stdin: bytes) -> tuple[int, bytes, str]:
+        fake_in = io.TextIOWrapper(io.BytesIO(stdin))
+        fake_out = io.TextIOWrapper(io.BytesIO(), write_through=True)
+        err = io.StringIO()
+        saved = sys.stdin, sys.stdout
+        sys.stdin, sys.stdout = fake_in, fake_out
+        try:
+            with contextlib.redirect_stderr(err):
+                code = main([*args, "--bootstrap-server", self.bootstrap])
+        finally:
+            sys.stdin, sys.stdout = saved
+        fake_out.flush()
+        raw = fake_out.buffer
+        assert isinstance(raw, io.BytesIO)
+        return code, raw.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[Client]:
+    async with running_broker(tmp_path, {"metrics.port": "-1"}) as server:
+        yield Client(server)
+
+
+async def test_api_versions_lists_apis_with_the_usable_version(client: Client) -> None:
+    out = (await client.ok("api-versions")).decode()
+    assert "ApiVersions(18): 0 to 4 [usable: 4]" in out
+    rows = json.loads(await client.ok("api-versions", "--json"))
+    assert {"api_key": 18, "name": "ApiVersions"}.items() <= rows[
+        [r["api_key"] for r in rows].index(18)
+    ].items()
+
+
+async def test_raw_api_versions_prints_the_decoded_response_as_json(client: Client) -> None:
+    # v3 without client software name and version: INVALID_REQUEST, as Kafka answers.
+    bare = json.loads((await client.run("raw", "18", "3", "{}")).stdout)
+    assert bare["error_code"] == 42 and bare["api_keys"] == []
+    body = '{"client_software_name": "cli", "client_software_version": "1"}'
+    response = json.loads(await client.ok("raw", "18", "3", body))
+    assert response["error_code"] == 0
+    assert {"api_key": 18, "min_version": 0, "max_version": 4} in response["api_keys"]
+
+
+async def test_raw_maps_nested_json_onto_the_request(client: Client) -> None:
+    response = json.loads(
+        await client.ok(
+            "raw", "3", "12", '{"topics": [{"name": "nope"}], "allowAutoTopicCreation": false}'
+        )
+    )
+    assert response["topics"][0]["name"] == "nope"
+    assert response["topics"][0]["error_code"] == 3
+
+
+async def test_raw_rejects_unknown_fields_in_one_line(client: Client) -> None:
+    result = await client.run("raw", "18", "3", '{"bogus": 1}')
+    assert result.returncode == 1
+    assert result.stderr.decode().count("\n") == 1
+    assert "unknown field 'bogus'" in result.stderr.decode()
+
+
+async def test_topics_create_list_describe_delete(client: Client) -> None:
+    out = await client.ok(
+        "topics", "create", "orders", "--partitions", "3", "--config", "retention.ms=60000"
+    )
+    assert out == b"created topic orders\n"
+    assert b"orders\n" in await client.ok("topics", "list")
+    described = (await client.ok("topics", "describe", "orders")).decode()
+    assert "PartitionCount: 3" in described and "Partition: 2" in described
+    metadata = json.loads(await client.ok("metadata", "orders", "--json"))
+    assert len(metadata["topics"][0]["partitions"]) == 3
+    again = await client.run("topics", "create", "orders")
+    assert again.returncode == 1 and b"TOPIC_ALREADY_EXISTS" in again.stderr
+    assert await client.ok("topics", "delete", "orders") == b"deleted topic orders\n"
+    assert b"orders\n" not in await client.ok("topics", "list")
+
+
+async def test_produced_lines_are_consumed_back_exactly(client: Client) -> None:
+    await client.ok("topics", "create", "lines")
+    lines = b"first\nsecond line\n\nfourth\n"
+    produced = await client.run("produce", "lines", stdin=lines)
+    assert produced.returncode == 0, produced.stderr
+    consumed = await client.run("consume", "lines", "--from-beginning", "-e")
+    assert consumed.returncode == 0 and consumed.stdout == lines
+
+
+async def test_keys_headers_and_formats_round_trip(client: Client) -> None:
+    await client.ok("topics", "create", "keyed", "--partitions", "2")
+    await client.ok(
+        "produce", "keyed", "-K", ":", "-H", "source=cli", "-p", "1", stdin=b"k1:v1\nk2:v:2\n"
+    )
+    out = await client.ok(
+        "consume", "keyed", "-o", "beginning", "-e", "-f", "%t %p %o %k=%s [%h]\\n"
+    )
+    assert out == b"keyed 1 0 k1=v1 [source=cli]\nkeyed 1 1 k2=v:2 [source=cli]\n"
+    keyed = await client.ok("consume", "keyed", "--from-beginning", "-e", "-K", "\t")
+    assert keyed == b"k1\tv1\nk2\tv:2\n"
+
+
+async def test_json_output_has_one_object_per_record(client: Client) -> None:
+    await client.ok("topics", "create", "js")
+    await client.ok("produce", "js", "-K", "=", "-H", "h=1", stdin=b"a=1\nb=2\n")
+    out = await client.ok("consume", "js", "--from-beginning", "--json", "--max-messages", "2")
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [(r["key"], r["value"], r["offset"]) for r in records] == [("a", "1", 0), ("b", "2", 1)]
+    assert records[0]["headers"] == [{"key": "h", "value": "1"}]
+    assert records[0]["topic"] == "js" and records[0]["timestamp"] > 0
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+async def test_compressed_batches_are_consumed_back(client: Client, codec: str) -> None:
+    await client.ok("topics", "create", codec)
+    lines = b"".join(b"record %d\n" % i for i in range(50))
+    await client.ok("produce", codec, "--compression", codec, stdin=lines)
+    assert await client.ok("consume", codec, "--from-beginning", "-e") == lines
+
+
+async def test_offsets_and_max_messages_select_records(client: Client) -> None:
+    await client.ok("topics", "create", "offs")
+    await client.ok("produce", "offs", "-p", "0", stdin=b"a\nb\nc\nd\n")
+    assert await client.ok("consume", "offs", "--offset", "2", "-e") == b"c\nd\n"
+    assert await client.ok("consume", "offs", "-o", "-1", "-e") == b"d\n"
+    assert await client.ok("consume", "offs", "--from-beginning", "--max-messages", "1") == b"a\n"
+
+
+async def test_unknown_topic_fails_with_the_error_name(client: Client) -> None:
+    for args in (("consume", "ghost", "-e"), ("produce", "ghost")):
+        result = await client.run(*args)
+        assert result.returncode == 1
+        assert result.stderr == b"error: topic 'ghost': UNKNOWN_TOPIC_OR_PARTITION\n"
+
+
+async def test_connection_refused_is_one_line_and_exit_code_one(client: Client) -> None:
+    with trio.socket.socket() as sock:
+        await sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = await client.run("api-versions", bootstrap=f"127.0.0.1:{port}")
+    assert result.returncode == 1
+    stderr = result.stderr.decode()
+    assert (
+        stderr.startswith(f"error: cannot connect to 127.0.0.1:{port}") and stderr.count("\n") == 1
+    )
+
+
+async def test_groups_list_and_describe_answer(client: Client) -> None:
+    assert (await client.run("groups", "list")).returncode == 0
+    result = await client.run("groups", "describe", "nobody", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)[0]["group_id"] == "nobody"
+
+
+async def test_group_consumption_resumes_from_committed_offsets(client: Client) -> None:
+    await client.ok("topics", "create", "grp", "--partitions", "2")
+    await client.ok("produce", "grp", "-p", "0", stdin=b"a\nb\n")
+    await client.ok("produce", "grp", "-p", "1", stdin=b"c\n")
+    first = await client.ok(
+        "consume", "grp", "-g", "g1", "--from-beginning", "-e", "-f", "%p:%s\\n"
+    )
+    assert sorted(first.splitlines()) == [b"0:a", b"0:b", b"1:c"]
+    await client.ok("produce", "grp", "-p", "1", stdin=b"d\n")
+    second = await client.ok("consume", "grp", "-g", "g1", "--from-beginning", "-e")
+    assert second == b"d\n"
+    groups = (await client.ok("groups", "list")).decode()
+    assert groups.startswith("g1\t")
+
+
+COMMANDS = [
+    [],
+    ["api-versions"],
+    ["metadata"],
+    ["topics", "create"],
+    ["topics", "delete"],
+    ["topics", "list"],
+    ["topics", "describe"],
+    ["groups", "list"],
+    ["groups", "describe"],
+    ["produce"],
+    ["consume"],
+    ["raw"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: "-".join(c) or "top")
+def test_every_command_has_help_with_an_example(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args([*command, "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "example" in out and "usage:" in out
+
+
+async def test_help_runs_as_a_module_without_a_broker() -> None:
+    result = await trio.run_process(
+        [sys.executable, "-m", "broker.client", "consume", "--help"],
+        capture_stdout=True,
+        check=False,
+        env=ENV,
+    )
+    assert result.returncode == 0 and b"--from-beginning" in result.stdout

@@ -1,0 +1,228 @@
+"""compose.yaml and the Dockerfiles, checked without a Docker engine.
+
+The file must satisfy the Compose specification's schema (vendored, see
+compose-spec.NOTICE); every build must point at files that exist; images
+must come from pinned bases and package registries only; and the commands
+the services run (same entrypoint, same environment mapping) must work when
+run natively on 127.0.0.1 with the ports rewritten to free ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import trio
+import yaml
+
+from broker.client.connection import KafkaConnection
+from broker.env_overrides import command_with_overrides, config_key, overrides_from_environment
+from broker.protocol.messages import MetadataRequest
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
+SERVICES: dict[str, Any] = COMPOSE["services"]
+DOCKERFILES = sorted(
+    p for p in (ROOT / "docker").glob("Dockerfile.*") if not p.name.endswith(".dockerignore")
+)
+BIN = Path(sys.executable).parent
+_PINNED_BASE = re.compile(r"^FROM\s+python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?(\s|$)")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def dockerfile_instructions(path: Path) -> list[str]:
+    """Instructions with continuation lines joined and comments dropped."""
+    lines = [ln for ln in path.read_text().splitlines() if not ln.lstrip().startswith("#")]
+    return [i.strip() for i in re.sub(r"\\\n", " ", "\n".join(lines)).splitlines() if i.strip()]
+
+
+def test_compose_file_satisfies_the_compose_specification_schema() -> None:
+    schema = json.loads((Path(__file__).parent / "compose-spec.json").read_text())
+    jsonschema.validators.validator_for(schema)(schema).validate(COMPOSE)
+
+
+def test_every_build_context_and_dockerfile_exists() -> None:
+    builds = [s["build"] for s in SERVICES.values() if "build" in s]
+    assert builds
+    for build in builds:
+        context = ROOT / build["context"]
+        assert context.is_dir()
+        assert (context / build["dockerfile"]).is_file()
+
+
+def test_dockerfiles_pin_their_base_and_install_only_from_package_registries() -> None:
+    assert {p.name for p in DOCKERFILES} == {"Dockerfile.broker", "Dockerfile.pipeline"}
+    for path in DOCKERFILES:
+        instructions = dockerfile_instructions(path)
+        froms = [i for i in instructions if i.upper().startswith("FROM")]
+        assert froms and all(_PINNED_BASE.match(i) for i in froms), froms
+        for instruction in instructions:
+            assert not re.search(r"\b(curl|wget)\b|https?://", instruction), instruction
+            assert not instruction.upper().startswith("ADD"), instruction
+            for pip in re.findall(r"pip install[^&;]*", instruction):
+                assert re.search(r"--require-hashes -r \S+\.lock", pip) or "--no-deps ." in pip, pip
+        text = " ".join(instructions)
+        assert "COPY docker/broker.lock ./requirements.lock" in text
+        assert "pip install --require-hashes -r requirements.lock" in text
+        users = [i.split()[1] for i in instructions if i.startswith("USER")]
+        assert users and users[-1] not in ("root", "0"), "the image must run as non-root"
+    pipeline = " ".join(dockerfile_instructions(ROOT / "docker" / "Dockerfile.pipeline"))
+    assert "apt-get install" in pipeline and "openjdk-17-jre-headless" in pipeline
+
+
+def test_broker_image_checks_health_with_api_versions() -> None:
+    broker = " ".join(dockerfile_instructions(ROOT / "docker" / "Dockerfile.broker"))
+    assert "HEALTHCHECK" in broker and '"api-versions"' in broker
+    test = SERVICES["broker"]["healthcheck"]["test"]
+    assert test[:4] == ["CMD", "broker", "client", "api-versions"]
+
+
+def test_pipeline_starts_once_the_broker_is_healthy_and_spark_is_a_profile() -> None:
+    assert SERVICES["pipeline"]["depends_on"]["broker"]["condition"] == "service_healthy"
+    assert "profiles" not in SERVICES["broker"] and "profiles" not in SERVICES["pipeline"]
+    assert SERVICES["spark-master"]["profiles"] == ["spark"]
+    assert SERVICES["spark-worker"]["profiles"] == ["spark"]
+    assert "spark://spark-master:7077" in SERVICES["spark-worker"]["command"]
+    named = set(COMPOSE["volumes"])
+    for service in ("broker", "pipeline"):
+        sources = {v.split(":")[0] for v in SERVICES[service]["volumes"]}
+        assert sources <= named
+
+
+def test_environment_variables_map_to_kafka_config_keys() -> None:
+    assert config_key("KAFKA_CFG_ADVERTISED_LISTENERS") == "advertised.listeners"
+    assert config_key("KAFKA_CFG_LISTENER_SECURITY_PROTOCOL_MAP") == (
+        "listener.security.protocol.map"
+    )
+    assert config_key("KAFKA_CFG_SOME__KEY") == "some_key"
+    environ = {"KAFKA_CFG_NODE_ID": "3", "PATH": "/bin", "KAFKA_CFG_": "ignored"}
+    assert overrides_from_environment(environ) == ["node.id=3"]
+    assert command_with_overrides(["broker", "serve"], environ) == [
+        "broker",
+        "serve",
+        "--override",
+        "node.id=3",
+    ]
+    assert command_with_overrides(["broker", "client", "x"], environ) == ["broker", "client", "x"]
+
+
+def _native_environment(rewrites: dict[int, int], data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_CFG_")}
+    env = {k: v for k, v in env.items() if "proxy" not in k.lower()}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    for key, raw in SERVICES["broker"]["environment"].items():
+        value = str(raw).replace("0.0.0.0", "127.0.0.1")
+        for old, new in rewrites.items():
+            value = re.sub(rf":{old}\b", f":{new}", value)
+            if value == str(old):
+                value = str(new)
+        env[key] = value
+    env["KAFKA_CFG_LOG_DIRS"] = str(data_dir)
+    return env
+
+
+async def _advertised(port: int) -> list[tuple[str, int]]:
+    connection = await KafkaConnection.connect("127.0.0.1", port)
+    async with connection:
+        response = await connection.request(MetadataRequest(topics=()), 9)
+    return [(b.host, b.port) for b in response.brokers]
+
+
+async def test_broker_service_command_serves_the_mapped_listeners(tmp_path: Path) -> None:
+    internal, external, metrics = free_port(), free_port(), free_port()
+    rewrites = {29092: internal, 9092: external, 9404: metrics}
+    env = _native_environment(rewrites, tmp_path / "data")
+    command = SERVICES["broker"]["command"]
+    log_path = tmp_path / "broker.log"
+    with log_path.open("w") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "broker.env_overrides", *command],
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while "started" not in log_path.read_text():
+            assert process.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, log_path.read_text()
+            await trio.sleep(0.05)
+        healthcheck = [
+            re.sub(r":9092$", f":{external}", part)
+            for part in SERVICES["broker"]["healthcheck"]["test"][1:]
+        ]
+        result = await trio.run_process(healthcheck, env=env, capture_stdout=True, check=False)
+        assert result.returncode == 0
+        assert b"ApiVersions(18)" in result.stdout
+        assert await _advertised(external) == [("localhost", external)]
+        assert await _advertised(internal) == [("broker", internal)]
+        log_text = log_path.read_text()
+        assert f"Prometheus metrics on http://127.0.0.1:{metrics}/metrics" in log_text
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, log_path.read_text()
+
+
+def test_pipeline_service_command_parses_with_the_pipeline_cli() -> None:
+    command = SERVICES["pipeline"]["command"]
+    assert command[:3] == ["broker", "pipeline", "archive"]
+    result = subprocess.run(
+        [sys.executable, "-m", "broker", *command[1:], "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    for flag in (arg for arg in command if arg.startswith("--")):
+        assert flag in result.stdout
+
+
+@pytest.mark.parametrize("service", ["spark-master", "spark-worker"])
+def test_spark_services_run_a_spark_class_the_image_provides(service: str) -> None:
+    command = SERVICES[service]["command"]
+    assert command[0] == "spark-class"
+    assert (BIN / "spark-class").is_file(), "pyspark from the lock provides spark-class"
+    assert command[1].startswith("org.apache.spark.deploy.")
+
+
+def _pins(lock: Path) -> dict[str, str]:
+    pins = {}
+    for line in lock.read_text().splitlines():
+        match = re.match(r"^([A-Za-z0-9_.\-]+)==([^ \\]+)", line)
+        if match:
+            pins[match.group(1).lower()] = match.group(2)
+    return pins
+
+
+def test_image_locks_pin_the_same_versions_as_the_development_lock() -> None:
+    """docker/*.lock are subsets of requirements.lock: images run what the tests ran."""
+    everything = _pins(ROOT / "requirements.lock")
+    broker = _pins(ROOT / "docker" / "broker.lock")
+    pipeline = _pins(ROOT / "docker" / "pipeline.lock")
+    assert {"trio", "attrs", "cramjam"} <= broker.keys()
+    assert "pyspark" not in broker and "pytest" not in broker
+    assert {"pyspark", "pyarrow"} <= pipeline.keys()
+    for name, version in {**broker, **pipeline}.items():
+        assert everything.get(name) == version, name
