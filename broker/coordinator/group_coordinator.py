@@ -429,6 +429,7 @@ class GroupCoordinator:
             if (
                 group.state is GroupState.EMPTY
                 and not group.members
+                and not group.pending_members
                 and not self.store.has_offsets(group.group_id)
             ):
                 self._remove_group(group)

@@ -24,6 +24,7 @@ import attrs
 import trio
 
 from broker.net.connection import Connection
+from broker.metrics import Meter
 from broker.net.connection_quotas import ConnectionQuotas
 from broker.net.frame_decoder import InvalidFrameSize
 from broker.net.memory_pool import MemoryPool
@@ -72,7 +73,6 @@ class ProcessorSettings:
 
     max_request_size: int
     idle_timeout_ms: int
-    protected_listener: bool = False
 
 
 class _CloseConnection(Exception):
@@ -96,8 +96,10 @@ class Processor:
         memory_pool: MemoryPool,
         request_metrics: RequestMetrics,
         is_enabled: Callable[[int, int], bool],
+        on_excess: Callable[[], None] = lambda: None,
     ) -> None:
         self.id = processor_id
+        self._on_excess = on_excess
         self._settings = settings
         self._channel = channel
         self._quotas = quotas
@@ -115,8 +117,9 @@ class Processor:
         self._scope = trio.CancelScope()
         self._busy_ns = 0
         self._started_ns = time.perf_counter_ns()
-        self.connections_created = 0
-        self.connections_closed = 0
+        # Replaced by the socket server with meters registered under Kafka's names.
+        self.connections_created = Meter()
+        self.connections_closed = Meter()
 
     # -- hand-off from the acceptor ------------------------------------------
     def try_accept(self, connection: NewConnection) -> bool:
@@ -190,19 +193,25 @@ class Processor:
             client_information=ClientInformation(),
         )
         self.connections[connection_id] = connection
-        self.connections_created += 1
+        self.connections_created.mark()
         nursery.start_soon(self._serve, connection)
-        if not self._settings.protected_listener and self._quotas.max_connections_exceeded():
-            self._close_excess_connection()
+        if self._quotas.max_connections_exceeded():
+            # Only a protected listener admits past the broker-wide limit; the
+            # socket server then closes an excess connection elsewhere (spec §3.5).
+            self._on_excess()
 
-    def _close_excess_connection(self) -> None:
-        """Spec §3.5: close one connection, the closing or least recently active first."""
-        candidates = sorted(self.connections.values(), key=lambda c: (not c.closing, c.last_active))
-        if candidates:
-            victim = candidates[0]
-            log.info("closing connection %s: broker max.connections exceeded", victim.id)
-            victim.closing = True
-            victim.scope.cancel()
+    def excess_candidate(self) -> Connection | None:
+        """The connection this processor would close for excess: closing ones first,
+        then the least recently active."""
+        return min(
+            self.connections.values(), key=lambda c: (not c.closing, c.last_active), default=None
+        )
+
+    @staticmethod
+    def close_for_excess(connection: Connection) -> None:
+        log.info("closing connection %s: broker max.connections exceeded", connection.id)
+        connection.closing = True
+        connection.scope.cancel()
 
     async def _serve(self, connection: Connection) -> None:
         """Read, queue, await the response, write; until EOF, error or shutdown."""
@@ -379,7 +388,7 @@ class Processor:
         connection.closing = True
         connection.responses_out.close()
         self._quotas.release(connection.listener_name, connection.remote_ip)
-        self.connections_closed += 1
+        self.connections_closed.mark()
         await trio.aclose_forcefully(connection.stream)
         if self._draining and not self.connections:
             self.shutdown()

@@ -143,7 +143,6 @@ class SocketServer:
         settings = ProcessorSettings(
             max_request_size=self.config.get_int("socket.request.max.bytes"),
             idle_timeout_ms=self.config.get_int("connections.max.idle.ms"),
-            protected_listener=self.quotas.is_protected(name),
         )
         for _ in range(count):
             processor = Processor(
@@ -154,6 +153,7 @@ class SocketServer:
                 self.memory_pool,
                 self.request_metrics,
                 self._is_enabled,
+                self.close_excess_connection,
             )
             self._next_processor_id += 1
             await self._nursery.start(processor.run)
@@ -180,6 +180,26 @@ class SocketServer:
                 removed.shutdown()
                 self._remove_processor_metrics(endpoint.listener_name, removed)
         self.config = self.config.with_updates({"num.network.threads": str(new_count)})
+
+    def close_excess_connection(self) -> None:
+        """Close one connection of a non-protected listener (spec §3.5).
+
+        Called when a protected (inter-broker) listener admitted a connection
+        past the broker-wide `max.connections`; the victim is a connection
+        already closing, else the least recently active one.
+        """
+        candidates = [
+            (candidate, processor)
+            for name, processors in self.processors.items()
+            if not self.quotas.is_protected(name)
+            for processor in processors
+            if (candidate := processor.excess_candidate()) is not None
+        ]
+        if candidates:
+            victim, processor = min(
+                candidates, key=lambda pair: (not pair[0].closing, pair[0].last_active)
+            )
+            processor.close_for_excess(victim)
 
     # -- shutdown ------------------------------------------------------------------
     async def stop_processing_requests(self) -> None:
@@ -250,31 +270,19 @@ class SocketServer:
             )
 
     def _register_processor_metrics(self, listener: str, processor: Processor) -> None:
+        """Kafka's socket-server-metrics: connection-count, and the creation and
+        close meters (exposed as -rate and -total)."""
         tags = {"listener": listener, "networkProcessor": str(processor.id)}
-        m = self.metrics
-        m.gauge(
-            "kafka.server",
-            "socket-server-metrics",
-            "connection-count",
-            lambda: float(processor.connection_count()),
-            **tags,
+        group, type_ = "kafka.server", "socket-server-metrics"
+        self.metrics.gauge(
+            group, type_, "connection-count", lambda: float(processor.connection_count()), **tags
         )
-        m.gauge(
-            "kafka.server",
-            "socket-server-metrics",
-            "connection-creation-total",
-            lambda: float(processor.connections_created),
-            **tags,
+        processor.connections_created = self.metrics.meter(
+            group, type_, "connection-creation", **tags
         )
-        m.gauge(
-            "kafka.server",
-            "socket-server-metrics",
-            "connection-close-total",
-            lambda: float(processor.connections_closed),
-            **tags,
-        )
+        processor.connections_closed = self.metrics.meter(group, type_, "connection-close", **tags)
 
     def _remove_processor_metrics(self, listener: str, processor: Processor) -> None:
         tags = {"listener": listener, "networkProcessor": str(processor.id)}
-        for name in ("connection-count", "connection-creation-total", "connection-close-total"):
+        for name in ("connection-count", "connection-creation", "connection-close"):
             self.metrics.remove("kafka.server", "socket-server-metrics", name, **tags)

@@ -173,9 +173,7 @@ def decode_message(cls: type, data: Buffer, version: int) -> Any:
     except KeyError:
         if cls not in CODECS:
             raise TypeError(f"{cls!r} is not a generated top-level message type") from None
-        raise UnsupportedVersionError(
-            f"unsupported version {version} for {cls.__name__}"
-        ) from None
+        raise UnsupportedVersionError(f"unsupported version {version} for {cls.__name__}") from None
     try:
         return reader(memoryview(data) if type(data) is bytes else _as_view(data), 0)[0]
     except DecodeError:

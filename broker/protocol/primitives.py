@@ -7,6 +7,7 @@ cost of a call does not matter.
 
 from __future__ import annotations
 
+import functools
 import struct
 import uuid
 from collections.abc import Callable
@@ -17,8 +18,8 @@ from broker.protocol.errors import DecodeError
 __all__ = [
     "ArrayStructs",
     "Buffer",
-    "CompactArrays",
     "Ext",
+    "compact_arrays",
     "nbytes",
     "read_uvarint",
     "skip_tagged_fields",
@@ -107,25 +108,17 @@ class ArrayStructs(dict[int, struct.Struct]):
         return s
 
 
-class CompactArrays(dict[int, Callable[[memoryview, int], tuple[Any, ...]]]):
+@functools.cache
+def compact_arrays(code: str) -> dict[int, Callable[[memoryview, int], tuple[Any, ...]]]:
     """``unpack_from`` for a short compact array, keyed by its length byte (1-127).
 
     The struct skips the length byte itself (``x``), so the generated code reads a
     whole array of up to 126 numbers with one dict hit and one call, from the
-    position of its length byte. Other bytes raise ``KeyError``, which sends the
-    generated code to its general path; so at most 127 entries are ever cached.
+    position of its length byte. Any other byte (0 for null, a multi-byte varint)
+    raises ``KeyError``, which sends the generated code to its general path. A
+    plain, shared, prefilled dict: the fastest subscript there is.
     """
-
-    def __init__(self, code: str) -> None:
-        super().__init__()
-        self.code = code
-
-    def __missing__(self, n: int) -> Callable[[memoryview, int], tuple[Any, ...]]:
-        if not 0 < n < 0x80:
-            raise KeyError(n)  # null (0) or a multi-byte varint: the caller's slow path
-        unpack = struct.Struct(f">x{n - 1}{self.code}").unpack_from
-        self[n] = unpack
-        return unpack
+    return {n: struct.Struct(f">x{n - 1}{code}").unpack_from for n in range(1, 0x80)}
 
 
 def struct_eq(self: tuple[Any, ...], other: object) -> Any:
@@ -157,13 +150,25 @@ _UUID_UNKNOWN = uuid.SafeUUID.unknown
 _from_bytes = int.from_bytes
 
 
+_UUIDS: dict[bytes, uuid.UUID] = {}
+_UUIDS_MAX = 4096
+
+
 def uuid_from_bytes(data: bytes) -> uuid.UUID:
     """``uuid.UUID(bytes=data)`` for exactly 16 bytes, without its argument checking.
 
     ``UUID.__init__`` costs about 0.8 us, most of it validating arguments that the
-    decoder already guarantees (``struct`` returns exactly 16 bytes).
+    decoder already guarantees (``struct`` returns exactly 16 bytes); building it
+    directly costs 0.3 us. Topic ids recur in nearly every request, so the (immutable)
+    results are also remembered; the memo is bounded (cleared when full), so hostile
+    input cannot grow it.
     """
-    u = _new_uuid(_UUID)
-    _set_uuid_int(u, _from_bytes(data, "big"))
-    _set_uuid_is_safe(u, _UUID_UNKNOWN)
+    u = _UUIDS.get(data)
+    if u is None:
+        u = _new_uuid(_UUID)
+        _set_uuid_int(u, _from_bytes(data, "big"))
+        _set_uuid_is_safe(u, _UUID_UNKNOWN)
+        if len(_UUIDS) >= _UUIDS_MAX:
+            _UUIDS.clear()
+        _UUIDS[data] = u
     return u

@@ -18,9 +18,7 @@ from tests.coordinator.helpers import params
 
 
 @asynccontextmanager
-async def running_service(
-    directory: Path, **config: int
-) -> AsyncIterator[GroupCoordinatorService]:
+async def running_service(directory: Path, **config: int) -> AsyncIterator[GroupCoordinatorService]:
     service = GroupCoordinatorService(CoordinatorConfig(**config), directory)
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)

@@ -86,7 +86,11 @@ def start_broker_process(
     config_file: Path | None = None,
 ) -> BrokerProcess:
     """`python -m broker serve` as a user runs it; waits until it logs its listeners."""
-    settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir), "metrics.port": "-1"}
+    settings = {
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "log.dirs": str(data_dir),
+        "metrics.port": "-1",
+    }
     settings.update(overrides or {})
     args = [sys.executable, "-m", "broker", "serve"]
     if config_file is not None:

@@ -7,6 +7,7 @@ broker: acceptor, processors, request channel, handler pool and API layer.
 
 from __future__ import annotations
 
+import logging
 import socket
 import struct
 from pathlib import Path
@@ -527,3 +528,79 @@ async def test_a_wildcard_listener_binds_all_interfaces(tmp_path: Path) -> None:
         await api_versions_ok(conn)
         host, _ = server.socket_server.advertised_endpoint("PLAINTEXT")
         assert host == socket.getfqdn()
+
+
+async def test_a_protected_listener_admits_past_max_connections_and_an_excess_one_is_closed(
+    tmp_path: Path,
+) -> None:
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "max.connections": "2",
+    }
+    async with running_broker(tmp_path, overrides) as server:
+        oldest = await connect(server, "PLAINTEXT")
+        await api_versions_ok(oldest)
+        newest = await connect(server, "PLAINTEXT")
+        await api_versions_ok(newest)
+        await api_versions_ok(newest)
+        inter_broker = await connect(server, "INTERNAL")
+        await api_versions_ok(inter_broker)
+        # The least recently active client connection makes room (spec §3.5).
+        await assert_closed(oldest)
+        await api_versions_ok(newest)
+        await api_versions_ok(inter_broker)
+        await wait_until(lambda: server.socket_server.quotas.total_count() == 2)
+
+
+async def test_an_ipv6_listener_serves_and_advertises_its_address(tmp_path: Path) -> None:
+    async with running_broker(tmp_path, {"listeners": "PLAINTEXT://[::1]:0"}) as server:
+        conn = await KafkaConnection.connect("::1", server.bound_port())
+        await api_versions_ok(conn)
+        metadata = await conn.request(MetadataRequest(topics=None), 12)
+        assert [(b.host, b.port) for b in metadata.brokers] == [("::1", server.bound_port())]
+
+
+async def test_the_request_log_writes_one_json_line_per_completed_request(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import json
+
+    caplog.set_level(logging.DEBUG, logger="kafka.request.logger")
+    async with running_broker(tmp_path) as server:
+        conn = await connect(server, client_id="logged-client")
+        await conn.request(
+            ApiVersionsRequest(client_software_name="my-client", client_software_version="1.0"), 3
+        )
+        await conn.request(MetadataRequest(topics=None), 12)
+    lines = [r.getMessage() for r in caplog.records if r.name == "kafka.request.logger"]
+    assert len(lines) == 2
+    entries = [json.loads(line.removeprefix("Completed request:")) for line in lines]
+    assert [e["requestHeader"]["requestApiKeyName"] for e in entries] == ["ApiVersions", "Metadata"]
+    first, second = entries
+    assert first["requestHeader"]["clientId"] == "logged-client"
+    assert second["clientInformation"] == {"softwareName": "my-client", "softwareVersion": "1.0"}
+    assert second["listener"] == "PLAINTEXT" and second["securityProtocol"] == "PLAINTEXT"
+    assert second["response"]["brokers"][0]["port"] == server.bound_port()
+    for key in ("totalTimeMs", "requestQueueTimeMs", "localTimeMs", "sendTimeMs"):
+        assert second[key] >= 0
+
+
+async def test_connection_meters_count_creations_and_closes(tmp_path: Path) -> None:
+    async with running_broker(tmp_path, {"num.network.threads": "1"}) as server:
+        (processor,) = server.socket_server.processors["PLAINTEXT"]
+        conns = [await connect(server) for _ in range(3)]
+        for conn in conns:
+            await api_versions_ok(conn)
+        await conns[0].aclose()
+        await wait_until(lambda: processor.connections_closed.count == 1)
+        assert processor.connections_created.count == 3
+        meter = server.metrics.get(
+            "kafka.server",
+            "socket-server-metrics",
+            "connection-creation",
+            listener="PLAINTEXT",
+            networkProcessor=str(processor.id),
+        )
+        assert meter is processor.connections_created

@@ -9,12 +9,13 @@ wait is bounded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.broker_harness import BrokerProcess, stop_broker_process
@@ -31,9 +32,7 @@ WAIT_S = 30.0
 
 @pytest.fixture(scope="module")
 def group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    broker = start_interop_broker(
-        tmp_path_factory.mktemp("groups") / "data", GROUP_BROKER_SETTINGS
-    )
+    broker = start_interop_broker(tmp_path_factory.mktemp("groups") / "data", GROUP_BROKER_SETTINGS)
     try:
         yield broker
     finally:
@@ -45,6 +44,18 @@ def group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
 def bootstrap(group_broker: BrokerProcess) -> str:
     assert group_broker.process.poll() is None, group_broker.log_text()[-4000:]
     return group_broker.bootstrap
+
+
+_open_consumers: list[Consumer] = []
+
+
+@pytest.fixture(autouse=True)
+def close_consumers() -> Iterator[None]:
+    """A failed test must not leave librdkafka threads retrying in the background."""
+    yield
+    while _open_consumers:
+        with contextlib.suppress(RuntimeError):  # already closed by the test
+            _open_consumers.pop().close()
 
 
 def create_topic(bootstrap: str, partitions: int) -> str:
@@ -72,11 +83,32 @@ def consumer(bootstrap: str, group: str, **extra: str | int) -> Consumer:
         "heartbeat.interval.ms": 300,
     }
     settings.update(extra)
-    return Consumer(settings)
+    created = Consumer(settings)
+    _open_consumers.append(created)
+    return created
+
+
+def commit(c: Consumer, message: Message) -> None:
+    """Commit synchronously; a commit that races a rebalance fails as it does on Kafka."""
+    try:
+        c.commit(message=message, asynchronous=False)
+    except KafkaException as exc:
+        code = exc.args[0].code()
+        assert code in (KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS), exc
+
+
+def wait_for_assignments(consumers: list[Consumer]) -> None:
+    """Poll (an empty topic) until every consumer owns partitions."""
+    deadline = time.monotonic() + WAIT_S
+    while not all(c.assignment() for c in consumers):
+        assert time.monotonic() < deadline, [c.assignment() for c in consumers]
+        for c in consumers:
+            message = c.poll(0.1)
+            assert message is None or message.error(), "the topic should still be empty"
 
 
 def poll_until(
-    consumers: list[Consumer], done: Callable[[], bool], sink: list[tuple[int, bytes]]
+    consumers: list[Consumer], done: Callable[[], bool], sink: list[tuple[int, bytes | None]]
 ) -> None:
     """Poll every consumer, committing what each read, until `done()` or the deadline."""
     deadline = time.monotonic() + WAIT_S
@@ -87,7 +119,7 @@ def poll_until(
             if message is None or message.error():
                 continue
             sink.append((id(c), message.value()))
-            c.commit(message=message, asynchronous=False)
+            commit(c, message)
 
 
 def values(count: int, prefix: str = "v") -> list[bytes]:
@@ -99,27 +131,21 @@ def test_two_confluent_consumers_split_the_topic_then_one_takes_over_and_a_rejoi
 ) -> None:
     topic = create_topic(bootstrap, 4)
     group = f"split-{uuid.uuid4().hex[:8]}"
-    first_batch = values(200, "a")
-    produce(bootstrap, topic, first_batch, 4)
     c1, c2 = consumer(bootstrap, group), consumer(bootstrap, group)
     c1.subscribe([topic])
     c2.subscribe([topic])
-    read: list[tuple[int, bytes]] = []
-    deadline = time.monotonic() + WAIT_S
-    # Both must own partitions before the split is judged.
-    while not (c1.assignment() and c2.assignment()) or len(read) < len(first_batch):
-        assert time.monotonic() < deadline, f"no split: {len(read)} records"
-        for c in (c1, c2):
-            message = c.poll(0.1)
-            if message is not None and not message.error():
-                read.append((id(c), message.value()))
-                c.commit(message=message, asynchronous=False)
+    wait_for_assignments([c1, c2])
+    first_batch = values(200, "a")
+    produce(bootstrap, topic, first_batch, 4)
+    read: list[tuple[int, bytes | None]] = []
+    poll_until([c1, c2], lambda: len(read) >= len(first_batch), read)
     assert sorted(v for _, v in read) == sorted(first_batch), "each record exactly once"
+    assert {reader for reader, _ in read} == {id(c1), id(c2)}
     assert len(c1.assignment()) + len(c2.assignment()) == 4
     c2.close()
     second_batch = values(100, "b")
     produce(bootstrap, topic, second_batch, 4)
-    taken_over: list[tuple[int, bytes]] = []
+    taken_over: list[tuple[int, bytes | None]] = []
     poll_until([c1], lambda: len(taken_over) >= len(second_batch), taken_over)
     assert sorted(v for _, v in taken_over) == sorted(second_batch)
     assert len(c1.assignment()) == 4
@@ -128,7 +154,7 @@ def test_two_confluent_consumers_split_the_topic_then_one_takes_over_and_a_rejoi
     produce(bootstrap, topic, third_batch, 4)
     c3 = consumer(bootstrap, group)
     c3.subscribe([topic])
-    resumed: list[tuple[int, bytes]] = []
+    resumed: list[tuple[int, bytes | None]] = []
     poll_until([c3], lambda: len(resumed) >= len(third_batch), resumed)
     extra = c3.poll(1.0)
     c3.close()
@@ -144,7 +170,7 @@ def test_cooperative_sticky_consumers_share_and_read_everything(bootstrap: str) 
     strategy = {"partition.assignment.strategy": "cooperative-sticky"}
     c1 = consumer(bootstrap, group, **strategy)
     c1.subscribe([topic])
-    read: list[tuple[int, bytes]] = []
+    read: list[tuple[int, bytes | None]] = []
     poll_until([c1], lambda: len(read) >= 20, read)
     c2 = consumer(bootstrap, group, **strategy)
     c2.subscribe([topic])
@@ -155,11 +181,12 @@ def test_cooperative_sticky_consumers_share_and_read_everything(bootstrap: str) 
             message = c.poll(0.1)
             if message is not None and not message.error():
                 read.append((id(c), message.value()))
-                c.commit(message=message, asynchronous=False)
+                commit(c, message)
     c1.close()
     c2.close()
+    # Commits racing the incremental rebalance may fail (as on Kafka), so a record
+    # may be read twice, but none is lost.
     assert sorted(set(v for _, v in read)) == sorted(batch)
-    assert len(read) == len(batch), "committed records are not read again"
 
 
 def test_admin_client_lists_and_describes_the_group(bootstrap: str) -> None:
@@ -168,7 +195,7 @@ def test_admin_client_lists_and_describes_the_group(bootstrap: str) -> None:
     produce(bootstrap, topic, values(10), 2)
     c = consumer(bootstrap, group)
     c.subscribe([topic])
-    read: list[tuple[int, bytes]] = []
+    read: list[tuple[int, bytes | None]] = []
     poll_until([c], lambda: len(read) >= 10, read)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     listed = admin.list_consumer_groups().result(timeout=WAIT_S)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from broker.pipeline.offsets import (
@@ -130,7 +132,7 @@ def test_min_partitions_splits_large_ranges_and_keeps_small_ones_whole() -> None
     big = sorted((r for r in ranges if r.partition == 0), key=lambda r: r.start)
     assert len(big) == 3
     assert big[0].start == 0 and big[-1].end == 1000
-    assert all(x.end == y.start for x, y in zip(big, big[1:], strict=False))
+    assert all(x.end == y.start for x, y in itertools.pairwise(big))
     assert sum(r.size for r in ranges) == 1010
 
 

@@ -12,7 +12,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -29,7 +29,7 @@ __all__ = [
 
 _new = tuple.__new__
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -146,9 +146,8 @@ def _r_AddPartitionsToTxnRequest_v0(buf: memoryview, pos: int) -> tuple[AddParti
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[AddPartitionsToTxnTopic] = []
-        for _ in range(n):
-            f4_0: str
+        if n == 1:
+            f4s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -157,9 +156,9 @@ def _r_AddPartitionsToTxnRequest_v0(buf: memoryview, pos: int) -> tuple[AddParti
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_0 = buf[pos:end].tobytes().decode()
+                f4s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_1: tuple[int, ...]
+            f4s1: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -167,10 +166,35 @@ def _r_AddPartitionsToTxnRequest_v0(buf: memoryview, pos: int) -> tuple[AddParti
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f4_1 = _A_i[n].unpack_from(buf, pos)
+                f4s1 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f4.append(_new(AddPartitionsToTxnTopic, (f4_0, f4_1)))
-        f4 = tuple(items_f4)
+            f4 = (_new(AddPartitionsToTxnTopic, (f4s0, f4s1)),)
+        else:
+            items_f4: list[AddPartitionsToTxnTopic] = []
+            for _ in range(n):
+                f4_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_1: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f4_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f4.append(_new(AddPartitionsToTxnTopic, (f4_0, f4_1)))
+            f4 = tuple(items_f4)
     return _new(AddPartitionsToTxnRequest, ((), f1, f2, f3, f4)), pos
 
 
@@ -205,9 +229,8 @@ def _r_AddPartitionsToTxnRequest_v3(buf: memoryview, pos: int) -> tuple[AddParti
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[AddPartitionsToTxnTopic] = []
-        for _ in range(n):
-            f4_0: str
+        if n == 1:
+            f4s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -220,12 +243,12 @@ def _r_AddPartitionsToTxnRequest_v3(buf: memoryview, pos: int) -> tuple[AddParti
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_0 = buf[pos:end].tobytes().decode()
+                f4s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_1: tuple[int, ...]
+            f4s1: tuple[int, ...]
             n = buf[pos]
             try:
-                f4_1 = _AC_i[n](buf, pos)
+                f4s1 = _AC_i[n](buf, pos)
                 pos += 4 * n - 3
             except KeyError:
                 n = buf[pos]
@@ -239,14 +262,56 @@ def _r_AddPartitionsToTxnRequest_v3(buf: memoryview, pos: int) -> tuple[AddParti
                 else:
                     if n > blen - pos:
                         raise DecodeError("array length %d exceeds remaining bytes" % n)
-                    f4_1 = _A_i[n].unpack_from(buf, pos)
+                    f4s1 = _A_i[n].unpack_from(buf, pos)
                     pos += 4 * n
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f4.append(_new(AddPartitionsToTxnTopic, (f4_0, f4_1)))
-        f4 = tuple(items_f4)
+            f4 = (_new(AddPartitionsToTxnTopic, (f4s0, f4s1)),)
+        else:
+            items_f4: list[AddPartitionsToTxnTopic] = []
+            for _ in range(n):
+                f4_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_1: tuple[int, ...]
+                n = buf[pos]
+                try:
+                    f4_1 = _AC_i[n](buf, pos)
+                    pos += 4 * n - 3
+                except KeyError:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f4_1 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f4.append(_new(AddPartitionsToTxnTopic, (f4_0, f4_1)))
+            f4 = tuple(items_f4)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -268,9 +333,8 @@ def _r_AddPartitionsToTxnRequest_v4(buf: memoryview, pos: int) -> tuple[AddParti
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[AddPartitionsToTxnTransaction] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -283,11 +347,11 @@ def _r_AddPartitionsToTxnRequest_v4(buf: memoryview, pos: int) -> tuple[AddParti
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1, f0_2, f0_3 = _U_qho(buf, pos)
+            f0s1, f0s2, f0s3 = _U_qho(buf, pos)
             pos += 11
-            f0_4: tuple[AddPartitionsToTxnTopic, ...]
+            f0s4: tuple[AddPartitionsToTxnTopic, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -299,9 +363,8 @@ def _r_AddPartitionsToTxnRequest_v4(buf: memoryview, pos: int) -> tuple[AddParti
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_4: list[AddPartitionsToTxnTopic] = []
-                for _ in range(n):
-                    f0_4_0: str
+                if n == 1:
+                    f0s4s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -314,12 +377,12 @@ def _r_AddPartitionsToTxnRequest_v4(buf: memoryview, pos: int) -> tuple[AddParti
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_4_0 = buf[pos:end].tobytes().decode()
+                        f0s4s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f0_4_1: tuple[int, ...]
+                    f0s4s1: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f0_4_1 = _AC_i[n](buf, pos)
+                        f0s4s1 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -333,20 +396,182 @@ def _r_AddPartitionsToTxnRequest_v4(buf: memoryview, pos: int) -> tuple[AddParti
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f0_4_1 = _A_i[n].unpack_from(buf, pos)
+                            f0s4s1 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f0_4.append(_new(AddPartitionsToTxnTopic, (f0_4_0, f0_4_1)))
-                f0_4 = tuple(items_f0_4)
+                    f0s4 = (_new(AddPartitionsToTxnTopic, (f0s4s0, f0s4s1)),)
+                else:
+                    items_f0s4: list[AddPartitionsToTxnTopic] = []
+                    for _ in range(n):
+                        f0s4_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s4_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0s4_1: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f0s4_1 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f0s4_1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f0s4.append(_new(AddPartitionsToTxnTopic, (f0s4_0, f0s4_1)))
+                    f0s4 = tuple(items_f0s4)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(AddPartitionsToTxnTransaction, (f0_0, f0_1, f0_2, f0_3, f0_4)))
-        f0 = tuple(items_f0)
+            f0 = (_new(AddPartitionsToTxnTransaction, (f0s0, f0s1, f0s2, f0s3, f0s4)),)
+        else:
+            items_f0: list[AddPartitionsToTxnTransaction] = []
+            for _ in range(n):
+                f0_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TransactionalId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1, f0_2, f0_3 = _U_qho(buf, pos)
+                pos += 11
+                f0_4: tuple[AddPartitionsToTxnTopic, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topics" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_4s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_4s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_4s1: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f0_4s1 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f0_4s1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f0_4 = (_new(AddPartitionsToTxnTopic, (f0_4s0, f0_4s1)),)
+                    else:
+                        items_f0_4: list[AddPartitionsToTxnTopic] = []
+                        for _ in range(n):
+                            f0_4_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_4_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f0_4_1: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f0_4_1 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f0_4_1 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f0_4.append(_new(AddPartitionsToTxnTopic, (f0_4_0, f0_4_1)))
+                        f0_4 = tuple(items_f0_4)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(AddPartitionsToTxnTransaction, (f0_0, f0_1, f0_2, f0_3, f0_4)))
+            f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

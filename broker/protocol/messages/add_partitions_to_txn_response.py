@@ -150,9 +150,8 @@ def _r_AddPartitionsToTxnResponse_v0(buf: memoryview, pos: int) -> tuple[AddPart
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[AddPartitionsToTxnTopicResult] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -161,9 +160,9 @@ def _r_AddPartitionsToTxnResponse_v0(buf: memoryview, pos: int) -> tuple[AddPart
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1: tuple[AddPartitionsToTxnPartitionResult, ...]
+            f3s1: tuple[AddPartitionsToTxnPartitionResult, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -174,10 +173,38 @@ def _r_AddPartitionsToTxnResponse_v0(buf: memoryview, pos: int) -> tuple[AddPart
                 end = pos + 6 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f3_1 = tuple(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n), _IU_ih(buf[pos:end])))
+                f3s1 = tuple(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n), _IU_ih(buf[pos:end])))
                 pos = end
-            items_f3.append(_new(AddPartitionsToTxnTopicResult, (f3_0, f3_1)))
-        f3 = tuple(items_f3)
+            f3 = (_new(AddPartitionsToTxnTopicResult, (f3s0, f3s1)),)
+        else:
+            items_f3: list[AddPartitionsToTxnTopicResult] = []
+            for _ in range(n):
+                f3_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1: tuple[AddPartitionsToTxnPartitionResult, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ResultsByPartition" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 6 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f3_1 = tuple(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n), _IU_ih(buf[pos:end])))
+                    pos = end
+                items_f3.append(_new(AddPartitionsToTxnTopicResult, (f3_0, f3_1)))
+            f3 = tuple(items_f3)
     return _new(AddPartitionsToTxnResponse, (f0, 0, (), f3)), pos
 
 
@@ -205,9 +232,8 @@ def _r_AddPartitionsToTxnResponse_v3(buf: memoryview, pos: int) -> tuple[AddPart
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[AddPartitionsToTxnTopicResult] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -220,9 +246,9 @@ def _r_AddPartitionsToTxnResponse_v3(buf: memoryview, pos: int) -> tuple[AddPart
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1: tuple[AddPartitionsToTxnPartitionResult, ...]
+            f3s1: tuple[AddPartitionsToTxnPartitionResult, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -238,20 +264,67 @@ def _r_AddPartitionsToTxnResponse_v3(buf: memoryview, pos: int) -> tuple[AddPart
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 6 : end : 7].tobytes().count(0) == n:
-                    f3_1 = tuple(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n), _IU_ihx(buf[pos:end])))
+                    f3s1 = tuple(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n), _IU_ihx(buf[pos:end])))
                     pos = end
                 else:
-                    items_f3_1: list[AddPartitionsToTxnPartitionResult] = []
+                    items_f3s1: list[AddPartitionsToTxnPartitionResult] = []
                     for _ in range(n):
-                        item_f3_1, pos = _r_AddPartitionsToTxnPartitionResult_v3(buf, pos)
-                        items_f3_1.append(item_f3_1)
-                    f3_1 = tuple(items_f3_1)
+                        item_f3s1, pos = _r_AddPartitionsToTxnPartitionResult_v3(buf, pos)
+                        items_f3s1.append(item_f3s1)
+                    f3s1 = tuple(items_f3s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f3.append(_new(AddPartitionsToTxnTopicResult, (f3_0, f3_1)))
-        f3 = tuple(items_f3)
+            f3 = (_new(AddPartitionsToTxnTopicResult, (f3s0, f3s1)),)
+        else:
+            items_f3: list[AddPartitionsToTxnTopicResult] = []
+            for _ in range(n):
+                f3_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1: tuple[AddPartitionsToTxnPartitionResult, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ResultsByPartition" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 7 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                        f3_1 = tuple(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n), _IU_ihx(buf[pos:end])))
+                        pos = end
+                    else:
+                        items_f3_1: list[AddPartitionsToTxnPartitionResult] = []
+                        for _ in range(n):
+                            item_f3_1, pos = _r_AddPartitionsToTxnPartitionResult_v3(buf, pos)
+                            items_f3_1.append(item_f3_1)
+                        f3_1 = tuple(items_f3_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f3.append(_new(AddPartitionsToTxnTopicResult, (f3_0, f3_1)))
+            f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -275,9 +348,8 @@ def _r_AddPartitionsToTxnResponse_v4(buf: memoryview, pos: int) -> tuple[AddPart
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[AddPartitionsToTxnResult] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -290,9 +362,9 @@ def _r_AddPartitionsToTxnResponse_v4(buf: memoryview, pos: int) -> tuple[AddPart
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[AddPartitionsToTxnTopicResult, ...]
+            f2s1: tuple[AddPartitionsToTxnTopicResult, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -304,9 +376,8 @@ def _r_AddPartitionsToTxnResponse_v4(buf: memoryview, pos: int) -> tuple[AddPart
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_1: list[AddPartitionsToTxnTopicResult] = []
-                for _ in range(n):
-                    f2_1_0: str
+                if n == 1:
+                    f2s1s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -319,9 +390,9 @@ def _r_AddPartitionsToTxnResponse_v4(buf: memoryview, pos: int) -> tuple[AddPart
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f2_1_0 = buf[pos:end].tobytes().decode()
+                        f2s1s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f2_1_1: tuple[AddPartitionsToTxnPartitionResult, ...]
+                    f2s1s1: tuple[AddPartitionsToTxnPartitionResult, ...]
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -337,26 +408,201 @@ def _r_AddPartitionsToTxnResponse_v4(buf: memoryview, pos: int) -> tuple[AddPart
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         if buf[pos + 6 : end : 7].tobytes().count(0) == n:
-                            f2_1_1 = tuple(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n), _IU_ihx(buf[pos:end])))
+                            f2s1s1 = tuple(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n), _IU_ihx(buf[pos:end])))
                             pos = end
                         else:
-                            items_f2_1_1: list[AddPartitionsToTxnPartitionResult] = []
+                            items_f2s1s1: list[AddPartitionsToTxnPartitionResult] = []
                             for _ in range(n):
-                                item_f2_1_1, pos = _r_AddPartitionsToTxnPartitionResult_v3(buf, pos)
-                                items_f2_1_1.append(item_f2_1_1)
-                            f2_1_1 = tuple(items_f2_1_1)
+                                item_f2s1s1, pos = _r_AddPartitionsToTxnPartitionResult_v3(buf, pos)
+                                items_f2s1s1.append(item_f2s1s1)
+                            f2s1s1 = tuple(items_f2s1s1)
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f2_1.append(_new(AddPartitionsToTxnTopicResult, (f2_1_0, f2_1_1)))
-                f2_1 = tuple(items_f2_1)
+                    f2s1 = (_new(AddPartitionsToTxnTopicResult, (f2s1s0, f2s1s1)),)
+                else:
+                    items_f2s1: list[AddPartitionsToTxnTopicResult] = []
+                    for _ in range(n):
+                        f2s1_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2s1_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2s1_1: tuple[AddPartitionsToTxnPartitionResult, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ResultsByPartition" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 7 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                                f2s1_1 = tuple(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n), _IU_ihx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f2s1_1: list[AddPartitionsToTxnPartitionResult] = []
+                                for _ in range(n):
+                                    item_f2s1_1, pos = _r_AddPartitionsToTxnPartitionResult_v3(buf, pos)
+                                    items_f2s1_1.append(item_f2s1_1)
+                                f2s1_1 = tuple(items_f2s1_1)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f2s1.append(_new(AddPartitionsToTxnTopicResult, (f2s1_0, f2s1_1)))
+                    f2s1 = tuple(items_f2s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(AddPartitionsToTxnResult, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(AddPartitionsToTxnResult, (f2s0, f2s1)),)
+        else:
+            items_f2: list[AddPartitionsToTxnResult] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TransactionalId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[AddPartitionsToTxnTopicResult, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicResults" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_1s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2_1s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2_1s1: tuple[AddPartitionsToTxnPartitionResult, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ResultsByPartition" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 7 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                                f2_1s1 = tuple(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n), _IU_ihx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f2_1s1: list[AddPartitionsToTxnPartitionResult] = []
+                                for _ in range(n):
+                                    item_f2_1s1, pos = _r_AddPartitionsToTxnPartitionResult_v3(buf, pos)
+                                    items_f2_1s1.append(item_f2_1s1)
+                                f2_1s1 = tuple(items_f2_1s1)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f2_1 = (_new(AddPartitionsToTxnTopicResult, (f2_1s0, f2_1s1)),)
+                    else:
+                        items_f2_1: list[AddPartitionsToTxnTopicResult] = []
+                        for _ in range(n):
+                            f2_1_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f2_1_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f2_1_1: tuple[AddPartitionsToTxnPartitionResult, ...]
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ResultsByPartition" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 7 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                                    f2_1_1 = tuple(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n), _IU_ihx(buf[pos:end])))
+                                    pos = end
+                                else:
+                                    items_f2_1_1: list[AddPartitionsToTxnPartitionResult] = []
+                                    for _ in range(n):
+                                        item_f2_1_1, pos = _r_AddPartitionsToTxnPartitionResult_v3(buf, pos)
+                                        items_f2_1_1.append(item_f2_1_1)
+                                    f2_1_1 = tuple(items_f2_1_1)
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f2_1.append(_new(AddPartitionsToTxnTopicResult, (f2_1_0, f2_1_1)))
+                        f2_1 = tuple(items_f2_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(AddPartitionsToTxnResult, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -123,9 +123,8 @@ def _r_AddRaftVoterRequest_v0(buf: memoryview, pos: int) -> tuple[AddRaftVoterRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[Listener] = []
-        for _ in range(n):
-            f4_0: str
+        if n == 1:
+            f4s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -138,9 +137,9 @@ def _r_AddRaftVoterRequest_v0(buf: memoryview, pos: int) -> tuple[AddRaftVoterRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_0 = buf[pos:end].tobytes().decode()
+                f4s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_1: str
+            f4s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -153,14 +152,52 @@ def _r_AddRaftVoterRequest_v0(buf: memoryview, pos: int) -> tuple[AddRaftVoterRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_1 = buf[pos:end].tobytes().decode()
+                f4s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_2, tg = _U_HB(buf, pos)
+            f4s2, tg = _U_HB(buf, pos)
             pos += 3
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f4.append(_new(Listener, (f4_0, f4_1, f4_2)))
-        f4 = tuple(items_f4)
+            f4 = (_new(Listener, (f4s0, f4s1, f4s2)),)
+        else:
+            items_f4: list[Listener] = []
+            for _ in range(n):
+                f4_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_2, tg = _U_HB(buf, pos)
+                pos += 3
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f4.append(_new(Listener, (f4_0, f4_1, f4_2)))
+            f4 = tuple(items_f4)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

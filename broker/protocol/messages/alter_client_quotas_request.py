@@ -148,9 +148,8 @@ def _r_AlterClientQuotasRequest_v0(buf: memoryview, pos: int) -> tuple[AlterClie
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[EntryData] = []
-        for _ in range(n):
-            f0_0: tuple[EntityData, ...]
+        if n == 1:
+            f0s0: tuple[EntityData, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -158,9 +157,8 @@ def _r_AlterClientQuotasRequest_v0(buf: memoryview, pos: int) -> tuple[AlterClie
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_0: list[EntityData] = []
-                for _ in range(n):
-                    f0_0_0: str
+                if n == 1:
+                    f0s0s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -169,24 +167,52 @@ def _r_AlterClientQuotasRequest_v0(buf: memoryview, pos: int) -> tuple[AlterClie
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_0_0 = buf[pos:end].tobytes().decode()
+                        f0s0s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f0_0_1: str | None
+                    f0s0s1: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f0_0_1 = None
+                        f0s0s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_0_1 = buf[pos:end].tobytes().decode()
+                        f0s0s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f0_0.append(_new(EntityData, (f0_0_0, f0_0_1)))
-                f0_0 = tuple(items_f0_0)
-            f0_1: tuple[OpData, ...]
+                    f0s0 = (_new(EntityData, (f0s0s0, f0s0s1)),)
+                else:
+                    items_f0s0: list[EntityData] = []
+                    for _ in range(n):
+                        f0s0_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s0_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0s0_1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f0s0_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s0_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f0s0.append(_new(EntityData, (f0s0_0, f0s0_1)))
+                    f0s0 = tuple(items_f0s0)
+            f0s1: tuple[OpData, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -194,9 +220,8 @@ def _r_AlterClientQuotasRequest_v0(buf: memoryview, pos: int) -> tuple[AlterClie
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_1: list[OpData] = []
-                for _ in range(n):
-                    f0_1_0: str
+                if n == 1:
+                    f0s1s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -205,14 +230,139 @@ def _r_AlterClientQuotasRequest_v0(buf: memoryview, pos: int) -> tuple[AlterClie
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_1_0 = buf[pos:end].tobytes().decode()
+                        f0s1s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f0_1_1, f0_1_2 = _U_do(buf, pos)
+                    f0s1s1, f0s1s2 = _U_do(buf, pos)
                     pos += 9
-                    items_f0_1.append(_new(OpData, (f0_1_0, f0_1_1, f0_1_2)))
-                f0_1 = tuple(items_f0_1)
-            items_f0.append(_new(EntryData, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+                    f0s1 = (_new(OpData, (f0s1s0, f0s1s1, f0s1s2)),)
+                else:
+                    items_f0s1: list[OpData] = []
+                    for _ in range(n):
+                        f0s1_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Key" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s1_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0s1_1, f0s1_2 = _U_do(buf, pos)
+                        pos += 9
+                        items_f0s1.append(_new(OpData, (f0s1_0, f0s1_1, f0s1_2)))
+                    f0s1 = tuple(items_f0s1)
+            f0 = (_new(EntryData, (f0s0, f0s1)),)
+        else:
+            items_f0: list[EntryData] = []
+            for _ in range(n):
+                f0_0: tuple[EntityData, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Entity" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_0s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_0s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_0s1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f0_0s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_0s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_0 = (_new(EntityData, (f0_0s0, f0_0s1)),)
+                    else:
+                        items_f0_0: list[EntityData] = []
+                        for _ in range(n):
+                            f0_0_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_0_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f0_0_1: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f0_0_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_0_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f0_0.append(_new(EntityData, (f0_0_0, f0_0_1)))
+                        f0_0 = tuple(items_f0_0)
+                f0_1: tuple[OpData, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Ops" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_1s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Key" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_1s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_1s1, f0_1s2 = _U_do(buf, pos)
+                        pos += 9
+                        f0_1 = (_new(OpData, (f0_1s0, f0_1s1, f0_1s2)),)
+                    else:
+                        items_f0_1: list[OpData] = []
+                        for _ in range(n):
+                            f0_1_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Key" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_1_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f0_1_1, f0_1_2 = _U_do(buf, pos)
+                            pos += 9
+                            items_f0_1.append(_new(OpData, (f0_1_0, f0_1_1, f0_1_2)))
+                        f0_1 = tuple(items_f0_1)
+                items_f0.append(_new(EntryData, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     f1 = _U_o(buf, pos)[0]
     pos += 1
     return _new(AlterClientQuotasRequest, (f0, f1)), pos
@@ -232,9 +382,8 @@ def _r_AlterClientQuotasRequest_v1(buf: memoryview, pos: int) -> tuple[AlterClie
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[EntryData] = []
-        for _ in range(n):
-            f0_0: tuple[EntityData, ...]
+        if n == 1:
+            f0s0: tuple[EntityData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -246,9 +395,8 @@ def _r_AlterClientQuotasRequest_v1(buf: memoryview, pos: int) -> tuple[AlterClie
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_0: list[EntityData] = []
-                for _ in range(n):
-                    f0_0_0: str
+                if n == 1:
+                    f0s0s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -261,9 +409,9 @@ def _r_AlterClientQuotasRequest_v1(buf: memoryview, pos: int) -> tuple[AlterClie
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_0_0 = buf[pos:end].tobytes().decode()
+                        f0s0s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f0_0_1: str | None
+                    f0s0s1: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -273,20 +421,60 @@ def _r_AlterClientQuotasRequest_v1(buf: memoryview, pos: int) -> tuple[AlterClie
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f0_0_1 = None
+                        f0s0s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_0_1 = buf[pos:end].tobytes().decode()
+                        f0s0s1 = buf[pos:end].tobytes().decode()
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f0_0.append(_new(EntityData, (f0_0_0, f0_0_1)))
-                f0_0 = tuple(items_f0_0)
-            f0_1: tuple[OpData, ...]
+                    f0s0 = (_new(EntityData, (f0s0s0, f0s0s1)),)
+                else:
+                    items_f0s0: list[EntityData] = []
+                    for _ in range(n):
+                        f0s0_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s0_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0s0_1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f0s0_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s0_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f0s0.append(_new(EntityData, (f0s0_0, f0s0_1)))
+                    f0s0 = tuple(items_f0s0)
+            f0s1: tuple[OpData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -298,9 +486,8 @@ def _r_AlterClientQuotasRequest_v1(buf: memoryview, pos: int) -> tuple[AlterClie
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_1: list[OpData] = []
-                for _ in range(n):
-                    f0_1_0: str
+                if n == 1:
+                    f0s1s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -313,20 +500,199 @@ def _r_AlterClientQuotasRequest_v1(buf: memoryview, pos: int) -> tuple[AlterClie
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_1_0 = buf[pos:end].tobytes().decode()
+                        f0s1s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f0_1_1, f0_1_2, tg = _U_doB(buf, pos)
+                    f0s1s1, f0s1s2, tg = _U_doB(buf, pos)
                     pos += 10
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f0_1.append(_new(OpData, (f0_1_0, f0_1_1, f0_1_2)))
-                f0_1 = tuple(items_f0_1)
+                    f0s1 = (_new(OpData, (f0s1s0, f0s1s1, f0s1s2)),)
+                else:
+                    items_f0s1: list[OpData] = []
+                    for _ in range(n):
+                        f0s1_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Key" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s1_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0s1_1, f0s1_2, tg = _U_doB(buf, pos)
+                        pos += 10
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f0s1.append(_new(OpData, (f0s1_0, f0s1_1, f0s1_2)))
+                    f0s1 = tuple(items_f0s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(EntryData, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(EntryData, (f0s0, f0s1)),)
+        else:
+            items_f0: list[EntryData] = []
+            for _ in range(n):
+                f0_0: tuple[EntityData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Entity" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_0s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_0s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_0s1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f0_0s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_0s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f0_0 = (_new(EntityData, (f0_0s0, f0_0s1)),)
+                    else:
+                        items_f0_0: list[EntityData] = []
+                        for _ in range(n):
+                            f0_0_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_0_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f0_0_1: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f0_0_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_0_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f0_0.append(_new(EntityData, (f0_0_0, f0_0_1)))
+                        f0_0 = tuple(items_f0_0)
+                f0_1: tuple[OpData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Ops" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_1s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Key" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_1s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_1s1, f0_1s2, tg = _U_doB(buf, pos)
+                        pos += 10
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f0_1 = (_new(OpData, (f0_1s0, f0_1s1, f0_1s2)),)
+                    else:
+                        items_f0_1: list[OpData] = []
+                        for _ in range(n):
+                            f0_1_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Key" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_1_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f0_1_1, f0_1_2, tg = _U_doB(buf, pos)
+                            pos += 10
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f0_1.append(_new(OpData, (f0_1_0, f0_1_1, f0_1_2)))
+                        f0_1 = tuple(items_f0_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(EntryData, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     f1, tg = _U_oB(buf, pos)
     pos += 2
     if tg:

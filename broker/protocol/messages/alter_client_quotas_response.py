@@ -115,24 +115,23 @@ def _r_AlterClientQuotasResponse_v0(buf: memoryview, pos: int) -> tuple[AlterCli
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[EntryData] = []
-        for _ in range(n):
-            f1_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_h(buf, pos)[0]
             pos += 2
-            f1_1: str | None
+            f1s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_1 = None
+                f1s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2: tuple[EntityData, ...]
+            f1s2: tuple[EntityData, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -140,9 +139,8 @@ def _r_AlterClientQuotasResponse_v0(buf: memoryview, pos: int) -> tuple[AlterCli
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_2: list[EntityData] = []
-                for _ in range(n):
-                    f1_2_0: str
+                if n == 1:
+                    f1s2s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -151,25 +149,135 @@ def _r_AlterClientQuotasResponse_v0(buf: memoryview, pos: int) -> tuple[AlterCli
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_0 = buf[pos:end].tobytes().decode()
+                        f1s2s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_2_1: str | None
+                    f1s2s1: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_2_1 = None
+                        f1s2s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_1 = buf[pos:end].tobytes().decode()
+                        f1s2s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f1_2.append(_new(EntityData, (f1_2_0, f1_2_1)))
-                f1_2 = tuple(items_f1_2)
-            items_f1.append(_new(EntryData, (f1_0, f1_1, f1_2)))
-        f1 = tuple(items_f1)
+                    f1s2 = (_new(EntityData, (f1s2s0, f1s2s1)),)
+                else:
+                    items_f1s2: list[EntityData] = []
+                    for _ in range(n):
+                        f1s2_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s2_1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s2_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f1s2.append(_new(EntityData, (f1s2_0, f1s2_1)))
+                    f1s2 = tuple(items_f1s2)
+            f1 = (_new(EntryData, (f1s0, f1s1, f1s2)),)
+        else:
+            items_f1: list[EntryData] = []
+            for _ in range(n):
+                f1_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2: tuple[EntityData, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Entity" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_2s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_2s1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_2s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_2 = (_new(EntityData, (f1_2s0, f1_2s1)),)
+                    else:
+                        items_f1_2: list[EntityData] = []
+                        for _ in range(n):
+                            f1_2_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_2_1: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_2_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f1_2.append(_new(EntityData, (f1_2_0, f1_2_1)))
+                        f1_2 = tuple(items_f1_2)
+                items_f1.append(_new(EntryData, (f1_0, f1_1, f1_2)))
+            f1 = tuple(items_f1)
     return _new(AlterClientQuotasResponse, (f0, f1)), pos
 
 
@@ -189,11 +297,10 @@ def _r_AlterClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[AlterCli
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[EntryData] = []
-        for _ in range(n):
-            f1_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_h(buf, pos)[0]
             pos += 2
-            f1_1: str | None
+            f1s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -203,14 +310,14 @@ def _r_AlterClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[AlterCli
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_1 = None
+                f1s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2: tuple[EntityData, ...]
+            f1s2: tuple[EntityData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -222,9 +329,8 @@ def _r_AlterClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[AlterCli
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_2: list[EntityData] = []
-                for _ in range(n):
-                    f1_2_0: str
+                if n == 1:
+                    f1s2s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -237,9 +343,9 @@ def _r_AlterClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[AlterCli
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_0 = buf[pos:end].tobytes().decode()
+                        f1s2s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_2_1: str | None
+                    f1s2s1: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -249,25 +355,183 @@ def _r_AlterClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[AlterCli
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_2_1 = None
+                        f1s2s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_1 = buf[pos:end].tobytes().decode()
+                        f1s2s1 = buf[pos:end].tobytes().decode()
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f1_2.append(_new(EntityData, (f1_2_0, f1_2_1)))
-                f1_2 = tuple(items_f1_2)
+                    f1s2 = (_new(EntityData, (f1s2s0, f1s2s1)),)
+                else:
+                    items_f1s2: list[EntityData] = []
+                    for _ in range(n):
+                        f1s2_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s2_1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s2_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f1s2.append(_new(EntityData, (f1s2_0, f1s2_1)))
+                    f1s2 = tuple(items_f1s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(EntryData, (f1_0, f1_1, f1_2)))
-        f1 = tuple(items_f1)
+            f1 = (_new(EntryData, (f1s0, f1s1, f1s2)),)
+        else:
+            items_f1: list[EntryData] = []
+            for _ in range(n):
+                f1_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2: tuple[EntityData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Entity" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_2s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_2s1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_2s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f1_2 = (_new(EntityData, (f1_2s0, f1_2s1)),)
+                    else:
+                        items_f1_2: list[EntityData] = []
+                        for _ in range(n):
+                            f1_2_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_2_1: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_2_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f1_2.append(_new(EntityData, (f1_2_0, f1_2_1)))
+                        f1_2 = tuple(items_f1_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(EntryData, (f1_0, f1_1, f1_2)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

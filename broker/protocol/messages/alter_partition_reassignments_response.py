@@ -137,9 +137,8 @@ def _r_AlterPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tupl
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[ReassignableTopicResponse] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -152,9 +151,9 @@ def _r_AlterPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tupl
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1: tuple[ReassignablePartitionResponse, ...]
+            f3s1: tuple[ReassignablePartitionResponse, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -166,11 +165,10 @@ def _r_AlterPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tupl
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_1: list[ReassignablePartitionResponse] = []
-                for _ in range(n):
-                    f3_1_0, f3_1_1 = _U_ih(buf, pos)
+                if n == 1:
+                    f3s1s0, f3s1s1 = _U_ih(buf, pos)
                     pos += 6
-                    f3_1_2: str | None
+                    f3s1s2: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -180,25 +178,140 @@ def _r_AlterPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tupl
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f3_1_2 = None
+                        f3s1s2 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_1_2 = buf[pos:end].tobytes().decode()
+                        f3s1s2 = buf[pos:end].tobytes().decode()
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f3_1.append(_new(ReassignablePartitionResponse, (f3_1_0, f3_1_1, f3_1_2)))
-                f3_1 = tuple(items_f3_1)
+                    f3s1 = (_new(ReassignablePartitionResponse, (f3s1s0, f3s1s1, f3s1s2)),)
+                else:
+                    items_f3s1: list[ReassignablePartitionResponse] = []
+                    for _ in range(n):
+                        f3s1_0, f3s1_1 = _U_ih(buf, pos)
+                        pos += 6
+                        f3s1_2: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f3s1_2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3s1_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f3s1.append(_new(ReassignablePartitionResponse, (f3s1_0, f3s1_1, f3s1_2)))
+                    f3s1 = tuple(items_f3s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f3.append(_new(ReassignableTopicResponse, (f3_0, f3_1)))
-        f3 = tuple(items_f3)
+            f3 = (_new(ReassignableTopicResponse, (f3s0, f3s1)),)
+        else:
+            items_f3: list[ReassignableTopicResponse] = []
+            for _ in range(n):
+                f3_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1: tuple[ReassignablePartitionResponse, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_1s0, f3_1s1 = _U_ih(buf, pos)
+                        pos += 6
+                        f3_1s2: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f3_1s2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_1s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f3_1 = (_new(ReassignablePartitionResponse, (f3_1s0, f3_1s1, f3_1s2)),)
+                    else:
+                        items_f3_1: list[ReassignablePartitionResponse] = []
+                        for _ in range(n):
+                            f3_1_0, f3_1_1 = _U_ih(buf, pos)
+                            pos += 6
+                            f3_1_2: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f3_1_2 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f3_1_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f3_1.append(_new(ReassignablePartitionResponse, (f3_1_0, f3_1_1, f3_1_2)))
+                        f3_1 = tuple(items_f3_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f3.append(_new(ReassignableTopicResponse, (f3_0, f3_1)))
+            f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -14,7 +14,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -34,7 +34,7 @@ __all__ = [
 _new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
@@ -176,9 +176,8 @@ def _r_AlterPartitionRequest_v0(buf: memoryview, pos: int) -> tuple[AlterPartiti
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[TopicData] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -191,9 +190,9 @@ def _r_AlterPartitionRequest_v0(buf: memoryview, pos: int) -> tuple[AlterPartiti
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_2: tuple[PartitionData, ...]
+            f2s2: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -205,13 +204,12 @@ def _r_AlterPartitionRequest_v0(buf: memoryview, pos: int) -> tuple[AlterPartiti
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_2: list[PartitionData] = []
-                for _ in range(n):
-                    f2_2_0, f2_2_1, n = _U_iiB(buf, pos)
+                if n == 1:
+                    f2s2s0, f2s2s1, n = _U_iiB(buf, pos)
                     pos += 8
-                    f2_2_2: tuple[int, ...]
+                    f2s2s2: tuple[int, ...]
                     try:
-                        f2_2_2 = _AC_i[n](buf, pos)
+                        f2s2s2 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -225,20 +223,138 @@ def _r_AlterPartitionRequest_v0(buf: memoryview, pos: int) -> tuple[AlterPartiti
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f2_2_2 = _A_i[n].unpack_from(buf, pos)
+                            f2s2s2 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f2_2_5, tg = _U_iB(buf, pos)
+                    f2s2s5, tg = _U_iB(buf, pos)
                     pos += 5
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f2_2.append(_new(PartitionData, (f2_2_0, f2_2_1, f2_2_2, (), 0, f2_2_5)))
-                f2_2 = tuple(items_f2_2)
+                    f2s2 = (_new(PartitionData, (f2s2s0, f2s2s1, f2s2s2, (), 0, f2s2s5)),)
+                else:
+                    items_f2s2: list[PartitionData] = []
+                    for _ in range(n):
+                        f2s2_0, f2s2_1, n = _U_iiB(buf, pos)
+                        pos += 8
+                        f2s2_2: tuple[int, ...]
+                        try:
+                            f2s2_2 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable NewIsr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f2s2_2 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f2s2_5, tg = _U_iB(buf, pos)
+                        pos += 5
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f2s2.append(_new(PartitionData, (f2s2_0, f2s2_1, f2s2_2, (), 0, f2s2_5)))
+                    f2s2 = tuple(items_f2s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(TopicData, (f2_0, _ZERO_UUID, f2_2)))
-        f2 = tuple(items_f2)
+            f2 = (_new(TopicData, (f2s0, _ZERO_UUID, f2s2)),)
+        else:
+            items_f2: list[TopicData] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_2: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_2s0, f2_2s1, n = _U_iiB(buf, pos)
+                        pos += 8
+                        f2_2s2: tuple[int, ...]
+                        try:
+                            f2_2s2 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable NewIsr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f2_2s2 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f2_2s5, tg = _U_iB(buf, pos)
+                        pos += 5
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f2_2 = (_new(PartitionData, (f2_2s0, f2_2s1, f2_2s2, (), 0, f2_2s5)),)
+                    else:
+                        items_f2_2: list[PartitionData] = []
+                        for _ in range(n):
+                            f2_2_0, f2_2_1, n = _U_iiB(buf, pos)
+                            pos += 8
+                            f2_2_2: tuple[int, ...]
+                            try:
+                                f2_2_2 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable NewIsr" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f2_2_2 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f2_2_5, tg = _U_iB(buf, pos)
+                            pos += 5
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f2_2.append(_new(PartitionData, (f2_2_0, f2_2_1, f2_2_2, (), 0, f2_2_5)))
+                        f2_2 = tuple(items_f2_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(TopicData, (f2_0, _ZERO_UUID, f2_2)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -262,9 +378,8 @@ def _r_AlterPartitionRequest_v1(buf: memoryview, pos: int) -> tuple[AlterPartiti
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[TopicData] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -277,9 +392,9 @@ def _r_AlterPartitionRequest_v1(buf: memoryview, pos: int) -> tuple[AlterPartiti
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_2: tuple[PartitionData, ...]
+            f2s2: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -291,13 +406,12 @@ def _r_AlterPartitionRequest_v1(buf: memoryview, pos: int) -> tuple[AlterPartiti
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_2: list[PartitionData] = []
-                for _ in range(n):
-                    f2_2_0, f2_2_1, n = _U_iiB(buf, pos)
+                if n == 1:
+                    f2s2s0, f2s2s1, n = _U_iiB(buf, pos)
                     pos += 8
-                    f2_2_2: tuple[int, ...]
+                    f2s2s2: tuple[int, ...]
                     try:
-                        f2_2_2 = _AC_i[n](buf, pos)
+                        f2s2s2 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -311,20 +425,138 @@ def _r_AlterPartitionRequest_v1(buf: memoryview, pos: int) -> tuple[AlterPartiti
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f2_2_2 = _A_i[n].unpack_from(buf, pos)
+                            f2s2s2 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f2_2_4, f2_2_5, tg = _U_biB(buf, pos)
+                    f2s2s4, f2s2s5, tg = _U_biB(buf, pos)
                     pos += 6
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f2_2.append(_new(PartitionData, (f2_2_0, f2_2_1, f2_2_2, (), f2_2_4, f2_2_5)))
-                f2_2 = tuple(items_f2_2)
+                    f2s2 = (_new(PartitionData, (f2s2s0, f2s2s1, f2s2s2, (), f2s2s4, f2s2s5)),)
+                else:
+                    items_f2s2: list[PartitionData] = []
+                    for _ in range(n):
+                        f2s2_0, f2s2_1, n = _U_iiB(buf, pos)
+                        pos += 8
+                        f2s2_2: tuple[int, ...]
+                        try:
+                            f2s2_2 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable NewIsr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f2s2_2 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f2s2_4, f2s2_5, tg = _U_biB(buf, pos)
+                        pos += 6
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f2s2.append(_new(PartitionData, (f2s2_0, f2s2_1, f2s2_2, (), f2s2_4, f2s2_5)))
+                    f2s2 = tuple(items_f2s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(TopicData, (f2_0, _ZERO_UUID, f2_2)))
-        f2 = tuple(items_f2)
+            f2 = (_new(TopicData, (f2s0, _ZERO_UUID, f2s2)),)
+        else:
+            items_f2: list[TopicData] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_2: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_2s0, f2_2s1, n = _U_iiB(buf, pos)
+                        pos += 8
+                        f2_2s2: tuple[int, ...]
+                        try:
+                            f2_2s2 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable NewIsr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f2_2s2 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f2_2s4, f2_2s5, tg = _U_biB(buf, pos)
+                        pos += 6
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f2_2 = (_new(PartitionData, (f2_2s0, f2_2s1, f2_2s2, (), f2_2s4, f2_2s5)),)
+                    else:
+                        items_f2_2: list[PartitionData] = []
+                        for _ in range(n):
+                            f2_2_0, f2_2_1, n = _U_iiB(buf, pos)
+                            pos += 8
+                            f2_2_2: tuple[int, ...]
+                            try:
+                                f2_2_2 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable NewIsr" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f2_2_2 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f2_2_4, f2_2_5, tg = _U_biB(buf, pos)
+                            pos += 6
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f2_2.append(_new(PartitionData, (f2_2_0, f2_2_1, f2_2_2, (), f2_2_4, f2_2_5)))
+                        f2_2 = tuple(items_f2_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(TopicData, (f2_0, _ZERO_UUID, f2_2)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -348,12 +580,11 @@ def _r_AlterPartitionRequest_v2(buf: memoryview, pos: int) -> tuple[AlterPartiti
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[TopicData] = []
-        for _ in range(n):
-            f2_1 = _U_U(buf, pos)[0]
+        if n == 1:
+            f2s1 = _U_U(buf, pos)[0]
             pos += 16
-            f2_1 = _uuid_from(f2_1)
-            f2_2: tuple[PartitionData, ...]
+            f2s1 = _uuid_from(f2s1)
+            f2s2: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -365,13 +596,12 @@ def _r_AlterPartitionRequest_v2(buf: memoryview, pos: int) -> tuple[AlterPartiti
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_2: list[PartitionData] = []
-                for _ in range(n):
-                    f2_2_0, f2_2_1, n = _U_iiB(buf, pos)
+                if n == 1:
+                    f2s2s0, f2s2s1, n = _U_iiB(buf, pos)
                     pos += 8
-                    f2_2_2: tuple[int, ...]
+                    f2s2s2: tuple[int, ...]
                     try:
-                        f2_2_2 = _AC_i[n](buf, pos)
+                        f2s2s2 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -385,20 +615,126 @@ def _r_AlterPartitionRequest_v2(buf: memoryview, pos: int) -> tuple[AlterPartiti
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f2_2_2 = _A_i[n].unpack_from(buf, pos)
+                            f2s2s2 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f2_2_4, f2_2_5, tg = _U_biB(buf, pos)
+                    f2s2s4, f2s2s5, tg = _U_biB(buf, pos)
                     pos += 6
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f2_2.append(_new(PartitionData, (f2_2_0, f2_2_1, f2_2_2, (), f2_2_4, f2_2_5)))
-                f2_2 = tuple(items_f2_2)
+                    f2s2 = (_new(PartitionData, (f2s2s0, f2s2s1, f2s2s2, (), f2s2s4, f2s2s5)),)
+                else:
+                    items_f2s2: list[PartitionData] = []
+                    for _ in range(n):
+                        f2s2_0, f2s2_1, n = _U_iiB(buf, pos)
+                        pos += 8
+                        f2s2_2: tuple[int, ...]
+                        try:
+                            f2s2_2 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable NewIsr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f2s2_2 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f2s2_4, f2s2_5, tg = _U_biB(buf, pos)
+                        pos += 6
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f2s2.append(_new(PartitionData, (f2s2_0, f2s2_1, f2s2_2, (), f2s2_4, f2s2_5)))
+                    f2s2 = tuple(items_f2s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(TopicData, ("", f2_1, f2_2)))
-        f2 = tuple(items_f2)
+            f2 = (_new(TopicData, ("", f2s1, f2s2)),)
+        else:
+            items_f2: list[TopicData] = []
+            for _ in range(n):
+                f2_1 = _U_U(buf, pos)[0]
+                pos += 16
+                f2_1 = _uuid_from(f2_1)
+                f2_2: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_2s0, f2_2s1, n = _U_iiB(buf, pos)
+                        pos += 8
+                        f2_2s2: tuple[int, ...]
+                        try:
+                            f2_2s2 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable NewIsr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f2_2s2 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f2_2s4, f2_2s5, tg = _U_biB(buf, pos)
+                        pos += 6
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f2_2 = (_new(PartitionData, (f2_2s0, f2_2s1, f2_2s2, (), f2_2s4, f2_2s5)),)
+                    else:
+                        items_f2_2: list[PartitionData] = []
+                        for _ in range(n):
+                            f2_2_0, f2_2_1, n = _U_iiB(buf, pos)
+                            pos += 8
+                            f2_2_2: tuple[int, ...]
+                            try:
+                                f2_2_2 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable NewIsr" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f2_2_2 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f2_2_4, f2_2_5, tg = _U_biB(buf, pos)
+                            pos += 6
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f2_2.append(_new(PartitionData, (f2_2_0, f2_2_1, f2_2_2, (), f2_2_4, f2_2_5)))
+                        f2_2 = tuple(items_f2_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(TopicData, ("", f2_1, f2_2)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -430,12 +766,11 @@ def _r_AlterPartitionRequest_v3(buf: memoryview, pos: int) -> tuple[AlterPartiti
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[TopicData] = []
-        for _ in range(n):
-            f2_1 = _U_U(buf, pos)[0]
+        if n == 1:
+            f2s1 = _U_U(buf, pos)[0]
             pos += 16
-            f2_1 = _uuid_from(f2_1)
-            f2_2: tuple[PartitionData, ...]
+            f2s1 = _uuid_from(f2s1)
+            f2s2: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -447,11 +782,10 @@ def _r_AlterPartitionRequest_v3(buf: memoryview, pos: int) -> tuple[AlterPartiti
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_2: list[PartitionData] = []
-                for _ in range(n):
-                    f2_2_0, f2_2_1 = _U_ii(buf, pos)
+                if n == 1:
+                    f2s2s0, f2s2s1 = _U_ii(buf, pos)
                     pos += 8
-                    f2_2_3: tuple[BrokerState, ...]
+                    f2s2s3: tuple[BrokerState, ...]
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -467,26 +801,150 @@ def _r_AlterPartitionRequest_v3(buf: memoryview, pos: int) -> tuple[AlterPartiti
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         if buf[pos + 12 : end : 13].tobytes().count(0) == n:
-                            f2_2_3 = tuple(map(_new, _repeat(BrokerState, n), _IU_iqx(buf[pos:end])))
+                            f2s2s3 = tuple(map(_new, _repeat(BrokerState, n), _IU_iqx(buf[pos:end])))
                             pos = end
                         else:
-                            items_f2_2_3: list[BrokerState] = []
+                            items_f2s2s3: list[BrokerState] = []
                             for _ in range(n):
-                                item_f2_2_3, pos = _r_BrokerState_v3(buf, pos)
-                                items_f2_2_3.append(item_f2_2_3)
-                            f2_2_3 = tuple(items_f2_2_3)
-                    f2_2_4, f2_2_5, tg = _U_biB(buf, pos)
+                                item_f2s2s3, pos = _r_BrokerState_v3(buf, pos)
+                                items_f2s2s3.append(item_f2s2s3)
+                            f2s2s3 = tuple(items_f2s2s3)
+                    f2s2s4, f2s2s5, tg = _U_biB(buf, pos)
                     pos += 6
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f2_2.append(_new(PartitionData, (f2_2_0, f2_2_1, (), f2_2_3, f2_2_4, f2_2_5)))
-                f2_2 = tuple(items_f2_2)
+                    f2s2 = (_new(PartitionData, (f2s2s0, f2s2s1, (), f2s2s3, f2s2s4, f2s2s5)),)
+                else:
+                    items_f2s2: list[PartitionData] = []
+                    for _ in range(n):
+                        f2s2_0, f2s2_1 = _U_ii(buf, pos)
+                        pos += 8
+                        f2s2_3: tuple[BrokerState, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable NewIsrWithEpochs" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 13 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 12 : end : 13].tobytes().count(0) == n:
+                                f2s2_3 = tuple(map(_new, _repeat(BrokerState, n), _IU_iqx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f2s2_3: list[BrokerState] = []
+                                for _ in range(n):
+                                    item_f2s2_3, pos = _r_BrokerState_v3(buf, pos)
+                                    items_f2s2_3.append(item_f2s2_3)
+                                f2s2_3 = tuple(items_f2s2_3)
+                        f2s2_4, f2s2_5, tg = _U_biB(buf, pos)
+                        pos += 6
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f2s2.append(_new(PartitionData, (f2s2_0, f2s2_1, (), f2s2_3, f2s2_4, f2s2_5)))
+                    f2s2 = tuple(items_f2s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(TopicData, ("", f2_1, f2_2)))
-        f2 = tuple(items_f2)
+            f2 = (_new(TopicData, ("", f2s1, f2s2)),)
+        else:
+            items_f2: list[TopicData] = []
+            for _ in range(n):
+                f2_1 = _U_U(buf, pos)[0]
+                pos += 16
+                f2_1 = _uuid_from(f2_1)
+                f2_2: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_2s0, f2_2s1 = _U_ii(buf, pos)
+                        pos += 8
+                        f2_2s3: tuple[BrokerState, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable NewIsrWithEpochs" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 13 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 12 : end : 13].tobytes().count(0) == n:
+                                f2_2s3 = tuple(map(_new, _repeat(BrokerState, n), _IU_iqx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f2_2s3: list[BrokerState] = []
+                                for _ in range(n):
+                                    item_f2_2s3, pos = _r_BrokerState_v3(buf, pos)
+                                    items_f2_2s3.append(item_f2_2s3)
+                                f2_2s3 = tuple(items_f2_2s3)
+                        f2_2s4, f2_2s5, tg = _U_biB(buf, pos)
+                        pos += 6
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f2_2 = (_new(PartitionData, (f2_2s0, f2_2s1, (), f2_2s3, f2_2s4, f2_2s5)),)
+                    else:
+                        items_f2_2: list[PartitionData] = []
+                        for _ in range(n):
+                            f2_2_0, f2_2_1 = _U_ii(buf, pos)
+                            pos += 8
+                            f2_2_3: tuple[BrokerState, ...]
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable NewIsrWithEpochs" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 13 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                if buf[pos + 12 : end : 13].tobytes().count(0) == n:
+                                    f2_2_3 = tuple(map(_new, _repeat(BrokerState, n), _IU_iqx(buf[pos:end])))
+                                    pos = end
+                                else:
+                                    items_f2_2_3: list[BrokerState] = []
+                                    for _ in range(n):
+                                        item_f2_2_3, pos = _r_BrokerState_v3(buf, pos)
+                                        items_f2_2_3.append(item_f2_2_3)
+                                    f2_2_3 = tuple(items_f2_2_3)
+                            f2_2_4, f2_2_5, tg = _U_biB(buf, pos)
+                            pos += 6
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f2_2.append(_new(PartitionData, (f2_2_0, f2_2_1, (), f2_2_3, f2_2_4, f2_2_5)))
+                        f2_2 = tuple(items_f2_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(TopicData, ("", f2_1, f2_2)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

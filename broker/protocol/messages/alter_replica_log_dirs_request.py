@@ -12,7 +12,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -29,7 +29,7 @@ __all__ = [
 
 _new = tuple.__new__
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -113,9 +113,8 @@ def _r_AlterReplicaLogDirsRequest_v0(buf: memoryview, pos: int) -> tuple[AlterRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[AlterReplicaLogDir] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -124,9 +123,9 @@ def _r_AlterReplicaLogDirsRequest_v0(buf: memoryview, pos: int) -> tuple[AlterRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1: tuple[AlterReplicaLogDirTopic, ...]
+            f0s1: tuple[AlterReplicaLogDirTopic, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -134,9 +133,8 @@ def _r_AlterReplicaLogDirsRequest_v0(buf: memoryview, pos: int) -> tuple[AlterRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_1: list[AlterReplicaLogDirTopic] = []
-                for _ in range(n):
-                    f0_1_0: str
+                if n == 1:
+                    f0s1s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -145,9 +143,9 @@ def _r_AlterReplicaLogDirsRequest_v0(buf: memoryview, pos: int) -> tuple[AlterRe
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_1_0 = buf[pos:end].tobytes().decode()
+                        f0s1s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f0_1_1: tuple[int, ...]
+                    f0s1s1: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -155,12 +153,109 @@ def _r_AlterReplicaLogDirsRequest_v0(buf: memoryview, pos: int) -> tuple[AlterRe
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f0_1_1 = _A_i[n].unpack_from(buf, pos)
+                        f0s1s1 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    items_f0_1.append(_new(AlterReplicaLogDirTopic, (f0_1_0, f0_1_1)))
-                f0_1 = tuple(items_f0_1)
-            items_f0.append(_new(AlterReplicaLogDir, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+                    f0s1 = (_new(AlterReplicaLogDirTopic, (f0s1s0, f0s1s1)),)
+                else:
+                    items_f0s1: list[AlterReplicaLogDirTopic] = []
+                    for _ in range(n):
+                        f0s1_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s1_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0s1_1: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f0s1_1 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        items_f0s1.append(_new(AlterReplicaLogDirTopic, (f0s1_0, f0s1_1)))
+                    f0s1 = tuple(items_f0s1)
+            f0 = (_new(AlterReplicaLogDir, (f0s0, f0s1)),)
+        else:
+            items_f0: list[AlterReplicaLogDir] = []
+            for _ in range(n):
+                f0_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Path" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1: tuple[AlterReplicaLogDirTopic, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topics" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_1s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_1s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_1s1: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f0_1s1 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f0_1 = (_new(AlterReplicaLogDirTopic, (f0_1s0, f0_1s1)),)
+                    else:
+                        items_f0_1: list[AlterReplicaLogDirTopic] = []
+                        for _ in range(n):
+                            f0_1_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_1_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f0_1_1: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f0_1_1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            items_f0_1.append(_new(AlterReplicaLogDirTopic, (f0_1_0, f0_1_1)))
+                        f0_1 = tuple(items_f0_1)
+                items_f0.append(_new(AlterReplicaLogDir, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     return _new(AlterReplicaLogDirsRequest, (f0,)), pos
 
 
@@ -178,9 +273,8 @@ def _r_AlterReplicaLogDirsRequest_v2(buf: memoryview, pos: int) -> tuple[AlterRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[AlterReplicaLogDir] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -193,9 +287,9 @@ def _r_AlterReplicaLogDirsRequest_v2(buf: memoryview, pos: int) -> tuple[AlterRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1: tuple[AlterReplicaLogDirTopic, ...]
+            f0s1: tuple[AlterReplicaLogDirTopic, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -207,9 +301,8 @@ def _r_AlterReplicaLogDirsRequest_v2(buf: memoryview, pos: int) -> tuple[AlterRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_1: list[AlterReplicaLogDirTopic] = []
-                for _ in range(n):
-                    f0_1_0: str
+                if n == 1:
+                    f0s1s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -222,12 +315,12 @@ def _r_AlterReplicaLogDirsRequest_v2(buf: memoryview, pos: int) -> tuple[AlterRe
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_1_0 = buf[pos:end].tobytes().decode()
+                        f0s1s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f0_1_1: tuple[int, ...]
+                    f0s1s1: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f0_1_1 = _AC_i[n](buf, pos)
+                        f0s1s1 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -241,20 +334,180 @@ def _r_AlterReplicaLogDirsRequest_v2(buf: memoryview, pos: int) -> tuple[AlterRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f0_1_1 = _A_i[n].unpack_from(buf, pos)
+                            f0s1s1 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f0_1.append(_new(AlterReplicaLogDirTopic, (f0_1_0, f0_1_1)))
-                f0_1 = tuple(items_f0_1)
+                    f0s1 = (_new(AlterReplicaLogDirTopic, (f0s1s0, f0s1s1)),)
+                else:
+                    items_f0s1: list[AlterReplicaLogDirTopic] = []
+                    for _ in range(n):
+                        f0s1_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s1_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0s1_1: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f0s1_1 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f0s1_1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f0s1.append(_new(AlterReplicaLogDirTopic, (f0s1_0, f0s1_1)))
+                    f0s1 = tuple(items_f0s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(AlterReplicaLogDir, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(AlterReplicaLogDir, (f0s0, f0s1)),)
+        else:
+            items_f0: list[AlterReplicaLogDir] = []
+            for _ in range(n):
+                f0_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Path" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1: tuple[AlterReplicaLogDirTopic, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topics" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_1s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_1s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_1s1: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f0_1s1 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f0_1s1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f0_1 = (_new(AlterReplicaLogDirTopic, (f0_1s0, f0_1s1)),)
+                    else:
+                        items_f0_1: list[AlterReplicaLogDirTopic] = []
+                        for _ in range(n):
+                            f0_1_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_1_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f0_1_1: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f0_1_1 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f0_1_1 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f0_1.append(_new(AlterReplicaLogDirTopic, (f0_1_0, f0_1_1)))
+                        f0_1 = tuple(items_f0_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(AlterReplicaLogDir, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -122,9 +122,8 @@ def _r_AlterReplicaLogDirsResponse_v0(buf: memoryview, pos: int) -> tuple[AlterR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[AlterReplicaLogDirTopicResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -133,9 +132,9 @@ def _r_AlterReplicaLogDirsResponse_v0(buf: memoryview, pos: int) -> tuple[AlterR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[AlterReplicaLogDirPartitionResult, ...]
+            f1s1: tuple[AlterReplicaLogDirPartitionResult, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -146,10 +145,38 @@ def _r_AlterReplicaLogDirsResponse_v0(buf: memoryview, pos: int) -> tuple[AlterR
                 end = pos + 6 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = tuple(map(_new, _repeat(AlterReplicaLogDirPartitionResult, n), _IU_ih(buf[pos:end])))
+                f1s1 = tuple(map(_new, _repeat(AlterReplicaLogDirPartitionResult, n), _IU_ih(buf[pos:end])))
                 pos = end
-            items_f1.append(_new(AlterReplicaLogDirTopicResult, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(AlterReplicaLogDirTopicResult, (f1s0, f1s1)),)
+        else:
+            items_f1: list[AlterReplicaLogDirTopicResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[AlterReplicaLogDirPartitionResult, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 6 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = tuple(map(_new, _repeat(AlterReplicaLogDirPartitionResult, n), _IU_ih(buf[pos:end])))
+                    pos = end
+                items_f1.append(_new(AlterReplicaLogDirTopicResult, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(AlterReplicaLogDirsResponse, (f0, f1)), pos
 
 
@@ -177,9 +204,8 @@ def _r_AlterReplicaLogDirsResponse_v2(buf: memoryview, pos: int) -> tuple[AlterR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[AlterReplicaLogDirTopicResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -192,9 +218,9 @@ def _r_AlterReplicaLogDirsResponse_v2(buf: memoryview, pos: int) -> tuple[AlterR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[AlterReplicaLogDirPartitionResult, ...]
+            f1s1: tuple[AlterReplicaLogDirPartitionResult, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -210,20 +236,67 @@ def _r_AlterReplicaLogDirsResponse_v2(buf: memoryview, pos: int) -> tuple[AlterR
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 6 : end : 7].tobytes().count(0) == n:
-                    f1_1 = tuple(map(_new, _repeat(AlterReplicaLogDirPartitionResult, n), _IU_ihx(buf[pos:end])))
+                    f1s1 = tuple(map(_new, _repeat(AlterReplicaLogDirPartitionResult, n), _IU_ihx(buf[pos:end])))
                     pos = end
                 else:
-                    items_f1_1: list[AlterReplicaLogDirPartitionResult] = []
+                    items_f1s1: list[AlterReplicaLogDirPartitionResult] = []
                     for _ in range(n):
-                        item_f1_1, pos = _r_AlterReplicaLogDirPartitionResult_v2(buf, pos)
-                        items_f1_1.append(item_f1_1)
-                    f1_1 = tuple(items_f1_1)
+                        item_f1s1, pos = _r_AlterReplicaLogDirPartitionResult_v2(buf, pos)
+                        items_f1s1.append(item_f1s1)
+                    f1s1 = tuple(items_f1s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(AlterReplicaLogDirTopicResult, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(AlterReplicaLogDirTopicResult, (f1s0, f1s1)),)
+        else:
+            items_f1: list[AlterReplicaLogDirTopicResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[AlterReplicaLogDirPartitionResult, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 7 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                        f1_1 = tuple(map(_new, _repeat(AlterReplicaLogDirPartitionResult, n), _IU_ihx(buf[pos:end])))
+                        pos = end
+                    else:
+                        items_f1_1: list[AlterReplicaLogDirPartitionResult] = []
+                        for _ in range(n):
+                            item_f1_1, pos = _r_AlterReplicaLogDirPartitionResult_v2(buf, pos)
+                            items_f1_1.append(item_f1_1)
+                        f1_1 = tuple(items_f1_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(AlterReplicaLogDirTopicResult, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -122,9 +122,8 @@ def _r_AlterUserScramCredentialsRequest_v0(buf: memoryview, pos: int) -> tuple[A
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[ScramCredentialDeletion] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -137,14 +136,37 @@ def _r_AlterUserScramCredentialsRequest_v0(buf: memoryview, pos: int) -> tuple[A
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1, tg = _U_bB(buf, pos)
+            f0s1, tg = _U_bB(buf, pos)
             pos += 2
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f0.append(_new(ScramCredentialDeletion, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(ScramCredentialDeletion, (f0s0, f0s1)),)
+        else:
+            items_f0: list[ScramCredentialDeletion] = []
+            for _ in range(n):
+                f0_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1, tg = _U_bB(buf, pos)
+                pos += 2
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f0.append(_new(ScramCredentialDeletion, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     f1: tuple[ScramCredentialUpsertion, ...]
     n = buf[pos]
     if n < 0x80:
@@ -157,9 +179,8 @@ def _r_AlterUserScramCredentialsRequest_v0(buf: memoryview, pos: int) -> tuple[A
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ScramCredentialUpsertion] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -172,11 +193,11 @@ def _r_AlterUserScramCredentialsRequest_v0(buf: memoryview, pos: int) -> tuple[A
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1, f1_2 = _U_bi(buf, pos)
+            f1s1, f1s2 = _U_bi(buf, pos)
             pos += 5
-            f1_3: bytes
+            f1s3: bytes
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -189,9 +210,9 @@ def _r_AlterUserScramCredentialsRequest_v0(buf: memoryview, pos: int) -> tuple[A
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f1_3 = bytes(buf[pos:end])
+                f1s3 = bytes(buf[pos:end])
                 pos = end
-            f1_4: bytes
+            f1s4: bytes
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -204,14 +225,69 @@ def _r_AlterUserScramCredentialsRequest_v0(buf: memoryview, pos: int) -> tuple[A
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f1_4 = bytes(buf[pos:end])
+                f1s4 = bytes(buf[pos:end])
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(ScramCredentialUpsertion, (f1_0, f1_1, f1_2, f1_3, f1_4)))
-        f1 = tuple(items_f1)
+            f1 = (_new(ScramCredentialUpsertion, (f1s0, f1s1, f1s2, f1s3, f1s4)),)
+        else:
+            items_f1: list[ScramCredentialUpsertion] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1, f1_2 = _U_bi(buf, pos)
+                pos += 5
+                f1_3: bytes
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Salt" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f1_3 = bytes(buf[pos:end])
+                    pos = end
+                f1_4: bytes
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable SaltedPassword" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f1_4 = bytes(buf[pos:end])
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(ScramCredentialUpsertion, (f1_0, f1_1, f1_2, f1_3, f1_4)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -96,9 +96,8 @@ def _r_AlterUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tuple[
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[AlterUserScramCredentialsResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -111,11 +110,11 @@ def _r_AlterUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tuple[
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1 = _U_h(buf, pos)[0]
+            f1s1 = _U_h(buf, pos)[0]
             pos += 2
-            f1_2: str | None
+            f1s2: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -125,19 +124,61 @@ def _r_AlterUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tuple[
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_2 = None
+                f1s2 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_2 = buf[pos:end].tobytes().decode()
+                f1s2 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(AlterUserScramCredentialsResult, (f1_0, f1_1, f1_2)))
-        f1 = tuple(items_f1)
+            f1 = (_new(AlterUserScramCredentialsResult, (f1s0, f1s1, f1s2)),)
+        else:
+            items_f1: list[AlterUserScramCredentialsResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable User" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_2: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_2 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(AlterUserScramCredentialsResult, (f1_0, f1_1, f1_2)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

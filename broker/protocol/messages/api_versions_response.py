@@ -265,9 +265,8 @@ def _r_ApiVersionsResponse_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsRes
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3: list[SupportedFeatureKey] = []
-                for _ in range(n):
-                    f3_0: str
+                if n == 1:
+                    f3s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -280,14 +279,37 @@ def _r_ApiVersionsResponse_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsRes
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_0 = buf[pos:end].tobytes().decode()
+                        f3s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f3_1, f3_2, tg = _U_hhB(buf, pos)
+                    f3s1, f3s2, tg = _U_hhB(buf, pos)
                     pos += 5
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f3.append(_new(SupportedFeatureKey, (f3_0, f3_1, f3_2)))
-                f3 = tuple(items_f3)
+                    f3 = (_new(SupportedFeatureKey, (f3s0, f3s1, f3s2)),)
+                else:
+                    items_f3: list[SupportedFeatureKey] = []
+                    for _ in range(n):
+                        f3_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3_1, f3_2, tg = _U_hhB(buf, pos)
+                        pos += 5
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f3.append(_new(SupportedFeatureKey, (f3_0, f3_1, f3_2)))
+                    f3 = tuple(items_f3)
         elif tag == 1:
             f4 = _U_q(buf, pos)[0]
             pos += 8
@@ -303,9 +325,8 @@ def _r_ApiVersionsResponse_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsRes
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f5: list[FinalizedFeatureKey] = []
-                for _ in range(n):
-                    f5_0: str
+                if n == 1:
+                    f5s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -318,14 +339,37 @@ def _r_ApiVersionsResponse_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsRes
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f5_0 = buf[pos:end].tobytes().decode()
+                        f5s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f5_1, f5_2, tg = _U_hhB(buf, pos)
+                    f5s1, f5s2, tg = _U_hhB(buf, pos)
                     pos += 5
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f5.append(_new(FinalizedFeatureKey, (f5_0, f5_1, f5_2)))
-                f5 = tuple(items_f5)
+                    f5 = (_new(FinalizedFeatureKey, (f5s0, f5s1, f5s2)),)
+                else:
+                    items_f5: list[FinalizedFeatureKey] = []
+                    for _ in range(n):
+                        f5_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f5_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f5_1, f5_2, tg = _U_hhB(buf, pos)
+                        pos += 5
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f5.append(_new(FinalizedFeatureKey, (f5_0, f5_1, f5_2)))
+                    f5 = tuple(items_f5)
         elif tag == 3:
             f6 = _U_o(buf, pos)[0]
             pos += 1

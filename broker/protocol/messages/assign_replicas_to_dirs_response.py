@@ -159,12 +159,11 @@ def _r_AssignReplicasToDirsResponse_v0(buf: memoryview, pos: int) -> tuple[Assig
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[DirectoryData] = []
-        for _ in range(n):
-            f2_0 = _U_U(buf, pos)[0]
+        if n == 1:
+            f2s0 = _U_U(buf, pos)[0]
             pos += 16
-            f2_0 = _uuid_from(f2_0)
-            f2_1: tuple[TopicData, ...]
+            f2s0 = _uuid_from(f2s0)
+            f2s1: tuple[TopicData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -176,12 +175,11 @@ def _r_AssignReplicasToDirsResponse_v0(buf: memoryview, pos: int) -> tuple[Assig
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_1: list[TopicData] = []
-                for _ in range(n):
-                    f2_1_0 = _U_U(buf, pos)[0]
+                if n == 1:
+                    f2s1s0 = _U_U(buf, pos)[0]
                     pos += 16
-                    f2_1_0 = _uuid_from(f2_1_0)
-                    f2_1_1: tuple[PartitionData, ...]
+                    f2s1s0 = _uuid_from(f2s1s0)
+                    f2s1s1: tuple[PartitionData, ...]
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -197,26 +195,153 @@ def _r_AssignReplicasToDirsResponse_v0(buf: memoryview, pos: int) -> tuple[Assig
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         if buf[pos + 6 : end : 7].tobytes().count(0) == n:
-                            f2_1_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ihx(buf[pos:end])))
+                            f2s1s1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ihx(buf[pos:end])))
                             pos = end
                         else:
-                            items_f2_1_1: list[PartitionData] = []
+                            items_f2s1s1: list[PartitionData] = []
                             for _ in range(n):
-                                item_f2_1_1, pos = _r_PartitionData_v0(buf, pos)
-                                items_f2_1_1.append(item_f2_1_1)
-                            f2_1_1 = tuple(items_f2_1_1)
+                                item_f2s1s1, pos = _r_PartitionData_v0(buf, pos)
+                                items_f2s1s1.append(item_f2s1s1)
+                            f2s1s1 = tuple(items_f2s1s1)
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f2_1.append(_new(TopicData, (f2_1_0, f2_1_1)))
-                f2_1 = tuple(items_f2_1)
+                    f2s1 = (_new(TopicData, (f2s1s0, f2s1s1)),)
+                else:
+                    items_f2s1: list[TopicData] = []
+                    for _ in range(n):
+                        f2s1_0 = _U_U(buf, pos)[0]
+                        pos += 16
+                        f2s1_0 = _uuid_from(f2s1_0)
+                        f2s1_1: tuple[PartitionData, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 7 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                                f2s1_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ihx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f2s1_1: list[PartitionData] = []
+                                for _ in range(n):
+                                    item_f2s1_1, pos = _r_PartitionData_v0(buf, pos)
+                                    items_f2s1_1.append(item_f2s1_1)
+                                f2s1_1 = tuple(items_f2s1_1)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f2s1.append(_new(TopicData, (f2s1_0, f2s1_1)))
+                    f2s1 = tuple(items_f2s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(DirectoryData, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(DirectoryData, (f2s0, f2s1)),)
+        else:
+            items_f2: list[DirectoryData] = []
+            for _ in range(n):
+                f2_0 = _U_U(buf, pos)[0]
+                pos += 16
+                f2_0 = _uuid_from(f2_0)
+                f2_1: tuple[TopicData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topics" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_1s0 = _U_U(buf, pos)[0]
+                        pos += 16
+                        f2_1s0 = _uuid_from(f2_1s0)
+                        f2_1s1: tuple[PartitionData, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 7 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                                f2_1s1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ihx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f2_1s1: list[PartitionData] = []
+                                for _ in range(n):
+                                    item_f2_1s1, pos = _r_PartitionData_v0(buf, pos)
+                                    items_f2_1s1.append(item_f2_1s1)
+                                f2_1s1 = tuple(items_f2_1s1)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f2_1 = (_new(TopicData, (f2_1s0, f2_1s1)),)
+                    else:
+                        items_f2_1: list[TopicData] = []
+                        for _ in range(n):
+                            f2_1_0 = _U_U(buf, pos)[0]
+                            pos += 16
+                            f2_1_0 = _uuid_from(f2_1_0)
+                            f2_1_1: tuple[PartitionData, ...]
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 7 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                                    f2_1_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ihx(buf[pos:end])))
+                                    pos = end
+                                else:
+                                    items_f2_1_1: list[PartitionData] = []
+                                    for _ in range(n):
+                                        item_f2_1_1, pos = _r_PartitionData_v0(buf, pos)
+                                        items_f2_1_1.append(item_f2_1_1)
+                                    f2_1_1 = tuple(items_f2_1_1)
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f2_1.append(_new(TopicData, (f2_1_0, f2_1_1)))
+                        f2_1 = tuple(items_f2_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(DirectoryData, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -169,9 +169,8 @@ def _r_BeginQuorumEpochRequest_v0(buf: memoryview, pos: int) -> tuple[BeginQuoru
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[TopicData] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -180,9 +179,9 @@ def _r_BeginQuorumEpochRequest_v0(buf: memoryview, pos: int) -> tuple[BeginQuoru
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[PartitionData, ...]
+            f2s1: tuple[PartitionData, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -193,10 +192,38 @@ def _r_BeginQuorumEpochRequest_v0(buf: memoryview, pos: int) -> tuple[BeginQuoru
                 end = pos + 12 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f2_1 = tuple([_new(PartitionData, (a0, _ZERO_UUID, a2, a3)) for a0, a2, a3 in _IU_iii(buf[pos:end])])
+                f2s1 = tuple([_new(PartitionData, (a0, _ZERO_UUID, a2, a3)) for a0, a2, a3 in _IU_iii(buf[pos:end])])
                 pos = end
-            items_f2.append(_new(TopicData, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(TopicData, (f2s0, f2s1)),)
+        else:
+            items_f2: list[TopicData] = []
+            for _ in range(n):
+                f2_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[PartitionData, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 12 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f2_1 = tuple([_new(PartitionData, (a0, _ZERO_UUID, a2, a3)) for a0, a2, a3 in _IU_iii(buf[pos:end])])
+                    pos = end
+                items_f2.append(_new(TopicData, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     return _new(BeginQuorumEpochRequest, (f0, -1, f2, ())), pos
 
 
@@ -233,9 +260,8 @@ def _r_BeginQuorumEpochRequest_v1(buf: memoryview, pos: int) -> tuple[BeginQuoru
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[TopicData] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -248,9 +274,9 @@ def _r_BeginQuorumEpochRequest_v1(buf: memoryview, pos: int) -> tuple[BeginQuoru
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[PartitionData, ...]
+            f2s1: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -262,21 +288,81 @@ def _r_BeginQuorumEpochRequest_v1(buf: memoryview, pos: int) -> tuple[BeginQuoru
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_1: list[PartitionData] = []
-                for _ in range(n):
-                    f2_1_0, f2_1_1, f2_1_2, f2_1_3, tg = _U_iUiiB(buf, pos)
+                if n == 1:
+                    f2s1s0, f2s1s1, f2s1s2, f2s1s3, tg = _U_iUiiB(buf, pos)
                     pos += 29
-                    f2_1_1 = _uuid_from(f2_1_1)
+                    f2s1s1 = _uuid_from(f2s1s1)
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f2_1.append(_new(PartitionData, (f2_1_0, f2_1_1, f2_1_2, f2_1_3)))
-                f2_1 = tuple(items_f2_1)
+                    f2s1 = (_new(PartitionData, (f2s1s0, f2s1s1, f2s1s2, f2s1s3)),)
+                else:
+                    items_f2s1: list[PartitionData] = []
+                    for _ in range(n):
+                        f2s1_0, f2s1_1, f2s1_2, f2s1_3, tg = _U_iUiiB(buf, pos)
+                        pos += 29
+                        f2s1_1 = _uuid_from(f2s1_1)
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f2s1.append(_new(PartitionData, (f2s1_0, f2s1_1, f2s1_2, f2s1_3)))
+                    f2s1 = tuple(items_f2s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(TopicData, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(TopicData, (f2s0, f2s1)),)
+        else:
+            items_f2: list[TopicData] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_1s0, f2_1s1, f2_1s2, f2_1s3, tg = _U_iUiiB(buf, pos)
+                        pos += 29
+                        f2_1s1 = _uuid_from(f2_1s1)
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f2_1 = (_new(PartitionData, (f2_1s0, f2_1s1, f2_1s2, f2_1s3)),)
+                    else:
+                        items_f2_1: list[PartitionData] = []
+                        for _ in range(n):
+                            f2_1_0, f2_1_1, f2_1_2, f2_1_3, tg = _U_iUiiB(buf, pos)
+                            pos += 29
+                            f2_1_1 = _uuid_from(f2_1_1)
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f2_1.append(_new(PartitionData, (f2_1_0, f2_1_1, f2_1_2, f2_1_3)))
+                        f2_1 = tuple(items_f2_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(TopicData, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     f3: tuple[LeaderEndpoint, ...]
     n = buf[pos]
     if n < 0x80:
@@ -289,9 +375,8 @@ def _r_BeginQuorumEpochRequest_v1(buf: memoryview, pos: int) -> tuple[BeginQuoru
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[LeaderEndpoint] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -304,9 +389,9 @@ def _r_BeginQuorumEpochRequest_v1(buf: memoryview, pos: int) -> tuple[BeginQuoru
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1: str
+            f3s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -319,14 +404,52 @@ def _r_BeginQuorumEpochRequest_v1(buf: memoryview, pos: int) -> tuple[BeginQuoru
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_1 = buf[pos:end].tobytes().decode()
+                f3s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_2, tg = _U_HB(buf, pos)
+            f3s2, tg = _U_HB(buf, pos)
             pos += 3
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f3.append(_new(LeaderEndpoint, (f3_0, f3_1, f3_2)))
-        f3 = tuple(items_f3)
+            f3 = (_new(LeaderEndpoint, (f3s0, f3s1, f3s2)),)
+        else:
+            items_f3: list[LeaderEndpoint] = []
+            for _ in range(n):
+                f3_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_2, tg = _U_HB(buf, pos)
+                pos += 3
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f3.append(_new(LeaderEndpoint, (f3_0, f3_1, f3_2)))
+            f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

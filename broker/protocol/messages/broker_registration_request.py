@@ -173,9 +173,8 @@ def _r_BrokerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[BrokerRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[Listener] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -188,9 +187,9 @@ def _r_BrokerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[BrokerRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1: str
+            f3s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -203,14 +202,52 @@ def _r_BrokerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[BrokerRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_1 = buf[pos:end].tobytes().decode()
+                f3s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_2, f3_3, tg = _U_HhB(buf, pos)
+            f3s2, f3s3, tg = _U_HhB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f3.append(_new(Listener, (f3_0, f3_1, f3_2, f3_3)))
-        f3 = tuple(items_f3)
+            f3 = (_new(Listener, (f3s0, f3s1, f3s2, f3s3)),)
+        else:
+            items_f3: list[Listener] = []
+            for _ in range(n):
+                f3_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_2, f3_3, tg = _U_HhB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f3.append(_new(Listener, (f3_0, f3_1, f3_2, f3_3)))
+            f3 = tuple(items_f3)
     f4: tuple[Feature, ...]
     n = buf[pos]
     if n < 0x80:
@@ -223,9 +260,8 @@ def _r_BrokerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[BrokerRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[Feature] = []
-        for _ in range(n):
-            f4_0: str
+        if n == 1:
+            f4s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -238,14 +274,37 @@ def _r_BrokerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[BrokerRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_0 = buf[pos:end].tobytes().decode()
+                f4s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_1, f4_2, tg = _U_hhB(buf, pos)
+            f4s1, f4s2, tg = _U_hhB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f4.append(_new(Feature, (f4_0, f4_1, f4_2)))
-        f4 = tuple(items_f4)
+            f4 = (_new(Feature, (f4s0, f4s1, f4s2)),)
+        else:
+            items_f4: list[Feature] = []
+            for _ in range(n):
+                f4_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_1, f4_2, tg = _U_hhB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f4.append(_new(Feature, (f4_0, f4_1, f4_2)))
+            f4 = tuple(items_f4)
     f5: str | None
     n = buf[pos]
     if n < 0x80:
@@ -304,9 +363,8 @@ def _r_BrokerRegistrationRequest_v1(buf: memoryview, pos: int) -> tuple[BrokerRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[Listener] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -319,9 +377,9 @@ def _r_BrokerRegistrationRequest_v1(buf: memoryview, pos: int) -> tuple[BrokerRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1: str
+            f3s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -334,14 +392,52 @@ def _r_BrokerRegistrationRequest_v1(buf: memoryview, pos: int) -> tuple[BrokerRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_1 = buf[pos:end].tobytes().decode()
+                f3s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_2, f3_3, tg = _U_HhB(buf, pos)
+            f3s2, f3s3, tg = _U_HhB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f3.append(_new(Listener, (f3_0, f3_1, f3_2, f3_3)))
-        f3 = tuple(items_f3)
+            f3 = (_new(Listener, (f3s0, f3s1, f3s2, f3s3)),)
+        else:
+            items_f3: list[Listener] = []
+            for _ in range(n):
+                f3_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_2, f3_3, tg = _U_HhB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f3.append(_new(Listener, (f3_0, f3_1, f3_2, f3_3)))
+            f3 = tuple(items_f3)
     f4: tuple[Feature, ...]
     n = buf[pos]
     if n < 0x80:
@@ -354,9 +450,8 @@ def _r_BrokerRegistrationRequest_v1(buf: memoryview, pos: int) -> tuple[BrokerRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[Feature] = []
-        for _ in range(n):
-            f4_0: str
+        if n == 1:
+            f4s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -369,14 +464,37 @@ def _r_BrokerRegistrationRequest_v1(buf: memoryview, pos: int) -> tuple[BrokerRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_0 = buf[pos:end].tobytes().decode()
+                f4s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_1, f4_2, tg = _U_hhB(buf, pos)
+            f4s1, f4s2, tg = _U_hhB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f4.append(_new(Feature, (f4_0, f4_1, f4_2)))
-        f4 = tuple(items_f4)
+            f4 = (_new(Feature, (f4s0, f4s1, f4s2)),)
+        else:
+            items_f4: list[Feature] = []
+            for _ in range(n):
+                f4_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_1, f4_2, tg = _U_hhB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f4.append(_new(Feature, (f4_0, f4_1, f4_2)))
+            f4 = tuple(items_f4)
     f5: str | None
     n = buf[pos]
     if n < 0x80:
@@ -435,9 +553,8 @@ def _r_BrokerRegistrationRequest_v2(buf: memoryview, pos: int) -> tuple[BrokerRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[Listener] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -450,9 +567,9 @@ def _r_BrokerRegistrationRequest_v2(buf: memoryview, pos: int) -> tuple[BrokerRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1: str
+            f3s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -465,14 +582,52 @@ def _r_BrokerRegistrationRequest_v2(buf: memoryview, pos: int) -> tuple[BrokerRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_1 = buf[pos:end].tobytes().decode()
+                f3s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_2, f3_3, tg = _U_HhB(buf, pos)
+            f3s2, f3s3, tg = _U_HhB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f3.append(_new(Listener, (f3_0, f3_1, f3_2, f3_3)))
-        f3 = tuple(items_f3)
+            f3 = (_new(Listener, (f3s0, f3s1, f3s2, f3s3)),)
+        else:
+            items_f3: list[Listener] = []
+            for _ in range(n):
+                f3_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_2, f3_3, tg = _U_HhB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f3.append(_new(Listener, (f3_0, f3_1, f3_2, f3_3)))
+            f3 = tuple(items_f3)
     f4: tuple[Feature, ...]
     n = buf[pos]
     if n < 0x80:
@@ -485,9 +640,8 @@ def _r_BrokerRegistrationRequest_v2(buf: memoryview, pos: int) -> tuple[BrokerRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[Feature] = []
-        for _ in range(n):
-            f4_0: str
+        if n == 1:
+            f4s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -500,14 +654,37 @@ def _r_BrokerRegistrationRequest_v2(buf: memoryview, pos: int) -> tuple[BrokerRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_0 = buf[pos:end].tobytes().decode()
+                f4s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_1, f4_2, tg = _U_hhB(buf, pos)
+            f4s1, f4s2, tg = _U_hhB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f4.append(_new(Feature, (f4_0, f4_1, f4_2)))
-        f4 = tuple(items_f4)
+            f4 = (_new(Feature, (f4s0, f4s1, f4s2)),)
+        else:
+            items_f4: list[Feature] = []
+            for _ in range(n):
+                f4_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_1, f4_2, tg = _U_hhB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f4.append(_new(Feature, (f4_0, f4_1, f4_2)))
+            f4 = tuple(items_f4)
     f5: str | None
     n = buf[pos]
     if n < 0x80:
@@ -585,9 +762,8 @@ def _r_BrokerRegistrationRequest_v3(buf: memoryview, pos: int) -> tuple[BrokerRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[Listener] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -600,9 +776,9 @@ def _r_BrokerRegistrationRequest_v3(buf: memoryview, pos: int) -> tuple[BrokerRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1: str
+            f3s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -615,14 +791,52 @@ def _r_BrokerRegistrationRequest_v3(buf: memoryview, pos: int) -> tuple[BrokerRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_1 = buf[pos:end].tobytes().decode()
+                f3s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_2, f3_3, tg = _U_HhB(buf, pos)
+            f3s2, f3s3, tg = _U_HhB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f3.append(_new(Listener, (f3_0, f3_1, f3_2, f3_3)))
-        f3 = tuple(items_f3)
+            f3 = (_new(Listener, (f3s0, f3s1, f3s2, f3s3)),)
+        else:
+            items_f3: list[Listener] = []
+            for _ in range(n):
+                f3_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_2, f3_3, tg = _U_HhB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f3.append(_new(Listener, (f3_0, f3_1, f3_2, f3_3)))
+            f3 = tuple(items_f3)
     f4: tuple[Feature, ...]
     n = buf[pos]
     if n < 0x80:
@@ -635,9 +849,8 @@ def _r_BrokerRegistrationRequest_v3(buf: memoryview, pos: int) -> tuple[BrokerRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[Feature] = []
-        for _ in range(n):
-            f4_0: str
+        if n == 1:
+            f4s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -650,14 +863,37 @@ def _r_BrokerRegistrationRequest_v3(buf: memoryview, pos: int) -> tuple[BrokerRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_0 = buf[pos:end].tobytes().decode()
+                f4s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_1, f4_2, tg = _U_hhB(buf, pos)
+            f4s1, f4s2, tg = _U_hhB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f4.append(_new(Feature, (f4_0, f4_1, f4_2)))
-        f4 = tuple(items_f4)
+            f4 = (_new(Feature, (f4s0, f4s1, f4s2)),)
+        else:
+            items_f4: list[Feature] = []
+            for _ in range(n):
+                f4_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_1, f4_2, tg = _U_hhB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f4.append(_new(Feature, (f4_0, f4_1, f4_2)))
+            f4 = tuple(items_f4)
     f5: str | None
     n = buf[pos]
     if n < 0x80:

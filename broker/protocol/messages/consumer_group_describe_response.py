@@ -13,7 +13,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -34,7 +34,7 @@ __all__ = [
 _new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
@@ -207,12 +207,11 @@ def _r_Assignment_v0(buf: memoryview, pos: int) -> tuple[Assignment, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[TopicPartitions] = []
-        for _ in range(n):
-            f0_0 = _U_U(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_U(buf, pos)[0]
             pos += 16
-            f0_0 = _uuid_from(f0_0)
-            f0_1: str
+            f0s0 = _uuid_from(f0s0)
+            f0s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -225,12 +224,12 @@ def _r_Assignment_v0(buf: memoryview, pos: int) -> tuple[Assignment, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_2: tuple[int, ...]
+            f0s2: tuple[int, ...]
             n = buf[pos]
             try:
-                f0_2 = _AC_i[n](buf, pos)
+                f0s2 = _AC_i[n](buf, pos)
                 pos += 4 * n - 3
             except KeyError:
                 n = buf[pos]
@@ -244,14 +243,59 @@ def _r_Assignment_v0(buf: memoryview, pos: int) -> tuple[Assignment, int]:
                 else:
                     if n > blen - pos:
                         raise DecodeError("array length %d exceeds remaining bytes" % n)
-                    f0_2 = _A_i[n].unpack_from(buf, pos)
+                    f0s2 = _A_i[n].unpack_from(buf, pos)
                     pos += 4 * n
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(TopicPartitions, (f0_0, f0_1, f0_2)))
-        f0 = tuple(items_f0)
+            f0 = (_new(TopicPartitions, (f0s0, f0s1, f0s2)),)
+        else:
+            items_f0: list[TopicPartitions] = []
+            for _ in range(n):
+                f0_0 = _U_U(buf, pos)[0]
+                pos += 16
+                f0_0 = _uuid_from(f0_0)
+                f0_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_2: tuple[int, ...]
+                n = buf[pos]
+                try:
+                    f0_2 = _AC_i[n](buf, pos)
+                    pos += 4 * n - 3
+                except KeyError:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f0_2 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(TopicPartitions, (f0_0, f0_1, f0_2)))
+            f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -275,11 +319,10 @@ def _r_ConsumerGroupDescribeResponse_v0(buf: memoryview, pos: int) -> tuple[Cons
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DescribedGroup] = []
-        for _ in range(n):
-            f1_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_h(buf, pos)[0]
             pos += 2
-            f1_1: str | None
+            f1s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -289,14 +332,14 @@ def _r_ConsumerGroupDescribeResponse_v0(buf: memoryview, pos: int) -> tuple[Cons
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_1 = None
+                f1s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2: str
+            f1s2: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -309,9 +352,9 @@ def _r_ConsumerGroupDescribeResponse_v0(buf: memoryview, pos: int) -> tuple[Cons
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_2 = buf[pos:end].tobytes().decode()
+                f1s2 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_3: str
+            f1s3: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -324,11 +367,11 @@ def _r_ConsumerGroupDescribeResponse_v0(buf: memoryview, pos: int) -> tuple[Cons
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_4, f1_5 = _U_ii(buf, pos)
+            f1s4, f1s5 = _U_ii(buf, pos)
             pos += 8
-            f1_6: str
+            f1s6: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -341,9 +384,9 @@ def _r_ConsumerGroupDescribeResponse_v0(buf: memoryview, pos: int) -> tuple[Cons
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_6 = buf[pos:end].tobytes().decode()
+                f1s6 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_7: tuple[Member, ...]
+            f1s7: tuple[Member, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -355,9 +398,8 @@ def _r_ConsumerGroupDescribeResponse_v0(buf: memoryview, pos: int) -> tuple[Cons
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_7: list[Member] = []
-                for _ in range(n):
-                    f1_7_0: str
+                if n == 1:
+                    f1s7s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -370,9 +412,9 @@ def _r_ConsumerGroupDescribeResponse_v0(buf: memoryview, pos: int) -> tuple[Cons
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_7_0 = buf[pos:end].tobytes().decode()
+                        f1s7s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_7_1: str | None
+                    f1s7s1: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -382,14 +424,14 @@ def _r_ConsumerGroupDescribeResponse_v0(buf: memoryview, pos: int) -> tuple[Cons
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_7_1 = None
+                        f1s7s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_7_1 = buf[pos:end].tobytes().decode()
+                        f1s7s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_7_2: str | None
+                    f1s7s2: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -399,16 +441,16 @@ def _r_ConsumerGroupDescribeResponse_v0(buf: memoryview, pos: int) -> tuple[Cons
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_7_2 = None
+                        f1s7s2 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_7_2 = buf[pos:end].tobytes().decode()
+                        f1s7s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_7_3 = _U_i(buf, pos)[0]
+                    f1s7s3 = _U_i(buf, pos)[0]
                     pos += 4
-                    f1_7_4: str
+                    f1s7s4: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -421,9 +463,9 @@ def _r_ConsumerGroupDescribeResponse_v0(buf: memoryview, pos: int) -> tuple[Cons
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_7_4 = buf[pos:end].tobytes().decode()
+                        f1s7s4 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_7_5: str
+                    f1s7s5: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -436,9 +478,9 @@ def _r_ConsumerGroupDescribeResponse_v0(buf: memoryview, pos: int) -> tuple[Cons
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_7_5 = buf[pos:end].tobytes().decode()
+                        f1s7s5 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_7_6: tuple[str, ...]
+                    f1s7s6: tuple[str, ...]
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -450,9 +492,9 @@ def _r_ConsumerGroupDescribeResponse_v0(buf: memoryview, pos: int) -> tuple[Cons
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        items_f1_7_6: list[str] = []
+                        items_f1s7s6: list[str] = []
                         for _ in range(n):
-                            item_f1_7_6: str
+                            item_f1s7s6: str
                             n = buf[pos]
                             if n < 0x80:
                                 pos += 1
@@ -465,11 +507,11 @@ def _r_ConsumerGroupDescribeResponse_v0(buf: memoryview, pos: int) -> tuple[Cons
                                 end = pos + n
                                 if end > blen:
                                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                                item_f1_7_6 = buf[pos:end].tobytes().decode()
+                                item_f1s7s6 = buf[pos:end].tobytes().decode()
                                 pos = end
-                            items_f1_7_6.append(item_f1_7_6)
-                        f1_7_6 = tuple(items_f1_7_6)
-                    f1_7_7: str | None
+                            items_f1s7s6.append(item_f1s7s6)
+                        f1s7s6 = tuple(items_f1s7s6)
+                    f1s7s7: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -479,27 +521,529 @@ def _r_ConsumerGroupDescribeResponse_v0(buf: memoryview, pos: int) -> tuple[Cons
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_7_7 = None
+                        f1s7s7 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_7_7 = buf[pos:end].tobytes().decode()
+                        f1s7s7 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_7_8, pos = _r_Assignment_v0(buf, pos)
-                    f1_7_9, pos = _r_Assignment_v0(buf, pos)
+                    f1s7s8, pos = _r_Assignment_v0(buf, pos)
+                    f1s7s9, pos = _r_Assignment_v0(buf, pos)
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f1_7.append(_new(Member, (f1_7_0, f1_7_1, f1_7_2, f1_7_3, f1_7_4, f1_7_5, f1_7_6, f1_7_7, f1_7_8, f1_7_9)))
-                f1_7 = tuple(items_f1_7)
-            f1_8, tg = _U_iB(buf, pos)
+                    f1s7 = (_new(Member, (f1s7s0, f1s7s1, f1s7s2, f1s7s3, f1s7s4, f1s7s5, f1s7s6, f1s7s7, f1s7s8, f1s7s9)),)
+                else:
+                    items_f1s7: list[Member] = []
+                    for _ in range(n):
+                        f1s7_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s7_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s7_1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s7_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s7_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s7_2: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s7_2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s7_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s7_3 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f1s7_4: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s7_4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s7_5: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s7_5 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s7_6: tuple[str, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable SubscribedTopicNames" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            items_f1s7_6: list[str] = []
+                            for _ in range(n):
+                                item_f1s7_6: str
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable SubscribedTopicNames" % n)
+                                else:
+                                    end = pos + n
+                                    if end > blen:
+                                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                    item_f1s7_6 = buf[pos:end].tobytes().decode()
+                                    pos = end
+                                items_f1s7_6.append(item_f1s7_6)
+                            f1s7_6 = tuple(items_f1s7_6)
+                        f1s7_7: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s7_7 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s7_7 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s7_8, pos = _r_Assignment_v0(buf, pos)
+                        f1s7_9, pos = _r_Assignment_v0(buf, pos)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f1s7.append(_new(Member, (f1s7_0, f1s7_1, f1s7_2, f1s7_3, f1s7_4, f1s7_5, f1s7_6, f1s7_7, f1s7_8, f1s7_9)))
+                    f1s7 = tuple(items_f1s7)
+            f1s8, tg = _U_iB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7, f1_8)))
-        f1 = tuple(items_f1)
+            f1 = (_new(DescribedGroup, (f1s0, f1s1, f1s2, f1s3, f1s4, f1s5, f1s6, f1s7, f1s8)),)
+        else:
+            items_f1: list[DescribedGroup] = []
+            for _ in range(n):
+                f1_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_3: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupState" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_4, f1_5 = _U_ii(buf, pos)
+                pos += 8
+                f1_6: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable AssignorName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_6 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_7: tuple[Member, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Members" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_7s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_7s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_7s1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_7s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_7s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_7s2: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_7s2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_7s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_7s3 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f1_7s4: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_7s4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_7s5: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_7s5 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_7s6: tuple[str, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable SubscribedTopicNames" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            items_f1_7s6: list[str] = []
+                            for _ in range(n):
+                                item_f1_7s6: str
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable SubscribedTopicNames" % n)
+                                else:
+                                    end = pos + n
+                                    if end > blen:
+                                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                    item_f1_7s6 = buf[pos:end].tobytes().decode()
+                                    pos = end
+                                items_f1_7s6.append(item_f1_7s6)
+                            f1_7s6 = tuple(items_f1_7s6)
+                        f1_7s7: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_7s7 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_7s7 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_7s8, pos = _r_Assignment_v0(buf, pos)
+                        f1_7s9, pos = _r_Assignment_v0(buf, pos)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f1_7 = (_new(Member, (f1_7s0, f1_7s1, f1_7s2, f1_7s3, f1_7s4, f1_7s5, f1_7s6, f1_7s7, f1_7s8, f1_7s9)),)
+                    else:
+                        items_f1_7: list[Member] = []
+                        for _ in range(n):
+                            f1_7_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_7_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_7_1: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_7_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_7_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_7_2: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_7_2 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_7_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_7_3 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f1_7_4: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_7_4 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_7_5: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_7_5 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_7_6: tuple[str, ...]
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable SubscribedTopicNames" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                items_f1_7_6: list[str] = []
+                                for _ in range(n):
+                                    item_f1_7_6: str
+                                    n = buf[pos]
+                                    if n < 0x80:
+                                        pos += 1
+                                    else:
+                                        n, pos = _read_uvarint(buf, pos)
+                                    n -= 1
+                                    if n < 0:
+                                        raise DecodeError("invalid length %d for non-nullable SubscribedTopicNames" % n)
+                                    else:
+                                        end = pos + n
+                                        if end > blen:
+                                            raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                        item_f1_7_6 = buf[pos:end].tobytes().decode()
+                                        pos = end
+                                    items_f1_7_6.append(item_f1_7_6)
+                                f1_7_6 = tuple(items_f1_7_6)
+                            f1_7_7: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_7_7 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_7_7 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_7_8, pos = _r_Assignment_v0(buf, pos)
+                            f1_7_9, pos = _r_Assignment_v0(buf, pos)
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f1_7.append(_new(Member, (f1_7_0, f1_7_1, f1_7_2, f1_7_3, f1_7_4, f1_7_5, f1_7_6, f1_7_7, f1_7_8, f1_7_9)))
+                        f1_7 = tuple(items_f1_7)
+                f1_8, tg = _U_iB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7, f1_8)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

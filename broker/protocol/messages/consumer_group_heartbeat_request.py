@@ -13,7 +13,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -31,7 +31,7 @@ __all__ = [
 _new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_U = _struct.Struct(">16s")
 _P_U = _S_U.pack
 _S_UB = _struct.Struct(">16sB")
@@ -236,14 +236,13 @@ def _r_ConsumerGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[Cons
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f9: list[TopicPartitions] = []
-        for _ in range(n):
-            f9_0, n = _U_UB(buf, pos)
+        if n == 1:
+            f9s0, n = _U_UB(buf, pos)
             pos += 16
-            f9_0 = _uuid_from(f9_0)
-            f9_1: tuple[int, ...]
+            f9s0 = _uuid_from(f9s0)
+            f9s1: tuple[int, ...]
             try:
-                f9_1 = _AC_i[n](buf, pos)
+                f9s1 = _AC_i[n](buf, pos)
                 pos += 4 * n - 3
             except KeyError:
                 n = buf[pos]
@@ -257,14 +256,43 @@ def _r_ConsumerGroupHeartbeatRequest_v0(buf: memoryview, pos: int) -> tuple[Cons
                 else:
                     if n > blen - pos:
                         raise DecodeError("array length %d exceeds remaining bytes" % n)
-                    f9_1 = _A_i[n].unpack_from(buf, pos)
+                    f9s1 = _A_i[n].unpack_from(buf, pos)
                     pos += 4 * n
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f9.append(_new(TopicPartitions, (f9_0, f9_1)))
-        f9 = tuple(items_f9)
+            f9 = (_new(TopicPartitions, (f9s0, f9s1)),)
+        else:
+            items_f9: list[TopicPartitions] = []
+            for _ in range(n):
+                f9_0, n = _U_UB(buf, pos)
+                pos += 16
+                f9_0 = _uuid_from(f9_0)
+                f9_1: tuple[int, ...]
+                try:
+                    f9_1 = _AC_i[n](buf, pos)
+                    pos += 4 * n - 3
+                except KeyError:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f9_1 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f9.append(_new(TopicPartitions, (f9_0, f9_1)))
+            f9 = tuple(items_f9)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -423,14 +451,13 @@ def _r_ConsumerGroupHeartbeatRequest_v1(buf: memoryview, pos: int) -> tuple[Cons
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f9: list[TopicPartitions] = []
-        for _ in range(n):
-            f9_0, n = _U_UB(buf, pos)
+        if n == 1:
+            f9s0, n = _U_UB(buf, pos)
             pos += 16
-            f9_0 = _uuid_from(f9_0)
-            f9_1: tuple[int, ...]
+            f9s0 = _uuid_from(f9s0)
+            f9s1: tuple[int, ...]
             try:
-                f9_1 = _AC_i[n](buf, pos)
+                f9s1 = _AC_i[n](buf, pos)
                 pos += 4 * n - 3
             except KeyError:
                 n = buf[pos]
@@ -444,14 +471,43 @@ def _r_ConsumerGroupHeartbeatRequest_v1(buf: memoryview, pos: int) -> tuple[Cons
                 else:
                     if n > blen - pos:
                         raise DecodeError("array length %d exceeds remaining bytes" % n)
-                    f9_1 = _A_i[n].unpack_from(buf, pos)
+                    f9s1 = _A_i[n].unpack_from(buf, pos)
                     pos += 4 * n
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f9.append(_new(TopicPartitions, (f9_0, f9_1)))
-        f9 = tuple(items_f9)
+            f9 = (_new(TopicPartitions, (f9s0, f9s1)),)
+        else:
+            items_f9: list[TopicPartitions] = []
+            for _ in range(n):
+                f9_0, n = _U_UB(buf, pos)
+                pos += 16
+                f9_0 = _uuid_from(f9_0)
+                f9_1: tuple[int, ...]
+                try:
+                    f9_1 = _AC_i[n](buf, pos)
+                    pos += 4 * n - 3
+                except KeyError:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f9_1 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f9.append(_new(TopicPartitions, (f9_0, f9_1)))
+            f9 = tuple(items_f9)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -87,9 +87,8 @@ def _r_ConsumerProtocolAssignment_v0(buf: memoryview, pos: int) -> tuple[Consume
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[TopicPartition] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -98,9 +97,9 @@ def _r_ConsumerProtocolAssignment_v0(buf: memoryview, pos: int) -> tuple[Consume
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1: tuple[int, ...]
+            f0s1: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -108,10 +107,35 @@ def _r_ConsumerProtocolAssignment_v0(buf: memoryview, pos: int) -> tuple[Consume
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f0_1 = _A_i[n].unpack_from(buf, pos)
+                f0s1 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f0.append(_new(TopicPartition, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(TopicPartition, (f0s0, f0s1)),)
+        else:
+            items_f0: list[TopicPartition] = []
+            for _ in range(n):
+                f0_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f0_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f0.append(_new(TopicPartition, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     f1: bytes | None
     n = _U_i(buf, pos)[0]
     pos += 4

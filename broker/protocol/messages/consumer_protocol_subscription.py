@@ -170,9 +170,8 @@ def _r_ConsumerProtocolSubscription_v1(buf: memoryview, pos: int) -> tuple[Consu
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[TopicPartition] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -181,9 +180,9 @@ def _r_ConsumerProtocolSubscription_v1(buf: memoryview, pos: int) -> tuple[Consu
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[int, ...]
+            f2s1: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -191,10 +190,35 @@ def _r_ConsumerProtocolSubscription_v1(buf: memoryview, pos: int) -> tuple[Consu
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f2_1 = _A_i[n].unpack_from(buf, pos)
+                f2s1 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f2.append(_new(TopicPartition, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(TopicPartition, (f2s0, f2s1)),)
+        else:
+            items_f2: list[TopicPartition] = []
+            for _ in range(n):
+                f2_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f2_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f2.append(_new(TopicPartition, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     return _new(ConsumerProtocolSubscription, (f0, f1, f2, -1, None)), pos
 
 
@@ -244,9 +268,8 @@ def _r_ConsumerProtocolSubscription_v2(buf: memoryview, pos: int) -> tuple[Consu
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[TopicPartition] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -255,9 +278,9 @@ def _r_ConsumerProtocolSubscription_v2(buf: memoryview, pos: int) -> tuple[Consu
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[int, ...]
+            f2s1: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -265,10 +288,35 @@ def _r_ConsumerProtocolSubscription_v2(buf: memoryview, pos: int) -> tuple[Consu
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f2_1 = _A_i[n].unpack_from(buf, pos)
+                f2s1 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f2.append(_new(TopicPartition, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(TopicPartition, (f2s0, f2s1)),)
+        else:
+            items_f2: list[TopicPartition] = []
+            for _ in range(n):
+                f2_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f2_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f2.append(_new(TopicPartition, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     f3 = _U_i(buf, pos)[0]
     pos += 4
     return _new(ConsumerProtocolSubscription, (f0, f1, f2, f3, None)), pos
@@ -320,9 +368,8 @@ def _r_ConsumerProtocolSubscription_v3(buf: memoryview, pos: int) -> tuple[Consu
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[TopicPartition] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -331,9 +378,9 @@ def _r_ConsumerProtocolSubscription_v3(buf: memoryview, pos: int) -> tuple[Consu
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[int, ...]
+            f2s1: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -341,10 +388,35 @@ def _r_ConsumerProtocolSubscription_v3(buf: memoryview, pos: int) -> tuple[Consu
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f2_1 = _A_i[n].unpack_from(buf, pos)
+                f2s1 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f2.append(_new(TopicPartition, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(TopicPartition, (f2s0, f2s1)),)
+        else:
+            items_f2: list[TopicPartition] = []
+            for _ in range(n):
+                f2_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f2_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f2.append(_new(TopicPartition, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     f3 = _U_i(buf, pos)[0]
     pos += 4
     f4: str | None

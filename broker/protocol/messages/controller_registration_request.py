@@ -136,9 +136,8 @@ def _r_ControllerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[Cont
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[Listener] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -151,9 +150,9 @@ def _r_ControllerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[Cont
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1: str
+            f3s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -166,14 +165,52 @@ def _r_ControllerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[Cont
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_1 = buf[pos:end].tobytes().decode()
+                f3s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_2, f3_3, tg = _U_HhB(buf, pos)
+            f3s2, f3s3, tg = _U_HhB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f3.append(_new(Listener, (f3_0, f3_1, f3_2, f3_3)))
-        f3 = tuple(items_f3)
+            f3 = (_new(Listener, (f3s0, f3s1, f3s2, f3s3)),)
+        else:
+            items_f3: list[Listener] = []
+            for _ in range(n):
+                f3_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_2, f3_3, tg = _U_HhB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f3.append(_new(Listener, (f3_0, f3_1, f3_2, f3_3)))
+            f3 = tuple(items_f3)
     f4: tuple[Feature, ...]
     n = buf[pos]
     if n < 0x80:
@@ -186,9 +223,8 @@ def _r_ControllerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[Cont
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[Feature] = []
-        for _ in range(n):
-            f4_0: str
+        if n == 1:
+            f4s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -201,14 +237,37 @@ def _r_ControllerRegistrationRequest_v0(buf: memoryview, pos: int) -> tuple[Cont
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_0 = buf[pos:end].tobytes().decode()
+                f4s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_1, f4_2, tg = _U_hhB(buf, pos)
+            f4s1, f4s2, tg = _U_hhB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f4.append(_new(Feature, (f4_0, f4_1, f4_2)))
-        f4 = tuple(items_f4)
+            f4 = (_new(Feature, (f4s0, f4s1, f4s2)),)
+        else:
+            items_f4: list[Feature] = []
+            for _ in range(n):
+                f4_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_1, f4_2, tg = _U_hhB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f4.append(_new(Feature, (f4_0, f4_1, f4_2)))
+            f4 = tuple(items_f4)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -105,11 +105,10 @@ def _r_CreateAclsRequest_v0(buf: memoryview, pos: int) -> tuple[CreateAclsReques
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[AclCreation] = []
-        for _ in range(n):
-            f0_0 = _U_b(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_b(buf, pos)[0]
             pos += 1
-            f0_1: str
+            f0s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -118,9 +117,9 @@ def _r_CreateAclsRequest_v0(buf: memoryview, pos: int) -> tuple[CreateAclsReques
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_3: str
+            f0s3: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -129,9 +128,9 @@ def _r_CreateAclsRequest_v0(buf: memoryview, pos: int) -> tuple[CreateAclsReques
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_3 = buf[pos:end].tobytes().decode()
+                f0s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_4: str
+            f0s4: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -140,12 +139,53 @@ def _r_CreateAclsRequest_v0(buf: memoryview, pos: int) -> tuple[CreateAclsReques
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_4 = buf[pos:end].tobytes().decode()
+                f0s4 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_5, f0_6 = _U_bb(buf, pos)
+            f0s5, f0s6 = _U_bb(buf, pos)
             pos += 2
-            items_f0.append(_new(AclCreation, (f0_0, f0_1, 3, f0_3, f0_4, f0_5, f0_6)))
-        f0 = tuple(items_f0)
+            f0 = (_new(AclCreation, (f0s0, f0s1, 3, f0s3, f0s4, f0s5, f0s6)),)
+        else:
+            items_f0: list[AclCreation] = []
+            for _ in range(n):
+                f0_0 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_3: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_4: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_5, f0_6 = _U_bb(buf, pos)
+                pos += 2
+                items_f0.append(_new(AclCreation, (f0_0, f0_1, 3, f0_3, f0_4, f0_5, f0_6)))
+            f0 = tuple(items_f0)
     return _new(CreateAclsRequest, (f0,)), pos
 
 
@@ -159,11 +199,10 @@ def _r_CreateAclsRequest_v1(buf: memoryview, pos: int) -> tuple[CreateAclsReques
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[AclCreation] = []
-        for _ in range(n):
-            f0_0 = _U_b(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_b(buf, pos)[0]
             pos += 1
-            f0_1: str
+            f0s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -172,11 +211,11 @@ def _r_CreateAclsRequest_v1(buf: memoryview, pos: int) -> tuple[CreateAclsReques
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_2 = _U_b(buf, pos)[0]
+            f0s2 = _U_b(buf, pos)[0]
             pos += 1
-            f0_3: str
+            f0s3: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -185,9 +224,9 @@ def _r_CreateAclsRequest_v1(buf: memoryview, pos: int) -> tuple[CreateAclsReques
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_3 = buf[pos:end].tobytes().decode()
+                f0s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_4: str
+            f0s4: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -196,12 +235,55 @@ def _r_CreateAclsRequest_v1(buf: memoryview, pos: int) -> tuple[CreateAclsReques
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_4 = buf[pos:end].tobytes().decode()
+                f0s4 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_5, f0_6 = _U_bb(buf, pos)
+            f0s5, f0s6 = _U_bb(buf, pos)
             pos += 2
-            items_f0.append(_new(AclCreation, (f0_0, f0_1, f0_2, f0_3, f0_4, f0_5, f0_6)))
-        f0 = tuple(items_f0)
+            f0 = (_new(AclCreation, (f0s0, f0s1, f0s2, f0s3, f0s4, f0s5, f0s6)),)
+        else:
+            items_f0: list[AclCreation] = []
+            for _ in range(n):
+                f0_0 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_2 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_3: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_4: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_5, f0_6 = _U_bb(buf, pos)
+                pos += 2
+                items_f0.append(_new(AclCreation, (f0_0, f0_1, f0_2, f0_3, f0_4, f0_5, f0_6)))
+            f0 = tuple(items_f0)
     return _new(CreateAclsRequest, (f0,)), pos
 
 
@@ -219,11 +301,10 @@ def _r_CreateAclsRequest_v2(buf: memoryview, pos: int) -> tuple[CreateAclsReques
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[AclCreation] = []
-        for _ in range(n):
-            f0_0 = _U_b(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_b(buf, pos)[0]
             pos += 1
-            f0_1: str
+            f0s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -236,11 +317,11 @@ def _r_CreateAclsRequest_v2(buf: memoryview, pos: int) -> tuple[CreateAclsReques
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_2 = _U_b(buf, pos)[0]
+            f0s2 = _U_b(buf, pos)[0]
             pos += 1
-            f0_3: str
+            f0s3: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -253,9 +334,9 @@ def _r_CreateAclsRequest_v2(buf: memoryview, pos: int) -> tuple[CreateAclsReques
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_3 = buf[pos:end].tobytes().decode()
+                f0s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_4: str
+            f0s4: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -268,14 +349,71 @@ def _r_CreateAclsRequest_v2(buf: memoryview, pos: int) -> tuple[CreateAclsReques
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_4 = buf[pos:end].tobytes().decode()
+                f0s4 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_5, f0_6, tg = _U_bbB(buf, pos)
+            f0s5, f0s6, tg = _U_bbB(buf, pos)
             pos += 3
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f0.append(_new(AclCreation, (f0_0, f0_1, f0_2, f0_3, f0_4, f0_5, f0_6)))
-        f0 = tuple(items_f0)
+            f0 = (_new(AclCreation, (f0s0, f0s1, f0s2, f0s3, f0s4, f0s5, f0s6)),)
+        else:
+            items_f0: list[AclCreation] = []
+            for _ in range(n):
+                f0_0 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_2 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_3: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_4: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_5, f0_6, tg = _U_bbB(buf, pos)
+                pos += 3
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f0.append(_new(AclCreation, (f0_0, f0_1, f0_2, f0_3, f0_4, f0_5, f0_6)))
+            f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -98,9 +98,8 @@ def _r_CreateDelegationTokenRequest_v0(buf: memoryview, pos: int) -> tuple[Creat
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[CreatableRenewers] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -109,9 +108,9 @@ def _r_CreateDelegationTokenRequest_v0(buf: memoryview, pos: int) -> tuple[Creat
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: str
+            f2s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -120,10 +119,36 @@ def _r_CreateDelegationTokenRequest_v0(buf: memoryview, pos: int) -> tuple[Creat
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f2.append(_new(CreatableRenewers, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(CreatableRenewers, (f2s0, f2s1)),)
+        else:
+            items_f2: list[CreatableRenewers] = []
+            for _ in range(n):
+                f2_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f2.append(_new(CreatableRenewers, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     f3 = _U_q(buf, pos)[0]
     pos += 8
     return _new(CreateDelegationTokenRequest, ("", "", f2, f3)), pos
@@ -143,9 +168,8 @@ def _r_CreateDelegationTokenRequest_v2(buf: memoryview, pos: int) -> tuple[Creat
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[CreatableRenewers] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -158,9 +182,9 @@ def _r_CreateDelegationTokenRequest_v2(buf: memoryview, pos: int) -> tuple[Creat
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: str
+            f2s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -173,14 +197,52 @@ def _r_CreateDelegationTokenRequest_v2(buf: memoryview, pos: int) -> tuple[Creat
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(CreatableRenewers, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(CreatableRenewers, (f2s0, f2s1)),)
+        else:
+            items_f2: list[CreatableRenewers] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(CreatableRenewers, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     f3, tg = _U_qB(buf, pos)
     pos += 9
     if tg:
@@ -236,9 +298,8 @@ def _r_CreateDelegationTokenRequest_v3(buf: memoryview, pos: int) -> tuple[Creat
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[CreatableRenewers] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -251,9 +312,9 @@ def _r_CreateDelegationTokenRequest_v3(buf: memoryview, pos: int) -> tuple[Creat
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: str
+            f2s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -266,14 +327,52 @@ def _r_CreateDelegationTokenRequest_v3(buf: memoryview, pos: int) -> tuple[Creat
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(CreatableRenewers, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(CreatableRenewers, (f2s0, f2s1)),)
+        else:
+            items_f2: list[CreatableRenewers] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(CreatableRenewers, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     f3, tg = _U_qB(buf, pos)
     pos += 9
     if tg:

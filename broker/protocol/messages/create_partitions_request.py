@@ -12,7 +12,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -29,7 +29,7 @@ __all__ = [
 
 _new = tuple.__new__
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -123,9 +123,8 @@ def _r_CreatePartitionsRequest_v0(buf: memoryview, pos: int) -> tuple[CreatePart
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[CreatePartitionsTopic] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -134,23 +133,22 @@ def _r_CreatePartitionsRequest_v0(buf: memoryview, pos: int) -> tuple[CreatePart
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1 = _U_i(buf, pos)[0]
+            f0s1 = _U_i(buf, pos)[0]
             pos += 4
-            f0_2: tuple[CreatePartitionsAssignment, ...] | None
+            f0s2: tuple[CreatePartitionsAssignment, ...] | None
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid array length %d" % n)
-                f0_2 = None
+                f0s2 = None
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_2: list[CreatePartitionsAssignment] = []
-                for _ in range(n):
-                    f0_2_0: tuple[int, ...]
+                if n == 1:
+                    f0s2s0: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -158,12 +156,80 @@ def _r_CreatePartitionsRequest_v0(buf: memoryview, pos: int) -> tuple[CreatePart
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f0_2_0 = _A_i[n].unpack_from(buf, pos)
+                        f0s2s0 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    items_f0_2.append(_new(CreatePartitionsAssignment, (f0_2_0,)))
-                f0_2 = tuple(items_f0_2)
-            items_f0.append(_new(CreatePartitionsTopic, (f0_0, f0_1, f0_2)))
-        f0 = tuple(items_f0)
+                    f0s2 = (_new(CreatePartitionsAssignment, (f0s2s0,)),)
+                else:
+                    items_f0s2: list[CreatePartitionsAssignment] = []
+                    for _ in range(n):
+                        f0s2_0: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f0s2_0 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        items_f0s2.append(_new(CreatePartitionsAssignment, (f0s2_0,)))
+                    f0s2 = tuple(items_f0s2)
+            f0 = (_new(CreatePartitionsTopic, (f0s0, f0s1, f0s2)),)
+        else:
+            items_f0: list[CreatePartitionsTopic] = []
+            for _ in range(n):
+                f0_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1 = _U_i(buf, pos)[0]
+                pos += 4
+                f0_2: tuple[CreatePartitionsAssignment, ...] | None
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid array length %d" % n)
+                    f0_2 = None
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_2s0: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f0_2s0 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f0_2 = (_new(CreatePartitionsAssignment, (f0_2s0,)),)
+                    else:
+                        items_f0_2: list[CreatePartitionsAssignment] = []
+                        for _ in range(n):
+                            f0_2_0: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f0_2_0 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            items_f0_2.append(_new(CreatePartitionsAssignment, (f0_2_0,)))
+                        f0_2 = tuple(items_f0_2)
+                items_f0.append(_new(CreatePartitionsTopic, (f0_0, f0_1, f0_2)))
+            f0 = tuple(items_f0)
     f1, f2 = _U_io(buf, pos)
     pos += 5
     return _new(CreatePartitionsRequest, (f0, f1, f2)), pos
@@ -183,9 +249,8 @@ def _r_CreatePartitionsRequest_v2(buf: memoryview, pos: int) -> tuple[CreatePart
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[CreatePartitionsTopic] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -198,11 +263,11 @@ def _r_CreatePartitionsRequest_v2(buf: memoryview, pos: int) -> tuple[CreatePart
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1 = _U_i(buf, pos)[0]
+            f0s1 = _U_i(buf, pos)[0]
             pos += 4
-            f0_2: tuple[CreatePartitionsAssignment, ...] | None
+            f0s2: tuple[CreatePartitionsAssignment, ...] | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -212,16 +277,15 @@ def _r_CreatePartitionsRequest_v2(buf: memoryview, pos: int) -> tuple[CreatePart
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid array length %d" % n)
-                f0_2 = None
+                f0s2 = None
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_2: list[CreatePartitionsAssignment] = []
-                for _ in range(n):
-                    f0_2_0: tuple[int, ...]
+                if n == 1:
+                    f0s2s0: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f0_2_0 = _AC_i[n](buf, pos)
+                        f0s2s0 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -235,20 +299,139 @@ def _r_CreatePartitionsRequest_v2(buf: memoryview, pos: int) -> tuple[CreatePart
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f0_2_0 = _A_i[n].unpack_from(buf, pos)
+                            f0s2s0 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f0_2.append(_new(CreatePartitionsAssignment, (f0_2_0,)))
-                f0_2 = tuple(items_f0_2)
+                    f0s2 = (_new(CreatePartitionsAssignment, (f0s2s0,)),)
+                else:
+                    items_f0s2: list[CreatePartitionsAssignment] = []
+                    for _ in range(n):
+                        f0s2_0: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f0s2_0 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f0s2_0 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f0s2.append(_new(CreatePartitionsAssignment, (f0s2_0,)))
+                    f0s2 = tuple(items_f0s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(CreatePartitionsTopic, (f0_0, f0_1, f0_2)))
-        f0 = tuple(items_f0)
+            f0 = (_new(CreatePartitionsTopic, (f0s0, f0s1, f0s2)),)
+        else:
+            items_f0: list[CreatePartitionsTopic] = []
+            for _ in range(n):
+                f0_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1 = _U_i(buf, pos)[0]
+                pos += 4
+                f0_2: tuple[CreatePartitionsAssignment, ...] | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid array length %d" % n)
+                    f0_2 = None
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_2s0: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f0_2s0 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f0_2s0 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f0_2 = (_new(CreatePartitionsAssignment, (f0_2s0,)),)
+                    else:
+                        items_f0_2: list[CreatePartitionsAssignment] = []
+                        for _ in range(n):
+                            f0_2_0: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f0_2_0 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f0_2_0 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f0_2.append(_new(CreatePartitionsAssignment, (f0_2_0,)))
+                        f0_2 = tuple(items_f0_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(CreatePartitionsTopic, (f0_0, f0_1, f0_2)))
+            f0 = tuple(items_f0)
     f1, f2, tg = _U_ioB(buf, pos)
     pos += 6
     if tg:

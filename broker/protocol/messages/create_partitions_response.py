@@ -92,9 +92,8 @@ def _r_CreatePartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[CreatePar
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[CreatePartitionsTopicResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -103,25 +102,55 @@ def _r_CreatePartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[CreatePar
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1 = _U_h(buf, pos)[0]
+            f1s1 = _U_h(buf, pos)[0]
             pos += 2
-            f1_2: str | None
+            f1s2: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_2 = None
+                f1s2 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_2 = buf[pos:end].tobytes().decode()
+                f1s2 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f1.append(_new(CreatePartitionsTopicResult, (f1_0, f1_1, f1_2)))
-        f1 = tuple(items_f1)
+            f1 = (_new(CreatePartitionsTopicResult, (f1s0, f1s1, f1s2)),)
+        else:
+            items_f1: list[CreatePartitionsTopicResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_2: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_2 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f1.append(_new(CreatePartitionsTopicResult, (f1_0, f1_1, f1_2)))
+            f1 = tuple(items_f1)
     return _new(CreatePartitionsResponse, (f0, f1)), pos
 
 
@@ -141,9 +170,8 @@ def _r_CreatePartitionsResponse_v2(buf: memoryview, pos: int) -> tuple[CreatePar
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[CreatePartitionsTopicResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -156,11 +184,11 @@ def _r_CreatePartitionsResponse_v2(buf: memoryview, pos: int) -> tuple[CreatePar
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1 = _U_h(buf, pos)[0]
+            f1s1 = _U_h(buf, pos)[0]
             pos += 2
-            f1_2: str | None
+            f1s2: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -170,19 +198,61 @@ def _r_CreatePartitionsResponse_v2(buf: memoryview, pos: int) -> tuple[CreatePar
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_2 = None
+                f1s2 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_2 = buf[pos:end].tobytes().decode()
+                f1s2 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(CreatePartitionsTopicResult, (f1_0, f1_1, f1_2)))
-        f1 = tuple(items_f1)
+            f1 = (_new(CreatePartitionsTopicResult, (f1s0, f1s1, f1s2)),)
+        else:
+            items_f1: list[CreatePartitionsTopicResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_2: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_2 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(CreatePartitionsTopicResult, (f1_0, f1_1, f1_2)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -12,7 +12,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -30,7 +30,7 @@ __all__ = [
 
 _new = tuple.__new__
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -157,9 +157,8 @@ def _r_CreateTopicsRequest_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[CreatableTopic] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -168,11 +167,11 @@ def _r_CreateTopicsRequest_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1, f0_2 = _U_ih(buf, pos)
+            f0s1, f0s2 = _U_ih(buf, pos)
             pos += 6
-            f0_3: tuple[CreatableReplicaAssignment, ...]
+            f0s3: tuple[CreatableReplicaAssignment, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -180,11 +179,10 @@ def _r_CreateTopicsRequest_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_3: list[CreatableReplicaAssignment] = []
-                for _ in range(n):
-                    f0_3_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f0s3s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f0_3_1: tuple[int, ...]
+                    f0s3s1: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -192,11 +190,27 @@ def _r_CreateTopicsRequest_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f0_3_1 = _A_i[n].unpack_from(buf, pos)
+                        f0s3s1 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    items_f0_3.append(_new(CreatableReplicaAssignment, (f0_3_0, f0_3_1)))
-                f0_3 = tuple(items_f0_3)
-            f0_4: tuple[CreatableTopicConfig, ...]
+                    f0s3 = (_new(CreatableReplicaAssignment, (f0s3s0, f0s3s1)),)
+                else:
+                    items_f0s3: list[CreatableReplicaAssignment] = []
+                    for _ in range(n):
+                        f0s3_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f0s3_1: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f0s3_1 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        items_f0s3.append(_new(CreatableReplicaAssignment, (f0s3_0, f0s3_1)))
+                    f0s3 = tuple(items_f0s3)
+            f0s4: tuple[CreatableTopicConfig, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -204,9 +218,8 @@ def _r_CreateTopicsRequest_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_4: list[CreatableTopicConfig] = []
-                for _ in range(n):
-                    f0_4_0: str
+                if n == 1:
+                    f0s4s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -215,25 +228,172 @@ def _r_CreateTopicsRequest_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_4_0 = buf[pos:end].tobytes().decode()
+                        f0s4s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f0_4_1: str | None
+                    f0s4s1: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f0_4_1 = None
+                        f0s4s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_4_1 = buf[pos:end].tobytes().decode()
+                        f0s4s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f0_4.append(_new(CreatableTopicConfig, (f0_4_0, f0_4_1)))
-                f0_4 = tuple(items_f0_4)
-            items_f0.append(_new(CreatableTopic, (f0_0, f0_1, f0_2, f0_3, f0_4)))
-        f0 = tuple(items_f0)
+                    f0s4 = (_new(CreatableTopicConfig, (f0s4s0, f0s4s1)),)
+                else:
+                    items_f0s4: list[CreatableTopicConfig] = []
+                    for _ in range(n):
+                        f0s4_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s4_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0s4_1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f0s4_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s4_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f0s4.append(_new(CreatableTopicConfig, (f0s4_0, f0s4_1)))
+                    f0s4 = tuple(items_f0s4)
+            f0 = (_new(CreatableTopic, (f0s0, f0s1, f0s2, f0s3, f0s4)),)
+        else:
+            items_f0: list[CreatableTopic] = []
+            for _ in range(n):
+                f0_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1, f0_2 = _U_ih(buf, pos)
+                pos += 6
+                f0_3: tuple[CreatableReplicaAssignment, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Assignments" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_3s0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f0_3s1: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f0_3s1 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f0_3 = (_new(CreatableReplicaAssignment, (f0_3s0, f0_3s1)),)
+                    else:
+                        items_f0_3: list[CreatableReplicaAssignment] = []
+                        for _ in range(n):
+                            f0_3_0 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f0_3_1: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f0_3_1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            items_f0_3.append(_new(CreatableReplicaAssignment, (f0_3_0, f0_3_1)))
+                        f0_3 = tuple(items_f0_3)
+                f0_4: tuple[CreatableTopicConfig, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Configs" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_4s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_4s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_4s1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f0_4s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_4s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_4 = (_new(CreatableTopicConfig, (f0_4s0, f0_4s1)),)
+                    else:
+                        items_f0_4: list[CreatableTopicConfig] = []
+                        for _ in range(n):
+                            f0_4_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_4_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f0_4_1: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f0_4_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_4_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f0_4.append(_new(CreatableTopicConfig, (f0_4_0, f0_4_1)))
+                        f0_4 = tuple(items_f0_4)
+                items_f0.append(_new(CreatableTopic, (f0_0, f0_1, f0_2, f0_3, f0_4)))
+            f0 = tuple(items_f0)
     f1 = _U_i(buf, pos)[0]
     pos += 4
     return _new(CreateTopicsRequest, (f0, f1, False)), pos
@@ -249,9 +409,8 @@ def _r_CreateTopicsRequest_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[CreatableTopic] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -260,11 +419,11 @@ def _r_CreateTopicsRequest_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1, f0_2 = _U_ih(buf, pos)
+            f0s1, f0s2 = _U_ih(buf, pos)
             pos += 6
-            f0_3: tuple[CreatableReplicaAssignment, ...]
+            f0s3: tuple[CreatableReplicaAssignment, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -272,11 +431,10 @@ def _r_CreateTopicsRequest_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_3: list[CreatableReplicaAssignment] = []
-                for _ in range(n):
-                    f0_3_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f0s3s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f0_3_1: tuple[int, ...]
+                    f0s3s1: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -284,11 +442,27 @@ def _r_CreateTopicsRequest_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f0_3_1 = _A_i[n].unpack_from(buf, pos)
+                        f0s3s1 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    items_f0_3.append(_new(CreatableReplicaAssignment, (f0_3_0, f0_3_1)))
-                f0_3 = tuple(items_f0_3)
-            f0_4: tuple[CreatableTopicConfig, ...]
+                    f0s3 = (_new(CreatableReplicaAssignment, (f0s3s0, f0s3s1)),)
+                else:
+                    items_f0s3: list[CreatableReplicaAssignment] = []
+                    for _ in range(n):
+                        f0s3_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f0s3_1: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f0s3_1 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        items_f0s3.append(_new(CreatableReplicaAssignment, (f0s3_0, f0s3_1)))
+                    f0s3 = tuple(items_f0s3)
+            f0s4: tuple[CreatableTopicConfig, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -296,9 +470,8 @@ def _r_CreateTopicsRequest_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_4: list[CreatableTopicConfig] = []
-                for _ in range(n):
-                    f0_4_0: str
+                if n == 1:
+                    f0s4s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -307,25 +480,172 @@ def _r_CreateTopicsRequest_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_4_0 = buf[pos:end].tobytes().decode()
+                        f0s4s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f0_4_1: str | None
+                    f0s4s1: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f0_4_1 = None
+                        f0s4s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_4_1 = buf[pos:end].tobytes().decode()
+                        f0s4s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f0_4.append(_new(CreatableTopicConfig, (f0_4_0, f0_4_1)))
-                f0_4 = tuple(items_f0_4)
-            items_f0.append(_new(CreatableTopic, (f0_0, f0_1, f0_2, f0_3, f0_4)))
-        f0 = tuple(items_f0)
+                    f0s4 = (_new(CreatableTopicConfig, (f0s4s0, f0s4s1)),)
+                else:
+                    items_f0s4: list[CreatableTopicConfig] = []
+                    for _ in range(n):
+                        f0s4_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s4_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0s4_1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f0s4_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s4_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f0s4.append(_new(CreatableTopicConfig, (f0s4_0, f0s4_1)))
+                    f0s4 = tuple(items_f0s4)
+            f0 = (_new(CreatableTopic, (f0s0, f0s1, f0s2, f0s3, f0s4)),)
+        else:
+            items_f0: list[CreatableTopic] = []
+            for _ in range(n):
+                f0_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1, f0_2 = _U_ih(buf, pos)
+                pos += 6
+                f0_3: tuple[CreatableReplicaAssignment, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Assignments" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_3s0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f0_3s1: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f0_3s1 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f0_3 = (_new(CreatableReplicaAssignment, (f0_3s0, f0_3s1)),)
+                    else:
+                        items_f0_3: list[CreatableReplicaAssignment] = []
+                        for _ in range(n):
+                            f0_3_0 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f0_3_1: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f0_3_1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            items_f0_3.append(_new(CreatableReplicaAssignment, (f0_3_0, f0_3_1)))
+                        f0_3 = tuple(items_f0_3)
+                f0_4: tuple[CreatableTopicConfig, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Configs" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_4s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_4s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_4s1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f0_4s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_4s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_4 = (_new(CreatableTopicConfig, (f0_4s0, f0_4s1)),)
+                    else:
+                        items_f0_4: list[CreatableTopicConfig] = []
+                        for _ in range(n):
+                            f0_4_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_4_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f0_4_1: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f0_4_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_4_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f0_4.append(_new(CreatableTopicConfig, (f0_4_0, f0_4_1)))
+                        f0_4 = tuple(items_f0_4)
+                items_f0.append(_new(CreatableTopic, (f0_0, f0_1, f0_2, f0_3, f0_4)))
+            f0 = tuple(items_f0)
     f1, f2 = _U_io(buf, pos)
     pos += 5
     return _new(CreateTopicsRequest, (f0, f1, f2)), pos
@@ -345,9 +665,8 @@ def _r_CreateTopicsRequest_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[CreatableTopic] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -360,11 +679,11 @@ def _r_CreateTopicsRequest_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1, f0_2 = _U_ih(buf, pos)
+            f0s1, f0s2 = _U_ih(buf, pos)
             pos += 6
-            f0_3: tuple[CreatableReplicaAssignment, ...]
+            f0s3: tuple[CreatableReplicaAssignment, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -376,13 +695,12 @@ def _r_CreateTopicsRequest_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_3: list[CreatableReplicaAssignment] = []
-                for _ in range(n):
-                    f0_3_0, n = _U_iB(buf, pos)
+                if n == 1:
+                    f0s3s0, n = _U_iB(buf, pos)
                     pos += 4
-                    f0_3_1: tuple[int, ...]
+                    f0s3s1: tuple[int, ...]
                     try:
-                        f0_3_1 = _AC_i[n](buf, pos)
+                        f0s3s1 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -396,15 +714,43 @@ def _r_CreateTopicsRequest_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f0_3_1 = _A_i[n].unpack_from(buf, pos)
+                            f0s3s1 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f0_3.append(_new(CreatableReplicaAssignment, (f0_3_0, f0_3_1)))
-                f0_3 = tuple(items_f0_3)
-            f0_4: tuple[CreatableTopicConfig, ...]
+                    f0s3 = (_new(CreatableReplicaAssignment, (f0s3s0, f0s3s1)),)
+                else:
+                    items_f0s3: list[CreatableReplicaAssignment] = []
+                    for _ in range(n):
+                        f0s3_0, n = _U_iB(buf, pos)
+                        pos += 4
+                        f0s3_1: tuple[int, ...]
+                        try:
+                            f0s3_1 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f0s3_1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f0s3.append(_new(CreatableReplicaAssignment, (f0s3_0, f0s3_1)))
+                    f0s3 = tuple(items_f0s3)
+            f0s4: tuple[CreatableTopicConfig, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -416,9 +762,8 @@ def _r_CreateTopicsRequest_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_4: list[CreatableTopicConfig] = []
-                for _ in range(n):
-                    f0_4_0: str
+                if n == 1:
+                    f0s4s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -431,9 +776,9 @@ def _r_CreateTopicsRequest_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_4_0 = buf[pos:end].tobytes().decode()
+                        f0s4s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f0_4_1: str | None
+                    f0s4s1: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -443,25 +788,248 @@ def _r_CreateTopicsRequest_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f0_4_1 = None
+                        f0s4s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_4_1 = buf[pos:end].tobytes().decode()
+                        f0s4s1 = buf[pos:end].tobytes().decode()
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f0_4.append(_new(CreatableTopicConfig, (f0_4_0, f0_4_1)))
-                f0_4 = tuple(items_f0_4)
+                    f0s4 = (_new(CreatableTopicConfig, (f0s4s0, f0s4s1)),)
+                else:
+                    items_f0s4: list[CreatableTopicConfig] = []
+                    for _ in range(n):
+                        f0s4_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s4_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0s4_1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f0s4_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s4_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f0s4.append(_new(CreatableTopicConfig, (f0s4_0, f0s4_1)))
+                    f0s4 = tuple(items_f0s4)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(CreatableTopic, (f0_0, f0_1, f0_2, f0_3, f0_4)))
-        f0 = tuple(items_f0)
+            f0 = (_new(CreatableTopic, (f0s0, f0s1, f0s2, f0s3, f0s4)),)
+        else:
+            items_f0: list[CreatableTopic] = []
+            for _ in range(n):
+                f0_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1, f0_2 = _U_ih(buf, pos)
+                pos += 6
+                f0_3: tuple[CreatableReplicaAssignment, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Assignments" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_3s0, n = _U_iB(buf, pos)
+                        pos += 4
+                        f0_3s1: tuple[int, ...]
+                        try:
+                            f0_3s1 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f0_3s1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f0_3 = (_new(CreatableReplicaAssignment, (f0_3s0, f0_3s1)),)
+                    else:
+                        items_f0_3: list[CreatableReplicaAssignment] = []
+                        for _ in range(n):
+                            f0_3_0, n = _U_iB(buf, pos)
+                            pos += 4
+                            f0_3_1: tuple[int, ...]
+                            try:
+                                f0_3_1 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable BrokerIds" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f0_3_1 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f0_3.append(_new(CreatableReplicaAssignment, (f0_3_0, f0_3_1)))
+                        f0_3 = tuple(items_f0_3)
+                f0_4: tuple[CreatableTopicConfig, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Configs" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_4s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_4s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_4s1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f0_4s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_4s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f0_4 = (_new(CreatableTopicConfig, (f0_4s0, f0_4s1)),)
+                    else:
+                        items_f0_4: list[CreatableTopicConfig] = []
+                        for _ in range(n):
+                            f0_4_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_4_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f0_4_1: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f0_4_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_4_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f0_4.append(_new(CreatableTopicConfig, (f0_4_0, f0_4_1)))
+                        f0_4 = tuple(items_f0_4)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(CreatableTopic, (f0_0, f0_1, f0_2, f0_3, f0_4)))
+            f0 = tuple(items_f0)
     f1, f2, tg = _U_ioB(buf, pos)
     pos += 6
     if tg:

@@ -141,9 +141,8 @@ def _r_CreateTopicsResponse_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[CreatableTopicResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -152,12 +151,29 @@ def _r_CreateTopicsResponse_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_h(buf, pos)[0]
+            f1s2 = _U_h(buf, pos)[0]
             pos += 2
-            items_f1.append(_new(CreatableTopicResult, (f1_0, _ZERO_UUID, f1_2, "", 0, -1, -1, ())))
-        f1 = tuple(items_f1)
+            f1 = (_new(CreatableTopicResult, (f1s0, _ZERO_UUID, f1s2, "", 0, -1, -1, ())),)
+        else:
+            items_f1: list[CreatableTopicResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_h(buf, pos)[0]
+                pos += 2
+                items_f1.append(_new(CreatableTopicResult, (f1_0, _ZERO_UUID, f1_2, "", 0, -1, -1, ())))
+            f1 = tuple(items_f1)
     return _new(CreateTopicsResponse, (0, f1)), pos
 
 
@@ -171,9 +187,8 @@ def _r_CreateTopicsResponse_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[CreatableTopicResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -182,25 +197,55 @@ def _r_CreateTopicsResponse_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_h(buf, pos)[0]
+            f1s2 = _U_h(buf, pos)[0]
             pos += 2
-            f1_3: str | None
+            f1s3: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_3 = None
+                f1s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f1.append(_new(CreatableTopicResult, (f1_0, _ZERO_UUID, f1_2, f1_3, 0, -1, -1, ())))
-        f1 = tuple(items_f1)
+            f1 = (_new(CreatableTopicResult, (f1s0, _ZERO_UUID, f1s2, f1s3, 0, -1, -1, ())),)
+        else:
+            items_f1: list[CreatableTopicResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_3: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f1.append(_new(CreatableTopicResult, (f1_0, _ZERO_UUID, f1_2, f1_3, 0, -1, -1, ())))
+            f1 = tuple(items_f1)
     return _new(CreateTopicsResponse, (0, f1)), pos
 
 
@@ -216,9 +261,8 @@ def _r_CreateTopicsResponse_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[CreatableTopicResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -227,25 +271,55 @@ def _r_CreateTopicsResponse_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_h(buf, pos)[0]
+            f1s2 = _U_h(buf, pos)[0]
             pos += 2
-            f1_3: str | None
+            f1s3: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_3 = None
+                f1s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f1.append(_new(CreatableTopicResult, (f1_0, _ZERO_UUID, f1_2, f1_3, 0, -1, -1, ())))
-        f1 = tuple(items_f1)
+            f1 = (_new(CreatableTopicResult, (f1s0, _ZERO_UUID, f1s2, f1s3, 0, -1, -1, ())),)
+        else:
+            items_f1: list[CreatableTopicResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_3: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f1.append(_new(CreatableTopicResult, (f1_0, _ZERO_UUID, f1_2, f1_3, 0, -1, -1, ())))
+            f1 = tuple(items_f1)
     return _new(CreateTopicsResponse, (f0, f1)), pos
 
 
@@ -265,9 +339,8 @@ def _r_CreateTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[CreatableTopicResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -280,11 +353,11 @@ def _r_CreateTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_h(buf, pos)[0]
+            f1s2 = _U_h(buf, pos)[0]
             pos += 2
-            f1_3: str | None
+            f1s3: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -294,16 +367,16 @@ def _r_CreateTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsR
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_3 = None
+                f1s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_5, f1_6 = _U_ih(buf, pos)
+            f1s5, f1s6 = _U_ih(buf, pos)
             pos += 6
-            f1_7: tuple[CreatableTopicConfigs, ...] | None
+            f1s7: tuple[CreatableTopicConfigs, ...] | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -313,13 +386,12 @@ def _r_CreateTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsR
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid array length %d" % n)
-                f1_7 = None
+                f1s7 = None
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_7: list[CreatableTopicConfigs] = []
-                for _ in range(n):
-                    f1_7_0: str
+                if n == 1:
+                    f1s7s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -332,9 +404,9 @@ def _r_CreateTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsR
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_7_0 = buf[pos:end].tobytes().decode()
+                        f1s7s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_7_1: str | None
+                    f1s7s1: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -344,20 +416,60 @@ def _r_CreateTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsR
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_7_1 = None
+                        f1s7s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_7_1 = buf[pos:end].tobytes().decode()
+                        f1s7s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_7_2, f1_7_3, f1_7_4, tg = _U_oboB(buf, pos)
+                    f1s7s2, f1s7s3, f1s7s4, tg = _U_oboB(buf, pos)
                     pos += 4
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f1_7.append(_new(CreatableTopicConfigs, (f1_7_0, f1_7_1, f1_7_2, f1_7_3, f1_7_4)))
-                f1_7 = tuple(items_f1_7)
-            f1_4: int = 0
+                    f1s7 = (_new(CreatableTopicConfigs, (f1s7s0, f1s7s1, f1s7s2, f1s7s3, f1s7s4)),)
+                else:
+                    items_f1s7: list[CreatableTopicConfigs] = []
+                    for _ in range(n):
+                        f1s7_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s7_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s7_1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s7_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s7_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s7_2, f1s7_3, f1s7_4, tg = _U_oboB(buf, pos)
+                        pos += 4
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f1s7.append(_new(CreatableTopicConfigs, (f1s7_0, f1s7_1, f1s7_2, f1s7_3, f1s7_4)))
+                    f1s7 = tuple(items_f1s7)
+            f1s4: int = 0
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -370,11 +482,160 @@ def _r_CreateTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsR
                 if tag_end > blen:
                     raise DecodeError("tagged field exceeds remaining bytes")
                 if tag == 0:
-                    f1_4 = _U_h(buf, pos)[0]
+                    f1s4 = _U_h(buf, pos)[0]
                     pos += 2
                 pos = tag_end
-            items_f1.append(_new(CreatableTopicResult, (f1_0, _ZERO_UUID, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7)))
-        f1 = tuple(items_f1)
+            f1 = (_new(CreatableTopicResult, (f1s0, _ZERO_UUID, f1s2, f1s3, f1s4, f1s5, f1s6, f1s7)),)
+        else:
+            items_f1: list[CreatableTopicResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_3: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_5, f1_6 = _U_ih(buf, pos)
+                pos += 6
+                f1_7: tuple[CreatableTopicConfigs, ...] | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid array length %d" % n)
+                    f1_7 = None
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_7s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_7s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_7s1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_7s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_7s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_7s2, f1_7s3, f1_7s4, tg = _U_oboB(buf, pos)
+                        pos += 4
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f1_7 = (_new(CreatableTopicConfigs, (f1_7s0, f1_7s1, f1_7s2, f1_7s3, f1_7s4)),)
+                    else:
+                        items_f1_7: list[CreatableTopicConfigs] = []
+                        for _ in range(n):
+                            f1_7_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_7_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_7_1: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_7_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_7_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_7_2, f1_7_3, f1_7_4, tg = _U_oboB(buf, pos)
+                            pos += 4
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f1_7.append(_new(CreatableTopicConfigs, (f1_7_0, f1_7_1, f1_7_2, f1_7_3, f1_7_4)))
+                        f1_7 = tuple(items_f1_7)
+                f1_4: int = 0
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = _read_uvarint(buf, pos)
+                    size, pos = _read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise DecodeError("tagged field exceeds remaining bytes")
+                    if tag == 0:
+                        f1_4 = _U_h(buf, pos)[0]
+                        pos += 2
+                    pos = tag_end
+                items_f1.append(_new(CreatableTopicResult, (f1_0, _ZERO_UUID, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -398,9 +659,8 @@ def _r_CreateTopicsResponse_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[CreatableTopicResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -413,12 +673,12 @@ def _r_CreateTopicsResponse_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1, f1_2 = _U_Uh(buf, pos)
+            f1s1, f1s2 = _U_Uh(buf, pos)
             pos += 18
-            f1_1 = _uuid_from(f1_1)
-            f1_3: str | None
+            f1s1 = _uuid_from(f1s1)
+            f1s3: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -428,16 +688,16 @@ def _r_CreateTopicsResponse_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsR
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_3 = None
+                f1s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_5, f1_6 = _U_ih(buf, pos)
+            f1s5, f1s6 = _U_ih(buf, pos)
             pos += 6
-            f1_7: tuple[CreatableTopicConfigs, ...] | None
+            f1s7: tuple[CreatableTopicConfigs, ...] | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -447,13 +707,12 @@ def _r_CreateTopicsResponse_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsR
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid array length %d" % n)
-                f1_7 = None
+                f1s7 = None
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_7: list[CreatableTopicConfigs] = []
-                for _ in range(n):
-                    f1_7_0: str
+                if n == 1:
+                    f1s7s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -466,9 +725,9 @@ def _r_CreateTopicsResponse_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsR
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_7_0 = buf[pos:end].tobytes().decode()
+                        f1s7s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_7_1: str | None
+                    f1s7s1: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -478,20 +737,60 @@ def _r_CreateTopicsResponse_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsR
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_7_1 = None
+                        f1s7s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_7_1 = buf[pos:end].tobytes().decode()
+                        f1s7s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_7_2, f1_7_3, f1_7_4, tg = _U_oboB(buf, pos)
+                    f1s7s2, f1s7s3, f1s7s4, tg = _U_oboB(buf, pos)
                     pos += 4
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f1_7.append(_new(CreatableTopicConfigs, (f1_7_0, f1_7_1, f1_7_2, f1_7_3, f1_7_4)))
-                f1_7 = tuple(items_f1_7)
-            f1_4: int = 0
+                    f1s7 = (_new(CreatableTopicConfigs, (f1s7s0, f1s7s1, f1s7s2, f1s7s3, f1s7s4)),)
+                else:
+                    items_f1s7: list[CreatableTopicConfigs] = []
+                    for _ in range(n):
+                        f1s7_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s7_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s7_1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s7_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s7_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s7_2, f1s7_3, f1s7_4, tg = _U_oboB(buf, pos)
+                        pos += 4
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f1s7.append(_new(CreatableTopicConfigs, (f1s7_0, f1s7_1, f1s7_2, f1s7_3, f1s7_4)))
+                    f1s7 = tuple(items_f1s7)
+            f1s4: int = 0
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -504,11 +803,161 @@ def _r_CreateTopicsResponse_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsR
                 if tag_end > blen:
                     raise DecodeError("tagged field exceeds remaining bytes")
                 if tag == 0:
-                    f1_4 = _U_h(buf, pos)[0]
+                    f1s4 = _U_h(buf, pos)[0]
                     pos += 2
                 pos = tag_end
-            items_f1.append(_new(CreatableTopicResult, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7)))
-        f1 = tuple(items_f1)
+            f1 = (_new(CreatableTopicResult, (f1s0, f1s1, f1s2, f1s3, f1s4, f1s5, f1s6, f1s7)),)
+        else:
+            items_f1: list[CreatableTopicResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1, f1_2 = _U_Uh(buf, pos)
+                pos += 18
+                f1_1 = _uuid_from(f1_1)
+                f1_3: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_5, f1_6 = _U_ih(buf, pos)
+                pos += 6
+                f1_7: tuple[CreatableTopicConfigs, ...] | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid array length %d" % n)
+                    f1_7 = None
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_7s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_7s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_7s1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_7s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_7s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_7s2, f1_7s3, f1_7s4, tg = _U_oboB(buf, pos)
+                        pos += 4
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f1_7 = (_new(CreatableTopicConfigs, (f1_7s0, f1_7s1, f1_7s2, f1_7s3, f1_7s4)),)
+                    else:
+                        items_f1_7: list[CreatableTopicConfigs] = []
+                        for _ in range(n):
+                            f1_7_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_7_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_7_1: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_7_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_7_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_7_2, f1_7_3, f1_7_4, tg = _U_oboB(buf, pos)
+                            pos += 4
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f1_7.append(_new(CreatableTopicConfigs, (f1_7_0, f1_7_1, f1_7_2, f1_7_3, f1_7_4)))
+                        f1_7 = tuple(items_f1_7)
+                f1_4: int = 0
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = _read_uvarint(buf, pos)
+                    size, pos = _read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise DecodeError("tagged field exceeds remaining bytes")
+                    if tag == 0:
+                        f1_4 = _U_h(buf, pos)[0]
+                        pos += 2
+                    pos = tag_end
+                items_f1.append(_new(CreatableTopicResult, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -105,53 +105,99 @@ def _r_DeleteAclsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteAclsReques
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[DeleteAclsFilter] = []
-        for _ in range(n):
-            f0_0 = _U_b(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_b(buf, pos)[0]
             pos += 1
-            f0_1: str | None
+            f0s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f0_1 = None
+                f0s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_3: str | None
+            f0s3: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f0_3 = None
+                f0s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_3 = buf[pos:end].tobytes().decode()
+                f0s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_4: str | None
+            f0s4: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f0_4 = None
+                f0s4 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_4 = buf[pos:end].tobytes().decode()
+                f0s4 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_5, f0_6 = _U_bb(buf, pos)
+            f0s5, f0s6 = _U_bb(buf, pos)
             pos += 2
-            items_f0.append(_new(DeleteAclsFilter, (f0_0, f0_1, 3, f0_3, f0_4, f0_5, f0_6)))
-        f0 = tuple(items_f0)
+            f0 = (_new(DeleteAclsFilter, (f0s0, f0s1, 3, f0s3, f0s4, f0s5, f0s6)),)
+        else:
+            items_f0: list[DeleteAclsFilter] = []
+            for _ in range(n):
+                f0_0 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f0_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_3: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f0_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_4: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f0_4 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_5, f0_6 = _U_bb(buf, pos)
+                pos += 2
+                items_f0.append(_new(DeleteAclsFilter, (f0_0, f0_1, 3, f0_3, f0_4, f0_5, f0_6)))
+            f0 = tuple(items_f0)
     return _new(DeleteAclsRequest, (f0,)), pos
 
 
@@ -165,55 +211,103 @@ def _r_DeleteAclsRequest_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsReques
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[DeleteAclsFilter] = []
-        for _ in range(n):
-            f0_0 = _U_b(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_b(buf, pos)[0]
             pos += 1
-            f0_1: str | None
+            f0s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f0_1 = None
+                f0s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_2 = _U_b(buf, pos)[0]
+            f0s2 = _U_b(buf, pos)[0]
             pos += 1
-            f0_3: str | None
+            f0s3: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f0_3 = None
+                f0s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_3 = buf[pos:end].tobytes().decode()
+                f0s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_4: str | None
+            f0s4: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f0_4 = None
+                f0s4 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_4 = buf[pos:end].tobytes().decode()
+                f0s4 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_5, f0_6 = _U_bb(buf, pos)
+            f0s5, f0s6 = _U_bb(buf, pos)
             pos += 2
-            items_f0.append(_new(DeleteAclsFilter, (f0_0, f0_1, f0_2, f0_3, f0_4, f0_5, f0_6)))
-        f0 = tuple(items_f0)
+            f0 = (_new(DeleteAclsFilter, (f0s0, f0s1, f0s2, f0s3, f0s4, f0s5, f0s6)),)
+        else:
+            items_f0: list[DeleteAclsFilter] = []
+            for _ in range(n):
+                f0_0 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f0_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_2 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_3: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f0_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_4: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f0_4 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_5, f0_6 = _U_bb(buf, pos)
+                pos += 2
+                items_f0.append(_new(DeleteAclsFilter, (f0_0, f0_1, f0_2, f0_3, f0_4, f0_5, f0_6)))
+            f0 = tuple(items_f0)
     return _new(DeleteAclsRequest, (f0,)), pos
 
 
@@ -231,11 +325,10 @@ def _r_DeleteAclsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsReques
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[DeleteAclsFilter] = []
-        for _ in range(n):
-            f0_0 = _U_b(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_b(buf, pos)[0]
             pos += 1
-            f0_1: str | None
+            f0s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -245,16 +338,16 @@ def _r_DeleteAclsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsReques
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f0_1 = None
+                f0s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_2 = _U_b(buf, pos)[0]
+            f0s2 = _U_b(buf, pos)[0]
             pos += 1
-            f0_3: str | None
+            f0s3: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -264,14 +357,14 @@ def _r_DeleteAclsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsReques
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f0_3 = None
+                f0s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_3 = buf[pos:end].tobytes().decode()
+                f0s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_4: str | None
+            f0s4: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -281,19 +374,82 @@ def _r_DeleteAclsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsReques
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f0_4 = None
+                f0s4 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_4 = buf[pos:end].tobytes().decode()
+                f0s4 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_5, f0_6, tg = _U_bbB(buf, pos)
+            f0s5, f0s6, tg = _U_bbB(buf, pos)
             pos += 3
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f0.append(_new(DeleteAclsFilter, (f0_0, f0_1, f0_2, f0_3, f0_4, f0_5, f0_6)))
-        f0 = tuple(items_f0)
+            f0 = (_new(DeleteAclsFilter, (f0s0, f0s1, f0s2, f0s3, f0s4, f0s5, f0s6)),)
+        else:
+            items_f0: list[DeleteAclsFilter] = []
+            for _ in range(n):
+                f0_0 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f0_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_2 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_3: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f0_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_4: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f0_4 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_5, f0_6, tg = _U_bbB(buf, pos)
+                pos += 3
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f0.append(_new(DeleteAclsFilter, (f0_0, f0_1, f0_2, f0_3, f0_4, f0_5, f0_6)))
+            f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

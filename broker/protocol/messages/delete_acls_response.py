@@ -138,24 +138,23 @@ def _r_DeleteAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DeleteAclsFilterResult] = []
-        for _ in range(n):
-            f1_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_h(buf, pos)[0]
             pos += 2
-            f1_1: str | None
+            f1s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_1 = None
+                f1s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2: tuple[DeleteAclsMatchingAcl, ...]
+            f1s2: tuple[DeleteAclsMatchingAcl, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -163,26 +162,25 @@ def _r_DeleteAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_2: list[DeleteAclsMatchingAcl] = []
-                for _ in range(n):
-                    f1_2_0 = _U_h(buf, pos)[0]
+                if n == 1:
+                    f1s2s0 = _U_h(buf, pos)[0]
                     pos += 2
-                    f1_2_1: str | None
+                    f1s2s1: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_2_1 = None
+                        f1s2s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_1 = buf[pos:end].tobytes().decode()
+                        f1s2s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_2_2 = _U_b(buf, pos)[0]
+                    f1s2s2 = _U_b(buf, pos)[0]
                     pos += 1
-                    f1_2_3: str
+                    f1s2s3: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -191,9 +189,9 @@ def _r_DeleteAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_3 = buf[pos:end].tobytes().decode()
+                        f1s2s3 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_2_5: str
+                    f1s2s5: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -202,9 +200,9 @@ def _r_DeleteAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_5 = buf[pos:end].tobytes().decode()
+                        f1s2s5 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_2_6: str
+                    f1s2s6: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -213,14 +211,208 @@ def _r_DeleteAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_6 = buf[pos:end].tobytes().decode()
+                        f1s2s6 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_2_7, f1_2_8 = _U_bb(buf, pos)
+                    f1s2s7, f1s2s8 = _U_bb(buf, pos)
                     pos += 2
-                    items_f1_2.append(_new(DeleteAclsMatchingAcl, (f1_2_0, f1_2_1, f1_2_2, f1_2_3, 3, f1_2_5, f1_2_6, f1_2_7, f1_2_8)))
-                f1_2 = tuple(items_f1_2)
-            items_f1.append(_new(DeleteAclsFilterResult, (f1_0, f1_1, f1_2)))
-        f1 = tuple(items_f1)
+                    f1s2 = (_new(DeleteAclsMatchingAcl, (f1s2s0, f1s2s1, f1s2s2, f1s2s3, 3, f1s2s5, f1s2s6, f1s2s7, f1s2s8)),)
+                else:
+                    items_f1s2: list[DeleteAclsMatchingAcl] = []
+                    for _ in range(n):
+                        f1s2_0 = _U_h(buf, pos)[0]
+                        pos += 2
+                        f1s2_1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s2_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s2_2 = _U_b(buf, pos)[0]
+                        pos += 1
+                        f1s2_3: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s2_5: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_5 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s2_6: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_6 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s2_7, f1s2_8 = _U_bb(buf, pos)
+                        pos += 2
+                        items_f1s2.append(_new(DeleteAclsMatchingAcl, (f1s2_0, f1s2_1, f1s2_2, f1s2_3, 3, f1s2_5, f1s2_6, f1s2_7, f1s2_8)))
+                    f1s2 = tuple(items_f1s2)
+            f1 = (_new(DeleteAclsFilterResult, (f1s0, f1s1, f1s2)),)
+        else:
+            items_f1: list[DeleteAclsFilterResult] = []
+            for _ in range(n):
+                f1_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2: tuple[DeleteAclsMatchingAcl, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MatchingAcls" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_2s0 = _U_h(buf, pos)[0]
+                        pos += 2
+                        f1_2s1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_2s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_2s2 = _U_b(buf, pos)[0]
+                        pos += 1
+                        f1_2s3: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_2s5: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s5 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_2s6: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s6 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_2s7, f1_2s8 = _U_bb(buf, pos)
+                        pos += 2
+                        f1_2 = (_new(DeleteAclsMatchingAcl, (f1_2s0, f1_2s1, f1_2s2, f1_2s3, 3, f1_2s5, f1_2s6, f1_2s7, f1_2s8)),)
+                    else:
+                        items_f1_2: list[DeleteAclsMatchingAcl] = []
+                        for _ in range(n):
+                            f1_2_0 = _U_h(buf, pos)[0]
+                            pos += 2
+                            f1_2_1: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_2_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_2_2 = _U_b(buf, pos)[0]
+                            pos += 1
+                            f1_2_3: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_3 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_2_5: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_5 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_2_6: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Host" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_6 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_2_7, f1_2_8 = _U_bb(buf, pos)
+                            pos += 2
+                            items_f1_2.append(_new(DeleteAclsMatchingAcl, (f1_2_0, f1_2_1, f1_2_2, f1_2_3, 3, f1_2_5, f1_2_6, f1_2_7, f1_2_8)))
+                        f1_2 = tuple(items_f1_2)
+                items_f1.append(_new(DeleteAclsFilterResult, (f1_0, f1_1, f1_2)))
+            f1 = tuple(items_f1)
     return _new(DeleteAclsResponse, (f0, f1)), pos
 
 
@@ -236,24 +428,23 @@ def _r_DeleteAclsResponse_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DeleteAclsFilterResult] = []
-        for _ in range(n):
-            f1_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_h(buf, pos)[0]
             pos += 2
-            f1_1: str | None
+            f1s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_1 = None
+                f1s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2: tuple[DeleteAclsMatchingAcl, ...]
+            f1s2: tuple[DeleteAclsMatchingAcl, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -261,26 +452,25 @@ def _r_DeleteAclsResponse_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_2: list[DeleteAclsMatchingAcl] = []
-                for _ in range(n):
-                    f1_2_0 = _U_h(buf, pos)[0]
+                if n == 1:
+                    f1s2s0 = _U_h(buf, pos)[0]
                     pos += 2
-                    f1_2_1: str | None
+                    f1s2s1: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_2_1 = None
+                        f1s2s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_1 = buf[pos:end].tobytes().decode()
+                        f1s2s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_2_2 = _U_b(buf, pos)[0]
+                    f1s2s2 = _U_b(buf, pos)[0]
                     pos += 1
-                    f1_2_3: str
+                    f1s2s3: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -289,11 +479,11 @@ def _r_DeleteAclsResponse_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_3 = buf[pos:end].tobytes().decode()
+                        f1s2s3 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_2_4 = _U_b(buf, pos)[0]
+                    f1s2s4 = _U_b(buf, pos)[0]
                     pos += 1
-                    f1_2_5: str
+                    f1s2s5: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -302,9 +492,9 @@ def _r_DeleteAclsResponse_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_5 = buf[pos:end].tobytes().decode()
+                        f1s2s5 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_2_6: str
+                    f1s2s6: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -313,14 +503,214 @@ def _r_DeleteAclsResponse_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_6 = buf[pos:end].tobytes().decode()
+                        f1s2s6 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_2_7, f1_2_8 = _U_bb(buf, pos)
+                    f1s2s7, f1s2s8 = _U_bb(buf, pos)
                     pos += 2
-                    items_f1_2.append(_new(DeleteAclsMatchingAcl, (f1_2_0, f1_2_1, f1_2_2, f1_2_3, f1_2_4, f1_2_5, f1_2_6, f1_2_7, f1_2_8)))
-                f1_2 = tuple(items_f1_2)
-            items_f1.append(_new(DeleteAclsFilterResult, (f1_0, f1_1, f1_2)))
-        f1 = tuple(items_f1)
+                    f1s2 = (_new(DeleteAclsMatchingAcl, (f1s2s0, f1s2s1, f1s2s2, f1s2s3, f1s2s4, f1s2s5, f1s2s6, f1s2s7, f1s2s8)),)
+                else:
+                    items_f1s2: list[DeleteAclsMatchingAcl] = []
+                    for _ in range(n):
+                        f1s2_0 = _U_h(buf, pos)[0]
+                        pos += 2
+                        f1s2_1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s2_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s2_2 = _U_b(buf, pos)[0]
+                        pos += 1
+                        f1s2_3: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s2_4 = _U_b(buf, pos)[0]
+                        pos += 1
+                        f1s2_5: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_5 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s2_6: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_6 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s2_7, f1s2_8 = _U_bb(buf, pos)
+                        pos += 2
+                        items_f1s2.append(_new(DeleteAclsMatchingAcl, (f1s2_0, f1s2_1, f1s2_2, f1s2_3, f1s2_4, f1s2_5, f1s2_6, f1s2_7, f1s2_8)))
+                    f1s2 = tuple(items_f1s2)
+            f1 = (_new(DeleteAclsFilterResult, (f1s0, f1s1, f1s2)),)
+        else:
+            items_f1: list[DeleteAclsFilterResult] = []
+            for _ in range(n):
+                f1_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2: tuple[DeleteAclsMatchingAcl, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MatchingAcls" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_2s0 = _U_h(buf, pos)[0]
+                        pos += 2
+                        f1_2s1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_2s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_2s2 = _U_b(buf, pos)[0]
+                        pos += 1
+                        f1_2s3: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_2s4 = _U_b(buf, pos)[0]
+                        pos += 1
+                        f1_2s5: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s5 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_2s6: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s6 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_2s7, f1_2s8 = _U_bb(buf, pos)
+                        pos += 2
+                        f1_2 = (_new(DeleteAclsMatchingAcl, (f1_2s0, f1_2s1, f1_2s2, f1_2s3, f1_2s4, f1_2s5, f1_2s6, f1_2s7, f1_2s8)),)
+                    else:
+                        items_f1_2: list[DeleteAclsMatchingAcl] = []
+                        for _ in range(n):
+                            f1_2_0 = _U_h(buf, pos)[0]
+                            pos += 2
+                            f1_2_1: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_2_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_2_2 = _U_b(buf, pos)[0]
+                            pos += 1
+                            f1_2_3: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_3 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_2_4 = _U_b(buf, pos)[0]
+                            pos += 1
+                            f1_2_5: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_5 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_2_6: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Host" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_6 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_2_7, f1_2_8 = _U_bb(buf, pos)
+                            pos += 2
+                            items_f1_2.append(_new(DeleteAclsMatchingAcl, (f1_2_0, f1_2_1, f1_2_2, f1_2_3, f1_2_4, f1_2_5, f1_2_6, f1_2_7, f1_2_8)))
+                        f1_2 = tuple(items_f1_2)
+                items_f1.append(_new(DeleteAclsFilterResult, (f1_0, f1_1, f1_2)))
+            f1 = tuple(items_f1)
     return _new(DeleteAclsResponse, (f0, f1)), pos
 
 
@@ -340,11 +730,10 @@ def _r_DeleteAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DeleteAclsFilterResult] = []
-        for _ in range(n):
-            f1_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_h(buf, pos)[0]
             pos += 2
-            f1_1: str | None
+            f1s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -354,14 +743,14 @@ def _r_DeleteAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_1 = None
+                f1s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2: tuple[DeleteAclsMatchingAcl, ...]
+            f1s2: tuple[DeleteAclsMatchingAcl, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -373,11 +762,10 @@ def _r_DeleteAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_2: list[DeleteAclsMatchingAcl] = []
-                for _ in range(n):
-                    f1_2_0 = _U_h(buf, pos)[0]
+                if n == 1:
+                    f1s2s0 = _U_h(buf, pos)[0]
                     pos += 2
-                    f1_2_1: str | None
+                    f1s2s1: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -387,16 +775,16 @@ def _r_DeleteAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_2_1 = None
+                        f1s2s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_1 = buf[pos:end].tobytes().decode()
+                        f1s2s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_2_2 = _U_b(buf, pos)[0]
+                    f1s2s2 = _U_b(buf, pos)[0]
                     pos += 1
-                    f1_2_3: str
+                    f1s2s3: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -409,11 +797,11 @@ def _r_DeleteAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_3 = buf[pos:end].tobytes().decode()
+                        f1s2s3 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_2_4 = _U_b(buf, pos)[0]
+                    f1s2s4 = _U_b(buf, pos)[0]
                     pos += 1
-                    f1_2_5: str
+                    f1s2s5: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -426,9 +814,9 @@ def _r_DeleteAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_5 = buf[pos:end].tobytes().decode()
+                        f1s2s5 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_2_6: str
+                    f1s2s6: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -441,20 +829,286 @@ def _r_DeleteAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsRespo
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_6 = buf[pos:end].tobytes().decode()
+                        f1s2s6 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_2_7, f1_2_8, tg = _U_bbB(buf, pos)
+                    f1s2s7, f1s2s8, tg = _U_bbB(buf, pos)
                     pos += 3
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f1_2.append(_new(DeleteAclsMatchingAcl, (f1_2_0, f1_2_1, f1_2_2, f1_2_3, f1_2_4, f1_2_5, f1_2_6, f1_2_7, f1_2_8)))
-                f1_2 = tuple(items_f1_2)
+                    f1s2 = (_new(DeleteAclsMatchingAcl, (f1s2s0, f1s2s1, f1s2s2, f1s2s3, f1s2s4, f1s2s5, f1s2s6, f1s2s7, f1s2s8)),)
+                else:
+                    items_f1s2: list[DeleteAclsMatchingAcl] = []
+                    for _ in range(n):
+                        f1s2_0 = _U_h(buf, pos)[0]
+                        pos += 2
+                        f1s2_1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s2_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s2_2 = _U_b(buf, pos)[0]
+                        pos += 1
+                        f1s2_3: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s2_4 = _U_b(buf, pos)[0]
+                        pos += 1
+                        f1s2_5: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_5 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s2_6: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_6 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s2_7, f1s2_8, tg = _U_bbB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f1s2.append(_new(DeleteAclsMatchingAcl, (f1s2_0, f1s2_1, f1s2_2, f1s2_3, f1s2_4, f1s2_5, f1s2_6, f1s2_7, f1s2_8)))
+                    f1s2 = tuple(items_f1s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(DeleteAclsFilterResult, (f1_0, f1_1, f1_2)))
-        f1 = tuple(items_f1)
+            f1 = (_new(DeleteAclsFilterResult, (f1s0, f1s1, f1s2)),)
+        else:
+            items_f1: list[DeleteAclsFilterResult] = []
+            for _ in range(n):
+                f1_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2: tuple[DeleteAclsMatchingAcl, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MatchingAcls" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_2s0 = _U_h(buf, pos)[0]
+                        pos += 2
+                        f1_2s1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_2s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_2s2 = _U_b(buf, pos)[0]
+                        pos += 1
+                        f1_2s3: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_2s4 = _U_b(buf, pos)[0]
+                        pos += 1
+                        f1_2s5: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s5 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_2s6: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s6 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_2s7, f1_2s8, tg = _U_bbB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f1_2 = (_new(DeleteAclsMatchingAcl, (f1_2s0, f1_2s1, f1_2s2, f1_2s3, f1_2s4, f1_2s5, f1_2s6, f1_2s7, f1_2s8)),)
+                    else:
+                        items_f1_2: list[DeleteAclsMatchingAcl] = []
+                        for _ in range(n):
+                            f1_2_0 = _U_h(buf, pos)[0]
+                            pos += 2
+                            f1_2_1: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_2_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_2_2 = _U_b(buf, pos)[0]
+                            pos += 1
+                            f1_2_3: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_3 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_2_4 = _U_b(buf, pos)[0]
+                            pos += 1
+                            f1_2_5: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_5 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_2_6: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Host" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_6 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_2_7, f1_2_8, tg = _U_bbB(buf, pos)
+                            pos += 3
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f1_2.append(_new(DeleteAclsMatchingAcl, (f1_2_0, f1_2_1, f1_2_2, f1_2_3, f1_2_4, f1_2_5, f1_2_6, f1_2_7, f1_2_8)))
+                        f1_2 = tuple(items_f1_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(DeleteAclsFilterResult, (f1_0, f1_1, f1_2)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -93,9 +93,8 @@ def _r_DeleteGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DeletableGroupResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -104,12 +103,29 @@ def _r_DeleteGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1 = _U_h(buf, pos)[0]
+            f1s1 = _U_h(buf, pos)[0]
             pos += 2
-            items_f1.append(_new(DeletableGroupResult, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(DeletableGroupResult, (f1s0, f1s1)),)
+        else:
+            items_f1: list[DeletableGroupResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1 = _U_h(buf, pos)[0]
+                pos += 2
+                items_f1.append(_new(DeletableGroupResult, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(DeleteGroupsResponse, (f0, f1)), pos
 
 
@@ -129,9 +145,8 @@ def _r_DeleteGroupsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DeletableGroupResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -144,14 +159,37 @@ def _r_DeleteGroupsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1, tg = _U_hB(buf, pos)
+            f1s1, tg = _U_hB(buf, pos)
             pos += 3
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f1.append(_new(DeletableGroupResult, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(DeletableGroupResult, (f1s0, f1s1)),)
+        else:
+            items_f1: list[DeletableGroupResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1, tg = _U_hB(buf, pos)
+                pos += 3
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f1.append(_new(DeletableGroupResult, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

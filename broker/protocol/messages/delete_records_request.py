@@ -123,9 +123,8 @@ def _r_DeleteRecordsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteRecords
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[DeleteRecordsTopic] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -134,9 +133,9 @@ def _r_DeleteRecordsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteRecords
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1: tuple[DeleteRecordsPartition, ...]
+            f0s1: tuple[DeleteRecordsPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -147,10 +146,38 @@ def _r_DeleteRecordsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteRecords
                 end = pos + 12 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f0_1 = tuple(map(_new, _repeat(DeleteRecordsPartition, n), _IU_iq(buf[pos:end])))
+                f0s1 = tuple(map(_new, _repeat(DeleteRecordsPartition, n), _IU_iq(buf[pos:end])))
                 pos = end
-            items_f0.append(_new(DeleteRecordsTopic, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(DeleteRecordsTopic, (f0s0, f0s1)),)
+        else:
+            items_f0: list[DeleteRecordsTopic] = []
+            for _ in range(n):
+                f0_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1: tuple[DeleteRecordsPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 12 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f0_1 = tuple(map(_new, _repeat(DeleteRecordsPartition, n), _IU_iq(buf[pos:end])))
+                    pos = end
+                items_f0.append(_new(DeleteRecordsTopic, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     f1 = _U_i(buf, pos)[0]
     pos += 4
     return _new(DeleteRecordsRequest, (f0, f1)), pos
@@ -178,9 +205,8 @@ def _r_DeleteRecordsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteRecords
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[DeleteRecordsTopic] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -193,9 +219,9 @@ def _r_DeleteRecordsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteRecords
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1: tuple[DeleteRecordsPartition, ...]
+            f0s1: tuple[DeleteRecordsPartition, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -211,20 +237,67 @@ def _r_DeleteRecordsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteRecords
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 12 : end : 13].tobytes().count(0) == n:
-                    f0_1 = tuple(map(_new, _repeat(DeleteRecordsPartition, n), _IU_iqx(buf[pos:end])))
+                    f0s1 = tuple(map(_new, _repeat(DeleteRecordsPartition, n), _IU_iqx(buf[pos:end])))
                     pos = end
                 else:
-                    items_f0_1: list[DeleteRecordsPartition] = []
+                    items_f0s1: list[DeleteRecordsPartition] = []
                     for _ in range(n):
-                        item_f0_1, pos = _r_DeleteRecordsPartition_v2(buf, pos)
-                        items_f0_1.append(item_f0_1)
-                    f0_1 = tuple(items_f0_1)
+                        item_f0s1, pos = _r_DeleteRecordsPartition_v2(buf, pos)
+                        items_f0s1.append(item_f0s1)
+                    f0s1 = tuple(items_f0s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(DeleteRecordsTopic, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(DeleteRecordsTopic, (f0s0, f0s1)),)
+        else:
+            items_f0: list[DeleteRecordsTopic] = []
+            for _ in range(n):
+                f0_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1: tuple[DeleteRecordsPartition, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 13 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 12 : end : 13].tobytes().count(0) == n:
+                        f0_1 = tuple(map(_new, _repeat(DeleteRecordsPartition, n), _IU_iqx(buf[pos:end])))
+                        pos = end
+                    else:
+                        items_f0_1: list[DeleteRecordsPartition] = []
+                        for _ in range(n):
+                            item_f0_1, pos = _r_DeleteRecordsPartition_v2(buf, pos)
+                            items_f0_1.append(item_f0_1)
+                        f0_1 = tuple(items_f0_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(DeleteRecordsTopic, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     f1, tg = _U_iB(buf, pos)
     pos += 5
     if tg:

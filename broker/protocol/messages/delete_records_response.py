@@ -124,9 +124,8 @@ def _r_DeleteRecordsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteRecord
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DeleteRecordsTopicResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -135,9 +134,9 @@ def _r_DeleteRecordsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteRecord
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[DeleteRecordsPartitionResult, ...]
+            f1s1: tuple[DeleteRecordsPartitionResult, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -148,10 +147,38 @@ def _r_DeleteRecordsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteRecord
                 end = pos + 14 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = tuple(map(_new, _repeat(DeleteRecordsPartitionResult, n), _IU_iqh(buf[pos:end])))
+                f1s1 = tuple(map(_new, _repeat(DeleteRecordsPartitionResult, n), _IU_iqh(buf[pos:end])))
                 pos = end
-            items_f1.append(_new(DeleteRecordsTopicResult, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(DeleteRecordsTopicResult, (f1s0, f1s1)),)
+        else:
+            items_f1: list[DeleteRecordsTopicResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[DeleteRecordsPartitionResult, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 14 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = tuple(map(_new, _repeat(DeleteRecordsPartitionResult, n), _IU_iqh(buf[pos:end])))
+                    pos = end
+                items_f1.append(_new(DeleteRecordsTopicResult, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(DeleteRecordsResponse, (f0, f1)), pos
 
 
@@ -179,9 +206,8 @@ def _r_DeleteRecordsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteRecord
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DeleteRecordsTopicResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -194,9 +220,9 @@ def _r_DeleteRecordsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteRecord
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[DeleteRecordsPartitionResult, ...]
+            f1s1: tuple[DeleteRecordsPartitionResult, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -212,20 +238,67 @@ def _r_DeleteRecordsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteRecord
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 14 : end : 15].tobytes().count(0) == n:
-                    f1_1 = tuple(map(_new, _repeat(DeleteRecordsPartitionResult, n), _IU_iqhx(buf[pos:end])))
+                    f1s1 = tuple(map(_new, _repeat(DeleteRecordsPartitionResult, n), _IU_iqhx(buf[pos:end])))
                     pos = end
                 else:
-                    items_f1_1: list[DeleteRecordsPartitionResult] = []
+                    items_f1s1: list[DeleteRecordsPartitionResult] = []
                     for _ in range(n):
-                        item_f1_1, pos = _r_DeleteRecordsPartitionResult_v2(buf, pos)
-                        items_f1_1.append(item_f1_1)
-                    f1_1 = tuple(items_f1_1)
+                        item_f1s1, pos = _r_DeleteRecordsPartitionResult_v2(buf, pos)
+                        items_f1s1.append(item_f1s1)
+                    f1s1 = tuple(items_f1s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(DeleteRecordsTopicResult, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(DeleteRecordsTopicResult, (f1s0, f1s1)),)
+        else:
+            items_f1: list[DeleteRecordsTopicResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[DeleteRecordsPartitionResult, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 15 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 14 : end : 15].tobytes().count(0) == n:
+                        f1_1 = tuple(map(_new, _repeat(DeleteRecordsPartitionResult, n), _IU_iqhx(buf[pos:end])))
+                        pos = end
+                    else:
+                        items_f1_1: list[DeleteRecordsPartitionResult] = []
+                        for _ in range(n):
+                            item_f1_1, pos = _r_DeleteRecordsPartitionResult_v2(buf, pos)
+                            items_f1_1.append(item_f1_1)
+                        f1_1 = tuple(items_f1_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(DeleteRecordsTopicResult, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -118,12 +118,11 @@ def _r_DeleteShareGroupStateResponse_v0(buf: memoryview, pos: int) -> tuple[Dele
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[DeleteStateResult] = []
-        for _ in range(n):
-            f0_0 = _U_U(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_U(buf, pos)[0]
             pos += 16
-            f0_0 = _uuid_from(f0_0)
-            f0_1: tuple[PartitionResult, ...]
+            f0s0 = _uuid_from(f0s0)
+            f0s1: tuple[PartitionResult, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -135,11 +134,10 @@ def _r_DeleteShareGroupStateResponse_v0(buf: memoryview, pos: int) -> tuple[Dele
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_1: list[PartitionResult] = []
-                for _ in range(n):
-                    f0_1_0, f0_1_1 = _U_ih(buf, pos)
+                if n == 1:
+                    f0s1s0, f0s1s1 = _U_ih(buf, pos)
                     pos += 6
-                    f0_1_2: str | None
+                    f0s1s2: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -149,25 +147,128 @@ def _r_DeleteShareGroupStateResponse_v0(buf: memoryview, pos: int) -> tuple[Dele
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f0_1_2 = None
+                        f0s1s2 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_1_2 = buf[pos:end].tobytes().decode()
+                        f0s1s2 = buf[pos:end].tobytes().decode()
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f0_1.append(_new(PartitionResult, (f0_1_0, f0_1_1, f0_1_2)))
-                f0_1 = tuple(items_f0_1)
+                    f0s1 = (_new(PartitionResult, (f0s1s0, f0s1s1, f0s1s2)),)
+                else:
+                    items_f0s1: list[PartitionResult] = []
+                    for _ in range(n):
+                        f0s1_0, f0s1_1 = _U_ih(buf, pos)
+                        pos += 6
+                        f0s1_2: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f0s1_2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s1_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f0s1.append(_new(PartitionResult, (f0s1_0, f0s1_1, f0s1_2)))
+                    f0s1 = tuple(items_f0s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(DeleteStateResult, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(DeleteStateResult, (f0s0, f0s1)),)
+        else:
+            items_f0: list[DeleteStateResult] = []
+            for _ in range(n):
+                f0_0 = _U_U(buf, pos)[0]
+                pos += 16
+                f0_0 = _uuid_from(f0_0)
+                f0_1: tuple[PartitionResult, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_1s0, f0_1s1 = _U_ih(buf, pos)
+                        pos += 6
+                        f0_1s2: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f0_1s2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_1s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f0_1 = (_new(PartitionResult, (f0_1s0, f0_1s1, f0_1s2)),)
+                    else:
+                        items_f0_1: list[PartitionResult] = []
+                        for _ in range(n):
+                            f0_1_0, f0_1_1 = _U_ih(buf, pos)
+                            pos += 6
+                            f0_1_2: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f0_1_2 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_1_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f0_1.append(_new(PartitionResult, (f0_1_0, f0_1_1, f0_1_2)))
+                        f0_1 = tuple(items_f0_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(DeleteStateResult, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

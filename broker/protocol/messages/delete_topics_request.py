@@ -173,9 +173,8 @@ def _r_DeleteTopicsRequest_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[DeleteTopicState] = []
-        for _ in range(n):
-            f0_0: str | None
+        if n == 1:
+            f0s0: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -185,20 +184,46 @@ def _r_DeleteTopicsRequest_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f0_0 = None
+                f0s0 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1, tg = _U_UB(buf, pos)
+            f0s1, tg = _U_UB(buf, pos)
             pos += 17
-            f0_1 = _uuid_from(f0_1)
+            f0s1 = _uuid_from(f0s1)
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f0.append(_new(DeleteTopicState, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(DeleteTopicState, (f0s0, f0s1)),)
+        else:
+            items_f0: list[DeleteTopicState] = []
+            for _ in range(n):
+                f0_0: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f0_0 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1, tg = _U_UB(buf, pos)
+                pos += 17
+                f0_1 = _uuid_from(f0_1)
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f0.append(_new(DeleteTopicState, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     f2, tg = _U_iB(buf, pos)
     pos += 5
     if tg:

@@ -101,9 +101,8 @@ def _r_DeleteTopicsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DeletableTopicResult] = []
-        for _ in range(n):
-            f1_0: str | None
+        if n == 1:
+            f1s0: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -112,12 +111,29 @@ def _r_DeleteTopicsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_h(buf, pos)[0]
+            f1s2 = _U_h(buf, pos)[0]
             pos += 2
-            items_f1.append(_new(DeletableTopicResult, (f1_0, _ZERO_UUID, f1_2, None)))
-        f1 = tuple(items_f1)
+            f1 = (_new(DeletableTopicResult, (f1s0, _ZERO_UUID, f1s2, None)),)
+        else:
+            items_f1: list[DeletableTopicResult] = []
+            for _ in range(n):
+                f1_0: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_h(buf, pos)[0]
+                pos += 2
+                items_f1.append(_new(DeletableTopicResult, (f1_0, _ZERO_UUID, f1_2, None)))
+            f1 = tuple(items_f1)
     return _new(DeleteTopicsResponse, (0, f1)), pos
 
 
@@ -133,9 +149,8 @@ def _r_DeleteTopicsResponse_v1(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DeletableTopicResult] = []
-        for _ in range(n):
-            f1_0: str | None
+        if n == 1:
+            f1s0: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -144,12 +159,29 @@ def _r_DeleteTopicsResponse_v1(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_h(buf, pos)[0]
+            f1s2 = _U_h(buf, pos)[0]
             pos += 2
-            items_f1.append(_new(DeletableTopicResult, (f1_0, _ZERO_UUID, f1_2, None)))
-        f1 = tuple(items_f1)
+            f1 = (_new(DeletableTopicResult, (f1s0, _ZERO_UUID, f1s2, None)),)
+        else:
+            items_f1: list[DeletableTopicResult] = []
+            for _ in range(n):
+                f1_0: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_h(buf, pos)[0]
+                pos += 2
+                items_f1.append(_new(DeletableTopicResult, (f1_0, _ZERO_UUID, f1_2, None)))
+            f1 = tuple(items_f1)
     return _new(DeleteTopicsResponse, (f0, f1)), pos
 
 
@@ -169,9 +201,8 @@ def _r_DeleteTopicsResponse_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DeletableTopicResult] = []
-        for _ in range(n):
-            f1_0: str | None
+        if n == 1:
+            f1s0: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -184,14 +215,37 @@ def _r_DeleteTopicsResponse_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2, tg = _U_hB(buf, pos)
+            f1s2, tg = _U_hB(buf, pos)
             pos += 3
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f1.append(_new(DeletableTopicResult, (f1_0, _ZERO_UUID, f1_2, None)))
-        f1 = tuple(items_f1)
+            f1 = (_new(DeletableTopicResult, (f1s0, _ZERO_UUID, f1s2, None)),)
+        else:
+            items_f1: list[DeletableTopicResult] = []
+            for _ in range(n):
+                f1_0: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2, tg = _U_hB(buf, pos)
+                pos += 3
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f1.append(_new(DeletableTopicResult, (f1_0, _ZERO_UUID, f1_2, None)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -215,9 +269,8 @@ def _r_DeleteTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DeletableTopicResult] = []
-        for _ in range(n):
-            f1_0: str | None
+        if n == 1:
+            f1s0: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -230,11 +283,11 @@ def _r_DeleteTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_h(buf, pos)[0]
+            f1s2 = _U_h(buf, pos)[0]
             pos += 2
-            f1_3: str | None
+            f1s3: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -244,19 +297,61 @@ def _r_DeleteTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_3 = None
+                f1s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(DeletableTopicResult, (f1_0, _ZERO_UUID, f1_2, f1_3)))
-        f1 = tuple(items_f1)
+            f1 = (_new(DeletableTopicResult, (f1s0, _ZERO_UUID, f1s2, f1s3)),)
+        else:
+            items_f1: list[DeletableTopicResult] = []
+            for _ in range(n):
+                f1_0: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_3: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(DeletableTopicResult, (f1_0, _ZERO_UUID, f1_2, f1_3)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -280,9 +375,8 @@ def _r_DeleteTopicsResponse_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DeletableTopicResult] = []
-        for _ in range(n):
-            f1_0: str | None
+        if n == 1:
+            f1s0: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -292,17 +386,17 @@ def _r_DeleteTopicsResponse_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_0 = None
+                f1s0 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1, f1_2 = _U_Uh(buf, pos)
+            f1s1, f1s2 = _U_Uh(buf, pos)
             pos += 18
-            f1_1 = _uuid_from(f1_1)
-            f1_3: str | None
+            f1s1 = _uuid_from(f1s1)
+            f1s3: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -312,19 +406,64 @@ def _r_DeleteTopicsResponse_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsR
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_3 = None
+                f1s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(DeletableTopicResult, (f1_0, f1_1, f1_2, f1_3)))
-        f1 = tuple(items_f1)
+            f1 = (_new(DeletableTopicResult, (f1s0, f1s1, f1s2, f1s3)),)
+        else:
+            items_f1: list[DeletableTopicResult] = []
+            for _ in range(n):
+                f1_0: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_0 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1, f1_2 = _U_Uh(buf, pos)
+                pos += 18
+                f1_1 = _uuid_from(f1_1)
+                f1_3: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(DeletableTopicResult, (f1_0, f1_1, f1_2, f1_3)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -150,11 +150,10 @@ def _r_DescribeAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeAclsR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[DescribeAclsResource] = []
-        for _ in range(n):
-            f3_0 = _U_b(buf, pos)[0]
+        if n == 1:
+            f3s0 = _U_b(buf, pos)[0]
             pos += 1
-            f3_1: str
+            f3s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -163,9 +162,9 @@ def _r_DescribeAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeAclsR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_1 = buf[pos:end].tobytes().decode()
+                f3s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_3: tuple[AclDescription, ...]
+            f3s3: tuple[AclDescription, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -173,9 +172,8 @@ def _r_DescribeAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeAclsR
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_3: list[AclDescription] = []
-                for _ in range(n):
-                    f3_3_0: str
+                if n == 1:
+                    f3s3s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -184,9 +182,9 @@ def _r_DescribeAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeAclsR
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_3_0 = buf[pos:end].tobytes().decode()
+                        f3s3s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f3_3_1: str
+                    f3s3s1: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -195,14 +193,122 @@ def _r_DescribeAclsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeAclsR
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_3_1 = buf[pos:end].tobytes().decode()
+                        f3s3s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f3_3_2, f3_3_3 = _U_bb(buf, pos)
+                    f3s3s2, f3s3s3 = _U_bb(buf, pos)
                     pos += 2
-                    items_f3_3.append(_new(AclDescription, (f3_3_0, f3_3_1, f3_3_2, f3_3_3)))
-                f3_3 = tuple(items_f3_3)
-            items_f3.append(_new(DescribeAclsResource, (f3_0, f3_1, 3, f3_3)))
-        f3 = tuple(items_f3)
+                    f3s3 = (_new(AclDescription, (f3s3s0, f3s3s1, f3s3s2, f3s3s3)),)
+                else:
+                    items_f3s3: list[AclDescription] = []
+                    for _ in range(n):
+                        f3s3_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3s3_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3s3_1: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3s3_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3s3_2, f3s3_3 = _U_bb(buf, pos)
+                        pos += 2
+                        items_f3s3.append(_new(AclDescription, (f3s3_0, f3s3_1, f3s3_2, f3s3_3)))
+                    f3s3 = tuple(items_f3s3)
+            f3 = (_new(DescribeAclsResource, (f3s0, f3s1, 3, f3s3)),)
+        else:
+            items_f3: list[DescribeAclsResource] = []
+            for _ in range(n):
+                f3_0 = _U_b(buf, pos)[0]
+                pos += 1
+                f3_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_3: tuple[AclDescription, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Acls" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_3s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_3s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3_3s1: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_3s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3_3s2, f3_3s3 = _U_bb(buf, pos)
+                        pos += 2
+                        f3_3 = (_new(AclDescription, (f3_3s0, f3_3s1, f3_3s2, f3_3s3)),)
+                    else:
+                        items_f3_3: list[AclDescription] = []
+                        for _ in range(n):
+                            f3_3_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f3_3_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f3_3_1: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Host" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f3_3_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f3_3_2, f3_3_3 = _U_bb(buf, pos)
+                            pos += 2
+                            items_f3_3.append(_new(AclDescription, (f3_3_0, f3_3_1, f3_3_2, f3_3_3)))
+                        f3_3 = tuple(items_f3_3)
+                items_f3.append(_new(DescribeAclsResource, (f3_0, f3_1, 3, f3_3)))
+            f3 = tuple(items_f3)
     return _new(DescribeAclsResponse, (f0, f1, f2, f3)), pos
 
 
@@ -231,11 +337,10 @@ def _r_DescribeAclsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[DescribeAclsResource] = []
-        for _ in range(n):
-            f3_0 = _U_b(buf, pos)[0]
+        if n == 1:
+            f3s0 = _U_b(buf, pos)[0]
             pos += 1
-            f3_1: str
+            f3s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -244,11 +349,11 @@ def _r_DescribeAclsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_1 = buf[pos:end].tobytes().decode()
+                f3s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_2 = _U_b(buf, pos)[0]
+            f3s2 = _U_b(buf, pos)[0]
             pos += 1
-            f3_3: tuple[AclDescription, ...]
+            f3s3: tuple[AclDescription, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -256,9 +361,8 @@ def _r_DescribeAclsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsR
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_3: list[AclDescription] = []
-                for _ in range(n):
-                    f3_3_0: str
+                if n == 1:
+                    f3s3s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -267,9 +371,9 @@ def _r_DescribeAclsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsR
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_3_0 = buf[pos:end].tobytes().decode()
+                        f3s3s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f3_3_1: str
+                    f3s3s1: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -278,14 +382,124 @@ def _r_DescribeAclsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsR
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_3_1 = buf[pos:end].tobytes().decode()
+                        f3s3s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f3_3_2, f3_3_3 = _U_bb(buf, pos)
+                    f3s3s2, f3s3s3 = _U_bb(buf, pos)
                     pos += 2
-                    items_f3_3.append(_new(AclDescription, (f3_3_0, f3_3_1, f3_3_2, f3_3_3)))
-                f3_3 = tuple(items_f3_3)
-            items_f3.append(_new(DescribeAclsResource, (f3_0, f3_1, f3_2, f3_3)))
-        f3 = tuple(items_f3)
+                    f3s3 = (_new(AclDescription, (f3s3s0, f3s3s1, f3s3s2, f3s3s3)),)
+                else:
+                    items_f3s3: list[AclDescription] = []
+                    for _ in range(n):
+                        f3s3_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3s3_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3s3_1: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3s3_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3s3_2, f3s3_3 = _U_bb(buf, pos)
+                        pos += 2
+                        items_f3s3.append(_new(AclDescription, (f3s3_0, f3s3_1, f3s3_2, f3s3_3)))
+                    f3s3 = tuple(items_f3s3)
+            f3 = (_new(DescribeAclsResource, (f3s0, f3s1, f3s2, f3s3)),)
+        else:
+            items_f3: list[DescribeAclsResource] = []
+            for _ in range(n):
+                f3_0 = _U_b(buf, pos)[0]
+                pos += 1
+                f3_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_2 = _U_b(buf, pos)[0]
+                pos += 1
+                f3_3: tuple[AclDescription, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Acls" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_3s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_3s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3_3s1: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_3s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3_3s2, f3_3s3 = _U_bb(buf, pos)
+                        pos += 2
+                        f3_3 = (_new(AclDescription, (f3_3s0, f3_3s1, f3_3s2, f3_3s3)),)
+                    else:
+                        items_f3_3: list[AclDescription] = []
+                        for _ in range(n):
+                            f3_3_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f3_3_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f3_3_1: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Host" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f3_3_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f3_3_2, f3_3_3 = _U_bb(buf, pos)
+                            pos += 2
+                            items_f3_3.append(_new(AclDescription, (f3_3_0, f3_3_1, f3_3_2, f3_3_3)))
+                        f3_3 = tuple(items_f3_3)
+                items_f3.append(_new(DescribeAclsResource, (f3_0, f3_1, f3_2, f3_3)))
+            f3 = tuple(items_f3)
     return _new(DescribeAclsResponse, (f0, f1, f2, f3)), pos
 
 
@@ -322,11 +536,10 @@ def _r_DescribeAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[DescribeAclsResource] = []
-        for _ in range(n):
-            f3_0 = _U_b(buf, pos)[0]
+        if n == 1:
+            f3s0 = _U_b(buf, pos)[0]
             pos += 1
-            f3_1: str
+            f3s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -339,11 +552,11 @@ def _r_DescribeAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_1 = buf[pos:end].tobytes().decode()
+                f3s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_2 = _U_b(buf, pos)[0]
+            f3s2 = _U_b(buf, pos)[0]
             pos += 1
-            f3_3: tuple[AclDescription, ...]
+            f3s3: tuple[AclDescription, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -355,9 +568,8 @@ def _r_DescribeAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsR
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_3: list[AclDescription] = []
-                for _ in range(n):
-                    f3_3_0: str
+                if n == 1:
+                    f3s3s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -370,9 +582,9 @@ def _r_DescribeAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsR
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_3_0 = buf[pos:end].tobytes().decode()
+                        f3s3s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f3_3_1: str
+                    f3s3s1: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -385,20 +597,172 @@ def _r_DescribeAclsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsR
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_3_1 = buf[pos:end].tobytes().decode()
+                        f3s3s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f3_3_2, f3_3_3, tg = _U_bbB(buf, pos)
+                    f3s3s2, f3s3s3, tg = _U_bbB(buf, pos)
                     pos += 3
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f3_3.append(_new(AclDescription, (f3_3_0, f3_3_1, f3_3_2, f3_3_3)))
-                f3_3 = tuple(items_f3_3)
+                    f3s3 = (_new(AclDescription, (f3s3s0, f3s3s1, f3s3s2, f3s3s3)),)
+                else:
+                    items_f3s3: list[AclDescription] = []
+                    for _ in range(n):
+                        f3s3_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3s3_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3s3_1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3s3_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3s3_2, f3s3_3, tg = _U_bbB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f3s3.append(_new(AclDescription, (f3s3_0, f3s3_1, f3s3_2, f3s3_3)))
+                    f3s3 = tuple(items_f3s3)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f3.append(_new(DescribeAclsResource, (f3_0, f3_1, f3_2, f3_3)))
-        f3 = tuple(items_f3)
+            f3 = (_new(DescribeAclsResource, (f3s0, f3s1, f3s2, f3s3)),)
+        else:
+            items_f3: list[DescribeAclsResource] = []
+            for _ in range(n):
+                f3_0 = _U_b(buf, pos)[0]
+                pos += 1
+                f3_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_2 = _U_b(buf, pos)[0]
+                pos += 1
+                f3_3: tuple[AclDescription, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Acls" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_3s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_3s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3_3s1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_3s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3_3s2, f3_3s3, tg = _U_bbB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f3_3 = (_new(AclDescription, (f3_3s0, f3_3s1, f3_3s2, f3_3s3)),)
+                    else:
+                        items_f3_3: list[AclDescription] = []
+                        for _ in range(n):
+                            f3_3_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Principal" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f3_3_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f3_3_1: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Host" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f3_3_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f3_3_2, f3_3_3, tg = _U_bbB(buf, pos)
+                            pos += 3
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f3_3.append(_new(AclDescription, (f3_3_0, f3_3_1, f3_3_2, f3_3_3)))
+                        f3_3 = tuple(items_f3_3)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f3.append(_new(DescribeAclsResource, (f3_0, f3_1, f3_2, f3_3)))
+            f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -99,9 +99,8 @@ def _r_DescribeClientQuotasRequest_v0(buf: memoryview, pos: int) -> tuple[Descri
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[ComponentData] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -110,25 +109,55 @@ def _r_DescribeClientQuotasRequest_v0(buf: memoryview, pos: int) -> tuple[Descri
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1 = _U_b(buf, pos)[0]
+            f0s1 = _U_b(buf, pos)[0]
             pos += 1
-            f0_2: str | None
+            f0s2: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f0_2 = None
+                f0s2 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_2 = buf[pos:end].tobytes().decode()
+                f0s2 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f0.append(_new(ComponentData, (f0_0, f0_1, f0_2)))
-        f0 = tuple(items_f0)
+            f0 = (_new(ComponentData, (f0s0, f0s1, f0s2)),)
+        else:
+            items_f0: list[ComponentData] = []
+            for _ in range(n):
+                f0_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_2: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f0_2 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f0.append(_new(ComponentData, (f0_0, f0_1, f0_2)))
+            f0 = tuple(items_f0)
     f1 = _U_o(buf, pos)[0]
     pos += 1
     return _new(DescribeClientQuotasRequest, (f0, f1)), pos
@@ -148,9 +177,8 @@ def _r_DescribeClientQuotasRequest_v1(buf: memoryview, pos: int) -> tuple[Descri
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[ComponentData] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -163,11 +191,11 @@ def _r_DescribeClientQuotasRequest_v1(buf: memoryview, pos: int) -> tuple[Descri
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1 = _U_b(buf, pos)[0]
+            f0s1 = _U_b(buf, pos)[0]
             pos += 1
-            f0_2: str | None
+            f0s2: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -177,19 +205,61 @@ def _r_DescribeClientQuotasRequest_v1(buf: memoryview, pos: int) -> tuple[Descri
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f0_2 = None
+                f0s2 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_2 = buf[pos:end].tobytes().decode()
+                f0s2 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(ComponentData, (f0_0, f0_1, f0_2)))
-        f0 = tuple(items_f0)
+            f0 = (_new(ComponentData, (f0s0, f0s1, f0s2)),)
+        else:
+            items_f0: list[ComponentData] = []
+            for _ in range(n):
+                f0_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_2: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f0_2 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(ComponentData, (f0_0, f0_1, f0_2)))
+            f0 = tuple(items_f0)
     f1, tg = _U_oB(buf, pos)
     pos += 2
     if tg:

@@ -164,9 +164,8 @@ def _r_DescribeClientQuotasResponse_v0(buf: memoryview, pos: int) -> tuple[Descr
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[EntryData] = []
-        for _ in range(n):
-            f3_0: tuple[EntityData, ...]
+        if n == 1:
+            f3s0: tuple[EntityData, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -174,9 +173,8 @@ def _r_DescribeClientQuotasResponse_v0(buf: memoryview, pos: int) -> tuple[Descr
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_0: list[EntityData] = []
-                for _ in range(n):
-                    f3_0_0: str
+                if n == 1:
+                    f3s0s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -185,24 +183,52 @@ def _r_DescribeClientQuotasResponse_v0(buf: memoryview, pos: int) -> tuple[Descr
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_0_0 = buf[pos:end].tobytes().decode()
+                        f3s0s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f3_0_1: str | None
+                    f3s0s1: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f3_0_1 = None
+                        f3s0s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_0_1 = buf[pos:end].tobytes().decode()
+                        f3s0s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f3_0.append(_new(EntityData, (f3_0_0, f3_0_1)))
-                f3_0 = tuple(items_f3_0)
-            f3_1: tuple[ValueData, ...]
+                    f3s0 = (_new(EntityData, (f3s0s0, f3s0s1)),)
+                else:
+                    items_f3s0: list[EntityData] = []
+                    for _ in range(n):
+                        f3s0_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3s0_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3s0_1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f3s0_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3s0_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f3s0.append(_new(EntityData, (f3s0_0, f3s0_1)))
+                    f3s0 = tuple(items_f3s0)
+            f3s1: tuple[ValueData, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -210,9 +236,8 @@ def _r_DescribeClientQuotasResponse_v0(buf: memoryview, pos: int) -> tuple[Descr
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_1: list[ValueData] = []
-                for _ in range(n):
-                    f3_1_0: str
+                if n == 1:
+                    f3s1s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -221,14 +246,139 @@ def _r_DescribeClientQuotasResponse_v0(buf: memoryview, pos: int) -> tuple[Descr
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_1_0 = buf[pos:end].tobytes().decode()
+                        f3s1s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f3_1_1 = _U_d(buf, pos)[0]
+                    f3s1s1 = _U_d(buf, pos)[0]
                     pos += 8
-                    items_f3_1.append(_new(ValueData, (f3_1_0, f3_1_1)))
-                f3_1 = tuple(items_f3_1)
-            items_f3.append(_new(EntryData, (f3_0, f3_1)))
-        f3 = tuple(items_f3)
+                    f3s1 = (_new(ValueData, (f3s1s0, f3s1s1)),)
+                else:
+                    items_f3s1: list[ValueData] = []
+                    for _ in range(n):
+                        f3s1_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Key" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3s1_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3s1_1 = _U_d(buf, pos)[0]
+                        pos += 8
+                        items_f3s1.append(_new(ValueData, (f3s1_0, f3s1_1)))
+                    f3s1 = tuple(items_f3s1)
+            f3 = (_new(EntryData, (f3s0, f3s1)),)
+        else:
+            items_f3: list[EntryData] = []
+            for _ in range(n):
+                f3_0: tuple[EntityData, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Entity" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_0s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_0s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3_0s1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f3_0s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_0s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3_0 = (_new(EntityData, (f3_0s0, f3_0s1)),)
+                    else:
+                        items_f3_0: list[EntityData] = []
+                        for _ in range(n):
+                            f3_0_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f3_0_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f3_0_1: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f3_0_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f3_0_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f3_0.append(_new(EntityData, (f3_0_0, f3_0_1)))
+                        f3_0 = tuple(items_f3_0)
+                f3_1: tuple[ValueData, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Values" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_1s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Key" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_1s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3_1s1 = _U_d(buf, pos)[0]
+                        pos += 8
+                        f3_1 = (_new(ValueData, (f3_1s0, f3_1s1)),)
+                    else:
+                        items_f3_1: list[ValueData] = []
+                        for _ in range(n):
+                            f3_1_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Key" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f3_1_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f3_1_1 = _U_d(buf, pos)[0]
+                            pos += 8
+                            items_f3_1.append(_new(ValueData, (f3_1_0, f3_1_1)))
+                        f3_1 = tuple(items_f3_1)
+                items_f3.append(_new(EntryData, (f3_0, f3_1)))
+            f3 = tuple(items_f3)
     return _new(DescribeClientQuotasResponse, (f0, f1, f2, f3)), pos
 
 
@@ -267,9 +417,8 @@ def _r_DescribeClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[Descr
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[EntryData] = []
-        for _ in range(n):
-            f3_0: tuple[EntityData, ...]
+        if n == 1:
+            f3s0: tuple[EntityData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -281,9 +430,8 @@ def _r_DescribeClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[Descr
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_0: list[EntityData] = []
-                for _ in range(n):
-                    f3_0_0: str
+                if n == 1:
+                    f3s0s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -296,9 +444,9 @@ def _r_DescribeClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[Descr
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_0_0 = buf[pos:end].tobytes().decode()
+                        f3s0s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f3_0_1: str | None
+                    f3s0s1: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -308,20 +456,60 @@ def _r_DescribeClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[Descr
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f3_0_1 = None
+                        f3s0s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_0_1 = buf[pos:end].tobytes().decode()
+                        f3s0s1 = buf[pos:end].tobytes().decode()
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f3_0.append(_new(EntityData, (f3_0_0, f3_0_1)))
-                f3_0 = tuple(items_f3_0)
-            f3_1: tuple[ValueData, ...]
+                    f3s0 = (_new(EntityData, (f3s0s0, f3s0s1)),)
+                else:
+                    items_f3s0: list[EntityData] = []
+                    for _ in range(n):
+                        f3s0_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3s0_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3s0_1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f3s0_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3s0_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f3s0.append(_new(EntityData, (f3s0_0, f3s0_1)))
+                    f3s0 = tuple(items_f3s0)
+            f3s1: tuple[ValueData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -333,9 +521,8 @@ def _r_DescribeClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[Descr
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_1: list[ValueData] = []
-                for _ in range(n):
-                    f3_1_0: str
+                if n == 1:
+                    f3s1s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -348,20 +535,199 @@ def _r_DescribeClientQuotasResponse_v1(buf: memoryview, pos: int) -> tuple[Descr
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_1_0 = buf[pos:end].tobytes().decode()
+                        f3s1s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f3_1_1, tg = _U_dB(buf, pos)
+                    f3s1s1, tg = _U_dB(buf, pos)
                     pos += 9
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f3_1.append(_new(ValueData, (f3_1_0, f3_1_1)))
-                f3_1 = tuple(items_f3_1)
+                    f3s1 = (_new(ValueData, (f3s1s0, f3s1s1)),)
+                else:
+                    items_f3s1: list[ValueData] = []
+                    for _ in range(n):
+                        f3s1_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Key" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3s1_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3s1_1, tg = _U_dB(buf, pos)
+                        pos += 9
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f3s1.append(_new(ValueData, (f3s1_0, f3s1_1)))
+                    f3s1 = tuple(items_f3s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f3.append(_new(EntryData, (f3_0, f3_1)))
-        f3 = tuple(items_f3)
+            f3 = (_new(EntryData, (f3s0, f3s1)),)
+        else:
+            items_f3: list[EntryData] = []
+            for _ in range(n):
+                f3_0: tuple[EntityData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Entity" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_0s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_0s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3_0s1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f3_0s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_0s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f3_0 = (_new(EntityData, (f3_0s0, f3_0s1)),)
+                    else:
+                        items_f3_0: list[EntityData] = []
+                        for _ in range(n):
+                            f3_0_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable EntityType" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f3_0_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f3_0_1: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f3_0_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f3_0_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f3_0.append(_new(EntityData, (f3_0_0, f3_0_1)))
+                        f3_0 = tuple(items_f3_0)
+                f3_1: tuple[ValueData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Values" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_1s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Key" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_1s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3_1s1, tg = _U_dB(buf, pos)
+                        pos += 9
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f3_1 = (_new(ValueData, (f3_1s0, f3_1s1)),)
+                    else:
+                        items_f3_1: list[ValueData] = []
+                        for _ in range(n):
+                            f3_1_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Key" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f3_1_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f3_1_1, tg = _U_dB(buf, pos)
+                            pos += 9
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f3_1.append(_new(ValueData, (f3_1_0, f3_1_1)))
+                        f3_1 = tuple(items_f3_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f3.append(_new(EntryData, (f3_0, f3_1)))
+            f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

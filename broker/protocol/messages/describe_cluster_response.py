@@ -150,11 +150,10 @@ def _r_DescribeClusterResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeCl
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[DescribeClusterBroker] = []
-        for _ in range(n):
-            f6_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f6s0 = _U_i(buf, pos)[0]
             pos += 4
-            f6_1: str
+            f6s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -167,11 +166,11 @@ def _r_DescribeClusterResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeCl
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_1 = buf[pos:end].tobytes().decode()
+                f6s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_2 = _U_i(buf, pos)[0]
+            f6s2 = _U_i(buf, pos)[0]
             pos += 4
-            f6_3: str | None
+            f6s3: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -181,19 +180,63 @@ def _r_DescribeClusterResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeCl
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f6_3 = None
+                f6s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_3 = buf[pos:end].tobytes().decode()
+                f6s3 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f6.append(_new(DescribeClusterBroker, (f6_0, f6_1, f6_2, f6_3)))
-        f6 = tuple(items_f6)
+            f6 = (_new(DescribeClusterBroker, (f6s0, f6s1, f6s2, f6s3)),)
+        else:
+            items_f6: list[DescribeClusterBroker] = []
+            for _ in range(n):
+                f6_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f6_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_2 = _U_i(buf, pos)[0]
+                pos += 4
+                f6_3: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f6_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f6.append(_new(DescribeClusterBroker, (f6_0, f6_1, f6_2, f6_3)))
+            f6 = tuple(items_f6)
     f7, tg = _U_iB(buf, pos)
     pos += 5
     if tg:
@@ -253,11 +296,10 @@ def _r_DescribeClusterResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeCl
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[DescribeClusterBroker] = []
-        for _ in range(n):
-            f6_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f6s0 = _U_i(buf, pos)[0]
             pos += 4
-            f6_1: str
+            f6s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -270,11 +312,11 @@ def _r_DescribeClusterResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeCl
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_1 = buf[pos:end].tobytes().decode()
+                f6s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_2 = _U_i(buf, pos)[0]
+            f6s2 = _U_i(buf, pos)[0]
             pos += 4
-            f6_3: str | None
+            f6s3: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -284,19 +326,63 @@ def _r_DescribeClusterResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeCl
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f6_3 = None
+                f6s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_3 = buf[pos:end].tobytes().decode()
+                f6s3 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f6.append(_new(DescribeClusterBroker, (f6_0, f6_1, f6_2, f6_3)))
-        f6 = tuple(items_f6)
+            f6 = (_new(DescribeClusterBroker, (f6s0, f6s1, f6s2, f6s3)),)
+        else:
+            items_f6: list[DescribeClusterBroker] = []
+            for _ in range(n):
+                f6_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f6_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_2 = _U_i(buf, pos)[0]
+                pos += 4
+                f6_3: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f6_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f6.append(_new(DescribeClusterBroker, (f6_0, f6_1, f6_2, f6_3)))
+            f6 = tuple(items_f6)
     f7, tg = _U_iB(buf, pos)
     pos += 5
     if tg:

@@ -104,11 +104,10 @@ def _r_DescribeConfigsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeCon
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[DescribeConfigsResource] = []
-        for _ in range(n):
-            f0_0 = _U_b(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_b(buf, pos)[0]
             pos += 1
-            f0_1: str
+            f0s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -117,21 +116,21 @@ def _r_DescribeConfigsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeCon
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_2: tuple[str, ...] | None
+            f0s2: tuple[str, ...] | None
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid array length %d" % n)
-                f0_2 = None
+                f0s2 = None
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_2: list[str] = []
+                items_f0s2: list[str] = []
                 for _ in range(n):
-                    item_f0_2: str
+                    item_f0s2: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -140,12 +139,54 @@ def _r_DescribeConfigsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeCon
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        item_f0_2 = buf[pos:end].tobytes().decode()
+                        item_f0s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f0_2.append(item_f0_2)
-                f0_2 = tuple(items_f0_2)
-            items_f0.append(_new(DescribeConfigsResource, (f0_0, f0_1, f0_2)))
-        f0 = tuple(items_f0)
+                    items_f0s2.append(item_f0s2)
+                f0s2 = tuple(items_f0s2)
+            f0 = (_new(DescribeConfigsResource, (f0s0, f0s1, f0s2)),)
+        else:
+            items_f0: list[DescribeConfigsResource] = []
+            for _ in range(n):
+                f0_0 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_2: tuple[str, ...] | None
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid array length %d" % n)
+                    f0_2 = None
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    items_f0_2: list[str] = []
+                    for _ in range(n):
+                        item_f0_2: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ConfigurationKeys" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            item_f0_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f0_2.append(item_f0_2)
+                    f0_2 = tuple(items_f0_2)
+                items_f0.append(_new(DescribeConfigsResource, (f0_0, f0_1, f0_2)))
+            f0 = tuple(items_f0)
     return _new(DescribeConfigsRequest, (f0, False, False)), pos
 
 
@@ -159,11 +200,10 @@ def _r_DescribeConfigsRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeCon
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[DescribeConfigsResource] = []
-        for _ in range(n):
-            f0_0 = _U_b(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_b(buf, pos)[0]
             pos += 1
-            f0_1: str
+            f0s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -172,21 +212,21 @@ def _r_DescribeConfigsRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeCon
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_2: tuple[str, ...] | None
+            f0s2: tuple[str, ...] | None
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid array length %d" % n)
-                f0_2 = None
+                f0s2 = None
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_2: list[str] = []
+                items_f0s2: list[str] = []
                 for _ in range(n):
-                    item_f0_2: str
+                    item_f0s2: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -195,12 +235,54 @@ def _r_DescribeConfigsRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeCon
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        item_f0_2 = buf[pos:end].tobytes().decode()
+                        item_f0s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f0_2.append(item_f0_2)
-                f0_2 = tuple(items_f0_2)
-            items_f0.append(_new(DescribeConfigsResource, (f0_0, f0_1, f0_2)))
-        f0 = tuple(items_f0)
+                    items_f0s2.append(item_f0s2)
+                f0s2 = tuple(items_f0s2)
+            f0 = (_new(DescribeConfigsResource, (f0s0, f0s1, f0s2)),)
+        else:
+            items_f0: list[DescribeConfigsResource] = []
+            for _ in range(n):
+                f0_0 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_2: tuple[str, ...] | None
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid array length %d" % n)
+                    f0_2 = None
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    items_f0_2: list[str] = []
+                    for _ in range(n):
+                        item_f0_2: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ConfigurationKeys" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            item_f0_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f0_2.append(item_f0_2)
+                    f0_2 = tuple(items_f0_2)
+                items_f0.append(_new(DescribeConfigsResource, (f0_0, f0_1, f0_2)))
+            f0 = tuple(items_f0)
     f1 = _U_o(buf, pos)[0]
     pos += 1
     return _new(DescribeConfigsRequest, (f0, f1, False)), pos
@@ -216,11 +298,10 @@ def _r_DescribeConfigsRequest_v3(buf: memoryview, pos: int) -> tuple[DescribeCon
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[DescribeConfigsResource] = []
-        for _ in range(n):
-            f0_0 = _U_b(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_b(buf, pos)[0]
             pos += 1
-            f0_1: str
+            f0s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -229,21 +310,21 @@ def _r_DescribeConfigsRequest_v3(buf: memoryview, pos: int) -> tuple[DescribeCon
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_2: tuple[str, ...] | None
+            f0s2: tuple[str, ...] | None
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid array length %d" % n)
-                f0_2 = None
+                f0s2 = None
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_2: list[str] = []
+                items_f0s2: list[str] = []
                 for _ in range(n):
-                    item_f0_2: str
+                    item_f0s2: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -252,12 +333,54 @@ def _r_DescribeConfigsRequest_v3(buf: memoryview, pos: int) -> tuple[DescribeCon
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        item_f0_2 = buf[pos:end].tobytes().decode()
+                        item_f0s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f0_2.append(item_f0_2)
-                f0_2 = tuple(items_f0_2)
-            items_f0.append(_new(DescribeConfigsResource, (f0_0, f0_1, f0_2)))
-        f0 = tuple(items_f0)
+                    items_f0s2.append(item_f0s2)
+                f0s2 = tuple(items_f0s2)
+            f0 = (_new(DescribeConfigsResource, (f0s0, f0s1, f0s2)),)
+        else:
+            items_f0: list[DescribeConfigsResource] = []
+            for _ in range(n):
+                f0_0 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_2: tuple[str, ...] | None
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid array length %d" % n)
+                    f0_2 = None
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    items_f0_2: list[str] = []
+                    for _ in range(n):
+                        item_f0_2: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ConfigurationKeys" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            item_f0_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f0_2.append(item_f0_2)
+                    f0_2 = tuple(items_f0_2)
+                items_f0.append(_new(DescribeConfigsResource, (f0_0, f0_1, f0_2)))
+            f0 = tuple(items_f0)
     f1, f2 = _U_oo(buf, pos)
     pos += 2
     return _new(DescribeConfigsRequest, (f0, f1, f2)), pos
@@ -277,11 +400,10 @@ def _r_DescribeConfigsRequest_v4(buf: memoryview, pos: int) -> tuple[DescribeCon
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[DescribeConfigsResource] = []
-        for _ in range(n):
-            f0_0 = _U_b(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_b(buf, pos)[0]
             pos += 1
-            f0_1: str
+            f0s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -294,9 +416,9 @@ def _r_DescribeConfigsRequest_v4(buf: memoryview, pos: int) -> tuple[DescribeCon
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_2: tuple[str, ...] | None
+            f0s2: tuple[str, ...] | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -306,13 +428,13 @@ def _r_DescribeConfigsRequest_v4(buf: memoryview, pos: int) -> tuple[DescribeCon
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid array length %d" % n)
-                f0_2 = None
+                f0s2 = None
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_2: list[str] = []
+                items_f0s2: list[str] = []
                 for _ in range(n):
-                    item_f0_2: str
+                    item_f0s2: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -325,16 +447,74 @@ def _r_DescribeConfigsRequest_v4(buf: memoryview, pos: int) -> tuple[DescribeCon
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        item_f0_2 = buf[pos:end].tobytes().decode()
+                        item_f0s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f0_2.append(item_f0_2)
-                f0_2 = tuple(items_f0_2)
+                    items_f0s2.append(item_f0s2)
+                f0s2 = tuple(items_f0s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(DescribeConfigsResource, (f0_0, f0_1, f0_2)))
-        f0 = tuple(items_f0)
+            f0 = (_new(DescribeConfigsResource, (f0s0, f0s1, f0s2)),)
+        else:
+            items_f0: list[DescribeConfigsResource] = []
+            for _ in range(n):
+                f0_0 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_2: tuple[str, ...] | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid array length %d" % n)
+                    f0_2 = None
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    items_f0_2: list[str] = []
+                    for _ in range(n):
+                        item_f0_2: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ConfigurationKeys" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            item_f0_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f0_2.append(item_f0_2)
+                    f0_2 = tuple(items_f0_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(DescribeConfigsResource, (f0_0, f0_1, f0_2)))
+            f0 = tuple(items_f0)
     f1, f2, tg = _U_ooB(buf, pos)
     pos += 3
     if tg:

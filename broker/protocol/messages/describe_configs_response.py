@@ -170,26 +170,25 @@ def _r_DescribeConfigsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeCo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DescribeConfigsResult] = []
-        for _ in range(n):
-            f1_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_h(buf, pos)[0]
             pos += 2
-            f1_1: str | None
+            f1s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_1 = None
+                f1s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_b(buf, pos)[0]
+            f1s2 = _U_b(buf, pos)[0]
             pos += 1
-            f1_3: str
+            f1s3: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -198,9 +197,9 @@ def _r_DescribeConfigsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeCo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_4: tuple[DescribeConfigsResourceResult, ...]
+            f1s4: tuple[DescribeConfigsResourceResult, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -208,9 +207,8 @@ def _r_DescribeConfigsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeCo
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_4: list[DescribeConfigsResourceResult] = []
-                for _ in range(n):
-                    f1_4_0: str
+                if n == 1:
+                    f1s4s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -219,27 +217,156 @@ def _r_DescribeConfigsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeCo
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_4_0 = buf[pos:end].tobytes().decode()
+                        f1s4s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_4_1: str | None
+                    f1s4s1: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_4_1 = None
+                        f1s4s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_4_1 = buf[pos:end].tobytes().decode()
+                        f1s4s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_4_2, f1_4_3, f1_4_5 = _U_ooo(buf, pos)
+                    f1s4s2, f1s4s3, f1s4s5 = _U_ooo(buf, pos)
                     pos += 3
-                    items_f1_4.append(_new(DescribeConfigsResourceResult, (f1_4_0, f1_4_1, f1_4_2, f1_4_3, -1, f1_4_5, (), 0, "")))
-                f1_4 = tuple(items_f1_4)
-            items_f1.append(_new(DescribeConfigsResult, (f1_0, f1_1, f1_2, f1_3, f1_4)))
-        f1 = tuple(items_f1)
+                    f1s4 = (_new(DescribeConfigsResourceResult, (f1s4s0, f1s4s1, f1s4s2, f1s4s3, -1, f1s4s5, (), 0, "")),)
+                else:
+                    items_f1s4: list[DescribeConfigsResourceResult] = []
+                    for _ in range(n):
+                        f1s4_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s4_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s4_1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s4_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s4_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s4_2, f1s4_3, f1s4_5 = _U_ooo(buf, pos)
+                        pos += 3
+                        items_f1s4.append(_new(DescribeConfigsResourceResult, (f1s4_0, f1s4_1, f1s4_2, f1s4_3, -1, f1s4_5, (), 0, "")))
+                    f1s4 = tuple(items_f1s4)
+            f1 = (_new(DescribeConfigsResult, (f1s0, f1s1, f1s2, f1s3, f1s4)),)
+        else:
+            items_f1: list[DescribeConfigsResult] = []
+            for _ in range(n):
+                f1_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_b(buf, pos)[0]
+                pos += 1
+                f1_3: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_4: tuple[DescribeConfigsResourceResult, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Configs" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_4s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_4s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_4s1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_4s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_4s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_4s2, f1_4s3, f1_4s5 = _U_ooo(buf, pos)
+                        pos += 3
+                        f1_4 = (_new(DescribeConfigsResourceResult, (f1_4s0, f1_4s1, f1_4s2, f1_4s3, -1, f1_4s5, (), 0, "")),)
+                    else:
+                        items_f1_4: list[DescribeConfigsResourceResult] = []
+                        for _ in range(n):
+                            f1_4_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_4_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_4_1: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_4_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_4_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_4_2, f1_4_3, f1_4_5 = _U_ooo(buf, pos)
+                            pos += 3
+                            items_f1_4.append(_new(DescribeConfigsResourceResult, (f1_4_0, f1_4_1, f1_4_2, f1_4_3, -1, f1_4_5, (), 0, "")))
+                        f1_4 = tuple(items_f1_4)
+                items_f1.append(_new(DescribeConfigsResult, (f1_0, f1_1, f1_2, f1_3, f1_4)))
+            f1 = tuple(items_f1)
     return _new(DescribeConfigsResponse, (f0, f1)), pos
 
 
@@ -281,9 +408,8 @@ def _r_DescribeConfigsResult_v1(buf: memoryview, pos: int) -> tuple[DescribeConf
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[DescribeConfigsResourceResult] = []
-        for _ in range(n):
-            f4_0: str
+        if n == 1:
+            f4s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -292,24 +418,24 @@ def _r_DescribeConfigsResult_v1(buf: memoryview, pos: int) -> tuple[DescribeConf
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_0 = buf[pos:end].tobytes().decode()
+                f4s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_1: str | None
+            f4s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f4_1 = None
+                f4s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_1 = buf[pos:end].tobytes().decode()
+                f4s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_2, f4_4, f4_5 = _U_obo(buf, pos)
+            f4s2, f4s4, f4s5 = _U_obo(buf, pos)
             pos += 3
-            f4_6: tuple[DescribeConfigsSynonym, ...]
+            f4s6: tuple[DescribeConfigsSynonym, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -317,9 +443,8 @@ def _r_DescribeConfigsResult_v1(buf: memoryview, pos: int) -> tuple[DescribeConf
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f4_6: list[DescribeConfigsSynonym] = []
-                for _ in range(n):
-                    f4_6_0: str
+                if n == 1:
+                    f4s6s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -328,27 +453,154 @@ def _r_DescribeConfigsResult_v1(buf: memoryview, pos: int) -> tuple[DescribeConf
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f4_6_0 = buf[pos:end].tobytes().decode()
+                        f4s6s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f4_6_1: str | None
+                    f4s6s1: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f4_6_1 = None
+                        f4s6s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f4_6_1 = buf[pos:end].tobytes().decode()
+                        f4s6s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f4_6_2 = _U_b(buf, pos)[0]
+                    f4s6s2 = _U_b(buf, pos)[0]
                     pos += 1
-                    items_f4_6.append(_new(DescribeConfigsSynonym, (f4_6_0, f4_6_1, f4_6_2)))
-                f4_6 = tuple(items_f4_6)
-            items_f4.append(_new(DescribeConfigsResourceResult, (f4_0, f4_1, f4_2, False, f4_4, f4_5, f4_6, 0, "")))
-        f4 = tuple(items_f4)
+                    f4s6 = (_new(DescribeConfigsSynonym, (f4s6s0, f4s6s1, f4s6s2)),)
+                else:
+                    items_f4s6: list[DescribeConfigsSynonym] = []
+                    for _ in range(n):
+                        f4s6_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f4s6_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f4s6_1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f4s6_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f4s6_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f4s6_2 = _U_b(buf, pos)[0]
+                        pos += 1
+                        items_f4s6.append(_new(DescribeConfigsSynonym, (f4s6_0, f4s6_1, f4s6_2)))
+                    f4s6 = tuple(items_f4s6)
+            f4 = (_new(DescribeConfigsResourceResult, (f4s0, f4s1, f4s2, False, f4s4, f4s5, f4s6, 0, "")),)
+        else:
+            items_f4: list[DescribeConfigsResourceResult] = []
+            for _ in range(n):
+                f4_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f4_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_2, f4_4, f4_5 = _U_obo(buf, pos)
+                pos += 3
+                f4_6: tuple[DescribeConfigsSynonym, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Synonyms" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f4_6s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f4_6s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f4_6s1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f4_6s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f4_6s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f4_6s2 = _U_b(buf, pos)[0]
+                        pos += 1
+                        f4_6 = (_new(DescribeConfigsSynonym, (f4_6s0, f4_6s1, f4_6s2)),)
+                    else:
+                        items_f4_6: list[DescribeConfigsSynonym] = []
+                        for _ in range(n):
+                            f4_6_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f4_6_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f4_6_1: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f4_6_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f4_6_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f4_6_2 = _U_b(buf, pos)[0]
+                            pos += 1
+                            items_f4_6.append(_new(DescribeConfigsSynonym, (f4_6_0, f4_6_1, f4_6_2)))
+                        f4_6 = tuple(items_f4_6)
+                items_f4.append(_new(DescribeConfigsResourceResult, (f4_0, f4_1, f4_2, False, f4_4, f4_5, f4_6, 0, "")))
+            f4 = tuple(items_f4)
     return _new(DescribeConfigsResult, (f0, f1, f2, f3, f4)), pos
 
 
@@ -409,9 +661,8 @@ def _r_DescribeConfigsResult_v3(buf: memoryview, pos: int) -> tuple[DescribeConf
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[DescribeConfigsResourceResult] = []
-        for _ in range(n):
-            f4_0: str
+        if n == 1:
+            f4s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -420,24 +671,24 @@ def _r_DescribeConfigsResult_v3(buf: memoryview, pos: int) -> tuple[DescribeConf
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_0 = buf[pos:end].tobytes().decode()
+                f4s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_1: str | None
+            f4s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f4_1 = None
+                f4s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_1 = buf[pos:end].tobytes().decode()
+                f4s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_2, f4_4, f4_5 = _U_obo(buf, pos)
+            f4s2, f4s4, f4s5 = _U_obo(buf, pos)
             pos += 3
-            f4_6: tuple[DescribeConfigsSynonym, ...]
+            f4s6: tuple[DescribeConfigsSynonym, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -445,9 +696,8 @@ def _r_DescribeConfigsResult_v3(buf: memoryview, pos: int) -> tuple[DescribeConf
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f4_6: list[DescribeConfigsSynonym] = []
-                for _ in range(n):
-                    f4_6_0: str
+                if n == 1:
+                    f4s6s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -456,42 +706,184 @@ def _r_DescribeConfigsResult_v3(buf: memoryview, pos: int) -> tuple[DescribeConf
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f4_6_0 = buf[pos:end].tobytes().decode()
+                        f4s6s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f4_6_1: str | None
+                    f4s6s1: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f4_6_1 = None
+                        f4s6s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f4_6_1 = buf[pos:end].tobytes().decode()
+                        f4s6s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f4_6_2 = _U_b(buf, pos)[0]
+                    f4s6s2 = _U_b(buf, pos)[0]
                     pos += 1
-                    items_f4_6.append(_new(DescribeConfigsSynonym, (f4_6_0, f4_6_1, f4_6_2)))
-                f4_6 = tuple(items_f4_6)
-            f4_7 = _U_b(buf, pos)[0]
+                    f4s6 = (_new(DescribeConfigsSynonym, (f4s6s0, f4s6s1, f4s6s2)),)
+                else:
+                    items_f4s6: list[DescribeConfigsSynonym] = []
+                    for _ in range(n):
+                        f4s6_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f4s6_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f4s6_1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f4s6_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f4s6_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f4s6_2 = _U_b(buf, pos)[0]
+                        pos += 1
+                        items_f4s6.append(_new(DescribeConfigsSynonym, (f4s6_0, f4s6_1, f4s6_2)))
+                    f4s6 = tuple(items_f4s6)
+            f4s7 = _U_b(buf, pos)[0]
             pos += 1
-            f4_8: str | None
+            f4s8: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f4_8 = None
+                f4s8 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_8 = buf[pos:end].tobytes().decode()
+                f4s8 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f4.append(_new(DescribeConfigsResourceResult, (f4_0, f4_1, f4_2, False, f4_4, f4_5, f4_6, f4_7, f4_8)))
-        f4 = tuple(items_f4)
+            f4 = (_new(DescribeConfigsResourceResult, (f4s0, f4s1, f4s2, False, f4s4, f4s5, f4s6, f4s7, f4s8)),)
+        else:
+            items_f4: list[DescribeConfigsResourceResult] = []
+            for _ in range(n):
+                f4_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f4_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_2, f4_4, f4_5 = _U_obo(buf, pos)
+                pos += 3
+                f4_6: tuple[DescribeConfigsSynonym, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Synonyms" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f4_6s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f4_6s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f4_6s1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f4_6s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f4_6s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f4_6s2 = _U_b(buf, pos)[0]
+                        pos += 1
+                        f4_6 = (_new(DescribeConfigsSynonym, (f4_6s0, f4_6s1, f4_6s2)),)
+                    else:
+                        items_f4_6: list[DescribeConfigsSynonym] = []
+                        for _ in range(n):
+                            f4_6_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f4_6_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f4_6_1: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f4_6_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f4_6_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f4_6_2 = _U_b(buf, pos)[0]
+                            pos += 1
+                            items_f4_6.append(_new(DescribeConfigsSynonym, (f4_6_0, f4_6_1, f4_6_2)))
+                        f4_6 = tuple(items_f4_6)
+                f4_7 = _U_b(buf, pos)[0]
+                pos += 1
+                f4_8: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f4_8 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_8 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f4.append(_new(DescribeConfigsResourceResult, (f4_0, f4_1, f4_2, False, f4_4, f4_5, f4_6, f4_7, f4_8)))
+            f4 = tuple(items_f4)
     return _new(DescribeConfigsResult, (f0, f1, f2, f3, f4)), pos
 
 
@@ -564,9 +956,8 @@ def _r_DescribeConfigsResult_v4(buf: memoryview, pos: int) -> tuple[DescribeConf
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[DescribeConfigsResourceResult] = []
-        for _ in range(n):
-            f4_0: str
+        if n == 1:
+            f4s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -579,9 +970,9 @@ def _r_DescribeConfigsResult_v4(buf: memoryview, pos: int) -> tuple[DescribeConf
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_0 = buf[pos:end].tobytes().decode()
+                f4s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_1: str | None
+            f4s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -591,16 +982,16 @@ def _r_DescribeConfigsResult_v4(buf: memoryview, pos: int) -> tuple[DescribeConf
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f4_1 = None
+                f4s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_1 = buf[pos:end].tobytes().decode()
+                f4s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_2, f4_4, f4_5 = _U_obo(buf, pos)
+            f4s2, f4s4, f4s5 = _U_obo(buf, pos)
             pos += 3
-            f4_6: tuple[DescribeConfigsSynonym, ...]
+            f4s6: tuple[DescribeConfigsSynonym, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -612,9 +1003,8 @@ def _r_DescribeConfigsResult_v4(buf: memoryview, pos: int) -> tuple[DescribeConf
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f4_6: list[DescribeConfigsSynonym] = []
-                for _ in range(n):
-                    f4_6_0: str
+                if n == 1:
+                    f4s6s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -627,9 +1017,9 @@ def _r_DescribeConfigsResult_v4(buf: memoryview, pos: int) -> tuple[DescribeConf
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f4_6_0 = buf[pos:end].tobytes().decode()
+                        f4s6s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f4_6_1: str | None
+                    f4s6s1: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -639,22 +1029,62 @@ def _r_DescribeConfigsResult_v4(buf: memoryview, pos: int) -> tuple[DescribeConf
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f4_6_1 = None
+                        f4s6s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f4_6_1 = buf[pos:end].tobytes().decode()
+                        f4s6s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f4_6_2, tg = _U_bB(buf, pos)
+                    f4s6s2, tg = _U_bB(buf, pos)
                     pos += 2
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f4_6.append(_new(DescribeConfigsSynonym, (f4_6_0, f4_6_1, f4_6_2)))
-                f4_6 = tuple(items_f4_6)
-            f4_7 = _U_b(buf, pos)[0]
+                    f4s6 = (_new(DescribeConfigsSynonym, (f4s6s0, f4s6s1, f4s6s2)),)
+                else:
+                    items_f4s6: list[DescribeConfigsSynonym] = []
+                    for _ in range(n):
+                        f4s6_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f4s6_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f4s6_1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f4s6_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f4s6_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f4s6_2, tg = _U_bB(buf, pos)
+                        pos += 2
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f4s6.append(_new(DescribeConfigsSynonym, (f4s6_0, f4s6_1, f4s6_2)))
+                    f4s6 = tuple(items_f4s6)
+            f4s7 = _U_b(buf, pos)[0]
             pos += 1
-            f4_8: str | None
+            f4s8: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -664,19 +1094,171 @@ def _r_DescribeConfigsResult_v4(buf: memoryview, pos: int) -> tuple[DescribeConf
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f4_8 = None
+                f4s8 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_8 = buf[pos:end].tobytes().decode()
+                f4s8 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f4.append(_new(DescribeConfigsResourceResult, (f4_0, f4_1, f4_2, False, f4_4, f4_5, f4_6, f4_7, f4_8)))
-        f4 = tuple(items_f4)
+            f4 = (_new(DescribeConfigsResourceResult, (f4s0, f4s1, f4s2, False, f4s4, f4s5, f4s6, f4s7, f4s8)),)
+        else:
+            items_f4: list[DescribeConfigsResourceResult] = []
+            for _ in range(n):
+                f4_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f4_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_2, f4_4, f4_5 = _U_obo(buf, pos)
+                pos += 3
+                f4_6: tuple[DescribeConfigsSynonym, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Synonyms" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f4_6s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f4_6s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f4_6s1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f4_6s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f4_6s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f4_6s2, tg = _U_bB(buf, pos)
+                        pos += 2
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f4_6 = (_new(DescribeConfigsSynonym, (f4_6s0, f4_6s1, f4_6s2)),)
+                    else:
+                        items_f4_6: list[DescribeConfigsSynonym] = []
+                        for _ in range(n):
+                            f4_6_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f4_6_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f4_6_1: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f4_6_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f4_6_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f4_6_2, tg = _U_bB(buf, pos)
+                            pos += 2
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f4_6.append(_new(DescribeConfigsSynonym, (f4_6_0, f4_6_1, f4_6_2)))
+                        f4_6 = tuple(items_f4_6)
+                f4_7 = _U_b(buf, pos)[0]
+                pos += 1
+                f4_8: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f4_8 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_8 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f4.append(_new(DescribeConfigsResourceResult, (f4_0, f4_1, f4_2, False, f4_4, f4_5, f4_6, f4_7, f4_8)))
+            f4 = tuple(items_f4)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

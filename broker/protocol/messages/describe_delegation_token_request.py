@@ -88,9 +88,8 @@ def _r_DescribeDelegationTokenRequest_v0(buf: memoryview, pos: int) -> tuple[Des
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[DescribeDelegationTokenOwner] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -99,9 +98,9 @@ def _r_DescribeDelegationTokenRequest_v0(buf: memoryview, pos: int) -> tuple[Des
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1: str
+            f0s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -110,10 +109,36 @@ def _r_DescribeDelegationTokenRequest_v0(buf: memoryview, pos: int) -> tuple[Des
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f0.append(_new(DescribeDelegationTokenOwner, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(DescribeDelegationTokenOwner, (f0s0, f0s1)),)
+        else:
+            items_f0: list[DescribeDelegationTokenOwner] = []
+            for _ in range(n):
+                f0_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f0.append(_new(DescribeDelegationTokenOwner, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     return _new(DescribeDelegationTokenRequest, (f0,)), pos
 
 
@@ -133,9 +158,8 @@ def _r_DescribeDelegationTokenRequest_v2(buf: memoryview, pos: int) -> tuple[Des
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[DescribeDelegationTokenOwner] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -148,9 +172,9 @@ def _r_DescribeDelegationTokenRequest_v2(buf: memoryview, pos: int) -> tuple[Des
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1: str
+            f0s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -163,14 +187,52 @@ def _r_DescribeDelegationTokenRequest_v2(buf: memoryview, pos: int) -> tuple[Des
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(DescribeDelegationTokenOwner, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(DescribeDelegationTokenOwner, (f0s0, f0s1)),)
+        else:
+            items_f0: list[DescribeDelegationTokenOwner] = []
+            for _ in range(n):
+                f0_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(DescribeDelegationTokenOwner, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -138,9 +138,8 @@ def _r_DescribeDelegationTokenResponse_v0(buf: memoryview, pos: int) -> tuple[De
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DescribedDelegationToken] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -149,9 +148,9 @@ def _r_DescribeDelegationTokenResponse_v0(buf: memoryview, pos: int) -> tuple[De
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: str
+            f1s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -160,11 +159,11 @@ def _r_DescribeDelegationTokenResponse_v0(buf: memoryview, pos: int) -> tuple[De
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_4, f1_5, f1_6 = _U_qqq(buf, pos)
+            f1s4, f1s5, f1s6 = _U_qqq(buf, pos)
             pos += 24
-            f1_7: str
+            f1s7: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -173,9 +172,9 @@ def _r_DescribeDelegationTokenResponse_v0(buf: memoryview, pos: int) -> tuple[De
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_7 = buf[pos:end].tobytes().decode()
+                f1s7 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_8: bytes
+            f1s8: bytes
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -184,9 +183,9 @@ def _r_DescribeDelegationTokenResponse_v0(buf: memoryview, pos: int) -> tuple[De
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f1_8 = bytes(buf[pos:end])
+                f1s8 = bytes(buf[pos:end])
                 pos = end
-            f1_9: tuple[DescribedDelegationTokenRenewer, ...]
+            f1s9: tuple[DescribedDelegationTokenRenewer, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -194,9 +193,8 @@ def _r_DescribeDelegationTokenResponse_v0(buf: memoryview, pos: int) -> tuple[De
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_9: list[DescribedDelegationTokenRenewer] = []
-                for _ in range(n):
-                    f1_9_0: str
+                if n == 1:
+                    f1s9s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -205,9 +203,9 @@ def _r_DescribeDelegationTokenResponse_v0(buf: memoryview, pos: int) -> tuple[De
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_9_0 = buf[pos:end].tobytes().decode()
+                        f1s9s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_9_1: str
+                    f1s9s1: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -216,12 +214,147 @@ def _r_DescribeDelegationTokenResponse_v0(buf: memoryview, pos: int) -> tuple[De
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_9_1 = buf[pos:end].tobytes().decode()
+                        f1s9s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f1_9.append(_new(DescribedDelegationTokenRenewer, (f1_9_0, f1_9_1)))
-                f1_9 = tuple(items_f1_9)
-            items_f1.append(_new(DescribedDelegationToken, (f1_0, f1_1, "", "", f1_4, f1_5, f1_6, f1_7, f1_8, f1_9)))
-        f1 = tuple(items_f1)
+                    f1s9 = (_new(DescribedDelegationTokenRenewer, (f1s9s0, f1s9s1)),)
+                else:
+                    items_f1s9: list[DescribedDelegationTokenRenewer] = []
+                    for _ in range(n):
+                        f1s9_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s9_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s9_1: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s9_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f1s9.append(_new(DescribedDelegationTokenRenewer, (f1s9_0, f1s9_1)))
+                    f1s9 = tuple(items_f1s9)
+            f1 = (_new(DescribedDelegationToken, (f1s0, f1s1, "", "", f1s4, f1s5, f1s6, f1s7, f1s8, f1s9)),)
+        else:
+            items_f1: list[DescribedDelegationToken] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_4, f1_5, f1_6 = _U_qqq(buf, pos)
+                pos += 24
+                f1_7: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TokenId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_7 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_8: bytes
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Hmac" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f1_8 = bytes(buf[pos:end])
+                    pos = end
+                f1_9: tuple[DescribedDelegationTokenRenewer, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Renewers" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_9s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_9s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_9s1: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_9s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_9 = (_new(DescribedDelegationTokenRenewer, (f1_9s0, f1_9s1)),)
+                    else:
+                        items_f1_9: list[DescribedDelegationTokenRenewer] = []
+                        for _ in range(n):
+                            f1_9_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_9_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_9_1: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_9_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f1_9.append(_new(DescribedDelegationTokenRenewer, (f1_9_0, f1_9_1)))
+                        f1_9 = tuple(items_f1_9)
+                items_f1.append(_new(DescribedDelegationToken, (f1_0, f1_1, "", "", f1_4, f1_5, f1_6, f1_7, f1_8, f1_9)))
+            f1 = tuple(items_f1)
     f2 = _U_i(buf, pos)[0]
     pos += 4
     return _new(DescribeDelegationTokenResponse, (f0, f1, f2)), pos
@@ -243,9 +376,8 @@ def _r_DescribeDelegationTokenResponse_v2(buf: memoryview, pos: int) -> tuple[De
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DescribedDelegationToken] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -258,9 +390,9 @@ def _r_DescribeDelegationTokenResponse_v2(buf: memoryview, pos: int) -> tuple[De
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: str
+            f1s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -273,11 +405,11 @@ def _r_DescribeDelegationTokenResponse_v2(buf: memoryview, pos: int) -> tuple[De
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_4, f1_5, f1_6 = _U_qqq(buf, pos)
+            f1s4, f1s5, f1s6 = _U_qqq(buf, pos)
             pos += 24
-            f1_7: str
+            f1s7: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -290,9 +422,9 @@ def _r_DescribeDelegationTokenResponse_v2(buf: memoryview, pos: int) -> tuple[De
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_7 = buf[pos:end].tobytes().decode()
+                f1s7 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_8: bytes
+            f1s8: bytes
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -305,9 +437,9 @@ def _r_DescribeDelegationTokenResponse_v2(buf: memoryview, pos: int) -> tuple[De
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f1_8 = bytes(buf[pos:end])
+                f1s8 = bytes(buf[pos:end])
                 pos = end
-            f1_9: tuple[DescribedDelegationTokenRenewer, ...]
+            f1s9: tuple[DescribedDelegationTokenRenewer, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -319,9 +451,8 @@ def _r_DescribeDelegationTokenResponse_v2(buf: memoryview, pos: int) -> tuple[De
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_9: list[DescribedDelegationTokenRenewer] = []
-                for _ in range(n):
-                    f1_9_0: str
+                if n == 1:
+                    f1s9s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -334,9 +465,9 @@ def _r_DescribeDelegationTokenResponse_v2(buf: memoryview, pos: int) -> tuple[De
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_9_0 = buf[pos:end].tobytes().decode()
+                        f1s9s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_9_1: str
+                    f1s9s1: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -349,20 +480,215 @@ def _r_DescribeDelegationTokenResponse_v2(buf: memoryview, pos: int) -> tuple[De
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_9_1 = buf[pos:end].tobytes().decode()
+                        f1s9s1 = buf[pos:end].tobytes().decode()
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f1_9.append(_new(DescribedDelegationTokenRenewer, (f1_9_0, f1_9_1)))
-                f1_9 = tuple(items_f1_9)
+                    f1s9 = (_new(DescribedDelegationTokenRenewer, (f1s9s0, f1s9s1)),)
+                else:
+                    items_f1s9: list[DescribedDelegationTokenRenewer] = []
+                    for _ in range(n):
+                        f1s9_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s9_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s9_1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s9_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f1s9.append(_new(DescribedDelegationTokenRenewer, (f1s9_0, f1s9_1)))
+                    f1s9 = tuple(items_f1s9)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(DescribedDelegationToken, (f1_0, f1_1, "", "", f1_4, f1_5, f1_6, f1_7, f1_8, f1_9)))
-        f1 = tuple(items_f1)
+            f1 = (_new(DescribedDelegationToken, (f1s0, f1s1, "", "", f1s4, f1s5, f1s6, f1s7, f1s8, f1s9)),)
+        else:
+            items_f1: list[DescribedDelegationToken] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_4, f1_5, f1_6 = _U_qqq(buf, pos)
+                pos += 24
+                f1_7: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TokenId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_7 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_8: bytes
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Hmac" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f1_8 = bytes(buf[pos:end])
+                    pos = end
+                f1_9: tuple[DescribedDelegationTokenRenewer, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Renewers" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_9s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_9s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_9s1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_9s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f1_9 = (_new(DescribedDelegationTokenRenewer, (f1_9s0, f1_9s1)),)
+                    else:
+                        items_f1_9: list[DescribedDelegationTokenRenewer] = []
+                        for _ in range(n):
+                            f1_9_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_9_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_9_1: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_9_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f1_9.append(_new(DescribedDelegationTokenRenewer, (f1_9_0, f1_9_1)))
+                        f1_9 = tuple(items_f1_9)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(DescribedDelegationToken, (f1_0, f1_1, "", "", f1_4, f1_5, f1_6, f1_7, f1_8, f1_9)))
+            f1 = tuple(items_f1)
     f2, tg = _U_iB(buf, pos)
     pos += 5
     if tg:
@@ -386,9 +712,8 @@ def _r_DescribeDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[De
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DescribedDelegationToken] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -401,9 +726,9 @@ def _r_DescribeDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[De
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: str
+            f1s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -416,9 +741,9 @@ def _r_DescribeDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[De
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2: str
+            f1s2: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -431,9 +756,9 @@ def _r_DescribeDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[De
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_2 = buf[pos:end].tobytes().decode()
+                f1s2 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_3: str
+            f1s3: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -446,11 +771,11 @@ def _r_DescribeDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[De
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_4, f1_5, f1_6 = _U_qqq(buf, pos)
+            f1s4, f1s5, f1s6 = _U_qqq(buf, pos)
             pos += 24
-            f1_7: str
+            f1s7: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -463,9 +788,9 @@ def _r_DescribeDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[De
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_7 = buf[pos:end].tobytes().decode()
+                f1s7 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_8: bytes
+            f1s8: bytes
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -478,9 +803,9 @@ def _r_DescribeDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[De
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f1_8 = bytes(buf[pos:end])
+                f1s8 = bytes(buf[pos:end])
                 pos = end
-            f1_9: tuple[DescribedDelegationTokenRenewer, ...]
+            f1s9: tuple[DescribedDelegationTokenRenewer, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -492,9 +817,8 @@ def _r_DescribeDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[De
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_9: list[DescribedDelegationTokenRenewer] = []
-                for _ in range(n):
-                    f1_9_0: str
+                if n == 1:
+                    f1s9s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -507,9 +831,9 @@ def _r_DescribeDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[De
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_9_0 = buf[pos:end].tobytes().decode()
+                        f1s9s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_9_1: str
+                    f1s9s1: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -522,20 +846,245 @@ def _r_DescribeDelegationTokenResponse_v3(buf: memoryview, pos: int) -> tuple[De
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_9_1 = buf[pos:end].tobytes().decode()
+                        f1s9s1 = buf[pos:end].tobytes().decode()
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f1_9.append(_new(DescribedDelegationTokenRenewer, (f1_9_0, f1_9_1)))
-                f1_9 = tuple(items_f1_9)
+                    f1s9 = (_new(DescribedDelegationTokenRenewer, (f1s9s0, f1s9s1)),)
+                else:
+                    items_f1s9: list[DescribedDelegationTokenRenewer] = []
+                    for _ in range(n):
+                        f1s9_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s9_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s9_1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s9_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f1s9.append(_new(DescribedDelegationTokenRenewer, (f1s9_0, f1s9_1)))
+                    f1s9 = tuple(items_f1s9)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(DescribedDelegationToken, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7, f1_8, f1_9)))
-        f1 = tuple(items_f1)
+            f1 = (_new(DescribedDelegationToken, (f1s0, f1s1, f1s2, f1s3, f1s4, f1s5, f1s6, f1s7, f1s8, f1s9)),)
+        else:
+            items_f1: list[DescribedDelegationToken] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TokenRequesterPrincipalType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_3: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TokenRequesterPrincipalName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_4, f1_5, f1_6 = _U_qqq(buf, pos)
+                pos += 24
+                f1_7: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TokenId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_7 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_8: bytes
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Hmac" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f1_8 = bytes(buf[pos:end])
+                    pos = end
+                f1_9: tuple[DescribedDelegationTokenRenewer, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Renewers" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_9s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_9s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_9s1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_9s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f1_9 = (_new(DescribedDelegationTokenRenewer, (f1_9s0, f1_9s1)),)
+                    else:
+                        items_f1_9: list[DescribedDelegationTokenRenewer] = []
+                        for _ in range(n):
+                            f1_9_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable PrincipalType" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_9_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_9_1: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable PrincipalName" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_9_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f1_9.append(_new(DescribedDelegationTokenRenewer, (f1_9_0, f1_9_1)))
+                        f1_9 = tuple(items_f1_9)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(DescribedDelegationToken, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7, f1_8, f1_9)))
+            f1 = tuple(items_f1)
     f2, tg = _U_iB(buf, pos)
     pos += 5
     if tg:

@@ -133,11 +133,10 @@ def _r_DescribeGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeGro
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DescribedGroup] = []
-        for _ in range(n):
-            f1_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_h(buf, pos)[0]
             pos += 2
-            f1_1: str
+            f1s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -146,9 +145,9 @@ def _r_DescribeGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2: str
+            f1s2: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -157,9 +156,9 @@ def _r_DescribeGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_2 = buf[pos:end].tobytes().decode()
+                f1s2 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_3: str
+            f1s3: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -168,9 +167,9 @@ def _r_DescribeGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_4: str
+            f1s4: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -179,9 +178,9 @@ def _r_DescribeGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_4 = buf[pos:end].tobytes().decode()
+                f1s4 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_5: tuple[DescribedGroupMember, ...]
+            f1s5: tuple[DescribedGroupMember, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -189,9 +188,8 @@ def _r_DescribeGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeGro
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_5: list[DescribedGroupMember] = []
-                for _ in range(n):
-                    f1_5_0: str
+                if n == 1:
+                    f1s5s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -200,9 +198,9 @@ def _r_DescribeGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_0 = buf[pos:end].tobytes().decode()
+                        f1s5s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_5_2: str
+                    f1s5s2: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -211,9 +209,9 @@ def _r_DescribeGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_2 = buf[pos:end].tobytes().decode()
+                        f1s5s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_5_3: str
+                    f1s5s3: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -222,9 +220,9 @@ def _r_DescribeGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_3 = buf[pos:end].tobytes().decode()
+                        f1s5s3 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_5_4: bytes
+                    f1s5s4: bytes
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -233,9 +231,9 @@ def _r_DescribeGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                        f1_5_4 = bytes(buf[pos:end])
+                        f1s5s4 = bytes(buf[pos:end])
                         pos = end
-                    f1_5_5: bytes
+                    f1s5s5: bytes
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -244,12 +242,246 @@ def _r_DescribeGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                        f1_5_5 = bytes(buf[pos:end])
+                        f1s5s5 = bytes(buf[pos:end])
                         pos = end
-                    items_f1_5.append(_new(DescribedGroupMember, (f1_5_0, None, f1_5_2, f1_5_3, f1_5_4, f1_5_5)))
-                f1_5 = tuple(items_f1_5)
-            items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, -2147483648)))
-        f1 = tuple(items_f1)
+                    f1s5 = (_new(DescribedGroupMember, (f1s5s0, None, f1s5s2, f1s5s3, f1s5s4, f1s5s5)),)
+                else:
+                    items_f1s5: list[DescribedGroupMember] = []
+                    for _ in range(n):
+                        f1s5_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s5_2: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s5_3: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s5_4: bytes
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1s5_4 = bytes(buf[pos:end])
+                            pos = end
+                        f1s5_5: bytes
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1s5_5 = bytes(buf[pos:end])
+                            pos = end
+                        items_f1s5.append(_new(DescribedGroupMember, (f1s5_0, None, f1s5_2, f1s5_3, f1s5_4, f1s5_5)))
+                    f1s5 = tuple(items_f1s5)
+            f1 = (_new(DescribedGroup, (f1s0, f1s1, f1s2, f1s3, f1s4, f1s5, -2147483648)),)
+        else:
+            items_f1: list[DescribedGroup] = []
+            for _ in range(n):
+                f1_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupState" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_3: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_4: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ProtocolData" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_5: tuple[DescribedGroupMember, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Members" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_5s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5s2: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5s3: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5s4: bytes
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1_5s4 = bytes(buf[pos:end])
+                            pos = end
+                        f1_5s5: bytes
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1_5s5 = bytes(buf[pos:end])
+                            pos = end
+                        f1_5 = (_new(DescribedGroupMember, (f1_5s0, None, f1_5s2, f1_5s3, f1_5s4, f1_5s5)),)
+                    else:
+                        items_f1_5: list[DescribedGroupMember] = []
+                        for _ in range(n):
+                            f1_5_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_5_2: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_5_3: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_3 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_5_4: bytes
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                                f1_5_4 = bytes(buf[pos:end])
+                                pos = end
+                            f1_5_5: bytes
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                                f1_5_5 = bytes(buf[pos:end])
+                                pos = end
+                            items_f1_5.append(_new(DescribedGroupMember, (f1_5_0, None, f1_5_2, f1_5_3, f1_5_4, f1_5_5)))
+                        f1_5 = tuple(items_f1_5)
+                items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, -2147483648)))
+            f1 = tuple(items_f1)
     return _new(DescribeGroupsResponse, (0, f1)), pos
 
 
@@ -265,11 +497,10 @@ def _r_DescribeGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeGro
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DescribedGroup] = []
-        for _ in range(n):
-            f1_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_h(buf, pos)[0]
             pos += 2
-            f1_1: str
+            f1s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -278,9 +509,9 @@ def _r_DescribeGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2: str
+            f1s2: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -289,9 +520,9 @@ def _r_DescribeGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_2 = buf[pos:end].tobytes().decode()
+                f1s2 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_3: str
+            f1s3: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -300,9 +531,9 @@ def _r_DescribeGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_4: str
+            f1s4: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -311,9 +542,9 @@ def _r_DescribeGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_4 = buf[pos:end].tobytes().decode()
+                f1s4 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_5: tuple[DescribedGroupMember, ...]
+            f1s5: tuple[DescribedGroupMember, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -321,9 +552,8 @@ def _r_DescribeGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeGro
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_5: list[DescribedGroupMember] = []
-                for _ in range(n):
-                    f1_5_0: str
+                if n == 1:
+                    f1s5s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -332,9 +562,9 @@ def _r_DescribeGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_0 = buf[pos:end].tobytes().decode()
+                        f1s5s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_5_2: str
+                    f1s5s2: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -343,9 +573,9 @@ def _r_DescribeGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_2 = buf[pos:end].tobytes().decode()
+                        f1s5s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_5_3: str
+                    f1s5s3: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -354,9 +584,9 @@ def _r_DescribeGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_3 = buf[pos:end].tobytes().decode()
+                        f1s5s3 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_5_4: bytes
+                    f1s5s4: bytes
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -365,9 +595,9 @@ def _r_DescribeGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                        f1_5_4 = bytes(buf[pos:end])
+                        f1s5s4 = bytes(buf[pos:end])
                         pos = end
-                    f1_5_5: bytes
+                    f1s5s5: bytes
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -376,12 +606,246 @@ def _r_DescribeGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                        f1_5_5 = bytes(buf[pos:end])
+                        f1s5s5 = bytes(buf[pos:end])
                         pos = end
-                    items_f1_5.append(_new(DescribedGroupMember, (f1_5_0, None, f1_5_2, f1_5_3, f1_5_4, f1_5_5)))
-                f1_5 = tuple(items_f1_5)
-            items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, -2147483648)))
-        f1 = tuple(items_f1)
+                    f1s5 = (_new(DescribedGroupMember, (f1s5s0, None, f1s5s2, f1s5s3, f1s5s4, f1s5s5)),)
+                else:
+                    items_f1s5: list[DescribedGroupMember] = []
+                    for _ in range(n):
+                        f1s5_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s5_2: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s5_3: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s5_4: bytes
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1s5_4 = bytes(buf[pos:end])
+                            pos = end
+                        f1s5_5: bytes
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1s5_5 = bytes(buf[pos:end])
+                            pos = end
+                        items_f1s5.append(_new(DescribedGroupMember, (f1s5_0, None, f1s5_2, f1s5_3, f1s5_4, f1s5_5)))
+                    f1s5 = tuple(items_f1s5)
+            f1 = (_new(DescribedGroup, (f1s0, f1s1, f1s2, f1s3, f1s4, f1s5, -2147483648)),)
+        else:
+            items_f1: list[DescribedGroup] = []
+            for _ in range(n):
+                f1_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupState" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_3: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_4: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ProtocolData" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_5: tuple[DescribedGroupMember, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Members" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_5s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5s2: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5s3: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5s4: bytes
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1_5s4 = bytes(buf[pos:end])
+                            pos = end
+                        f1_5s5: bytes
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1_5s5 = bytes(buf[pos:end])
+                            pos = end
+                        f1_5 = (_new(DescribedGroupMember, (f1_5s0, None, f1_5s2, f1_5s3, f1_5s4, f1_5s5)),)
+                    else:
+                        items_f1_5: list[DescribedGroupMember] = []
+                        for _ in range(n):
+                            f1_5_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_5_2: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_5_3: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_3 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_5_4: bytes
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                                f1_5_4 = bytes(buf[pos:end])
+                                pos = end
+                            f1_5_5: bytes
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                                f1_5_5 = bytes(buf[pos:end])
+                                pos = end
+                            items_f1_5.append(_new(DescribedGroupMember, (f1_5_0, None, f1_5_2, f1_5_3, f1_5_4, f1_5_5)))
+                        f1_5 = tuple(items_f1_5)
+                items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, -2147483648)))
+            f1 = tuple(items_f1)
     return _new(DescribeGroupsResponse, (f0, f1)), pos
 
 
@@ -397,11 +861,10 @@ def _r_DescribeGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeGro
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DescribedGroup] = []
-        for _ in range(n):
-            f1_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_h(buf, pos)[0]
             pos += 2
-            f1_1: str
+            f1s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -410,9 +873,9 @@ def _r_DescribeGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2: str
+            f1s2: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -421,9 +884,9 @@ def _r_DescribeGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_2 = buf[pos:end].tobytes().decode()
+                f1s2 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_3: str
+            f1s3: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -432,9 +895,9 @@ def _r_DescribeGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_4: str
+            f1s4: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -443,9 +906,9 @@ def _r_DescribeGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_4 = buf[pos:end].tobytes().decode()
+                f1s4 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_5: tuple[DescribedGroupMember, ...]
+            f1s5: tuple[DescribedGroupMember, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -453,9 +916,8 @@ def _r_DescribeGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeGro
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_5: list[DescribedGroupMember] = []
-                for _ in range(n):
-                    f1_5_0: str
+                if n == 1:
+                    f1s5s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -464,9 +926,9 @@ def _r_DescribeGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_0 = buf[pos:end].tobytes().decode()
+                        f1s5s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_5_2: str
+                    f1s5s2: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -475,9 +937,9 @@ def _r_DescribeGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_2 = buf[pos:end].tobytes().decode()
+                        f1s5s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_5_3: str
+                    f1s5s3: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -486,9 +948,9 @@ def _r_DescribeGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_3 = buf[pos:end].tobytes().decode()
+                        f1s5s3 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_5_4: bytes
+                    f1s5s4: bytes
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -497,9 +959,9 @@ def _r_DescribeGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                        f1_5_4 = bytes(buf[pos:end])
+                        f1s5s4 = bytes(buf[pos:end])
                         pos = end
-                    f1_5_5: bytes
+                    f1s5s5: bytes
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -508,14 +970,250 @@ def _r_DescribeGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                        f1_5_5 = bytes(buf[pos:end])
+                        f1s5s5 = bytes(buf[pos:end])
                         pos = end
-                    items_f1_5.append(_new(DescribedGroupMember, (f1_5_0, None, f1_5_2, f1_5_3, f1_5_4, f1_5_5)))
-                f1_5 = tuple(items_f1_5)
-            f1_6 = _U_i(buf, pos)[0]
+                    f1s5 = (_new(DescribedGroupMember, (f1s5s0, None, f1s5s2, f1s5s3, f1s5s4, f1s5s5)),)
+                else:
+                    items_f1s5: list[DescribedGroupMember] = []
+                    for _ in range(n):
+                        f1s5_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s5_2: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s5_3: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s5_4: bytes
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1s5_4 = bytes(buf[pos:end])
+                            pos = end
+                        f1s5_5: bytes
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1s5_5 = bytes(buf[pos:end])
+                            pos = end
+                        items_f1s5.append(_new(DescribedGroupMember, (f1s5_0, None, f1s5_2, f1s5_3, f1s5_4, f1s5_5)))
+                    f1s5 = tuple(items_f1s5)
+            f1s6 = _U_i(buf, pos)[0]
             pos += 4
-            items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6)))
-        f1 = tuple(items_f1)
+            f1 = (_new(DescribedGroup, (f1s0, f1s1, f1s2, f1s3, f1s4, f1s5, f1s6)),)
+        else:
+            items_f1: list[DescribedGroup] = []
+            for _ in range(n):
+                f1_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupState" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_3: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_4: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ProtocolData" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_5: tuple[DescribedGroupMember, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Members" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_5s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5s2: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5s3: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5s4: bytes
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1_5s4 = bytes(buf[pos:end])
+                            pos = end
+                        f1_5s5: bytes
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1_5s5 = bytes(buf[pos:end])
+                            pos = end
+                        f1_5 = (_new(DescribedGroupMember, (f1_5s0, None, f1_5s2, f1_5s3, f1_5s4, f1_5s5)),)
+                    else:
+                        items_f1_5: list[DescribedGroupMember] = []
+                        for _ in range(n):
+                            f1_5_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_5_2: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_5_3: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_3 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_5_4: bytes
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                                f1_5_4 = bytes(buf[pos:end])
+                                pos = end
+                            f1_5_5: bytes
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                                f1_5_5 = bytes(buf[pos:end])
+                                pos = end
+                            items_f1_5.append(_new(DescribedGroupMember, (f1_5_0, None, f1_5_2, f1_5_3, f1_5_4, f1_5_5)))
+                        f1_5 = tuple(items_f1_5)
+                f1_6 = _U_i(buf, pos)[0]
+                pos += 4
+                items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6)))
+            f1 = tuple(items_f1)
     return _new(DescribeGroupsResponse, (f0, f1)), pos
 
 
@@ -531,11 +1229,10 @@ def _r_DescribeGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeGro
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DescribedGroup] = []
-        for _ in range(n):
-            f1_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_h(buf, pos)[0]
             pos += 2
-            f1_1: str
+            f1s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -544,9 +1241,9 @@ def _r_DescribeGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2: str
+            f1s2: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -555,9 +1252,9 @@ def _r_DescribeGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_2 = buf[pos:end].tobytes().decode()
+                f1s2 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_3: str
+            f1s3: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -566,9 +1263,9 @@ def _r_DescribeGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_4: str
+            f1s4: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -577,9 +1274,9 @@ def _r_DescribeGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_4 = buf[pos:end].tobytes().decode()
+                f1s4 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_5: tuple[DescribedGroupMember, ...]
+            f1s5: tuple[DescribedGroupMember, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -587,9 +1284,8 @@ def _r_DescribeGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeGro
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_5: list[DescribedGroupMember] = []
-                for _ in range(n):
-                    f1_5_0: str
+                if n == 1:
+                    f1s5s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -598,22 +1294,22 @@ def _r_DescribeGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_0 = buf[pos:end].tobytes().decode()
+                        f1s5s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_5_1: str | None
+                    f1s5s1: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_5_1 = None
+                        f1s5s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_1 = buf[pos:end].tobytes().decode()
+                        f1s5s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_5_2: str
+                    f1s5s2: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -622,9 +1318,9 @@ def _r_DescribeGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_2 = buf[pos:end].tobytes().decode()
+                        f1s5s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_5_3: str
+                    f1s5s3: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -633,9 +1329,9 @@ def _r_DescribeGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_3 = buf[pos:end].tobytes().decode()
+                        f1s5s3 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_5_4: bytes
+                    f1s5s4: bytes
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -644,9 +1340,9 @@ def _r_DescribeGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                        f1_5_4 = bytes(buf[pos:end])
+                        f1s5s4 = bytes(buf[pos:end])
                         pos = end
-                    f1_5_5: bytes
+                    f1s5s5: bytes
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -655,14 +1351,289 @@ def _r_DescribeGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                        f1_5_5 = bytes(buf[pos:end])
+                        f1s5s5 = bytes(buf[pos:end])
                         pos = end
-                    items_f1_5.append(_new(DescribedGroupMember, (f1_5_0, f1_5_1, f1_5_2, f1_5_3, f1_5_4, f1_5_5)))
-                f1_5 = tuple(items_f1_5)
-            f1_6 = _U_i(buf, pos)[0]
+                    f1s5 = (_new(DescribedGroupMember, (f1s5s0, f1s5s1, f1s5s2, f1s5s3, f1s5s4, f1s5s5)),)
+                else:
+                    items_f1s5: list[DescribedGroupMember] = []
+                    for _ in range(n):
+                        f1s5_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s5_1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s5_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s5_2: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s5_3: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s5_4: bytes
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1s5_4 = bytes(buf[pos:end])
+                            pos = end
+                        f1s5_5: bytes
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1s5_5 = bytes(buf[pos:end])
+                            pos = end
+                        items_f1s5.append(_new(DescribedGroupMember, (f1s5_0, f1s5_1, f1s5_2, f1s5_3, f1s5_4, f1s5_5)))
+                    f1s5 = tuple(items_f1s5)
+            f1s6 = _U_i(buf, pos)[0]
             pos += 4
-            items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6)))
-        f1 = tuple(items_f1)
+            f1 = (_new(DescribedGroup, (f1s0, f1s1, f1s2, f1s3, f1s4, f1s5, f1s6)),)
+        else:
+            items_f1: list[DescribedGroup] = []
+            for _ in range(n):
+                f1_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupState" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_3: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_4: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ProtocolData" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_5: tuple[DescribedGroupMember, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Members" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_5s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5s1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_5s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5s2: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5s3: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5s4: bytes
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1_5s4 = bytes(buf[pos:end])
+                            pos = end
+                        f1_5s5: bytes
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1_5s5 = bytes(buf[pos:end])
+                            pos = end
+                        f1_5 = (_new(DescribedGroupMember, (f1_5s0, f1_5s1, f1_5s2, f1_5s3, f1_5s4, f1_5s5)),)
+                    else:
+                        items_f1_5: list[DescribedGroupMember] = []
+                        for _ in range(n):
+                            f1_5_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_5_1: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_5_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_5_2: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_5_3: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_3 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_5_4: bytes
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                                f1_5_4 = bytes(buf[pos:end])
+                                pos = end
+                            f1_5_5: bytes
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                                f1_5_5 = bytes(buf[pos:end])
+                                pos = end
+                            items_f1_5.append(_new(DescribedGroupMember, (f1_5_0, f1_5_1, f1_5_2, f1_5_3, f1_5_4, f1_5_5)))
+                        f1_5 = tuple(items_f1_5)
+                f1_6 = _U_i(buf, pos)[0]
+                pos += 4
+                items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6)))
+            f1 = tuple(items_f1)
     return _new(DescribeGroupsResponse, (f0, f1)), pos
 
 
@@ -682,11 +1653,10 @@ def _r_DescribeGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeGro
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DescribedGroup] = []
-        for _ in range(n):
-            f1_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_h(buf, pos)[0]
             pos += 2
-            f1_1: str
+            f1s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -699,9 +1669,9 @@ def _r_DescribeGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2: str
+            f1s2: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -714,9 +1684,9 @@ def _r_DescribeGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_2 = buf[pos:end].tobytes().decode()
+                f1s2 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_3: str
+            f1s3: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -729,9 +1699,9 @@ def _r_DescribeGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_4: str
+            f1s4: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -744,9 +1714,9 @@ def _r_DescribeGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeGro
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_4 = buf[pos:end].tobytes().decode()
+                f1s4 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_5: tuple[DescribedGroupMember, ...]
+            f1s5: tuple[DescribedGroupMember, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -758,9 +1728,8 @@ def _r_DescribeGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeGro
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_5: list[DescribedGroupMember] = []
-                for _ in range(n):
-                    f1_5_0: str
+                if n == 1:
+                    f1s5s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -773,9 +1742,9 @@ def _r_DescribeGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_0 = buf[pos:end].tobytes().decode()
+                        f1s5s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_5_1: str | None
+                    f1s5s1: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -785,14 +1754,14 @@ def _r_DescribeGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeGro
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_5_1 = None
+                        f1s5s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_1 = buf[pos:end].tobytes().decode()
+                        f1s5s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_5_2: str
+                    f1s5s2: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -805,9 +1774,9 @@ def _r_DescribeGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_2 = buf[pos:end].tobytes().decode()
+                        f1s5s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_5_3: str
+                    f1s5s3: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -820,9 +1789,9 @@ def _r_DescribeGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_3 = buf[pos:end].tobytes().decode()
+                        f1s5s3 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_5_4: bytes
+                    f1s5s4: bytes
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -835,9 +1804,9 @@ def _r_DescribeGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                        f1_5_4 = bytes(buf[pos:end])
+                        f1s5s4 = bytes(buf[pos:end])
                         pos = end
-                    f1_5_5: bytes
+                    f1s5s5: bytes
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -850,20 +1819,401 @@ def _r_DescribeGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[DescribeGro
                         end = pos + n
                         if end > blen:
                             raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                        f1_5_5 = bytes(buf[pos:end])
+                        f1s5s5 = bytes(buf[pos:end])
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f1_5.append(_new(DescribedGroupMember, (f1_5_0, f1_5_1, f1_5_2, f1_5_3, f1_5_4, f1_5_5)))
-                f1_5 = tuple(items_f1_5)
-            f1_6, tg = _U_iB(buf, pos)
+                    f1s5 = (_new(DescribedGroupMember, (f1s5s0, f1s5s1, f1s5s2, f1s5s3, f1s5s4, f1s5s5)),)
+                else:
+                    items_f1s5: list[DescribedGroupMember] = []
+                    for _ in range(n):
+                        f1s5_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s5_1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s5_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s5_2: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s5_3: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s5_4: bytes
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1s5_4 = bytes(buf[pos:end])
+                            pos = end
+                        f1s5_5: bytes
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1s5_5 = bytes(buf[pos:end])
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f1s5.append(_new(DescribedGroupMember, (f1s5_0, f1s5_1, f1s5_2, f1s5_3, f1s5_4, f1s5_5)))
+                    f1s5 = tuple(items_f1s5)
+            f1s6, tg = _U_iB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6)))
-        f1 = tuple(items_f1)
+            f1 = (_new(DescribedGroup, (f1s0, f1s1, f1s2, f1s3, f1s4, f1s5, f1s6)),)
+        else:
+            items_f1: list[DescribedGroup] = []
+            for _ in range(n):
+                f1_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupState" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_3: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_4: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ProtocolData" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_5: tuple[DescribedGroupMember, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Members" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_5s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5s1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_5s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5s2: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5s3: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5s4: bytes
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1_5s4 = bytes(buf[pos:end])
+                            pos = end
+                        f1_5s5: bytes
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                            f1_5s5 = bytes(buf[pos:end])
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f1_5 = (_new(DescribedGroupMember, (f1_5s0, f1_5s1, f1_5s2, f1_5s3, f1_5s4, f1_5s5)),)
+                    else:
+                        items_f1_5: list[DescribedGroupMember] = []
+                        for _ in range(n):
+                            f1_5_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_5_1: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_5_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_5_2: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ClientId" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_5_3: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ClientHost" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_3 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_5_4: bytes
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable MemberMetadata" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                                f1_5_4 = bytes(buf[pos:end])
+                                pos = end
+                            f1_5_5: bytes
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable MemberAssignment" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                                f1_5_5 = bytes(buf[pos:end])
+                                pos = end
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f1_5.append(_new(DescribedGroupMember, (f1_5_0, f1_5_1, f1_5_2, f1_5_3, f1_5_4, f1_5_5)))
+                        f1_5 = tuple(items_f1_5)
+                f1_6, tg = _U_iB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f1.append(_new(DescribedGroup, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

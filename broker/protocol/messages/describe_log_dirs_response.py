@@ -163,11 +163,10 @@ def _r_DescribeLogDirsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeLo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[DescribeLogDirsResult] = []
-        for _ in range(n):
-            f2_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f2s0 = _U_h(buf, pos)[0]
             pos += 2
-            f2_1: str
+            f2s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -176,9 +175,9 @@ def _r_DescribeLogDirsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeLo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_2: tuple[DescribeLogDirsTopic, ...]
+            f2s2: tuple[DescribeLogDirsTopic, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -186,9 +185,8 @@ def _r_DescribeLogDirsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeLo
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_2: list[DescribeLogDirsTopic] = []
-                for _ in range(n):
-                    f2_2_0: str
+                if n == 1:
+                    f2s2s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -197,9 +195,9 @@ def _r_DescribeLogDirsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeLo
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f2_2_0 = buf[pos:end].tobytes().decode()
+                        f2s2s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f2_2_1: tuple[DescribeLogDirsPartition, ...]
+                    f2s2s1: tuple[DescribeLogDirsPartition, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -210,12 +208,120 @@ def _r_DescribeLogDirsResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeLo
                         end = pos + 21 * n
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f2_2_1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqo(buf[pos:end])))
+                        f2s2s1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqo(buf[pos:end])))
                         pos = end
-                    items_f2_2.append(_new(DescribeLogDirsTopic, (f2_2_0, f2_2_1)))
-                f2_2 = tuple(items_f2_2)
-            items_f2.append(_new(DescribeLogDirsResult, (f2_0, f2_1, f2_2, -1, -1)))
-        f2 = tuple(items_f2)
+                    f2s2 = (_new(DescribeLogDirsTopic, (f2s2s0, f2s2s1)),)
+                else:
+                    items_f2s2: list[DescribeLogDirsTopic] = []
+                    for _ in range(n):
+                        f2s2_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2s2_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2s2_1: tuple[DescribeLogDirsPartition, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 21 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f2s2_1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqo(buf[pos:end])))
+                            pos = end
+                        items_f2s2.append(_new(DescribeLogDirsTopic, (f2s2_0, f2s2_1)))
+                    f2s2 = tuple(items_f2s2)
+            f2 = (_new(DescribeLogDirsResult, (f2s0, f2s1, f2s2, -1, -1)),)
+        else:
+            items_f2: list[DescribeLogDirsResult] = []
+            for _ in range(n):
+                f2_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f2_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable LogDir" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_2: tuple[DescribeLogDirsTopic, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topics" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_2s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2_2s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2_2s1: tuple[DescribeLogDirsPartition, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 21 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f2_2s1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqo(buf[pos:end])))
+                            pos = end
+                        f2_2 = (_new(DescribeLogDirsTopic, (f2_2s0, f2_2s1)),)
+                    else:
+                        items_f2_2: list[DescribeLogDirsTopic] = []
+                        for _ in range(n):
+                            f2_2_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f2_2_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f2_2_1: tuple[DescribeLogDirsPartition, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 21 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f2_2_1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqo(buf[pos:end])))
+                                pos = end
+                            items_f2_2.append(_new(DescribeLogDirsTopic, (f2_2_0, f2_2_1)))
+                        f2_2 = tuple(items_f2_2)
+                items_f2.append(_new(DescribeLogDirsResult, (f2_0, f2_1, f2_2, -1, -1)))
+            f2 = tuple(items_f2)
     return _new(DescribeLogDirsResponse, (f0, 0, f2)), pos
 
 
@@ -243,11 +349,10 @@ def _r_DescribeLogDirsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeLo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[DescribeLogDirsResult] = []
-        for _ in range(n):
-            f2_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f2s0 = _U_h(buf, pos)[0]
             pos += 2
-            f2_1: str
+            f2s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -260,9 +365,9 @@ def _r_DescribeLogDirsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeLo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_2: tuple[DescribeLogDirsTopic, ...]
+            f2s2: tuple[DescribeLogDirsTopic, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -274,9 +379,8 @@ def _r_DescribeLogDirsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeLo
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_2: list[DescribeLogDirsTopic] = []
-                for _ in range(n):
-                    f2_2_0: str
+                if n == 1:
+                    f2s2s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -289,9 +393,9 @@ def _r_DescribeLogDirsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeLo
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f2_2_0 = buf[pos:end].tobytes().decode()
+                        f2s2s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f2_2_1: tuple[DescribeLogDirsPartition, ...]
+                    f2s2s1: tuple[DescribeLogDirsPartition, ...]
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -307,26 +411,203 @@ def _r_DescribeLogDirsResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeLo
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         if buf[pos + 21 : end : 22].tobytes().count(0) == n:
-                            f2_2_1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
+                            f2s2s1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
                             pos = end
                         else:
-                            items_f2_2_1: list[DescribeLogDirsPartition] = []
+                            items_f2s2s1: list[DescribeLogDirsPartition] = []
                             for _ in range(n):
-                                item_f2_2_1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
-                                items_f2_2_1.append(item_f2_2_1)
-                            f2_2_1 = tuple(items_f2_2_1)
+                                item_f2s2s1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
+                                items_f2s2s1.append(item_f2s2s1)
+                            f2s2s1 = tuple(items_f2s2s1)
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f2_2.append(_new(DescribeLogDirsTopic, (f2_2_0, f2_2_1)))
-                f2_2 = tuple(items_f2_2)
+                    f2s2 = (_new(DescribeLogDirsTopic, (f2s2s0, f2s2s1)),)
+                else:
+                    items_f2s2: list[DescribeLogDirsTopic] = []
+                    for _ in range(n):
+                        f2s2_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2s2_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2s2_1: tuple[DescribeLogDirsPartition, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 22 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 21 : end : 22].tobytes().count(0) == n:
+                                f2s2_1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f2s2_1: list[DescribeLogDirsPartition] = []
+                                for _ in range(n):
+                                    item_f2s2_1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
+                                    items_f2s2_1.append(item_f2s2_1)
+                                f2s2_1 = tuple(items_f2s2_1)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f2s2.append(_new(DescribeLogDirsTopic, (f2s2_0, f2s2_1)))
+                    f2s2 = tuple(items_f2s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(DescribeLogDirsResult, (f2_0, f2_1, f2_2, -1, -1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(DescribeLogDirsResult, (f2s0, f2s1, f2s2, -1, -1)),)
+        else:
+            items_f2: list[DescribeLogDirsResult] = []
+            for _ in range(n):
+                f2_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f2_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable LogDir" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_2: tuple[DescribeLogDirsTopic, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topics" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_2s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2_2s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2_2s1: tuple[DescribeLogDirsPartition, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 22 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 21 : end : 22].tobytes().count(0) == n:
+                                f2_2s1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f2_2s1: list[DescribeLogDirsPartition] = []
+                                for _ in range(n):
+                                    item_f2_2s1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
+                                    items_f2_2s1.append(item_f2_2s1)
+                                f2_2s1 = tuple(items_f2_2s1)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f2_2 = (_new(DescribeLogDirsTopic, (f2_2s0, f2_2s1)),)
+                    else:
+                        items_f2_2: list[DescribeLogDirsTopic] = []
+                        for _ in range(n):
+                            f2_2_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f2_2_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f2_2_1: tuple[DescribeLogDirsPartition, ...]
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 22 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                if buf[pos + 21 : end : 22].tobytes().count(0) == n:
+                                    f2_2_1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
+                                    pos = end
+                                else:
+                                    items_f2_2_1: list[DescribeLogDirsPartition] = []
+                                    for _ in range(n):
+                                        item_f2_2_1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
+                                        items_f2_2_1.append(item_f2_2_1)
+                                    f2_2_1 = tuple(items_f2_2_1)
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f2_2.append(_new(DescribeLogDirsTopic, (f2_2_0, f2_2_1)))
+                        f2_2 = tuple(items_f2_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(DescribeLogDirsResult, (f2_0, f2_1, f2_2, -1, -1)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -350,11 +631,10 @@ def _r_DescribeLogDirsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeLo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[DescribeLogDirsResult] = []
-        for _ in range(n):
-            f2_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f2s0 = _U_h(buf, pos)[0]
             pos += 2
-            f2_1: str
+            f2s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -367,9 +647,9 @@ def _r_DescribeLogDirsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeLo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_2: tuple[DescribeLogDirsTopic, ...]
+            f2s2: tuple[DescribeLogDirsTopic, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -381,9 +661,8 @@ def _r_DescribeLogDirsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeLo
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_2: list[DescribeLogDirsTopic] = []
-                for _ in range(n):
-                    f2_2_0: str
+                if n == 1:
+                    f2s2s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -396,9 +675,9 @@ def _r_DescribeLogDirsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeLo
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f2_2_0 = buf[pos:end].tobytes().decode()
+                        f2s2s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f2_2_1: tuple[DescribeLogDirsPartition, ...]
+                    f2s2s1: tuple[DescribeLogDirsPartition, ...]
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -414,26 +693,203 @@ def _r_DescribeLogDirsResponse_v3(buf: memoryview, pos: int) -> tuple[DescribeLo
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         if buf[pos + 21 : end : 22].tobytes().count(0) == n:
-                            f2_2_1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
+                            f2s2s1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
                             pos = end
                         else:
-                            items_f2_2_1: list[DescribeLogDirsPartition] = []
+                            items_f2s2s1: list[DescribeLogDirsPartition] = []
                             for _ in range(n):
-                                item_f2_2_1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
-                                items_f2_2_1.append(item_f2_2_1)
-                            f2_2_1 = tuple(items_f2_2_1)
+                                item_f2s2s1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
+                                items_f2s2s1.append(item_f2s2s1)
+                            f2s2s1 = tuple(items_f2s2s1)
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f2_2.append(_new(DescribeLogDirsTopic, (f2_2_0, f2_2_1)))
-                f2_2 = tuple(items_f2_2)
+                    f2s2 = (_new(DescribeLogDirsTopic, (f2s2s0, f2s2s1)),)
+                else:
+                    items_f2s2: list[DescribeLogDirsTopic] = []
+                    for _ in range(n):
+                        f2s2_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2s2_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2s2_1: tuple[DescribeLogDirsPartition, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 22 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 21 : end : 22].tobytes().count(0) == n:
+                                f2s2_1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f2s2_1: list[DescribeLogDirsPartition] = []
+                                for _ in range(n):
+                                    item_f2s2_1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
+                                    items_f2s2_1.append(item_f2s2_1)
+                                f2s2_1 = tuple(items_f2s2_1)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f2s2.append(_new(DescribeLogDirsTopic, (f2s2_0, f2s2_1)))
+                    f2s2 = tuple(items_f2s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(DescribeLogDirsResult, (f2_0, f2_1, f2_2, -1, -1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(DescribeLogDirsResult, (f2s0, f2s1, f2s2, -1, -1)),)
+        else:
+            items_f2: list[DescribeLogDirsResult] = []
+            for _ in range(n):
+                f2_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f2_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable LogDir" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_2: tuple[DescribeLogDirsTopic, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topics" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_2s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2_2s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2_2s1: tuple[DescribeLogDirsPartition, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 22 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 21 : end : 22].tobytes().count(0) == n:
+                                f2_2s1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f2_2s1: list[DescribeLogDirsPartition] = []
+                                for _ in range(n):
+                                    item_f2_2s1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
+                                    items_f2_2s1.append(item_f2_2s1)
+                                f2_2s1 = tuple(items_f2_2s1)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f2_2 = (_new(DescribeLogDirsTopic, (f2_2s0, f2_2s1)),)
+                    else:
+                        items_f2_2: list[DescribeLogDirsTopic] = []
+                        for _ in range(n):
+                            f2_2_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f2_2_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f2_2_1: tuple[DescribeLogDirsPartition, ...]
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 22 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                if buf[pos + 21 : end : 22].tobytes().count(0) == n:
+                                    f2_2_1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
+                                    pos = end
+                                else:
+                                    items_f2_2_1: list[DescribeLogDirsPartition] = []
+                                    for _ in range(n):
+                                        item_f2_2_1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
+                                        items_f2_2_1.append(item_f2_2_1)
+                                    f2_2_1 = tuple(items_f2_2_1)
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f2_2.append(_new(DescribeLogDirsTopic, (f2_2_0, f2_2_1)))
+                        f2_2 = tuple(items_f2_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(DescribeLogDirsResult, (f2_0, f2_1, f2_2, -1, -1)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -457,11 +913,10 @@ def _r_DescribeLogDirsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeLo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[DescribeLogDirsResult] = []
-        for _ in range(n):
-            f2_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f2s0 = _U_h(buf, pos)[0]
             pos += 2
-            f2_1: str
+            f2s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -474,9 +929,9 @@ def _r_DescribeLogDirsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeLo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_2: tuple[DescribeLogDirsTopic, ...]
+            f2s2: tuple[DescribeLogDirsTopic, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -488,9 +943,8 @@ def _r_DescribeLogDirsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeLo
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_2: list[DescribeLogDirsTopic] = []
-                for _ in range(n):
-                    f2_2_0: str
+                if n == 1:
+                    f2s2s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -503,9 +957,9 @@ def _r_DescribeLogDirsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeLo
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f2_2_0 = buf[pos:end].tobytes().decode()
+                        f2s2s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f2_2_1: tuple[DescribeLogDirsPartition, ...]
+                    f2s2s1: tuple[DescribeLogDirsPartition, ...]
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -521,26 +975,203 @@ def _r_DescribeLogDirsResponse_v4(buf: memoryview, pos: int) -> tuple[DescribeLo
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         if buf[pos + 21 : end : 22].tobytes().count(0) == n:
-                            f2_2_1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
+                            f2s2s1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
                             pos = end
                         else:
-                            items_f2_2_1: list[DescribeLogDirsPartition] = []
+                            items_f2s2s1: list[DescribeLogDirsPartition] = []
                             for _ in range(n):
-                                item_f2_2_1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
-                                items_f2_2_1.append(item_f2_2_1)
-                            f2_2_1 = tuple(items_f2_2_1)
+                                item_f2s2s1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
+                                items_f2s2s1.append(item_f2s2s1)
+                            f2s2s1 = tuple(items_f2s2s1)
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f2_2.append(_new(DescribeLogDirsTopic, (f2_2_0, f2_2_1)))
-                f2_2 = tuple(items_f2_2)
-            f2_3, f2_4, tg = _U_qqB(buf, pos)
+                    f2s2 = (_new(DescribeLogDirsTopic, (f2s2s0, f2s2s1)),)
+                else:
+                    items_f2s2: list[DescribeLogDirsTopic] = []
+                    for _ in range(n):
+                        f2s2_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2s2_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2s2_1: tuple[DescribeLogDirsPartition, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 22 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 21 : end : 22].tobytes().count(0) == n:
+                                f2s2_1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f2s2_1: list[DescribeLogDirsPartition] = []
+                                for _ in range(n):
+                                    item_f2s2_1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
+                                    items_f2s2_1.append(item_f2s2_1)
+                                f2s2_1 = tuple(items_f2s2_1)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f2s2.append(_new(DescribeLogDirsTopic, (f2s2_0, f2s2_1)))
+                    f2s2 = tuple(items_f2s2)
+            f2s3, f2s4, tg = _U_qqB(buf, pos)
             pos += 17
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f2.append(_new(DescribeLogDirsResult, (f2_0, f2_1, f2_2, f2_3, f2_4)))
-        f2 = tuple(items_f2)
+            f2 = (_new(DescribeLogDirsResult, (f2s0, f2s1, f2s2, f2s3, f2s4)),)
+        else:
+            items_f2: list[DescribeLogDirsResult] = []
+            for _ in range(n):
+                f2_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f2_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable LogDir" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_2: tuple[DescribeLogDirsTopic, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topics" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_2s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2_2s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2_2s1: tuple[DescribeLogDirsPartition, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 22 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 21 : end : 22].tobytes().count(0) == n:
+                                f2_2s1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f2_2s1: list[DescribeLogDirsPartition] = []
+                                for _ in range(n):
+                                    item_f2_2s1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
+                                    items_f2_2s1.append(item_f2_2s1)
+                                f2_2s1 = tuple(items_f2_2s1)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f2_2 = (_new(DescribeLogDirsTopic, (f2_2s0, f2_2s1)),)
+                    else:
+                        items_f2_2: list[DescribeLogDirsTopic] = []
+                        for _ in range(n):
+                            f2_2_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f2_2_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f2_2_1: tuple[DescribeLogDirsPartition, ...]
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 22 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                if buf[pos + 21 : end : 22].tobytes().count(0) == n:
+                                    f2_2_1 = tuple(map(_new, _repeat(DescribeLogDirsPartition, n), _IU_iqqox(buf[pos:end])))
+                                    pos = end
+                                else:
+                                    items_f2_2_1: list[DescribeLogDirsPartition] = []
+                                    for _ in range(n):
+                                        item_f2_2_1, pos = _r_DescribeLogDirsPartition_v2(buf, pos)
+                                        items_f2_2_1.append(item_f2_2_1)
+                                    f2_2_1 = tuple(items_f2_2_1)
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f2_2.append(_new(DescribeLogDirsTopic, (f2_2_0, f2_2_1)))
+                        f2_2 = tuple(items_f2_2)
+                f2_3, f2_4, tg = _U_qqB(buf, pos)
+                pos += 17
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f2.append(_new(DescribeLogDirsResult, (f2_0, f2_1, f2_2, f2_3, f2_4)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -12,7 +12,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -28,7 +28,7 @@ __all__ = [
 
 _new = tuple.__new__
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 
 
 class _TopicRequestFields(_NamedTuple):
@@ -88,9 +88,8 @@ def _r_DescribeProducersRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeP
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[TopicRequest] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -103,12 +102,12 @@ def _r_DescribeProducersRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeP
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1: tuple[int, ...]
+            f0s1: tuple[int, ...]
             n = buf[pos]
             try:
-                f0_1 = _AC_i[n](buf, pos)
+                f0s1 = _AC_i[n](buf, pos)
                 pos += 4 * n - 3
             except KeyError:
                 n = buf[pos]
@@ -122,14 +121,56 @@ def _r_DescribeProducersRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeP
                 else:
                     if n > blen - pos:
                         raise DecodeError("array length %d exceeds remaining bytes" % n)
-                    f0_1 = _A_i[n].unpack_from(buf, pos)
+                    f0s1 = _A_i[n].unpack_from(buf, pos)
                     pos += 4 * n
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(TopicRequest, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(TopicRequest, (f0s0, f0s1)),)
+        else:
+            items_f0: list[TopicRequest] = []
+            for _ in range(n):
+                f0_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1: tuple[int, ...]
+                n = buf[pos]
+                try:
+                    f0_1 = _AC_i[n](buf, pos)
+                    pos += 4 * n - 3
+                except KeyError:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f0_1 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(TopicRequest, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -166,9 +166,8 @@ def _r_DescribeProducersResponse_v0(buf: memoryview, pos: int) -> tuple[Describe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[TopicResponse] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -181,9 +180,9 @@ def _r_DescribeProducersResponse_v0(buf: memoryview, pos: int) -> tuple[Describe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[PartitionResponse, ...]
+            f1s1: tuple[PartitionResponse, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -195,11 +194,10 @@ def _r_DescribeProducersResponse_v0(buf: memoryview, pos: int) -> tuple[Describe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_1: list[PartitionResponse] = []
-                for _ in range(n):
-                    f1_1_0, f1_1_1 = _U_ih(buf, pos)
+                if n == 1:
+                    f1s1s0, f1s1s1 = _U_ih(buf, pos)
                     pos += 6
-                    f1_1_2: str | None
+                    f1s1s2: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -209,14 +207,14 @@ def _r_DescribeProducersResponse_v0(buf: memoryview, pos: int) -> tuple[Describe
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_1_2 = None
+                        f1s1s2 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_1_2 = buf[pos:end].tobytes().decode()
+                        f1s1s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_1_3: tuple[ProducerState, ...]
+                    f1s1s3: tuple[ProducerState, ...]
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -232,26 +230,213 @@ def _r_DescribeProducersResponse_v0(buf: memoryview, pos: int) -> tuple[Describe
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         if buf[pos + 36 : end : 37].tobytes().count(0) == n:
-                            f1_1_3 = tuple(map(_new, _repeat(ProducerState, n), _IU_qiiqiqx(buf[pos:end])))
+                            f1s1s3 = tuple(map(_new, _repeat(ProducerState, n), _IU_qiiqiqx(buf[pos:end])))
                             pos = end
                         else:
-                            items_f1_1_3: list[ProducerState] = []
+                            items_f1s1s3: list[ProducerState] = []
                             for _ in range(n):
-                                item_f1_1_3, pos = _r_ProducerState_v0(buf, pos)
-                                items_f1_1_3.append(item_f1_1_3)
-                            f1_1_3 = tuple(items_f1_1_3)
+                                item_f1s1s3, pos = _r_ProducerState_v0(buf, pos)
+                                items_f1s1s3.append(item_f1s1s3)
+                            f1s1s3 = tuple(items_f1s1s3)
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f1_1.append(_new(PartitionResponse, (f1_1_0, f1_1_1, f1_1_2, f1_1_3)))
-                f1_1 = tuple(items_f1_1)
+                    f1s1 = (_new(PartitionResponse, (f1s1s0, f1s1s1, f1s1s2, f1s1s3)),)
+                else:
+                    items_f1s1: list[PartitionResponse] = []
+                    for _ in range(n):
+                        f1s1_0, f1s1_1 = _U_ih(buf, pos)
+                        pos += 6
+                        f1s1_2: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s1_2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s1_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s1_3: tuple[ProducerState, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ActiveProducers" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 37 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 36 : end : 37].tobytes().count(0) == n:
+                                f1s1_3 = tuple(map(_new, _repeat(ProducerState, n), _IU_qiiqiqx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f1s1_3: list[ProducerState] = []
+                                for _ in range(n):
+                                    item_f1s1_3, pos = _r_ProducerState_v0(buf, pos)
+                                    items_f1s1_3.append(item_f1s1_3)
+                                f1s1_3 = tuple(items_f1s1_3)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f1s1.append(_new(PartitionResponse, (f1s1_0, f1s1_1, f1s1_2, f1s1_3)))
+                    f1s1 = tuple(items_f1s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(TopicResponse, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(TopicResponse, (f1s0, f1s1)),)
+        else:
+            items_f1: list[TopicResponse] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[PartitionResponse, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_1s0, f1_1s1 = _U_ih(buf, pos)
+                        pos += 6
+                        f1_1s2: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_1s2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_1s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_1s3: tuple[ProducerState, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ActiveProducers" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 37 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 36 : end : 37].tobytes().count(0) == n:
+                                f1_1s3 = tuple(map(_new, _repeat(ProducerState, n), _IU_qiiqiqx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f1_1s3: list[ProducerState] = []
+                                for _ in range(n):
+                                    item_f1_1s3, pos = _r_ProducerState_v0(buf, pos)
+                                    items_f1_1s3.append(item_f1_1s3)
+                                f1_1s3 = tuple(items_f1_1s3)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f1_1 = (_new(PartitionResponse, (f1_1s0, f1_1s1, f1_1s2, f1_1s3)),)
+                    else:
+                        items_f1_1: list[PartitionResponse] = []
+                        for _ in range(n):
+                            f1_1_0, f1_1_1 = _U_ih(buf, pos)
+                            pos += 6
+                            f1_1_2: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_1_2 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_1_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_1_3: tuple[ProducerState, ...]
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ActiveProducers" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 37 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                if buf[pos + 36 : end : 37].tobytes().count(0) == n:
+                                    f1_1_3 = tuple(map(_new, _repeat(ProducerState, n), _IU_qiiqiqx(buf[pos:end])))
+                                    pos = end
+                                else:
+                                    items_f1_1_3: list[ProducerState] = []
+                                    for _ in range(n):
+                                        item_f1_1_3, pos = _r_ProducerState_v0(buf, pos)
+                                        items_f1_1_3.append(item_f1_1_3)
+                                    f1_1_3 = tuple(items_f1_1_3)
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f1_1.append(_new(PartitionResponse, (f1_1_0, f1_1_1, f1_1_2, f1_1_3)))
+                        f1_1 = tuple(items_f1_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(TopicResponse, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -119,9 +119,8 @@ def _r_DescribeQuorumRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeQuor
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[TopicData] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -134,9 +133,9 @@ def _r_DescribeQuorumRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeQuor
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1: tuple[PartitionData, ...]
+            f0s1: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -152,20 +151,67 @@ def _r_DescribeQuorumRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeQuor
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 4 : end : 5].tobytes().count(0) == n:
-                    f0_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ix(buf[pos:end])))
+                    f0s1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ix(buf[pos:end])))
                     pos = end
                 else:
-                    items_f0_1: list[PartitionData] = []
+                    items_f0s1: list[PartitionData] = []
                     for _ in range(n):
-                        item_f0_1, pos = _r_PartitionData_v0(buf, pos)
-                        items_f0_1.append(item_f0_1)
-                    f0_1 = tuple(items_f0_1)
+                        item_f0s1, pos = _r_PartitionData_v0(buf, pos)
+                        items_f0s1.append(item_f0s1)
+                    f0s1 = tuple(items_f0s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(TopicData, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(TopicData, (f0s0, f0s1)),)
+        else:
+            items_f0: list[TopicData] = []
+            for _ in range(n):
+                f0_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 5 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 4 : end : 5].tobytes().count(0) == n:
+                        f0_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ix(buf[pos:end])))
+                        pos = end
+                    else:
+                        items_f0_1: list[PartitionData] = []
+                        for _ in range(n):
+                            item_f0_1, pos = _r_PartitionData_v0(buf, pos)
+                            items_f0_1.append(item_f0_1)
+                        f0_1 = tuple(items_f0_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(TopicData, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -246,9 +246,8 @@ def _r_DescribeQuorumResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeQuo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[TopicData] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -261,9 +260,9 @@ def _r_DescribeQuorumResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeQuo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[PartitionData, ...]
+            f2s1: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -275,11 +274,10 @@ def _r_DescribeQuorumResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeQuo
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_1: list[PartitionData] = []
-                for _ in range(n):
-                    f2_1_0, f2_1_1, f2_1_3, f2_1_4, f2_1_5 = _U_ihiiq(buf, pos)
+                if n == 1:
+                    f2s1s0, f2s1s1, f2s1s3, f2s1s4, f2s1s5 = _U_ihiiq(buf, pos)
                     pos += 22
-                    f2_1_6: tuple[ReplicaState, ...]
+                    f2s1s6: tuple[ReplicaState, ...]
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -295,15 +293,15 @@ def _r_DescribeQuorumResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeQuo
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         if buf[pos + 12 : end : 13].tobytes().count(0) == n:
-                            f2_1_6 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, -1, -1)) for a0, a2 in _IU_iqx(buf[pos:end])])
+                            f2s1s6 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, -1, -1)) for a0, a2 in _IU_iqx(buf[pos:end])])
                             pos = end
                         else:
-                            items_f2_1_6: list[ReplicaState] = []
+                            items_f2s1s6: list[ReplicaState] = []
                             for _ in range(n):
-                                item_f2_1_6, pos = _r_ReplicaState_v0(buf, pos)
-                                items_f2_1_6.append(item_f2_1_6)
-                            f2_1_6 = tuple(items_f2_1_6)
-                    f2_1_7: tuple[ReplicaState, ...]
+                                item_f2s1s6, pos = _r_ReplicaState_v0(buf, pos)
+                                items_f2s1s6.append(item_f2s1s6)
+                            f2s1s6 = tuple(items_f2s1s6)
+                    f2s1s7: tuple[ReplicaState, ...]
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -319,26 +317,234 @@ def _r_DescribeQuorumResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeQuo
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         if buf[pos + 12 : end : 13].tobytes().count(0) == n:
-                            f2_1_7 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, -1, -1)) for a0, a2 in _IU_iqx(buf[pos:end])])
+                            f2s1s7 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, -1, -1)) for a0, a2 in _IU_iqx(buf[pos:end])])
                             pos = end
                         else:
-                            items_f2_1_7: list[ReplicaState] = []
+                            items_f2s1s7: list[ReplicaState] = []
                             for _ in range(n):
-                                item_f2_1_7, pos = _r_ReplicaState_v0(buf, pos)
-                                items_f2_1_7.append(item_f2_1_7)
-                            f2_1_7 = tuple(items_f2_1_7)
+                                item_f2s1s7, pos = _r_ReplicaState_v0(buf, pos)
+                                items_f2s1s7.append(item_f2s1s7)
+                            f2s1s7 = tuple(items_f2s1s7)
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f2_1.append(_new(PartitionData, (f2_1_0, f2_1_1, "", f2_1_3, f2_1_4, f2_1_5, f2_1_6, f2_1_7)))
-                f2_1 = tuple(items_f2_1)
+                    f2s1 = (_new(PartitionData, (f2s1s0, f2s1s1, "", f2s1s3, f2s1s4, f2s1s5, f2s1s6, f2s1s7)),)
+                else:
+                    items_f2s1: list[PartitionData] = []
+                    for _ in range(n):
+                        f2s1_0, f2s1_1, f2s1_3, f2s1_4, f2s1_5 = _U_ihiiq(buf, pos)
+                        pos += 22
+                        f2s1_6: tuple[ReplicaState, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable CurrentVoters" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 13 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 12 : end : 13].tobytes().count(0) == n:
+                                f2s1_6 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, -1, -1)) for a0, a2 in _IU_iqx(buf[pos:end])])
+                                pos = end
+                            else:
+                                items_f2s1_6: list[ReplicaState] = []
+                                for _ in range(n):
+                                    item_f2s1_6, pos = _r_ReplicaState_v0(buf, pos)
+                                    items_f2s1_6.append(item_f2s1_6)
+                                f2s1_6 = tuple(items_f2s1_6)
+                        f2s1_7: tuple[ReplicaState, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Observers" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 13 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 12 : end : 13].tobytes().count(0) == n:
+                                f2s1_7 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, -1, -1)) for a0, a2 in _IU_iqx(buf[pos:end])])
+                                pos = end
+                            else:
+                                items_f2s1_7: list[ReplicaState] = []
+                                for _ in range(n):
+                                    item_f2s1_7, pos = _r_ReplicaState_v0(buf, pos)
+                                    items_f2s1_7.append(item_f2s1_7)
+                                f2s1_7 = tuple(items_f2s1_7)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f2s1.append(_new(PartitionData, (f2s1_0, f2s1_1, "", f2s1_3, f2s1_4, f2s1_5, f2s1_6, f2s1_7)))
+                    f2s1 = tuple(items_f2s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(TopicData, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(TopicData, (f2s0, f2s1)),)
+        else:
+            items_f2: list[TopicData] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_1s0, f2_1s1, f2_1s3, f2_1s4, f2_1s5 = _U_ihiiq(buf, pos)
+                        pos += 22
+                        f2_1s6: tuple[ReplicaState, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable CurrentVoters" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 13 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 12 : end : 13].tobytes().count(0) == n:
+                                f2_1s6 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, -1, -1)) for a0, a2 in _IU_iqx(buf[pos:end])])
+                                pos = end
+                            else:
+                                items_f2_1s6: list[ReplicaState] = []
+                                for _ in range(n):
+                                    item_f2_1s6, pos = _r_ReplicaState_v0(buf, pos)
+                                    items_f2_1s6.append(item_f2_1s6)
+                                f2_1s6 = tuple(items_f2_1s6)
+                        f2_1s7: tuple[ReplicaState, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Observers" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 13 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 12 : end : 13].tobytes().count(0) == n:
+                                f2_1s7 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, -1, -1)) for a0, a2 in _IU_iqx(buf[pos:end])])
+                                pos = end
+                            else:
+                                items_f2_1s7: list[ReplicaState] = []
+                                for _ in range(n):
+                                    item_f2_1s7, pos = _r_ReplicaState_v0(buf, pos)
+                                    items_f2_1s7.append(item_f2_1s7)
+                                f2_1s7 = tuple(items_f2_1s7)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f2_1 = (_new(PartitionData, (f2_1s0, f2_1s1, "", f2_1s3, f2_1s4, f2_1s5, f2_1s6, f2_1s7)),)
+                    else:
+                        items_f2_1: list[PartitionData] = []
+                        for _ in range(n):
+                            f2_1_0, f2_1_1, f2_1_3, f2_1_4, f2_1_5 = _U_ihiiq(buf, pos)
+                            pos += 22
+                            f2_1_6: tuple[ReplicaState, ...]
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable CurrentVoters" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 13 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                if buf[pos + 12 : end : 13].tobytes().count(0) == n:
+                                    f2_1_6 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, -1, -1)) for a0, a2 in _IU_iqx(buf[pos:end])])
+                                    pos = end
+                                else:
+                                    items_f2_1_6: list[ReplicaState] = []
+                                    for _ in range(n):
+                                        item_f2_1_6, pos = _r_ReplicaState_v0(buf, pos)
+                                        items_f2_1_6.append(item_f2_1_6)
+                                    f2_1_6 = tuple(items_f2_1_6)
+                            f2_1_7: tuple[ReplicaState, ...]
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Observers" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 13 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                if buf[pos + 12 : end : 13].tobytes().count(0) == n:
+                                    f2_1_7 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, -1, -1)) for a0, a2 in _IU_iqx(buf[pos:end])])
+                                    pos = end
+                                else:
+                                    items_f2_1_7: list[ReplicaState] = []
+                                    for _ in range(n):
+                                        item_f2_1_7, pos = _r_ReplicaState_v0(buf, pos)
+                                        items_f2_1_7.append(item_f2_1_7)
+                                    f2_1_7 = tuple(items_f2_1_7)
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f2_1.append(_new(PartitionData, (f2_1_0, f2_1_1, "", f2_1_3, f2_1_4, f2_1_5, f2_1_6, f2_1_7)))
+                        f2_1 = tuple(items_f2_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(TopicData, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -370,9 +576,8 @@ def _r_DescribeQuorumResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeQuo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[TopicData] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -385,9 +590,9 @@ def _r_DescribeQuorumResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeQuo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[PartitionData, ...]
+            f2s1: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -399,11 +604,10 @@ def _r_DescribeQuorumResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeQuo
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_1: list[PartitionData] = []
-                for _ in range(n):
-                    f2_1_0, f2_1_1, f2_1_3, f2_1_4, f2_1_5 = _U_ihiiq(buf, pos)
+                if n == 1:
+                    f2s1s0, f2s1s1, f2s1s3, f2s1s4, f2s1s5 = _U_ihiiq(buf, pos)
                     pos += 22
-                    f2_1_6: tuple[ReplicaState, ...]
+                    f2s1s6: tuple[ReplicaState, ...]
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -419,15 +623,15 @@ def _r_DescribeQuorumResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeQuo
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         if buf[pos + 28 : end : 29].tobytes().count(0) == n:
-                            f2_1_6 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, a3, a4)) for a0, a2, a3, a4 in _IU_iqqqx(buf[pos:end])])
+                            f2s1s6 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, a3, a4)) for a0, a2, a3, a4 in _IU_iqqqx(buf[pos:end])])
                             pos = end
                         else:
-                            items_f2_1_6: list[ReplicaState] = []
+                            items_f2s1s6: list[ReplicaState] = []
                             for _ in range(n):
-                                item_f2_1_6, pos = _r_ReplicaState_v1(buf, pos)
-                                items_f2_1_6.append(item_f2_1_6)
-                            f2_1_6 = tuple(items_f2_1_6)
-                    f2_1_7: tuple[ReplicaState, ...]
+                                item_f2s1s6, pos = _r_ReplicaState_v1(buf, pos)
+                                items_f2s1s6.append(item_f2s1s6)
+                            f2s1s6 = tuple(items_f2s1s6)
+                    f2s1s7: tuple[ReplicaState, ...]
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -443,26 +647,234 @@ def _r_DescribeQuorumResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeQuo
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         if buf[pos + 28 : end : 29].tobytes().count(0) == n:
-                            f2_1_7 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, a3, a4)) for a0, a2, a3, a4 in _IU_iqqqx(buf[pos:end])])
+                            f2s1s7 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, a3, a4)) for a0, a2, a3, a4 in _IU_iqqqx(buf[pos:end])])
                             pos = end
                         else:
-                            items_f2_1_7: list[ReplicaState] = []
+                            items_f2s1s7: list[ReplicaState] = []
                             for _ in range(n):
-                                item_f2_1_7, pos = _r_ReplicaState_v1(buf, pos)
-                                items_f2_1_7.append(item_f2_1_7)
-                            f2_1_7 = tuple(items_f2_1_7)
+                                item_f2s1s7, pos = _r_ReplicaState_v1(buf, pos)
+                                items_f2s1s7.append(item_f2s1s7)
+                            f2s1s7 = tuple(items_f2s1s7)
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f2_1.append(_new(PartitionData, (f2_1_0, f2_1_1, "", f2_1_3, f2_1_4, f2_1_5, f2_1_6, f2_1_7)))
-                f2_1 = tuple(items_f2_1)
+                    f2s1 = (_new(PartitionData, (f2s1s0, f2s1s1, "", f2s1s3, f2s1s4, f2s1s5, f2s1s6, f2s1s7)),)
+                else:
+                    items_f2s1: list[PartitionData] = []
+                    for _ in range(n):
+                        f2s1_0, f2s1_1, f2s1_3, f2s1_4, f2s1_5 = _U_ihiiq(buf, pos)
+                        pos += 22
+                        f2s1_6: tuple[ReplicaState, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable CurrentVoters" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 29 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 28 : end : 29].tobytes().count(0) == n:
+                                f2s1_6 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, a3, a4)) for a0, a2, a3, a4 in _IU_iqqqx(buf[pos:end])])
+                                pos = end
+                            else:
+                                items_f2s1_6: list[ReplicaState] = []
+                                for _ in range(n):
+                                    item_f2s1_6, pos = _r_ReplicaState_v1(buf, pos)
+                                    items_f2s1_6.append(item_f2s1_6)
+                                f2s1_6 = tuple(items_f2s1_6)
+                        f2s1_7: tuple[ReplicaState, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Observers" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 29 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 28 : end : 29].tobytes().count(0) == n:
+                                f2s1_7 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, a3, a4)) for a0, a2, a3, a4 in _IU_iqqqx(buf[pos:end])])
+                                pos = end
+                            else:
+                                items_f2s1_7: list[ReplicaState] = []
+                                for _ in range(n):
+                                    item_f2s1_7, pos = _r_ReplicaState_v1(buf, pos)
+                                    items_f2s1_7.append(item_f2s1_7)
+                                f2s1_7 = tuple(items_f2s1_7)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f2s1.append(_new(PartitionData, (f2s1_0, f2s1_1, "", f2s1_3, f2s1_4, f2s1_5, f2s1_6, f2s1_7)))
+                    f2s1 = tuple(items_f2s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(TopicData, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(TopicData, (f2s0, f2s1)),)
+        else:
+            items_f2: list[TopicData] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_1s0, f2_1s1, f2_1s3, f2_1s4, f2_1s5 = _U_ihiiq(buf, pos)
+                        pos += 22
+                        f2_1s6: tuple[ReplicaState, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable CurrentVoters" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 29 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 28 : end : 29].tobytes().count(0) == n:
+                                f2_1s6 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, a3, a4)) for a0, a2, a3, a4 in _IU_iqqqx(buf[pos:end])])
+                                pos = end
+                            else:
+                                items_f2_1s6: list[ReplicaState] = []
+                                for _ in range(n):
+                                    item_f2_1s6, pos = _r_ReplicaState_v1(buf, pos)
+                                    items_f2_1s6.append(item_f2_1s6)
+                                f2_1s6 = tuple(items_f2_1s6)
+                        f2_1s7: tuple[ReplicaState, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Observers" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 29 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 28 : end : 29].tobytes().count(0) == n:
+                                f2_1s7 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, a3, a4)) for a0, a2, a3, a4 in _IU_iqqqx(buf[pos:end])])
+                                pos = end
+                            else:
+                                items_f2_1s7: list[ReplicaState] = []
+                                for _ in range(n):
+                                    item_f2_1s7, pos = _r_ReplicaState_v1(buf, pos)
+                                    items_f2_1s7.append(item_f2_1s7)
+                                f2_1s7 = tuple(items_f2_1s7)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f2_1 = (_new(PartitionData, (f2_1s0, f2_1s1, "", f2_1s3, f2_1s4, f2_1s5, f2_1s6, f2_1s7)),)
+                    else:
+                        items_f2_1: list[PartitionData] = []
+                        for _ in range(n):
+                            f2_1_0, f2_1_1, f2_1_3, f2_1_4, f2_1_5 = _U_ihiiq(buf, pos)
+                            pos += 22
+                            f2_1_6: tuple[ReplicaState, ...]
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable CurrentVoters" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 29 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                if buf[pos + 28 : end : 29].tobytes().count(0) == n:
+                                    f2_1_6 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, a3, a4)) for a0, a2, a3, a4 in _IU_iqqqx(buf[pos:end])])
+                                    pos = end
+                                else:
+                                    items_f2_1_6: list[ReplicaState] = []
+                                    for _ in range(n):
+                                        item_f2_1_6, pos = _r_ReplicaState_v1(buf, pos)
+                                        items_f2_1_6.append(item_f2_1_6)
+                                    f2_1_6 = tuple(items_f2_1_6)
+                            f2_1_7: tuple[ReplicaState, ...]
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Observers" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 29 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                if buf[pos + 28 : end : 29].tobytes().count(0) == n:
+                                    f2_1_7 = tuple([_new(ReplicaState, (a0, _ZERO_UUID, a2, a3, a4)) for a0, a2, a3, a4 in _IU_iqqqx(buf[pos:end])])
+                                    pos = end
+                                else:
+                                    items_f2_1_7: list[ReplicaState] = []
+                                    for _ in range(n):
+                                        item_f2_1_7, pos = _r_ReplicaState_v1(buf, pos)
+                                        items_f2_1_7.append(item_f2_1_7)
+                                    f2_1_7 = tuple(items_f2_1_7)
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f2_1.append(_new(PartitionData, (f2_1_0, f2_1_1, "", f2_1_3, f2_1_4, f2_1_5, f2_1_6, f2_1_7)))
+                        f2_1 = tuple(items_f2_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(TopicData, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -499,11 +911,10 @@ def _r_TopicData_v2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            f1_0, f1_1 = _U_ih(buf, pos)
+        if n == 1:
+            f1s0, f1s1 = _U_ih(buf, pos)
             pos += 6
-            f1_2: str | None
+            f1s2: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -513,16 +924,16 @@ def _r_TopicData_v2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_2 = None
+                f1s2 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_2 = buf[pos:end].tobytes().decode()
+                f1s2 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_3, f1_4, f1_5 = _U_iiq(buf, pos)
+            f1s3, f1s4, f1s5 = _U_iiq(buf, pos)
             pos += 16
-            f1_6: tuple[ReplicaState, ...]
+            f1s6: tuple[ReplicaState, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -534,16 +945,24 @@ def _r_TopicData_v2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_6: list[ReplicaState] = []
-                for _ in range(n):
-                    f1_6_0, f1_6_1, f1_6_2, f1_6_3, f1_6_4, tg = _U_iUqqqB(buf, pos)
+                if n == 1:
+                    f1s6s0, f1s6s1, f1s6s2, f1s6s3, f1s6s4, tg = _U_iUqqqB(buf, pos)
                     pos += 45
-                    f1_6_1 = _uuid_from(f1_6_1)
+                    f1s6s1 = _uuid_from(f1s6s1)
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f1_6.append(_new(ReplicaState, (f1_6_0, f1_6_1, f1_6_2, f1_6_3, f1_6_4)))
-                f1_6 = tuple(items_f1_6)
-            f1_7: tuple[ReplicaState, ...]
+                    f1s6 = (_new(ReplicaState, (f1s6s0, f1s6s1, f1s6s2, f1s6s3, f1s6s4)),)
+                else:
+                    items_f1s6: list[ReplicaState] = []
+                    for _ in range(n):
+                        f1s6_0, f1s6_1, f1s6_2, f1s6_3, f1s6_4, tg = _U_iUqqqB(buf, pos)
+                        pos += 45
+                        f1s6_1 = _uuid_from(f1s6_1)
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f1s6.append(_new(ReplicaState, (f1s6_0, f1s6_1, f1s6_2, f1s6_3, f1s6_4)))
+                    f1s6 = tuple(items_f1s6)
+            f1s7: tuple[ReplicaState, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -555,21 +974,116 @@ def _r_TopicData_v2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_7: list[ReplicaState] = []
-                for _ in range(n):
-                    f1_7_0, f1_7_1, f1_7_2, f1_7_3, f1_7_4, tg = _U_iUqqqB(buf, pos)
+                if n == 1:
+                    f1s7s0, f1s7s1, f1s7s2, f1s7s3, f1s7s4, tg = _U_iUqqqB(buf, pos)
                     pos += 45
-                    f1_7_1 = _uuid_from(f1_7_1)
+                    f1s7s1 = _uuid_from(f1s7s1)
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f1_7.append(_new(ReplicaState, (f1_7_0, f1_7_1, f1_7_2, f1_7_3, f1_7_4)))
-                f1_7 = tuple(items_f1_7)
+                    f1s7 = (_new(ReplicaState, (f1s7s0, f1s7s1, f1s7s2, f1s7s3, f1s7s4)),)
+                else:
+                    items_f1s7: list[ReplicaState] = []
+                    for _ in range(n):
+                        f1s7_0, f1s7_1, f1s7_2, f1s7_3, f1s7_4, tg = _U_iUqqqB(buf, pos)
+                        pos += 45
+                        f1s7_1 = _uuid_from(f1s7_1)
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f1s7.append(_new(ReplicaState, (f1s7_0, f1s7_1, f1s7_2, f1s7_3, f1s7_4)))
+                    f1s7 = tuple(items_f1s7)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(PartitionData, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7)))
-        f1 = tuple(items_f1)
+            f1 = (_new(PartitionData, (f1s0, f1s1, f1s2, f1s3, f1s4, f1s5, f1s6, f1s7)),)
+        else:
+            items_f1: list[PartitionData] = []
+            for _ in range(n):
+                f1_0, f1_1 = _U_ih(buf, pos)
+                pos += 6
+                f1_2: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_2 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_3, f1_4, f1_5 = _U_iiq(buf, pos)
+                pos += 16
+                f1_6: tuple[ReplicaState, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable CurrentVoters" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_6s0, f1_6s1, f1_6s2, f1_6s3, f1_6s4, tg = _U_iUqqqB(buf, pos)
+                        pos += 45
+                        f1_6s1 = _uuid_from(f1_6s1)
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f1_6 = (_new(ReplicaState, (f1_6s0, f1_6s1, f1_6s2, f1_6s3, f1_6s4)),)
+                    else:
+                        items_f1_6: list[ReplicaState] = []
+                        for _ in range(n):
+                            f1_6_0, f1_6_1, f1_6_2, f1_6_3, f1_6_4, tg = _U_iUqqqB(buf, pos)
+                            pos += 45
+                            f1_6_1 = _uuid_from(f1_6_1)
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f1_6.append(_new(ReplicaState, (f1_6_0, f1_6_1, f1_6_2, f1_6_3, f1_6_4)))
+                        f1_6 = tuple(items_f1_6)
+                f1_7: tuple[ReplicaState, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Observers" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_7s0, f1_7s1, f1_7s2, f1_7s3, f1_7s4, tg = _U_iUqqqB(buf, pos)
+                        pos += 45
+                        f1_7s1 = _uuid_from(f1_7s1)
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f1_7 = (_new(ReplicaState, (f1_7s0, f1_7s1, f1_7s2, f1_7s3, f1_7s4)),)
+                    else:
+                        items_f1_7: list[ReplicaState] = []
+                        for _ in range(n):
+                            f1_7_0, f1_7_1, f1_7_2, f1_7_3, f1_7_4, tg = _U_iUqqqB(buf, pos)
+                            pos += 45
+                            f1_7_1 = _uuid_from(f1_7_1)
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f1_7.append(_new(ReplicaState, (f1_7_0, f1_7_1, f1_7_2, f1_7_3, f1_7_4)))
+                        f1_7 = tuple(items_f1_7)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(PartitionData, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -627,11 +1141,10 @@ def _r_DescribeQuorumResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeQuo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[Node] = []
-        for _ in range(n):
-            f3_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f3s0 = _U_i(buf, pos)[0]
             pos += 4
-            f3_1: tuple[Listener, ...]
+            f3s1: tuple[Listener, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -643,9 +1156,8 @@ def _r_DescribeQuorumResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeQuo
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_1: list[Listener] = []
-                for _ in range(n):
-                    f3_1_0: str
+                if n == 1:
+                    f3s1s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -658,9 +1170,9 @@ def _r_DescribeQuorumResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeQuo
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_1_0 = buf[pos:end].tobytes().decode()
+                        f3s1s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f3_1_1: str
+                    f3s1s1: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -673,20 +1185,155 @@ def _r_DescribeQuorumResponse_v2(buf: memoryview, pos: int) -> tuple[DescribeQuo
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_1_1 = buf[pos:end].tobytes().decode()
+                        f3s1s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f3_1_2, tg = _U_HB(buf, pos)
+                    f3s1s2, tg = _U_HB(buf, pos)
                     pos += 3
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f3_1.append(_new(Listener, (f3_1_0, f3_1_1, f3_1_2)))
-                f3_1 = tuple(items_f3_1)
+                    f3s1 = (_new(Listener, (f3s1s0, f3s1s1, f3s1s2)),)
+                else:
+                    items_f3s1: list[Listener] = []
+                    for _ in range(n):
+                        f3s1_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3s1_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3s1_1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3s1_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3s1_2, tg = _U_HB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f3s1.append(_new(Listener, (f3s1_0, f3s1_1, f3s1_2)))
+                    f3s1 = tuple(items_f3s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f3.append(_new(Node, (f3_0, f3_1)))
-        f3 = tuple(items_f3)
+            f3 = (_new(Node, (f3s0, f3s1)),)
+        else:
+            items_f3: list[Node] = []
+            for _ in range(n):
+                f3_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f3_1: tuple[Listener, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Listeners" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_1s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_1s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3_1s1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_1s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3_1s2, tg = _U_HB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f3_1 = (_new(Listener, (f3_1s0, f3_1s1, f3_1s2)),)
+                    else:
+                        items_f3_1: list[Listener] = []
+                        for _ in range(n):
+                            f3_1_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f3_1_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f3_1_1: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Host" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f3_1_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f3_1_2, tg = _U_HB(buf, pos)
+                            pos += 3
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f3_1.append(_new(Listener, (f3_1_0, f3_1_1, f3_1_2)))
+                        f3_1 = tuple(items_f3_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f3.append(_new(Node, (f3_0, f3_1)))
+            f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -138,9 +138,8 @@ def _r_DescribeTopicPartitionsRequest_v0(buf: memoryview, pos: int) -> tuple[Des
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[TopicRequest] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -153,14 +152,37 @@ def _r_DescribeTopicPartitionsRequest_v0(buf: memoryview, pos: int) -> tuple[Des
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(TopicRequest, (f0_0,)))
-        f0 = tuple(items_f0)
+            f0 = (_new(TopicRequest, (f0s0,)),)
+        else:
+            items_f0: list[TopicRequest] = []
+            for _ in range(n):
+                f0_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(TopicRequest, (f0_0,)))
+            f0 = tuple(items_f0)
     f1 = _U_i(buf, pos)[0]
     pos += 4
     f2: Cursor | None

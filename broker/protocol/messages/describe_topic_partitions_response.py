@@ -13,7 +13,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -33,7 +33,7 @@ __all__ = [
 _new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_Uo = _struct.Struct(">16s?")
 _U_Uo = _S_Uo.unpack_from
 _P_Uo = _S_Uo.pack
@@ -204,11 +204,10 @@ def _r_DescribeTopicPartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[De
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[DescribeTopicPartitionsResponseTopic] = []
-        for _ in range(n):
-            f1_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_h(buf, pos)[0]
             pos += 2
-            f1_1: str | None
+            f1s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -218,17 +217,17 @@ def _r_DescribeTopicPartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[De
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_1 = None
+                f1s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2, f1_3 = _U_Uo(buf, pos)
+            f1s2, f1s3 = _U_Uo(buf, pos)
             pos += 17
-            f1_2 = _uuid_from(f1_2)
-            f1_4: tuple[DescribeTopicPartitionsResponsePartition, ...]
+            f1s2 = _uuid_from(f1s2)
+            f1s4: tuple[DescribeTopicPartitionsResponsePartition, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -240,13 +239,12 @@ def _r_DescribeTopicPartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[De
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_4: list[DescribeTopicPartitionsResponsePartition] = []
-                for _ in range(n):
-                    f1_4_0, f1_4_1, f1_4_2, f1_4_3, n = _U_hiiiB(buf, pos)
+                if n == 1:
+                    f1s4s0, f1s4s1, f1s4s2, f1s4s3, n = _U_hiiiB(buf, pos)
                     pos += 14
-                    f1_4_4: tuple[int, ...]
+                    f1s4s4: tuple[int, ...]
                     try:
-                        f1_4_4 = _AC_i[n](buf, pos)
+                        f1s4s4 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -260,12 +258,12 @@ def _r_DescribeTopicPartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[De
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f1_4_4 = _A_i[n].unpack_from(buf, pos)
+                            f1s4s4 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f1_4_5: tuple[int, ...]
+                    f1s4s5: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f1_4_5 = _AC_i[n](buf, pos)
+                        f1s4s5 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -279,12 +277,12 @@ def _r_DescribeTopicPartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[De
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f1_4_5 = _A_i[n].unpack_from(buf, pos)
+                            f1s4s5 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f1_4_6: tuple[int, ...] | None
+                    f1s4s6: tuple[int, ...] | None
                     n = buf[pos]
                     try:
-                        f1_4_6 = _AC_i[n](buf, pos)
+                        f1s4s6 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -296,16 +294,16 @@ def _r_DescribeTopicPartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[De
                         if n < 0:
                             if n != -1:
                                 raise DecodeError("invalid array length %d" % n)
-                            f1_4_6 = None
+                            f1s4s6 = None
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f1_4_6 = _A_i[n].unpack_from(buf, pos)
+                            f1s4s6 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f1_4_7: tuple[int, ...] | None
+                    f1s4s7: tuple[int, ...] | None
                     n = buf[pos]
                     try:
-                        f1_4_7 = _AC_i[n](buf, pos)
+                        f1s4s7 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -317,16 +315,16 @@ def _r_DescribeTopicPartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[De
                         if n < 0:
                             if n != -1:
                                 raise DecodeError("invalid array length %d" % n)
-                            f1_4_7 = None
+                            f1s4s7 = None
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f1_4_7 = _A_i[n].unpack_from(buf, pos)
+                            f1s4s7 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f1_4_8: tuple[int, ...]
+                    f1s4s8: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f1_4_8 = _AC_i[n](buf, pos)
+                        f1s4s8 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -340,20 +338,385 @@ def _r_DescribeTopicPartitionsResponse_v0(buf: memoryview, pos: int) -> tuple[De
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f1_4_8 = _A_i[n].unpack_from(buf, pos)
+                            f1s4s8 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f1_4.append(_new(DescribeTopicPartitionsResponsePartition, (f1_4_0, f1_4_1, f1_4_2, f1_4_3, f1_4_4, f1_4_5, f1_4_6, f1_4_7, f1_4_8)))
-                f1_4 = tuple(items_f1_4)
-            f1_5, tg = _U_iB(buf, pos)
+                    f1s4 = (_new(DescribeTopicPartitionsResponsePartition, (f1s4s0, f1s4s1, f1s4s2, f1s4s3, f1s4s4, f1s4s5, f1s4s6, f1s4s7, f1s4s8)),)
+                else:
+                    items_f1s4: list[DescribeTopicPartitionsResponsePartition] = []
+                    for _ in range(n):
+                        f1s4_0, f1s4_1, f1s4_2, f1s4_3, n = _U_hiiiB(buf, pos)
+                        pos += 14
+                        f1s4_4: tuple[int, ...]
+                        try:
+                            f1s4_4 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1s4_4 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f1s4_5: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f1s4_5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1s4_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f1s4_6: tuple[int, ...] | None
+                        n = buf[pos]
+                        try:
+                            f1s4_6 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid array length %d" % n)
+                                f1s4_6 = None
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1s4_6 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f1s4_7: tuple[int, ...] | None
+                        n = buf[pos]
+                        try:
+                            f1s4_7 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid array length %d" % n)
+                                f1s4_7 = None
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1s4_7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f1s4_8: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f1s4_8 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1s4_8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f1s4.append(_new(DescribeTopicPartitionsResponsePartition, (f1s4_0, f1s4_1, f1s4_2, f1s4_3, f1s4_4, f1s4_5, f1s4_6, f1s4_7, f1s4_8)))
+                    f1s4 = tuple(items_f1s4)
+            f1s5, tg = _U_iB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f1.append(_new(DescribeTopicPartitionsResponseTopic, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5)))
-        f1 = tuple(items_f1)
+            f1 = (_new(DescribeTopicPartitionsResponseTopic, (f1s0, f1s1, f1s2, f1s3, f1s4, f1s5)),)
+        else:
+            items_f1: list[DescribeTopicPartitionsResponseTopic] = []
+            for _ in range(n):
+                f1_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2, f1_3 = _U_Uo(buf, pos)
+                pos += 17
+                f1_2 = _uuid_from(f1_2)
+                f1_4: tuple[DescribeTopicPartitionsResponsePartition, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_4s0, f1_4s1, f1_4s2, f1_4s3, n = _U_hiiiB(buf, pos)
+                        pos += 14
+                        f1_4s4: tuple[int, ...]
+                        try:
+                            f1_4s4 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1_4s4 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f1_4s5: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f1_4s5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1_4s5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f1_4s6: tuple[int, ...] | None
+                        n = buf[pos]
+                        try:
+                            f1_4s6 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid array length %d" % n)
+                                f1_4s6 = None
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1_4s6 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f1_4s7: tuple[int, ...] | None
+                        n = buf[pos]
+                        try:
+                            f1_4s7 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid array length %d" % n)
+                                f1_4s7 = None
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1_4s7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f1_4s8: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f1_4s8 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1_4s8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f1_4 = (_new(DescribeTopicPartitionsResponsePartition, (f1_4s0, f1_4s1, f1_4s2, f1_4s3, f1_4s4, f1_4s5, f1_4s6, f1_4s7, f1_4s8)),)
+                    else:
+                        items_f1_4: list[DescribeTopicPartitionsResponsePartition] = []
+                        for _ in range(n):
+                            f1_4_0, f1_4_1, f1_4_2, f1_4_3, n = _U_hiiiB(buf, pos)
+                            pos += 14
+                            f1_4_4: tuple[int, ...]
+                            try:
+                                f1_4_4 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f1_4_4 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f1_4_5: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f1_4_5 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f1_4_5 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f1_4_6: tuple[int, ...] | None
+                            n = buf[pos]
+                            try:
+                                f1_4_6 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    if n != -1:
+                                        raise DecodeError("invalid array length %d" % n)
+                                    f1_4_6 = None
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f1_4_6 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f1_4_7: tuple[int, ...] | None
+                            n = buf[pos]
+                            try:
+                                f1_4_7 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    if n != -1:
+                                        raise DecodeError("invalid array length %d" % n)
+                                    f1_4_7 = None
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f1_4_7 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f1_4_8: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f1_4_8 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f1_4_8 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f1_4.append(_new(DescribeTopicPartitionsResponsePartition, (f1_4_0, f1_4_1, f1_4_2, f1_4_3, f1_4_4, f1_4_5, f1_4_6, f1_4_7, f1_4_8)))
+                        f1_4 = tuple(items_f1_4)
+                f1_5, tg = _U_iB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f1.append(_new(DescribeTopicPartitionsResponseTopic, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5)))
+            f1 = tuple(items_f1)
     f2: Cursor | None
     if buf[pos] >= 0x80:
         f2 = None

@@ -12,7 +12,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -29,7 +29,7 @@ __all__ = [
 
 _new = tuple.__new__
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -136,11 +136,10 @@ def _r_DescribeTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[Descr
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[TransactionState] = []
-        for _ in range(n):
-            f1_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_h(buf, pos)[0]
             pos += 2
-            f1_1: str
+            f1s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -153,9 +152,9 @@ def _r_DescribeTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[Descr
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2: str
+            f1s2: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -168,11 +167,11 @@ def _r_DescribeTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[Descr
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_2 = buf[pos:end].tobytes().decode()
+                f1s2 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_3, f1_4, f1_5, f1_6 = _U_iqqh(buf, pos)
+            f1s3, f1s4, f1s5, f1s6 = _U_iqqh(buf, pos)
             pos += 22
-            f1_7: tuple[TopicData, ...]
+            f1s7: tuple[TopicData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -184,9 +183,8 @@ def _r_DescribeTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[Descr
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_7: list[TopicData] = []
-                for _ in range(n):
-                    f1_7_0: str
+                if n == 1:
+                    f1s7s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -199,12 +197,12 @@ def _r_DescribeTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[Descr
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_7_0 = buf[pos:end].tobytes().decode()
+                        f1s7s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_7_1: tuple[int, ...]
+                    f1s7s1: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f1_7_1 = _AC_i[n](buf, pos)
+                        f1s7s1 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -218,20 +216,199 @@ def _r_DescribeTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[Descr
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f1_7_1 = _A_i[n].unpack_from(buf, pos)
+                            f1s7s1 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f1_7.append(_new(TopicData, (f1_7_0, f1_7_1)))
-                f1_7 = tuple(items_f1_7)
+                    f1s7 = (_new(TopicData, (f1s7s0, f1s7s1)),)
+                else:
+                    items_f1s7: list[TopicData] = []
+                    for _ in range(n):
+                        f1s7_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s7_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s7_1: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f1s7_1 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1s7_1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f1s7.append(_new(TopicData, (f1s7_0, f1s7_1)))
+                    f1s7 = tuple(items_f1s7)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(TransactionState, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7)))
-        f1 = tuple(items_f1)
+            f1 = (_new(TransactionState, (f1s0, f1s1, f1s2, f1s3, f1s4, f1s5, f1s6, f1s7)),)
+        else:
+            items_f1: list[TransactionState] = []
+            for _ in range(n):
+                f1_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TransactionalId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TransactionState" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_3, f1_4, f1_5, f1_6 = _U_iqqh(buf, pos)
+                pos += 22
+                f1_7: tuple[TopicData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topics" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_7s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_7s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_7s1: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f1_7s1 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1_7s1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f1_7 = (_new(TopicData, (f1_7s0, f1_7s1)),)
+                    else:
+                        items_f1_7: list[TopicData] = []
+                        for _ in range(n):
+                            f1_7_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_7_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_7_1: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f1_7_1 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f1_7_1 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f1_7.append(_new(TopicData, (f1_7_0, f1_7_1)))
+                        f1_7 = tuple(items_f1_7)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(TransactionState, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

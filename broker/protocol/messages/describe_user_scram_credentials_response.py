@@ -156,9 +156,8 @@ def _r_DescribeUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tup
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[DescribeUserScramCredentialsResult] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -171,11 +170,11 @@ def _r_DescribeUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tup
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1 = _U_h(buf, pos)[0]
+            f3s1 = _U_h(buf, pos)[0]
             pos += 2
-            f3_2: str | None
+            f3s2: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -185,14 +184,14 @@ def _r_DescribeUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tup
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f3_2 = None
+                f3s2 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_2 = buf[pos:end].tobytes().decode()
+                f3s2 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_3: tuple[CredentialInfo, ...]
+            f3s3: tuple[CredentialInfo, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -208,20 +207,86 @@ def _r_DescribeUserScramCredentialsResponse_v0(buf: memoryview, pos: int) -> tup
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 5 : end : 6].tobytes().count(0) == n:
-                    f3_3 = tuple(map(_new, _repeat(CredentialInfo, n), _IU_bix(buf[pos:end])))
+                    f3s3 = tuple(map(_new, _repeat(CredentialInfo, n), _IU_bix(buf[pos:end])))
                     pos = end
                 else:
-                    items_f3_3: list[CredentialInfo] = []
+                    items_f3s3: list[CredentialInfo] = []
                     for _ in range(n):
-                        item_f3_3, pos = _r_CredentialInfo_v0(buf, pos)
-                        items_f3_3.append(item_f3_3)
-                    f3_3 = tuple(items_f3_3)
+                        item_f3s3, pos = _r_CredentialInfo_v0(buf, pos)
+                        items_f3s3.append(item_f3s3)
+                    f3s3 = tuple(items_f3s3)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f3.append(_new(DescribeUserScramCredentialsResult, (f3_0, f3_1, f3_2, f3_3)))
-        f3 = tuple(items_f3)
+            f3 = (_new(DescribeUserScramCredentialsResult, (f3s0, f3s1, f3s2, f3s3)),)
+        else:
+            items_f3: list[DescribeUserScramCredentialsResult] = []
+            for _ in range(n):
+                f3_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable User" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1 = _U_h(buf, pos)[0]
+                pos += 2
+                f3_2: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f3_2 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_3: tuple[CredentialInfo, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable CredentialInfos" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 6 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 5 : end : 6].tobytes().count(0) == n:
+                        f3_3 = tuple(map(_new, _repeat(CredentialInfo, n), _IU_bix(buf[pos:end])))
+                        pos = end
+                    else:
+                        items_f3_3: list[CredentialInfo] = []
+                        for _ in range(n):
+                            item_f3_3, pos = _r_CredentialInfo_v0(buf, pos)
+                            items_f3_3.append(item_f3_3)
+                        f3_3 = tuple(items_f3_3)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f3.append(_new(DescribeUserScramCredentialsResult, (f3_0, f3_1, f3_2, f3_3)))
+            f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

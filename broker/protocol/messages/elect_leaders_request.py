@@ -12,7 +12,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -28,7 +28,7 @@ __all__ = [
 
 _new = tuple.__new__
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_b = _struct.Struct(">b")
 _U_b = _S_b.unpack_from
 _P_b = _S_b.pack
@@ -102,9 +102,8 @@ def _r_ElectLeadersRequest_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[TopicPartitions] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -113,9 +112,9 @@ def _r_ElectLeadersRequest_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[int, ...]
+            f1s1: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -123,10 +122,35 @@ def _r_ElectLeadersRequest_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = _A_i[n].unpack_from(buf, pos)
+                f1s1 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f1.append(_new(TopicPartitions, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(TopicPartitions, (f1s0, f1s1)),)
+        else:
+            items_f1: list[TopicPartitions] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f1.append(_new(TopicPartitions, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     f2 = _U_i(buf, pos)[0]
     pos += 4
     return _new(ElectLeadersRequest, (0, f1, f2)), pos
@@ -146,9 +170,8 @@ def _r_ElectLeadersRequest_v1(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[TopicPartitions] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -157,9 +180,9 @@ def _r_ElectLeadersRequest_v1(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[int, ...]
+            f1s1: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -167,10 +190,35 @@ def _r_ElectLeadersRequest_v1(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = _A_i[n].unpack_from(buf, pos)
+                f1s1 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f1.append(_new(TopicPartitions, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(TopicPartitions, (f1s0, f1s1)),)
+        else:
+            items_f1: list[TopicPartitions] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f1.append(_new(TopicPartitions, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     f2 = _U_i(buf, pos)[0]
     pos += 4
     return _new(ElectLeadersRequest, (f0, f1, f2)), pos
@@ -194,9 +242,8 @@ def _r_ElectLeadersRequest_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[TopicPartitions] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -209,12 +256,12 @@ def _r_ElectLeadersRequest_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[int, ...]
+            f1s1: tuple[int, ...]
             n = buf[pos]
             try:
-                f1_1 = _AC_i[n](buf, pos)
+                f1s1 = _AC_i[n](buf, pos)
                 pos += 4 * n - 3
             except KeyError:
                 n = buf[pos]
@@ -228,14 +275,56 @@ def _r_ElectLeadersRequest_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
                 else:
                     if n > blen - pos:
                         raise DecodeError("array length %d exceeds remaining bytes" % n)
-                    f1_1 = _A_i[n].unpack_from(buf, pos)
+                    f1s1 = _A_i[n].unpack_from(buf, pos)
                     pos += 4 * n
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(TopicPartitions, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(TopicPartitions, (f1s0, f1s1)),)
+        else:
+            items_f1: list[TopicPartitions] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[int, ...]
+                n = buf[pos]
+                try:
+                    f1_1 = _AC_i[n](buf, pos)
+                    pos += 4 * n - 3
+                except KeyError:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f1_1 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(TopicPartitions, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     f2, tg = _U_iB(buf, pos)
     pos += 5
     if tg:

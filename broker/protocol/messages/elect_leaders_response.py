@@ -120,9 +120,8 @@ def _r_ElectLeadersResponse_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[ReplicaElectionResult] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -131,9 +130,9 @@ def _r_ElectLeadersResponse_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[PartitionResult, ...]
+            f2s1: tuple[PartitionResult, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -141,27 +140,105 @@ def _r_ElectLeadersResponse_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersR
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_1: list[PartitionResult] = []
-                for _ in range(n):
-                    f2_1_0, f2_1_1 = _U_ih(buf, pos)
+                if n == 1:
+                    f2s1s0, f2s1s1 = _U_ih(buf, pos)
                     pos += 6
-                    f2_1_2: str | None
+                    f2s1s2: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f2_1_2 = None
+                        f2s1s2 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f2_1_2 = buf[pos:end].tobytes().decode()
+                        f2s1s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f2_1.append(_new(PartitionResult, (f2_1_0, f2_1_1, f2_1_2)))
-                f2_1 = tuple(items_f2_1)
-            items_f2.append(_new(ReplicaElectionResult, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+                    f2s1 = (_new(PartitionResult, (f2s1s0, f2s1s1, f2s1s2)),)
+                else:
+                    items_f2s1: list[PartitionResult] = []
+                    for _ in range(n):
+                        f2s1_0, f2s1_1 = _U_ih(buf, pos)
+                        pos += 6
+                        f2s1_2: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f2s1_2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2s1_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f2s1.append(_new(PartitionResult, (f2s1_0, f2s1_1, f2s1_2)))
+                    f2s1 = tuple(items_f2s1)
+            f2 = (_new(ReplicaElectionResult, (f2s0, f2s1)),)
+        else:
+            items_f2: list[ReplicaElectionResult] = []
+            for _ in range(n):
+                f2_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[PartitionResult, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionResult" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_1s0, f2_1s1 = _U_ih(buf, pos)
+                        pos += 6
+                        f2_1s2: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f2_1s2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2_1s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2_1 = (_new(PartitionResult, (f2_1s0, f2_1s1, f2_1s2)),)
+                    else:
+                        items_f2_1: list[PartitionResult] = []
+                        for _ in range(n):
+                            f2_1_0, f2_1_1 = _U_ih(buf, pos)
+                            pos += 6
+                            f2_1_2: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f2_1_2 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f2_1_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f2_1.append(_new(PartitionResult, (f2_1_0, f2_1_1, f2_1_2)))
+                        f2_1 = tuple(items_f2_1)
+                items_f2.append(_new(ReplicaElectionResult, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     return _new(ElectLeadersResponse, (f0, 0, f2)), pos
 
 
@@ -177,9 +254,8 @@ def _r_ElectLeadersResponse_v1(buf: memoryview, pos: int) -> tuple[ElectLeadersR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[ReplicaElectionResult] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -188,9 +264,9 @@ def _r_ElectLeadersResponse_v1(buf: memoryview, pos: int) -> tuple[ElectLeadersR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[PartitionResult, ...]
+            f2s1: tuple[PartitionResult, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -198,27 +274,105 @@ def _r_ElectLeadersResponse_v1(buf: memoryview, pos: int) -> tuple[ElectLeadersR
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_1: list[PartitionResult] = []
-                for _ in range(n):
-                    f2_1_0, f2_1_1 = _U_ih(buf, pos)
+                if n == 1:
+                    f2s1s0, f2s1s1 = _U_ih(buf, pos)
                     pos += 6
-                    f2_1_2: str | None
+                    f2s1s2: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f2_1_2 = None
+                        f2s1s2 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f2_1_2 = buf[pos:end].tobytes().decode()
+                        f2s1s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f2_1.append(_new(PartitionResult, (f2_1_0, f2_1_1, f2_1_2)))
-                f2_1 = tuple(items_f2_1)
-            items_f2.append(_new(ReplicaElectionResult, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+                    f2s1 = (_new(PartitionResult, (f2s1s0, f2s1s1, f2s1s2)),)
+                else:
+                    items_f2s1: list[PartitionResult] = []
+                    for _ in range(n):
+                        f2s1_0, f2s1_1 = _U_ih(buf, pos)
+                        pos += 6
+                        f2s1_2: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f2s1_2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2s1_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f2s1.append(_new(PartitionResult, (f2s1_0, f2s1_1, f2s1_2)))
+                    f2s1 = tuple(items_f2s1)
+            f2 = (_new(ReplicaElectionResult, (f2s0, f2s1)),)
+        else:
+            items_f2: list[ReplicaElectionResult] = []
+            for _ in range(n):
+                f2_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[PartitionResult, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionResult" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_1s0, f2_1s1 = _U_ih(buf, pos)
+                        pos += 6
+                        f2_1s2: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f2_1s2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2_1s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2_1 = (_new(PartitionResult, (f2_1s0, f2_1s1, f2_1s2)),)
+                    else:
+                        items_f2_1: list[PartitionResult] = []
+                        for _ in range(n):
+                            f2_1_0, f2_1_1 = _U_ih(buf, pos)
+                            pos += 6
+                            f2_1_2: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f2_1_2 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f2_1_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f2_1.append(_new(PartitionResult, (f2_1_0, f2_1_1, f2_1_2)))
+                        f2_1 = tuple(items_f2_1)
+                items_f2.append(_new(ReplicaElectionResult, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     return _new(ElectLeadersResponse, (f0, f1, f2)), pos
 
 
@@ -238,9 +392,8 @@ def _r_ElectLeadersResponse_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[ReplicaElectionResult] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -253,9 +406,9 @@ def _r_ElectLeadersResponse_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[PartitionResult, ...]
+            f2s1: tuple[PartitionResult, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -267,11 +420,10 @@ def _r_ElectLeadersResponse_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersR
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_1: list[PartitionResult] = []
-                for _ in range(n):
-                    f2_1_0, f2_1_1 = _U_ih(buf, pos)
+                if n == 1:
+                    f2s1s0, f2s1s1 = _U_ih(buf, pos)
                     pos += 6
-                    f2_1_2: str | None
+                    f2s1s2: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -281,25 +433,140 @@ def _r_ElectLeadersResponse_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersR
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f2_1_2 = None
+                        f2s1s2 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f2_1_2 = buf[pos:end].tobytes().decode()
+                        f2s1s2 = buf[pos:end].tobytes().decode()
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f2_1.append(_new(PartitionResult, (f2_1_0, f2_1_1, f2_1_2)))
-                f2_1 = tuple(items_f2_1)
+                    f2s1 = (_new(PartitionResult, (f2s1s0, f2s1s1, f2s1s2)),)
+                else:
+                    items_f2s1: list[PartitionResult] = []
+                    for _ in range(n):
+                        f2s1_0, f2s1_1 = _U_ih(buf, pos)
+                        pos += 6
+                        f2s1_2: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f2s1_2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2s1_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f2s1.append(_new(PartitionResult, (f2s1_0, f2s1_1, f2s1_2)))
+                    f2s1 = tuple(items_f2s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(ReplicaElectionResult, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(ReplicaElectionResult, (f2s0, f2s1)),)
+        else:
+            items_f2: list[ReplicaElectionResult] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[PartitionResult, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionResult" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_1s0, f2_1s1 = _U_ih(buf, pos)
+                        pos += 6
+                        f2_1s2: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f2_1s2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2_1s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f2_1 = (_new(PartitionResult, (f2_1s0, f2_1s1, f2_1s2)),)
+                    else:
+                        items_f2_1: list[PartitionResult] = []
+                        for _ in range(n):
+                            f2_1_0, f2_1_1 = _U_ih(buf, pos)
+                            pos += 6
+                            f2_1_2: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f2_1_2 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f2_1_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f2_1.append(_new(PartitionResult, (f2_1_0, f2_1_1, f2_1_2)))
+                        f2_1 = tuple(items_f2_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(ReplicaElectionResult, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -194,9 +194,8 @@ def _r_EndQuorumEpochRequest_v0(buf: memoryview, pos: int) -> tuple[EndQuorumEpo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[TopicData] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -205,9 +204,9 @@ def _r_EndQuorumEpochRequest_v0(buf: memoryview, pos: int) -> tuple[EndQuorumEpo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[PartitionData, ...]
+            f1s1: tuple[PartitionData, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -215,11 +214,10 @@ def _r_EndQuorumEpochRequest_v0(buf: memoryview, pos: int) -> tuple[EndQuorumEpo
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_1: list[PartitionData] = []
-                for _ in range(n):
-                    f1_1_0, f1_1_1, f1_1_2 = _U_iii(buf, pos)
+                if n == 1:
+                    f1s1s0, f1s1s1, f1s1s2 = _U_iii(buf, pos)
                     pos += 12
-                    f1_1_3: tuple[int, ...]
+                    f1s1s3: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -227,12 +225,82 @@ def _r_EndQuorumEpochRequest_v0(buf: memoryview, pos: int) -> tuple[EndQuorumEpo
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f1_1_3 = _A_i[n].unpack_from(buf, pos)
+                        f1s1s3 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    items_f1_1.append(_new(PartitionData, (f1_1_0, f1_1_1, f1_1_2, f1_1_3, ())))
-                f1_1 = tuple(items_f1_1)
-            items_f1.append(_new(TopicData, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+                    f1s1 = (_new(PartitionData, (f1s1s0, f1s1s1, f1s1s2, f1s1s3, ())),)
+                else:
+                    items_f1s1: list[PartitionData] = []
+                    for _ in range(n):
+                        f1s1_0, f1s1_1, f1s1_2 = _U_iii(buf, pos)
+                        pos += 12
+                        f1s1_3: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PreferredSuccessors" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f1s1_3 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        items_f1s1.append(_new(PartitionData, (f1s1_0, f1s1_1, f1s1_2, f1s1_3, ())))
+                    f1s1 = tuple(items_f1s1)
+            f1 = (_new(TopicData, (f1s0, f1s1)),)
+        else:
+            items_f1: list[TopicData] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[PartitionData, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_1s0, f1_1s1, f1_1s2 = _U_iii(buf, pos)
+                        pos += 12
+                        f1_1s3: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PreferredSuccessors" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f1_1s3 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f1_1 = (_new(PartitionData, (f1_1s0, f1_1s1, f1_1s2, f1_1s3, ())),)
+                    else:
+                        items_f1_1: list[PartitionData] = []
+                        for _ in range(n):
+                            f1_1_0, f1_1_1, f1_1_2 = _U_iii(buf, pos)
+                            pos += 12
+                            f1_1_3: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable PreferredSuccessors" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1_1_3 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            items_f1_1.append(_new(PartitionData, (f1_1_0, f1_1_1, f1_1_2, f1_1_3, ())))
+                        f1_1 = tuple(items_f1_1)
+                items_f1.append(_new(TopicData, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(EndQuorumEpochRequest, (f0, f1, ())), pos
 
 
@@ -265,11 +333,10 @@ def _r_TopicData_v1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionData] = []
-        for _ in range(n):
-            f1_0, f1_1, f1_2 = _U_iii(buf, pos)
+        if n == 1:
+            f1s0, f1s1, f1s2 = _U_iii(buf, pos)
             pos += 12
-            f1_4: tuple[ReplicaInfo, ...]
+            f1s4: tuple[ReplicaInfo, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -281,21 +348,68 @@ def _r_TopicData_v1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_4: list[ReplicaInfo] = []
-                for _ in range(n):
-                    f1_4_0, f1_4_1, tg = _U_iUB(buf, pos)
+                if n == 1:
+                    f1s4s0, f1s4s1, tg = _U_iUB(buf, pos)
                     pos += 21
-                    f1_4_1 = _uuid_from(f1_4_1)
+                    f1s4s1 = _uuid_from(f1s4s1)
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f1_4.append(_new(ReplicaInfo, (f1_4_0, f1_4_1)))
-                f1_4 = tuple(items_f1_4)
+                    f1s4 = (_new(ReplicaInfo, (f1s4s0, f1s4s1)),)
+                else:
+                    items_f1s4: list[ReplicaInfo] = []
+                    for _ in range(n):
+                        f1s4_0, f1s4_1, tg = _U_iUB(buf, pos)
+                        pos += 21
+                        f1s4_1 = _uuid_from(f1s4_1)
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f1s4.append(_new(ReplicaInfo, (f1s4_0, f1s4_1)))
+                    f1s4 = tuple(items_f1s4)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(PartitionData, (f1_0, f1_1, f1_2, (), f1_4)))
-        f1 = tuple(items_f1)
+            f1 = (_new(PartitionData, (f1s0, f1s1, f1s2, (), f1s4)),)
+        else:
+            items_f1: list[PartitionData] = []
+            for _ in range(n):
+                f1_0, f1_1, f1_2 = _U_iii(buf, pos)
+                pos += 12
+                f1_4: tuple[ReplicaInfo, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PreferredCandidates" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_4s0, f1_4s1, tg = _U_iUB(buf, pos)
+                        pos += 21
+                        f1_4s1 = _uuid_from(f1_4s1)
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f1_4 = (_new(ReplicaInfo, (f1_4s0, f1_4s1)),)
+                    else:
+                        items_f1_4: list[ReplicaInfo] = []
+                        for _ in range(n):
+                            f1_4_0, f1_4_1, tg = _U_iUB(buf, pos)
+                            pos += 21
+                            f1_4_1 = _uuid_from(f1_4_1)
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f1_4.append(_new(ReplicaInfo, (f1_4_0, f1_4_1)))
+                        f1_4 = tuple(items_f1_4)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(PartitionData, (f1_0, f1_1, f1_2, (), f1_4)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -351,9 +465,8 @@ def _r_EndQuorumEpochRequest_v1(buf: memoryview, pos: int) -> tuple[EndQuorumEpo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[LeaderEndpoint] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -366,9 +479,9 @@ def _r_EndQuorumEpochRequest_v1(buf: memoryview, pos: int) -> tuple[EndQuorumEpo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: str
+            f2s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -381,14 +494,52 @@ def _r_EndQuorumEpochRequest_v1(buf: memoryview, pos: int) -> tuple[EndQuorumEpo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_2, tg = _U_HB(buf, pos)
+            f2s2, tg = _U_HB(buf, pos)
             pos += 3
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f2.append(_new(LeaderEndpoint, (f2_0, f2_1, f2_2)))
-        f2 = tuple(items_f2)
+            f2 = (_new(LeaderEndpoint, (f2s0, f2s1, f2s2)),)
+        else:
+            items_f2: list[LeaderEndpoint] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_2, tg = _U_HB(buf, pos)
+                pos += 3
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f2.append(_new(LeaderEndpoint, (f2_0, f2_1, f2_2)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

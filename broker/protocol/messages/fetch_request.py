@@ -13,7 +13,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -34,7 +34,7 @@ __all__ = [
 _new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
@@ -239,9 +239,8 @@ def _r_FetchRequest_v0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f9: list[FetchTopic] = []
-        for _ in range(n):
-            f9_0: str
+        if n == 1:
+            f9s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -250,9 +249,9 @@ def _r_FetchRequest_v0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f9_0 = buf[pos:end].tobytes().decode()
+                f9s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f9_2: tuple[FetchPartition, ...]
+            f9s2: tuple[FetchPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -263,10 +262,38 @@ def _r_FetchRequest_v0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + 16 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f9_2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, -1, a5, _ZERO_UUID)) for a0, a2, a5 in _IU_iqi(buf[pos:end])])
+                f9s2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, -1, a5, _ZERO_UUID)) for a0, a2, a5 in _IU_iqi(buf[pos:end])])
                 pos = end
-            items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
-        f9 = tuple(items_f9)
+            f9 = (_new(FetchTopic, (f9s0, _ZERO_UUID, f9s2)),)
+        else:
+            items_f9: list[FetchTopic] = []
+            for _ in range(n):
+                f9_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f9_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f9_2: tuple[FetchPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 16 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f9_2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, -1, a5, _ZERO_UUID)) for a0, a2, a5 in _IU_iqi(buf[pos:end])])
+                    pos = end
+                items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
+            f9 = tuple(items_f9)
     return _new(FetchRequest, (None, f1, _D_ReplicaState, f3, f4, 2147483647, 0, 0, -1, f9, (), "")), pos
 
 
@@ -282,9 +309,8 @@ def _r_FetchRequest_v3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f9: list[FetchTopic] = []
-        for _ in range(n):
-            f9_0: str
+        if n == 1:
+            f9s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -293,9 +319,9 @@ def _r_FetchRequest_v3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f9_0 = buf[pos:end].tobytes().decode()
+                f9s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f9_2: tuple[FetchPartition, ...]
+            f9s2: tuple[FetchPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -306,10 +332,38 @@ def _r_FetchRequest_v3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + 16 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f9_2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, -1, a5, _ZERO_UUID)) for a0, a2, a5 in _IU_iqi(buf[pos:end])])
+                f9s2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, -1, a5, _ZERO_UUID)) for a0, a2, a5 in _IU_iqi(buf[pos:end])])
                 pos = end
-            items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
-        f9 = tuple(items_f9)
+            f9 = (_new(FetchTopic, (f9s0, _ZERO_UUID, f9s2)),)
+        else:
+            items_f9: list[FetchTopic] = []
+            for _ in range(n):
+                f9_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f9_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f9_2: tuple[FetchPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 16 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f9_2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, -1, a5, _ZERO_UUID)) for a0, a2, a5 in _IU_iqi(buf[pos:end])])
+                    pos = end
+                items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
+            f9 = tuple(items_f9)
     return _new(FetchRequest, (None, f1, _D_ReplicaState, f3, f4, f5, 0, 0, -1, f9, (), "")), pos
 
 
@@ -325,9 +379,8 @@ def _r_FetchRequest_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f9: list[FetchTopic] = []
-        for _ in range(n):
-            f9_0: str
+        if n == 1:
+            f9s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -336,9 +389,9 @@ def _r_FetchRequest_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f9_0 = buf[pos:end].tobytes().decode()
+                f9s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f9_2: tuple[FetchPartition, ...]
+            f9s2: tuple[FetchPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -349,10 +402,38 @@ def _r_FetchRequest_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + 16 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f9_2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, -1, a5, _ZERO_UUID)) for a0, a2, a5 in _IU_iqi(buf[pos:end])])
+                f9s2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, -1, a5, _ZERO_UUID)) for a0, a2, a5 in _IU_iqi(buf[pos:end])])
                 pos = end
-            items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
-        f9 = tuple(items_f9)
+            f9 = (_new(FetchTopic, (f9s0, _ZERO_UUID, f9s2)),)
+        else:
+            items_f9: list[FetchTopic] = []
+            for _ in range(n):
+                f9_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f9_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f9_2: tuple[FetchPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 16 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f9_2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, -1, a5, _ZERO_UUID)) for a0, a2, a5 in _IU_iqi(buf[pos:end])])
+                    pos = end
+                items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
+            f9 = tuple(items_f9)
     return _new(FetchRequest, (None, f1, _D_ReplicaState, f3, f4, f5, f6, 0, -1, f9, (), "")), pos
 
 
@@ -368,9 +449,8 @@ def _r_FetchRequest_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f9: list[FetchTopic] = []
-        for _ in range(n):
-            f9_0: str
+        if n == 1:
+            f9s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -379,9 +459,9 @@ def _r_FetchRequest_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f9_0 = buf[pos:end].tobytes().decode()
+                f9s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f9_2: tuple[FetchPartition, ...]
+            f9s2: tuple[FetchPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -392,10 +472,38 @@ def _r_FetchRequest_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + 24 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f9_2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, a4, a5, _ZERO_UUID)) for a0, a2, a4, a5 in _IU_iqqi(buf[pos:end])])
+                f9s2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, a4, a5, _ZERO_UUID)) for a0, a2, a4, a5 in _IU_iqqi(buf[pos:end])])
                 pos = end
-            items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
-        f9 = tuple(items_f9)
+            f9 = (_new(FetchTopic, (f9s0, _ZERO_UUID, f9s2)),)
+        else:
+            items_f9: list[FetchTopic] = []
+            for _ in range(n):
+                f9_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f9_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f9_2: tuple[FetchPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 24 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f9_2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, a4, a5, _ZERO_UUID)) for a0, a2, a4, a5 in _IU_iqqi(buf[pos:end])])
+                    pos = end
+                items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
+            f9 = tuple(items_f9)
     return _new(FetchRequest, (None, f1, _D_ReplicaState, f3, f4, f5, f6, 0, -1, f9, (), "")), pos
 
 
@@ -411,9 +519,8 @@ def _r_FetchRequest_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f9: list[FetchTopic] = []
-        for _ in range(n):
-            f9_0: str
+        if n == 1:
+            f9s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -422,9 +529,9 @@ def _r_FetchRequest_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f9_0 = buf[pos:end].tobytes().decode()
+                f9s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f9_2: tuple[FetchPartition, ...]
+            f9s2: tuple[FetchPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -435,10 +542,38 @@ def _r_FetchRequest_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + 24 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f9_2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, a4, a5, _ZERO_UUID)) for a0, a2, a4, a5 in _IU_iqqi(buf[pos:end])])
+                f9s2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, a4, a5, _ZERO_UUID)) for a0, a2, a4, a5 in _IU_iqqi(buf[pos:end])])
                 pos = end
-            items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
-        f9 = tuple(items_f9)
+            f9 = (_new(FetchTopic, (f9s0, _ZERO_UUID, f9s2)),)
+        else:
+            items_f9: list[FetchTopic] = []
+            for _ in range(n):
+                f9_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f9_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f9_2: tuple[FetchPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 24 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f9_2 = tuple([_new(FetchPartition, (a0, -1, a2, -1, a4, a5, _ZERO_UUID)) for a0, a2, a4, a5 in _IU_iqqi(buf[pos:end])])
+                    pos = end
+                items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
+            f9 = tuple(items_f9)
     f10: tuple[ForgottenTopic, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -447,9 +582,8 @@ def _r_FetchRequest_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f10: list[ForgottenTopic] = []
-        for _ in range(n):
-            f10_0: str
+        if n == 1:
+            f10s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -458,9 +592,9 @@ def _r_FetchRequest_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f10_0 = buf[pos:end].tobytes().decode()
+                f10s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f10_2: tuple[int, ...]
+            f10s2: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -468,10 +602,35 @@ def _r_FetchRequest_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f10_2 = _A_i[n].unpack_from(buf, pos)
+                f10s2 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f10.append(_new(ForgottenTopic, (f10_0, _ZERO_UUID, f10_2)))
-        f10 = tuple(items_f10)
+            f10 = (_new(ForgottenTopic, (f10s0, _ZERO_UUID, f10s2)),)
+        else:
+            items_f10: list[ForgottenTopic] = []
+            for _ in range(n):
+                f10_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f10_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f10_2: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f10_2 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f10.append(_new(ForgottenTopic, (f10_0, _ZERO_UUID, f10_2)))
+            f10 = tuple(items_f10)
     return _new(FetchRequest, (None, f1, _D_ReplicaState, f3, f4, f5, f6, f7, f8, f9, f10, "")), pos
 
 
@@ -487,9 +646,8 @@ def _r_FetchRequest_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f9: list[FetchTopic] = []
-        for _ in range(n):
-            f9_0: str
+        if n == 1:
+            f9s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -498,9 +656,9 @@ def _r_FetchRequest_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f9_0 = buf[pos:end].tobytes().decode()
+                f9s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f9_2: tuple[FetchPartition, ...]
+            f9s2: tuple[FetchPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -511,10 +669,38 @@ def _r_FetchRequest_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + 28 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, -1, a4, a5, _ZERO_UUID)) for a0, a1, a2, a4, a5 in _IU_iiqqi(buf[pos:end])])
+                f9s2 = tuple([_new(FetchPartition, (a0, a1, a2, -1, a4, a5, _ZERO_UUID)) for a0, a1, a2, a4, a5 in _IU_iiqqi(buf[pos:end])])
                 pos = end
-            items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
-        f9 = tuple(items_f9)
+            f9 = (_new(FetchTopic, (f9s0, _ZERO_UUID, f9s2)),)
+        else:
+            items_f9: list[FetchTopic] = []
+            for _ in range(n):
+                f9_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f9_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f9_2: tuple[FetchPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 28 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, -1, a4, a5, _ZERO_UUID)) for a0, a1, a2, a4, a5 in _IU_iiqqi(buf[pos:end])])
+                    pos = end
+                items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
+            f9 = tuple(items_f9)
     f10: tuple[ForgottenTopic, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -523,9 +709,8 @@ def _r_FetchRequest_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f10: list[ForgottenTopic] = []
-        for _ in range(n):
-            f10_0: str
+        if n == 1:
+            f10s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -534,9 +719,9 @@ def _r_FetchRequest_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f10_0 = buf[pos:end].tobytes().decode()
+                f10s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f10_2: tuple[int, ...]
+            f10s2: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -544,10 +729,35 @@ def _r_FetchRequest_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f10_2 = _A_i[n].unpack_from(buf, pos)
+                f10s2 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f10.append(_new(ForgottenTopic, (f10_0, _ZERO_UUID, f10_2)))
-        f10 = tuple(items_f10)
+            f10 = (_new(ForgottenTopic, (f10s0, _ZERO_UUID, f10s2)),)
+        else:
+            items_f10: list[ForgottenTopic] = []
+            for _ in range(n):
+                f10_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f10_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f10_2: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f10_2 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f10.append(_new(ForgottenTopic, (f10_0, _ZERO_UUID, f10_2)))
+            f10 = tuple(items_f10)
     return _new(FetchRequest, (None, f1, _D_ReplicaState, f3, f4, f5, f6, f7, f8, f9, f10, "")), pos
 
 
@@ -563,9 +773,8 @@ def _r_FetchRequest_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f9: list[FetchTopic] = []
-        for _ in range(n):
-            f9_0: str
+        if n == 1:
+            f9s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -574,9 +783,9 @@ def _r_FetchRequest_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f9_0 = buf[pos:end].tobytes().decode()
+                f9s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f9_2: tuple[FetchPartition, ...]
+            f9s2: tuple[FetchPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -587,10 +796,38 @@ def _r_FetchRequest_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + 28 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, -1, a4, a5, _ZERO_UUID)) for a0, a1, a2, a4, a5 in _IU_iiqqi(buf[pos:end])])
+                f9s2 = tuple([_new(FetchPartition, (a0, a1, a2, -1, a4, a5, _ZERO_UUID)) for a0, a1, a2, a4, a5 in _IU_iiqqi(buf[pos:end])])
                 pos = end
-            items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
-        f9 = tuple(items_f9)
+            f9 = (_new(FetchTopic, (f9s0, _ZERO_UUID, f9s2)),)
+        else:
+            items_f9: list[FetchTopic] = []
+            for _ in range(n):
+                f9_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f9_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f9_2: tuple[FetchPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 28 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, -1, a4, a5, _ZERO_UUID)) for a0, a1, a2, a4, a5 in _IU_iiqqi(buf[pos:end])])
+                    pos = end
+                items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
+            f9 = tuple(items_f9)
     f10: tuple[ForgottenTopic, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -599,9 +836,8 @@ def _r_FetchRequest_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f10: list[ForgottenTopic] = []
-        for _ in range(n):
-            f10_0: str
+        if n == 1:
+            f10s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -610,9 +846,9 @@ def _r_FetchRequest_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f10_0 = buf[pos:end].tobytes().decode()
+                f10s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f10_2: tuple[int, ...]
+            f10s2: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -620,10 +856,35 @@ def _r_FetchRequest_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f10_2 = _A_i[n].unpack_from(buf, pos)
+                f10s2 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f10.append(_new(ForgottenTopic, (f10_0, _ZERO_UUID, f10_2)))
-        f10 = tuple(items_f10)
+            f10 = (_new(ForgottenTopic, (f10s0, _ZERO_UUID, f10s2)),)
+        else:
+            items_f10: list[ForgottenTopic] = []
+            for _ in range(n):
+                f10_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f10_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f10_2: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f10_2 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f10.append(_new(ForgottenTopic, (f10_0, _ZERO_UUID, f10_2)))
+            f10 = tuple(items_f10)
     f11: str
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -662,9 +923,8 @@ def _r_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f9: list[FetchTopic] = []
-        for _ in range(n):
-            f9_0: str
+        if n == 1:
+            f9s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -677,9 +937,9 @@ def _r_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f9_0 = buf[pos:end].tobytes().decode()
+                f9s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f9_2: tuple[FetchPartition, ...]
+            f9s2: tuple[FetchPartition, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -695,20 +955,67 @@ def _r_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 32 : end : 33].tobytes().count(0) == n:
-                    f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, a3, a4, a5, _ZERO_UUID)) for a0, a1, a2, a3, a4, a5 in _IU_iiqiqix(buf[pos:end])])
+                    f9s2 = tuple([_new(FetchPartition, (a0, a1, a2, a3, a4, a5, _ZERO_UUID)) for a0, a1, a2, a3, a4, a5 in _IU_iiqiqix(buf[pos:end])])
                     pos = end
                 else:
-                    items_f9_2: list[FetchPartition] = []
+                    items_f9s2: list[FetchPartition] = []
                     for _ in range(n):
-                        item_f9_2, pos = _r_FetchPartition_v12(buf, pos)
-                        items_f9_2.append(item_f9_2)
-                    f9_2 = tuple(items_f9_2)
+                        item_f9s2, pos = _r_FetchPartition_v12(buf, pos)
+                        items_f9s2.append(item_f9s2)
+                    f9s2 = tuple(items_f9s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
-        f9 = tuple(items_f9)
+            f9 = (_new(FetchTopic, (f9s0, _ZERO_UUID, f9s2)),)
+        else:
+            items_f9: list[FetchTopic] = []
+            for _ in range(n):
+                f9_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f9_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f9_2: tuple[FetchPartition, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 33 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 32 : end : 33].tobytes().count(0) == n:
+                        f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, a3, a4, a5, _ZERO_UUID)) for a0, a1, a2, a3, a4, a5 in _IU_iiqiqix(buf[pos:end])])
+                        pos = end
+                    else:
+                        items_f9_2: list[FetchPartition] = []
+                        for _ in range(n):
+                            item_f9_2, pos = _r_FetchPartition_v12(buf, pos)
+                            items_f9_2.append(item_f9_2)
+                        f9_2 = tuple(items_f9_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f9.append(_new(FetchTopic, (f9_0, _ZERO_UUID, f9_2)))
+            f9 = tuple(items_f9)
     f10: tuple[ForgottenTopic, ...]
     n = buf[pos]
     if n < 0x80:
@@ -721,9 +1028,8 @@ def _r_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f10: list[ForgottenTopic] = []
-        for _ in range(n):
-            f10_0: str
+        if n == 1:
+            f10s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -736,12 +1042,12 @@ def _r_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f10_0 = buf[pos:end].tobytes().decode()
+                f10s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f10_2: tuple[int, ...]
+            f10s2: tuple[int, ...]
             n = buf[pos]
             try:
-                f10_2 = _AC_i[n](buf, pos)
+                f10s2 = _AC_i[n](buf, pos)
                 pos += 4 * n - 3
             except KeyError:
                 n = buf[pos]
@@ -755,14 +1061,56 @@ def _r_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n > blen - pos:
                         raise DecodeError("array length %d exceeds remaining bytes" % n)
-                    f10_2 = _A_i[n].unpack_from(buf, pos)
+                    f10s2 = _A_i[n].unpack_from(buf, pos)
                     pos += 4 * n
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f10.append(_new(ForgottenTopic, (f10_0, _ZERO_UUID, f10_2)))
-        f10 = tuple(items_f10)
+            f10 = (_new(ForgottenTopic, (f10s0, _ZERO_UUID, f10s2)),)
+        else:
+            items_f10: list[ForgottenTopic] = []
+            for _ in range(n):
+                f10_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f10_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f10_2: tuple[int, ...]
+                n = buf[pos]
+                try:
+                    f10_2 = _AC_i[n](buf, pos)
+                    pos += 4 * n - 3
+                except KeyError:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f10_2 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f10.append(_new(ForgottenTopic, (f10_0, _ZERO_UUID, f10_2)))
+            f10 = tuple(items_f10)
     f11: str
     n = buf[pos]
     if n < 0x80:
@@ -827,12 +1175,11 @@ def _r_FetchRequest_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f9: list[FetchTopic] = []
-        for _ in range(n):
-            f9_1 = _U_U(buf, pos)[0]
+        if n == 1:
+            f9s1 = _U_U(buf, pos)[0]
             pos += 16
-            f9_1 = _uuid_from(f9_1)
-            f9_2: tuple[FetchPartition, ...]
+            f9s1 = _uuid_from(f9s1)
+            f9s2: tuple[FetchPartition, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -848,20 +1195,55 @@ def _r_FetchRequest_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 32 : end : 33].tobytes().count(0) == n:
-                    f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, a3, a4, a5, _ZERO_UUID)) for a0, a1, a2, a3, a4, a5 in _IU_iiqiqix(buf[pos:end])])
+                    f9s2 = tuple([_new(FetchPartition, (a0, a1, a2, a3, a4, a5, _ZERO_UUID)) for a0, a1, a2, a3, a4, a5 in _IU_iiqiqix(buf[pos:end])])
                     pos = end
                 else:
-                    items_f9_2: list[FetchPartition] = []
+                    items_f9s2: list[FetchPartition] = []
                     for _ in range(n):
-                        item_f9_2, pos = _r_FetchPartition_v12(buf, pos)
-                        items_f9_2.append(item_f9_2)
-                    f9_2 = tuple(items_f9_2)
+                        item_f9s2, pos = _r_FetchPartition_v12(buf, pos)
+                        items_f9s2.append(item_f9s2)
+                    f9s2 = tuple(items_f9s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f9.append(_new(FetchTopic, ("", f9_1, f9_2)))
-        f9 = tuple(items_f9)
+            f9 = (_new(FetchTopic, ("", f9s1, f9s2)),)
+        else:
+            items_f9: list[FetchTopic] = []
+            for _ in range(n):
+                f9_1 = _U_U(buf, pos)[0]
+                pos += 16
+                f9_1 = _uuid_from(f9_1)
+                f9_2: tuple[FetchPartition, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 33 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 32 : end : 33].tobytes().count(0) == n:
+                        f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, a3, a4, a5, _ZERO_UUID)) for a0, a1, a2, a3, a4, a5 in _IU_iiqiqix(buf[pos:end])])
+                        pos = end
+                    else:
+                        items_f9_2: list[FetchPartition] = []
+                        for _ in range(n):
+                            item_f9_2, pos = _r_FetchPartition_v12(buf, pos)
+                            items_f9_2.append(item_f9_2)
+                        f9_2 = tuple(items_f9_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f9.append(_new(FetchTopic, ("", f9_1, f9_2)))
+            f9 = tuple(items_f9)
     f10: tuple[ForgottenTopic, ...]
     n = buf[pos]
     if n < 0x80:
@@ -874,14 +1256,13 @@ def _r_FetchRequest_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f10: list[ForgottenTopic] = []
-        for _ in range(n):
-            f10_1, n = _U_UB(buf, pos)
+        if n == 1:
+            f10s1, n = _U_UB(buf, pos)
             pos += 16
-            f10_1 = _uuid_from(f10_1)
-            f10_2: tuple[int, ...]
+            f10s1 = _uuid_from(f10s1)
+            f10s2: tuple[int, ...]
             try:
-                f10_2 = _AC_i[n](buf, pos)
+                f10s2 = _AC_i[n](buf, pos)
                 pos += 4 * n - 3
             except KeyError:
                 n = buf[pos]
@@ -895,14 +1276,43 @@ def _r_FetchRequest_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n > blen - pos:
                         raise DecodeError("array length %d exceeds remaining bytes" % n)
-                    f10_2 = _A_i[n].unpack_from(buf, pos)
+                    f10s2 = _A_i[n].unpack_from(buf, pos)
                     pos += 4 * n
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f10.append(_new(ForgottenTopic, ("", f10_1, f10_2)))
-        f10 = tuple(items_f10)
+            f10 = (_new(ForgottenTopic, ("", f10s1, f10s2)),)
+        else:
+            items_f10: list[ForgottenTopic] = []
+            for _ in range(n):
+                f10_1, n = _U_UB(buf, pos)
+                pos += 16
+                f10_1 = _uuid_from(f10_1)
+                f10_2: tuple[int, ...]
+                try:
+                    f10_2 = _AC_i[n](buf, pos)
+                    pos += 4 * n - 3
+                except KeyError:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f10_2 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f10.append(_new(ForgottenTopic, ("", f10_1, f10_2)))
+            f10 = tuple(items_f10)
     f11: str
     n = buf[pos]
     if n < 0x80:
@@ -975,12 +1385,11 @@ def _r_FetchRequest_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f9: list[FetchTopic] = []
-        for _ in range(n):
-            f9_1 = _U_U(buf, pos)[0]
+        if n == 1:
+            f9s1 = _U_U(buf, pos)[0]
             pos += 16
-            f9_1 = _uuid_from(f9_1)
-            f9_2: tuple[FetchPartition, ...]
+            f9s1 = _uuid_from(f9s1)
+            f9s2: tuple[FetchPartition, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -996,20 +1405,55 @@ def _r_FetchRequest_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 32 : end : 33].tobytes().count(0) == n:
-                    f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, a3, a4, a5, _ZERO_UUID)) for a0, a1, a2, a3, a4, a5 in _IU_iiqiqix(buf[pos:end])])
+                    f9s2 = tuple([_new(FetchPartition, (a0, a1, a2, a3, a4, a5, _ZERO_UUID)) for a0, a1, a2, a3, a4, a5 in _IU_iiqiqix(buf[pos:end])])
                     pos = end
                 else:
-                    items_f9_2: list[FetchPartition] = []
+                    items_f9s2: list[FetchPartition] = []
                     for _ in range(n):
-                        item_f9_2, pos = _r_FetchPartition_v12(buf, pos)
-                        items_f9_2.append(item_f9_2)
-                    f9_2 = tuple(items_f9_2)
+                        item_f9s2, pos = _r_FetchPartition_v12(buf, pos)
+                        items_f9s2.append(item_f9s2)
+                    f9s2 = tuple(items_f9s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f9.append(_new(FetchTopic, ("", f9_1, f9_2)))
-        f9 = tuple(items_f9)
+            f9 = (_new(FetchTopic, ("", f9s1, f9s2)),)
+        else:
+            items_f9: list[FetchTopic] = []
+            for _ in range(n):
+                f9_1 = _U_U(buf, pos)[0]
+                pos += 16
+                f9_1 = _uuid_from(f9_1)
+                f9_2: tuple[FetchPartition, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 33 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 32 : end : 33].tobytes().count(0) == n:
+                        f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, a3, a4, a5, _ZERO_UUID)) for a0, a1, a2, a3, a4, a5 in _IU_iiqiqix(buf[pos:end])])
+                        pos = end
+                    else:
+                        items_f9_2: list[FetchPartition] = []
+                        for _ in range(n):
+                            item_f9_2, pos = _r_FetchPartition_v12(buf, pos)
+                            items_f9_2.append(item_f9_2)
+                        f9_2 = tuple(items_f9_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f9.append(_new(FetchTopic, ("", f9_1, f9_2)))
+            f9 = tuple(items_f9)
     f10: tuple[ForgottenTopic, ...]
     n = buf[pos]
     if n < 0x80:
@@ -1022,14 +1466,13 @@ def _r_FetchRequest_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f10: list[ForgottenTopic] = []
-        for _ in range(n):
-            f10_1, n = _U_UB(buf, pos)
+        if n == 1:
+            f10s1, n = _U_UB(buf, pos)
             pos += 16
-            f10_1 = _uuid_from(f10_1)
-            f10_2: tuple[int, ...]
+            f10s1 = _uuid_from(f10s1)
+            f10s2: tuple[int, ...]
             try:
-                f10_2 = _AC_i[n](buf, pos)
+                f10s2 = _AC_i[n](buf, pos)
                 pos += 4 * n - 3
             except KeyError:
                 n = buf[pos]
@@ -1043,14 +1486,43 @@ def _r_FetchRequest_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n > blen - pos:
                         raise DecodeError("array length %d exceeds remaining bytes" % n)
-                    f10_2 = _A_i[n].unpack_from(buf, pos)
+                    f10s2 = _A_i[n].unpack_from(buf, pos)
                     pos += 4 * n
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f10.append(_new(ForgottenTopic, ("", f10_1, f10_2)))
-        f10 = tuple(items_f10)
+            f10 = (_new(ForgottenTopic, ("", f10s1, f10s2)),)
+        else:
+            items_f10: list[ForgottenTopic] = []
+            for _ in range(n):
+                f10_1, n = _U_UB(buf, pos)
+                pos += 16
+                f10_1 = _uuid_from(f10_1)
+                f10_2: tuple[int, ...]
+                try:
+                    f10_2 = _AC_i[n](buf, pos)
+                    pos += 4 * n - 3
+                except KeyError:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f10_2 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f10.append(_new(ForgottenTopic, ("", f10_1, f10_2)))
+            f10 = tuple(items_f10)
     f11: str
     n = buf[pos]
     if n < 0x80:
@@ -1138,12 +1610,11 @@ def _r_FetchRequest_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f9: list[FetchTopic] = []
-        for _ in range(n):
-            f9_1 = _U_U(buf, pos)[0]
+        if n == 1:
+            f9s1 = _U_U(buf, pos)[0]
             pos += 16
-            f9_1 = _uuid_from(f9_1)
-            f9_2: tuple[FetchPartition, ...]
+            f9s1 = _uuid_from(f9s1)
+            f9s2: tuple[FetchPartition, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1159,20 +1630,55 @@ def _r_FetchRequest_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 32 : end : 33].tobytes().count(0) == n:
-                    f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, a3, a4, a5, _ZERO_UUID)) for a0, a1, a2, a3, a4, a5 in _IU_iiqiqix(buf[pos:end])])
+                    f9s2 = tuple([_new(FetchPartition, (a0, a1, a2, a3, a4, a5, _ZERO_UUID)) for a0, a1, a2, a3, a4, a5 in _IU_iiqiqix(buf[pos:end])])
                     pos = end
                 else:
-                    items_f9_2: list[FetchPartition] = []
+                    items_f9s2: list[FetchPartition] = []
                     for _ in range(n):
-                        item_f9_2, pos = _r_FetchPartition_v17(buf, pos)
-                        items_f9_2.append(item_f9_2)
-                    f9_2 = tuple(items_f9_2)
+                        item_f9s2, pos = _r_FetchPartition_v17(buf, pos)
+                        items_f9s2.append(item_f9s2)
+                    f9s2 = tuple(items_f9s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f9.append(_new(FetchTopic, ("", f9_1, f9_2)))
-        f9 = tuple(items_f9)
+            f9 = (_new(FetchTopic, ("", f9s1, f9s2)),)
+        else:
+            items_f9: list[FetchTopic] = []
+            for _ in range(n):
+                f9_1 = _U_U(buf, pos)[0]
+                pos += 16
+                f9_1 = _uuid_from(f9_1)
+                f9_2: tuple[FetchPartition, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 33 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 32 : end : 33].tobytes().count(0) == n:
+                        f9_2 = tuple([_new(FetchPartition, (a0, a1, a2, a3, a4, a5, _ZERO_UUID)) for a0, a1, a2, a3, a4, a5 in _IU_iiqiqix(buf[pos:end])])
+                        pos = end
+                    else:
+                        items_f9_2: list[FetchPartition] = []
+                        for _ in range(n):
+                            item_f9_2, pos = _r_FetchPartition_v17(buf, pos)
+                            items_f9_2.append(item_f9_2)
+                        f9_2 = tuple(items_f9_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f9.append(_new(FetchTopic, ("", f9_1, f9_2)))
+            f9 = tuple(items_f9)
     f10: tuple[ForgottenTopic, ...]
     n = buf[pos]
     if n < 0x80:
@@ -1185,14 +1691,13 @@ def _r_FetchRequest_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f10: list[ForgottenTopic] = []
-        for _ in range(n):
-            f10_1, n = _U_UB(buf, pos)
+        if n == 1:
+            f10s1, n = _U_UB(buf, pos)
             pos += 16
-            f10_1 = _uuid_from(f10_1)
-            f10_2: tuple[int, ...]
+            f10s1 = _uuid_from(f10s1)
+            f10s2: tuple[int, ...]
             try:
-                f10_2 = _AC_i[n](buf, pos)
+                f10s2 = _AC_i[n](buf, pos)
                 pos += 4 * n - 3
             except KeyError:
                 n = buf[pos]
@@ -1206,14 +1711,43 @@ def _r_FetchRequest_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n > blen - pos:
                         raise DecodeError("array length %d exceeds remaining bytes" % n)
-                    f10_2 = _A_i[n].unpack_from(buf, pos)
+                    f10s2 = _A_i[n].unpack_from(buf, pos)
                     pos += 4 * n
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f10.append(_new(ForgottenTopic, ("", f10_1, f10_2)))
-        f10 = tuple(items_f10)
+            f10 = (_new(ForgottenTopic, ("", f10s1, f10s2)),)
+        else:
+            items_f10: list[ForgottenTopic] = []
+            for _ in range(n):
+                f10_1, n = _U_UB(buf, pos)
+                pos += 16
+                f10_1 = _uuid_from(f10_1)
+                f10_2: tuple[int, ...]
+                try:
+                    f10_2 = _AC_i[n](buf, pos)
+                    pos += 4 * n - 3
+                except KeyError:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f10_2 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f10.append(_new(ForgottenTopic, ("", f10_1, f10_2)))
+            f10 = tuple(items_f10)
     f11: str
     n = buf[pos]
     if n < 0x80:

@@ -293,9 +293,8 @@ def _r_FetchResponse_v0(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[FetchableTopicResponse] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -304,9 +303,9 @@ def _r_FetchResponse_v0(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_2: tuple[PartitionData, ...]
+            f3s2: tuple[PartitionData, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -314,27 +313,105 @@ def _r_FetchResponse_v0(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_2: list[PartitionData] = []
-                for _ in range(n):
-                    f3_2_0, f3_2_1, f3_2_2 = _U_ihq(buf, pos)
+                if n == 1:
+                    f3s2s0, f3s2s1, f3s2s2 = _U_ihq(buf, pos)
                     pos += 14
-                    f3_2_10: bytes | memoryview | None
+                    f3s2s10: bytes | memoryview | None
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid records length %d" % n)
-                        f3_2_10 = None
+                        f3s2s10 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("records length %d exceeds remaining bytes" % n)
-                        f3_2_10 = buf[pos:end]
+                        f3s2s10 = buf[pos:end]
                         pos = end
-                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, -1, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, (), -1, f3_2_10)))
-                f3_2 = tuple(items_f3_2)
-            items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
-        f3 = tuple(items_f3)
+                    f3s2 = (_new(PartitionData, (f3s2s0, f3s2s1, f3s2s2, -1, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, (), -1, f3s2s10)),)
+                else:
+                    items_f3s2: list[PartitionData] = []
+                    for _ in range(n):
+                        f3s2_0, f3s2_1, f3s2_2 = _U_ihq(buf, pos)
+                        pos += 14
+                        f3s2_10: bytes | memoryview | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3s2_10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3s2_10 = buf[pos:end]
+                            pos = end
+                        items_f3s2.append(_new(PartitionData, (f3s2_0, f3s2_1, f3s2_2, -1, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, (), -1, f3s2_10)))
+                    f3s2 = tuple(items_f3s2)
+            f3 = (_new(FetchableTopicResponse, (f3s0, _ZERO_UUID, f3s2)),)
+        else:
+            items_f3: list[FetchableTopicResponse] = []
+            for _ in range(n):
+                f3_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_2: tuple[PartitionData, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_2s0, f3_2s1, f3_2s2 = _U_ihq(buf, pos)
+                        pos += 14
+                        f3_2s10: bytes | memoryview | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3_2s10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3_2s10 = buf[pos:end]
+                            pos = end
+                        f3_2 = (_new(PartitionData, (f3_2s0, f3_2s1, f3_2s2, -1, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, (), -1, f3_2s10)),)
+                    else:
+                        items_f3_2: list[PartitionData] = []
+                        for _ in range(n):
+                            f3_2_0, f3_2_1, f3_2_2 = _U_ihq(buf, pos)
+                            pos += 14
+                            f3_2_10: bytes | memoryview | None
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid records length %d" % n)
+                                f3_2_10 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("records length %d exceeds remaining bytes" % n)
+                                f3_2_10 = buf[pos:end]
+                                pos = end
+                            items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, -1, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, (), -1, f3_2_10)))
+                        f3_2 = tuple(items_f3_2)
+                items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
+            f3 = tuple(items_f3)
     return _new(FetchResponse, (0, 0, 0, f3, ())), pos
 
 
@@ -350,9 +427,8 @@ def _r_FetchResponse_v1(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[FetchableTopicResponse] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -361,9 +437,9 @@ def _r_FetchResponse_v1(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_2: tuple[PartitionData, ...]
+            f3s2: tuple[PartitionData, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -371,27 +447,105 @@ def _r_FetchResponse_v1(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_2: list[PartitionData] = []
-                for _ in range(n):
-                    f3_2_0, f3_2_1, f3_2_2 = _U_ihq(buf, pos)
+                if n == 1:
+                    f3s2s0, f3s2s1, f3s2s2 = _U_ihq(buf, pos)
                     pos += 14
-                    f3_2_10: bytes | memoryview | None
+                    f3s2s10: bytes | memoryview | None
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid records length %d" % n)
-                        f3_2_10 = None
+                        f3s2s10 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("records length %d exceeds remaining bytes" % n)
-                        f3_2_10 = buf[pos:end]
+                        f3s2s10 = buf[pos:end]
                         pos = end
-                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, -1, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, (), -1, f3_2_10)))
-                f3_2 = tuple(items_f3_2)
-            items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
-        f3 = tuple(items_f3)
+                    f3s2 = (_new(PartitionData, (f3s2s0, f3s2s1, f3s2s2, -1, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, (), -1, f3s2s10)),)
+                else:
+                    items_f3s2: list[PartitionData] = []
+                    for _ in range(n):
+                        f3s2_0, f3s2_1, f3s2_2 = _U_ihq(buf, pos)
+                        pos += 14
+                        f3s2_10: bytes | memoryview | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3s2_10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3s2_10 = buf[pos:end]
+                            pos = end
+                        items_f3s2.append(_new(PartitionData, (f3s2_0, f3s2_1, f3s2_2, -1, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, (), -1, f3s2_10)))
+                    f3s2 = tuple(items_f3s2)
+            f3 = (_new(FetchableTopicResponse, (f3s0, _ZERO_UUID, f3s2)),)
+        else:
+            items_f3: list[FetchableTopicResponse] = []
+            for _ in range(n):
+                f3_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_2: tuple[PartitionData, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_2s0, f3_2s1, f3_2s2 = _U_ihq(buf, pos)
+                        pos += 14
+                        f3_2s10: bytes | memoryview | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3_2s10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3_2s10 = buf[pos:end]
+                            pos = end
+                        f3_2 = (_new(PartitionData, (f3_2s0, f3_2s1, f3_2s2, -1, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, (), -1, f3_2s10)),)
+                    else:
+                        items_f3_2: list[PartitionData] = []
+                        for _ in range(n):
+                            f3_2_0, f3_2_1, f3_2_2 = _U_ihq(buf, pos)
+                            pos += 14
+                            f3_2_10: bytes | memoryview | None
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid records length %d" % n)
+                                f3_2_10 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("records length %d exceeds remaining bytes" % n)
+                                f3_2_10 = buf[pos:end]
+                                pos = end
+                            items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, -1, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, (), -1, f3_2_10)))
+                        f3_2 = tuple(items_f3_2)
+                items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
+            f3 = tuple(items_f3)
     return _new(FetchResponse, (f0, 0, 0, f3, ())), pos
 
 
@@ -407,9 +561,8 @@ def _r_FetchResponse_v4(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[FetchableTopicResponse] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -418,9 +571,9 @@ def _r_FetchResponse_v4(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_2: tuple[PartitionData, ...]
+            f3s2: tuple[PartitionData, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -428,42 +581,165 @@ def _r_FetchResponse_v4(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_2: list[PartitionData] = []
-                for _ in range(n):
-                    f3_2_0, f3_2_1, f3_2_2, f3_2_3 = _U_ihqq(buf, pos)
+                if n == 1:
+                    f3s2s0, f3s2s1, f3s2s2, f3s2s3 = _U_ihqq(buf, pos)
                     pos += 22
-                    f3_2_8: tuple[AbortedTransaction, ...] | None
+                    f3s2s8: tuple[AbortedTransaction, ...] | None
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid array length %d" % n)
-                        f3_2_8 = None
+                        f3s2s8 = None
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         end = pos + 16 * n
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                        f3s2s8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
                         pos = end
-                    f3_2_10: bytes | memoryview | None
+                    f3s2s10: bytes | memoryview | None
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid records length %d" % n)
-                        f3_2_10 = None
+                        f3s2s10 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("records length %d exceeds remaining bytes" % n)
-                        f3_2_10 = buf[pos:end]
+                        f3s2s10 = buf[pos:end]
                         pos = end
-                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3_2_8, -1, f3_2_10)))
-                f3_2 = tuple(items_f3_2)
-            items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
-        f3 = tuple(items_f3)
+                    f3s2 = (_new(PartitionData, (f3s2s0, f3s2s1, f3s2s2, f3s2s3, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3s2s8, -1, f3s2s10)),)
+                else:
+                    items_f3s2: list[PartitionData] = []
+                    for _ in range(n):
+                        f3s2_0, f3s2_1, f3s2_2, f3s2_3 = _U_ihqq(buf, pos)
+                        pos += 22
+                        f3s2_8: tuple[AbortedTransaction, ...] | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid array length %d" % n)
+                            f3s2_8 = None
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 16 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f3s2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                            pos = end
+                        f3s2_10: bytes | memoryview | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3s2_10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3s2_10 = buf[pos:end]
+                            pos = end
+                        items_f3s2.append(_new(PartitionData, (f3s2_0, f3s2_1, f3s2_2, f3s2_3, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3s2_8, -1, f3s2_10)))
+                    f3s2 = tuple(items_f3s2)
+            f3 = (_new(FetchableTopicResponse, (f3s0, _ZERO_UUID, f3s2)),)
+        else:
+            items_f3: list[FetchableTopicResponse] = []
+            for _ in range(n):
+                f3_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_2: tuple[PartitionData, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_2s0, f3_2s1, f3_2s2, f3_2s3 = _U_ihqq(buf, pos)
+                        pos += 22
+                        f3_2s8: tuple[AbortedTransaction, ...] | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid array length %d" % n)
+                            f3_2s8 = None
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 16 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f3_2s8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                            pos = end
+                        f3_2s10: bytes | memoryview | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3_2s10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3_2s10 = buf[pos:end]
+                            pos = end
+                        f3_2 = (_new(PartitionData, (f3_2s0, f3_2s1, f3_2s2, f3_2s3, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3_2s8, -1, f3_2s10)),)
+                    else:
+                        items_f3_2: list[PartitionData] = []
+                        for _ in range(n):
+                            f3_2_0, f3_2_1, f3_2_2, f3_2_3 = _U_ihqq(buf, pos)
+                            pos += 22
+                            f3_2_8: tuple[AbortedTransaction, ...] | None
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid array length %d" % n)
+                                f3_2_8 = None
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 16 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                                pos = end
+                            f3_2_10: bytes | memoryview | None
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid records length %d" % n)
+                                f3_2_10 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("records length %d exceeds remaining bytes" % n)
+                                f3_2_10 = buf[pos:end]
+                                pos = end
+                            items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, -1, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3_2_8, -1, f3_2_10)))
+                        f3_2 = tuple(items_f3_2)
+                items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
+            f3 = tuple(items_f3)
     return _new(FetchResponse, (f0, 0, 0, f3, ())), pos
 
 
@@ -479,9 +755,8 @@ def _r_FetchResponse_v5(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[FetchableTopicResponse] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -490,9 +765,9 @@ def _r_FetchResponse_v5(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_2: tuple[PartitionData, ...]
+            f3s2: tuple[PartitionData, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -500,42 +775,165 @@ def _r_FetchResponse_v5(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_2: list[PartitionData] = []
-                for _ in range(n):
-                    f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                if n == 1:
+                    f3s2s0, f3s2s1, f3s2s2, f3s2s3, f3s2s4 = _U_ihqqq(buf, pos)
                     pos += 30
-                    f3_2_8: tuple[AbortedTransaction, ...] | None
+                    f3s2s8: tuple[AbortedTransaction, ...] | None
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid array length %d" % n)
-                        f3_2_8 = None
+                        f3s2s8 = None
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         end = pos + 16 * n
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                        f3s2s8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
                         pos = end
-                    f3_2_10: bytes | memoryview | None
+                    f3s2s10: bytes | memoryview | None
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid records length %d" % n)
-                        f3_2_10 = None
+                        f3s2s10 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("records length %d exceeds remaining bytes" % n)
-                        f3_2_10 = buf[pos:end]
+                        f3s2s10 = buf[pos:end]
                         pos = end
-                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3_2_8, -1, f3_2_10)))
-                f3_2 = tuple(items_f3_2)
-            items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
-        f3 = tuple(items_f3)
+                    f3s2 = (_new(PartitionData, (f3s2s0, f3s2s1, f3s2s2, f3s2s3, f3s2s4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3s2s8, -1, f3s2s10)),)
+                else:
+                    items_f3s2: list[PartitionData] = []
+                    for _ in range(n):
+                        f3s2_0, f3s2_1, f3s2_2, f3s2_3, f3s2_4 = _U_ihqqq(buf, pos)
+                        pos += 30
+                        f3s2_8: tuple[AbortedTransaction, ...] | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid array length %d" % n)
+                            f3s2_8 = None
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 16 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f3s2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                            pos = end
+                        f3s2_10: bytes | memoryview | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3s2_10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3s2_10 = buf[pos:end]
+                            pos = end
+                        items_f3s2.append(_new(PartitionData, (f3s2_0, f3s2_1, f3s2_2, f3s2_3, f3s2_4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3s2_8, -1, f3s2_10)))
+                    f3s2 = tuple(items_f3s2)
+            f3 = (_new(FetchableTopicResponse, (f3s0, _ZERO_UUID, f3s2)),)
+        else:
+            items_f3: list[FetchableTopicResponse] = []
+            for _ in range(n):
+                f3_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_2: tuple[PartitionData, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_2s0, f3_2s1, f3_2s2, f3_2s3, f3_2s4 = _U_ihqqq(buf, pos)
+                        pos += 30
+                        f3_2s8: tuple[AbortedTransaction, ...] | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid array length %d" % n)
+                            f3_2s8 = None
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 16 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f3_2s8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                            pos = end
+                        f3_2s10: bytes | memoryview | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3_2s10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3_2s10 = buf[pos:end]
+                            pos = end
+                        f3_2 = (_new(PartitionData, (f3_2s0, f3_2s1, f3_2s2, f3_2s3, f3_2s4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3_2s8, -1, f3_2s10)),)
+                    else:
+                        items_f3_2: list[PartitionData] = []
+                        for _ in range(n):
+                            f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                            pos += 30
+                            f3_2_8: tuple[AbortedTransaction, ...] | None
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid array length %d" % n)
+                                f3_2_8 = None
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 16 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                                pos = end
+                            f3_2_10: bytes | memoryview | None
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid records length %d" % n)
+                                f3_2_10 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("records length %d exceeds remaining bytes" % n)
+                                f3_2_10 = buf[pos:end]
+                                pos = end
+                            items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3_2_8, -1, f3_2_10)))
+                        f3_2 = tuple(items_f3_2)
+                items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
+            f3 = tuple(items_f3)
     return _new(FetchResponse, (f0, 0, 0, f3, ())), pos
 
 
@@ -551,9 +949,8 @@ def _r_FetchResponse_v7(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[FetchableTopicResponse] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -562,9 +959,9 @@ def _r_FetchResponse_v7(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_2: tuple[PartitionData, ...]
+            f3s2: tuple[PartitionData, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -572,42 +969,165 @@ def _r_FetchResponse_v7(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_2: list[PartitionData] = []
-                for _ in range(n):
-                    f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                if n == 1:
+                    f3s2s0, f3s2s1, f3s2s2, f3s2s3, f3s2s4 = _U_ihqqq(buf, pos)
                     pos += 30
-                    f3_2_8: tuple[AbortedTransaction, ...] | None
+                    f3s2s8: tuple[AbortedTransaction, ...] | None
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid array length %d" % n)
-                        f3_2_8 = None
+                        f3s2s8 = None
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         end = pos + 16 * n
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                        f3s2s8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
                         pos = end
-                    f3_2_10: bytes | memoryview | None
+                    f3s2s10: bytes | memoryview | None
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid records length %d" % n)
-                        f3_2_10 = None
+                        f3s2s10 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("records length %d exceeds remaining bytes" % n)
-                        f3_2_10 = buf[pos:end]
+                        f3s2s10 = buf[pos:end]
                         pos = end
-                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3_2_8, -1, f3_2_10)))
-                f3_2 = tuple(items_f3_2)
-            items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
-        f3 = tuple(items_f3)
+                    f3s2 = (_new(PartitionData, (f3s2s0, f3s2s1, f3s2s2, f3s2s3, f3s2s4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3s2s8, -1, f3s2s10)),)
+                else:
+                    items_f3s2: list[PartitionData] = []
+                    for _ in range(n):
+                        f3s2_0, f3s2_1, f3s2_2, f3s2_3, f3s2_4 = _U_ihqqq(buf, pos)
+                        pos += 30
+                        f3s2_8: tuple[AbortedTransaction, ...] | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid array length %d" % n)
+                            f3s2_8 = None
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 16 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f3s2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                            pos = end
+                        f3s2_10: bytes | memoryview | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3s2_10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3s2_10 = buf[pos:end]
+                            pos = end
+                        items_f3s2.append(_new(PartitionData, (f3s2_0, f3s2_1, f3s2_2, f3s2_3, f3s2_4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3s2_8, -1, f3s2_10)))
+                    f3s2 = tuple(items_f3s2)
+            f3 = (_new(FetchableTopicResponse, (f3s0, _ZERO_UUID, f3s2)),)
+        else:
+            items_f3: list[FetchableTopicResponse] = []
+            for _ in range(n):
+                f3_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_2: tuple[PartitionData, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_2s0, f3_2s1, f3_2s2, f3_2s3, f3_2s4 = _U_ihqqq(buf, pos)
+                        pos += 30
+                        f3_2s8: tuple[AbortedTransaction, ...] | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid array length %d" % n)
+                            f3_2s8 = None
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 16 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f3_2s8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                            pos = end
+                        f3_2s10: bytes | memoryview | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3_2s10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3_2s10 = buf[pos:end]
+                            pos = end
+                        f3_2 = (_new(PartitionData, (f3_2s0, f3_2s1, f3_2s2, f3_2s3, f3_2s4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3_2s8, -1, f3_2s10)),)
+                    else:
+                        items_f3_2: list[PartitionData] = []
+                        for _ in range(n):
+                            f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                            pos += 30
+                            f3_2_8: tuple[AbortedTransaction, ...] | None
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid array length %d" % n)
+                                f3_2_8 = None
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 16 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                                pos = end
+                            f3_2_10: bytes | memoryview | None
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid records length %d" % n)
+                                f3_2_10 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("records length %d exceeds remaining bytes" % n)
+                                f3_2_10 = buf[pos:end]
+                                pos = end
+                            items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3_2_8, -1, f3_2_10)))
+                        f3_2 = tuple(items_f3_2)
+                items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
+            f3 = tuple(items_f3)
     return _new(FetchResponse, (f0, f1, f2, f3, ())), pos
 
 
@@ -623,9 +1143,8 @@ def _r_FetchResponse_v11(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[FetchableTopicResponse] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -634,9 +1153,9 @@ def _r_FetchResponse_v11(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_2: tuple[PartitionData, ...]
+            f3s2: tuple[PartitionData, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -644,44 +1163,173 @@ def _r_FetchResponse_v11(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_2: list[PartitionData] = []
-                for _ in range(n):
-                    f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                if n == 1:
+                    f3s2s0, f3s2s1, f3s2s2, f3s2s3, f3s2s4 = _U_ihqqq(buf, pos)
                     pos += 30
-                    f3_2_8: tuple[AbortedTransaction, ...] | None
+                    f3s2s8: tuple[AbortedTransaction, ...] | None
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid array length %d" % n)
-                        f3_2_8 = None
+                        f3s2s8 = None
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         end = pos + 16 * n
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                        f3s2s8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
                         pos = end
-                    f3_2_9 = _U_i(buf, pos)[0]
+                    f3s2s9 = _U_i(buf, pos)[0]
                     pos += 4
-                    f3_2_10: bytes | memoryview | None
+                    f3s2s10: bytes | memoryview | None
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid records length %d" % n)
-                        f3_2_10 = None
+                        f3s2s10 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("records length %d exceeds remaining bytes" % n)
-                        f3_2_10 = buf[pos:end]
+                        f3s2s10 = buf[pos:end]
                         pos = end
-                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3_2_8, f3_2_9, f3_2_10)))
-                f3_2 = tuple(items_f3_2)
-            items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
-        f3 = tuple(items_f3)
+                    f3s2 = (_new(PartitionData, (f3s2s0, f3s2s1, f3s2s2, f3s2s3, f3s2s4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3s2s8, f3s2s9, f3s2s10)),)
+                else:
+                    items_f3s2: list[PartitionData] = []
+                    for _ in range(n):
+                        f3s2_0, f3s2_1, f3s2_2, f3s2_3, f3s2_4 = _U_ihqqq(buf, pos)
+                        pos += 30
+                        f3s2_8: tuple[AbortedTransaction, ...] | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid array length %d" % n)
+                            f3s2_8 = None
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 16 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f3s2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                            pos = end
+                        f3s2_9 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f3s2_10: bytes | memoryview | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3s2_10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3s2_10 = buf[pos:end]
+                            pos = end
+                        items_f3s2.append(_new(PartitionData, (f3s2_0, f3s2_1, f3s2_2, f3s2_3, f3s2_4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3s2_8, f3s2_9, f3s2_10)))
+                    f3s2 = tuple(items_f3s2)
+            f3 = (_new(FetchableTopicResponse, (f3s0, _ZERO_UUID, f3s2)),)
+        else:
+            items_f3: list[FetchableTopicResponse] = []
+            for _ in range(n):
+                f3_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_2: tuple[PartitionData, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_2s0, f3_2s1, f3_2s2, f3_2s3, f3_2s4 = _U_ihqqq(buf, pos)
+                        pos += 30
+                        f3_2s8: tuple[AbortedTransaction, ...] | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid array length %d" % n)
+                            f3_2s8 = None
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 16 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f3_2s8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                            pos = end
+                        f3_2s9 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f3_2s10: bytes | memoryview | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3_2s10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3_2s10 = buf[pos:end]
+                            pos = end
+                        f3_2 = (_new(PartitionData, (f3_2s0, f3_2s1, f3_2s2, f3_2s3, f3_2s4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3_2s8, f3_2s9, f3_2s10)),)
+                    else:
+                        items_f3_2: list[PartitionData] = []
+                        for _ in range(n):
+                            f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                            pos += 30
+                            f3_2_8: tuple[AbortedTransaction, ...] | None
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid array length %d" % n)
+                                f3_2_8 = None
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 16 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qq(buf[pos:end])))
+                                pos = end
+                            f3_2_9 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f3_2_10: bytes | memoryview | None
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid records length %d" % n)
+                                f3_2_10 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("records length %d exceeds remaining bytes" % n)
+                                f3_2_10 = buf[pos:end]
+                                pos = end
+                            items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, _D_EpochEndOffset, _D_LeaderIdAndEpoch, _D_SnapshotId, f3_2_8, f3_2_9, f3_2_10)))
+                        f3_2 = tuple(items_f3_2)
+                items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
+            f3 = tuple(items_f3)
     return _new(FetchResponse, (f0, f1, f2, f3, ())), pos
 
 
@@ -733,9 +1381,8 @@ def _r_FetchResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[FetchableTopicResponse] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -748,9 +1395,9 @@ def _r_FetchResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_2: tuple[PartitionData, ...]
+            f3s2: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -762,11 +1409,10 @@ def _r_FetchResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_2: list[PartitionData] = []
-                for _ in range(n):
-                    f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                if n == 1:
+                    f3s2s0, f3s2s1, f3s2s2, f3s2s3, f3s2s4 = _U_ihqqq(buf, pos)
                     pos += 30
-                    f3_2_8: tuple[AbortedTransaction, ...] | None
+                    f3s2s8: tuple[AbortedTransaction, ...] | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -776,7 +1422,7 @@ def _r_FetchResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid array length %d" % n)
-                        f3_2_8 = None
+                        f3s2s8 = None
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
@@ -784,17 +1430,17 @@ def _r_FetchResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         if buf[pos + 16 : end : 17].tobytes().count(0) == n:
-                            f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
+                            f3s2s8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
                             pos = end
                         else:
-                            items_f3_2_8: list[AbortedTransaction] = []
+                            items_f3s2s8: list[AbortedTransaction] = []
                             for _ in range(n):
-                                item_f3_2_8, pos = _r_AbortedTransaction_v12(buf, pos)
-                                items_f3_2_8.append(item_f3_2_8)
-                            f3_2_8 = tuple(items_f3_2_8)
-                    f3_2_9 = _U_i(buf, pos)[0]
+                                item_f3s2s8, pos = _r_AbortedTransaction_v12(buf, pos)
+                                items_f3s2s8.append(item_f3s2s8)
+                            f3s2s8 = tuple(items_f3s2s8)
+                    f3s2s9 = _U_i(buf, pos)[0]
                     pos += 4
-                    f3_2_10: bytes | memoryview | None
+                    f3s2s10: bytes | memoryview | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -810,16 +1456,16 @@ def _r_FetchResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid records length %d" % n)
-                        f3_2_10 = None
+                        f3s2s10 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("records length %d exceeds remaining bytes" % n)
-                        f3_2_10 = buf[pos:end]
+                        f3s2s10 = buf[pos:end]
                         pos = end
-                    f3_2_5: EpochEndOffset = _D_EpochEndOffset
-                    f3_2_6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
-                    f3_2_7: SnapshotId = _D_SnapshotId
+                    f3s2s5: EpochEndOffset = _D_EpochEndOffset
+                    f3s2s6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                    f3s2s7: SnapshotId = _D_SnapshotId
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -832,20 +1478,288 @@ def _r_FetchResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
                         if tag_end > blen:
                             raise DecodeError("tagged field exceeds remaining bytes")
                         if tag == 0:
-                            f3_2_5, pos = _r_EpochEndOffset_v12(buf, pos)
+                            f3s2s5, pos = _r_EpochEndOffset_v12(buf, pos)
                         elif tag == 1:
-                            f3_2_6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
+                            f3s2s6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
                         elif tag == 2:
-                            f3_2_7, pos = _r_SnapshotId_v12(buf, pos)
+                            f3s2s7, pos = _r_SnapshotId_v12(buf, pos)
                         pos = tag_end
-                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, f3_2_5, f3_2_6, f3_2_7, f3_2_8, f3_2_9, f3_2_10)))
-                f3_2 = tuple(items_f3_2)
+                    f3s2 = (_new(PartitionData, (f3s2s0, f3s2s1, f3s2s2, f3s2s3, f3s2s4, f3s2s5, f3s2s6, f3s2s7, f3s2s8, f3s2s9, f3s2s10)),)
+                else:
+                    items_f3s2: list[PartitionData] = []
+                    for _ in range(n):
+                        f3s2_0, f3s2_1, f3s2_2, f3s2_3, f3s2_4 = _U_ihqqq(buf, pos)
+                        pos += 30
+                        f3s2_8: tuple[AbortedTransaction, ...] | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid array length %d" % n)
+                            f3s2_8 = None
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 17 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 16 : end : 17].tobytes().count(0) == n:
+                                f3s2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f3s2_8: list[AbortedTransaction] = []
+                                for _ in range(n):
+                                    item_f3s2_8, pos = _r_AbortedTransaction_v12(buf, pos)
+                                    items_f3s2_8.append(item_f3s2_8)
+                                f3s2_8 = tuple(items_f3s2_8)
+                        f3s2_9 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f3s2_10: bytes | memoryview | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        elif buf[pos + 1] < 0x80:
+                            n = (n & 0x7F) | (buf[pos + 1] << 7)
+                            pos += 2
+                        elif buf[pos + 2] < 0x80:
+                            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                            pos += 3
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3s2_10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3s2_10 = buf[pos:end]
+                            pos = end
+                        f3s2_5: EpochEndOffset = _D_EpochEndOffset
+                        f3s2_6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                        f3s2_7: SnapshotId = _D_SnapshotId
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        for _ in range(n):
+                            tag, pos = _read_uvarint(buf, pos)
+                            size, pos = _read_uvarint(buf, pos)
+                            tag_end = pos + size
+                            if tag_end > blen:
+                                raise DecodeError("tagged field exceeds remaining bytes")
+                            if tag == 0:
+                                f3s2_5, pos = _r_EpochEndOffset_v12(buf, pos)
+                            elif tag == 1:
+                                f3s2_6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
+                            elif tag == 2:
+                                f3s2_7, pos = _r_SnapshotId_v12(buf, pos)
+                            pos = tag_end
+                        items_f3s2.append(_new(PartitionData, (f3s2_0, f3s2_1, f3s2_2, f3s2_3, f3s2_4, f3s2_5, f3s2_6, f3s2_7, f3s2_8, f3s2_9, f3s2_10)))
+                    f3s2 = tuple(items_f3s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
-        f3 = tuple(items_f3)
+            f3 = (_new(FetchableTopicResponse, (f3s0, _ZERO_UUID, f3s2)),)
+        else:
+            items_f3: list[FetchableTopicResponse] = []
+            for _ in range(n):
+                f3_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_2: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_2s0, f3_2s1, f3_2s2, f3_2s3, f3_2s4 = _U_ihqqq(buf, pos)
+                        pos += 30
+                        f3_2s8: tuple[AbortedTransaction, ...] | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid array length %d" % n)
+                            f3_2s8 = None
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 17 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 16 : end : 17].tobytes().count(0) == n:
+                                f3_2s8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f3_2s8: list[AbortedTransaction] = []
+                                for _ in range(n):
+                                    item_f3_2s8, pos = _r_AbortedTransaction_v12(buf, pos)
+                                    items_f3_2s8.append(item_f3_2s8)
+                                f3_2s8 = tuple(items_f3_2s8)
+                        f3_2s9 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f3_2s10: bytes | memoryview | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        elif buf[pos + 1] < 0x80:
+                            n = (n & 0x7F) | (buf[pos + 1] << 7)
+                            pos += 2
+                        elif buf[pos + 2] < 0x80:
+                            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                            pos += 3
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3_2s10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3_2s10 = buf[pos:end]
+                            pos = end
+                        f3_2s5: EpochEndOffset = _D_EpochEndOffset
+                        f3_2s6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                        f3_2s7: SnapshotId = _D_SnapshotId
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        for _ in range(n):
+                            tag, pos = _read_uvarint(buf, pos)
+                            size, pos = _read_uvarint(buf, pos)
+                            tag_end = pos + size
+                            if tag_end > blen:
+                                raise DecodeError("tagged field exceeds remaining bytes")
+                            if tag == 0:
+                                f3_2s5, pos = _r_EpochEndOffset_v12(buf, pos)
+                            elif tag == 1:
+                                f3_2s6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
+                            elif tag == 2:
+                                f3_2s7, pos = _r_SnapshotId_v12(buf, pos)
+                            pos = tag_end
+                        f3_2 = (_new(PartitionData, (f3_2s0, f3_2s1, f3_2s2, f3_2s3, f3_2s4, f3_2s5, f3_2s6, f3_2s7, f3_2s8, f3_2s9, f3_2s10)),)
+                    else:
+                        items_f3_2: list[PartitionData] = []
+                        for _ in range(n):
+                            f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                            pos += 30
+                            f3_2_8: tuple[AbortedTransaction, ...] | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid array length %d" % n)
+                                f3_2_8 = None
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 17 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                if buf[pos + 16 : end : 17].tobytes().count(0) == n:
+                                    f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
+                                    pos = end
+                                else:
+                                    items_f3_2_8: list[AbortedTransaction] = []
+                                    for _ in range(n):
+                                        item_f3_2_8, pos = _r_AbortedTransaction_v12(buf, pos)
+                                        items_f3_2_8.append(item_f3_2_8)
+                                    f3_2_8 = tuple(items_f3_2_8)
+                            f3_2_9 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f3_2_10: bytes | memoryview | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            elif buf[pos + 1] < 0x80:
+                                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                                pos += 2
+                            elif buf[pos + 2] < 0x80:
+                                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                                pos += 3
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid records length %d" % n)
+                                f3_2_10 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("records length %d exceeds remaining bytes" % n)
+                                f3_2_10 = buf[pos:end]
+                                pos = end
+                            f3_2_5: EpochEndOffset = _D_EpochEndOffset
+                            f3_2_6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                            f3_2_7: SnapshotId = _D_SnapshotId
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            for _ in range(n):
+                                tag, pos = _read_uvarint(buf, pos)
+                                size, pos = _read_uvarint(buf, pos)
+                                tag_end = pos + size
+                                if tag_end > blen:
+                                    raise DecodeError("tagged field exceeds remaining bytes")
+                                if tag == 0:
+                                    f3_2_5, pos = _r_EpochEndOffset_v12(buf, pos)
+                                elif tag == 1:
+                                    f3_2_6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
+                                elif tag == 2:
+                                    f3_2_7, pos = _r_SnapshotId_v12(buf, pos)
+                                pos = tag_end
+                            items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, f3_2_5, f3_2_6, f3_2_7, f3_2_8, f3_2_9, f3_2_10)))
+                        f3_2 = tuple(items_f3_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f3.append(_new(FetchableTopicResponse, (f3_0, _ZERO_UUID, f3_2)))
+            f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -869,12 +1783,11 @@ def _r_FetchResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[FetchableTopicResponse] = []
-        for _ in range(n):
-            f3_1 = _U_U(buf, pos)[0]
+        if n == 1:
+            f3s1 = _U_U(buf, pos)[0]
             pos += 16
-            f3_1 = _uuid_from(f3_1)
-            f3_2: tuple[PartitionData, ...]
+            f3s1 = _uuid_from(f3s1)
+            f3s2: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -886,11 +1799,10 @@ def _r_FetchResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_2: list[PartitionData] = []
-                for _ in range(n):
-                    f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                if n == 1:
+                    f3s2s0, f3s2s1, f3s2s2, f3s2s3, f3s2s4 = _U_ihqqq(buf, pos)
                     pos += 30
-                    f3_2_8: tuple[AbortedTransaction, ...] | None
+                    f3s2s8: tuple[AbortedTransaction, ...] | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -900,7 +1812,7 @@ def _r_FetchResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid array length %d" % n)
-                        f3_2_8 = None
+                        f3s2s8 = None
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
@@ -908,17 +1820,17 @@ def _r_FetchResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         if buf[pos + 16 : end : 17].tobytes().count(0) == n:
-                            f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
+                            f3s2s8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
                             pos = end
                         else:
-                            items_f3_2_8: list[AbortedTransaction] = []
+                            items_f3s2s8: list[AbortedTransaction] = []
                             for _ in range(n):
-                                item_f3_2_8, pos = _r_AbortedTransaction_v12(buf, pos)
-                                items_f3_2_8.append(item_f3_2_8)
-                            f3_2_8 = tuple(items_f3_2_8)
-                    f3_2_9 = _U_i(buf, pos)[0]
+                                item_f3s2s8, pos = _r_AbortedTransaction_v12(buf, pos)
+                                items_f3s2s8.append(item_f3s2s8)
+                            f3s2s8 = tuple(items_f3s2s8)
+                    f3s2s9 = _U_i(buf, pos)[0]
                     pos += 4
-                    f3_2_10: bytes | memoryview | None
+                    f3s2s10: bytes | memoryview | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -934,16 +1846,16 @@ def _r_FetchResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid records length %d" % n)
-                        f3_2_10 = None
+                        f3s2s10 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("records length %d exceeds remaining bytes" % n)
-                        f3_2_10 = buf[pos:end]
+                        f3s2s10 = buf[pos:end]
                         pos = end
-                    f3_2_5: EpochEndOffset = _D_EpochEndOffset
-                    f3_2_6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
-                    f3_2_7: SnapshotId = _D_SnapshotId
+                    f3s2s5: EpochEndOffset = _D_EpochEndOffset
+                    f3s2s6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                    f3s2s7: SnapshotId = _D_SnapshotId
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -956,20 +1868,276 @@ def _r_FetchResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
                         if tag_end > blen:
                             raise DecodeError("tagged field exceeds remaining bytes")
                         if tag == 0:
-                            f3_2_5, pos = _r_EpochEndOffset_v12(buf, pos)
+                            f3s2s5, pos = _r_EpochEndOffset_v12(buf, pos)
                         elif tag == 1:
-                            f3_2_6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
+                            f3s2s6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
                         elif tag == 2:
-                            f3_2_7, pos = _r_SnapshotId_v12(buf, pos)
+                            f3s2s7, pos = _r_SnapshotId_v12(buf, pos)
                         pos = tag_end
-                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, f3_2_5, f3_2_6, f3_2_7, f3_2_8, f3_2_9, f3_2_10)))
-                f3_2 = tuple(items_f3_2)
+                    f3s2 = (_new(PartitionData, (f3s2s0, f3s2s1, f3s2s2, f3s2s3, f3s2s4, f3s2s5, f3s2s6, f3s2s7, f3s2s8, f3s2s9, f3s2s10)),)
+                else:
+                    items_f3s2: list[PartitionData] = []
+                    for _ in range(n):
+                        f3s2_0, f3s2_1, f3s2_2, f3s2_3, f3s2_4 = _U_ihqqq(buf, pos)
+                        pos += 30
+                        f3s2_8: tuple[AbortedTransaction, ...] | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid array length %d" % n)
+                            f3s2_8 = None
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 17 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 16 : end : 17].tobytes().count(0) == n:
+                                f3s2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f3s2_8: list[AbortedTransaction] = []
+                                for _ in range(n):
+                                    item_f3s2_8, pos = _r_AbortedTransaction_v12(buf, pos)
+                                    items_f3s2_8.append(item_f3s2_8)
+                                f3s2_8 = tuple(items_f3s2_8)
+                        f3s2_9 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f3s2_10: bytes | memoryview | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        elif buf[pos + 1] < 0x80:
+                            n = (n & 0x7F) | (buf[pos + 1] << 7)
+                            pos += 2
+                        elif buf[pos + 2] < 0x80:
+                            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                            pos += 3
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3s2_10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3s2_10 = buf[pos:end]
+                            pos = end
+                        f3s2_5: EpochEndOffset = _D_EpochEndOffset
+                        f3s2_6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                        f3s2_7: SnapshotId = _D_SnapshotId
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        for _ in range(n):
+                            tag, pos = _read_uvarint(buf, pos)
+                            size, pos = _read_uvarint(buf, pos)
+                            tag_end = pos + size
+                            if tag_end > blen:
+                                raise DecodeError("tagged field exceeds remaining bytes")
+                            if tag == 0:
+                                f3s2_5, pos = _r_EpochEndOffset_v12(buf, pos)
+                            elif tag == 1:
+                                f3s2_6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
+                            elif tag == 2:
+                                f3s2_7, pos = _r_SnapshotId_v12(buf, pos)
+                            pos = tag_end
+                        items_f3s2.append(_new(PartitionData, (f3s2_0, f3s2_1, f3s2_2, f3s2_3, f3s2_4, f3s2_5, f3s2_6, f3s2_7, f3s2_8, f3s2_9, f3s2_10)))
+                    f3s2 = tuple(items_f3s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f3.append(_new(FetchableTopicResponse, ("", f3_1, f3_2)))
-        f3 = tuple(items_f3)
+            f3 = (_new(FetchableTopicResponse, ("", f3s1, f3s2)),)
+        else:
+            items_f3: list[FetchableTopicResponse] = []
+            for _ in range(n):
+                f3_1 = _U_U(buf, pos)[0]
+                pos += 16
+                f3_1 = _uuid_from(f3_1)
+                f3_2: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_2s0, f3_2s1, f3_2s2, f3_2s3, f3_2s4 = _U_ihqqq(buf, pos)
+                        pos += 30
+                        f3_2s8: tuple[AbortedTransaction, ...] | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid array length %d" % n)
+                            f3_2s8 = None
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 17 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 16 : end : 17].tobytes().count(0) == n:
+                                f3_2s8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f3_2s8: list[AbortedTransaction] = []
+                                for _ in range(n):
+                                    item_f3_2s8, pos = _r_AbortedTransaction_v12(buf, pos)
+                                    items_f3_2s8.append(item_f3_2s8)
+                                f3_2s8 = tuple(items_f3_2s8)
+                        f3_2s9 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f3_2s10: bytes | memoryview | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        elif buf[pos + 1] < 0x80:
+                            n = (n & 0x7F) | (buf[pos + 1] << 7)
+                            pos += 2
+                        elif buf[pos + 2] < 0x80:
+                            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                            pos += 3
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3_2s10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3_2s10 = buf[pos:end]
+                            pos = end
+                        f3_2s5: EpochEndOffset = _D_EpochEndOffset
+                        f3_2s6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                        f3_2s7: SnapshotId = _D_SnapshotId
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        for _ in range(n):
+                            tag, pos = _read_uvarint(buf, pos)
+                            size, pos = _read_uvarint(buf, pos)
+                            tag_end = pos + size
+                            if tag_end > blen:
+                                raise DecodeError("tagged field exceeds remaining bytes")
+                            if tag == 0:
+                                f3_2s5, pos = _r_EpochEndOffset_v12(buf, pos)
+                            elif tag == 1:
+                                f3_2s6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
+                            elif tag == 2:
+                                f3_2s7, pos = _r_SnapshotId_v12(buf, pos)
+                            pos = tag_end
+                        f3_2 = (_new(PartitionData, (f3_2s0, f3_2s1, f3_2s2, f3_2s3, f3_2s4, f3_2s5, f3_2s6, f3_2s7, f3_2s8, f3_2s9, f3_2s10)),)
+                    else:
+                        items_f3_2: list[PartitionData] = []
+                        for _ in range(n):
+                            f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                            pos += 30
+                            f3_2_8: tuple[AbortedTransaction, ...] | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid array length %d" % n)
+                                f3_2_8 = None
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 17 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                if buf[pos + 16 : end : 17].tobytes().count(0) == n:
+                                    f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
+                                    pos = end
+                                else:
+                                    items_f3_2_8: list[AbortedTransaction] = []
+                                    for _ in range(n):
+                                        item_f3_2_8, pos = _r_AbortedTransaction_v12(buf, pos)
+                                        items_f3_2_8.append(item_f3_2_8)
+                                    f3_2_8 = tuple(items_f3_2_8)
+                            f3_2_9 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f3_2_10: bytes | memoryview | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            elif buf[pos + 1] < 0x80:
+                                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                                pos += 2
+                            elif buf[pos + 2] < 0x80:
+                                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                                pos += 3
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid records length %d" % n)
+                                f3_2_10 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("records length %d exceeds remaining bytes" % n)
+                                f3_2_10 = buf[pos:end]
+                                pos = end
+                            f3_2_5: EpochEndOffset = _D_EpochEndOffset
+                            f3_2_6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                            f3_2_7: SnapshotId = _D_SnapshotId
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            for _ in range(n):
+                                tag, pos = _read_uvarint(buf, pos)
+                                size, pos = _read_uvarint(buf, pos)
+                                tag_end = pos + size
+                                if tag_end > blen:
+                                    raise DecodeError("tagged field exceeds remaining bytes")
+                                if tag == 0:
+                                    f3_2_5, pos = _r_EpochEndOffset_v12(buf, pos)
+                                elif tag == 1:
+                                    f3_2_6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
+                                elif tag == 2:
+                                    f3_2_7, pos = _r_SnapshotId_v12(buf, pos)
+                                pos = tag_end
+                            items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, f3_2_5, f3_2_6, f3_2_7, f3_2_8, f3_2_9, f3_2_10)))
+                        f3_2 = tuple(items_f3_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f3.append(_new(FetchableTopicResponse, ("", f3_1, f3_2)))
+            f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -993,12 +2161,11 @@ def _r_FetchResponse_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[FetchableTopicResponse] = []
-        for _ in range(n):
-            f3_1 = _U_U(buf, pos)[0]
+        if n == 1:
+            f3s1 = _U_U(buf, pos)[0]
             pos += 16
-            f3_1 = _uuid_from(f3_1)
-            f3_2: tuple[PartitionData, ...]
+            f3s1 = _uuid_from(f3s1)
+            f3s2: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1010,11 +2177,10 @@ def _r_FetchResponse_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_2: list[PartitionData] = []
-                for _ in range(n):
-                    f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                if n == 1:
+                    f3s2s0, f3s2s1, f3s2s2, f3s2s3, f3s2s4 = _U_ihqqq(buf, pos)
                     pos += 30
-                    f3_2_8: tuple[AbortedTransaction, ...] | None
+                    f3s2s8: tuple[AbortedTransaction, ...] | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -1024,7 +2190,7 @@ def _r_FetchResponse_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid array length %d" % n)
-                        f3_2_8 = None
+                        f3s2s8 = None
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
@@ -1032,17 +2198,17 @@ def _r_FetchResponse_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         if buf[pos + 16 : end : 17].tobytes().count(0) == n:
-                            f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
+                            f3s2s8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
                             pos = end
                         else:
-                            items_f3_2_8: list[AbortedTransaction] = []
+                            items_f3s2s8: list[AbortedTransaction] = []
                             for _ in range(n):
-                                item_f3_2_8, pos = _r_AbortedTransaction_v12(buf, pos)
-                                items_f3_2_8.append(item_f3_2_8)
-                            f3_2_8 = tuple(items_f3_2_8)
-                    f3_2_9 = _U_i(buf, pos)[0]
+                                item_f3s2s8, pos = _r_AbortedTransaction_v12(buf, pos)
+                                items_f3s2s8.append(item_f3s2s8)
+                            f3s2s8 = tuple(items_f3s2s8)
+                    f3s2s9 = _U_i(buf, pos)[0]
                     pos += 4
-                    f3_2_10: bytes | memoryview | None
+                    f3s2s10: bytes | memoryview | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -1058,16 +2224,16 @@ def _r_FetchResponse_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid records length %d" % n)
-                        f3_2_10 = None
+                        f3s2s10 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("records length %d exceeds remaining bytes" % n)
-                        f3_2_10 = buf[pos:end]
+                        f3s2s10 = buf[pos:end]
                         pos = end
-                    f3_2_5: EpochEndOffset = _D_EpochEndOffset
-                    f3_2_6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
-                    f3_2_7: SnapshotId = _D_SnapshotId
+                    f3s2s5: EpochEndOffset = _D_EpochEndOffset
+                    f3s2s6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                    f3s2s7: SnapshotId = _D_SnapshotId
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -1080,20 +2246,276 @@ def _r_FetchResponse_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
                         if tag_end > blen:
                             raise DecodeError("tagged field exceeds remaining bytes")
                         if tag == 0:
-                            f3_2_5, pos = _r_EpochEndOffset_v12(buf, pos)
+                            f3s2s5, pos = _r_EpochEndOffset_v12(buf, pos)
                         elif tag == 1:
-                            f3_2_6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
+                            f3s2s6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
                         elif tag == 2:
-                            f3_2_7, pos = _r_SnapshotId_v12(buf, pos)
+                            f3s2s7, pos = _r_SnapshotId_v12(buf, pos)
                         pos = tag_end
-                    items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, f3_2_5, f3_2_6, f3_2_7, f3_2_8, f3_2_9, f3_2_10)))
-                f3_2 = tuple(items_f3_2)
+                    f3s2 = (_new(PartitionData, (f3s2s0, f3s2s1, f3s2s2, f3s2s3, f3s2s4, f3s2s5, f3s2s6, f3s2s7, f3s2s8, f3s2s9, f3s2s10)),)
+                else:
+                    items_f3s2: list[PartitionData] = []
+                    for _ in range(n):
+                        f3s2_0, f3s2_1, f3s2_2, f3s2_3, f3s2_4 = _U_ihqqq(buf, pos)
+                        pos += 30
+                        f3s2_8: tuple[AbortedTransaction, ...] | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid array length %d" % n)
+                            f3s2_8 = None
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 17 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 16 : end : 17].tobytes().count(0) == n:
+                                f3s2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f3s2_8: list[AbortedTransaction] = []
+                                for _ in range(n):
+                                    item_f3s2_8, pos = _r_AbortedTransaction_v12(buf, pos)
+                                    items_f3s2_8.append(item_f3s2_8)
+                                f3s2_8 = tuple(items_f3s2_8)
+                        f3s2_9 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f3s2_10: bytes | memoryview | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        elif buf[pos + 1] < 0x80:
+                            n = (n & 0x7F) | (buf[pos + 1] << 7)
+                            pos += 2
+                        elif buf[pos + 2] < 0x80:
+                            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                            pos += 3
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3s2_10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3s2_10 = buf[pos:end]
+                            pos = end
+                        f3s2_5: EpochEndOffset = _D_EpochEndOffset
+                        f3s2_6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                        f3s2_7: SnapshotId = _D_SnapshotId
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        for _ in range(n):
+                            tag, pos = _read_uvarint(buf, pos)
+                            size, pos = _read_uvarint(buf, pos)
+                            tag_end = pos + size
+                            if tag_end > blen:
+                                raise DecodeError("tagged field exceeds remaining bytes")
+                            if tag == 0:
+                                f3s2_5, pos = _r_EpochEndOffset_v12(buf, pos)
+                            elif tag == 1:
+                                f3s2_6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
+                            elif tag == 2:
+                                f3s2_7, pos = _r_SnapshotId_v12(buf, pos)
+                            pos = tag_end
+                        items_f3s2.append(_new(PartitionData, (f3s2_0, f3s2_1, f3s2_2, f3s2_3, f3s2_4, f3s2_5, f3s2_6, f3s2_7, f3s2_8, f3s2_9, f3s2_10)))
+                    f3s2 = tuple(items_f3s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f3.append(_new(FetchableTopicResponse, ("", f3_1, f3_2)))
-        f3 = tuple(items_f3)
+            f3 = (_new(FetchableTopicResponse, ("", f3s1, f3s2)),)
+        else:
+            items_f3: list[FetchableTopicResponse] = []
+            for _ in range(n):
+                f3_1 = _U_U(buf, pos)[0]
+                pos += 16
+                f3_1 = _uuid_from(f3_1)
+                f3_2: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_2s0, f3_2s1, f3_2s2, f3_2s3, f3_2s4 = _U_ihqqq(buf, pos)
+                        pos += 30
+                        f3_2s8: tuple[AbortedTransaction, ...] | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid array length %d" % n)
+                            f3_2s8 = None
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 17 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 16 : end : 17].tobytes().count(0) == n:
+                                f3_2s8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f3_2s8: list[AbortedTransaction] = []
+                                for _ in range(n):
+                                    item_f3_2s8, pos = _r_AbortedTransaction_v12(buf, pos)
+                                    items_f3_2s8.append(item_f3_2s8)
+                                f3_2s8 = tuple(items_f3_2s8)
+                        f3_2s9 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f3_2s10: bytes | memoryview | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        elif buf[pos + 1] < 0x80:
+                            n = (n & 0x7F) | (buf[pos + 1] << 7)
+                            pos += 2
+                        elif buf[pos + 2] < 0x80:
+                            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                            pos += 3
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3_2s10 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3_2s10 = buf[pos:end]
+                            pos = end
+                        f3_2s5: EpochEndOffset = _D_EpochEndOffset
+                        f3_2s6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                        f3_2s7: SnapshotId = _D_SnapshotId
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        for _ in range(n):
+                            tag, pos = _read_uvarint(buf, pos)
+                            size, pos = _read_uvarint(buf, pos)
+                            tag_end = pos + size
+                            if tag_end > blen:
+                                raise DecodeError("tagged field exceeds remaining bytes")
+                            if tag == 0:
+                                f3_2s5, pos = _r_EpochEndOffset_v12(buf, pos)
+                            elif tag == 1:
+                                f3_2s6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
+                            elif tag == 2:
+                                f3_2s7, pos = _r_SnapshotId_v12(buf, pos)
+                            pos = tag_end
+                        f3_2 = (_new(PartitionData, (f3_2s0, f3_2s1, f3_2s2, f3_2s3, f3_2s4, f3_2s5, f3_2s6, f3_2s7, f3_2s8, f3_2s9, f3_2s10)),)
+                    else:
+                        items_f3_2: list[PartitionData] = []
+                        for _ in range(n):
+                            f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4 = _U_ihqqq(buf, pos)
+                            pos += 30
+                            f3_2_8: tuple[AbortedTransaction, ...] | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid array length %d" % n)
+                                f3_2_8 = None
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 17 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                if buf[pos + 16 : end : 17].tobytes().count(0) == n:
+                                    f3_2_8 = tuple(map(_new, _repeat(AbortedTransaction, n), _IU_qqx(buf[pos:end])))
+                                    pos = end
+                                else:
+                                    items_f3_2_8: list[AbortedTransaction] = []
+                                    for _ in range(n):
+                                        item_f3_2_8, pos = _r_AbortedTransaction_v12(buf, pos)
+                                        items_f3_2_8.append(item_f3_2_8)
+                                    f3_2_8 = tuple(items_f3_2_8)
+                            f3_2_9 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f3_2_10: bytes | memoryview | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            elif buf[pos + 1] < 0x80:
+                                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                                pos += 2
+                            elif buf[pos + 2] < 0x80:
+                                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                                pos += 3
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid records length %d" % n)
+                                f3_2_10 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("records length %d exceeds remaining bytes" % n)
+                                f3_2_10 = buf[pos:end]
+                                pos = end
+                            f3_2_5: EpochEndOffset = _D_EpochEndOffset
+                            f3_2_6: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                            f3_2_7: SnapshotId = _D_SnapshotId
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            for _ in range(n):
+                                tag, pos = _read_uvarint(buf, pos)
+                                size, pos = _read_uvarint(buf, pos)
+                                tag_end = pos + size
+                                if tag_end > blen:
+                                    raise DecodeError("tagged field exceeds remaining bytes")
+                                if tag == 0:
+                                    f3_2_5, pos = _r_EpochEndOffset_v12(buf, pos)
+                                elif tag == 1:
+                                    f3_2_6, pos = _r_LeaderIdAndEpoch_v12(buf, pos)
+                                elif tag == 2:
+                                    f3_2_7, pos = _r_SnapshotId_v12(buf, pos)
+                                pos = tag_end
+                            items_f3_2.append(_new(PartitionData, (f3_2_0, f3_2_1, f3_2_2, f3_2_3, f3_2_4, f3_2_5, f3_2_6, f3_2_7, f3_2_8, f3_2_9, f3_2_10)))
+                        f3_2 = tuple(items_f3_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f3.append(_new(FetchableTopicResponse, ("", f3_1, f3_2)))
+            f3 = tuple(items_f3)
     f4: tuple[NodeEndpoint, ...] = ()
     n = buf[pos]
     if n < 0x80:
@@ -1118,11 +2540,10 @@ def _r_FetchResponse_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f4: list[NodeEndpoint] = []
-                for _ in range(n):
-                    f4_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f4s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f4_1: str
+                    f4s1: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -1135,11 +2556,11 @@ def _r_FetchResponse_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f4_1 = buf[pos:end].tobytes().decode()
+                        f4s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f4_2 = _U_i(buf, pos)[0]
+                    f4s2 = _U_i(buf, pos)[0]
                     pos += 4
-                    f4_3: str | None
+                    f4s3: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -1149,19 +2570,63 @@ def _r_FetchResponse_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f4_3 = None
+                        f4s3 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f4_3 = buf[pos:end].tobytes().decode()
+                        f4s3 = buf[pos:end].tobytes().decode()
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f4.append(_new(NodeEndpoint, (f4_0, f4_1, f4_2, f4_3)))
-                f4 = tuple(items_f4)
+                    f4 = (_new(NodeEndpoint, (f4s0, f4s1, f4s2, f4s3)),)
+                else:
+                    items_f4: list[NodeEndpoint] = []
+                    for _ in range(n):
+                        f4_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f4_1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f4_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f4_2 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f4_3: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f4_3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f4_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f4.append(_new(NodeEndpoint, (f4_0, f4_1, f4_2, f4_3)))
+                    f4 = tuple(items_f4)
         pos = tag_end
     return _new(FetchResponse, (f0, f1, f2, f3, f4)), pos
 

@@ -169,9 +169,8 @@ def _r_FetchSnapshotRequest_v0(buf: memoryview, pos: int) -> tuple[FetchSnapshot
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[TopicSnapshot] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -184,9 +183,9 @@ def _r_FetchSnapshotRequest_v0(buf: memoryview, pos: int) -> tuple[FetchSnapshot
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1: tuple[PartitionSnapshot, ...]
+            f3s1: tuple[PartitionSnapshot, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -198,23 +197,89 @@ def _r_FetchSnapshotRequest_v0(buf: memoryview, pos: int) -> tuple[FetchSnapshot
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_1: list[PartitionSnapshot] = []
-                for _ in range(n):
-                    f3_1_0, f3_1_1 = _U_ii(buf, pos)
+                if n == 1:
+                    f3s1s0, f3s1s1 = _U_ii(buf, pos)
                     pos += 8
-                    f3_1_2, pos = _r_SnapshotId_v0(buf, pos)
-                    f3_1_3, tg = _U_qB(buf, pos)
+                    f3s1s2, pos = _r_SnapshotId_v0(buf, pos)
+                    f3s1s3, tg = _U_qB(buf, pos)
                     pos += 9
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f3_1.append(_new(PartitionSnapshot, (f3_1_0, f3_1_1, f3_1_2, f3_1_3, _ZERO_UUID)))
-                f3_1 = tuple(items_f3_1)
+                    f3s1 = (_new(PartitionSnapshot, (f3s1s0, f3s1s1, f3s1s2, f3s1s3, _ZERO_UUID)),)
+                else:
+                    items_f3s1: list[PartitionSnapshot] = []
+                    for _ in range(n):
+                        f3s1_0, f3s1_1 = _U_ii(buf, pos)
+                        pos += 8
+                        f3s1_2, pos = _r_SnapshotId_v0(buf, pos)
+                        f3s1_3, tg = _U_qB(buf, pos)
+                        pos += 9
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f3s1.append(_new(PartitionSnapshot, (f3s1_0, f3s1_1, f3s1_2, f3s1_3, _ZERO_UUID)))
+                    f3s1 = tuple(items_f3s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f3.append(_new(TopicSnapshot, (f3_0, f3_1)))
-        f3 = tuple(items_f3)
+            f3 = (_new(TopicSnapshot, (f3s0, f3s1)),)
+        else:
+            items_f3: list[TopicSnapshot] = []
+            for _ in range(n):
+                f3_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1: tuple[PartitionSnapshot, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_1s0, f3_1s1 = _U_ii(buf, pos)
+                        pos += 8
+                        f3_1s2, pos = _r_SnapshotId_v0(buf, pos)
+                        f3_1s3, tg = _U_qB(buf, pos)
+                        pos += 9
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f3_1 = (_new(PartitionSnapshot, (f3_1s0, f3_1s1, f3_1s2, f3_1s3, _ZERO_UUID)),)
+                    else:
+                        items_f3_1: list[PartitionSnapshot] = []
+                        for _ in range(n):
+                            f3_1_0, f3_1_1 = _U_ii(buf, pos)
+                            pos += 8
+                            f3_1_2, pos = _r_SnapshotId_v0(buf, pos)
+                            f3_1_3, tg = _U_qB(buf, pos)
+                            pos += 9
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f3_1.append(_new(PartitionSnapshot, (f3_1_0, f3_1_1, f3_1_2, f3_1_3, _ZERO_UUID)))
+                        f3_1 = tuple(items_f3_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f3.append(_new(TopicSnapshot, (f3_0, f3_1)))
+            f3 = tuple(items_f3)
     f0: str | None = None
     n = buf[pos]
     if n < 0x80:
@@ -264,9 +329,8 @@ def _r_FetchSnapshotRequest_v1(buf: memoryview, pos: int) -> tuple[FetchSnapshot
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[TopicSnapshot] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -279,9 +343,9 @@ def _r_FetchSnapshotRequest_v1(buf: memoryview, pos: int) -> tuple[FetchSnapshot
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1: tuple[PartitionSnapshot, ...]
+            f3s1: tuple[PartitionSnapshot, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -293,14 +357,13 @@ def _r_FetchSnapshotRequest_v1(buf: memoryview, pos: int) -> tuple[FetchSnapshot
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_1: list[PartitionSnapshot] = []
-                for _ in range(n):
-                    f3_1_0, f3_1_1 = _U_ii(buf, pos)
+                if n == 1:
+                    f3s1s0, f3s1s1 = _U_ii(buf, pos)
                     pos += 8
-                    f3_1_2, pos = _r_SnapshotId_v0(buf, pos)
-                    f3_1_3, tg = _U_qB(buf, pos)
+                    f3s1s2, pos = _r_SnapshotId_v0(buf, pos)
+                    f3s1s3, tg = _U_qB(buf, pos)
                     pos += 9
-                    f3_1_4: _uuid.UUID = _ZERO_UUID
+                    f3s1s4: _uuid.UUID = _ZERO_UUID
                     n = tg
                     if n >= 0x80:
                         n, pos = _read_uvarint(buf, pos - 1)
@@ -311,17 +374,120 @@ def _r_FetchSnapshotRequest_v1(buf: memoryview, pos: int) -> tuple[FetchSnapshot
                         if tag_end > blen:
                             raise DecodeError("tagged field exceeds remaining bytes")
                         if tag == 0:
-                            f3_1_4 = _uuid_from(_U_U(buf, pos)[0])
+                            f3s1s4 = _uuid_from(_U_U(buf, pos)[0])
                             pos += 16
                         pos = tag_end
-                    items_f3_1.append(_new(PartitionSnapshot, (f3_1_0, f3_1_1, f3_1_2, f3_1_3, f3_1_4)))
-                f3_1 = tuple(items_f3_1)
+                    f3s1 = (_new(PartitionSnapshot, (f3s1s0, f3s1s1, f3s1s2, f3s1s3, f3s1s4)),)
+                else:
+                    items_f3s1: list[PartitionSnapshot] = []
+                    for _ in range(n):
+                        f3s1_0, f3s1_1 = _U_ii(buf, pos)
+                        pos += 8
+                        f3s1_2, pos = _r_SnapshotId_v0(buf, pos)
+                        f3s1_3, tg = _U_qB(buf, pos)
+                        pos += 9
+                        f3s1_4: _uuid.UUID = _ZERO_UUID
+                        n = tg
+                        if n >= 0x80:
+                            n, pos = _read_uvarint(buf, pos - 1)
+                        for _ in range(n):
+                            tag, pos = _read_uvarint(buf, pos)
+                            size, pos = _read_uvarint(buf, pos)
+                            tag_end = pos + size
+                            if tag_end > blen:
+                                raise DecodeError("tagged field exceeds remaining bytes")
+                            if tag == 0:
+                                f3s1_4 = _uuid_from(_U_U(buf, pos)[0])
+                                pos += 16
+                            pos = tag_end
+                        items_f3s1.append(_new(PartitionSnapshot, (f3s1_0, f3s1_1, f3s1_2, f3s1_3, f3s1_4)))
+                    f3s1 = tuple(items_f3s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f3.append(_new(TopicSnapshot, (f3_0, f3_1)))
-        f3 = tuple(items_f3)
+            f3 = (_new(TopicSnapshot, (f3s0, f3s1)),)
+        else:
+            items_f3: list[TopicSnapshot] = []
+            for _ in range(n):
+                f3_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1: tuple[PartitionSnapshot, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_1s0, f3_1s1 = _U_ii(buf, pos)
+                        pos += 8
+                        f3_1s2, pos = _r_SnapshotId_v0(buf, pos)
+                        f3_1s3, tg = _U_qB(buf, pos)
+                        pos += 9
+                        f3_1s4: _uuid.UUID = _ZERO_UUID
+                        n = tg
+                        if n >= 0x80:
+                            n, pos = _read_uvarint(buf, pos - 1)
+                        for _ in range(n):
+                            tag, pos = _read_uvarint(buf, pos)
+                            size, pos = _read_uvarint(buf, pos)
+                            tag_end = pos + size
+                            if tag_end > blen:
+                                raise DecodeError("tagged field exceeds remaining bytes")
+                            if tag == 0:
+                                f3_1s4 = _uuid_from(_U_U(buf, pos)[0])
+                                pos += 16
+                            pos = tag_end
+                        f3_1 = (_new(PartitionSnapshot, (f3_1s0, f3_1s1, f3_1s2, f3_1s3, f3_1s4)),)
+                    else:
+                        items_f3_1: list[PartitionSnapshot] = []
+                        for _ in range(n):
+                            f3_1_0, f3_1_1 = _U_ii(buf, pos)
+                            pos += 8
+                            f3_1_2, pos = _r_SnapshotId_v0(buf, pos)
+                            f3_1_3, tg = _U_qB(buf, pos)
+                            pos += 9
+                            f3_1_4: _uuid.UUID = _ZERO_UUID
+                            n = tg
+                            if n >= 0x80:
+                                n, pos = _read_uvarint(buf, pos - 1)
+                            for _ in range(n):
+                                tag, pos = _read_uvarint(buf, pos)
+                                size, pos = _read_uvarint(buf, pos)
+                                tag_end = pos + size
+                                if tag_end > blen:
+                                    raise DecodeError("tagged field exceeds remaining bytes")
+                                if tag == 0:
+                                    f3_1_4 = _uuid_from(_U_U(buf, pos)[0])
+                                    pos += 16
+                                pos = tag_end
+                            items_f3_1.append(_new(PartitionSnapshot, (f3_1_0, f3_1_1, f3_1_2, f3_1_3, f3_1_4)))
+                        f3_1 = tuple(items_f3_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f3.append(_new(TopicSnapshot, (f3_0, f3_1)))
+            f3 = tuple(items_f3)
     f0: str | None = None
     n = buf[pos]
     if n < 0x80:

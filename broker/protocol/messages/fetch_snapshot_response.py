@@ -231,9 +231,8 @@ def _r_FetchSnapshotResponse_v0(buf: memoryview, pos: int) -> tuple[FetchSnapsho
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[TopicSnapshot] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -246,9 +245,9 @@ def _r_FetchSnapshotResponse_v0(buf: memoryview, pos: int) -> tuple[FetchSnapsho
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[PartitionSnapshot, ...]
+            f2s1: tuple[PartitionSnapshot, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -260,14 +259,13 @@ def _r_FetchSnapshotResponse_v0(buf: memoryview, pos: int) -> tuple[FetchSnapsho
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_1: list[PartitionSnapshot] = []
-                for _ in range(n):
-                    f2_1_0, f2_1_1 = _U_ih(buf, pos)
+                if n == 1:
+                    f2s1s0, f2s1s1 = _U_ih(buf, pos)
                     pos += 6
-                    f2_1_2, pos = _r_SnapshotId_v0(buf, pos)
-                    f2_1_4, f2_1_5 = _U_qq(buf, pos)
+                    f2s1s2, pos = _r_SnapshotId_v0(buf, pos)
+                    f2s1s4, f2s1s5 = _U_qq(buf, pos)
                     pos += 16
-                    f2_1_6: bytes | memoryview | None
+                    f2s1s6: bytes | memoryview | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -286,9 +284,9 @@ def _r_FetchSnapshotResponse_v0(buf: memoryview, pos: int) -> tuple[FetchSnapsho
                         end = pos + n
                         if end > blen:
                             raise DecodeError("records length %d exceeds remaining bytes" % n)
-                        f2_1_6 = buf[pos:end]
+                        f2s1s6 = buf[pos:end]
                         pos = end
-                    f2_1_3: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                    f2s1s3: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -301,16 +299,185 @@ def _r_FetchSnapshotResponse_v0(buf: memoryview, pos: int) -> tuple[FetchSnapsho
                         if tag_end > blen:
                             raise DecodeError("tagged field exceeds remaining bytes")
                         if tag == 0:
-                            f2_1_3, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
+                            f2s1s3, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
                         pos = tag_end
-                    items_f2_1.append(_new(PartitionSnapshot, (f2_1_0, f2_1_1, f2_1_2, f2_1_3, f2_1_4, f2_1_5, f2_1_6)))
-                f2_1 = tuple(items_f2_1)
+                    f2s1 = (_new(PartitionSnapshot, (f2s1s0, f2s1s1, f2s1s2, f2s1s3, f2s1s4, f2s1s5, f2s1s6)),)
+                else:
+                    items_f2s1: list[PartitionSnapshot] = []
+                    for _ in range(n):
+                        f2s1_0, f2s1_1 = _U_ih(buf, pos)
+                        pos += 6
+                        f2s1_2, pos = _r_SnapshotId_v0(buf, pos)
+                        f2s1_4, f2s1_5 = _U_qq(buf, pos)
+                        pos += 16
+                        f2s1_6: bytes | memoryview | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        elif buf[pos + 1] < 0x80:
+                            n = (n & 0x7F) | (buf[pos + 1] << 7)
+                            pos += 2
+                        elif buf[pos + 2] < 0x80:
+                            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                            pos += 3
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable UnalignedRecords" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f2s1_6 = buf[pos:end]
+                            pos = end
+                        f2s1_3: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        for _ in range(n):
+                            tag, pos = _read_uvarint(buf, pos)
+                            size, pos = _read_uvarint(buf, pos)
+                            tag_end = pos + size
+                            if tag_end > blen:
+                                raise DecodeError("tagged field exceeds remaining bytes")
+                            if tag == 0:
+                                f2s1_3, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
+                            pos = tag_end
+                        items_f2s1.append(_new(PartitionSnapshot, (f2s1_0, f2s1_1, f2s1_2, f2s1_3, f2s1_4, f2s1_5, f2s1_6)))
+                    f2s1 = tuple(items_f2s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(TopicSnapshot, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(TopicSnapshot, (f2s0, f2s1)),)
+        else:
+            items_f2: list[TopicSnapshot] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[PartitionSnapshot, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_1s0, f2_1s1 = _U_ih(buf, pos)
+                        pos += 6
+                        f2_1s2, pos = _r_SnapshotId_v0(buf, pos)
+                        f2_1s4, f2_1s5 = _U_qq(buf, pos)
+                        pos += 16
+                        f2_1s6: bytes | memoryview | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        elif buf[pos + 1] < 0x80:
+                            n = (n & 0x7F) | (buf[pos + 1] << 7)
+                            pos += 2
+                        elif buf[pos + 2] < 0x80:
+                            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                            pos += 3
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable UnalignedRecords" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f2_1s6 = buf[pos:end]
+                            pos = end
+                        f2_1s3: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        for _ in range(n):
+                            tag, pos = _read_uvarint(buf, pos)
+                            size, pos = _read_uvarint(buf, pos)
+                            tag_end = pos + size
+                            if tag_end > blen:
+                                raise DecodeError("tagged field exceeds remaining bytes")
+                            if tag == 0:
+                                f2_1s3, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
+                            pos = tag_end
+                        f2_1 = (_new(PartitionSnapshot, (f2_1s0, f2_1s1, f2_1s2, f2_1s3, f2_1s4, f2_1s5, f2_1s6)),)
+                    else:
+                        items_f2_1: list[PartitionSnapshot] = []
+                        for _ in range(n):
+                            f2_1_0, f2_1_1 = _U_ih(buf, pos)
+                            pos += 6
+                            f2_1_2, pos = _r_SnapshotId_v0(buf, pos)
+                            f2_1_4, f2_1_5 = _U_qq(buf, pos)
+                            pos += 16
+                            f2_1_6: bytes | memoryview | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            elif buf[pos + 1] < 0x80:
+                                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                                pos += 2
+                            elif buf[pos + 2] < 0x80:
+                                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                                pos += 3
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable UnalignedRecords" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("records length %d exceeds remaining bytes" % n)
+                                f2_1_6 = buf[pos:end]
+                                pos = end
+                            f2_1_3: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            for _ in range(n):
+                                tag, pos = _read_uvarint(buf, pos)
+                                size, pos = _read_uvarint(buf, pos)
+                                tag_end = pos + size
+                                if tag_end > blen:
+                                    raise DecodeError("tagged field exceeds remaining bytes")
+                                if tag == 0:
+                                    f2_1_3, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
+                                pos = tag_end
+                            items_f2_1.append(_new(PartitionSnapshot, (f2_1_0, f2_1_1, f2_1_2, f2_1_3, f2_1_4, f2_1_5, f2_1_6)))
+                        f2_1 = tuple(items_f2_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(TopicSnapshot, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -334,9 +501,8 @@ def _r_FetchSnapshotResponse_v1(buf: memoryview, pos: int) -> tuple[FetchSnapsho
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[TopicSnapshot] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -349,9 +515,9 @@ def _r_FetchSnapshotResponse_v1(buf: memoryview, pos: int) -> tuple[FetchSnapsho
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[PartitionSnapshot, ...]
+            f2s1: tuple[PartitionSnapshot, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -363,14 +529,13 @@ def _r_FetchSnapshotResponse_v1(buf: memoryview, pos: int) -> tuple[FetchSnapsho
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_1: list[PartitionSnapshot] = []
-                for _ in range(n):
-                    f2_1_0, f2_1_1 = _U_ih(buf, pos)
+                if n == 1:
+                    f2s1s0, f2s1s1 = _U_ih(buf, pos)
                     pos += 6
-                    f2_1_2, pos = _r_SnapshotId_v0(buf, pos)
-                    f2_1_4, f2_1_5 = _U_qq(buf, pos)
+                    f2s1s2, pos = _r_SnapshotId_v0(buf, pos)
+                    f2s1s4, f2s1s5 = _U_qq(buf, pos)
                     pos += 16
-                    f2_1_6: bytes | memoryview | None
+                    f2s1s6: bytes | memoryview | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -389,9 +554,9 @@ def _r_FetchSnapshotResponse_v1(buf: memoryview, pos: int) -> tuple[FetchSnapsho
                         end = pos + n
                         if end > blen:
                             raise DecodeError("records length %d exceeds remaining bytes" % n)
-                        f2_1_6 = buf[pos:end]
+                        f2s1s6 = buf[pos:end]
                         pos = end
-                    f2_1_3: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                    f2s1s3: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -404,16 +569,185 @@ def _r_FetchSnapshotResponse_v1(buf: memoryview, pos: int) -> tuple[FetchSnapsho
                         if tag_end > blen:
                             raise DecodeError("tagged field exceeds remaining bytes")
                         if tag == 0:
-                            f2_1_3, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
+                            f2s1s3, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
                         pos = tag_end
-                    items_f2_1.append(_new(PartitionSnapshot, (f2_1_0, f2_1_1, f2_1_2, f2_1_3, f2_1_4, f2_1_5, f2_1_6)))
-                f2_1 = tuple(items_f2_1)
+                    f2s1 = (_new(PartitionSnapshot, (f2s1s0, f2s1s1, f2s1s2, f2s1s3, f2s1s4, f2s1s5, f2s1s6)),)
+                else:
+                    items_f2s1: list[PartitionSnapshot] = []
+                    for _ in range(n):
+                        f2s1_0, f2s1_1 = _U_ih(buf, pos)
+                        pos += 6
+                        f2s1_2, pos = _r_SnapshotId_v0(buf, pos)
+                        f2s1_4, f2s1_5 = _U_qq(buf, pos)
+                        pos += 16
+                        f2s1_6: bytes | memoryview | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        elif buf[pos + 1] < 0x80:
+                            n = (n & 0x7F) | (buf[pos + 1] << 7)
+                            pos += 2
+                        elif buf[pos + 2] < 0x80:
+                            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                            pos += 3
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable UnalignedRecords" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f2s1_6 = buf[pos:end]
+                            pos = end
+                        f2s1_3: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        for _ in range(n):
+                            tag, pos = _read_uvarint(buf, pos)
+                            size, pos = _read_uvarint(buf, pos)
+                            tag_end = pos + size
+                            if tag_end > blen:
+                                raise DecodeError("tagged field exceeds remaining bytes")
+                            if tag == 0:
+                                f2s1_3, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
+                            pos = tag_end
+                        items_f2s1.append(_new(PartitionSnapshot, (f2s1_0, f2s1_1, f2s1_2, f2s1_3, f2s1_4, f2s1_5, f2s1_6)))
+                    f2s1 = tuple(items_f2s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(TopicSnapshot, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(TopicSnapshot, (f2s0, f2s1)),)
+        else:
+            items_f2: list[TopicSnapshot] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[PartitionSnapshot, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_1s0, f2_1s1 = _U_ih(buf, pos)
+                        pos += 6
+                        f2_1s2, pos = _r_SnapshotId_v0(buf, pos)
+                        f2_1s4, f2_1s5 = _U_qq(buf, pos)
+                        pos += 16
+                        f2_1s6: bytes | memoryview | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        elif buf[pos + 1] < 0x80:
+                            n = (n & 0x7F) | (buf[pos + 1] << 7)
+                            pos += 2
+                        elif buf[pos + 2] < 0x80:
+                            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                            pos += 3
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable UnalignedRecords" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f2_1s6 = buf[pos:end]
+                            pos = end
+                        f2_1s3: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        for _ in range(n):
+                            tag, pos = _read_uvarint(buf, pos)
+                            size, pos = _read_uvarint(buf, pos)
+                            tag_end = pos + size
+                            if tag_end > blen:
+                                raise DecodeError("tagged field exceeds remaining bytes")
+                            if tag == 0:
+                                f2_1s3, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
+                            pos = tag_end
+                        f2_1 = (_new(PartitionSnapshot, (f2_1s0, f2_1s1, f2_1s2, f2_1s3, f2_1s4, f2_1s5, f2_1s6)),)
+                    else:
+                        items_f2_1: list[PartitionSnapshot] = []
+                        for _ in range(n):
+                            f2_1_0, f2_1_1 = _U_ih(buf, pos)
+                            pos += 6
+                            f2_1_2, pos = _r_SnapshotId_v0(buf, pos)
+                            f2_1_4, f2_1_5 = _U_qq(buf, pos)
+                            pos += 16
+                            f2_1_6: bytes | memoryview | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            elif buf[pos + 1] < 0x80:
+                                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                                pos += 2
+                            elif buf[pos + 2] < 0x80:
+                                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                                pos += 3
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable UnalignedRecords" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("records length %d exceeds remaining bytes" % n)
+                                f2_1_6 = buf[pos:end]
+                                pos = end
+                            f2_1_3: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            for _ in range(n):
+                                tag, pos = _read_uvarint(buf, pos)
+                                size, pos = _read_uvarint(buf, pos)
+                                tag_end = pos + size
+                                if tag_end > blen:
+                                    raise DecodeError("tagged field exceeds remaining bytes")
+                                if tag == 0:
+                                    f2_1_3, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
+                                pos = tag_end
+                            items_f2_1.append(_new(PartitionSnapshot, (f2_1_0, f2_1_1, f2_1_2, f2_1_3, f2_1_4, f2_1_5, f2_1_6)))
+                        f2_1 = tuple(items_f2_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(TopicSnapshot, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     f3: tuple[NodeEndpoint, ...] = ()
     n = buf[pos]
     if n < 0x80:
@@ -438,11 +772,10 @@ def _r_FetchSnapshotResponse_v1(buf: memoryview, pos: int) -> tuple[FetchSnapsho
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3: list[NodeEndpoint] = []
-                for _ in range(n):
-                    f3_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f3s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f3_1: str
+                    f3s1: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -455,14 +788,39 @@ def _r_FetchSnapshotResponse_v1(buf: memoryview, pos: int) -> tuple[FetchSnapsho
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_1 = buf[pos:end].tobytes().decode()
+                        f3s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f3_2, tg = _U_HB(buf, pos)
+                    f3s2, tg = _U_HB(buf, pos)
                     pos += 3
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f3.append(_new(NodeEndpoint, (f3_0, f3_1, f3_2)))
-                f3 = tuple(items_f3)
+                    f3 = (_new(NodeEndpoint, (f3s0, f3s1, f3s2)),)
+                else:
+                    items_f3: list[NodeEndpoint] = []
+                    for _ in range(n):
+                        f3_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f3_1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3_2, tg = _U_HB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f3.append(_new(NodeEndpoint, (f3_0, f3_1, f3_2)))
+                    f3 = tuple(items_f3)
         pos = tag_end
     return _new(FetchSnapshotResponse, (f0, f1, f2, f3)), pos
 

@@ -220,9 +220,8 @@ def _r_FindCoordinatorResponse_v4(buf: memoryview, pos: int) -> tuple[FindCoordi
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[Coordinator] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -235,11 +234,11 @@ def _r_FindCoordinatorResponse_v4(buf: memoryview, pos: int) -> tuple[FindCoordi
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_1 = _U_i(buf, pos)[0]
+            f6s1 = _U_i(buf, pos)[0]
             pos += 4
-            f6_2: str
+            f6s2: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -252,11 +251,11 @@ def _r_FindCoordinatorResponse_v4(buf: memoryview, pos: int) -> tuple[FindCoordi
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_2 = buf[pos:end].tobytes().decode()
+                f6s2 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_3, f6_4 = _U_ih(buf, pos)
+            f6s3, f6s4 = _U_ih(buf, pos)
             pos += 6
-            f6_5: str | None
+            f6s5: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -266,19 +265,78 @@ def _r_FindCoordinatorResponse_v4(buf: memoryview, pos: int) -> tuple[FindCoordi
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f6_5 = None
+                f6s5 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_5 = buf[pos:end].tobytes().decode()
+                f6s5 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f6.append(_new(Coordinator, (f6_0, f6_1, f6_2, f6_3, f6_4, f6_5)))
-        f6 = tuple(items_f6)
+            f6 = (_new(Coordinator, (f6s0, f6s1, f6s2, f6s3, f6s4, f6s5)),)
+        else:
+            items_f6: list[Coordinator] = []
+            for _ in range(n):
+                f6_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Key" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_1 = _U_i(buf, pos)[0]
+                pos += 4
+                f6_2: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_3, f6_4 = _U_ih(buf, pos)
+                pos += 6
+                f6_5: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f6_5 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_5 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f6.append(_new(Coordinator, (f6_0, f6_1, f6_2, f6_3, f6_4, f6_5)))
+            f6 = tuple(items_f6)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -13,7 +13,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -30,7 +30,7 @@ __all__ = [
 _new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_b = _ArrayStructs("b")
-_AC_b = _CompactArrays("b")
+_AC_b = _compact_arrays("b")
 _S_ihUi = _struct.Struct(">ih16si")
 _P_ihUi = _S_ihUi.pack
 _S_ihUiB = _struct.Struct(">ih16siB")

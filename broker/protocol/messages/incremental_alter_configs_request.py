@@ -124,11 +124,10 @@ def _r_IncrementalAlterConfigsRequest_v0(buf: memoryview, pos: int) -> tuple[Inc
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[AlterConfigsResource] = []
-        for _ in range(n):
-            f0_0 = _U_b(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_b(buf, pos)[0]
             pos += 1
-            f0_1: str
+            f0s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -137,9 +136,9 @@ def _r_IncrementalAlterConfigsRequest_v0(buf: memoryview, pos: int) -> tuple[Inc
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_2: tuple[AlterableConfig, ...]
+            f0s2: tuple[AlterableConfig, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -147,9 +146,8 @@ def _r_IncrementalAlterConfigsRequest_v0(buf: memoryview, pos: int) -> tuple[Inc
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_2: list[AlterableConfig] = []
-                for _ in range(n):
-                    f0_2_0: str
+                if n == 1:
+                    f0s2s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -158,27 +156,141 @@ def _r_IncrementalAlterConfigsRequest_v0(buf: memoryview, pos: int) -> tuple[Inc
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_2_0 = buf[pos:end].tobytes().decode()
+                        f0s2s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f0_2_1 = _U_b(buf, pos)[0]
+                    f0s2s1 = _U_b(buf, pos)[0]
                     pos += 1
-                    f0_2_2: str | None
+                    f0s2s2: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f0_2_2 = None
+                        f0s2s2 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_2_2 = buf[pos:end].tobytes().decode()
+                        f0s2s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f0_2.append(_new(AlterableConfig, (f0_2_0, f0_2_1, f0_2_2)))
-                f0_2 = tuple(items_f0_2)
-            items_f0.append(_new(AlterConfigsResource, (f0_0, f0_1, f0_2)))
-        f0 = tuple(items_f0)
+                    f0s2 = (_new(AlterableConfig, (f0s2s0, f0s2s1, f0s2s2)),)
+                else:
+                    items_f0s2: list[AlterableConfig] = []
+                    for _ in range(n):
+                        f0s2_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s2_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0s2_1 = _U_b(buf, pos)[0]
+                        pos += 1
+                        f0s2_2: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f0s2_2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s2_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f0s2.append(_new(AlterableConfig, (f0s2_0, f0s2_1, f0s2_2)))
+                    f0s2 = tuple(items_f0s2)
+            f0 = (_new(AlterConfigsResource, (f0s0, f0s1, f0s2)),)
+        else:
+            items_f0: list[AlterConfigsResource] = []
+            for _ in range(n):
+                f0_0 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_2: tuple[AlterableConfig, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Configs" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_2s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_2s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_2s1 = _U_b(buf, pos)[0]
+                        pos += 1
+                        f0_2s2: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f0_2s2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_2s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_2 = (_new(AlterableConfig, (f0_2s0, f0_2s1, f0_2s2)),)
+                    else:
+                        items_f0_2: list[AlterableConfig] = []
+                        for _ in range(n):
+                            f0_2_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_2_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f0_2_1 = _U_b(buf, pos)[0]
+                            pos += 1
+                            f0_2_2: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f0_2_2 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_2_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f0_2.append(_new(AlterableConfig, (f0_2_0, f0_2_1, f0_2_2)))
+                        f0_2 = tuple(items_f0_2)
+                items_f0.append(_new(AlterConfigsResource, (f0_0, f0_1, f0_2)))
+            f0 = tuple(items_f0)
     f1 = _U_o(buf, pos)[0]
     pos += 1
     return _new(IncrementalAlterConfigsRequest, (f0, f1)), pos
@@ -198,11 +310,10 @@ def _r_IncrementalAlterConfigsRequest_v1(buf: memoryview, pos: int) -> tuple[Inc
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[AlterConfigsResource] = []
-        for _ in range(n):
-            f0_0 = _U_b(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_b(buf, pos)[0]
             pos += 1
-            f0_1: str
+            f0s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -215,9 +326,9 @@ def _r_IncrementalAlterConfigsRequest_v1(buf: memoryview, pos: int) -> tuple[Inc
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_2: tuple[AlterableConfig, ...]
+            f0s2: tuple[AlterableConfig, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -229,9 +340,8 @@ def _r_IncrementalAlterConfigsRequest_v1(buf: memoryview, pos: int) -> tuple[Inc
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_2: list[AlterableConfig] = []
-                for _ in range(n):
-                    f0_2_0: str
+                if n == 1:
+                    f0s2s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -244,11 +354,11 @@ def _r_IncrementalAlterConfigsRequest_v1(buf: memoryview, pos: int) -> tuple[Inc
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_2_0 = buf[pos:end].tobytes().decode()
+                        f0s2s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f0_2_1 = _U_b(buf, pos)[0]
+                    f0s2s1 = _U_b(buf, pos)[0]
                     pos += 1
-                    f0_2_2: str | None
+                    f0s2s2: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -258,25 +368,187 @@ def _r_IncrementalAlterConfigsRequest_v1(buf: memoryview, pos: int) -> tuple[Inc
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f0_2_2 = None
+                        f0s2s2 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_2_2 = buf[pos:end].tobytes().decode()
+                        f0s2s2 = buf[pos:end].tobytes().decode()
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f0_2.append(_new(AlterableConfig, (f0_2_0, f0_2_1, f0_2_2)))
-                f0_2 = tuple(items_f0_2)
+                    f0s2 = (_new(AlterableConfig, (f0s2s0, f0s2s1, f0s2s2)),)
+                else:
+                    items_f0s2: list[AlterableConfig] = []
+                    for _ in range(n):
+                        f0s2_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s2_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0s2_1 = _U_b(buf, pos)[0]
+                        pos += 1
+                        f0s2_2: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f0s2_2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s2_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f0s2.append(_new(AlterableConfig, (f0s2_0, f0s2_1, f0s2_2)))
+                    f0s2 = tuple(items_f0s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(AlterConfigsResource, (f0_0, f0_1, f0_2)))
-        f0 = tuple(items_f0)
+            f0 = (_new(AlterConfigsResource, (f0s0, f0s1, f0s2)),)
+        else:
+            items_f0: list[AlterConfigsResource] = []
+            for _ in range(n):
+                f0_0 = _U_b(buf, pos)[0]
+                pos += 1
+                f0_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_2: tuple[AlterableConfig, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Configs" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_2s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_2s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_2s1 = _U_b(buf, pos)[0]
+                        pos += 1
+                        f0_2s2: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f0_2s2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_2s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f0_2 = (_new(AlterableConfig, (f0_2s0, f0_2s1, f0_2s2)),)
+                    else:
+                        items_f0_2: list[AlterableConfig] = []
+                        for _ in range(n):
+                            f0_2_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_2_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f0_2_1 = _U_b(buf, pos)[0]
+                            pos += 1
+                            f0_2_2: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f0_2_2 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_2_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f0_2.append(_new(AlterableConfig, (f0_2_0, f0_2_1, f0_2_2)))
+                        f0_2 = tuple(items_f0_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(AlterConfigsResource, (f0_0, f0_1, f0_2)))
+            f0 = tuple(items_f0)
     f1, tg = _U_oB(buf, pos)
     pos += 2
     if tg:

@@ -97,26 +97,25 @@ def _r_IncrementalAlterConfigsResponse_v0(buf: memoryview, pos: int) -> tuple[In
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[AlterConfigsResourceResponse] = []
-        for _ in range(n):
-            f1_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_h(buf, pos)[0]
             pos += 2
-            f1_1: str | None
+            f1s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_1 = None
+                f1s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_b(buf, pos)[0]
+            f1s2 = _U_b(buf, pos)[0]
             pos += 1
-            f1_3: str
+            f1s3: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -125,10 +124,42 @@ def _r_IncrementalAlterConfigsResponse_v0(buf: memoryview, pos: int) -> tuple[In
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f1.append(_new(AlterConfigsResourceResponse, (f1_0, f1_1, f1_2, f1_3)))
-        f1 = tuple(items_f1)
+            f1 = (_new(AlterConfigsResourceResponse, (f1s0, f1s1, f1s2, f1s3)),)
+        else:
+            items_f1: list[AlterConfigsResourceResponse] = []
+            for _ in range(n):
+                f1_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_b(buf, pos)[0]
+                pos += 1
+                f1_3: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f1.append(_new(AlterConfigsResourceResponse, (f1_0, f1_1, f1_2, f1_3)))
+            f1 = tuple(items_f1)
     return _new(IncrementalAlterConfigsResponse, (f0, f1)), pos
 
 
@@ -148,11 +179,10 @@ def _r_IncrementalAlterConfigsResponse_v1(buf: memoryview, pos: int) -> tuple[In
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[AlterConfigsResourceResponse] = []
-        for _ in range(n):
-            f1_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_h(buf, pos)[0]
             pos += 2
-            f1_1: str | None
+            f1s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -162,16 +192,16 @@ def _r_IncrementalAlterConfigsResponse_v1(buf: memoryview, pos: int) -> tuple[In
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_1 = None
+                f1s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_b(buf, pos)[0]
+            f1s2 = _U_b(buf, pos)[0]
             pos += 1
-            f1_3: str
+            f1s3: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -184,14 +214,58 @@ def _r_IncrementalAlterConfigsResponse_v1(buf: memoryview, pos: int) -> tuple[In
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(AlterConfigsResourceResponse, (f1_0, f1_1, f1_2, f1_3)))
-        f1 = tuple(items_f1)
+            f1 = (_new(AlterConfigsResourceResponse, (f1s0, f1s1, f1s2, f1s3)),)
+        else:
+            items_f1: list[AlterConfigsResourceResponse] = []
+            for _ in range(n):
+                f1_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f1_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_b(buf, pos)[0]
+                pos += 1
+                f1_3: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ResourceName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(AlterConfigsResourceResponse, (f1_0, f1_1, f1_2, f1_3)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

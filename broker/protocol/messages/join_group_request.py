@@ -139,9 +139,8 @@ def _r_JoinGroupRequest_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[JoinGroupRequestProtocol] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -150,9 +149,9 @@ def _r_JoinGroupRequest_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_1: bytes
+            f6s1: bytes
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -161,10 +160,36 @@ def _r_JoinGroupRequest_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f6_1 = bytes(buf[pos:end])
+                f6s1 = bytes(buf[pos:end])
                 pos = end
-            items_f6.append(_new(JoinGroupRequestProtocol, (f6_0, f6_1)))
-        f6 = tuple(items_f6)
+            f6 = (_new(JoinGroupRequestProtocol, (f6s0, f6s1)),)
+        else:
+            items_f6: list[JoinGroupRequestProtocol] = []
+            for _ in range(n):
+                f6_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_1: bytes
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f6_1 = bytes(buf[pos:end])
+                    pos = end
+                items_f6.append(_new(JoinGroupRequestProtocol, (f6_0, f6_1)))
+            f6 = tuple(items_f6)
     return _new(JoinGroupRequest, (f0, f1, -1, f3, None, f5, f6, None)), pos
 
 
@@ -213,9 +238,8 @@ def _r_JoinGroupRequest_v1(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[JoinGroupRequestProtocol] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -224,9 +248,9 @@ def _r_JoinGroupRequest_v1(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_1: bytes
+            f6s1: bytes
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -235,10 +259,36 @@ def _r_JoinGroupRequest_v1(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f6_1 = bytes(buf[pos:end])
+                f6s1 = bytes(buf[pos:end])
                 pos = end
-            items_f6.append(_new(JoinGroupRequestProtocol, (f6_0, f6_1)))
-        f6 = tuple(items_f6)
+            f6 = (_new(JoinGroupRequestProtocol, (f6s0, f6s1)),)
+        else:
+            items_f6: list[JoinGroupRequestProtocol] = []
+            for _ in range(n):
+                f6_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_1: bytes
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f6_1 = bytes(buf[pos:end])
+                    pos = end
+                items_f6.append(_new(JoinGroupRequestProtocol, (f6_0, f6_1)))
+            f6 = tuple(items_f6)
     return _new(JoinGroupRequest, (f0, f1, f2, f3, None, f5, f6, None)), pos
 
 
@@ -300,9 +350,8 @@ def _r_JoinGroupRequest_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[JoinGroupRequestProtocol] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -311,9 +360,9 @@ def _r_JoinGroupRequest_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_1: bytes
+            f6s1: bytes
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -322,10 +371,36 @@ def _r_JoinGroupRequest_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f6_1 = bytes(buf[pos:end])
+                f6s1 = bytes(buf[pos:end])
                 pos = end
-            items_f6.append(_new(JoinGroupRequestProtocol, (f6_0, f6_1)))
-        f6 = tuple(items_f6)
+            f6 = (_new(JoinGroupRequestProtocol, (f6s0, f6s1)),)
+        else:
+            items_f6: list[JoinGroupRequestProtocol] = []
+            for _ in range(n):
+                f6_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_1: bytes
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f6_1 = bytes(buf[pos:end])
+                    pos = end
+                items_f6.append(_new(JoinGroupRequestProtocol, (f6_0, f6_1)))
+            f6 = tuple(items_f6)
     return _new(JoinGroupRequest, (f0, f1, f2, f3, f4, f5, f6, None)), pos
 
 
@@ -407,9 +482,8 @@ def _r_JoinGroupRequest_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[JoinGroupRequestProtocol] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -422,9 +496,9 @@ def _r_JoinGroupRequest_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_1: bytes
+            f6s1: bytes
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -437,14 +511,52 @@ def _r_JoinGroupRequest_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f6_1 = bytes(buf[pos:end])
+                f6s1 = bytes(buf[pos:end])
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f6.append(_new(JoinGroupRequestProtocol, (f6_0, f6_1)))
-        f6 = tuple(items_f6)
+            f6 = (_new(JoinGroupRequestProtocol, (f6s0, f6s1)),)
+        else:
+            items_f6: list[JoinGroupRequestProtocol] = []
+            for _ in range(n):
+                f6_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_1: bytes
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f6_1 = bytes(buf[pos:end])
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f6.append(_new(JoinGroupRequestProtocol, (f6_0, f6_1)))
+            f6 = tuple(items_f6)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -530,9 +642,8 @@ def _r_JoinGroupRequest_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[JoinGroupRequestProtocol] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -545,9 +656,9 @@ def _r_JoinGroupRequest_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_1: bytes
+            f6s1: bytes
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -560,14 +671,52 @@ def _r_JoinGroupRequest_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f6_1 = bytes(buf[pos:end])
+                f6s1 = bytes(buf[pos:end])
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f6.append(_new(JoinGroupRequestProtocol, (f6_0, f6_1)))
-        f6 = tuple(items_f6)
+            f6 = (_new(JoinGroupRequestProtocol, (f6s0, f6s1)),)
+        else:
+            items_f6: list[JoinGroupRequestProtocol] = []
+            for _ in range(n):
+                f6_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_1: bytes
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f6_1 = bytes(buf[pos:end])
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f6.append(_new(JoinGroupRequestProtocol, (f6_0, f6_1)))
+            f6 = tuple(items_f6)
     f7: str | None
     n = buf[pos]
     if n < 0x80:

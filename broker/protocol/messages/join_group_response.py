@@ -149,9 +149,8 @@ def _r_JoinGroupResponse_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f8: list[JoinGroupResponseMember] = []
-        for _ in range(n):
-            f8_0: str
+        if n == 1:
+            f8s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -160,9 +159,9 @@ def _r_JoinGroupResponse_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f8_0 = buf[pos:end].tobytes().decode()
+                f8s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f8_2: bytes
+            f8s2: bytes
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -171,10 +170,36 @@ def _r_JoinGroupResponse_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f8_2 = bytes(buf[pos:end])
+                f8s2 = bytes(buf[pos:end])
                 pos = end
-            items_f8.append(_new(JoinGroupResponseMember, (f8_0, None, f8_2)))
-        f8 = tuple(items_f8)
+            f8 = (_new(JoinGroupResponseMember, (f8s0, None, f8s2)),)
+        else:
+            items_f8: list[JoinGroupResponseMember] = []
+            for _ in range(n):
+                f8_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f8_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f8_2: bytes
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f8_2 = bytes(buf[pos:end])
+                    pos = end
+                items_f8.append(_new(JoinGroupResponseMember, (f8_0, None, f8_2)))
+            f8 = tuple(items_f8)
     return _new(JoinGroupResponse, (0, f1, f2, None, f4, f5, False, f7, f8)), pos
 
 
@@ -223,9 +248,8 @@ def _r_JoinGroupResponse_v2(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f8: list[JoinGroupResponseMember] = []
-        for _ in range(n):
-            f8_0: str
+        if n == 1:
+            f8s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -234,9 +258,9 @@ def _r_JoinGroupResponse_v2(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f8_0 = buf[pos:end].tobytes().decode()
+                f8s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f8_2: bytes
+            f8s2: bytes
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -245,10 +269,36 @@ def _r_JoinGroupResponse_v2(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f8_2 = bytes(buf[pos:end])
+                f8s2 = bytes(buf[pos:end])
                 pos = end
-            items_f8.append(_new(JoinGroupResponseMember, (f8_0, None, f8_2)))
-        f8 = tuple(items_f8)
+            f8 = (_new(JoinGroupResponseMember, (f8s0, None, f8s2)),)
+        else:
+            items_f8: list[JoinGroupResponseMember] = []
+            for _ in range(n):
+                f8_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f8_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f8_2: bytes
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f8_2 = bytes(buf[pos:end])
+                    pos = end
+                items_f8.append(_new(JoinGroupResponseMember, (f8_0, None, f8_2)))
+            f8 = tuple(items_f8)
     return _new(JoinGroupResponse, (f0, f1, f2, None, f4, f5, False, f7, f8)), pos
 
 
@@ -297,9 +347,8 @@ def _r_JoinGroupResponse_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f8: list[JoinGroupResponseMember] = []
-        for _ in range(n):
-            f8_0: str
+        if n == 1:
+            f8s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -308,22 +357,22 @@ def _r_JoinGroupResponse_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f8_0 = buf[pos:end].tobytes().decode()
+                f8s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f8_1: str | None
+            f8s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f8_1 = None
+                f8s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f8_1 = buf[pos:end].tobytes().decode()
+                f8s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f8_2: bytes
+            f8s2: bytes
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -332,10 +381,49 @@ def _r_JoinGroupResponse_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f8_2 = bytes(buf[pos:end])
+                f8s2 = bytes(buf[pos:end])
                 pos = end
-            items_f8.append(_new(JoinGroupResponseMember, (f8_0, f8_1, f8_2)))
-        f8 = tuple(items_f8)
+            f8 = (_new(JoinGroupResponseMember, (f8s0, f8s1, f8s2)),)
+        else:
+            items_f8: list[JoinGroupResponseMember] = []
+            for _ in range(n):
+                f8_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f8_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f8_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f8_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f8_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f8_2: bytes
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f8_2 = bytes(buf[pos:end])
+                    pos = end
+                items_f8.append(_new(JoinGroupResponseMember, (f8_0, f8_1, f8_2)))
+            f8 = tuple(items_f8)
     return _new(JoinGroupResponse, (f0, f1, f2, None, f4, f5, False, f7, f8)), pos
 
 
@@ -400,9 +488,8 @@ def _r_JoinGroupResponse_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f8: list[JoinGroupResponseMember] = []
-        for _ in range(n):
-            f8_0: str
+        if n == 1:
+            f8s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -415,9 +502,9 @@ def _r_JoinGroupResponse_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f8_0 = buf[pos:end].tobytes().decode()
+                f8s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f8_1: str | None
+            f8s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -427,14 +514,14 @@ def _r_JoinGroupResponse_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f8_1 = None
+                f8s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f8_1 = buf[pos:end].tobytes().decode()
+                f8s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f8_2: bytes
+            f8s2: bytes
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -447,14 +534,69 @@ def _r_JoinGroupResponse_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f8_2 = bytes(buf[pos:end])
+                f8s2 = bytes(buf[pos:end])
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f8.append(_new(JoinGroupResponseMember, (f8_0, f8_1, f8_2)))
-        f8 = tuple(items_f8)
+            f8 = (_new(JoinGroupResponseMember, (f8s0, f8s1, f8s2)),)
+        else:
+            items_f8: list[JoinGroupResponseMember] = []
+            for _ in range(n):
+                f8_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f8_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f8_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f8_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f8_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f8_2: bytes
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f8_2 = bytes(buf[pos:end])
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f8.append(_new(JoinGroupResponseMember, (f8_0, f8_1, f8_2)))
+            f8 = tuple(items_f8)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -542,9 +684,8 @@ def _r_JoinGroupResponse_v7(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f8: list[JoinGroupResponseMember] = []
-        for _ in range(n):
-            f8_0: str
+        if n == 1:
+            f8s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -557,9 +698,9 @@ def _r_JoinGroupResponse_v7(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f8_0 = buf[pos:end].tobytes().decode()
+                f8s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f8_1: str | None
+            f8s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -569,14 +710,14 @@ def _r_JoinGroupResponse_v7(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f8_1 = None
+                f8s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f8_1 = buf[pos:end].tobytes().decode()
+                f8s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f8_2: bytes
+            f8s2: bytes
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -589,14 +730,69 @@ def _r_JoinGroupResponse_v7(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f8_2 = bytes(buf[pos:end])
+                f8s2 = bytes(buf[pos:end])
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f8.append(_new(JoinGroupResponseMember, (f8_0, f8_1, f8_2)))
-        f8 = tuple(items_f8)
+            f8 = (_new(JoinGroupResponseMember, (f8s0, f8s1, f8s2)),)
+        else:
+            items_f8: list[JoinGroupResponseMember] = []
+            for _ in range(n):
+                f8_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f8_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f8_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f8_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f8_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f8_2: bytes
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f8_2 = bytes(buf[pos:end])
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f8.append(_new(JoinGroupResponseMember, (f8_0, f8_1, f8_2)))
+            f8 = tuple(items_f8)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -686,9 +882,8 @@ def _r_JoinGroupResponse_v9(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f8: list[JoinGroupResponseMember] = []
-        for _ in range(n):
-            f8_0: str
+        if n == 1:
+            f8s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -701,9 +896,9 @@ def _r_JoinGroupResponse_v9(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f8_0 = buf[pos:end].tobytes().decode()
+                f8s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f8_1: str | None
+            f8s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -713,14 +908,14 @@ def _r_JoinGroupResponse_v9(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f8_1 = None
+                f8s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f8_1 = buf[pos:end].tobytes().decode()
+                f8s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f8_2: bytes
+            f8s2: bytes
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -733,14 +928,69 @@ def _r_JoinGroupResponse_v9(buf: memoryview, pos: int) -> tuple[JoinGroupRespons
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f8_2 = bytes(buf[pos:end])
+                f8s2 = bytes(buf[pos:end])
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f8.append(_new(JoinGroupResponseMember, (f8_0, f8_1, f8_2)))
-        f8 = tuple(items_f8)
+            f8 = (_new(JoinGroupResponseMember, (f8s0, f8s1, f8s2)),)
+        else:
+            items_f8: list[JoinGroupResponseMember] = []
+            for _ in range(n):
+                f8_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f8_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f8_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f8_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f8_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f8_2: bytes
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Metadata" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f8_2 = bytes(buf[pos:end])
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f8.append(_new(JoinGroupResponseMember, (f8_0, f8_1, f8_2)))
+            f8 = tuple(items_f8)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

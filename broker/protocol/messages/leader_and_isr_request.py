@@ -13,7 +13,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -33,7 +33,7 @@ __all__ = [
 _new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
@@ -211,9 +211,8 @@ def _r_LeaderAndIsrRequest_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[LeaderAndIsrPartitionState] = []
-        for _ in range(n):
-            f5_0: str
+        if n == 1:
+            f5s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -222,11 +221,11 @@ def _r_LeaderAndIsrRequest_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f5_0 = buf[pos:end].tobytes().decode()
+                f5s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+            f5s1, f5s2, f5s3, f5s4 = _U_iiii(buf, pos)
             pos += 16
-            f5_5: tuple[int, ...]
+            f5s5: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -234,11 +233,11 @@ def _r_LeaderAndIsrRequest_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f5_5 = _A_i[n].unpack_from(buf, pos)
+                f5s5 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            f5_6 = _U_i(buf, pos)[0]
+            f5s6 = _U_i(buf, pos)[0]
             pos += 4
-            f5_7: tuple[int, ...]
+            f5s7: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -246,10 +245,49 @@ def _r_LeaderAndIsrRequest_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f5_7 = _A_i[n].unpack_from(buf, pos)
+                f5s7 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f5.append(_new(LeaderAndIsrPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, (), (), False, 0)))
-        f5 = tuple(items_f5)
+            f5 = (_new(LeaderAndIsrPartitionState, (f5s0, f5s1, f5s2, f5s3, f5s4, f5s5, f5s6, f5s7, (), (), False, 0)),)
+        else:
+            items_f5: list[LeaderAndIsrPartitionState] = []
+            for _ in range(n):
+                f5_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f5_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+                pos += 16
+                f5_5: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f5_5 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                f5_6 = _U_i(buf, pos)[0]
+                pos += 4
+                f5_7: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f5_7 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f5.append(_new(LeaderAndIsrPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, (), (), False, 0)))
+            f5 = tuple(items_f5)
     f7: tuple[LeaderAndIsrLiveLeader, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -258,11 +296,10 @@ def _r_LeaderAndIsrRequest_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[LeaderAndIsrLiveLeader] = []
-        for _ in range(n):
-            f7_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f7s0 = _U_i(buf, pos)[0]
             pos += 4
-            f7_1: str
+            f7s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -271,12 +308,31 @@ def _r_LeaderAndIsrRequest_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_1 = buf[pos:end].tobytes().decode()
+                f7s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f7_2 = _U_i(buf, pos)[0]
+            f7s2 = _U_i(buf, pos)[0]
             pos += 4
-            items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
-        f7 = tuple(items_f7)
+            f7 = (_new(LeaderAndIsrLiveLeader, (f7s0, f7s1, f7s2)),)
+        else:
+            items_f7: list[LeaderAndIsrLiveLeader] = []
+            for _ in range(n):
+                f7_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f7_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable HostName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f7_2 = _U_i(buf, pos)[0]
+                pos += 4
+                items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
+            f7 = tuple(items_f7)
     return _new(LeaderAndIsrRequest, (f0, False, f2, -1, 0, f5, (), f7)), pos
 
 
@@ -292,9 +348,8 @@ def _r_LeaderAndIsrRequest_v1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[LeaderAndIsrPartitionState] = []
-        for _ in range(n):
-            f5_0: str
+        if n == 1:
+            f5s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -303,11 +358,11 @@ def _r_LeaderAndIsrRequest_v1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f5_0 = buf[pos:end].tobytes().decode()
+                f5s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+            f5s1, f5s2, f5s3, f5s4 = _U_iiii(buf, pos)
             pos += 16
-            f5_5: tuple[int, ...]
+            f5s5: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -315,11 +370,11 @@ def _r_LeaderAndIsrRequest_v1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f5_5 = _A_i[n].unpack_from(buf, pos)
+                f5s5 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            f5_6 = _U_i(buf, pos)[0]
+            f5s6 = _U_i(buf, pos)[0]
             pos += 4
-            f5_7: tuple[int, ...]
+            f5s7: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -327,12 +382,53 @@ def _r_LeaderAndIsrRequest_v1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f5_7 = _A_i[n].unpack_from(buf, pos)
+                f5s7 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            f5_10 = _U_o(buf, pos)[0]
+            f5s10 = _U_o(buf, pos)[0]
             pos += 1
-            items_f5.append(_new(LeaderAndIsrPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, (), (), f5_10, 0)))
-        f5 = tuple(items_f5)
+            f5 = (_new(LeaderAndIsrPartitionState, (f5s0, f5s1, f5s2, f5s3, f5s4, f5s5, f5s6, f5s7, (), (), f5s10, 0)),)
+        else:
+            items_f5: list[LeaderAndIsrPartitionState] = []
+            for _ in range(n):
+                f5_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f5_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+                pos += 16
+                f5_5: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f5_5 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                f5_6 = _U_i(buf, pos)[0]
+                pos += 4
+                f5_7: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f5_7 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                f5_10 = _U_o(buf, pos)[0]
+                pos += 1
+                items_f5.append(_new(LeaderAndIsrPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, (), (), f5_10, 0)))
+            f5 = tuple(items_f5)
     f7: tuple[LeaderAndIsrLiveLeader, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -341,11 +437,10 @@ def _r_LeaderAndIsrRequest_v1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[LeaderAndIsrLiveLeader] = []
-        for _ in range(n):
-            f7_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f7s0 = _U_i(buf, pos)[0]
             pos += 4
-            f7_1: str
+            f7s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -354,12 +449,31 @@ def _r_LeaderAndIsrRequest_v1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_1 = buf[pos:end].tobytes().decode()
+                f7s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f7_2 = _U_i(buf, pos)[0]
+            f7s2 = _U_i(buf, pos)[0]
             pos += 4
-            items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
-        f7 = tuple(items_f7)
+            f7 = (_new(LeaderAndIsrLiveLeader, (f7s0, f7s1, f7s2)),)
+        else:
+            items_f7: list[LeaderAndIsrLiveLeader] = []
+            for _ in range(n):
+                f7_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f7_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable HostName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f7_2 = _U_i(buf, pos)[0]
+                pos += 4
+                items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
+            f7 = tuple(items_f7)
     return _new(LeaderAndIsrRequest, (f0, False, f2, -1, 0, f5, (), f7)), pos
 
 
@@ -375,9 +489,8 @@ def _r_LeaderAndIsrRequest_v2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[LeaderAndIsrTopicState] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -386,9 +499,9 @@ def _r_LeaderAndIsrRequest_v2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_2: tuple[LeaderAndIsrPartitionState, ...]
+            f6s2: tuple[LeaderAndIsrPartitionState, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -396,11 +509,10 @@ def _r_LeaderAndIsrRequest_v2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f6_2: list[LeaderAndIsrPartitionState] = []
-                for _ in range(n):
-                    f6_2_1, f6_2_2, f6_2_3, f6_2_4 = _U_iiii(buf, pos)
+                if n == 1:
+                    f6s2s1, f6s2s2, f6s2s3, f6s2s4 = _U_iiii(buf, pos)
                     pos += 16
-                    f6_2_5: tuple[int, ...]
+                    f6s2s5: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -408,11 +520,11 @@ def _r_LeaderAndIsrRequest_v2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                        f6s2s5 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f6_2_6 = _U_i(buf, pos)[0]
+                    f6s2s6 = _U_i(buf, pos)[0]
                     pos += 4
-                    f6_2_7: tuple[int, ...]
+                    f6s2s7: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -420,14 +532,126 @@ def _r_LeaderAndIsrRequest_v2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                        f6s2s7 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f6_2_10 = _U_o(buf, pos)[0]
+                    f6s2s10 = _U_o(buf, pos)[0]
                     pos += 1
-                    items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, (), (), f6_2_10, 0)))
-                f6_2 = tuple(items_f6_2)
-            items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, _ZERO_UUID, f6_2)))
-        f6 = tuple(items_f6)
+                    f6s2 = (_new(LeaderAndIsrPartitionState, ("", f6s2s1, f6s2s2, f6s2s3, f6s2s4, f6s2s5, f6s2s6, f6s2s7, (), (), f6s2s10, 0)),)
+                else:
+                    items_f6s2: list[LeaderAndIsrPartitionState] = []
+                    for _ in range(n):
+                        f6s2_1, f6s2_2, f6s2_3, f6s2_4 = _U_iiii(buf, pos)
+                        pos += 16
+                        f6s2_5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6s2_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f6s2_6 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f6s2_7: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6s2_7 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f6s2_10 = _U_o(buf, pos)[0]
+                        pos += 1
+                        items_f6s2.append(_new(LeaderAndIsrPartitionState, ("", f6s2_1, f6s2_2, f6s2_3, f6s2_4, f6s2_5, f6s2_6, f6s2_7, (), (), f6s2_10, 0)))
+                    f6s2 = tuple(items_f6s2)
+            f6 = (_new(LeaderAndIsrTopicState, (f6s0, _ZERO_UUID, f6s2)),)
+        else:
+            items_f6: list[LeaderAndIsrTopicState] = []
+            for _ in range(n):
+                f6_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_2: tuple[LeaderAndIsrPartitionState, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f6_2s1, f6_2s2, f6_2s3, f6_2s4 = _U_iiii(buf, pos)
+                        pos += 16
+                        f6_2s5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2s5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f6_2s6 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f6_2s7: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2s7 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f6_2s10 = _U_o(buf, pos)[0]
+                        pos += 1
+                        f6_2 = (_new(LeaderAndIsrPartitionState, ("", f6_2s1, f6_2s2, f6_2s3, f6_2s4, f6_2s5, f6_2s6, f6_2s7, (), (), f6_2s10, 0)),)
+                    else:
+                        items_f6_2: list[LeaderAndIsrPartitionState] = []
+                        for _ in range(n):
+                            f6_2_1, f6_2_2, f6_2_3, f6_2_4 = _U_iiii(buf, pos)
+                            pos += 16
+                            f6_2_5: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f6_2_6 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f6_2_7: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f6_2_10 = _U_o(buf, pos)[0]
+                            pos += 1
+                            items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, (), (), f6_2_10, 0)))
+                        f6_2 = tuple(items_f6_2)
+                items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, _ZERO_UUID, f6_2)))
+            f6 = tuple(items_f6)
     f7: tuple[LeaderAndIsrLiveLeader, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -436,11 +660,10 @@ def _r_LeaderAndIsrRequest_v2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[LeaderAndIsrLiveLeader] = []
-        for _ in range(n):
-            f7_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f7s0 = _U_i(buf, pos)[0]
             pos += 4
-            f7_1: str
+            f7s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -449,12 +672,31 @@ def _r_LeaderAndIsrRequest_v2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_1 = buf[pos:end].tobytes().decode()
+                f7s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f7_2 = _U_i(buf, pos)[0]
+            f7s2 = _U_i(buf, pos)[0]
             pos += 4
-            items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
-        f7 = tuple(items_f7)
+            f7 = (_new(LeaderAndIsrLiveLeader, (f7s0, f7s1, f7s2)),)
+        else:
+            items_f7: list[LeaderAndIsrLiveLeader] = []
+            for _ in range(n):
+                f7_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f7_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable HostName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f7_2 = _U_i(buf, pos)[0]
+                pos += 4
+                items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
+            f7 = tuple(items_f7)
     return _new(LeaderAndIsrRequest, (f0, False, f2, f3, 0, (), f6, f7)), pos
 
 
@@ -470,9 +712,8 @@ def _r_LeaderAndIsrRequest_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[LeaderAndIsrTopicState] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -481,9 +722,9 @@ def _r_LeaderAndIsrRequest_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_2: tuple[LeaderAndIsrPartitionState, ...]
+            f6s2: tuple[LeaderAndIsrPartitionState, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -491,11 +732,10 @@ def _r_LeaderAndIsrRequest_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f6_2: list[LeaderAndIsrPartitionState] = []
-                for _ in range(n):
-                    f6_2_1, f6_2_2, f6_2_3, f6_2_4 = _U_iiii(buf, pos)
+                if n == 1:
+                    f6s2s1, f6s2s2, f6s2s3, f6s2s4 = _U_iiii(buf, pos)
                     pos += 16
-                    f6_2_5: tuple[int, ...]
+                    f6s2s5: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -503,11 +743,11 @@ def _r_LeaderAndIsrRequest_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                        f6s2s5 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f6_2_6 = _U_i(buf, pos)[0]
+                    f6s2s6 = _U_i(buf, pos)[0]
                     pos += 4
-                    f6_2_7: tuple[int, ...]
+                    f6s2s7: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -515,9 +755,9 @@ def _r_LeaderAndIsrRequest_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                        f6s2s7 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f6_2_8: tuple[int, ...]
+                    f6s2s8: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -525,9 +765,9 @@ def _r_LeaderAndIsrRequest_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                        f6s2s8 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f6_2_9: tuple[int, ...]
+                    f6s2s9: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -535,14 +775,186 @@ def _r_LeaderAndIsrRequest_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f6_2_9 = _A_i[n].unpack_from(buf, pos)
+                        f6s2s9 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f6_2_10 = _U_o(buf, pos)[0]
+                    f6s2s10 = _U_o(buf, pos)[0]
                     pos += 1
-                    items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8, f6_2_9, f6_2_10, 0)))
-                f6_2 = tuple(items_f6_2)
-            items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, _ZERO_UUID, f6_2)))
-        f6 = tuple(items_f6)
+                    f6s2 = (_new(LeaderAndIsrPartitionState, ("", f6s2s1, f6s2s2, f6s2s3, f6s2s4, f6s2s5, f6s2s6, f6s2s7, f6s2s8, f6s2s9, f6s2s10, 0)),)
+                else:
+                    items_f6s2: list[LeaderAndIsrPartitionState] = []
+                    for _ in range(n):
+                        f6s2_1, f6s2_2, f6s2_3, f6s2_4 = _U_iiii(buf, pos)
+                        pos += 16
+                        f6s2_5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6s2_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f6s2_6 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f6s2_7: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6s2_7 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f6s2_8: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6s2_8 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f6s2_9: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6s2_9 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f6s2_10 = _U_o(buf, pos)[0]
+                        pos += 1
+                        items_f6s2.append(_new(LeaderAndIsrPartitionState, ("", f6s2_1, f6s2_2, f6s2_3, f6s2_4, f6s2_5, f6s2_6, f6s2_7, f6s2_8, f6s2_9, f6s2_10, 0)))
+                    f6s2 = tuple(items_f6s2)
+            f6 = (_new(LeaderAndIsrTopicState, (f6s0, _ZERO_UUID, f6s2)),)
+        else:
+            items_f6: list[LeaderAndIsrTopicState] = []
+            for _ in range(n):
+                f6_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_2: tuple[LeaderAndIsrPartitionState, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f6_2s1, f6_2s2, f6_2s3, f6_2s4 = _U_iiii(buf, pos)
+                        pos += 16
+                        f6_2s5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2s5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f6_2s6 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f6_2s7: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2s7 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f6_2s8: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2s8 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f6_2s9: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2s9 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f6_2s10 = _U_o(buf, pos)[0]
+                        pos += 1
+                        f6_2 = (_new(LeaderAndIsrPartitionState, ("", f6_2s1, f6_2s2, f6_2s3, f6_2s4, f6_2s5, f6_2s6, f6_2s7, f6_2s8, f6_2s9, f6_2s10, 0)),)
+                    else:
+                        items_f6_2: list[LeaderAndIsrPartitionState] = []
+                        for _ in range(n):
+                            f6_2_1, f6_2_2, f6_2_3, f6_2_4 = _U_iiii(buf, pos)
+                            pos += 16
+                            f6_2_5: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f6_2_6 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f6_2_7: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f6_2_8: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f6_2_9: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2_9 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f6_2_10 = _U_o(buf, pos)[0]
+                            pos += 1
+                            items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8, f6_2_9, f6_2_10, 0)))
+                        f6_2 = tuple(items_f6_2)
+                items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, _ZERO_UUID, f6_2)))
+            f6 = tuple(items_f6)
     f7: tuple[LeaderAndIsrLiveLeader, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -551,11 +963,10 @@ def _r_LeaderAndIsrRequest_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[LeaderAndIsrLiveLeader] = []
-        for _ in range(n):
-            f7_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f7s0 = _U_i(buf, pos)[0]
             pos += 4
-            f7_1: str
+            f7s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -564,12 +975,31 @@ def _r_LeaderAndIsrRequest_v3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_1 = buf[pos:end].tobytes().decode()
+                f7s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f7_2 = _U_i(buf, pos)[0]
+            f7s2 = _U_i(buf, pos)[0]
             pos += 4
-            items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
-        f7 = tuple(items_f7)
+            f7 = (_new(LeaderAndIsrLiveLeader, (f7s0, f7s1, f7s2)),)
+        else:
+            items_f7: list[LeaderAndIsrLiveLeader] = []
+            for _ in range(n):
+                f7_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f7_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable HostName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f7_2 = _U_i(buf, pos)[0]
+                pos += 4
+                items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
+            f7 = tuple(items_f7)
     return _new(LeaderAndIsrRequest, (f0, False, f2, f3, 0, (), f6, f7)), pos
 
 
@@ -589,9 +1019,8 @@ def _r_LeaderAndIsrRequest_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[LeaderAndIsrTopicState] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -604,9 +1033,9 @@ def _r_LeaderAndIsrRequest_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_2: tuple[LeaderAndIsrPartitionState, ...]
+            f6s2: tuple[LeaderAndIsrPartitionState, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -618,13 +1047,12 @@ def _r_LeaderAndIsrRequest_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f6_2: list[LeaderAndIsrPartitionState] = []
-                for _ in range(n):
-                    f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                if n == 1:
+                    f6s2s1, f6s2s2, f6s2s3, f6s2s4, n = _U_iiiiB(buf, pos)
                     pos += 16
-                    f6_2_5: tuple[int, ...]
+                    f6s2s5: tuple[int, ...]
                     try:
-                        f6_2_5 = _AC_i[n](buf, pos)
+                        f6s2s5 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -638,13 +1066,13 @@ def _r_LeaderAndIsrRequest_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s5 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_6, n = _U_iB(buf, pos)
+                    f6s2s6, n = _U_iB(buf, pos)
                     pos += 4
-                    f6_2_7: tuple[int, ...]
+                    f6s2s7: tuple[int, ...]
                     try:
-                        f6_2_7 = _AC_i[n](buf, pos)
+                        f6s2s7 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -658,12 +1086,12 @@ def _r_LeaderAndIsrRequest_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s7 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_8: tuple[int, ...]
+                    f6s2s8: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f6_2_8 = _AC_i[n](buf, pos)
+                        f6s2s8 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -677,12 +1105,12 @@ def _r_LeaderAndIsrRequest_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s8 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_9: tuple[int, ...]
+                    f6s2s9: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f6_2_9 = _AC_i[n](buf, pos)
+                        f6s2s9 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -696,20 +1124,312 @@ def _r_LeaderAndIsrRequest_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_9 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s9 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_10, tg = _U_oB(buf, pos)
+                    f6s2s10, tg = _U_oB(buf, pos)
                     pos += 2
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8, f6_2_9, f6_2_10, 0)))
-                f6_2 = tuple(items_f6_2)
+                    f6s2 = (_new(LeaderAndIsrPartitionState, ("", f6s2s1, f6s2s2, f6s2s3, f6s2s4, f6s2s5, f6s2s6, f6s2s7, f6s2s8, f6s2s9, f6s2s10, 0)),)
+                else:
+                    items_f6s2: list[LeaderAndIsrPartitionState] = []
+                    for _ in range(n):
+                        f6s2_1, f6s2_2, f6s2_3, f6s2_4, n = _U_iiiiB(buf, pos)
+                        pos += 16
+                        f6s2_5: tuple[int, ...]
+                        try:
+                            f6s2_5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_6, n = _U_iB(buf, pos)
+                        pos += 4
+                        f6s2_7: tuple[int, ...]
+                        try:
+                            f6s2_7 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_8: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6s2_8 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_9: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6s2_9 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_9 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_10, tg = _U_oB(buf, pos)
+                        pos += 2
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f6s2.append(_new(LeaderAndIsrPartitionState, ("", f6s2_1, f6s2_2, f6s2_3, f6s2_4, f6s2_5, f6s2_6, f6s2_7, f6s2_8, f6s2_9, f6s2_10, 0)))
+                    f6s2 = tuple(items_f6s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, _ZERO_UUID, f6_2)))
-        f6 = tuple(items_f6)
+            f6 = (_new(LeaderAndIsrTopicState, (f6s0, _ZERO_UUID, f6s2)),)
+        else:
+            items_f6: list[LeaderAndIsrTopicState] = []
+            for _ in range(n):
+                f6_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_2: tuple[LeaderAndIsrPartitionState, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f6_2s1, f6_2s2, f6_2s3, f6_2s4, n = _U_iiiiB(buf, pos)
+                        pos += 16
+                        f6_2s5: tuple[int, ...]
+                        try:
+                            f6_2s5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s6, n = _U_iB(buf, pos)
+                        pos += 4
+                        f6_2s7: tuple[int, ...]
+                        try:
+                            f6_2s7 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s8: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6_2s8 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s9: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6_2s9 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s9 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s10, tg = _U_oB(buf, pos)
+                        pos += 2
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f6_2 = (_new(LeaderAndIsrPartitionState, ("", f6_2s1, f6_2s2, f6_2s3, f6_2s4, f6_2s5, f6_2s6, f6_2s7, f6_2s8, f6_2s9, f6_2s10, 0)),)
+                    else:
+                        items_f6_2: list[LeaderAndIsrPartitionState] = []
+                        for _ in range(n):
+                            f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                            pos += 16
+                            f6_2_5: tuple[int, ...]
+                            try:
+                                f6_2_5 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_6, n = _U_iB(buf, pos)
+                            pos += 4
+                            f6_2_7: tuple[int, ...]
+                            try:
+                                f6_2_7 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_8: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f6_2_8 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_9: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f6_2_9 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_9 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_10, tg = _U_oB(buf, pos)
+                            pos += 2
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8, f6_2_9, f6_2_10, 0)))
+                        f6_2 = tuple(items_f6_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, _ZERO_UUID, f6_2)))
+            f6 = tuple(items_f6)
     f7: tuple[LeaderAndIsrLiveLeader, ...]
     n = buf[pos]
     if n < 0x80:
@@ -722,11 +1442,10 @@ def _r_LeaderAndIsrRequest_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[LeaderAndIsrLiveLeader] = []
-        for _ in range(n):
-            f7_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f7s0 = _U_i(buf, pos)[0]
             pos += 4
-            f7_1: str
+            f7s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -739,14 +1458,39 @@ def _r_LeaderAndIsrRequest_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_1 = buf[pos:end].tobytes().decode()
+                f7s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f7_2, tg = _U_iB(buf, pos)
+            f7s2, tg = _U_iB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
-        f7 = tuple(items_f7)
+            f7 = (_new(LeaderAndIsrLiveLeader, (f7s0, f7s1, f7s2)),)
+        else:
+            items_f7: list[LeaderAndIsrLiveLeader] = []
+            for _ in range(n):
+                f7_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f7_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable HostName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f7_2, tg = _U_iB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
+            f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -770,9 +1514,8 @@ def _r_LeaderAndIsrRequest_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[LeaderAndIsrTopicState] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -785,12 +1528,12 @@ def _r_LeaderAndIsrRequest_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_1 = _U_U(buf, pos)[0]
+            f6s1 = _U_U(buf, pos)[0]
             pos += 16
-            f6_1 = _uuid_from(f6_1)
-            f6_2: tuple[LeaderAndIsrPartitionState, ...]
+            f6s1 = _uuid_from(f6s1)
+            f6s2: tuple[LeaderAndIsrPartitionState, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -802,13 +1545,12 @@ def _r_LeaderAndIsrRequest_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f6_2: list[LeaderAndIsrPartitionState] = []
-                for _ in range(n):
-                    f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                if n == 1:
+                    f6s2s1, f6s2s2, f6s2s3, f6s2s4, n = _U_iiiiB(buf, pos)
                     pos += 16
-                    f6_2_5: tuple[int, ...]
+                    f6s2s5: tuple[int, ...]
                     try:
-                        f6_2_5 = _AC_i[n](buf, pos)
+                        f6s2s5 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -822,13 +1564,13 @@ def _r_LeaderAndIsrRequest_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s5 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_6, n = _U_iB(buf, pos)
+                    f6s2s6, n = _U_iB(buf, pos)
                     pos += 4
-                    f6_2_7: tuple[int, ...]
+                    f6s2s7: tuple[int, ...]
                     try:
-                        f6_2_7 = _AC_i[n](buf, pos)
+                        f6s2s7 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -842,12 +1584,12 @@ def _r_LeaderAndIsrRequest_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s7 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_8: tuple[int, ...]
+                    f6s2s8: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f6_2_8 = _AC_i[n](buf, pos)
+                        f6s2s8 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -861,12 +1603,12 @@ def _r_LeaderAndIsrRequest_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s8 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_9: tuple[int, ...]
+                    f6s2s9: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f6_2_9 = _AC_i[n](buf, pos)
+                        f6s2s9 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -880,20 +1622,315 @@ def _r_LeaderAndIsrRequest_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_9 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s9 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_10, tg = _U_oB(buf, pos)
+                    f6s2s10, tg = _U_oB(buf, pos)
                     pos += 2
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8, f6_2_9, f6_2_10, 0)))
-                f6_2 = tuple(items_f6_2)
+                    f6s2 = (_new(LeaderAndIsrPartitionState, ("", f6s2s1, f6s2s2, f6s2s3, f6s2s4, f6s2s5, f6s2s6, f6s2s7, f6s2s8, f6s2s9, f6s2s10, 0)),)
+                else:
+                    items_f6s2: list[LeaderAndIsrPartitionState] = []
+                    for _ in range(n):
+                        f6s2_1, f6s2_2, f6s2_3, f6s2_4, n = _U_iiiiB(buf, pos)
+                        pos += 16
+                        f6s2_5: tuple[int, ...]
+                        try:
+                            f6s2_5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_6, n = _U_iB(buf, pos)
+                        pos += 4
+                        f6s2_7: tuple[int, ...]
+                        try:
+                            f6s2_7 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_8: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6s2_8 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_9: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6s2_9 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_9 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_10, tg = _U_oB(buf, pos)
+                        pos += 2
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f6s2.append(_new(LeaderAndIsrPartitionState, ("", f6s2_1, f6s2_2, f6s2_3, f6s2_4, f6s2_5, f6s2_6, f6s2_7, f6s2_8, f6s2_9, f6s2_10, 0)))
+                    f6s2 = tuple(items_f6s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, f6_1, f6_2)))
-        f6 = tuple(items_f6)
+            f6 = (_new(LeaderAndIsrTopicState, (f6s0, f6s1, f6s2)),)
+        else:
+            items_f6: list[LeaderAndIsrTopicState] = []
+            for _ in range(n):
+                f6_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_1 = _U_U(buf, pos)[0]
+                pos += 16
+                f6_1 = _uuid_from(f6_1)
+                f6_2: tuple[LeaderAndIsrPartitionState, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f6_2s1, f6_2s2, f6_2s3, f6_2s4, n = _U_iiiiB(buf, pos)
+                        pos += 16
+                        f6_2s5: tuple[int, ...]
+                        try:
+                            f6_2s5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s6, n = _U_iB(buf, pos)
+                        pos += 4
+                        f6_2s7: tuple[int, ...]
+                        try:
+                            f6_2s7 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s8: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6_2s8 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s9: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6_2s9 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s9 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s10, tg = _U_oB(buf, pos)
+                        pos += 2
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f6_2 = (_new(LeaderAndIsrPartitionState, ("", f6_2s1, f6_2s2, f6_2s3, f6_2s4, f6_2s5, f6_2s6, f6_2s7, f6_2s8, f6_2s9, f6_2s10, 0)),)
+                    else:
+                        items_f6_2: list[LeaderAndIsrPartitionState] = []
+                        for _ in range(n):
+                            f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                            pos += 16
+                            f6_2_5: tuple[int, ...]
+                            try:
+                                f6_2_5 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_6, n = _U_iB(buf, pos)
+                            pos += 4
+                            f6_2_7: tuple[int, ...]
+                            try:
+                                f6_2_7 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_8: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f6_2_8 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_9: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f6_2_9 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_9 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_10, tg = _U_oB(buf, pos)
+                            pos += 2
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8, f6_2_9, f6_2_10, 0)))
+                        f6_2 = tuple(items_f6_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, f6_1, f6_2)))
+            f6 = tuple(items_f6)
     f7: tuple[LeaderAndIsrLiveLeader, ...]
     n = buf[pos]
     if n < 0x80:
@@ -906,11 +1943,10 @@ def _r_LeaderAndIsrRequest_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[LeaderAndIsrLiveLeader] = []
-        for _ in range(n):
-            f7_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f7s0 = _U_i(buf, pos)[0]
             pos += 4
-            f7_1: str
+            f7s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -923,14 +1959,39 @@ def _r_LeaderAndIsrRequest_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_1 = buf[pos:end].tobytes().decode()
+                f7s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f7_2, tg = _U_iB(buf, pos)
+            f7s2, tg = _U_iB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
-        f7 = tuple(items_f7)
+            f7 = (_new(LeaderAndIsrLiveLeader, (f7s0, f7s1, f7s2)),)
+        else:
+            items_f7: list[LeaderAndIsrLiveLeader] = []
+            for _ in range(n):
+                f7_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f7_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable HostName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f7_2, tg = _U_iB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
+            f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -954,9 +2015,8 @@ def _r_LeaderAndIsrRequest_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[LeaderAndIsrTopicState] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -969,12 +2029,12 @@ def _r_LeaderAndIsrRequest_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_1 = _U_U(buf, pos)[0]
+            f6s1 = _U_U(buf, pos)[0]
             pos += 16
-            f6_1 = _uuid_from(f6_1)
-            f6_2: tuple[LeaderAndIsrPartitionState, ...]
+            f6s1 = _uuid_from(f6s1)
+            f6s2: tuple[LeaderAndIsrPartitionState, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -986,13 +2046,12 @@ def _r_LeaderAndIsrRequest_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f6_2: list[LeaderAndIsrPartitionState] = []
-                for _ in range(n):
-                    f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                if n == 1:
+                    f6s2s1, f6s2s2, f6s2s3, f6s2s4, n = _U_iiiiB(buf, pos)
                     pos += 16
-                    f6_2_5: tuple[int, ...]
+                    f6s2s5: tuple[int, ...]
                     try:
-                        f6_2_5 = _AC_i[n](buf, pos)
+                        f6s2s5 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1006,13 +2065,13 @@ def _r_LeaderAndIsrRequest_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s5 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_6, n = _U_iB(buf, pos)
+                    f6s2s6, n = _U_iB(buf, pos)
                     pos += 4
-                    f6_2_7: tuple[int, ...]
+                    f6s2s7: tuple[int, ...]
                     try:
-                        f6_2_7 = _AC_i[n](buf, pos)
+                        f6s2s7 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1026,12 +2085,12 @@ def _r_LeaderAndIsrRequest_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s7 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_8: tuple[int, ...]
+                    f6s2s8: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f6_2_8 = _AC_i[n](buf, pos)
+                        f6s2s8 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1045,12 +2104,12 @@ def _r_LeaderAndIsrRequest_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s8 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_9: tuple[int, ...]
+                    f6s2s9: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f6_2_9 = _AC_i[n](buf, pos)
+                        f6s2s9 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1064,20 +2123,315 @@ def _r_LeaderAndIsrRequest_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_9 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s9 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_10, f6_2_11, tg = _U_obB(buf, pos)
+                    f6s2s10, f6s2s11, tg = _U_obB(buf, pos)
                     pos += 3
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8, f6_2_9, f6_2_10, f6_2_11)))
-                f6_2 = tuple(items_f6_2)
+                    f6s2 = (_new(LeaderAndIsrPartitionState, ("", f6s2s1, f6s2s2, f6s2s3, f6s2s4, f6s2s5, f6s2s6, f6s2s7, f6s2s8, f6s2s9, f6s2s10, f6s2s11)),)
+                else:
+                    items_f6s2: list[LeaderAndIsrPartitionState] = []
+                    for _ in range(n):
+                        f6s2_1, f6s2_2, f6s2_3, f6s2_4, n = _U_iiiiB(buf, pos)
+                        pos += 16
+                        f6s2_5: tuple[int, ...]
+                        try:
+                            f6s2_5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_6, n = _U_iB(buf, pos)
+                        pos += 4
+                        f6s2_7: tuple[int, ...]
+                        try:
+                            f6s2_7 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_8: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6s2_8 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_9: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6s2_9 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_9 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_10, f6s2_11, tg = _U_obB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f6s2.append(_new(LeaderAndIsrPartitionState, ("", f6s2_1, f6s2_2, f6s2_3, f6s2_4, f6s2_5, f6s2_6, f6s2_7, f6s2_8, f6s2_9, f6s2_10, f6s2_11)))
+                    f6s2 = tuple(items_f6s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, f6_1, f6_2)))
-        f6 = tuple(items_f6)
+            f6 = (_new(LeaderAndIsrTopicState, (f6s0, f6s1, f6s2)),)
+        else:
+            items_f6: list[LeaderAndIsrTopicState] = []
+            for _ in range(n):
+                f6_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_1 = _U_U(buf, pos)[0]
+                pos += 16
+                f6_1 = _uuid_from(f6_1)
+                f6_2: tuple[LeaderAndIsrPartitionState, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f6_2s1, f6_2s2, f6_2s3, f6_2s4, n = _U_iiiiB(buf, pos)
+                        pos += 16
+                        f6_2s5: tuple[int, ...]
+                        try:
+                            f6_2s5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s6, n = _U_iB(buf, pos)
+                        pos += 4
+                        f6_2s7: tuple[int, ...]
+                        try:
+                            f6_2s7 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s8: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6_2s8 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s9: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6_2s9 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s9 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s10, f6_2s11, tg = _U_obB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f6_2 = (_new(LeaderAndIsrPartitionState, ("", f6_2s1, f6_2s2, f6_2s3, f6_2s4, f6_2s5, f6_2s6, f6_2s7, f6_2s8, f6_2s9, f6_2s10, f6_2s11)),)
+                    else:
+                        items_f6_2: list[LeaderAndIsrPartitionState] = []
+                        for _ in range(n):
+                            f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                            pos += 16
+                            f6_2_5: tuple[int, ...]
+                            try:
+                                f6_2_5 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_6, n = _U_iB(buf, pos)
+                            pos += 4
+                            f6_2_7: tuple[int, ...]
+                            try:
+                                f6_2_7 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_8: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f6_2_8 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_9: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f6_2_9 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_9 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_10, f6_2_11, tg = _U_obB(buf, pos)
+                            pos += 3
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8, f6_2_9, f6_2_10, f6_2_11)))
+                        f6_2 = tuple(items_f6_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, f6_1, f6_2)))
+            f6 = tuple(items_f6)
     f7: tuple[LeaderAndIsrLiveLeader, ...]
     n = buf[pos]
     if n < 0x80:
@@ -1090,11 +2444,10 @@ def _r_LeaderAndIsrRequest_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[LeaderAndIsrLiveLeader] = []
-        for _ in range(n):
-            f7_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f7s0 = _U_i(buf, pos)[0]
             pos += 4
-            f7_1: str
+            f7s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1107,14 +2460,39 @@ def _r_LeaderAndIsrRequest_v6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_1 = buf[pos:end].tobytes().decode()
+                f7s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f7_2, tg = _U_iB(buf, pos)
+            f7s2, tg = _U_iB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
-        f7 = tuple(items_f7)
+            f7 = (_new(LeaderAndIsrLiveLeader, (f7s0, f7s1, f7s2)),)
+        else:
+            items_f7: list[LeaderAndIsrLiveLeader] = []
+            for _ in range(n):
+                f7_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f7_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable HostName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f7_2, tg = _U_iB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
+            f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1138,9 +2516,8 @@ def _r_LeaderAndIsrRequest_v7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[LeaderAndIsrTopicState] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1153,12 +2530,12 @@ def _r_LeaderAndIsrRequest_v7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_1 = _U_U(buf, pos)[0]
+            f6s1 = _U_U(buf, pos)[0]
             pos += 16
-            f6_1 = _uuid_from(f6_1)
-            f6_2: tuple[LeaderAndIsrPartitionState, ...]
+            f6s1 = _uuid_from(f6s1)
+            f6s2: tuple[LeaderAndIsrPartitionState, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1170,13 +2547,12 @@ def _r_LeaderAndIsrRequest_v7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f6_2: list[LeaderAndIsrPartitionState] = []
-                for _ in range(n):
-                    f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                if n == 1:
+                    f6s2s1, f6s2s2, f6s2s3, f6s2s4, n = _U_iiiiB(buf, pos)
                     pos += 16
-                    f6_2_5: tuple[int, ...]
+                    f6s2s5: tuple[int, ...]
                     try:
-                        f6_2_5 = _AC_i[n](buf, pos)
+                        f6s2s5 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1190,13 +2566,13 @@ def _r_LeaderAndIsrRequest_v7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s5 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_6, n = _U_iB(buf, pos)
+                    f6s2s6, n = _U_iB(buf, pos)
                     pos += 4
-                    f6_2_7: tuple[int, ...]
+                    f6s2s7: tuple[int, ...]
                     try:
-                        f6_2_7 = _AC_i[n](buf, pos)
+                        f6s2s7 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1210,12 +2586,12 @@ def _r_LeaderAndIsrRequest_v7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s7 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_8: tuple[int, ...]
+                    f6s2s8: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f6_2_8 = _AC_i[n](buf, pos)
+                        f6s2s8 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1229,12 +2605,12 @@ def _r_LeaderAndIsrRequest_v7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s8 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_9: tuple[int, ...]
+                    f6s2s9: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f6_2_9 = _AC_i[n](buf, pos)
+                        f6s2s9 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1248,20 +2624,315 @@ def _r_LeaderAndIsrRequest_v7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_9 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s9 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_10, f6_2_11, tg = _U_obB(buf, pos)
+                    f6s2s10, f6s2s11, tg = _U_obB(buf, pos)
                     pos += 3
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8, f6_2_9, f6_2_10, f6_2_11)))
-                f6_2 = tuple(items_f6_2)
+                    f6s2 = (_new(LeaderAndIsrPartitionState, ("", f6s2s1, f6s2s2, f6s2s3, f6s2s4, f6s2s5, f6s2s6, f6s2s7, f6s2s8, f6s2s9, f6s2s10, f6s2s11)),)
+                else:
+                    items_f6s2: list[LeaderAndIsrPartitionState] = []
+                    for _ in range(n):
+                        f6s2_1, f6s2_2, f6s2_3, f6s2_4, n = _U_iiiiB(buf, pos)
+                        pos += 16
+                        f6s2_5: tuple[int, ...]
+                        try:
+                            f6s2_5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_6, n = _U_iB(buf, pos)
+                        pos += 4
+                        f6s2_7: tuple[int, ...]
+                        try:
+                            f6s2_7 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_8: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6s2_8 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_9: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6s2_9 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_9 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_10, f6s2_11, tg = _U_obB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f6s2.append(_new(LeaderAndIsrPartitionState, ("", f6s2_1, f6s2_2, f6s2_3, f6s2_4, f6s2_5, f6s2_6, f6s2_7, f6s2_8, f6s2_9, f6s2_10, f6s2_11)))
+                    f6s2 = tuple(items_f6s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, f6_1, f6_2)))
-        f6 = tuple(items_f6)
+            f6 = (_new(LeaderAndIsrTopicState, (f6s0, f6s1, f6s2)),)
+        else:
+            items_f6: list[LeaderAndIsrTopicState] = []
+            for _ in range(n):
+                f6_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_1 = _U_U(buf, pos)[0]
+                pos += 16
+                f6_1 = _uuid_from(f6_1)
+                f6_2: tuple[LeaderAndIsrPartitionState, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f6_2s1, f6_2s2, f6_2s3, f6_2s4, n = _U_iiiiB(buf, pos)
+                        pos += 16
+                        f6_2s5: tuple[int, ...]
+                        try:
+                            f6_2s5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s6, n = _U_iB(buf, pos)
+                        pos += 4
+                        f6_2s7: tuple[int, ...]
+                        try:
+                            f6_2s7 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s8: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6_2s8 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s9: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6_2s9 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s9 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s10, f6_2s11, tg = _U_obB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f6_2 = (_new(LeaderAndIsrPartitionState, ("", f6_2s1, f6_2s2, f6_2s3, f6_2s4, f6_2s5, f6_2s6, f6_2s7, f6_2s8, f6_2s9, f6_2s10, f6_2s11)),)
+                    else:
+                        items_f6_2: list[LeaderAndIsrPartitionState] = []
+                        for _ in range(n):
+                            f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                            pos += 16
+                            f6_2_5: tuple[int, ...]
+                            try:
+                                f6_2_5 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_6, n = _U_iB(buf, pos)
+                            pos += 4
+                            f6_2_7: tuple[int, ...]
+                            try:
+                                f6_2_7 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_8: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f6_2_8 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_9: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f6_2_9 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_9 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_10, f6_2_11, tg = _U_obB(buf, pos)
+                            pos += 3
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f6_2.append(_new(LeaderAndIsrPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8, f6_2_9, f6_2_10, f6_2_11)))
+                        f6_2 = tuple(items_f6_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f6.append(_new(LeaderAndIsrTopicState, (f6_0, f6_1, f6_2)))
+            f6 = tuple(items_f6)
     f7: tuple[LeaderAndIsrLiveLeader, ...]
     n = buf[pos]
     if n < 0x80:
@@ -1274,11 +2945,10 @@ def _r_LeaderAndIsrRequest_v7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[LeaderAndIsrLiveLeader] = []
-        for _ in range(n):
-            f7_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f7s0 = _U_i(buf, pos)[0]
             pos += 4
-            f7_1: str
+            f7s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1291,14 +2961,39 @@ def _r_LeaderAndIsrRequest_v7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_1 = buf[pos:end].tobytes().decode()
+                f7s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f7_2, tg = _U_iB(buf, pos)
+            f7s2, tg = _U_iB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
-        f7 = tuple(items_f7)
+            f7 = (_new(LeaderAndIsrLiveLeader, (f7s0, f7s1, f7s2)),)
+        else:
+            items_f7: list[LeaderAndIsrLiveLeader] = []
+            for _ in range(n):
+                f7_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f7_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable HostName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f7_2, tg = _U_iB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f7.append(_new(LeaderAndIsrLiveLeader, (f7_0, f7_1, f7_2)))
+            f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

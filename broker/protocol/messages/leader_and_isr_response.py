@@ -131,9 +131,8 @@ def _r_LeaderAndIsrResponse_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[LeaderAndIsrPartitionError] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -142,12 +141,29 @@ def _r_LeaderAndIsrResponse_v0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1, f1_2 = _U_ih(buf, pos)
+            f1s1, f1s2 = _U_ih(buf, pos)
             pos += 6
-            items_f1.append(_new(LeaderAndIsrPartitionError, (f1_0, f1_1, f1_2)))
-        f1 = tuple(items_f1)
+            f1 = (_new(LeaderAndIsrPartitionError, (f1s0, f1s1, f1s2)),)
+        else:
+            items_f1: list[LeaderAndIsrPartitionError] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1, f1_2 = _U_ih(buf, pos)
+                pos += 6
+                items_f1.append(_new(LeaderAndIsrPartitionError, (f1_0, f1_1, f1_2)))
+            f1 = tuple(items_f1)
     return _new(LeaderAndIsrResponse, (f0, f1, ())), pos
 
 
@@ -167,9 +183,8 @@ def _r_LeaderAndIsrResponse_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[LeaderAndIsrPartitionError] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -182,14 +197,37 @@ def _r_LeaderAndIsrResponse_v4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1, f1_2, tg = _U_ihB(buf, pos)
+            f1s1, f1s2, tg = _U_ihB(buf, pos)
             pos += 7
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f1.append(_new(LeaderAndIsrPartitionError, (f1_0, f1_1, f1_2)))
-        f1 = tuple(items_f1)
+            f1 = (_new(LeaderAndIsrPartitionError, (f1s0, f1s1, f1s2)),)
+        else:
+            items_f1: list[LeaderAndIsrPartitionError] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1, f1_2, tg = _U_ihB(buf, pos)
+                pos += 7
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f1.append(_new(LeaderAndIsrPartitionError, (f1_0, f1_1, f1_2)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -221,12 +259,11 @@ def _r_LeaderAndIsrResponse_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[LeaderAndIsrTopicError] = []
-        for _ in range(n):
-            f2_0 = _U_U(buf, pos)[0]
+        if n == 1:
+            f2s0 = _U_U(buf, pos)[0]
             pos += 16
-            f2_0 = _uuid_from(f2_0)
-            f2_1: tuple[LeaderAndIsrPartitionError, ...]
+            f2s0 = _uuid_from(f2s0)
+            f2s1: tuple[LeaderAndIsrPartitionError, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -242,20 +279,55 @@ def _r_LeaderAndIsrResponse_v5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrR
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 6 : end : 7].tobytes().count(0) == n:
-                    f2_1 = tuple([_new(LeaderAndIsrPartitionError, ("", a1, a2)) for a1, a2 in _IU_ihx(buf[pos:end])])
+                    f2s1 = tuple([_new(LeaderAndIsrPartitionError, ("", a1, a2)) for a1, a2 in _IU_ihx(buf[pos:end])])
                     pos = end
                 else:
-                    items_f2_1: list[LeaderAndIsrPartitionError] = []
+                    items_f2s1: list[LeaderAndIsrPartitionError] = []
                     for _ in range(n):
-                        item_f2_1, pos = _r_LeaderAndIsrPartitionError_v5(buf, pos)
-                        items_f2_1.append(item_f2_1)
-                    f2_1 = tuple(items_f2_1)
+                        item_f2s1, pos = _r_LeaderAndIsrPartitionError_v5(buf, pos)
+                        items_f2s1.append(item_f2s1)
+                    f2s1 = tuple(items_f2s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(LeaderAndIsrTopicError, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(LeaderAndIsrTopicError, (f2s0, f2s1)),)
+        else:
+            items_f2: list[LeaderAndIsrTopicError] = []
+            for _ in range(n):
+                f2_0 = _U_U(buf, pos)[0]
+                pos += 16
+                f2_0 = _uuid_from(f2_0)
+                f2_1: tuple[LeaderAndIsrPartitionError, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionErrors" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 7 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                        f2_1 = tuple([_new(LeaderAndIsrPartitionError, ("", a1, a2)) for a1, a2 in _IU_ihx(buf[pos:end])])
+                        pos = end
+                    else:
+                        items_f2_1: list[LeaderAndIsrPartitionError] = []
+                        for _ in range(n):
+                            item_f2_1, pos = _r_LeaderAndIsrPartitionError_v5(buf, pos)
+                            items_f2_1.append(item_f2_1)
+                        f2_1 = tuple(items_f2_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(LeaderAndIsrTopicError, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

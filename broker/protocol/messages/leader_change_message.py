@@ -172,15 +172,23 @@ def _r_LeaderChangeMessage_v1(buf: memoryview, pos: int) -> tuple[LeaderChangeMe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[Voter] = []
-        for _ in range(n):
-            f2_0, f2_1, tg = _U_iUB(buf, pos)
+        if n == 1:
+            f2s0, f2s1, tg = _U_iUB(buf, pos)
             pos += 21
-            f2_1 = _uuid_from(f2_1)
+            f2s1 = _uuid_from(f2s1)
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f2.append(_new(Voter, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(Voter, (f2s0, f2s1)),)
+        else:
+            items_f2: list[Voter] = []
+            for _ in range(n):
+                f2_0, f2_1, tg = _U_iUB(buf, pos)
+                pos += 21
+                f2_1 = _uuid_from(f2_1)
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f2.append(_new(Voter, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     f3: tuple[Voter, ...]
     n = buf[pos]
     if n < 0x80:
@@ -193,15 +201,23 @@ def _r_LeaderChangeMessage_v1(buf: memoryview, pos: int) -> tuple[LeaderChangeMe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[Voter] = []
-        for _ in range(n):
-            f3_0, f3_1, tg = _U_iUB(buf, pos)
+        if n == 1:
+            f3s0, f3s1, tg = _U_iUB(buf, pos)
             pos += 21
-            f3_1 = _uuid_from(f3_1)
+            f3s1 = _uuid_from(f3s1)
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f3.append(_new(Voter, (f3_0, f3_1)))
-        f3 = tuple(items_f3)
+            f3 = (_new(Voter, (f3s0, f3s1)),)
+        else:
+            items_f3: list[Voter] = []
+            for _ in range(n):
+                f3_0, f3_1, tg = _U_iUB(buf, pos)
+                pos += 21
+                f3_1 = _uuid_from(f3_1)
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f3.append(_new(Voter, (f3_0, f3_1)))
+            f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

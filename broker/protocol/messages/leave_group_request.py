@@ -130,9 +130,8 @@ def _r_LeaveGroupRequest_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[MemberIdentity] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -141,23 +140,51 @@ def _r_LeaveGroupRequest_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: str | None
+            f2s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f2_1 = None
+                f2s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f2.append(_new(MemberIdentity, (f2_0, f2_1, None)))
-        f2 = tuple(items_f2)
+            f2 = (_new(MemberIdentity, (f2s0, f2s1, None)),)
+        else:
+            items_f2: list[MemberIdentity] = []
+            for _ in range(n):
+                f2_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f2_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f2.append(_new(MemberIdentity, (f2_0, f2_1, None)))
+            f2 = tuple(items_f2)
     return _new(LeaveGroupRequest, (f0, "", f2)), pos
 
 
@@ -190,9 +217,8 @@ def _r_LeaveGroupRequest_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[MemberIdentity] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -205,9 +231,9 @@ def _r_LeaveGroupRequest_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: str | None
+            f2s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -217,19 +243,59 @@ def _r_LeaveGroupRequest_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f2_1 = None
+                f2s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(MemberIdentity, (f2_0, f2_1, None)))
-        f2 = tuple(items_f2)
+            f2 = (_new(MemberIdentity, (f2s0, f2s1, None)),)
+        else:
+            items_f2: list[MemberIdentity] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f2_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(MemberIdentity, (f2_0, f2_1, None)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -266,9 +332,8 @@ def _r_LeaveGroupRequest_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[MemberIdentity] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -281,9 +346,9 @@ def _r_LeaveGroupRequest_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: str | None
+            f2s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -293,14 +358,14 @@ def _r_LeaveGroupRequest_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f2_1 = None
+                f2s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_2: str | None
+            f2s2: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -310,19 +375,76 @@ def _r_LeaveGroupRequest_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupReques
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f2_2 = None
+                f2s2 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_2 = buf[pos:end].tobytes().decode()
+                f2s2 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(MemberIdentity, (f2_0, f2_1, f2_2)))
-        f2 = tuple(items_f2)
+            f2 = (_new(MemberIdentity, (f2s0, f2s1, f2s2)),)
+        else:
+            items_f2: list[MemberIdentity] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f2_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_2: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f2_2 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(MemberIdentity, (f2_0, f2_1, f2_2)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -112,9 +112,8 @@ def _r_LeaveGroupResponse_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupRespo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[MemberResponse] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -123,25 +122,55 @@ def _r_LeaveGroupResponse_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupRespo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: str | None
+            f2s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f2_1 = None
+                f2s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_2 = _U_h(buf, pos)[0]
+            f2s2 = _U_h(buf, pos)[0]
             pos += 2
-            items_f2.append(_new(MemberResponse, (f2_0, f2_1, f2_2)))
-        f2 = tuple(items_f2)
+            f2 = (_new(MemberResponse, (f2s0, f2s1, f2s2)),)
+        else:
+            items_f2: list[MemberResponse] = []
+            for _ in range(n):
+                f2_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f2_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_2 = _U_h(buf, pos)[0]
+                pos += 2
+                items_f2.append(_new(MemberResponse, (f2_0, f2_1, f2_2)))
+            f2 = tuple(items_f2)
     return _new(LeaveGroupResponse, (f0, f1, f2)), pos
 
 
@@ -161,9 +190,8 @@ def _r_LeaveGroupResponse_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRespo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[MemberResponse] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -176,9 +204,9 @@ def _r_LeaveGroupResponse_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRespo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: str | None
+            f2s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -188,19 +216,59 @@ def _r_LeaveGroupResponse_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRespo
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f2_1 = None
+                f2s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_2, tg = _U_hB(buf, pos)
+            f2s2, tg = _U_hB(buf, pos)
             pos += 3
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f2.append(_new(MemberResponse, (f2_0, f2_1, f2_2)))
-        f2 = tuple(items_f2)
+            f2 = (_new(MemberResponse, (f2s0, f2s1, f2s2)),)
+        else:
+            items_f2: list[MemberResponse] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f2_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_2, tg = _U_hB(buf, pos)
+                pos += 3
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f2.append(_new(MemberResponse, (f2_0, f2_1, f2_2)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -99,9 +99,8 @@ def _r_ListGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[ListedGroup] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -110,9 +109,9 @@ def _r_ListGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: str
+            f2s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -121,10 +120,36 @@ def _r_ListGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f2.append(_new(ListedGroup, (f2_0, f2_1, "", "")))
-        f2 = tuple(items_f2)
+            f2 = (_new(ListedGroup, (f2s0, f2s1, "", "")),)
+        else:
+            items_f2: list[ListedGroup] = []
+            for _ in range(n):
+                f2_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f2.append(_new(ListedGroup, (f2_0, f2_1, "", "")))
+            f2 = tuple(items_f2)
     return _new(ListGroupsResponse, (0, f1, f2)), pos
 
 
@@ -140,9 +165,8 @@ def _r_ListGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[ListedGroup] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -151,9 +175,9 @@ def _r_ListGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: str
+            f2s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -162,10 +186,36 @@ def _r_ListGroupsResponse_v1(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f2.append(_new(ListedGroup, (f2_0, f2_1, "", "")))
-        f2 = tuple(items_f2)
+            f2 = (_new(ListedGroup, (f2s0, f2s1, "", "")),)
+        else:
+            items_f2: list[ListedGroup] = []
+            for _ in range(n):
+                f2_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f2.append(_new(ListedGroup, (f2_0, f2_1, "", "")))
+            f2 = tuple(items_f2)
     return _new(ListGroupsResponse, (f0, f1, f2)), pos
 
 
@@ -185,9 +235,8 @@ def _r_ListGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[ListedGroup] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -200,9 +249,9 @@ def _r_ListGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: str
+            f2s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -215,14 +264,52 @@ def _r_ListGroupsResponse_v3(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(ListedGroup, (f2_0, f2_1, "", "")))
-        f2 = tuple(items_f2)
+            f2 = (_new(ListedGroup, (f2s0, f2s1, "", "")),)
+        else:
+            items_f2: list[ListedGroup] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(ListedGroup, (f2_0, f2_1, "", "")))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -246,9 +333,8 @@ def _r_ListGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[ListedGroup] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -261,9 +347,9 @@ def _r_ListGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: str
+            f2s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -276,9 +362,9 @@ def _r_ListGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_2: str
+            f2s2: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -291,14 +377,67 @@ def _r_ListGroupsResponse_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_2 = buf[pos:end].tobytes().decode()
+                f2s2 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(ListedGroup, (f2_0, f2_1, f2_2, "")))
-        f2 = tuple(items_f2)
+            f2 = (_new(ListedGroup, (f2s0, f2s1, f2s2, "")),)
+        else:
+            items_f2: list[ListedGroup] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_2: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupState" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(ListedGroup, (f2_0, f2_1, f2_2, "")))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -322,9 +461,8 @@ def _r_ListGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[ListedGroup] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -337,9 +475,9 @@ def _r_ListGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: str
+            f2s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -352,9 +490,9 @@ def _r_ListGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_2: str
+            f2s2: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -367,9 +505,9 @@ def _r_ListGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_2 = buf[pos:end].tobytes().decode()
+                f2s2 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_3: str
+            f2s3: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -382,14 +520,82 @@ def _r_ListGroupsResponse_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRespo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_3 = buf[pos:end].tobytes().decode()
+                f2s3 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(ListedGroup, (f2_0, f2_1, f2_2, f2_3)))
-        f2 = tuple(items_f2)
+            f2 = (_new(ListedGroup, (f2s0, f2s1, f2s2, f2s3)),)
+        else:
+            items_f2: list[ListedGroup] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable ProtocolType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_2: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupState" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_3: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupType" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(ListedGroup, (f2_0, f2_1, f2_2, f2_3)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

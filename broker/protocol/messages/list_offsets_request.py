@@ -141,9 +141,8 @@ def _r_ListOffsetsRequest_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[ListOffsetsTopic] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -152,9 +151,9 @@ def _r_ListOffsetsRequest_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[ListOffsetsPartition, ...]
+            f2s1: tuple[ListOffsetsPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -165,10 +164,38 @@ def _r_ListOffsetsRequest_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
                 end = pos + 16 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f2_1 = tuple([_new(ListOffsetsPartition, (a0, -1, a2, a3)) for a0, a2, a3 in _IU_iqi(buf[pos:end])])
+                f2s1 = tuple([_new(ListOffsetsPartition, (a0, -1, a2, a3)) for a0, a2, a3 in _IU_iqi(buf[pos:end])])
                 pos = end
-            items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(ListOffsetsTopic, (f2s0, f2s1)),)
+        else:
+            items_f2: list[ListOffsetsTopic] = []
+            for _ in range(n):
+                f2_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[ListOffsetsPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 16 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f2_1 = tuple([_new(ListOffsetsPartition, (a0, -1, a2, a3)) for a0, a2, a3 in _IU_iqi(buf[pos:end])])
+                    pos = end
+                items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     return _new(ListOffsetsRequest, (f0, 0, f2, 0)), pos
 
 
@@ -184,9 +211,8 @@ def _r_ListOffsetsRequest_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[ListOffsetsTopic] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -195,9 +221,9 @@ def _r_ListOffsetsRequest_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[ListOffsetsPartition, ...]
+            f2s1: tuple[ListOffsetsPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -208,10 +234,38 @@ def _r_ListOffsetsRequest_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
                 end = pos + 12 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f2_1 = tuple([_new(ListOffsetsPartition, (a0, -1, a2, 1)) for a0, a2 in _IU_iq(buf[pos:end])])
+                f2s1 = tuple([_new(ListOffsetsPartition, (a0, -1, a2, 1)) for a0, a2 in _IU_iq(buf[pos:end])])
                 pos = end
-            items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(ListOffsetsTopic, (f2s0, f2s1)),)
+        else:
+            items_f2: list[ListOffsetsTopic] = []
+            for _ in range(n):
+                f2_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[ListOffsetsPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 12 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f2_1 = tuple([_new(ListOffsetsPartition, (a0, -1, a2, 1)) for a0, a2 in _IU_iq(buf[pos:end])])
+                    pos = end
+                items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     return _new(ListOffsetsRequest, (f0, 0, f2, 0)), pos
 
 
@@ -227,9 +281,8 @@ def _r_ListOffsetsRequest_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[ListOffsetsTopic] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -238,9 +291,9 @@ def _r_ListOffsetsRequest_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[ListOffsetsPartition, ...]
+            f2s1: tuple[ListOffsetsPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -251,10 +304,38 @@ def _r_ListOffsetsRequest_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
                 end = pos + 12 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f2_1 = tuple([_new(ListOffsetsPartition, (a0, -1, a2, 1)) for a0, a2 in _IU_iq(buf[pos:end])])
+                f2s1 = tuple([_new(ListOffsetsPartition, (a0, -1, a2, 1)) for a0, a2 in _IU_iq(buf[pos:end])])
                 pos = end
-            items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(ListOffsetsTopic, (f2s0, f2s1)),)
+        else:
+            items_f2: list[ListOffsetsTopic] = []
+            for _ in range(n):
+                f2_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[ListOffsetsPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 12 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f2_1 = tuple([_new(ListOffsetsPartition, (a0, -1, a2, 1)) for a0, a2 in _IU_iq(buf[pos:end])])
+                    pos = end
+                items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     return _new(ListOffsetsRequest, (f0, f1, f2, 0)), pos
 
 
@@ -270,9 +351,8 @@ def _r_ListOffsetsRequest_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[ListOffsetsTopic] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -281,9 +361,9 @@ def _r_ListOffsetsRequest_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[ListOffsetsPartition, ...]
+            f2s1: tuple[ListOffsetsPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -294,10 +374,38 @@ def _r_ListOffsetsRequest_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
                 end = pos + 16 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f2_1 = tuple([_new(ListOffsetsPartition, (a0, a1, a2, 1)) for a0, a1, a2 in _IU_iiq(buf[pos:end])])
+                f2s1 = tuple([_new(ListOffsetsPartition, (a0, a1, a2, 1)) for a0, a1, a2 in _IU_iiq(buf[pos:end])])
                 pos = end
-            items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(ListOffsetsTopic, (f2s0, f2s1)),)
+        else:
+            items_f2: list[ListOffsetsTopic] = []
+            for _ in range(n):
+                f2_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[ListOffsetsPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 16 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f2_1 = tuple([_new(ListOffsetsPartition, (a0, a1, a2, 1)) for a0, a1, a2 in _IU_iiq(buf[pos:end])])
+                    pos = end
+                items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     return _new(ListOffsetsRequest, (f0, f1, f2, 0)), pos
 
 
@@ -325,9 +433,8 @@ def _r_ListOffsetsRequest_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[ListOffsetsTopic] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -340,9 +447,9 @@ def _r_ListOffsetsRequest_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[ListOffsetsPartition, ...]
+            f2s1: tuple[ListOffsetsPartition, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -358,20 +465,67 @@ def _r_ListOffsetsRequest_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 16 : end : 17].tobytes().count(0) == n:
-                    f2_1 = tuple([_new(ListOffsetsPartition, (a0, a1, a2, 1)) for a0, a1, a2 in _IU_iiqx(buf[pos:end])])
+                    f2s1 = tuple([_new(ListOffsetsPartition, (a0, a1, a2, 1)) for a0, a1, a2 in _IU_iiqx(buf[pos:end])])
                     pos = end
                 else:
-                    items_f2_1: list[ListOffsetsPartition] = []
+                    items_f2s1: list[ListOffsetsPartition] = []
                     for _ in range(n):
-                        item_f2_1, pos = _r_ListOffsetsPartition_v6(buf, pos)
-                        items_f2_1.append(item_f2_1)
-                    f2_1 = tuple(items_f2_1)
+                        item_f2s1, pos = _r_ListOffsetsPartition_v6(buf, pos)
+                        items_f2s1.append(item_f2s1)
+                    f2s1 = tuple(items_f2s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(ListOffsetsTopic, (f2s0, f2s1)),)
+        else:
+            items_f2: list[ListOffsetsTopic] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[ListOffsetsPartition, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 17 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 16 : end : 17].tobytes().count(0) == n:
+                        f2_1 = tuple([_new(ListOffsetsPartition, (a0, a1, a2, 1)) for a0, a1, a2 in _IU_iiqx(buf[pos:end])])
+                        pos = end
+                    else:
+                        items_f2_1: list[ListOffsetsPartition] = []
+                        for _ in range(n):
+                            item_f2_1, pos = _r_ListOffsetsPartition_v6(buf, pos)
+                            items_f2_1.append(item_f2_1)
+                        f2_1 = tuple(items_f2_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -395,9 +549,8 @@ def _r_ListOffsetsRequest_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsReq
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[ListOffsetsTopic] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -410,9 +563,9 @@ def _r_ListOffsetsRequest_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsReq
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[ListOffsetsPartition, ...]
+            f2s1: tuple[ListOffsetsPartition, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -428,20 +581,67 @@ def _r_ListOffsetsRequest_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsReq
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 16 : end : 17].tobytes().count(0) == n:
-                    f2_1 = tuple([_new(ListOffsetsPartition, (a0, a1, a2, 1)) for a0, a1, a2 in _IU_iiqx(buf[pos:end])])
+                    f2s1 = tuple([_new(ListOffsetsPartition, (a0, a1, a2, 1)) for a0, a1, a2 in _IU_iiqx(buf[pos:end])])
                     pos = end
                 else:
-                    items_f2_1: list[ListOffsetsPartition] = []
+                    items_f2s1: list[ListOffsetsPartition] = []
                     for _ in range(n):
-                        item_f2_1, pos = _r_ListOffsetsPartition_v6(buf, pos)
-                        items_f2_1.append(item_f2_1)
-                    f2_1 = tuple(items_f2_1)
+                        item_f2s1, pos = _r_ListOffsetsPartition_v6(buf, pos)
+                        items_f2s1.append(item_f2s1)
+                    f2s1 = tuple(items_f2s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(ListOffsetsTopic, (f2s0, f2s1)),)
+        else:
+            items_f2: list[ListOffsetsTopic] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[ListOffsetsPartition, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 17 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 16 : end : 17].tobytes().count(0) == n:
+                        f2_1 = tuple([_new(ListOffsetsPartition, (a0, a1, a2, 1)) for a0, a1, a2 in _IU_iiqx(buf[pos:end])])
+                        pos = end
+                    else:
+                        items_f2_1: list[ListOffsetsPartition] = []
+                        for _ in range(n):
+                            item_f2_1, pos = _r_ListOffsetsPartition_v6(buf, pos)
+                            items_f2_1.append(item_f2_1)
+                        f2_1 = tuple(items_f2_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(ListOffsetsTopic, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     f3, tg = _U_iB(buf, pos)
     pos += 5
     if tg:

@@ -135,9 +135,8 @@ def _r_ListOffsetsResponse_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ListOffsetsTopicResponse] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -146,9 +145,9 @@ def _r_ListOffsetsResponse_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[ListOffsetsPartitionResponse, ...]
+            f1s1: tuple[ListOffsetsPartitionResponse, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -156,11 +155,10 @@ def _r_ListOffsetsResponse_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_1: list[ListOffsetsPartitionResponse] = []
-                for _ in range(n):
-                    f1_1_0, f1_1_1 = _U_ih(buf, pos)
+                if n == 1:
+                    f1s1s0, f1s1s1 = _U_ih(buf, pos)
                     pos += 6
-                    f1_1_2: tuple[int, ...]
+                    f1s1s2: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -168,12 +166,82 @@ def _r_ListOffsetsResponse_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f1_1_2 = _A_q[n].unpack_from(buf, pos)
+                        f1s1s2 = _A_q[n].unpack_from(buf, pos)
                         pos += 8 * n
-                    items_f1_1.append(_new(ListOffsetsPartitionResponse, (f1_1_0, f1_1_1, f1_1_2, -1, -1, -1)))
-                f1_1 = tuple(items_f1_1)
-            items_f1.append(_new(ListOffsetsTopicResponse, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+                    f1s1 = (_new(ListOffsetsPartitionResponse, (f1s1s0, f1s1s1, f1s1s2, -1, -1, -1)),)
+                else:
+                    items_f1s1: list[ListOffsetsPartitionResponse] = []
+                    for _ in range(n):
+                        f1s1_0, f1s1_1 = _U_ih(buf, pos)
+                        pos += 6
+                        f1s1_2: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OldStyleOffsets" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f1s1_2 = _A_q[n].unpack_from(buf, pos)
+                            pos += 8 * n
+                        items_f1s1.append(_new(ListOffsetsPartitionResponse, (f1s1_0, f1s1_1, f1s1_2, -1, -1, -1)))
+                    f1s1 = tuple(items_f1s1)
+            f1 = (_new(ListOffsetsTopicResponse, (f1s0, f1s1)),)
+        else:
+            items_f1: list[ListOffsetsTopicResponse] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[ListOffsetsPartitionResponse, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_1s0, f1_1s1 = _U_ih(buf, pos)
+                        pos += 6
+                        f1_1s2: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OldStyleOffsets" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f1_1s2 = _A_q[n].unpack_from(buf, pos)
+                            pos += 8 * n
+                        f1_1 = (_new(ListOffsetsPartitionResponse, (f1_1s0, f1_1s1, f1_1s2, -1, -1, -1)),)
+                    else:
+                        items_f1_1: list[ListOffsetsPartitionResponse] = []
+                        for _ in range(n):
+                            f1_1_0, f1_1_1 = _U_ih(buf, pos)
+                            pos += 6
+                            f1_1_2: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OldStyleOffsets" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1_1_2 = _A_q[n].unpack_from(buf, pos)
+                                pos += 8 * n
+                            items_f1_1.append(_new(ListOffsetsPartitionResponse, (f1_1_0, f1_1_1, f1_1_2, -1, -1, -1)))
+                        f1_1 = tuple(items_f1_1)
+                items_f1.append(_new(ListOffsetsTopicResponse, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(ListOffsetsResponse, (0, f1)), pos
 
 
@@ -187,9 +255,8 @@ def _r_ListOffsetsResponse_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ListOffsetsTopicResponse] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -198,9 +265,9 @@ def _r_ListOffsetsResponse_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[ListOffsetsPartitionResponse, ...]
+            f1s1: tuple[ListOffsetsPartitionResponse, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -211,10 +278,38 @@ def _r_ListOffsetsResponse_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
                 end = pos + 22 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = tuple([_new(ListOffsetsPartitionResponse, (a0, a1, (), a3, a4, -1)) for a0, a1, a3, a4 in _IU_ihqq(buf[pos:end])])
+                f1s1 = tuple([_new(ListOffsetsPartitionResponse, (a0, a1, (), a3, a4, -1)) for a0, a1, a3, a4 in _IU_ihqq(buf[pos:end])])
                 pos = end
-            items_f1.append(_new(ListOffsetsTopicResponse, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(ListOffsetsTopicResponse, (f1s0, f1s1)),)
+        else:
+            items_f1: list[ListOffsetsTopicResponse] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[ListOffsetsPartitionResponse, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 22 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = tuple([_new(ListOffsetsPartitionResponse, (a0, a1, (), a3, a4, -1)) for a0, a1, a3, a4 in _IU_ihqq(buf[pos:end])])
+                    pos = end
+                items_f1.append(_new(ListOffsetsTopicResponse, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(ListOffsetsResponse, (0, f1)), pos
 
 
@@ -230,9 +325,8 @@ def _r_ListOffsetsResponse_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ListOffsetsTopicResponse] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -241,9 +335,9 @@ def _r_ListOffsetsResponse_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[ListOffsetsPartitionResponse, ...]
+            f1s1: tuple[ListOffsetsPartitionResponse, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -254,10 +348,38 @@ def _r_ListOffsetsResponse_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
                 end = pos + 22 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = tuple([_new(ListOffsetsPartitionResponse, (a0, a1, (), a3, a4, -1)) for a0, a1, a3, a4 in _IU_ihqq(buf[pos:end])])
+                f1s1 = tuple([_new(ListOffsetsPartitionResponse, (a0, a1, (), a3, a4, -1)) for a0, a1, a3, a4 in _IU_ihqq(buf[pos:end])])
                 pos = end
-            items_f1.append(_new(ListOffsetsTopicResponse, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(ListOffsetsTopicResponse, (f1s0, f1s1)),)
+        else:
+            items_f1: list[ListOffsetsTopicResponse] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[ListOffsetsPartitionResponse, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 22 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = tuple([_new(ListOffsetsPartitionResponse, (a0, a1, (), a3, a4, -1)) for a0, a1, a3, a4 in _IU_ihqq(buf[pos:end])])
+                    pos = end
+                items_f1.append(_new(ListOffsetsTopicResponse, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(ListOffsetsResponse, (f0, f1)), pos
 
 
@@ -273,9 +395,8 @@ def _r_ListOffsetsResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ListOffsetsTopicResponse] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -284,9 +405,9 @@ def _r_ListOffsetsResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[ListOffsetsPartitionResponse, ...]
+            f1s1: tuple[ListOffsetsPartitionResponse, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -297,10 +418,38 @@ def _r_ListOffsetsResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
                 end = pos + 26 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = tuple([_new(ListOffsetsPartitionResponse, (a0, a1, (), a3, a4, a5)) for a0, a1, a3, a4, a5 in _IU_ihqqi(buf[pos:end])])
+                f1s1 = tuple([_new(ListOffsetsPartitionResponse, (a0, a1, (), a3, a4, a5)) for a0, a1, a3, a4, a5 in _IU_ihqqi(buf[pos:end])])
                 pos = end
-            items_f1.append(_new(ListOffsetsTopicResponse, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(ListOffsetsTopicResponse, (f1s0, f1s1)),)
+        else:
+            items_f1: list[ListOffsetsTopicResponse] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[ListOffsetsPartitionResponse, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 26 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = tuple([_new(ListOffsetsPartitionResponse, (a0, a1, (), a3, a4, a5)) for a0, a1, a3, a4, a5 in _IU_ihqqi(buf[pos:end])])
+                    pos = end
+                items_f1.append(_new(ListOffsetsTopicResponse, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(ListOffsetsResponse, (f0, f1)), pos
 
 
@@ -328,9 +477,8 @@ def _r_ListOffsetsResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ListOffsetsTopicResponse] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -343,9 +491,9 @@ def _r_ListOffsetsResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[ListOffsetsPartitionResponse, ...]
+            f1s1: tuple[ListOffsetsPartitionResponse, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -361,20 +509,67 @@ def _r_ListOffsetsResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 26 : end : 27].tobytes().count(0) == n:
-                    f1_1 = tuple([_new(ListOffsetsPartitionResponse, (a0, a1, (), a3, a4, a5)) for a0, a1, a3, a4, a5 in _IU_ihqqix(buf[pos:end])])
+                    f1s1 = tuple([_new(ListOffsetsPartitionResponse, (a0, a1, (), a3, a4, a5)) for a0, a1, a3, a4, a5 in _IU_ihqqix(buf[pos:end])])
                     pos = end
                 else:
-                    items_f1_1: list[ListOffsetsPartitionResponse] = []
+                    items_f1s1: list[ListOffsetsPartitionResponse] = []
                     for _ in range(n):
-                        item_f1_1, pos = _r_ListOffsetsPartitionResponse_v6(buf, pos)
-                        items_f1_1.append(item_f1_1)
-                    f1_1 = tuple(items_f1_1)
+                        item_f1s1, pos = _r_ListOffsetsPartitionResponse_v6(buf, pos)
+                        items_f1s1.append(item_f1s1)
+                    f1s1 = tuple(items_f1s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(ListOffsetsTopicResponse, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(ListOffsetsTopicResponse, (f1s0, f1s1)),)
+        else:
+            items_f1: list[ListOffsetsTopicResponse] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[ListOffsetsPartitionResponse, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 27 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 26 : end : 27].tobytes().count(0) == n:
+                        f1_1 = tuple([_new(ListOffsetsPartitionResponse, (a0, a1, (), a3, a4, a5)) for a0, a1, a3, a4, a5 in _IU_ihqqix(buf[pos:end])])
+                        pos = end
+                    else:
+                        items_f1_1: list[ListOffsetsPartitionResponse] = []
+                        for _ in range(n):
+                            item_f1_1, pos = _r_ListOffsetsPartitionResponse_v6(buf, pos)
+                            items_f1_1.append(item_f1_1)
+                        f1_1 = tuple(items_f1_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(ListOffsetsTopicResponse, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -12,7 +12,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -29,7 +29,7 @@ __all__ = [
 
 _new = tuple.__new__
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_i = _struct.Struct(">i")
 _P_i = _S_i.pack
 _S_iB = _struct.Struct(">iB")
@@ -147,9 +147,8 @@ def _r_ListPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tuple
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[OngoingTopicReassignment] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -162,9 +161,9 @@ def _r_ListPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tuple
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1: tuple[OngoingPartitionReassignment, ...]
+            f3s1: tuple[OngoingPartitionReassignment, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -176,13 +175,12 @@ def _r_ListPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tuple
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_1: list[OngoingPartitionReassignment] = []
-                for _ in range(n):
-                    f3_1_0, n = _U_iB(buf, pos)
+                if n == 1:
+                    f3s1s0, n = _U_iB(buf, pos)
                     pos += 4
-                    f3_1_1: tuple[int, ...]
+                    f3s1s1: tuple[int, ...]
                     try:
-                        f3_1_1 = _AC_i[n](buf, pos)
+                        f3s1s1 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -196,12 +194,12 @@ def _r_ListPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tuple
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f3_1_1 = _A_i[n].unpack_from(buf, pos)
+                            f3s1s1 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f3_1_2: tuple[int, ...]
+                    f3s1s2: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f3_1_2 = _AC_i[n](buf, pos)
+                        f3s1s2 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -215,12 +213,12 @@ def _r_ListPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tuple
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f3_1_2 = _A_i[n].unpack_from(buf, pos)
+                            f3s1s2 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f3_1_3: tuple[int, ...]
+                    f3s1s3: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f3_1_3 = _AC_i[n](buf, pos)
+                        f3s1s3 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -234,20 +232,252 @@ def _r_ListPartitionReassignmentsResponse_v0(buf: memoryview, pos: int) -> tuple
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f3_1_3 = _A_i[n].unpack_from(buf, pos)
+                            f3s1s3 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f3_1.append(_new(OngoingPartitionReassignment, (f3_1_0, f3_1_1, f3_1_2, f3_1_3)))
-                f3_1 = tuple(items_f3_1)
+                    f3s1 = (_new(OngoingPartitionReassignment, (f3s1s0, f3s1s1, f3s1s2, f3s1s3)),)
+                else:
+                    items_f3s1: list[OngoingPartitionReassignment] = []
+                    for _ in range(n):
+                        f3s1_0, n = _U_iB(buf, pos)
+                        pos += 4
+                        f3s1_1: tuple[int, ...]
+                        try:
+                            f3s1_1 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f3s1_1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f3s1_2: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f3s1_2 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f3s1_2 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f3s1_3: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f3s1_3 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f3s1_3 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f3s1.append(_new(OngoingPartitionReassignment, (f3s1_0, f3s1_1, f3s1_2, f3s1_3)))
+                    f3s1 = tuple(items_f3s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f3.append(_new(OngoingTopicReassignment, (f3_0, f3_1)))
-        f3 = tuple(items_f3)
+            f3 = (_new(OngoingTopicReassignment, (f3s0, f3s1)),)
+        else:
+            items_f3: list[OngoingTopicReassignment] = []
+            for _ in range(n):
+                f3_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1: tuple[OngoingPartitionReassignment, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_1s0, n = _U_iB(buf, pos)
+                        pos += 4
+                        f3_1s1: tuple[int, ...]
+                        try:
+                            f3_1s1 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f3_1s1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f3_1s2: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f3_1s2 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f3_1s2 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f3_1s3: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f3_1s3 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f3_1s3 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f3_1 = (_new(OngoingPartitionReassignment, (f3_1s0, f3_1s1, f3_1s2, f3_1s3)),)
+                    else:
+                        items_f3_1: list[OngoingPartitionReassignment] = []
+                        for _ in range(n):
+                            f3_1_0, n = _U_iB(buf, pos)
+                            pos += 4
+                            f3_1_1: tuple[int, ...]
+                            try:
+                                f3_1_1 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f3_1_1 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f3_1_2: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f3_1_2 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable AddingReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f3_1_2 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f3_1_3: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f3_1_3 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable RemovingReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f3_1_3 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f3_1.append(_new(OngoingPartitionReassignment, (f3_1_0, f3_1_1, f3_1_2, f3_1_3)))
+                        f3_1 = tuple(items_f3_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f3.append(_new(OngoingTopicReassignment, (f3_0, f3_1)))
+            f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

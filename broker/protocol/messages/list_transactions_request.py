@@ -12,7 +12,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -27,7 +27,7 @@ __all__ = [
 
 _new = tuple.__new__
 _A_q = _ArrayStructs("q")
-_AC_q = _CompactArrays("q")
+_AC_q = _compact_arrays("q")
 _S_qB = _struct.Struct(">qB")
 _U_qB = _S_qB.unpack_from
 _P_qB = _S_qB.pack

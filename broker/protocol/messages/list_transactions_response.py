@@ -131,9 +131,8 @@ def _r_ListTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[ListTrans
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[TransactionState] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -146,11 +145,11 @@ def _r_ListTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[ListTrans
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1 = _U_q(buf, pos)[0]
+            f3s1 = _U_q(buf, pos)[0]
             pos += 8
-            f3_2: str
+            f3s2: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -163,14 +162,54 @@ def _r_ListTransactionsResponse_v0(buf: memoryview, pos: int) -> tuple[ListTrans
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_2 = buf[pos:end].tobytes().decode()
+                f3s2 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f3.append(_new(TransactionState, (f3_0, f3_1, f3_2)))
-        f3 = tuple(items_f3)
+            f3 = (_new(TransactionState, (f3s0, f3s1, f3s2)),)
+        else:
+            items_f3: list[TransactionState] = []
+            for _ in range(n):
+                f3_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TransactionalId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1 = _U_q(buf, pos)[0]
+                pos += 8
+                f3_2: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TransactionState" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f3.append(_new(TransactionState, (f3_0, f3_1, f3_2)))
+            f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -110,9 +110,8 @@ def _r_MetadataRequest_v0(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[MetadataRequestTopic] = []
-        for _ in range(n):
-            f0_1: str | None
+        if n == 1:
+            f0s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -121,10 +120,25 @@ def _r_MetadataRequest_v0(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f0.append(_new(MetadataRequestTopic, (_ZERO_UUID, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(MetadataRequestTopic, (_ZERO_UUID, f0s1)),)
+        else:
+            items_f0: list[MetadataRequestTopic] = []
+            for _ in range(n):
+                f0_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f0.append(_new(MetadataRequestTopic, (_ZERO_UUID, f0_1)))
+            f0 = tuple(items_f0)
     return _new(MetadataRequest, (f0, True, False, False)), pos
 
 
@@ -140,9 +154,8 @@ def _r_MetadataRequest_v1(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[MetadataRequestTopic] = []
-        for _ in range(n):
-            f0_1: str | None
+        if n == 1:
+            f0s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -151,10 +164,25 @@ def _r_MetadataRequest_v1(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f0.append(_new(MetadataRequestTopic, (_ZERO_UUID, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(MetadataRequestTopic, (_ZERO_UUID, f0s1)),)
+        else:
+            items_f0: list[MetadataRequestTopic] = []
+            for _ in range(n):
+                f0_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f0.append(_new(MetadataRequestTopic, (_ZERO_UUID, f0_1)))
+            f0 = tuple(items_f0)
     return _new(MetadataRequest, (f0, True, False, False)), pos
 
 
@@ -170,9 +198,8 @@ def _r_MetadataRequest_v4(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[MetadataRequestTopic] = []
-        for _ in range(n):
-            f0_1: str | None
+        if n == 1:
+            f0s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -181,10 +208,25 @@ def _r_MetadataRequest_v4(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f0.append(_new(MetadataRequestTopic, (_ZERO_UUID, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(MetadataRequestTopic, (_ZERO_UUID, f0s1)),)
+        else:
+            items_f0: list[MetadataRequestTopic] = []
+            for _ in range(n):
+                f0_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f0.append(_new(MetadataRequestTopic, (_ZERO_UUID, f0_1)))
+            f0 = tuple(items_f0)
     f1 = _U_o(buf, pos)[0]
     pos += 1
     return _new(MetadataRequest, (f0, f1, False, False)), pos
@@ -202,9 +244,8 @@ def _r_MetadataRequest_v8(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[MetadataRequestTopic] = []
-        for _ in range(n):
-            f0_1: str | None
+        if n == 1:
+            f0s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -213,10 +254,25 @@ def _r_MetadataRequest_v8(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f0.append(_new(MetadataRequestTopic, (_ZERO_UUID, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(MetadataRequestTopic, (_ZERO_UUID, f0s1)),)
+        else:
+            items_f0: list[MetadataRequestTopic] = []
+            for _ in range(n):
+                f0_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f0.append(_new(MetadataRequestTopic, (_ZERO_UUID, f0_1)))
+            f0 = tuple(items_f0)
     f1, f2, f3 = _U_ooo(buf, pos)
     pos += 3
     return _new(MetadataRequest, (f0, f1, f2, f3)), pos
@@ -238,9 +294,8 @@ def _r_MetadataRequest_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[MetadataRequestTopic] = []
-        for _ in range(n):
-            f0_1: str | None
+        if n == 1:
+            f0s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -253,14 +308,37 @@ def _r_MetadataRequest_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(MetadataRequestTopic, (_ZERO_UUID, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(MetadataRequestTopic, (_ZERO_UUID, f0s1)),)
+        else:
+            items_f0: list[MetadataRequestTopic] = []
+            for _ in range(n):
+                f0_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(MetadataRequestTopic, (_ZERO_UUID, f0_1)))
+            f0 = tuple(items_f0)
     f1, f2, f3, tg = _U_oooB(buf, pos)
     pos += 4
     if tg:
@@ -284,12 +362,11 @@ def _r_MetadataRequest_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[MetadataRequestTopic] = []
-        for _ in range(n):
-            f0_0 = _U_U(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_U(buf, pos)[0]
             pos += 16
-            f0_0 = _uuid_from(f0_0)
-            f0_1: str | None
+            f0s0 = _uuid_from(f0s0)
+            f0s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -299,19 +376,47 @@ def _r_MetadataRequest_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f0_1 = None
+                f0s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(MetadataRequestTopic, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(MetadataRequestTopic, (f0s0, f0s1)),)
+        else:
+            items_f0: list[MetadataRequestTopic] = []
+            for _ in range(n):
+                f0_0 = _U_U(buf, pos)[0]
+                pos += 16
+                f0_0 = _uuid_from(f0_0)
+                f0_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f0_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(MetadataRequestTopic, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     f1, f2, f3, tg = _U_oooB(buf, pos)
     pos += 4
     if tg:
@@ -335,12 +440,11 @@ def _r_MetadataRequest_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[MetadataRequestTopic] = []
-        for _ in range(n):
-            f0_0 = _U_U(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_U(buf, pos)[0]
             pos += 16
-            f0_0 = _uuid_from(f0_0)
-            f0_1: str | None
+            f0s0 = _uuid_from(f0s0)
+            f0s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -350,19 +454,47 @@ def _r_MetadataRequest_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f0_1 = None
+                f0s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_1 = buf[pos:end].tobytes().decode()
+                f0s1 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(MetadataRequestTopic, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(MetadataRequestTopic, (f0s0, f0s1)),)
+        else:
+            items_f0: list[MetadataRequestTopic] = []
+            for _ in range(n):
+                f0_0 = _U_U(buf, pos)[0]
+                pos += 16
+                f0_0 = _uuid_from(f0_0)
+                f0_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f0_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(MetadataRequestTopic, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     f1, f3, tg = _U_ooB(buf, pos)
     pos += 3
     if tg:

@@ -13,7 +13,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError, EncodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -33,7 +33,7 @@ __all__ = [
 _new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_Uo = _struct.Struct(">16s?")
 _U_Uo = _S_Uo.unpack_from
 _P_Uo = _S_Uo.pack
@@ -188,11 +188,10 @@ def _r_MetadataResponse_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[MetadataResponseBroker] = []
-        for _ in range(n):
-            f1_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_i(buf, pos)[0]
             pos += 4
-            f1_1: str
+            f1s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -201,12 +200,31 @@ def _r_MetadataResponse_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_i(buf, pos)[0]
+            f1s2 = _U_i(buf, pos)[0]
             pos += 4
-            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, None)))
-        f1 = tuple(items_f1)
+            f1 = (_new(MetadataResponseBroker, (f1s0, f1s1, f1s2, None)),)
+        else:
+            items_f1: list[MetadataResponseBroker] = []
+            for _ in range(n):
+                f1_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_i(buf, pos)[0]
+                pos += 4
+                items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, None)))
+            f1 = tuple(items_f1)
     f4: tuple[MetadataResponseTopic, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -215,11 +233,10 @@ def _r_MetadataResponse_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponseTopic] = []
-        for _ in range(n):
-            f4_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f4s0 = _U_h(buf, pos)[0]
             pos += 2
-            f4_1: str | None
+            f4s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -228,9 +245,9 @@ def _r_MetadataResponse_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_1 = buf[pos:end].tobytes().decode()
+                f4s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_4: tuple[MetadataResponsePartition, ...]
+            f4s4: tuple[MetadataResponsePartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -238,11 +255,10 @@ def _r_MetadataResponse_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse,
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f4_4: list[MetadataResponsePartition] = []
-                for _ in range(n):
-                    f4_4_0, f4_4_1, f4_4_2 = _U_hii(buf, pos)
+                if n == 1:
+                    f4s4s0, f4s4s1, f4s4s2 = _U_hii(buf, pos)
                     pos += 10
-                    f4_4_4: tuple[int, ...]
+                    f4s4s4: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -250,9 +266,9 @@ def _r_MetadataResponse_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                        f4s4s4 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f4_4_5: tuple[int, ...]
+                    f4s4s5: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -260,12 +276,114 @@ def _r_MetadataResponse_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                        f4s4s5 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, -1, f4_4_4, f4_4_5, ())))
-                f4_4 = tuple(items_f4_4)
-            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, False, f4_4, -2147483648)))
-        f4 = tuple(items_f4)
+                    f4s4 = (_new(MetadataResponsePartition, (f4s4s0, f4s4s1, f4s4s2, -1, f4s4s4, f4s4s5, ())),)
+                else:
+                    items_f4s4: list[MetadataResponsePartition] = []
+                    for _ in range(n):
+                        f4s4_0, f4s4_1, f4s4_2 = _U_hii(buf, pos)
+                        pos += 10
+                        f4s4_4: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4s4_4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4s4_5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4s4_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        items_f4s4.append(_new(MetadataResponsePartition, (f4s4_0, f4s4_1, f4s4_2, -1, f4s4_4, f4s4_5, ())))
+                    f4s4 = tuple(items_f4s4)
+            f4 = (_new(MetadataResponseTopic, (f4s0, f4s1, _ZERO_UUID, False, f4s4, -2147483648)),)
+        else:
+            items_f4: list[MetadataResponseTopic] = []
+            for _ in range(n):
+                f4_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f4_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_4: tuple[MetadataResponsePartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f4_4s0, f4_4s1, f4_4s2 = _U_hii(buf, pos)
+                        pos += 10
+                        f4_4s4: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4s4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4_4s5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4s5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4_4 = (_new(MetadataResponsePartition, (f4_4s0, f4_4s1, f4_4s2, -1, f4_4s4, f4_4s5, ())),)
+                    else:
+                        items_f4_4: list[MetadataResponsePartition] = []
+                        for _ in range(n):
+                            f4_4_0, f4_4_1, f4_4_2 = _U_hii(buf, pos)
+                            pos += 10
+                            f4_4_4: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f4_4_5: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, -1, f4_4_4, f4_4_5, ())))
+                        f4_4 = tuple(items_f4_4)
+                items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, False, f4_4, -2147483648)))
+            f4 = tuple(items_f4)
     return _new(MetadataResponse, (0, f1, None, -1, f4, -2147483648)), pos
 
 
@@ -279,11 +397,10 @@ def _r_MetadataResponse_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[MetadataResponseBroker] = []
-        for _ in range(n):
-            f1_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_i(buf, pos)[0]
             pos += 4
-            f1_1: str
+            f1s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -292,25 +409,57 @@ def _r_MetadataResponse_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_i(buf, pos)[0]
+            f1s2 = _U_i(buf, pos)[0]
             pos += 4
-            f1_3: str | None
+            f1s3: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_3 = None
+                f1s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
-        f1 = tuple(items_f1)
+            f1 = (_new(MetadataResponseBroker, (f1s0, f1s1, f1s2, f1s3)),)
+        else:
+            items_f1: list[MetadataResponseBroker] = []
+            for _ in range(n):
+                f1_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_3: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
+            f1 = tuple(items_f1)
     f3 = _U_i(buf, pos)[0]
     pos += 4
     f4: tuple[MetadataResponseTopic, ...]
@@ -321,11 +470,10 @@ def _r_MetadataResponse_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponseTopic] = []
-        for _ in range(n):
-            f4_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f4s0 = _U_h(buf, pos)[0]
             pos += 2
-            f4_1: str | None
+            f4s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -334,11 +482,11 @@ def _r_MetadataResponse_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_1 = buf[pos:end].tobytes().decode()
+                f4s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_3 = _U_o(buf, pos)[0]
+            f4s3 = _U_o(buf, pos)[0]
             pos += 1
-            f4_4: tuple[MetadataResponsePartition, ...]
+            f4s4: tuple[MetadataResponsePartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -346,11 +494,10 @@ def _r_MetadataResponse_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse,
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f4_4: list[MetadataResponsePartition] = []
-                for _ in range(n):
-                    f4_4_0, f4_4_1, f4_4_2 = _U_hii(buf, pos)
+                if n == 1:
+                    f4s4s0, f4s4s1, f4s4s2 = _U_hii(buf, pos)
                     pos += 10
-                    f4_4_4: tuple[int, ...]
+                    f4s4s4: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -358,9 +505,9 @@ def _r_MetadataResponse_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                        f4s4s4 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f4_4_5: tuple[int, ...]
+                    f4s4s5: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -368,12 +515,116 @@ def _r_MetadataResponse_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                        f4s4s5 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, -1, f4_4_4, f4_4_5, ())))
-                f4_4 = tuple(items_f4_4)
-            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, -2147483648)))
-        f4 = tuple(items_f4)
+                    f4s4 = (_new(MetadataResponsePartition, (f4s4s0, f4s4s1, f4s4s2, -1, f4s4s4, f4s4s5, ())),)
+                else:
+                    items_f4s4: list[MetadataResponsePartition] = []
+                    for _ in range(n):
+                        f4s4_0, f4s4_1, f4s4_2 = _U_hii(buf, pos)
+                        pos += 10
+                        f4s4_4: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4s4_4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4s4_5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4s4_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        items_f4s4.append(_new(MetadataResponsePartition, (f4s4_0, f4s4_1, f4s4_2, -1, f4s4_4, f4s4_5, ())))
+                    f4s4 = tuple(items_f4s4)
+            f4 = (_new(MetadataResponseTopic, (f4s0, f4s1, _ZERO_UUID, f4s3, f4s4, -2147483648)),)
+        else:
+            items_f4: list[MetadataResponseTopic] = []
+            for _ in range(n):
+                f4_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f4_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_3 = _U_o(buf, pos)[0]
+                pos += 1
+                f4_4: tuple[MetadataResponsePartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f4_4s0, f4_4s1, f4_4s2 = _U_hii(buf, pos)
+                        pos += 10
+                        f4_4s4: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4s4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4_4s5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4s5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4_4 = (_new(MetadataResponsePartition, (f4_4s0, f4_4s1, f4_4s2, -1, f4_4s4, f4_4s5, ())),)
+                    else:
+                        items_f4_4: list[MetadataResponsePartition] = []
+                        for _ in range(n):
+                            f4_4_0, f4_4_1, f4_4_2 = _U_hii(buf, pos)
+                            pos += 10
+                            f4_4_4: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f4_4_5: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, -1, f4_4_4, f4_4_5, ())))
+                        f4_4 = tuple(items_f4_4)
+                items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, -2147483648)))
+            f4 = tuple(items_f4)
     return _new(MetadataResponse, (0, f1, None, f3, f4, -2147483648)), pos
 
 
@@ -387,11 +638,10 @@ def _r_MetadataResponse_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[MetadataResponseBroker] = []
-        for _ in range(n):
-            f1_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_i(buf, pos)[0]
             pos += 4
-            f1_1: str
+            f1s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -400,25 +650,57 @@ def _r_MetadataResponse_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_i(buf, pos)[0]
+            f1s2 = _U_i(buf, pos)[0]
             pos += 4
-            f1_3: str | None
+            f1s3: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_3 = None
+                f1s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
-        f1 = tuple(items_f1)
+            f1 = (_new(MetadataResponseBroker, (f1s0, f1s1, f1s2, f1s3)),)
+        else:
+            items_f1: list[MetadataResponseBroker] = []
+            for _ in range(n):
+                f1_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_3: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
+            f1 = tuple(items_f1)
     f2: str | None
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -442,11 +724,10 @@ def _r_MetadataResponse_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponseTopic] = []
-        for _ in range(n):
-            f4_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f4s0 = _U_h(buf, pos)[0]
             pos += 2
-            f4_1: str | None
+            f4s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -455,11 +736,11 @@ def _r_MetadataResponse_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_1 = buf[pos:end].tobytes().decode()
+                f4s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_3 = _U_o(buf, pos)[0]
+            f4s3 = _U_o(buf, pos)[0]
             pos += 1
-            f4_4: tuple[MetadataResponsePartition, ...]
+            f4s4: tuple[MetadataResponsePartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -467,11 +748,10 @@ def _r_MetadataResponse_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse,
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f4_4: list[MetadataResponsePartition] = []
-                for _ in range(n):
-                    f4_4_0, f4_4_1, f4_4_2 = _U_hii(buf, pos)
+                if n == 1:
+                    f4s4s0, f4s4s1, f4s4s2 = _U_hii(buf, pos)
                     pos += 10
-                    f4_4_4: tuple[int, ...]
+                    f4s4s4: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -479,9 +759,9 @@ def _r_MetadataResponse_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                        f4s4s4 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f4_4_5: tuple[int, ...]
+                    f4s4s5: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -489,12 +769,116 @@ def _r_MetadataResponse_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                        f4s4s5 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, -1, f4_4_4, f4_4_5, ())))
-                f4_4 = tuple(items_f4_4)
-            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, -2147483648)))
-        f4 = tuple(items_f4)
+                    f4s4 = (_new(MetadataResponsePartition, (f4s4s0, f4s4s1, f4s4s2, -1, f4s4s4, f4s4s5, ())),)
+                else:
+                    items_f4s4: list[MetadataResponsePartition] = []
+                    for _ in range(n):
+                        f4s4_0, f4s4_1, f4s4_2 = _U_hii(buf, pos)
+                        pos += 10
+                        f4s4_4: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4s4_4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4s4_5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4s4_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        items_f4s4.append(_new(MetadataResponsePartition, (f4s4_0, f4s4_1, f4s4_2, -1, f4s4_4, f4s4_5, ())))
+                    f4s4 = tuple(items_f4s4)
+            f4 = (_new(MetadataResponseTopic, (f4s0, f4s1, _ZERO_UUID, f4s3, f4s4, -2147483648)),)
+        else:
+            items_f4: list[MetadataResponseTopic] = []
+            for _ in range(n):
+                f4_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f4_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_3 = _U_o(buf, pos)[0]
+                pos += 1
+                f4_4: tuple[MetadataResponsePartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f4_4s0, f4_4s1, f4_4s2 = _U_hii(buf, pos)
+                        pos += 10
+                        f4_4s4: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4s4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4_4s5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4s5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4_4 = (_new(MetadataResponsePartition, (f4_4s0, f4_4s1, f4_4s2, -1, f4_4s4, f4_4s5, ())),)
+                    else:
+                        items_f4_4: list[MetadataResponsePartition] = []
+                        for _ in range(n):
+                            f4_4_0, f4_4_1, f4_4_2 = _U_hii(buf, pos)
+                            pos += 10
+                            f4_4_4: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f4_4_5: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, -1, f4_4_4, f4_4_5, ())))
+                        f4_4 = tuple(items_f4_4)
+                items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, -2147483648)))
+            f4 = tuple(items_f4)
     return _new(MetadataResponse, (0, f1, f2, f3, f4, -2147483648)), pos
 
 
@@ -510,11 +894,10 @@ def _r_MetadataResponse_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[MetadataResponseBroker] = []
-        for _ in range(n):
-            f1_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_i(buf, pos)[0]
             pos += 4
-            f1_1: str
+            f1s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -523,25 +906,57 @@ def _r_MetadataResponse_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_i(buf, pos)[0]
+            f1s2 = _U_i(buf, pos)[0]
             pos += 4
-            f1_3: str | None
+            f1s3: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_3 = None
+                f1s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
-        f1 = tuple(items_f1)
+            f1 = (_new(MetadataResponseBroker, (f1s0, f1s1, f1s2, f1s3)),)
+        else:
+            items_f1: list[MetadataResponseBroker] = []
+            for _ in range(n):
+                f1_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_3: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
+            f1 = tuple(items_f1)
     f2: str | None
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -565,11 +980,10 @@ def _r_MetadataResponse_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponseTopic] = []
-        for _ in range(n):
-            f4_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f4s0 = _U_h(buf, pos)[0]
             pos += 2
-            f4_1: str | None
+            f4s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -578,11 +992,11 @@ def _r_MetadataResponse_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_1 = buf[pos:end].tobytes().decode()
+                f4s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_3 = _U_o(buf, pos)[0]
+            f4s3 = _U_o(buf, pos)[0]
             pos += 1
-            f4_4: tuple[MetadataResponsePartition, ...]
+            f4s4: tuple[MetadataResponsePartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -590,11 +1004,10 @@ def _r_MetadataResponse_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse,
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f4_4: list[MetadataResponsePartition] = []
-                for _ in range(n):
-                    f4_4_0, f4_4_1, f4_4_2 = _U_hii(buf, pos)
+                if n == 1:
+                    f4s4s0, f4s4s1, f4s4s2 = _U_hii(buf, pos)
                     pos += 10
-                    f4_4_4: tuple[int, ...]
+                    f4s4s4: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -602,9 +1015,9 @@ def _r_MetadataResponse_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                        f4s4s4 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f4_4_5: tuple[int, ...]
+                    f4s4s5: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -612,12 +1025,116 @@ def _r_MetadataResponse_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                        f4s4s5 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, -1, f4_4_4, f4_4_5, ())))
-                f4_4 = tuple(items_f4_4)
-            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, -2147483648)))
-        f4 = tuple(items_f4)
+                    f4s4 = (_new(MetadataResponsePartition, (f4s4s0, f4s4s1, f4s4s2, -1, f4s4s4, f4s4s5, ())),)
+                else:
+                    items_f4s4: list[MetadataResponsePartition] = []
+                    for _ in range(n):
+                        f4s4_0, f4s4_1, f4s4_2 = _U_hii(buf, pos)
+                        pos += 10
+                        f4s4_4: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4s4_4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4s4_5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4s4_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        items_f4s4.append(_new(MetadataResponsePartition, (f4s4_0, f4s4_1, f4s4_2, -1, f4s4_4, f4s4_5, ())))
+                    f4s4 = tuple(items_f4s4)
+            f4 = (_new(MetadataResponseTopic, (f4s0, f4s1, _ZERO_UUID, f4s3, f4s4, -2147483648)),)
+        else:
+            items_f4: list[MetadataResponseTopic] = []
+            for _ in range(n):
+                f4_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f4_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_3 = _U_o(buf, pos)[0]
+                pos += 1
+                f4_4: tuple[MetadataResponsePartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f4_4s0, f4_4s1, f4_4s2 = _U_hii(buf, pos)
+                        pos += 10
+                        f4_4s4: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4s4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4_4s5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4s5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4_4 = (_new(MetadataResponsePartition, (f4_4s0, f4_4s1, f4_4s2, -1, f4_4s4, f4_4s5, ())),)
+                    else:
+                        items_f4_4: list[MetadataResponsePartition] = []
+                        for _ in range(n):
+                            f4_4_0, f4_4_1, f4_4_2 = _U_hii(buf, pos)
+                            pos += 10
+                            f4_4_4: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f4_4_5: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, -1, f4_4_4, f4_4_5, ())))
+                        f4_4 = tuple(items_f4_4)
+                items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, -2147483648)))
+            f4 = tuple(items_f4)
     return _new(MetadataResponse, (f0, f1, f2, f3, f4, -2147483648)), pos
 
 
@@ -633,11 +1150,10 @@ def _r_MetadataResponse_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[MetadataResponseBroker] = []
-        for _ in range(n):
-            f1_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_i(buf, pos)[0]
             pos += 4
-            f1_1: str
+            f1s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -646,25 +1162,57 @@ def _r_MetadataResponse_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_i(buf, pos)[0]
+            f1s2 = _U_i(buf, pos)[0]
             pos += 4
-            f1_3: str | None
+            f1s3: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_3 = None
+                f1s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
-        f1 = tuple(items_f1)
+            f1 = (_new(MetadataResponseBroker, (f1s0, f1s1, f1s2, f1s3)),)
+        else:
+            items_f1: list[MetadataResponseBroker] = []
+            for _ in range(n):
+                f1_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_3: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
+            f1 = tuple(items_f1)
     f2: str | None
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -688,11 +1236,10 @@ def _r_MetadataResponse_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponseTopic] = []
-        for _ in range(n):
-            f4_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f4s0 = _U_h(buf, pos)[0]
             pos += 2
-            f4_1: str | None
+            f4s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -701,11 +1248,11 @@ def _r_MetadataResponse_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_1 = buf[pos:end].tobytes().decode()
+                f4s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_3 = _U_o(buf, pos)[0]
+            f4s3 = _U_o(buf, pos)[0]
             pos += 1
-            f4_4: tuple[MetadataResponsePartition, ...]
+            f4s4: tuple[MetadataResponsePartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -713,11 +1260,10 @@ def _r_MetadataResponse_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse,
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f4_4: list[MetadataResponsePartition] = []
-                for _ in range(n):
-                    f4_4_0, f4_4_1, f4_4_2 = _U_hii(buf, pos)
+                if n == 1:
+                    f4s4s0, f4s4s1, f4s4s2 = _U_hii(buf, pos)
                     pos += 10
-                    f4_4_4: tuple[int, ...]
+                    f4s4s4: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -725,9 +1271,9 @@ def _r_MetadataResponse_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                        f4s4s4 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f4_4_5: tuple[int, ...]
+                    f4s4s5: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -735,9 +1281,9 @@ def _r_MetadataResponse_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                        f4s4s5 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f4_4_6: tuple[int, ...]
+                    f4s4s6: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -745,12 +1291,146 @@ def _r_MetadataResponse_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                        f4s4s6 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, -1, f4_4_4, f4_4_5, f4_4_6)))
-                f4_4 = tuple(items_f4_4)
-            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, -2147483648)))
-        f4 = tuple(items_f4)
+                    f4s4 = (_new(MetadataResponsePartition, (f4s4s0, f4s4s1, f4s4s2, -1, f4s4s4, f4s4s5, f4s4s6)),)
+                else:
+                    items_f4s4: list[MetadataResponsePartition] = []
+                    for _ in range(n):
+                        f4s4_0, f4s4_1, f4s4_2 = _U_hii(buf, pos)
+                        pos += 10
+                        f4s4_4: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4s4_4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4s4_5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4s4_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4s4_6: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4s4_6 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        items_f4s4.append(_new(MetadataResponsePartition, (f4s4_0, f4s4_1, f4s4_2, -1, f4s4_4, f4s4_5, f4s4_6)))
+                    f4s4 = tuple(items_f4s4)
+            f4 = (_new(MetadataResponseTopic, (f4s0, f4s1, _ZERO_UUID, f4s3, f4s4, -2147483648)),)
+        else:
+            items_f4: list[MetadataResponseTopic] = []
+            for _ in range(n):
+                f4_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f4_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_3 = _U_o(buf, pos)[0]
+                pos += 1
+                f4_4: tuple[MetadataResponsePartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f4_4s0, f4_4s1, f4_4s2 = _U_hii(buf, pos)
+                        pos += 10
+                        f4_4s4: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4s4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4_4s5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4s5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4_4s6: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4s6 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4_4 = (_new(MetadataResponsePartition, (f4_4s0, f4_4s1, f4_4s2, -1, f4_4s4, f4_4s5, f4_4s6)),)
+                    else:
+                        items_f4_4: list[MetadataResponsePartition] = []
+                        for _ in range(n):
+                            f4_4_0, f4_4_1, f4_4_2 = _U_hii(buf, pos)
+                            pos += 10
+                            f4_4_4: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f4_4_5: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f4_4_6: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, -1, f4_4_4, f4_4_5, f4_4_6)))
+                        f4_4 = tuple(items_f4_4)
+                items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, -2147483648)))
+            f4 = tuple(items_f4)
     return _new(MetadataResponse, (f0, f1, f2, f3, f4, -2147483648)), pos
 
 
@@ -766,11 +1446,10 @@ def _r_MetadataResponse_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[MetadataResponseBroker] = []
-        for _ in range(n):
-            f1_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_i(buf, pos)[0]
             pos += 4
-            f1_1: str
+            f1s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -779,25 +1458,57 @@ def _r_MetadataResponse_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_i(buf, pos)[0]
+            f1s2 = _U_i(buf, pos)[0]
             pos += 4
-            f1_3: str | None
+            f1s3: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_3 = None
+                f1s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
-        f1 = tuple(items_f1)
+            f1 = (_new(MetadataResponseBroker, (f1s0, f1s1, f1s2, f1s3)),)
+        else:
+            items_f1: list[MetadataResponseBroker] = []
+            for _ in range(n):
+                f1_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_3: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
+            f1 = tuple(items_f1)
     f2: str | None
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -821,11 +1532,10 @@ def _r_MetadataResponse_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponseTopic] = []
-        for _ in range(n):
-            f4_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f4s0 = _U_h(buf, pos)[0]
             pos += 2
-            f4_1: str | None
+            f4s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -834,11 +1544,11 @@ def _r_MetadataResponse_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_1 = buf[pos:end].tobytes().decode()
+                f4s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_3 = _U_o(buf, pos)[0]
+            f4s3 = _U_o(buf, pos)[0]
             pos += 1
-            f4_4: tuple[MetadataResponsePartition, ...]
+            f4s4: tuple[MetadataResponsePartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -846,11 +1556,10 @@ def _r_MetadataResponse_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse,
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f4_4: list[MetadataResponsePartition] = []
-                for _ in range(n):
-                    f4_4_0, f4_4_1, f4_4_2, f4_4_3 = _U_hiii(buf, pos)
+                if n == 1:
+                    f4s4s0, f4s4s1, f4s4s2, f4s4s3 = _U_hiii(buf, pos)
                     pos += 14
-                    f4_4_4: tuple[int, ...]
+                    f4s4s4: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -858,9 +1567,9 @@ def _r_MetadataResponse_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                        f4s4s4 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f4_4_5: tuple[int, ...]
+                    f4s4s5: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -868,9 +1577,9 @@ def _r_MetadataResponse_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                        f4s4s5 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f4_4_6: tuple[int, ...]
+                    f4s4s6: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -878,12 +1587,146 @@ def _r_MetadataResponse_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                        f4s4s6 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
-                f4_4 = tuple(items_f4_4)
-            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, -2147483648)))
-        f4 = tuple(items_f4)
+                    f4s4 = (_new(MetadataResponsePartition, (f4s4s0, f4s4s1, f4s4s2, f4s4s3, f4s4s4, f4s4s5, f4s4s6)),)
+                else:
+                    items_f4s4: list[MetadataResponsePartition] = []
+                    for _ in range(n):
+                        f4s4_0, f4s4_1, f4s4_2, f4s4_3 = _U_hiii(buf, pos)
+                        pos += 14
+                        f4s4_4: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4s4_4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4s4_5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4s4_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4s4_6: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4s4_6 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        items_f4s4.append(_new(MetadataResponsePartition, (f4s4_0, f4s4_1, f4s4_2, f4s4_3, f4s4_4, f4s4_5, f4s4_6)))
+                    f4s4 = tuple(items_f4s4)
+            f4 = (_new(MetadataResponseTopic, (f4s0, f4s1, _ZERO_UUID, f4s3, f4s4, -2147483648)),)
+        else:
+            items_f4: list[MetadataResponseTopic] = []
+            for _ in range(n):
+                f4_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f4_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_3 = _U_o(buf, pos)[0]
+                pos += 1
+                f4_4: tuple[MetadataResponsePartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f4_4s0, f4_4s1, f4_4s2, f4_4s3 = _U_hiii(buf, pos)
+                        pos += 14
+                        f4_4s4: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4s4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4_4s5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4s5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4_4s6: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4s6 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4_4 = (_new(MetadataResponsePartition, (f4_4s0, f4_4s1, f4_4s2, f4_4s3, f4_4s4, f4_4s5, f4_4s6)),)
+                    else:
+                        items_f4_4: list[MetadataResponsePartition] = []
+                        for _ in range(n):
+                            f4_4_0, f4_4_1, f4_4_2, f4_4_3 = _U_hiii(buf, pos)
+                            pos += 14
+                            f4_4_4: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f4_4_5: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f4_4_6: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
+                        f4_4 = tuple(items_f4_4)
+                items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, -2147483648)))
+            f4 = tuple(items_f4)
     return _new(MetadataResponse, (f0, f1, f2, f3, f4, -2147483648)), pos
 
 
@@ -899,11 +1742,10 @@ def _r_MetadataResponse_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[MetadataResponseBroker] = []
-        for _ in range(n):
-            f1_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_i(buf, pos)[0]
             pos += 4
-            f1_1: str
+            f1s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -912,25 +1754,57 @@ def _r_MetadataResponse_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_i(buf, pos)[0]
+            f1s2 = _U_i(buf, pos)[0]
             pos += 4
-            f1_3: str | None
+            f1s3: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_3 = None
+                f1s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
-        f1 = tuple(items_f1)
+            f1 = (_new(MetadataResponseBroker, (f1s0, f1s1, f1s2, f1s3)),)
+        else:
+            items_f1: list[MetadataResponseBroker] = []
+            for _ in range(n):
+                f1_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_3: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
+            f1 = tuple(items_f1)
     f2: str | None
     n = _U_h(buf, pos)[0]
     pos += 2
@@ -954,11 +1828,10 @@ def _r_MetadataResponse_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponseTopic] = []
-        for _ in range(n):
-            f4_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f4s0 = _U_h(buf, pos)[0]
             pos += 2
-            f4_1: str | None
+            f4s1: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -967,11 +1840,11 @@ def _r_MetadataResponse_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_1 = buf[pos:end].tobytes().decode()
+                f4s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_3 = _U_o(buf, pos)[0]
+            f4s3 = _U_o(buf, pos)[0]
             pos += 1
-            f4_4: tuple[MetadataResponsePartition, ...]
+            f4s4: tuple[MetadataResponsePartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -979,11 +1852,10 @@ def _r_MetadataResponse_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse,
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f4_4: list[MetadataResponsePartition] = []
-                for _ in range(n):
-                    f4_4_0, f4_4_1, f4_4_2, f4_4_3 = _U_hiii(buf, pos)
+                if n == 1:
+                    f4s4s0, f4s4s1, f4s4s2, f4s4s3 = _U_hiii(buf, pos)
                     pos += 14
-                    f4_4_4: tuple[int, ...]
+                    f4s4s4: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -991,9 +1863,9 @@ def _r_MetadataResponse_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                        f4s4s4 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f4_4_5: tuple[int, ...]
+                    f4s4s5: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -1001,9 +1873,9 @@ def _r_MetadataResponse_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                        f4s4s5 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f4_4_6: tuple[int, ...]
+                    f4s4s6: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -1011,14 +1883,150 @@ def _r_MetadataResponse_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                        f4s4s6 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
-                f4_4 = tuple(items_f4_4)
-            f4_5 = _U_i(buf, pos)[0]
+                    f4s4 = (_new(MetadataResponsePartition, (f4s4s0, f4s4s1, f4s4s2, f4s4s3, f4s4s4, f4s4s5, f4s4s6)),)
+                else:
+                    items_f4s4: list[MetadataResponsePartition] = []
+                    for _ in range(n):
+                        f4s4_0, f4s4_1, f4s4_2, f4s4_3 = _U_hiii(buf, pos)
+                        pos += 14
+                        f4s4_4: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4s4_4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4s4_5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4s4_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4s4_6: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4s4_6 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        items_f4s4.append(_new(MetadataResponsePartition, (f4s4_0, f4s4_1, f4s4_2, f4s4_3, f4s4_4, f4s4_5, f4s4_6)))
+                    f4s4 = tuple(items_f4s4)
+            f4s5 = _U_i(buf, pos)[0]
             pos += 4
-            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, f4_5)))
-        f4 = tuple(items_f4)
+            f4 = (_new(MetadataResponseTopic, (f4s0, f4s1, _ZERO_UUID, f4s3, f4s4, f4s5)),)
+        else:
+            items_f4: list[MetadataResponseTopic] = []
+            for _ in range(n):
+                f4_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f4_1: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_3 = _U_o(buf, pos)[0]
+                pos += 1
+                f4_4: tuple[MetadataResponsePartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f4_4s0, f4_4s1, f4_4s2, f4_4s3 = _U_hiii(buf, pos)
+                        pos += 14
+                        f4_4s4: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4s4 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4_4s5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4s5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4_4s6: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f4_4s6 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f4_4 = (_new(MetadataResponsePartition, (f4_4s0, f4_4s1, f4_4s2, f4_4s3, f4_4s4, f4_4s5, f4_4s6)),)
+                    else:
+                        items_f4_4: list[MetadataResponsePartition] = []
+                        for _ in range(n):
+                            f4_4_0, f4_4_1, f4_4_2, f4_4_3 = _U_hiii(buf, pos)
+                            pos += 14
+                            f4_4_4: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f4_4_5: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f4_4_6: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
+                        f4_4 = tuple(items_f4_4)
+                f4_5 = _U_i(buf, pos)[0]
+                pos += 4
+                items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, f4_5)))
+            f4 = tuple(items_f4)
     f5 = _U_i(buf, pos)[0]
     pos += 4
     return _new(MetadataResponse, (f0, f1, f2, f3, f4, f5)), pos
@@ -1040,11 +2048,10 @@ def _r_MetadataResponse_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[MetadataResponseBroker] = []
-        for _ in range(n):
-            f1_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_i(buf, pos)[0]
             pos += 4
-            f1_1: str
+            f1s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1057,11 +2064,11 @@ def _r_MetadataResponse_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_i(buf, pos)[0]
+            f1s2 = _U_i(buf, pos)[0]
             pos += 4
-            f1_3: str | None
+            f1s3: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1071,19 +2078,63 @@ def _r_MetadataResponse_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse,
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_3 = None
+                f1s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
-        f1 = tuple(items_f1)
+            f1 = (_new(MetadataResponseBroker, (f1s0, f1s1, f1s2, f1s3)),)
+        else:
+            items_f1: list[MetadataResponseBroker] = []
+            for _ in range(n):
+                f1_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_3: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
+            f1 = tuple(items_f1)
     f2: str | None
     n = buf[pos]
     if n < 0x80:
@@ -1115,11 +2166,10 @@ def _r_MetadataResponse_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponseTopic] = []
-        for _ in range(n):
-            f4_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f4s0 = _U_h(buf, pos)[0]
             pos += 2
-            f4_1: str | None
+            f4s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1132,11 +2182,11 @@ def _r_MetadataResponse_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_1 = buf[pos:end].tobytes().decode()
+                f4s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_3 = _U_o(buf, pos)[0]
+            f4s3 = _U_o(buf, pos)[0]
             pos += 1
-            f4_4: tuple[MetadataResponsePartition, ...]
+            f4s4: tuple[MetadataResponsePartition, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1148,13 +2198,12 @@ def _r_MetadataResponse_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse,
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f4_4: list[MetadataResponsePartition] = []
-                for _ in range(n):
-                    f4_4_0, f4_4_1, f4_4_2, f4_4_3, n = _U_hiiiB(buf, pos)
+                if n == 1:
+                    f4s4s0, f4s4s1, f4s4s2, f4s4s3, n = _U_hiiiB(buf, pos)
                     pos += 14
-                    f4_4_4: tuple[int, ...]
+                    f4s4s4: tuple[int, ...]
                     try:
-                        f4_4_4 = _AC_i[n](buf, pos)
+                        f4s4s4 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1168,12 +2217,12 @@ def _r_MetadataResponse_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                            f4s4s4 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f4_4_5: tuple[int, ...]
+                    f4s4s5: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f4_4_5 = _AC_i[n](buf, pos)
+                        f4s4s5 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1187,12 +2236,12 @@ def _r_MetadataResponse_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                            f4s4s5 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f4_4_6: tuple[int, ...]
+                    f4s4s6: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f4_4_6 = _AC_i[n](buf, pos)
+                        f4s4s6 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1206,20 +2255,256 @@ def _r_MetadataResponse_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse,
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                            f4s4s6 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
-                f4_4 = tuple(items_f4_4)
-            f4_5, tg = _U_iB(buf, pos)
+                    f4s4 = (_new(MetadataResponsePartition, (f4s4s0, f4s4s1, f4s4s2, f4s4s3, f4s4s4, f4s4s5, f4s4s6)),)
+                else:
+                    items_f4s4: list[MetadataResponsePartition] = []
+                    for _ in range(n):
+                        f4s4_0, f4s4_1, f4s4_2, f4s4_3, n = _U_hiiiB(buf, pos)
+                        pos += 14
+                        f4s4_4: tuple[int, ...]
+                        try:
+                            f4s4_4 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4s4_4 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f4s4_5: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f4s4_5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4s4_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f4s4_6: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f4s4_6 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4s4_6 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f4s4.append(_new(MetadataResponsePartition, (f4s4_0, f4s4_1, f4s4_2, f4s4_3, f4s4_4, f4s4_5, f4s4_6)))
+                    f4s4 = tuple(items_f4s4)
+            f4s5, tg = _U_iB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, f4_5)))
-        f4 = tuple(items_f4)
+            f4 = (_new(MetadataResponseTopic, (f4s0, f4s1, _ZERO_UUID, f4s3, f4s4, f4s5)),)
+        else:
+            items_f4: list[MetadataResponseTopic] = []
+            for _ in range(n):
+                f4_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f4_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_3 = _U_o(buf, pos)[0]
+                pos += 1
+                f4_4: tuple[MetadataResponsePartition, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f4_4s0, f4_4s1, f4_4s2, f4_4s3, n = _U_hiiiB(buf, pos)
+                        pos += 14
+                        f4_4s4: tuple[int, ...]
+                        try:
+                            f4_4s4 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4s4 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f4_4s5: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f4_4s5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4s5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f4_4s6: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f4_4s6 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4s6 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f4_4 = (_new(MetadataResponsePartition, (f4_4s0, f4_4s1, f4_4s2, f4_4s3, f4_4s4, f4_4s5, f4_4s6)),)
+                    else:
+                        items_f4_4: list[MetadataResponsePartition] = []
+                        for _ in range(n):
+                            f4_4_0, f4_4_1, f4_4_2, f4_4_3, n = _U_hiiiB(buf, pos)
+                            pos += 14
+                            f4_4_4: tuple[int, ...]
+                            try:
+                                f4_4_4 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f4_4_5: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f4_4_5 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f4_4_6: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f4_4_6 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
+                        f4_4 = tuple(items_f4_4)
+                f4_5, tg = _U_iB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, _ZERO_UUID, f4_3, f4_4, f4_5)))
+            f4 = tuple(items_f4)
     f5, tg = _U_iB(buf, pos)
     pos += 5
     if tg:
@@ -1243,11 +2528,10 @@ def _r_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[MetadataResponseBroker] = []
-        for _ in range(n):
-            f1_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_i(buf, pos)[0]
             pos += 4
-            f1_1: str
+            f1s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1260,11 +2544,11 @@ def _r_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_i(buf, pos)[0]
+            f1s2 = _U_i(buf, pos)[0]
             pos += 4
-            f1_3: str | None
+            f1s3: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1274,19 +2558,63 @@ def _r_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_3 = None
+                f1s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
-        f1 = tuple(items_f1)
+            f1 = (_new(MetadataResponseBroker, (f1s0, f1s1, f1s2, f1s3)),)
+        else:
+            items_f1: list[MetadataResponseBroker] = []
+            for _ in range(n):
+                f1_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_3: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
+            f1 = tuple(items_f1)
     f2: str | None
     n = buf[pos]
     if n < 0x80:
@@ -1318,11 +2646,10 @@ def _r_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponseTopic] = []
-        for _ in range(n):
-            f4_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f4s0 = _U_h(buf, pos)[0]
             pos += 2
-            f4_1: str | None
+            f4s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1335,12 +2662,12 @@ def _r_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_1 = buf[pos:end].tobytes().decode()
+                f4s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_2, f4_3 = _U_Uo(buf, pos)
+            f4s2, f4s3 = _U_Uo(buf, pos)
             pos += 17
-            f4_2 = _uuid_from(f4_2)
-            f4_4: tuple[MetadataResponsePartition, ...]
+            f4s2 = _uuid_from(f4s2)
+            f4s4: tuple[MetadataResponsePartition, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1352,13 +2679,12 @@ def _r_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f4_4: list[MetadataResponsePartition] = []
-                for _ in range(n):
-                    f4_4_0, f4_4_1, f4_4_2, f4_4_3, n = _U_hiiiB(buf, pos)
+                if n == 1:
+                    f4s4s0, f4s4s1, f4s4s2, f4s4s3, n = _U_hiiiB(buf, pos)
                     pos += 14
-                    f4_4_4: tuple[int, ...]
+                    f4s4s4: tuple[int, ...]
                     try:
-                        f4_4_4 = _AC_i[n](buf, pos)
+                        f4s4s4 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1372,12 +2698,12 @@ def _r_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                            f4s4s4 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f4_4_5: tuple[int, ...]
+                    f4s4s5: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f4_4_5 = _AC_i[n](buf, pos)
+                        f4s4s5 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1391,12 +2717,12 @@ def _r_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                            f4s4s5 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f4_4_6: tuple[int, ...]
+                    f4s4s6: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f4_4_6 = _AC_i[n](buf, pos)
+                        f4s4s6 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1410,20 +2736,257 @@ def _r_MetadataResponse_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                            f4s4s6 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
-                f4_4 = tuple(items_f4_4)
-            f4_5, tg = _U_iB(buf, pos)
+                    f4s4 = (_new(MetadataResponsePartition, (f4s4s0, f4s4s1, f4s4s2, f4s4s3, f4s4s4, f4s4s5, f4s4s6)),)
+                else:
+                    items_f4s4: list[MetadataResponsePartition] = []
+                    for _ in range(n):
+                        f4s4_0, f4s4_1, f4s4_2, f4s4_3, n = _U_hiiiB(buf, pos)
+                        pos += 14
+                        f4s4_4: tuple[int, ...]
+                        try:
+                            f4s4_4 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4s4_4 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f4s4_5: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f4s4_5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4s4_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f4s4_6: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f4s4_6 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4s4_6 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f4s4.append(_new(MetadataResponsePartition, (f4s4_0, f4s4_1, f4s4_2, f4s4_3, f4s4_4, f4s4_5, f4s4_6)))
+                    f4s4 = tuple(items_f4s4)
+            f4s5, tg = _U_iB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, f4_2, f4_3, f4_4, f4_5)))
-        f4 = tuple(items_f4)
+            f4 = (_new(MetadataResponseTopic, (f4s0, f4s1, f4s2, f4s3, f4s4, f4s5)),)
+        else:
+            items_f4: list[MetadataResponseTopic] = []
+            for _ in range(n):
+                f4_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f4_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_2, f4_3 = _U_Uo(buf, pos)
+                pos += 17
+                f4_2 = _uuid_from(f4_2)
+                f4_4: tuple[MetadataResponsePartition, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f4_4s0, f4_4s1, f4_4s2, f4_4s3, n = _U_hiiiB(buf, pos)
+                        pos += 14
+                        f4_4s4: tuple[int, ...]
+                        try:
+                            f4_4s4 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4s4 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f4_4s5: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f4_4s5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4s5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f4_4s6: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f4_4s6 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4s6 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f4_4 = (_new(MetadataResponsePartition, (f4_4s0, f4_4s1, f4_4s2, f4_4s3, f4_4s4, f4_4s5, f4_4s6)),)
+                    else:
+                        items_f4_4: list[MetadataResponsePartition] = []
+                        for _ in range(n):
+                            f4_4_0, f4_4_1, f4_4_2, f4_4_3, n = _U_hiiiB(buf, pos)
+                            pos += 14
+                            f4_4_4: tuple[int, ...]
+                            try:
+                                f4_4_4 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f4_4_5: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f4_4_5 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f4_4_6: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f4_4_6 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
+                        f4_4 = tuple(items_f4_4)
+                f4_5, tg = _U_iB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, f4_2, f4_3, f4_4, f4_5)))
+            f4 = tuple(items_f4)
     f5, tg = _U_iB(buf, pos)
     pos += 5
     if tg:
@@ -1447,11 +3010,10 @@ def _r_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[MetadataResponseBroker] = []
-        for _ in range(n):
-            f1_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_i(buf, pos)[0]
             pos += 4
-            f1_1: str
+            f1s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1464,11 +3026,11 @@ def _r_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_i(buf, pos)[0]
+            f1s2 = _U_i(buf, pos)[0]
             pos += 4
-            f1_3: str | None
+            f1s3: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1478,19 +3040,63 @@ def _r_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_3 = None
+                f1s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
-        f1 = tuple(items_f1)
+            f1 = (_new(MetadataResponseBroker, (f1s0, f1s1, f1s2, f1s3)),)
+        else:
+            items_f1: list[MetadataResponseBroker] = []
+            for _ in range(n):
+                f1_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_3: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
+            f1 = tuple(items_f1)
     f2: str | None
     n = buf[pos]
     if n < 0x80:
@@ -1522,11 +3128,10 @@ def _r_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponseTopic] = []
-        for _ in range(n):
-            f4_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f4s0 = _U_h(buf, pos)[0]
             pos += 2
-            f4_1: str | None
+            f4s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1539,12 +3144,12 @@ def _r_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_1 = buf[pos:end].tobytes().decode()
+                f4s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_2, f4_3 = _U_Uo(buf, pos)
+            f4s2, f4s3 = _U_Uo(buf, pos)
             pos += 17
-            f4_2 = _uuid_from(f4_2)
-            f4_4: tuple[MetadataResponsePartition, ...]
+            f4s2 = _uuid_from(f4s2)
+            f4s4: tuple[MetadataResponsePartition, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1556,13 +3161,12 @@ def _r_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f4_4: list[MetadataResponsePartition] = []
-                for _ in range(n):
-                    f4_4_0, f4_4_1, f4_4_2, f4_4_3, n = _U_hiiiB(buf, pos)
+                if n == 1:
+                    f4s4s0, f4s4s1, f4s4s2, f4s4s3, n = _U_hiiiB(buf, pos)
                     pos += 14
-                    f4_4_4: tuple[int, ...]
+                    f4s4s4: tuple[int, ...]
                     try:
-                        f4_4_4 = _AC_i[n](buf, pos)
+                        f4s4s4 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1576,12 +3180,12 @@ def _r_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                            f4s4s4 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f4_4_5: tuple[int, ...]
+                    f4s4s5: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f4_4_5 = _AC_i[n](buf, pos)
+                        f4s4s5 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1595,12 +3199,12 @@ def _r_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                            f4s4s5 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f4_4_6: tuple[int, ...]
+                    f4s4s6: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f4_4_6 = _AC_i[n](buf, pos)
+                        f4s4s6 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1614,20 +3218,257 @@ def _r_MetadataResponse_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                            f4s4s6 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
-                f4_4 = tuple(items_f4_4)
-            f4_5, tg = _U_iB(buf, pos)
+                    f4s4 = (_new(MetadataResponsePartition, (f4s4s0, f4s4s1, f4s4s2, f4s4s3, f4s4s4, f4s4s5, f4s4s6)),)
+                else:
+                    items_f4s4: list[MetadataResponsePartition] = []
+                    for _ in range(n):
+                        f4s4_0, f4s4_1, f4s4_2, f4s4_3, n = _U_hiiiB(buf, pos)
+                        pos += 14
+                        f4s4_4: tuple[int, ...]
+                        try:
+                            f4s4_4 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4s4_4 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f4s4_5: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f4s4_5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4s4_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f4s4_6: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f4s4_6 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4s4_6 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f4s4.append(_new(MetadataResponsePartition, (f4s4_0, f4s4_1, f4s4_2, f4s4_3, f4s4_4, f4s4_5, f4s4_6)))
+                    f4s4 = tuple(items_f4s4)
+            f4s5, tg = _U_iB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, f4_2, f4_3, f4_4, f4_5)))
-        f4 = tuple(items_f4)
+            f4 = (_new(MetadataResponseTopic, (f4s0, f4s1, f4s2, f4s3, f4s4, f4s5)),)
+        else:
+            items_f4: list[MetadataResponseTopic] = []
+            for _ in range(n):
+                f4_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f4_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_2, f4_3 = _U_Uo(buf, pos)
+                pos += 17
+                f4_2 = _uuid_from(f4_2)
+                f4_4: tuple[MetadataResponsePartition, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f4_4s0, f4_4s1, f4_4s2, f4_4s3, n = _U_hiiiB(buf, pos)
+                        pos += 14
+                        f4_4s4: tuple[int, ...]
+                        try:
+                            f4_4s4 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4s4 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f4_4s5: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f4_4s5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4s5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f4_4s6: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f4_4s6 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4s6 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f4_4 = (_new(MetadataResponsePartition, (f4_4s0, f4_4s1, f4_4s2, f4_4s3, f4_4s4, f4_4s5, f4_4s6)),)
+                    else:
+                        items_f4_4: list[MetadataResponsePartition] = []
+                        for _ in range(n):
+                            f4_4_0, f4_4_1, f4_4_2, f4_4_3, n = _U_hiiiB(buf, pos)
+                            pos += 14
+                            f4_4_4: tuple[int, ...]
+                            try:
+                                f4_4_4 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f4_4_5: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f4_4_5 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f4_4_6: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f4_4_6 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
+                        f4_4 = tuple(items_f4_4)
+                f4_5, tg = _U_iB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, f4_2, f4_3, f4_4, f4_5)))
+            f4 = tuple(items_f4)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1651,11 +3492,10 @@ def _r_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[MetadataResponseBroker] = []
-        for _ in range(n):
-            f1_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_i(buf, pos)[0]
             pos += 4
-            f1_1: str
+            f1s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1668,11 +3508,11 @@ def _r_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_1 = buf[pos:end].tobytes().decode()
+                f1s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_2 = _U_i(buf, pos)[0]
+            f1s2 = _U_i(buf, pos)[0]
             pos += 4
-            f1_3: str | None
+            f1s3: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1682,19 +3522,63 @@ def _r_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_3 = None
+                f1s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_3 = buf[pos:end].tobytes().decode()
+                f1s3 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
-        f1 = tuple(items_f1)
+            f1 = (_new(MetadataResponseBroker, (f1s0, f1s1, f1s2, f1s3)),)
+        else:
+            items_f1: list[MetadataResponseBroker] = []
+            for _ in range(n):
+                f1_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_2 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_3: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(MetadataResponseBroker, (f1_0, f1_1, f1_2, f1_3)))
+            f1 = tuple(items_f1)
     f2: str | None
     n = buf[pos]
     if n < 0x80:
@@ -1726,11 +3610,10 @@ def _r_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[MetadataResponseTopic] = []
-        for _ in range(n):
-            f4_0 = _U_h(buf, pos)[0]
+        if n == 1:
+            f4s0 = _U_h(buf, pos)[0]
             pos += 2
-            f4_1: str | None
+            f4s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1740,17 +3623,17 @@ def _r_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f4_1 = None
+                f4s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_1 = buf[pos:end].tobytes().decode()
+                f4s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_2, f4_3 = _U_Uo(buf, pos)
+            f4s2, f4s3 = _U_Uo(buf, pos)
             pos += 17
-            f4_2 = _uuid_from(f4_2)
-            f4_4: tuple[MetadataResponsePartition, ...]
+            f4s2 = _uuid_from(f4s2)
+            f4s4: tuple[MetadataResponsePartition, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1762,13 +3645,12 @@ def _r_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f4_4: list[MetadataResponsePartition] = []
-                for _ in range(n):
-                    f4_4_0, f4_4_1, f4_4_2, f4_4_3, n = _U_hiiiB(buf, pos)
+                if n == 1:
+                    f4s4s0, f4s4s1, f4s4s2, f4s4s3, n = _U_hiiiB(buf, pos)
                     pos += 14
-                    f4_4_4: tuple[int, ...]
+                    f4s4s4: tuple[int, ...]
                     try:
-                        f4_4_4 = _AC_i[n](buf, pos)
+                        f4s4s4 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1782,12 +3664,12 @@ def _r_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                            f4s4s4 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f4_4_5: tuple[int, ...]
+                    f4s4s5: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f4_4_5 = _AC_i[n](buf, pos)
+                        f4s4s5 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1801,12 +3683,12 @@ def _r_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                            f4s4s5 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f4_4_6: tuple[int, ...]
+                    f4s4s6: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f4_4_6 = _AC_i[n](buf, pos)
+                        f4s4s6 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1820,20 +3702,259 @@ def _r_MetadataResponse_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                            f4s4s6 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
-                f4_4 = tuple(items_f4_4)
-            f4_5, tg = _U_iB(buf, pos)
+                    f4s4 = (_new(MetadataResponsePartition, (f4s4s0, f4s4s1, f4s4s2, f4s4s3, f4s4s4, f4s4s5, f4s4s6)),)
+                else:
+                    items_f4s4: list[MetadataResponsePartition] = []
+                    for _ in range(n):
+                        f4s4_0, f4s4_1, f4s4_2, f4s4_3, n = _U_hiiiB(buf, pos)
+                        pos += 14
+                        f4s4_4: tuple[int, ...]
+                        try:
+                            f4s4_4 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4s4_4 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f4s4_5: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f4s4_5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4s4_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f4s4_6: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f4s4_6 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4s4_6 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f4s4.append(_new(MetadataResponsePartition, (f4s4_0, f4s4_1, f4s4_2, f4s4_3, f4s4_4, f4s4_5, f4s4_6)))
+                    f4s4 = tuple(items_f4s4)
+            f4s5, tg = _U_iB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, f4_2, f4_3, f4_4, f4_5)))
-        f4 = tuple(items_f4)
+            f4 = (_new(MetadataResponseTopic, (f4s0, f4s1, f4s2, f4s3, f4s4, f4s5)),)
+        else:
+            items_f4: list[MetadataResponseTopic] = []
+            for _ in range(n):
+                f4_0 = _U_h(buf, pos)[0]
+                pos += 2
+                f4_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f4_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_2, f4_3 = _U_Uo(buf, pos)
+                pos += 17
+                f4_2 = _uuid_from(f4_2)
+                f4_4: tuple[MetadataResponsePartition, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f4_4s0, f4_4s1, f4_4s2, f4_4s3, n = _U_hiiiB(buf, pos)
+                        pos += 14
+                        f4_4s4: tuple[int, ...]
+                        try:
+                            f4_4s4 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4s4 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f4_4s5: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f4_4s5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4s5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f4_4s6: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f4_4s6 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f4_4s6 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f4_4 = (_new(MetadataResponsePartition, (f4_4s0, f4_4s1, f4_4s2, f4_4s3, f4_4s4, f4_4s5, f4_4s6)),)
+                    else:
+                        items_f4_4: list[MetadataResponsePartition] = []
+                        for _ in range(n):
+                            f4_4_0, f4_4_1, f4_4_2, f4_4_3, n = _U_hiiiB(buf, pos)
+                            pos += 14
+                            f4_4_4: tuple[int, ...]
+                            try:
+                                f4_4_4 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable ReplicaNodes" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f4_4_4 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f4_4_5: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f4_4_5 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable IsrNodes" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f4_4_5 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f4_4_6: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f4_4_6 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f4_4_6 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f4_4.append(_new(MetadataResponsePartition, (f4_4_0, f4_4_1, f4_4_2, f4_4_3, f4_4_4, f4_4_5, f4_4_6)))
+                        f4_4 = tuple(items_f4_4)
+                f4_5, tg = _U_iB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f4.append(_new(MetadataResponseTopic, (f4_0, f4_1, f4_2, f4_3, f4_4, f4_5)))
+            f4 = tuple(items_f4)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -148,9 +148,8 @@ def _r_OffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[OffsetCommitRequestTopic] = []
-        for _ in range(n):
-            f5_0: str
+        if n == 1:
+            f5s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -159,9 +158,9 @@ def _r_OffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f5_0 = buf[pos:end].tobytes().decode()
+                f5s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f5_1: tuple[OffsetCommitRequestPartition, ...]
+            f5s1: tuple[OffsetCommitRequestPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -169,27 +168,105 @@ def _r_OffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f5_1: list[OffsetCommitRequestPartition] = []
-                for _ in range(n):
-                    f5_1_0, f5_1_1 = _U_iq(buf, pos)
+                if n == 1:
+                    f5s1s0, f5s1s1 = _U_iq(buf, pos)
                     pos += 12
-                    f5_1_4: str | None
+                    f5s1s4: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f5_1_4 = None
+                        f5s1s4 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f5_1_4 = buf[pos:end].tobytes().decode()
+                        f5s1s4 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, -1, -1, f5_1_4)))
-                f5_1 = tuple(items_f5_1)
-            items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
-        f5 = tuple(items_f5)
+                    f5s1 = (_new(OffsetCommitRequestPartition, (f5s1s0, f5s1s1, -1, -1, f5s1s4)),)
+                else:
+                    items_f5s1: list[OffsetCommitRequestPartition] = []
+                    for _ in range(n):
+                        f5s1_0, f5s1_1 = _U_iq(buf, pos)
+                        pos += 12
+                        f5s1_4: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f5s1_4 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f5s1_4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f5s1.append(_new(OffsetCommitRequestPartition, (f5s1_0, f5s1_1, -1, -1, f5s1_4)))
+                    f5s1 = tuple(items_f5s1)
+            f5 = (_new(OffsetCommitRequestTopic, (f5s0, f5s1)),)
+        else:
+            items_f5: list[OffsetCommitRequestTopic] = []
+            for _ in range(n):
+                f5_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f5_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f5_1: tuple[OffsetCommitRequestPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f5_1s0, f5_1s1 = _U_iq(buf, pos)
+                        pos += 12
+                        f5_1s4: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f5_1s4 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f5_1s4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f5_1 = (_new(OffsetCommitRequestPartition, (f5_1s0, f5_1s1, -1, -1, f5_1s4)),)
+                    else:
+                        items_f5_1: list[OffsetCommitRequestPartition] = []
+                        for _ in range(n):
+                            f5_1_0, f5_1_1 = _U_iq(buf, pos)
+                            pos += 12
+                            f5_1_4: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f5_1_4 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f5_1_4 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, -1, -1, f5_1_4)))
+                        f5_1 = tuple(items_f5_1)
+                items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
+            f5 = tuple(items_f5)
     return _new(OffsetCommitRequest, (f0, -1, "", None, -1, f5)), pos
 
 
@@ -227,9 +304,8 @@ def _r_OffsetCommitRequest_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[OffsetCommitRequestTopic] = []
-        for _ in range(n):
-            f5_0: str
+        if n == 1:
+            f5s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -238,9 +314,9 @@ def _r_OffsetCommitRequest_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f5_0 = buf[pos:end].tobytes().decode()
+                f5s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f5_1: tuple[OffsetCommitRequestPartition, ...]
+            f5s1: tuple[OffsetCommitRequestPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -248,27 +324,105 @@ def _r_OffsetCommitRequest_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f5_1: list[OffsetCommitRequestPartition] = []
-                for _ in range(n):
-                    f5_1_0, f5_1_1, f5_1_3 = _U_iqq(buf, pos)
+                if n == 1:
+                    f5s1s0, f5s1s1, f5s1s3 = _U_iqq(buf, pos)
                     pos += 20
-                    f5_1_4: str | None
+                    f5s1s4: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f5_1_4 = None
+                        f5s1s4 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f5_1_4 = buf[pos:end].tobytes().decode()
+                        f5s1s4 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, -1, f5_1_3, f5_1_4)))
-                f5_1 = tuple(items_f5_1)
-            items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
-        f5 = tuple(items_f5)
+                    f5s1 = (_new(OffsetCommitRequestPartition, (f5s1s0, f5s1s1, -1, f5s1s3, f5s1s4)),)
+                else:
+                    items_f5s1: list[OffsetCommitRequestPartition] = []
+                    for _ in range(n):
+                        f5s1_0, f5s1_1, f5s1_3 = _U_iqq(buf, pos)
+                        pos += 20
+                        f5s1_4: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f5s1_4 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f5s1_4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f5s1.append(_new(OffsetCommitRequestPartition, (f5s1_0, f5s1_1, -1, f5s1_3, f5s1_4)))
+                    f5s1 = tuple(items_f5s1)
+            f5 = (_new(OffsetCommitRequestTopic, (f5s0, f5s1)),)
+        else:
+            items_f5: list[OffsetCommitRequestTopic] = []
+            for _ in range(n):
+                f5_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f5_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f5_1: tuple[OffsetCommitRequestPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f5_1s0, f5_1s1, f5_1s3 = _U_iqq(buf, pos)
+                        pos += 20
+                        f5_1s4: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f5_1s4 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f5_1s4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f5_1 = (_new(OffsetCommitRequestPartition, (f5_1s0, f5_1s1, -1, f5_1s3, f5_1s4)),)
+                    else:
+                        items_f5_1: list[OffsetCommitRequestPartition] = []
+                        for _ in range(n):
+                            f5_1_0, f5_1_1, f5_1_3 = _U_iqq(buf, pos)
+                            pos += 20
+                            f5_1_4: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f5_1_4 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f5_1_4 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, -1, f5_1_3, f5_1_4)))
+                        f5_1 = tuple(items_f5_1)
+                items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
+            f5 = tuple(items_f5)
     return _new(OffsetCommitRequest, (f0, f1, f2, None, -1, f5)), pos
 
 
@@ -308,9 +462,8 @@ def _r_OffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[OffsetCommitRequestTopic] = []
-        for _ in range(n):
-            f5_0: str
+        if n == 1:
+            f5s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -319,9 +472,9 @@ def _r_OffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f5_0 = buf[pos:end].tobytes().decode()
+                f5s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f5_1: tuple[OffsetCommitRequestPartition, ...]
+            f5s1: tuple[OffsetCommitRequestPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -329,27 +482,105 @@ def _r_OffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f5_1: list[OffsetCommitRequestPartition] = []
-                for _ in range(n):
-                    f5_1_0, f5_1_1 = _U_iq(buf, pos)
+                if n == 1:
+                    f5s1s0, f5s1s1 = _U_iq(buf, pos)
                     pos += 12
-                    f5_1_4: str | None
+                    f5s1s4: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f5_1_4 = None
+                        f5s1s4 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f5_1_4 = buf[pos:end].tobytes().decode()
+                        f5s1s4 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, -1, -1, f5_1_4)))
-                f5_1 = tuple(items_f5_1)
-            items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
-        f5 = tuple(items_f5)
+                    f5s1 = (_new(OffsetCommitRequestPartition, (f5s1s0, f5s1s1, -1, -1, f5s1s4)),)
+                else:
+                    items_f5s1: list[OffsetCommitRequestPartition] = []
+                    for _ in range(n):
+                        f5s1_0, f5s1_1 = _U_iq(buf, pos)
+                        pos += 12
+                        f5s1_4: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f5s1_4 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f5s1_4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f5s1.append(_new(OffsetCommitRequestPartition, (f5s1_0, f5s1_1, -1, -1, f5s1_4)))
+                    f5s1 = tuple(items_f5s1)
+            f5 = (_new(OffsetCommitRequestTopic, (f5s0, f5s1)),)
+        else:
+            items_f5: list[OffsetCommitRequestTopic] = []
+            for _ in range(n):
+                f5_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f5_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f5_1: tuple[OffsetCommitRequestPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f5_1s0, f5_1s1 = _U_iq(buf, pos)
+                        pos += 12
+                        f5_1s4: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f5_1s4 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f5_1s4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f5_1 = (_new(OffsetCommitRequestPartition, (f5_1s0, f5_1s1, -1, -1, f5_1s4)),)
+                    else:
+                        items_f5_1: list[OffsetCommitRequestPartition] = []
+                        for _ in range(n):
+                            f5_1_0, f5_1_1 = _U_iq(buf, pos)
+                            pos += 12
+                            f5_1_4: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f5_1_4 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f5_1_4 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, -1, -1, f5_1_4)))
+                        f5_1 = tuple(items_f5_1)
+                items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
+            f5 = tuple(items_f5)
     return _new(OffsetCommitRequest, (f0, f1, f2, None, f4, f5)), pos
 
 
@@ -387,9 +618,8 @@ def _r_OffsetCommitRequest_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[OffsetCommitRequestTopic] = []
-        for _ in range(n):
-            f5_0: str
+        if n == 1:
+            f5s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -398,9 +628,9 @@ def _r_OffsetCommitRequest_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f5_0 = buf[pos:end].tobytes().decode()
+                f5s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f5_1: tuple[OffsetCommitRequestPartition, ...]
+            f5s1: tuple[OffsetCommitRequestPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -408,27 +638,105 @@ def _r_OffsetCommitRequest_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f5_1: list[OffsetCommitRequestPartition] = []
-                for _ in range(n):
-                    f5_1_0, f5_1_1 = _U_iq(buf, pos)
+                if n == 1:
+                    f5s1s0, f5s1s1 = _U_iq(buf, pos)
                     pos += 12
-                    f5_1_4: str | None
+                    f5s1s4: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f5_1_4 = None
+                        f5s1s4 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f5_1_4 = buf[pos:end].tobytes().decode()
+                        f5s1s4 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, -1, -1, f5_1_4)))
-                f5_1 = tuple(items_f5_1)
-            items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
-        f5 = tuple(items_f5)
+                    f5s1 = (_new(OffsetCommitRequestPartition, (f5s1s0, f5s1s1, -1, -1, f5s1s4)),)
+                else:
+                    items_f5s1: list[OffsetCommitRequestPartition] = []
+                    for _ in range(n):
+                        f5s1_0, f5s1_1 = _U_iq(buf, pos)
+                        pos += 12
+                        f5s1_4: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f5s1_4 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f5s1_4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f5s1.append(_new(OffsetCommitRequestPartition, (f5s1_0, f5s1_1, -1, -1, f5s1_4)))
+                    f5s1 = tuple(items_f5s1)
+            f5 = (_new(OffsetCommitRequestTopic, (f5s0, f5s1)),)
+        else:
+            items_f5: list[OffsetCommitRequestTopic] = []
+            for _ in range(n):
+                f5_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f5_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f5_1: tuple[OffsetCommitRequestPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f5_1s0, f5_1s1 = _U_iq(buf, pos)
+                        pos += 12
+                        f5_1s4: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f5_1s4 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f5_1s4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f5_1 = (_new(OffsetCommitRequestPartition, (f5_1s0, f5_1s1, -1, -1, f5_1s4)),)
+                    else:
+                        items_f5_1: list[OffsetCommitRequestPartition] = []
+                        for _ in range(n):
+                            f5_1_0, f5_1_1 = _U_iq(buf, pos)
+                            pos += 12
+                            f5_1_4: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f5_1_4 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f5_1_4 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, -1, -1, f5_1_4)))
+                        f5_1 = tuple(items_f5_1)
+                items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
+            f5 = tuple(items_f5)
     return _new(OffsetCommitRequest, (f0, f1, f2, None, -1, f5)), pos
 
 
@@ -466,9 +774,8 @@ def _r_OffsetCommitRequest_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[OffsetCommitRequestTopic] = []
-        for _ in range(n):
-            f5_0: str
+        if n == 1:
+            f5s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -477,9 +784,9 @@ def _r_OffsetCommitRequest_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f5_0 = buf[pos:end].tobytes().decode()
+                f5s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f5_1: tuple[OffsetCommitRequestPartition, ...]
+            f5s1: tuple[OffsetCommitRequestPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -487,27 +794,105 @@ def _r_OffsetCommitRequest_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f5_1: list[OffsetCommitRequestPartition] = []
-                for _ in range(n):
-                    f5_1_0, f5_1_1, f5_1_2 = _U_iqi(buf, pos)
+                if n == 1:
+                    f5s1s0, f5s1s1, f5s1s2 = _U_iqi(buf, pos)
                     pos += 16
-                    f5_1_4: str | None
+                    f5s1s4: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f5_1_4 = None
+                        f5s1s4 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f5_1_4 = buf[pos:end].tobytes().decode()
+                        f5s1s4 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, f5_1_2, -1, f5_1_4)))
-                f5_1 = tuple(items_f5_1)
-            items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
-        f5 = tuple(items_f5)
+                    f5s1 = (_new(OffsetCommitRequestPartition, (f5s1s0, f5s1s1, f5s1s2, -1, f5s1s4)),)
+                else:
+                    items_f5s1: list[OffsetCommitRequestPartition] = []
+                    for _ in range(n):
+                        f5s1_0, f5s1_1, f5s1_2 = _U_iqi(buf, pos)
+                        pos += 16
+                        f5s1_4: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f5s1_4 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f5s1_4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f5s1.append(_new(OffsetCommitRequestPartition, (f5s1_0, f5s1_1, f5s1_2, -1, f5s1_4)))
+                    f5s1 = tuple(items_f5s1)
+            f5 = (_new(OffsetCommitRequestTopic, (f5s0, f5s1)),)
+        else:
+            items_f5: list[OffsetCommitRequestTopic] = []
+            for _ in range(n):
+                f5_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f5_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f5_1: tuple[OffsetCommitRequestPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f5_1s0, f5_1s1, f5_1s2 = _U_iqi(buf, pos)
+                        pos += 16
+                        f5_1s4: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f5_1s4 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f5_1s4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f5_1 = (_new(OffsetCommitRequestPartition, (f5_1s0, f5_1s1, f5_1s2, -1, f5_1s4)),)
+                    else:
+                        items_f5_1: list[OffsetCommitRequestPartition] = []
+                        for _ in range(n):
+                            f5_1_0, f5_1_1, f5_1_2 = _U_iqi(buf, pos)
+                            pos += 16
+                            f5_1_4: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f5_1_4 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f5_1_4 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, f5_1_2, -1, f5_1_4)))
+                        f5_1 = tuple(items_f5_1)
+                items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
+            f5 = tuple(items_f5)
     return _new(OffsetCommitRequest, (f0, f1, f2, None, -1, f5)), pos
 
 
@@ -558,9 +943,8 @@ def _r_OffsetCommitRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[OffsetCommitRequestTopic] = []
-        for _ in range(n):
-            f5_0: str
+        if n == 1:
+            f5s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -569,9 +953,9 @@ def _r_OffsetCommitRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f5_0 = buf[pos:end].tobytes().decode()
+                f5s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f5_1: tuple[OffsetCommitRequestPartition, ...]
+            f5s1: tuple[OffsetCommitRequestPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -579,27 +963,105 @@ def _r_OffsetCommitRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f5_1: list[OffsetCommitRequestPartition] = []
-                for _ in range(n):
-                    f5_1_0, f5_1_1, f5_1_2 = _U_iqi(buf, pos)
+                if n == 1:
+                    f5s1s0, f5s1s1, f5s1s2 = _U_iqi(buf, pos)
                     pos += 16
-                    f5_1_4: str | None
+                    f5s1s4: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f5_1_4 = None
+                        f5s1s4 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f5_1_4 = buf[pos:end].tobytes().decode()
+                        f5s1s4 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, f5_1_2, -1, f5_1_4)))
-                f5_1 = tuple(items_f5_1)
-            items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
-        f5 = tuple(items_f5)
+                    f5s1 = (_new(OffsetCommitRequestPartition, (f5s1s0, f5s1s1, f5s1s2, -1, f5s1s4)),)
+                else:
+                    items_f5s1: list[OffsetCommitRequestPartition] = []
+                    for _ in range(n):
+                        f5s1_0, f5s1_1, f5s1_2 = _U_iqi(buf, pos)
+                        pos += 16
+                        f5s1_4: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f5s1_4 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f5s1_4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f5s1.append(_new(OffsetCommitRequestPartition, (f5s1_0, f5s1_1, f5s1_2, -1, f5s1_4)))
+                    f5s1 = tuple(items_f5s1)
+            f5 = (_new(OffsetCommitRequestTopic, (f5s0, f5s1)),)
+        else:
+            items_f5: list[OffsetCommitRequestTopic] = []
+            for _ in range(n):
+                f5_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f5_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f5_1: tuple[OffsetCommitRequestPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f5_1s0, f5_1s1, f5_1s2 = _U_iqi(buf, pos)
+                        pos += 16
+                        f5_1s4: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f5_1s4 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f5_1s4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f5_1 = (_new(OffsetCommitRequestPartition, (f5_1s0, f5_1s1, f5_1s2, -1, f5_1s4)),)
+                    else:
+                        items_f5_1: list[OffsetCommitRequestPartition] = []
+                        for _ in range(n):
+                            f5_1_0, f5_1_1, f5_1_2 = _U_iqi(buf, pos)
+                            pos += 16
+                            f5_1_4: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f5_1_4 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f5_1_4 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, f5_1_2, -1, f5_1_4)))
+                        f5_1 = tuple(items_f5_1)
+                items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
+            f5 = tuple(items_f5)
     return _new(OffsetCommitRequest, (f0, f1, f2, f3, -1, f5)), pos
 
 
@@ -666,9 +1128,8 @@ def _r_OffsetCommitRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[OffsetCommitRequestTopic] = []
-        for _ in range(n):
-            f5_0: str
+        if n == 1:
+            f5s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -681,9 +1142,9 @@ def _r_OffsetCommitRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f5_0 = buf[pos:end].tobytes().decode()
+                f5s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f5_1: tuple[OffsetCommitRequestPartition, ...]
+            f5s1: tuple[OffsetCommitRequestPartition, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -695,11 +1156,10 @@ def _r_OffsetCommitRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f5_1: list[OffsetCommitRequestPartition] = []
-                for _ in range(n):
-                    f5_1_0, f5_1_1, f5_1_2 = _U_iqi(buf, pos)
+                if n == 1:
+                    f5s1s0, f5s1s1, f5s1s2 = _U_iqi(buf, pos)
                     pos += 16
-                    f5_1_4: str | None
+                    f5s1s4: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -709,25 +1169,140 @@ def _r_OffsetCommitRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f5_1_4 = None
+                        f5s1s4 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f5_1_4 = buf[pos:end].tobytes().decode()
+                        f5s1s4 = buf[pos:end].tobytes().decode()
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, f5_1_2, -1, f5_1_4)))
-                f5_1 = tuple(items_f5_1)
+                    f5s1 = (_new(OffsetCommitRequestPartition, (f5s1s0, f5s1s1, f5s1s2, -1, f5s1s4)),)
+                else:
+                    items_f5s1: list[OffsetCommitRequestPartition] = []
+                    for _ in range(n):
+                        f5s1_0, f5s1_1, f5s1_2 = _U_iqi(buf, pos)
+                        pos += 16
+                        f5s1_4: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f5s1_4 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f5s1_4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f5s1.append(_new(OffsetCommitRequestPartition, (f5s1_0, f5s1_1, f5s1_2, -1, f5s1_4)))
+                    f5s1 = tuple(items_f5s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
-        f5 = tuple(items_f5)
+            f5 = (_new(OffsetCommitRequestTopic, (f5s0, f5s1)),)
+        else:
+            items_f5: list[OffsetCommitRequestTopic] = []
+            for _ in range(n):
+                f5_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f5_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f5_1: tuple[OffsetCommitRequestPartition, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f5_1s0, f5_1s1, f5_1s2 = _U_iqi(buf, pos)
+                        pos += 16
+                        f5_1s4: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f5_1s4 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f5_1s4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f5_1 = (_new(OffsetCommitRequestPartition, (f5_1s0, f5_1s1, f5_1s2, -1, f5_1s4)),)
+                    else:
+                        items_f5_1: list[OffsetCommitRequestPartition] = []
+                        for _ in range(n):
+                            f5_1_0, f5_1_1, f5_1_2 = _U_iqi(buf, pos)
+                            pos += 16
+                            f5_1_4: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f5_1_4 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f5_1_4 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f5_1.append(_new(OffsetCommitRequestPartition, (f5_1_0, f5_1_1, f5_1_2, -1, f5_1_4)))
+                        f5_1 = tuple(items_f5_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f5.append(_new(OffsetCommitRequestTopic, (f5_0, f5_1)))
+            f5 = tuple(items_f5)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

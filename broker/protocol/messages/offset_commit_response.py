@@ -120,9 +120,8 @@ def _r_OffsetCommitResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetCommitResponseTopic] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -131,9 +130,9 @@ def _r_OffsetCommitResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[OffsetCommitResponsePartition, ...]
+            f1s1: tuple[OffsetCommitResponsePartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -144,10 +143,38 @@ def _r_OffsetCommitResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitR
                 end = pos + 6 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = tuple(map(_new, _repeat(OffsetCommitResponsePartition, n), _IU_ih(buf[pos:end])))
+                f1s1 = tuple(map(_new, _repeat(OffsetCommitResponsePartition, n), _IU_ih(buf[pos:end])))
                 pos = end
-            items_f1.append(_new(OffsetCommitResponseTopic, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetCommitResponseTopic, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetCommitResponseTopic] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[OffsetCommitResponsePartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 6 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = tuple(map(_new, _repeat(OffsetCommitResponsePartition, n), _IU_ih(buf[pos:end])))
+                    pos = end
+                items_f1.append(_new(OffsetCommitResponseTopic, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(OffsetCommitResponse, (0, f1)), pos
 
 
@@ -163,9 +190,8 @@ def _r_OffsetCommitResponse_v3(buf: memoryview, pos: int) -> tuple[OffsetCommitR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetCommitResponseTopic] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -174,9 +200,9 @@ def _r_OffsetCommitResponse_v3(buf: memoryview, pos: int) -> tuple[OffsetCommitR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[OffsetCommitResponsePartition, ...]
+            f1s1: tuple[OffsetCommitResponsePartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -187,10 +213,38 @@ def _r_OffsetCommitResponse_v3(buf: memoryview, pos: int) -> tuple[OffsetCommitR
                 end = pos + 6 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = tuple(map(_new, _repeat(OffsetCommitResponsePartition, n), _IU_ih(buf[pos:end])))
+                f1s1 = tuple(map(_new, _repeat(OffsetCommitResponsePartition, n), _IU_ih(buf[pos:end])))
                 pos = end
-            items_f1.append(_new(OffsetCommitResponseTopic, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetCommitResponseTopic, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetCommitResponseTopic] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[OffsetCommitResponsePartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 6 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = tuple(map(_new, _repeat(OffsetCommitResponsePartition, n), _IU_ih(buf[pos:end])))
+                    pos = end
+                items_f1.append(_new(OffsetCommitResponseTopic, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(OffsetCommitResponse, (f0, f1)), pos
 
 
@@ -218,9 +272,8 @@ def _r_OffsetCommitResponse_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetCommitResponseTopic] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -233,9 +286,9 @@ def _r_OffsetCommitResponse_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[OffsetCommitResponsePartition, ...]
+            f1s1: tuple[OffsetCommitResponsePartition, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -251,20 +304,67 @@ def _r_OffsetCommitResponse_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitR
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 6 : end : 7].tobytes().count(0) == n:
-                    f1_1 = tuple(map(_new, _repeat(OffsetCommitResponsePartition, n), _IU_ihx(buf[pos:end])))
+                    f1s1 = tuple(map(_new, _repeat(OffsetCommitResponsePartition, n), _IU_ihx(buf[pos:end])))
                     pos = end
                 else:
-                    items_f1_1: list[OffsetCommitResponsePartition] = []
+                    items_f1s1: list[OffsetCommitResponsePartition] = []
                     for _ in range(n):
-                        item_f1_1, pos = _r_OffsetCommitResponsePartition_v8(buf, pos)
-                        items_f1_1.append(item_f1_1)
-                    f1_1 = tuple(items_f1_1)
+                        item_f1s1, pos = _r_OffsetCommitResponsePartition_v8(buf, pos)
+                        items_f1s1.append(item_f1s1)
+                    f1s1 = tuple(items_f1s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(OffsetCommitResponseTopic, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetCommitResponseTopic, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetCommitResponseTopic] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[OffsetCommitResponsePartition, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 7 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                        f1_1 = tuple(map(_new, _repeat(OffsetCommitResponsePartition, n), _IU_ihx(buf[pos:end])))
+                        pos = end
+                    else:
+                        items_f1_1: list[OffsetCommitResponsePartition] = []
+                        for _ in range(n):
+                            item_f1_1, pos = _r_OffsetCommitResponsePartition_v8(buf, pos)
+                            items_f1_1.append(item_f1_1)
+                        f1_1 = tuple(items_f1_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(OffsetCommitResponseTopic, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -119,9 +119,8 @@ def _r_OffsetDeleteRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRe
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetDeleteRequestTopic] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -130,9 +129,9 @@ def _r_OffsetDeleteRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRe
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[OffsetDeleteRequestPartition, ...]
+            f1s1: tuple[OffsetDeleteRequestPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -143,10 +142,38 @@ def _r_OffsetDeleteRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRe
                 end = pos + 4 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = tuple(map(_new, _repeat(OffsetDeleteRequestPartition, n), _IU_i(buf[pos:end])))
+                f1s1 = tuple(map(_new, _repeat(OffsetDeleteRequestPartition, n), _IU_i(buf[pos:end])))
                 pos = end
-            items_f1.append(_new(OffsetDeleteRequestTopic, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetDeleteRequestTopic, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetDeleteRequestTopic] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[OffsetDeleteRequestPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 4 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = tuple(map(_new, _repeat(OffsetDeleteRequestPartition, n), _IU_i(buf[pos:end])))
+                    pos = end
+                items_f1.append(_new(OffsetDeleteRequestTopic, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(OffsetDeleteRequest, (f0, f1)), pos
 
 

@@ -119,9 +119,8 @@ def _r_OffsetDeleteResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[OffsetDeleteResponseTopic] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -130,9 +129,9 @@ def _r_OffsetDeleteResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteR
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[OffsetDeleteResponsePartition, ...]
+            f2s1: tuple[OffsetDeleteResponsePartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -143,10 +142,38 @@ def _r_OffsetDeleteResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteR
                 end = pos + 6 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f2_1 = tuple(map(_new, _repeat(OffsetDeleteResponsePartition, n), _IU_ih(buf[pos:end])))
+                f2s1 = tuple(map(_new, _repeat(OffsetDeleteResponsePartition, n), _IU_ih(buf[pos:end])))
                 pos = end
-            items_f2.append(_new(OffsetDeleteResponseTopic, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(OffsetDeleteResponseTopic, (f2s0, f2s1)),)
+        else:
+            items_f2: list[OffsetDeleteResponseTopic] = []
+            for _ in range(n):
+                f2_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[OffsetDeleteResponsePartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 6 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f2_1 = tuple(map(_new, _repeat(OffsetDeleteResponsePartition, n), _IU_ih(buf[pos:end])))
+                    pos = end
+                items_f2.append(_new(OffsetDeleteResponseTopic, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     return _new(OffsetDeleteResponse, (f0, f1, f2)), pos
 
 

@@ -12,7 +12,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError, EncodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -30,7 +30,7 @@ __all__ = [
 
 _new = tuple.__new__
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_oB = _struct.Struct(">?B")
 _U_oB = _S_oB.unpack_from
 _P_oB = _S_oB.pack
@@ -160,9 +160,8 @@ def _r_OffsetFetchRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetFetchRequestTopic] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -171,9 +170,9 @@ def _r_OffsetFetchRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[int, ...]
+            f1s1: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -181,10 +180,35 @@ def _r_OffsetFetchRequest_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = _A_i[n].unpack_from(buf, pos)
+                f1s1 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f1.append(_new(OffsetFetchRequestTopic, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetFetchRequestTopic, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetFetchRequestTopic] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f1.append(_new(OffsetFetchRequestTopic, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(OffsetFetchRequest, (f0, f1, (), False)), pos
 
 
@@ -211,9 +235,8 @@ def _r_OffsetFetchRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetFetchRequestTopic] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -222,9 +245,9 @@ def _r_OffsetFetchRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[int, ...]
+            f1s1: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -232,10 +255,35 @@ def _r_OffsetFetchRequest_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = _A_i[n].unpack_from(buf, pos)
+                f1s1 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f1.append(_new(OffsetFetchRequestTopic, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetFetchRequestTopic, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetFetchRequestTopic] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f1.append(_new(OffsetFetchRequestTopic, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(OffsetFetchRequest, (f0, f1, (), False)), pos
 
 
@@ -270,9 +318,8 @@ def _r_OffsetFetchRequest_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetFetchRequestTopic] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -285,12 +332,12 @@ def _r_OffsetFetchRequest_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[int, ...]
+            f1s1: tuple[int, ...]
             n = buf[pos]
             try:
-                f1_1 = _AC_i[n](buf, pos)
+                f1s1 = _AC_i[n](buf, pos)
                 pos += 4 * n - 3
             except KeyError:
                 n = buf[pos]
@@ -304,14 +351,56 @@ def _r_OffsetFetchRequest_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
                 else:
                     if n > blen - pos:
                         raise DecodeError("array length %d exceeds remaining bytes" % n)
-                    f1_1 = _A_i[n].unpack_from(buf, pos)
+                    f1s1 = _A_i[n].unpack_from(buf, pos)
                     pos += 4 * n
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(OffsetFetchRequestTopic, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetFetchRequestTopic, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetFetchRequestTopic] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[int, ...]
+                n = buf[pos]
+                try:
+                    f1_1 = _AC_i[n](buf, pos)
+                    pos += 4 * n - 3
+                except KeyError:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f1_1 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(OffsetFetchRequestTopic, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -350,9 +439,8 @@ def _r_OffsetFetchRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetFetchRequestTopic] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -365,12 +453,12 @@ def _r_OffsetFetchRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[int, ...]
+            f1s1: tuple[int, ...]
             n = buf[pos]
             try:
-                f1_1 = _AC_i[n](buf, pos)
+                f1s1 = _AC_i[n](buf, pos)
                 pos += 4 * n - 3
             except KeyError:
                 n = buf[pos]
@@ -384,14 +472,56 @@ def _r_OffsetFetchRequest_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
                 else:
                     if n > blen - pos:
                         raise DecodeError("array length %d exceeds remaining bytes" % n)
-                    f1_1 = _A_i[n].unpack_from(buf, pos)
+                    f1s1 = _A_i[n].unpack_from(buf, pos)
                     pos += 4 * n
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(OffsetFetchRequestTopic, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetFetchRequestTopic, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetFetchRequestTopic] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[int, ...]
+                n = buf[pos]
+                try:
+                    f1_1 = _AC_i[n](buf, pos)
+                    pos += 4 * n - 3
+                except KeyError:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f1_1 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(OffsetFetchRequestTopic, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     f3, tg = _U_oB(buf, pos)
     pos += 2
     if tg:
@@ -413,9 +543,8 @@ def _r_OffsetFetchRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[OffsetFetchRequestGroup] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -428,9 +557,9 @@ def _r_OffsetFetchRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_3: tuple[OffsetFetchRequestTopics, ...] | None
+            f2s3: tuple[OffsetFetchRequestTopics, ...] | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -440,13 +569,12 @@ def _r_OffsetFetchRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid array length %d" % n)
-                f2_3 = None
+                f2s3 = None
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_3: list[OffsetFetchRequestTopics] = []
-                for _ in range(n):
-                    f2_3_0: str
+                if n == 1:
+                    f2s3s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -459,12 +587,12 @@ def _r_OffsetFetchRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f2_3_0 = buf[pos:end].tobytes().decode()
+                        f2s3s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f2_3_1: tuple[int, ...]
+                    f2s3s1: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f2_3_1 = _AC_i[n](buf, pos)
+                        f2s3s1 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -478,20 +606,182 @@ def _r_OffsetFetchRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f2_3_1 = _A_i[n].unpack_from(buf, pos)
+                            f2s3s1 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f2_3.append(_new(OffsetFetchRequestTopics, (f2_3_0, f2_3_1)))
-                f2_3 = tuple(items_f2_3)
+                    f2s3 = (_new(OffsetFetchRequestTopics, (f2s3s0, f2s3s1)),)
+                else:
+                    items_f2s3: list[OffsetFetchRequestTopics] = []
+                    for _ in range(n):
+                        f2s3_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2s3_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2s3_1: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f2s3_1 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f2s3_1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f2s3.append(_new(OffsetFetchRequestTopics, (f2s3_0, f2s3_1)))
+                    f2s3 = tuple(items_f2s3)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(OffsetFetchRequestGroup, (f2_0, None, -1, f2_3)))
-        f2 = tuple(items_f2)
+            f2 = (_new(OffsetFetchRequestGroup, (f2s0, None, -1, f2s3)),)
+        else:
+            items_f2: list[OffsetFetchRequestGroup] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_3: tuple[OffsetFetchRequestTopics, ...] | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid array length %d" % n)
+                    f2_3 = None
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_3s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2_3s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2_3s1: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f2_3s1 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f2_3s1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f2_3 = (_new(OffsetFetchRequestTopics, (f2_3s0, f2_3s1)),)
+                    else:
+                        items_f2_3: list[OffsetFetchRequestTopics] = []
+                        for _ in range(n):
+                            f2_3_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f2_3_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f2_3_1: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f2_3_1 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f2_3_1 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f2_3.append(_new(OffsetFetchRequestTopics, (f2_3_0, f2_3_1)))
+                        f2_3 = tuple(items_f2_3)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(OffsetFetchRequestGroup, (f2_0, None, -1, f2_3)))
+            f2 = tuple(items_f2)
     f3, tg = _U_oB(buf, pos)
     pos += 2
     if tg:
@@ -513,9 +803,8 @@ def _r_OffsetFetchRequest_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[OffsetFetchRequestGroup] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -528,9 +817,9 @@ def _r_OffsetFetchRequest_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: str | None
+            f2s1: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -540,16 +829,16 @@ def _r_OffsetFetchRequest_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f2_1 = None
+                f2s1 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_1 = buf[pos:end].tobytes().decode()
+                f2s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_2 = _U_i(buf, pos)[0]
+            f2s2 = _U_i(buf, pos)[0]
             pos += 4
-            f2_3: tuple[OffsetFetchRequestTopics, ...] | None
+            f2s3: tuple[OffsetFetchRequestTopics, ...] | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -559,13 +848,12 @@ def _r_OffsetFetchRequest_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid array length %d" % n)
-                f2_3 = None
+                f2s3 = None
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_3: list[OffsetFetchRequestTopics] = []
-                for _ in range(n):
-                    f2_3_0: str
+                if n == 1:
+                    f2s3s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -578,12 +866,12 @@ def _r_OffsetFetchRequest_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f2_3_0 = buf[pos:end].tobytes().decode()
+                        f2s3s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f2_3_1: tuple[int, ...]
+                    f2s3s1: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f2_3_1 = _AC_i[n](buf, pos)
+                        f2s3s1 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -597,20 +885,201 @@ def _r_OffsetFetchRequest_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequ
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f2_3_1 = _A_i[n].unpack_from(buf, pos)
+                            f2s3s1 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f2_3.append(_new(OffsetFetchRequestTopics, (f2_3_0, f2_3_1)))
-                f2_3 = tuple(items_f2_3)
+                    f2s3 = (_new(OffsetFetchRequestTopics, (f2s3s0, f2s3s1)),)
+                else:
+                    items_f2s3: list[OffsetFetchRequestTopics] = []
+                    for _ in range(n):
+                        f2s3_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2s3_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2s3_1: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f2s3_1 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f2s3_1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f2s3.append(_new(OffsetFetchRequestTopics, (f2s3_0, f2s3_1)))
+                    f2s3 = tuple(items_f2s3)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(OffsetFetchRequestGroup, (f2_0, f2_1, f2_2, f2_3)))
-        f2 = tuple(items_f2)
+            f2 = (_new(OffsetFetchRequestGroup, (f2s0, f2s1, f2s2, f2s3)),)
+        else:
+            items_f2: list[OffsetFetchRequestGroup] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable GroupId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f2_1 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_2 = _U_i(buf, pos)[0]
+                pos += 4
+                f2_3: tuple[OffsetFetchRequestTopics, ...] | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid array length %d" % n)
+                    f2_3 = None
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_3s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2_3s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2_3s1: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f2_3s1 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f2_3s1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f2_3 = (_new(OffsetFetchRequestTopics, (f2_3s0, f2_3s1)),)
+                    else:
+                        items_f2_3: list[OffsetFetchRequestTopics] = []
+                        for _ in range(n):
+                            f2_3_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f2_3_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f2_3_1: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f2_3_1 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f2_3_1 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f2_3.append(_new(OffsetFetchRequestTopics, (f2_3_0, f2_3_1)))
+                        f2_3 = tuple(items_f2_3)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(OffsetFetchRequestGroup, (f2_0, f2_1, f2_2, f2_3)))
+            f2 = tuple(items_f2)
     f3, tg = _U_oB(buf, pos)
     pos += 2
     if tg:

@@ -207,9 +207,8 @@ def _r_OffsetFetchResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetFetchResponseTopic] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -218,9 +217,9 @@ def _r_OffsetFetchResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[OffsetFetchResponsePartition, ...]
+            f1s1: tuple[OffsetFetchResponsePartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -228,29 +227,113 @@ def _r_OffsetFetchResponse_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_1: list[OffsetFetchResponsePartition] = []
-                for _ in range(n):
-                    f1_1_0, f1_1_1 = _U_iq(buf, pos)
+                if n == 1:
+                    f1s1s0, f1s1s1 = _U_iq(buf, pos)
                     pos += 12
-                    f1_1_3: str | None
+                    f1s1s3: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_1_3 = None
+                        f1s1s3 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_1_3 = buf[pos:end].tobytes().decode()
+                        f1s1s3 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_1_4 = _U_h(buf, pos)[0]
+                    f1s1s4 = _U_h(buf, pos)[0]
                     pos += 2
-                    items_f1_1.append(_new(OffsetFetchResponsePartition, (f1_1_0, f1_1_1, -1, f1_1_3, f1_1_4)))
-                f1_1 = tuple(items_f1_1)
-            items_f1.append(_new(OffsetFetchResponseTopic, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+                    f1s1 = (_new(OffsetFetchResponsePartition, (f1s1s0, f1s1s1, -1, f1s1s3, f1s1s4)),)
+                else:
+                    items_f1s1: list[OffsetFetchResponsePartition] = []
+                    for _ in range(n):
+                        f1s1_0, f1s1_1 = _U_iq(buf, pos)
+                        pos += 12
+                        f1s1_3: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s1_3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s1_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s1_4 = _U_h(buf, pos)[0]
+                        pos += 2
+                        items_f1s1.append(_new(OffsetFetchResponsePartition, (f1s1_0, f1s1_1, -1, f1s1_3, f1s1_4)))
+                    f1s1 = tuple(items_f1s1)
+            f1 = (_new(OffsetFetchResponseTopic, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetFetchResponseTopic] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[OffsetFetchResponsePartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_1s0, f1_1s1 = _U_iq(buf, pos)
+                        pos += 12
+                        f1_1s3: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_1s3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_1s3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_1s4 = _U_h(buf, pos)[0]
+                        pos += 2
+                        f1_1 = (_new(OffsetFetchResponsePartition, (f1_1s0, f1_1s1, -1, f1_1s3, f1_1s4)),)
+                    else:
+                        items_f1_1: list[OffsetFetchResponsePartition] = []
+                        for _ in range(n):
+                            f1_1_0, f1_1_1 = _U_iq(buf, pos)
+                            pos += 12
+                            f1_1_3: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_1_3 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_1_3 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_1_4 = _U_h(buf, pos)[0]
+                            pos += 2
+                            items_f1_1.append(_new(OffsetFetchResponsePartition, (f1_1_0, f1_1_1, -1, f1_1_3, f1_1_4)))
+                        f1_1 = tuple(items_f1_1)
+                items_f1.append(_new(OffsetFetchResponseTopic, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(OffsetFetchResponse, (0, f1, 0, ())), pos
 
 
@@ -264,9 +347,8 @@ def _r_OffsetFetchResponse_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetFetchResponseTopic] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -275,9 +357,9 @@ def _r_OffsetFetchResponse_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[OffsetFetchResponsePartition, ...]
+            f1s1: tuple[OffsetFetchResponsePartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -285,29 +367,113 @@ def _r_OffsetFetchResponse_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_1: list[OffsetFetchResponsePartition] = []
-                for _ in range(n):
-                    f1_1_0, f1_1_1 = _U_iq(buf, pos)
+                if n == 1:
+                    f1s1s0, f1s1s1 = _U_iq(buf, pos)
                     pos += 12
-                    f1_1_3: str | None
+                    f1s1s3: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_1_3 = None
+                        f1s1s3 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_1_3 = buf[pos:end].tobytes().decode()
+                        f1s1s3 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_1_4 = _U_h(buf, pos)[0]
+                    f1s1s4 = _U_h(buf, pos)[0]
                     pos += 2
-                    items_f1_1.append(_new(OffsetFetchResponsePartition, (f1_1_0, f1_1_1, -1, f1_1_3, f1_1_4)))
-                f1_1 = tuple(items_f1_1)
-            items_f1.append(_new(OffsetFetchResponseTopic, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+                    f1s1 = (_new(OffsetFetchResponsePartition, (f1s1s0, f1s1s1, -1, f1s1s3, f1s1s4)),)
+                else:
+                    items_f1s1: list[OffsetFetchResponsePartition] = []
+                    for _ in range(n):
+                        f1s1_0, f1s1_1 = _U_iq(buf, pos)
+                        pos += 12
+                        f1s1_3: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s1_3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s1_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s1_4 = _U_h(buf, pos)[0]
+                        pos += 2
+                        items_f1s1.append(_new(OffsetFetchResponsePartition, (f1s1_0, f1s1_1, -1, f1s1_3, f1s1_4)))
+                    f1s1 = tuple(items_f1s1)
+            f1 = (_new(OffsetFetchResponseTopic, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetFetchResponseTopic] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[OffsetFetchResponsePartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_1s0, f1_1s1 = _U_iq(buf, pos)
+                        pos += 12
+                        f1_1s3: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_1s3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_1s3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_1s4 = _U_h(buf, pos)[0]
+                        pos += 2
+                        f1_1 = (_new(OffsetFetchResponsePartition, (f1_1s0, f1_1s1, -1, f1_1s3, f1_1s4)),)
+                    else:
+                        items_f1_1: list[OffsetFetchResponsePartition] = []
+                        for _ in range(n):
+                            f1_1_0, f1_1_1 = _U_iq(buf, pos)
+                            pos += 12
+                            f1_1_3: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_1_3 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_1_3 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_1_4 = _U_h(buf, pos)[0]
+                            pos += 2
+                            items_f1_1.append(_new(OffsetFetchResponsePartition, (f1_1_0, f1_1_1, -1, f1_1_3, f1_1_4)))
+                        f1_1 = tuple(items_f1_1)
+                items_f1.append(_new(OffsetFetchResponseTopic, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     f2 = _U_h(buf, pos)[0]
     pos += 2
     return _new(OffsetFetchResponse, (0, f1, f2, ())), pos
@@ -325,9 +491,8 @@ def _r_OffsetFetchResponse_v3(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetFetchResponseTopic] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -336,9 +501,9 @@ def _r_OffsetFetchResponse_v3(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[OffsetFetchResponsePartition, ...]
+            f1s1: tuple[OffsetFetchResponsePartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -346,29 +511,113 @@ def _r_OffsetFetchResponse_v3(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_1: list[OffsetFetchResponsePartition] = []
-                for _ in range(n):
-                    f1_1_0, f1_1_1 = _U_iq(buf, pos)
+                if n == 1:
+                    f1s1s0, f1s1s1 = _U_iq(buf, pos)
                     pos += 12
-                    f1_1_3: str | None
+                    f1s1s3: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_1_3 = None
+                        f1s1s3 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_1_3 = buf[pos:end].tobytes().decode()
+                        f1s1s3 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_1_4 = _U_h(buf, pos)[0]
+                    f1s1s4 = _U_h(buf, pos)[0]
                     pos += 2
-                    items_f1_1.append(_new(OffsetFetchResponsePartition, (f1_1_0, f1_1_1, -1, f1_1_3, f1_1_4)))
-                f1_1 = tuple(items_f1_1)
-            items_f1.append(_new(OffsetFetchResponseTopic, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+                    f1s1 = (_new(OffsetFetchResponsePartition, (f1s1s0, f1s1s1, -1, f1s1s3, f1s1s4)),)
+                else:
+                    items_f1s1: list[OffsetFetchResponsePartition] = []
+                    for _ in range(n):
+                        f1s1_0, f1s1_1 = _U_iq(buf, pos)
+                        pos += 12
+                        f1s1_3: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s1_3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s1_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s1_4 = _U_h(buf, pos)[0]
+                        pos += 2
+                        items_f1s1.append(_new(OffsetFetchResponsePartition, (f1s1_0, f1s1_1, -1, f1s1_3, f1s1_4)))
+                    f1s1 = tuple(items_f1s1)
+            f1 = (_new(OffsetFetchResponseTopic, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetFetchResponseTopic] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[OffsetFetchResponsePartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_1s0, f1_1s1 = _U_iq(buf, pos)
+                        pos += 12
+                        f1_1s3: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_1s3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_1s3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_1s4 = _U_h(buf, pos)[0]
+                        pos += 2
+                        f1_1 = (_new(OffsetFetchResponsePartition, (f1_1s0, f1_1s1, -1, f1_1s3, f1_1s4)),)
+                    else:
+                        items_f1_1: list[OffsetFetchResponsePartition] = []
+                        for _ in range(n):
+                            f1_1_0, f1_1_1 = _U_iq(buf, pos)
+                            pos += 12
+                            f1_1_3: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_1_3 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_1_3 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_1_4 = _U_h(buf, pos)[0]
+                            pos += 2
+                            items_f1_1.append(_new(OffsetFetchResponsePartition, (f1_1_0, f1_1_1, -1, f1_1_3, f1_1_4)))
+                        f1_1 = tuple(items_f1_1)
+                items_f1.append(_new(OffsetFetchResponseTopic, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     f2 = _U_h(buf, pos)[0]
     pos += 2
     return _new(OffsetFetchResponse, (f0, f1, f2, ())), pos
@@ -386,9 +635,8 @@ def _r_OffsetFetchResponse_v5(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetFetchResponseTopic] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -397,9 +645,9 @@ def _r_OffsetFetchResponse_v5(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[OffsetFetchResponsePartition, ...]
+            f1s1: tuple[OffsetFetchResponsePartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -407,29 +655,113 @@ def _r_OffsetFetchResponse_v5(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_1: list[OffsetFetchResponsePartition] = []
-                for _ in range(n):
-                    f1_1_0, f1_1_1, f1_1_2 = _U_iqi(buf, pos)
+                if n == 1:
+                    f1s1s0, f1s1s1, f1s1s2 = _U_iqi(buf, pos)
                     pos += 16
-                    f1_1_3: str | None
+                    f1s1s3: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_1_3 = None
+                        f1s1s3 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_1_3 = buf[pos:end].tobytes().decode()
+                        f1s1s3 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_1_4 = _U_h(buf, pos)[0]
+                    f1s1s4 = _U_h(buf, pos)[0]
                     pos += 2
-                    items_f1_1.append(_new(OffsetFetchResponsePartition, (f1_1_0, f1_1_1, f1_1_2, f1_1_3, f1_1_4)))
-                f1_1 = tuple(items_f1_1)
-            items_f1.append(_new(OffsetFetchResponseTopic, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+                    f1s1 = (_new(OffsetFetchResponsePartition, (f1s1s0, f1s1s1, f1s1s2, f1s1s3, f1s1s4)),)
+                else:
+                    items_f1s1: list[OffsetFetchResponsePartition] = []
+                    for _ in range(n):
+                        f1s1_0, f1s1_1, f1s1_2 = _U_iqi(buf, pos)
+                        pos += 16
+                        f1s1_3: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s1_3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s1_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s1_4 = _U_h(buf, pos)[0]
+                        pos += 2
+                        items_f1s1.append(_new(OffsetFetchResponsePartition, (f1s1_0, f1s1_1, f1s1_2, f1s1_3, f1s1_4)))
+                    f1s1 = tuple(items_f1s1)
+            f1 = (_new(OffsetFetchResponseTopic, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetFetchResponseTopic] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[OffsetFetchResponsePartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_1s0, f1_1s1, f1_1s2 = _U_iqi(buf, pos)
+                        pos += 16
+                        f1_1s3: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_1s3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_1s3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_1s4 = _U_h(buf, pos)[0]
+                        pos += 2
+                        f1_1 = (_new(OffsetFetchResponsePartition, (f1_1s0, f1_1s1, f1_1s2, f1_1s3, f1_1s4)),)
+                    else:
+                        items_f1_1: list[OffsetFetchResponsePartition] = []
+                        for _ in range(n):
+                            f1_1_0, f1_1_1, f1_1_2 = _U_iqi(buf, pos)
+                            pos += 16
+                            f1_1_3: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_1_3 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_1_3 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_1_4 = _U_h(buf, pos)[0]
+                            pos += 2
+                            items_f1_1.append(_new(OffsetFetchResponsePartition, (f1_1_0, f1_1_1, f1_1_2, f1_1_3, f1_1_4)))
+                        f1_1 = tuple(items_f1_1)
+                items_f1.append(_new(OffsetFetchResponseTopic, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     f2 = _U_h(buf, pos)[0]
     pos += 2
     return _new(OffsetFetchResponse, (f0, f1, f2, ())), pos
@@ -451,9 +783,8 @@ def _r_OffsetFetchResponse_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetFetchResponseTopic] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -466,9 +797,9 @@ def _r_OffsetFetchResponse_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[OffsetFetchResponsePartition, ...]
+            f1s1: tuple[OffsetFetchResponsePartition, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -480,11 +811,10 @@ def _r_OffsetFetchResponse_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_1: list[OffsetFetchResponsePartition] = []
-                for _ in range(n):
-                    f1_1_0, f1_1_1, f1_1_2 = _U_iqi(buf, pos)
+                if n == 1:
+                    f1s1s0, f1s1s1, f1s1s2 = _U_iqi(buf, pos)
                     pos += 16
-                    f1_1_3: str | None
+                    f1s1s3: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -494,25 +824,140 @@ def _r_OffsetFetchResponse_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_1_3 = None
+                        f1s1s3 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_1_3 = buf[pos:end].tobytes().decode()
+                        f1s1s3 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_1_4, tg = _U_hB(buf, pos)
+                    f1s1s4, tg = _U_hB(buf, pos)
                     pos += 3
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f1_1.append(_new(OffsetFetchResponsePartition, (f1_1_0, f1_1_1, f1_1_2, f1_1_3, f1_1_4)))
-                f1_1 = tuple(items_f1_1)
+                    f1s1 = (_new(OffsetFetchResponsePartition, (f1s1s0, f1s1s1, f1s1s2, f1s1s3, f1s1s4)),)
+                else:
+                    items_f1s1: list[OffsetFetchResponsePartition] = []
+                    for _ in range(n):
+                        f1s1_0, f1s1_1, f1s1_2 = _U_iqi(buf, pos)
+                        pos += 16
+                        f1s1_3: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s1_3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s1_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s1_4, tg = _U_hB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f1s1.append(_new(OffsetFetchResponsePartition, (f1s1_0, f1s1_1, f1s1_2, f1s1_3, f1s1_4)))
+                    f1s1 = tuple(items_f1s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(OffsetFetchResponseTopic, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetFetchResponseTopic, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetFetchResponseTopic] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[OffsetFetchResponsePartition, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_1s0, f1_1s1, f1_1s2 = _U_iqi(buf, pos)
+                        pos += 16
+                        f1_1s3: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_1s3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_1s3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_1s4, tg = _U_hB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f1_1 = (_new(OffsetFetchResponsePartition, (f1_1s0, f1_1s1, f1_1s2, f1_1s3, f1_1s4)),)
+                    else:
+                        items_f1_1: list[OffsetFetchResponsePartition] = []
+                        for _ in range(n):
+                            f1_1_0, f1_1_1, f1_1_2 = _U_iqi(buf, pos)
+                            pos += 16
+                            f1_1_3: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_1_3 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_1_3 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_1_4, tg = _U_hB(buf, pos)
+                            pos += 3
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f1_1.append(_new(OffsetFetchResponsePartition, (f1_1_0, f1_1_1, f1_1_2, f1_1_3, f1_1_4)))
+                        f1_1 = tuple(items_f1_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(OffsetFetchResponseTopic, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     f2, tg = _U_hB(buf, pos)
     pos += 3
     if tg:
@@ -549,9 +994,8 @@ def _r_OffsetFetchResponseGroup_v8(buf: memoryview, pos: int) -> tuple[OffsetFet
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetFetchResponseTopics] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -564,9 +1008,9 @@ def _r_OffsetFetchResponseGroup_v8(buf: memoryview, pos: int) -> tuple[OffsetFet
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[OffsetFetchResponsePartitions, ...]
+            f1s1: tuple[OffsetFetchResponsePartitions, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -578,11 +1022,10 @@ def _r_OffsetFetchResponseGroup_v8(buf: memoryview, pos: int) -> tuple[OffsetFet
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_1: list[OffsetFetchResponsePartitions] = []
-                for _ in range(n):
-                    f1_1_0, f1_1_1, f1_1_2 = _U_iqi(buf, pos)
+                if n == 1:
+                    f1s1s0, f1s1s1, f1s1s2 = _U_iqi(buf, pos)
                     pos += 16
-                    f1_1_3: str | None
+                    f1s1s3: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -592,25 +1035,140 @@ def _r_OffsetFetchResponseGroup_v8(buf: memoryview, pos: int) -> tuple[OffsetFet
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_1_3 = None
+                        f1s1s3 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_1_3 = buf[pos:end].tobytes().decode()
+                        f1s1s3 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_1_4, tg = _U_hB(buf, pos)
+                    f1s1s4, tg = _U_hB(buf, pos)
                     pos += 3
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f1_1.append(_new(OffsetFetchResponsePartitions, (f1_1_0, f1_1_1, f1_1_2, f1_1_3, f1_1_4)))
-                f1_1 = tuple(items_f1_1)
+                    f1s1 = (_new(OffsetFetchResponsePartitions, (f1s1s0, f1s1s1, f1s1s2, f1s1s3, f1s1s4)),)
+                else:
+                    items_f1s1: list[OffsetFetchResponsePartitions] = []
+                    for _ in range(n):
+                        f1s1_0, f1s1_1, f1s1_2 = _U_iqi(buf, pos)
+                        pos += 16
+                        f1s1_3: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s1_3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s1_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s1_4, tg = _U_hB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f1s1.append(_new(OffsetFetchResponsePartitions, (f1s1_0, f1s1_1, f1s1_2, f1s1_3, f1s1_4)))
+                    f1s1 = tuple(items_f1s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(OffsetFetchResponseTopics, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetFetchResponseTopics, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetFetchResponseTopics] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[OffsetFetchResponsePartitions, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_1s0, f1_1s1, f1_1s2 = _U_iqi(buf, pos)
+                        pos += 16
+                        f1_1s3: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_1s3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_1s3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_1s4, tg = _U_hB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f1_1 = (_new(OffsetFetchResponsePartitions, (f1_1s0, f1_1s1, f1_1s2, f1_1s3, f1_1s4)),)
+                    else:
+                        items_f1_1: list[OffsetFetchResponsePartitions] = []
+                        for _ in range(n):
+                            f1_1_0, f1_1_1, f1_1_2 = _U_iqi(buf, pos)
+                            pos += 16
+                            f1_1_3: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_1_3 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_1_3 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_1_4, tg = _U_hB(buf, pos)
+                            pos += 3
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f1_1.append(_new(OffsetFetchResponsePartitions, (f1_1_0, f1_1_1, f1_1_2, f1_1_3, f1_1_4)))
+                        f1_1 = tuple(items_f1_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(OffsetFetchResponseTopics, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     f2, tg = _U_hB(buf, pos)
     pos += 3
     if tg:

@@ -125,9 +125,8 @@ def _r_OffsetForLeaderEpochRequest_v0(buf: memoryview, pos: int) -> tuple[Offset
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetForLeaderTopic] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -136,9 +135,9 @@ def _r_OffsetForLeaderEpochRequest_v0(buf: memoryview, pos: int) -> tuple[Offset
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[OffsetForLeaderPartition, ...]
+            f1s1: tuple[OffsetForLeaderPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -149,10 +148,38 @@ def _r_OffsetForLeaderEpochRequest_v0(buf: memoryview, pos: int) -> tuple[Offset
                 end = pos + 8 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = tuple([_new(OffsetForLeaderPartition, (a0, -1, a2)) for a0, a2 in _IU_ii(buf[pos:end])])
+                f1s1 = tuple([_new(OffsetForLeaderPartition, (a0, -1, a2)) for a0, a2 in _IU_ii(buf[pos:end])])
                 pos = end
-            items_f1.append(_new(OffsetForLeaderTopic, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetForLeaderTopic, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetForLeaderTopic] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[OffsetForLeaderPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 8 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = tuple([_new(OffsetForLeaderPartition, (a0, -1, a2)) for a0, a2 in _IU_ii(buf[pos:end])])
+                    pos = end
+                items_f1.append(_new(OffsetForLeaderTopic, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(OffsetForLeaderEpochRequest, (-2, f1)), pos
 
 
@@ -166,9 +193,8 @@ def _r_OffsetForLeaderEpochRequest_v2(buf: memoryview, pos: int) -> tuple[Offset
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetForLeaderTopic] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -177,9 +203,9 @@ def _r_OffsetForLeaderEpochRequest_v2(buf: memoryview, pos: int) -> tuple[Offset
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[OffsetForLeaderPartition, ...]
+            f1s1: tuple[OffsetForLeaderPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -190,10 +216,38 @@ def _r_OffsetForLeaderEpochRequest_v2(buf: memoryview, pos: int) -> tuple[Offset
                 end = pos + 12 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = tuple(map(_new, _repeat(OffsetForLeaderPartition, n), _IU_iii(buf[pos:end])))
+                f1s1 = tuple(map(_new, _repeat(OffsetForLeaderPartition, n), _IU_iii(buf[pos:end])))
                 pos = end
-            items_f1.append(_new(OffsetForLeaderTopic, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetForLeaderTopic, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetForLeaderTopic] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[OffsetForLeaderPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 12 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = tuple(map(_new, _repeat(OffsetForLeaderPartition, n), _IU_iii(buf[pos:end])))
+                    pos = end
+                items_f1.append(_new(OffsetForLeaderTopic, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(OffsetForLeaderEpochRequest, (-2, f1)), pos
 
 
@@ -209,9 +263,8 @@ def _r_OffsetForLeaderEpochRequest_v3(buf: memoryview, pos: int) -> tuple[Offset
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetForLeaderTopic] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -220,9 +273,9 @@ def _r_OffsetForLeaderEpochRequest_v3(buf: memoryview, pos: int) -> tuple[Offset
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[OffsetForLeaderPartition, ...]
+            f1s1: tuple[OffsetForLeaderPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -233,10 +286,38 @@ def _r_OffsetForLeaderEpochRequest_v3(buf: memoryview, pos: int) -> tuple[Offset
                 end = pos + 12 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = tuple(map(_new, _repeat(OffsetForLeaderPartition, n), _IU_iii(buf[pos:end])))
+                f1s1 = tuple(map(_new, _repeat(OffsetForLeaderPartition, n), _IU_iii(buf[pos:end])))
                 pos = end
-            items_f1.append(_new(OffsetForLeaderTopic, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetForLeaderTopic, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetForLeaderTopic] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[OffsetForLeaderPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 12 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = tuple(map(_new, _repeat(OffsetForLeaderPartition, n), _IU_iii(buf[pos:end])))
+                    pos = end
+                items_f1.append(_new(OffsetForLeaderTopic, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(OffsetForLeaderEpochRequest, (f0, f1)), pos
 
 
@@ -264,9 +345,8 @@ def _r_OffsetForLeaderEpochRequest_v4(buf: memoryview, pos: int) -> tuple[Offset
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetForLeaderTopic] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -279,9 +359,9 @@ def _r_OffsetForLeaderEpochRequest_v4(buf: memoryview, pos: int) -> tuple[Offset
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[OffsetForLeaderPartition, ...]
+            f1s1: tuple[OffsetForLeaderPartition, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -297,20 +377,67 @@ def _r_OffsetForLeaderEpochRequest_v4(buf: memoryview, pos: int) -> tuple[Offset
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 12 : end : 13].tobytes().count(0) == n:
-                    f1_1 = tuple(map(_new, _repeat(OffsetForLeaderPartition, n), _IU_iiix(buf[pos:end])))
+                    f1s1 = tuple(map(_new, _repeat(OffsetForLeaderPartition, n), _IU_iiix(buf[pos:end])))
                     pos = end
                 else:
-                    items_f1_1: list[OffsetForLeaderPartition] = []
+                    items_f1s1: list[OffsetForLeaderPartition] = []
                     for _ in range(n):
-                        item_f1_1, pos = _r_OffsetForLeaderPartition_v4(buf, pos)
-                        items_f1_1.append(item_f1_1)
-                    f1_1 = tuple(items_f1_1)
+                        item_f1s1, pos = _r_OffsetForLeaderPartition_v4(buf, pos)
+                        items_f1s1.append(item_f1s1)
+                    f1s1 = tuple(items_f1s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(OffsetForLeaderTopic, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetForLeaderTopic, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetForLeaderTopic] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[OffsetForLeaderPartition, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 13 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 12 : end : 13].tobytes().count(0) == n:
+                        f1_1 = tuple(map(_new, _repeat(OffsetForLeaderPartition, n), _IU_iiix(buf[pos:end])))
+                        pos = end
+                    else:
+                        items_f1_1: list[OffsetForLeaderPartition] = []
+                        for _ in range(n):
+                            item_f1_1, pos = _r_OffsetForLeaderPartition_v4(buf, pos)
+                            items_f1_1.append(item_f1_1)
+                        f1_1 = tuple(items_f1_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(OffsetForLeaderTopic, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -127,9 +127,8 @@ def _r_OffsetForLeaderEpochResponse_v0(buf: memoryview, pos: int) -> tuple[Offse
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetForLeaderTopicResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -138,9 +137,9 @@ def _r_OffsetForLeaderEpochResponse_v0(buf: memoryview, pos: int) -> tuple[Offse
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[EpochEndOffset, ...]
+            f1s1: tuple[EpochEndOffset, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -151,10 +150,38 @@ def _r_OffsetForLeaderEpochResponse_v0(buf: memoryview, pos: int) -> tuple[Offse
                 end = pos + 14 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = tuple([_new(EpochEndOffset, (a0, a1, -1, a3)) for a0, a1, a3 in _IU_hiq(buf[pos:end])])
+                f1s1 = tuple([_new(EpochEndOffset, (a0, a1, -1, a3)) for a0, a1, a3 in _IU_hiq(buf[pos:end])])
                 pos = end
-            items_f1.append(_new(OffsetForLeaderTopicResult, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetForLeaderTopicResult, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetForLeaderTopicResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[EpochEndOffset, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 14 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = tuple([_new(EpochEndOffset, (a0, a1, -1, a3)) for a0, a1, a3 in _IU_hiq(buf[pos:end])])
+                    pos = end
+                items_f1.append(_new(OffsetForLeaderTopicResult, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(OffsetForLeaderEpochResponse, (0, f1)), pos
 
 
@@ -168,9 +195,8 @@ def _r_OffsetForLeaderEpochResponse_v1(buf: memoryview, pos: int) -> tuple[Offse
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetForLeaderTopicResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -179,9 +205,9 @@ def _r_OffsetForLeaderEpochResponse_v1(buf: memoryview, pos: int) -> tuple[Offse
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[EpochEndOffset, ...]
+            f1s1: tuple[EpochEndOffset, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -192,10 +218,38 @@ def _r_OffsetForLeaderEpochResponse_v1(buf: memoryview, pos: int) -> tuple[Offse
                 end = pos + 18 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = tuple(map(_new, _repeat(EpochEndOffset, n), _IU_hiiq(buf[pos:end])))
+                f1s1 = tuple(map(_new, _repeat(EpochEndOffset, n), _IU_hiiq(buf[pos:end])))
                 pos = end
-            items_f1.append(_new(OffsetForLeaderTopicResult, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetForLeaderTopicResult, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetForLeaderTopicResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[EpochEndOffset, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 18 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = tuple(map(_new, _repeat(EpochEndOffset, n), _IU_hiiq(buf[pos:end])))
+                    pos = end
+                items_f1.append(_new(OffsetForLeaderTopicResult, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(OffsetForLeaderEpochResponse, (0, f1)), pos
 
 
@@ -211,9 +265,8 @@ def _r_OffsetForLeaderEpochResponse_v2(buf: memoryview, pos: int) -> tuple[Offse
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetForLeaderTopicResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -222,9 +275,9 @@ def _r_OffsetForLeaderEpochResponse_v2(buf: memoryview, pos: int) -> tuple[Offse
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[EpochEndOffset, ...]
+            f1s1: tuple[EpochEndOffset, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -235,10 +288,38 @@ def _r_OffsetForLeaderEpochResponse_v2(buf: memoryview, pos: int) -> tuple[Offse
                 end = pos + 18 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f1_1 = tuple(map(_new, _repeat(EpochEndOffset, n), _IU_hiiq(buf[pos:end])))
+                f1s1 = tuple(map(_new, _repeat(EpochEndOffset, n), _IU_hiiq(buf[pos:end])))
                 pos = end
-            items_f1.append(_new(OffsetForLeaderTopicResult, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetForLeaderTopicResult, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetForLeaderTopicResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[EpochEndOffset, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 18 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f1_1 = tuple(map(_new, _repeat(EpochEndOffset, n), _IU_hiiq(buf[pos:end])))
+                    pos = end
+                items_f1.append(_new(OffsetForLeaderTopicResult, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     return _new(OffsetForLeaderEpochResponse, (f0, f1)), pos
 
 
@@ -266,9 +347,8 @@ def _r_OffsetForLeaderEpochResponse_v4(buf: memoryview, pos: int) -> tuple[Offse
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[OffsetForLeaderTopicResult] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -281,9 +361,9 @@ def _r_OffsetForLeaderEpochResponse_v4(buf: memoryview, pos: int) -> tuple[Offse
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[EpochEndOffset, ...]
+            f1s1: tuple[EpochEndOffset, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -299,20 +379,67 @@ def _r_OffsetForLeaderEpochResponse_v4(buf: memoryview, pos: int) -> tuple[Offse
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 18 : end : 19].tobytes().count(0) == n:
-                    f1_1 = tuple(map(_new, _repeat(EpochEndOffset, n), _IU_hiiqx(buf[pos:end])))
+                    f1s1 = tuple(map(_new, _repeat(EpochEndOffset, n), _IU_hiiqx(buf[pos:end])))
                     pos = end
                 else:
-                    items_f1_1: list[EpochEndOffset] = []
+                    items_f1s1: list[EpochEndOffset] = []
                     for _ in range(n):
-                        item_f1_1, pos = _r_EpochEndOffset_v4(buf, pos)
-                        items_f1_1.append(item_f1_1)
-                    f1_1 = tuple(items_f1_1)
+                        item_f1s1, pos = _r_EpochEndOffset_v4(buf, pos)
+                        items_f1s1.append(item_f1s1)
+                    f1s1 = tuple(items_f1s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(OffsetForLeaderTopicResult, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(OffsetForLeaderTopicResult, (f1s0, f1s1)),)
+        else:
+            items_f1: list[OffsetForLeaderTopicResult] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topic" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[EpochEndOffset, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 19 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 18 : end : 19].tobytes().count(0) == n:
+                        f1_1 = tuple(map(_new, _repeat(EpochEndOffset, n), _IU_hiiqx(buf[pos:end])))
+                        pos = end
+                    else:
+                        items_f1_1: list[EpochEndOffset] = []
+                        for _ in range(n):
+                            item_f1_1, pos = _r_EpochEndOffset_v4(buf, pos)
+                            items_f1_1.append(item_f1_1)
+                        f1_1 = tuple(items_f1_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(OffsetForLeaderTopicResult, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

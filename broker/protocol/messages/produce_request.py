@@ -121,9 +121,8 @@ def _r_ProduceRequest_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[TopicProduceData] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -132,9 +131,9 @@ def _r_ProduceRequest_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1: tuple[PartitionProduceData, ...]
+            f3s1: tuple[PartitionProduceData, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -142,27 +141,105 @@ def _r_ProduceRequest_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_1: list[PartitionProduceData] = []
-                for _ in range(n):
-                    f3_1_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f3s1s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f3_1_1: bytes | memoryview | None
+                    f3s1s1: bytes | memoryview | None
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid records length %d" % n)
-                        f3_1_1 = None
+                        f3s1s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("records length %d exceeds remaining bytes" % n)
-                        f3_1_1 = buf[pos:end]
+                        f3s1s1 = buf[pos:end]
                         pos = end
-                    items_f3_1.append(_new(PartitionProduceData, (f3_1_0, f3_1_1)))
-                f3_1 = tuple(items_f3_1)
-            items_f3.append(_new(TopicProduceData, (f3_0, f3_1)))
-        f3 = tuple(items_f3)
+                    f3s1 = (_new(PartitionProduceData, (f3s1s0, f3s1s1)),)
+                else:
+                    items_f3s1: list[PartitionProduceData] = []
+                    for _ in range(n):
+                        f3s1_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f3s1_1: bytes | memoryview | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3s1_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3s1_1 = buf[pos:end]
+                            pos = end
+                        items_f3s1.append(_new(PartitionProduceData, (f3s1_0, f3s1_1)))
+                    f3s1 = tuple(items_f3s1)
+            f3 = (_new(TopicProduceData, (f3s0, f3s1)),)
+        else:
+            items_f3: list[TopicProduceData] = []
+            for _ in range(n):
+                f3_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1: tuple[PartitionProduceData, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionData" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_1s0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f3_1s1: bytes | memoryview | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3_1s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3_1s1 = buf[pos:end]
+                            pos = end
+                        f3_1 = (_new(PartitionProduceData, (f3_1s0, f3_1s1)),)
+                    else:
+                        items_f3_1: list[PartitionProduceData] = []
+                        for _ in range(n):
+                            f3_1_0 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f3_1_1: bytes | memoryview | None
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid records length %d" % n)
+                                f3_1_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("records length %d exceeds remaining bytes" % n)
+                                f3_1_1 = buf[pos:end]
+                                pos = end
+                            items_f3_1.append(_new(PartitionProduceData, (f3_1_0, f3_1_1)))
+                        f3_1 = tuple(items_f3_1)
+                items_f3.append(_new(TopicProduceData, (f3_0, f3_1)))
+            f3 = tuple(items_f3)
     return _new(ProduceRequest, (None, f1, f2, f3)), pos
 
 
@@ -191,9 +268,8 @@ def _r_ProduceRequest_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[TopicProduceData] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -202,9 +278,9 @@ def _r_ProduceRequest_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1: tuple[PartitionProduceData, ...]
+            f3s1: tuple[PartitionProduceData, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -212,27 +288,105 @@ def _r_ProduceRequest_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_1: list[PartitionProduceData] = []
-                for _ in range(n):
-                    f3_1_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f3s1s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f3_1_1: bytes | memoryview | None
+                    f3s1s1: bytes | memoryview | None
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid records length %d" % n)
-                        f3_1_1 = None
+                        f3s1s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("records length %d exceeds remaining bytes" % n)
-                        f3_1_1 = buf[pos:end]
+                        f3s1s1 = buf[pos:end]
                         pos = end
-                    items_f3_1.append(_new(PartitionProduceData, (f3_1_0, f3_1_1)))
-                f3_1 = tuple(items_f3_1)
-            items_f3.append(_new(TopicProduceData, (f3_0, f3_1)))
-        f3 = tuple(items_f3)
+                    f3s1 = (_new(PartitionProduceData, (f3s1s0, f3s1s1)),)
+                else:
+                    items_f3s1: list[PartitionProduceData] = []
+                    for _ in range(n):
+                        f3s1_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f3s1_1: bytes | memoryview | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3s1_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3s1_1 = buf[pos:end]
+                            pos = end
+                        items_f3s1.append(_new(PartitionProduceData, (f3s1_0, f3s1_1)))
+                    f3s1 = tuple(items_f3s1)
+            f3 = (_new(TopicProduceData, (f3s0, f3s1)),)
+        else:
+            items_f3: list[TopicProduceData] = []
+            for _ in range(n):
+                f3_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1: tuple[PartitionProduceData, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionData" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_1s0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f3_1s1: bytes | memoryview | None
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3_1s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3_1s1 = buf[pos:end]
+                            pos = end
+                        f3_1 = (_new(PartitionProduceData, (f3_1s0, f3_1s1)),)
+                    else:
+                        items_f3_1: list[PartitionProduceData] = []
+                        for _ in range(n):
+                            f3_1_0 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f3_1_1: bytes | memoryview | None
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid records length %d" % n)
+                                f3_1_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("records length %d exceeds remaining bytes" % n)
+                                f3_1_1 = buf[pos:end]
+                                pos = end
+                            items_f3_1.append(_new(PartitionProduceData, (f3_1_0, f3_1_1)))
+                        f3_1 = tuple(items_f3_1)
+                items_f3.append(_new(TopicProduceData, (f3_0, f3_1)))
+            f3 = tuple(items_f3)
     return _new(ProduceRequest, (f0, f1, f2, f3)), pos
 
 
@@ -269,9 +423,8 @@ def _r_ProduceRequest_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[TopicProduceData] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -284,9 +437,9 @@ def _r_ProduceRequest_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1: tuple[PartitionProduceData, ...]
+            f3s1: tuple[PartitionProduceData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -298,11 +451,10 @@ def _r_ProduceRequest_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_1: list[PartitionProduceData] = []
-                for _ in range(n):
-                    f3_1_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f3s1s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f3_1_1: bytes | memoryview | None
+                    f3s1s1: bytes | memoryview | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -318,25 +470,158 @@ def _r_ProduceRequest_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid records length %d" % n)
-                        f3_1_1 = None
+                        f3s1s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("records length %d exceeds remaining bytes" % n)
-                        f3_1_1 = buf[pos:end]
+                        f3s1s1 = buf[pos:end]
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f3_1.append(_new(PartitionProduceData, (f3_1_0, f3_1_1)))
-                f3_1 = tuple(items_f3_1)
+                    f3s1 = (_new(PartitionProduceData, (f3s1s0, f3s1s1)),)
+                else:
+                    items_f3s1: list[PartitionProduceData] = []
+                    for _ in range(n):
+                        f3s1_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f3s1_1: bytes | memoryview | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        elif buf[pos + 1] < 0x80:
+                            n = (n & 0x7F) | (buf[pos + 1] << 7)
+                            pos += 2
+                        elif buf[pos + 2] < 0x80:
+                            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                            pos += 3
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3s1_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3s1_1 = buf[pos:end]
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f3s1.append(_new(PartitionProduceData, (f3s1_0, f3s1_1)))
+                    f3s1 = tuple(items_f3s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f3.append(_new(TopicProduceData, (f3_0, f3_1)))
-        f3 = tuple(items_f3)
+            f3 = (_new(TopicProduceData, (f3s0, f3s1)),)
+        else:
+            items_f3: list[TopicProduceData] = []
+            for _ in range(n):
+                f3_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1: tuple[PartitionProduceData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionData" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_1s0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f3_1s1: bytes | memoryview | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        elif buf[pos + 1] < 0x80:
+                            n = (n & 0x7F) | (buf[pos + 1] << 7)
+                            pos += 2
+                        elif buf[pos + 2] < 0x80:
+                            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                            pos += 3
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3_1s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3_1s1 = buf[pos:end]
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f3_1 = (_new(PartitionProduceData, (f3_1s0, f3_1s1)),)
+                    else:
+                        items_f3_1: list[PartitionProduceData] = []
+                        for _ in range(n):
+                            f3_1_0 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f3_1_1: bytes | memoryview | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            elif buf[pos + 1] < 0x80:
+                                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                                pos += 2
+                            elif buf[pos + 2] < 0x80:
+                                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                                pos += 3
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid records length %d" % n)
+                                f3_1_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("records length %d exceeds remaining bytes" % n)
+                                f3_1_1 = buf[pos:end]
+                                pos = end
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f3_1.append(_new(PartitionProduceData, (f3_1_0, f3_1_1)))
+                        f3_1 = tuple(items_f3_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f3.append(_new(TopicProduceData, (f3_0, f3_1)))
+            f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -214,9 +214,8 @@ def _r_ProduceResponse_v0(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[TopicProduceResponse] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -225,9 +224,9 @@ def _r_ProduceResponse_v0(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1: tuple[PartitionProduceResponse, ...]
+            f0s1: tuple[PartitionProduceResponse, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -238,10 +237,38 @@ def _r_ProduceResponse_v0(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
                 end = pos + 14 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f0_1 = tuple([_new(PartitionProduceResponse, (a0, a1, a2, -1, -1, (), None, _D_LeaderIdAndEpoch)) for a0, a1, a2 in _IU_ihq(buf[pos:end])])
+                f0s1 = tuple([_new(PartitionProduceResponse, (a0, a1, a2, -1, -1, (), None, _D_LeaderIdAndEpoch)) for a0, a1, a2 in _IU_ihq(buf[pos:end])])
                 pos = end
-            items_f0.append(_new(TopicProduceResponse, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(TopicProduceResponse, (f0s0, f0s1)),)
+        else:
+            items_f0: list[TopicProduceResponse] = []
+            for _ in range(n):
+                f0_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1: tuple[PartitionProduceResponse, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionResponses" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 14 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f0_1 = tuple([_new(PartitionProduceResponse, (a0, a1, a2, -1, -1, (), None, _D_LeaderIdAndEpoch)) for a0, a1, a2 in _IU_ihq(buf[pos:end])])
+                    pos = end
+                items_f0.append(_new(TopicProduceResponse, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     return _new(ProduceResponse, (f0, 0, ())), pos
 
 
@@ -255,9 +282,8 @@ def _r_ProduceResponse_v1(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[TopicProduceResponse] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -266,9 +292,9 @@ def _r_ProduceResponse_v1(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1: tuple[PartitionProduceResponse, ...]
+            f0s1: tuple[PartitionProduceResponse, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -279,10 +305,38 @@ def _r_ProduceResponse_v1(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
                 end = pos + 14 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f0_1 = tuple([_new(PartitionProduceResponse, (a0, a1, a2, -1, -1, (), None, _D_LeaderIdAndEpoch)) for a0, a1, a2 in _IU_ihq(buf[pos:end])])
+                f0s1 = tuple([_new(PartitionProduceResponse, (a0, a1, a2, -1, -1, (), None, _D_LeaderIdAndEpoch)) for a0, a1, a2 in _IU_ihq(buf[pos:end])])
                 pos = end
-            items_f0.append(_new(TopicProduceResponse, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(TopicProduceResponse, (f0s0, f0s1)),)
+        else:
+            items_f0: list[TopicProduceResponse] = []
+            for _ in range(n):
+                f0_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1: tuple[PartitionProduceResponse, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionResponses" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 14 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f0_1 = tuple([_new(PartitionProduceResponse, (a0, a1, a2, -1, -1, (), None, _D_LeaderIdAndEpoch)) for a0, a1, a2 in _IU_ihq(buf[pos:end])])
+                    pos = end
+                items_f0.append(_new(TopicProduceResponse, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     f1 = _U_i(buf, pos)[0]
     pos += 4
     return _new(ProduceResponse, (f0, f1, ())), pos
@@ -298,9 +352,8 @@ def _r_ProduceResponse_v2(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[TopicProduceResponse] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -309,9 +362,9 @@ def _r_ProduceResponse_v2(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1: tuple[PartitionProduceResponse, ...]
+            f0s1: tuple[PartitionProduceResponse, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -322,10 +375,38 @@ def _r_ProduceResponse_v2(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
                 end = pos + 22 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f0_1 = tuple([_new(PartitionProduceResponse, (a0, a1, a2, a3, -1, (), None, _D_LeaderIdAndEpoch)) for a0, a1, a2, a3 in _IU_ihqq(buf[pos:end])])
+                f0s1 = tuple([_new(PartitionProduceResponse, (a0, a1, a2, a3, -1, (), None, _D_LeaderIdAndEpoch)) for a0, a1, a2, a3 in _IU_ihqq(buf[pos:end])])
                 pos = end
-            items_f0.append(_new(TopicProduceResponse, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(TopicProduceResponse, (f0s0, f0s1)),)
+        else:
+            items_f0: list[TopicProduceResponse] = []
+            for _ in range(n):
+                f0_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1: tuple[PartitionProduceResponse, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionResponses" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 22 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f0_1 = tuple([_new(PartitionProduceResponse, (a0, a1, a2, a3, -1, (), None, _D_LeaderIdAndEpoch)) for a0, a1, a2, a3 in _IU_ihqq(buf[pos:end])])
+                    pos = end
+                items_f0.append(_new(TopicProduceResponse, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     f1 = _U_i(buf, pos)[0]
     pos += 4
     return _new(ProduceResponse, (f0, f1, ())), pos
@@ -341,9 +422,8 @@ def _r_ProduceResponse_v5(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[TopicProduceResponse] = []
-        for _ in range(n):
-            f0_0: str
+        if n == 1:
+            f0s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -352,9 +432,9 @@ def _r_ProduceResponse_v5(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f0_0 = buf[pos:end].tobytes().decode()
+                f0s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f0_1: tuple[PartitionProduceResponse, ...]
+            f0s1: tuple[PartitionProduceResponse, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -365,10 +445,38 @@ def _r_ProduceResponse_v5(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
                 end = pos + 30 * n
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f0_1 = tuple([_new(PartitionProduceResponse, (a0, a1, a2, a3, a4, (), None, _D_LeaderIdAndEpoch)) for a0, a1, a2, a3, a4 in _IU_ihqqq(buf[pos:end])])
+                f0s1 = tuple([_new(PartitionProduceResponse, (a0, a1, a2, a3, a4, (), None, _D_LeaderIdAndEpoch)) for a0, a1, a2, a3, a4 in _IU_ihqqq(buf[pos:end])])
                 pos = end
-            items_f0.append(_new(TopicProduceResponse, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(TopicProduceResponse, (f0s0, f0s1)),)
+        else:
+            items_f0: list[TopicProduceResponse] = []
+            for _ in range(n):
+                f0_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f0_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f0_1: tuple[PartitionProduceResponse, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionResponses" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 30 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f0_1 = tuple([_new(PartitionProduceResponse, (a0, a1, a2, a3, a4, (), None, _D_LeaderIdAndEpoch)) for a0, a1, a2, a3, a4 in _IU_ihqqq(buf[pos:end])])
+                    pos = end
+                items_f0.append(_new(TopicProduceResponse, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     f1 = _U_i(buf, pos)[0]
     pos += 4
     return _new(ProduceResponse, (f0, f1, ())), pos
@@ -395,11 +503,10 @@ def _r_TopicProduceResponse_v8(buf: memoryview, pos: int) -> tuple[TopicProduceR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionProduceResponse] = []
-        for _ in range(n):
-            f1_0, f1_1, f1_2, f1_3, f1_4 = _U_ihqqq(buf, pos)
+        if n == 1:
+            f1s0, f1s1, f1s2, f1s3, f1s4 = _U_ihqqq(buf, pos)
             pos += 30
-            f1_5: tuple[BatchIndexAndErrorMessage, ...]
+            f1s5: tuple[BatchIndexAndErrorMessage, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -407,40 +514,122 @@ def _r_TopicProduceResponse_v8(buf: memoryview, pos: int) -> tuple[TopicProduceR
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_5: list[BatchIndexAndErrorMessage] = []
-                for _ in range(n):
-                    f1_5_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f1s5s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f1_5_1: str | None
+                    f1s5s1: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_5_1 = None
+                        f1s5s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_1 = buf[pos:end].tobytes().decode()
+                        f1s5s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f1_5.append(_new(BatchIndexAndErrorMessage, (f1_5_0, f1_5_1)))
-                f1_5 = tuple(items_f1_5)
-            f1_6: str | None
+                    f1s5 = (_new(BatchIndexAndErrorMessage, (f1s5s0, f1s5s1)),)
+                else:
+                    items_f1s5: list[BatchIndexAndErrorMessage] = []
+                    for _ in range(n):
+                        f1s5_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f1s5_1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s5_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f1s5.append(_new(BatchIndexAndErrorMessage, (f1s5_0, f1s5_1)))
+                    f1s5 = tuple(items_f1s5)
+            f1s6: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_6 = None
+                f1s6 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_6 = buf[pos:end].tobytes().decode()
+                f1s6 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f1.append(_new(PartitionProduceResponse, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, _D_LeaderIdAndEpoch)))
-        f1 = tuple(items_f1)
+            f1 = (_new(PartitionProduceResponse, (f1s0, f1s1, f1s2, f1s3, f1s4, f1s5, f1s6, _D_LeaderIdAndEpoch)),)
+        else:
+            items_f1: list[PartitionProduceResponse] = []
+            for _ in range(n):
+                f1_0, f1_1, f1_2, f1_3, f1_4 = _U_ihqqq(buf, pos)
+                pos += 30
+                f1_5: tuple[BatchIndexAndErrorMessage, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable RecordErrors" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_5s0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f1_5s1: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_5s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_5 = (_new(BatchIndexAndErrorMessage, (f1_5s0, f1_5s1)),)
+                    else:
+                        items_f1_5: list[BatchIndexAndErrorMessage] = []
+                        for _ in range(n):
+                            f1_5_0 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f1_5_1: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_5_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f1_5.append(_new(BatchIndexAndErrorMessage, (f1_5_0, f1_5_1)))
+                        f1_5 = tuple(items_f1_5)
+                f1_6: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_6 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_6 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f1.append(_new(PartitionProduceResponse, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, _D_LeaderIdAndEpoch)))
+            f1 = tuple(items_f1)
     return _new(TopicProduceResponse, (f0, f1)), pos
 
 
@@ -492,11 +681,10 @@ def _r_TopicProduceResponse_v9(buf: memoryview, pos: int) -> tuple[TopicProduceR
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionProduceResponse] = []
-        for _ in range(n):
-            f1_0, f1_1, f1_2, f1_3, f1_4 = _U_ihqqq(buf, pos)
+        if n == 1:
+            f1s0, f1s1, f1s2, f1s3, f1s4 = _U_ihqqq(buf, pos)
             pos += 30
-            f1_5: tuple[BatchIndexAndErrorMessage, ...]
+            f1s5: tuple[BatchIndexAndErrorMessage, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -508,11 +696,10 @@ def _r_TopicProduceResponse_v9(buf: memoryview, pos: int) -> tuple[TopicProduceR
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_5: list[BatchIndexAndErrorMessage] = []
-                for _ in range(n):
-                    f1_5_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f1s5s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f1_5_1: str | None
+                    f1s5s1: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -522,20 +709,47 @@ def _r_TopicProduceResponse_v9(buf: memoryview, pos: int) -> tuple[TopicProduceR
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_5_1 = None
+                        f1s5s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_1 = buf[pos:end].tobytes().decode()
+                        f1s5s1 = buf[pos:end].tobytes().decode()
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f1_5.append(_new(BatchIndexAndErrorMessage, (f1_5_0, f1_5_1)))
-                f1_5 = tuple(items_f1_5)
-            f1_6: str | None
+                    f1s5 = (_new(BatchIndexAndErrorMessage, (f1s5s0, f1s5s1)),)
+                else:
+                    items_f1s5: list[BatchIndexAndErrorMessage] = []
+                    for _ in range(n):
+                        f1s5_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f1s5_1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s5_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f1s5.append(_new(BatchIndexAndErrorMessage, (f1s5_0, f1s5_1)))
+                    f1s5 = tuple(items_f1s5)
+            f1s6: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -545,19 +759,111 @@ def _r_TopicProduceResponse_v9(buf: memoryview, pos: int) -> tuple[TopicProduceR
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_6 = None
+                f1s6 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_6 = buf[pos:end].tobytes().decode()
+                f1s6 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(PartitionProduceResponse, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, _D_LeaderIdAndEpoch)))
-        f1 = tuple(items_f1)
+            f1 = (_new(PartitionProduceResponse, (f1s0, f1s1, f1s2, f1s3, f1s4, f1s5, f1s6, _D_LeaderIdAndEpoch)),)
+        else:
+            items_f1: list[PartitionProduceResponse] = []
+            for _ in range(n):
+                f1_0, f1_1, f1_2, f1_3, f1_4 = _U_ihqqq(buf, pos)
+                pos += 30
+                f1_5: tuple[BatchIndexAndErrorMessage, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable RecordErrors" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_5s0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f1_5s1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_5s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f1_5 = (_new(BatchIndexAndErrorMessage, (f1_5s0, f1_5s1)),)
+                    else:
+                        items_f1_5: list[BatchIndexAndErrorMessage] = []
+                        for _ in range(n):
+                            f1_5_0 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f1_5_1: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_5_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f1_5.append(_new(BatchIndexAndErrorMessage, (f1_5_0, f1_5_1)))
+                        f1_5 = tuple(items_f1_5)
+                f1_6: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_6 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_6 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(PartitionProduceResponse, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, _D_LeaderIdAndEpoch)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -627,11 +933,10 @@ def _r_TopicProduceResponse_v10(buf: memoryview, pos: int) -> tuple[TopicProduce
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[PartitionProduceResponse] = []
-        for _ in range(n):
-            f1_0, f1_1, f1_2, f1_3, f1_4 = _U_ihqqq(buf, pos)
+        if n == 1:
+            f1s0, f1s1, f1s2, f1s3, f1s4 = _U_ihqqq(buf, pos)
             pos += 30
-            f1_5: tuple[BatchIndexAndErrorMessage, ...]
+            f1s5: tuple[BatchIndexAndErrorMessage, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -643,11 +948,10 @@ def _r_TopicProduceResponse_v10(buf: memoryview, pos: int) -> tuple[TopicProduce
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_5: list[BatchIndexAndErrorMessage] = []
-                for _ in range(n):
-                    f1_5_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f1s5s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f1_5_1: str | None
+                    f1s5s1: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -657,20 +961,47 @@ def _r_TopicProduceResponse_v10(buf: memoryview, pos: int) -> tuple[TopicProduce
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f1_5_1 = None
+                        f1s5s1 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_5_1 = buf[pos:end].tobytes().decode()
+                        f1s5s1 = buf[pos:end].tobytes().decode()
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f1_5.append(_new(BatchIndexAndErrorMessage, (f1_5_0, f1_5_1)))
-                f1_5 = tuple(items_f1_5)
-            f1_6: str | None
+                    f1s5 = (_new(BatchIndexAndErrorMessage, (f1s5s0, f1s5s1)),)
+                else:
+                    items_f1s5: list[BatchIndexAndErrorMessage] = []
+                    for _ in range(n):
+                        f1s5_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f1s5_1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1s5_1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s5_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f1s5.append(_new(BatchIndexAndErrorMessage, (f1s5_0, f1s5_1)))
+                    f1s5 = tuple(items_f1s5)
+            f1s6: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -680,14 +1011,14 @@ def _r_TopicProduceResponse_v10(buf: memoryview, pos: int) -> tuple[TopicProduce
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f1_6 = None
+                f1s6 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_6 = buf[pos:end].tobytes().decode()
+                f1s6 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_7: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+            f1s7: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -700,10 +1031,113 @@ def _r_TopicProduceResponse_v10(buf: memoryview, pos: int) -> tuple[TopicProduce
                 if tag_end > blen:
                     raise DecodeError("tagged field exceeds remaining bytes")
                 if tag == 0:
-                    f1_7, pos = _r_LeaderIdAndEpoch_v10(buf, pos)
+                    f1s7, pos = _r_LeaderIdAndEpoch_v10(buf, pos)
                 pos = tag_end
-            items_f1.append(_new(PartitionProduceResponse, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7)))
-        f1 = tuple(items_f1)
+            f1 = (_new(PartitionProduceResponse, (f1s0, f1s1, f1s2, f1s3, f1s4, f1s5, f1s6, f1s7)),)
+        else:
+            items_f1: list[PartitionProduceResponse] = []
+            for _ in range(n):
+                f1_0, f1_1, f1_2, f1_3, f1_4 = _U_ihqqq(buf, pos)
+                pos += 30
+                f1_5: tuple[BatchIndexAndErrorMessage, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable RecordErrors" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_5s0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f1_5s1: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f1_5s1 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_5s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f1_5 = (_new(BatchIndexAndErrorMessage, (f1_5s0, f1_5s1)),)
+                    else:
+                        items_f1_5: list[BatchIndexAndErrorMessage] = []
+                        for _ in range(n):
+                            f1_5_0 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f1_5_1: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f1_5_1 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_5_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f1_5.append(_new(BatchIndexAndErrorMessage, (f1_5_0, f1_5_1)))
+                        f1_5 = tuple(items_f1_5)
+                f1_6: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f1_6 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_6 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_7: LeaderIdAndEpoch = _D_LeaderIdAndEpoch
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = _read_uvarint(buf, pos)
+                    size, pos = _read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise DecodeError("tagged field exceeds remaining bytes")
+                    if tag == 0:
+                        f1_7, pos = _r_LeaderIdAndEpoch_v10(buf, pos)
+                    pos = tag_end
+                items_f1.append(_new(PartitionProduceResponse, (f1_0, f1_1, f1_2, f1_3, f1_4, f1_5, f1_6, f1_7)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -754,11 +1188,10 @@ def _r_ProduceResponse_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, 
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2: list[NodeEndpoint] = []
-                for _ in range(n):
-                    f2_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f2s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f2_1: str
+                    f2s1: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -771,11 +1204,11 @@ def _r_ProduceResponse_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, 
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f2_1 = buf[pos:end].tobytes().decode()
+                        f2s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f2_2 = _U_i(buf, pos)[0]
+                    f2s2 = _U_i(buf, pos)[0]
                     pos += 4
-                    f2_3: str | None
+                    f2s3: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -785,19 +1218,63 @@ def _r_ProduceResponse_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, 
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f2_3 = None
+                        f2s3 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f2_3 = buf[pos:end].tobytes().decode()
+                        f2s3 = buf[pos:end].tobytes().decode()
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f2.append(_new(NodeEndpoint, (f2_0, f2_1, f2_2, f2_3)))
-                f2 = tuple(items_f2)
+                    f2 = (_new(NodeEndpoint, (f2s0, f2s1, f2s2, f2s3)),)
+                else:
+                    items_f2: list[NodeEndpoint] = []
+                    for _ in range(n):
+                        f2_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f2_1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2_2 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f2_3: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f2_3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f2.append(_new(NodeEndpoint, (f2_0, f2_1, f2_2, f2_3)))
+                    f2 = tuple(items_f2)
         pos = tag_end
     return _new(ProduceResponse, (f0, f1, f2)), pos
 

@@ -144,12 +144,11 @@ def _r_ReadShareGroupStateRequest_v0(buf: memoryview, pos: int) -> tuple[ReadSha
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[ReadStateData] = []
-        for _ in range(n):
-            f1_0 = _U_U(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_U(buf, pos)[0]
             pos += 16
-            f1_0 = _uuid_from(f1_0)
-            f1_1: tuple[PartitionData, ...]
+            f1s0 = _uuid_from(f1s0)
+            f1s1: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -165,20 +164,55 @@ def _r_ReadShareGroupStateRequest_v0(buf: memoryview, pos: int) -> tuple[ReadSha
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 8 : end : 9].tobytes().count(0) == n:
-                    f1_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_iix(buf[pos:end])))
+                    f1s1 = tuple(map(_new, _repeat(PartitionData, n), _IU_iix(buf[pos:end])))
                     pos = end
                 else:
-                    items_f1_1: list[PartitionData] = []
+                    items_f1s1: list[PartitionData] = []
                     for _ in range(n):
-                        item_f1_1, pos = _r_PartitionData_v0(buf, pos)
-                        items_f1_1.append(item_f1_1)
-                    f1_1 = tuple(items_f1_1)
+                        item_f1s1, pos = _r_PartitionData_v0(buf, pos)
+                        items_f1s1.append(item_f1s1)
+                    f1s1 = tuple(items_f1s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(ReadStateData, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(ReadStateData, (f1s0, f1s1)),)
+        else:
+            items_f1: list[ReadStateData] = []
+            for _ in range(n):
+                f1_0 = _U_U(buf, pos)[0]
+                pos += 16
+                f1_0 = _uuid_from(f1_0)
+                f1_1: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 9 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 8 : end : 9].tobytes().count(0) == n:
+                        f1_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_iix(buf[pos:end])))
+                        pos = end
+                    else:
+                        items_f1_1: list[PartitionData] = []
+                        for _ in range(n):
+                            item_f1_1, pos = _r_PartitionData_v0(buf, pos)
+                            items_f1_1.append(item_f1_1)
+                        f1_1 = tuple(items_f1_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(ReadStateData, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

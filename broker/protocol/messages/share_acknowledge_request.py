@@ -13,7 +13,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -33,7 +33,7 @@ __all__ = [
 _new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_b = _ArrayStructs("b")
-_AC_b = _CompactArrays("b")
+_AC_b = _compact_arrays("b")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
@@ -158,11 +158,10 @@ def _r_AcknowledgeTopic_v0(buf: memoryview, pos: int) -> tuple[AcknowledgeTopic,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[AcknowledgePartition] = []
-        for _ in range(n):
-            f1_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_i(buf, pos)[0]
             pos += 4
-            f1_1: tuple[AcknowledgementBatch, ...]
+            f1s1: tuple[AcknowledgementBatch, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -174,13 +173,12 @@ def _r_AcknowledgeTopic_v0(buf: memoryview, pos: int) -> tuple[AcknowledgeTopic,
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_1: list[AcknowledgementBatch] = []
-                for _ in range(n):
-                    f1_1_0, f1_1_1, n = _U_qqB(buf, pos)
+                if n == 1:
+                    f1s1s0, f1s1s1, n = _U_qqB(buf, pos)
                     pos += 16
-                    f1_1_2: tuple[int, ...]
+                    f1s1s2: tuple[int, ...]
                     try:
-                        f1_1_2 = _AC_b[n](buf, pos)
+                        f1s1s2 = _AC_b[n](buf, pos)
                         pos += 1 * n - 0
                     except KeyError:
                         n = buf[pos]
@@ -194,20 +192,125 @@ def _r_AcknowledgeTopic_v0(buf: memoryview, pos: int) -> tuple[AcknowledgeTopic,
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f1_1_2 = _A_b[n].unpack_from(buf, pos)
+                            f1s1s2 = _A_b[n].unpack_from(buf, pos)
                             pos += 1 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f1_1.append(_new(AcknowledgementBatch, (f1_1_0, f1_1_1, f1_1_2)))
-                f1_1 = tuple(items_f1_1)
+                    f1s1 = (_new(AcknowledgementBatch, (f1s1s0, f1s1s1, f1s1s2)),)
+                else:
+                    items_f1s1: list[AcknowledgementBatch] = []
+                    for _ in range(n):
+                        f1s1_0, f1s1_1, n = _U_qqB(buf, pos)
+                        pos += 16
+                        f1s1_2: tuple[int, ...]
+                        try:
+                            f1s1_2 = _AC_b[n](buf, pos)
+                            pos += 1 * n - 0
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable AcknowledgeTypes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1s1_2 = _A_b[n].unpack_from(buf, pos)
+                                pos += 1 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f1s1.append(_new(AcknowledgementBatch, (f1s1_0, f1s1_1, f1s1_2)))
+                    f1s1 = tuple(items_f1s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(AcknowledgePartition, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(AcknowledgePartition, (f1s0, f1s1)),)
+        else:
+            items_f1: list[AcknowledgePartition] = []
+            for _ in range(n):
+                f1_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f1_1: tuple[AcknowledgementBatch, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable AcknowledgementBatches" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_1s0, f1_1s1, n = _U_qqB(buf, pos)
+                        pos += 16
+                        f1_1s2: tuple[int, ...]
+                        try:
+                            f1_1s2 = _AC_b[n](buf, pos)
+                            pos += 1 * n - 0
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable AcknowledgeTypes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1_1s2 = _A_b[n].unpack_from(buf, pos)
+                                pos += 1 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f1_1 = (_new(AcknowledgementBatch, (f1_1s0, f1_1s1, f1_1s2)),)
+                    else:
+                        items_f1_1: list[AcknowledgementBatch] = []
+                        for _ in range(n):
+                            f1_1_0, f1_1_1, n = _U_qqB(buf, pos)
+                            pos += 16
+                            f1_1_2: tuple[int, ...]
+                            try:
+                                f1_1_2 = _AC_b[n](buf, pos)
+                                pos += 1 * n - 0
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable AcknowledgeTypes" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f1_1_2 = _A_b[n].unpack_from(buf, pos)
+                                    pos += 1 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f1_1.append(_new(AcknowledgementBatch, (f1_1_0, f1_1_1, f1_1_2)))
+                        f1_1 = tuple(items_f1_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(AcknowledgePartition, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -13,7 +13,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -34,9 +34,9 @@ __all__ = [
 _new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_b = _ArrayStructs("b")
-_AC_b = _CompactArrays("b")
+_AC_b = _compact_arrays("b")
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
@@ -198,11 +198,10 @@ def _r_FetchTopic_v0(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[FetchPartition] = []
-        for _ in range(n):
-            f1_0, f1_1 = _U_ii(buf, pos)
+        if n == 1:
+            f1s0, f1s1 = _U_ii(buf, pos)
             pos += 8
-            f1_2: tuple[AcknowledgementBatch, ...]
+            f1s2: tuple[AcknowledgementBatch, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -214,13 +213,12 @@ def _r_FetchTopic_v0(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_2: list[AcknowledgementBatch] = []
-                for _ in range(n):
-                    f1_2_0, f1_2_1, n = _U_qqB(buf, pos)
+                if n == 1:
+                    f1s2s0, f1s2s1, n = _U_qqB(buf, pos)
                     pos += 16
-                    f1_2_2: tuple[int, ...]
+                    f1s2s2: tuple[int, ...]
                     try:
-                        f1_2_2 = _AC_b[n](buf, pos)
+                        f1s2s2 = _AC_b[n](buf, pos)
                         pos += 1 * n - 0
                     except KeyError:
                         n = buf[pos]
@@ -234,20 +232,125 @@ def _r_FetchTopic_v0(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f1_2_2 = _A_b[n].unpack_from(buf, pos)
+                            f1s2s2 = _A_b[n].unpack_from(buf, pos)
                             pos += 1 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f1_2.append(_new(AcknowledgementBatch, (f1_2_0, f1_2_1, f1_2_2)))
-                f1_2 = tuple(items_f1_2)
+                    f1s2 = (_new(AcknowledgementBatch, (f1s2s0, f1s2s1, f1s2s2)),)
+                else:
+                    items_f1s2: list[AcknowledgementBatch] = []
+                    for _ in range(n):
+                        f1s2_0, f1s2_1, n = _U_qqB(buf, pos)
+                        pos += 16
+                        f1s2_2: tuple[int, ...]
+                        try:
+                            f1s2_2 = _AC_b[n](buf, pos)
+                            pos += 1 * n - 0
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable AcknowledgeTypes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1s2_2 = _A_b[n].unpack_from(buf, pos)
+                                pos += 1 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f1s2.append(_new(AcknowledgementBatch, (f1s2_0, f1s2_1, f1s2_2)))
+                    f1s2 = tuple(items_f1s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(FetchPartition, (f1_0, f1_1, f1_2)))
-        f1 = tuple(items_f1)
+            f1 = (_new(FetchPartition, (f1s0, f1s1, f1s2)),)
+        else:
+            items_f1: list[FetchPartition] = []
+            for _ in range(n):
+                f1_0, f1_1 = _U_ii(buf, pos)
+                pos += 8
+                f1_2: tuple[AcknowledgementBatch, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable AcknowledgementBatches" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_2s0, f1_2s1, n = _U_qqB(buf, pos)
+                        pos += 16
+                        f1_2s2: tuple[int, ...]
+                        try:
+                            f1_2s2 = _AC_b[n](buf, pos)
+                            pos += 1 * n - 0
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable AcknowledgeTypes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f1_2s2 = _A_b[n].unpack_from(buf, pos)
+                                pos += 1 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f1_2 = (_new(AcknowledgementBatch, (f1_2s0, f1_2s1, f1_2s2)),)
+                    else:
+                        items_f1_2: list[AcknowledgementBatch] = []
+                        for _ in range(n):
+                            f1_2_0, f1_2_1, n = _U_qqB(buf, pos)
+                            pos += 16
+                            f1_2_2: tuple[int, ...]
+                            try:
+                                f1_2_2 = _AC_b[n](buf, pos)
+                                pos += 1 * n - 0
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable AcknowledgeTypes" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f1_2_2 = _A_b[n].unpack_from(buf, pos)
+                                    pos += 1 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f1_2.append(_new(AcknowledgementBatch, (f1_2_0, f1_2_1, f1_2_2)))
+                        f1_2 = tuple(items_f1_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(FetchPartition, (f1_0, f1_1, f1_2)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -322,14 +425,13 @@ def _r_ShareFetchRequest_v0(buf: memoryview, pos: int) -> tuple[ShareFetchReques
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[ForgottenTopic] = []
-        for _ in range(n):
-            f7_0, n = _U_UB(buf, pos)
+        if n == 1:
+            f7s0, n = _U_UB(buf, pos)
             pos += 16
-            f7_0 = _uuid_from(f7_0)
-            f7_1: tuple[int, ...]
+            f7s0 = _uuid_from(f7s0)
+            f7s1: tuple[int, ...]
             try:
-                f7_1 = _AC_i[n](buf, pos)
+                f7s1 = _AC_i[n](buf, pos)
                 pos += 4 * n - 3
             except KeyError:
                 n = buf[pos]
@@ -343,14 +445,43 @@ def _r_ShareFetchRequest_v0(buf: memoryview, pos: int) -> tuple[ShareFetchReques
                 else:
                     if n > blen - pos:
                         raise DecodeError("array length %d exceeds remaining bytes" % n)
-                    f7_1 = _A_i[n].unpack_from(buf, pos)
+                    f7s1 = _A_i[n].unpack_from(buf, pos)
                     pos += 4 * n
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f7.append(_new(ForgottenTopic, (f7_0, f7_1)))
-        f7 = tuple(items_f7)
+            f7 = (_new(ForgottenTopic, (f7s0, f7s1)),)
+        else:
+            items_f7: list[ForgottenTopic] = []
+            for _ in range(n):
+                f7_0, n = _U_UB(buf, pos)
+                pos += 16
+                f7_0 = _uuid_from(f7_0)
+                f7_1: tuple[int, ...]
+                try:
+                    f7_1 = _AC_i[n](buf, pos)
+                    pos += 4 * n - 3
+                except KeyError:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f7_1 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f7.append(_new(ForgottenTopic, (f7_0, f7_1)))
+            f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

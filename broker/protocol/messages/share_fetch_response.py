@@ -262,12 +262,11 @@ def _r_ShareFetchResponse_v0(buf: memoryview, pos: int) -> tuple[ShareFetchRespo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[ShareFetchableTopicResponse] = []
-        for _ in range(n):
-            f3_0 = _U_U(buf, pos)[0]
+        if n == 1:
+            f3s0 = _U_U(buf, pos)[0]
             pos += 16
-            f3_0 = _uuid_from(f3_0)
-            f3_1: tuple[PartitionData, ...]
+            f3s0 = _uuid_from(f3s0)
+            f3s1: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -279,11 +278,10 @@ def _r_ShareFetchResponse_v0(buf: memoryview, pos: int) -> tuple[ShareFetchRespo
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f3_1: list[PartitionData] = []
-                for _ in range(n):
-                    f3_1_0, f3_1_1 = _U_ih(buf, pos)
+                if n == 1:
+                    f3s1s0, f3s1s1 = _U_ih(buf, pos)
                     pos += 6
-                    f3_1_2: str | None
+                    f3s1s2: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -293,16 +291,16 @@ def _r_ShareFetchResponse_v0(buf: memoryview, pos: int) -> tuple[ShareFetchRespo
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f3_1_2 = None
+                        f3s1s2 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_1_2 = buf[pos:end].tobytes().decode()
+                        f3s1s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f3_1_3 = _U_h(buf, pos)[0]
+                    f3s1s3 = _U_h(buf, pos)[0]
                     pos += 2
-                    f3_1_4: str | None
+                    f3s1s4: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -312,15 +310,15 @@ def _r_ShareFetchResponse_v0(buf: memoryview, pos: int) -> tuple[ShareFetchRespo
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f3_1_4 = None
+                        f3s1s4 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f3_1_4 = buf[pos:end].tobytes().decode()
+                        f3s1s4 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f3_1_5, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
-                    f3_1_6: bytes | memoryview | None
+                    f3s1s5, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
+                    f3s1s6: bytes | memoryview | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -336,14 +334,14 @@ def _r_ShareFetchResponse_v0(buf: memoryview, pos: int) -> tuple[ShareFetchRespo
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid records length %d" % n)
-                        f3_1_6 = None
+                        f3s1s6 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("records length %d exceeds remaining bytes" % n)
-                        f3_1_6 = buf[pos:end]
+                        f3s1s6 = buf[pos:end]
                         pos = end
-                    f3_1_7: tuple[AcquiredRecords, ...]
+                    f3s1s7: tuple[AcquiredRecords, ...]
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -359,26 +357,330 @@ def _r_ShareFetchResponse_v0(buf: memoryview, pos: int) -> tuple[ShareFetchRespo
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         if buf[pos + 18 : end : 19].tobytes().count(0) == n:
-                            f3_1_7 = tuple(map(_new, _repeat(AcquiredRecords, n), _IU_qqhx(buf[pos:end])))
+                            f3s1s7 = tuple(map(_new, _repeat(AcquiredRecords, n), _IU_qqhx(buf[pos:end])))
                             pos = end
                         else:
-                            items_f3_1_7: list[AcquiredRecords] = []
+                            items_f3s1s7: list[AcquiredRecords] = []
                             for _ in range(n):
-                                item_f3_1_7, pos = _r_AcquiredRecords_v0(buf, pos)
-                                items_f3_1_7.append(item_f3_1_7)
-                            f3_1_7 = tuple(items_f3_1_7)
+                                item_f3s1s7, pos = _r_AcquiredRecords_v0(buf, pos)
+                                items_f3s1s7.append(item_f3s1s7)
+                            f3s1s7 = tuple(items_f3s1s7)
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f3_1.append(_new(PartitionData, (f3_1_0, f3_1_1, f3_1_2, f3_1_3, f3_1_4, f3_1_5, f3_1_6, f3_1_7)))
-                f3_1 = tuple(items_f3_1)
+                    f3s1 = (_new(PartitionData, (f3s1s0, f3s1s1, f3s1s2, f3s1s3, f3s1s4, f3s1s5, f3s1s6, f3s1s7)),)
+                else:
+                    items_f3s1: list[PartitionData] = []
+                    for _ in range(n):
+                        f3s1_0, f3s1_1 = _U_ih(buf, pos)
+                        pos += 6
+                        f3s1_2: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f3s1_2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3s1_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3s1_3 = _U_h(buf, pos)[0]
+                        pos += 2
+                        f3s1_4: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f3s1_4 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3s1_4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3s1_5, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
+                        f3s1_6: bytes | memoryview | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        elif buf[pos + 1] < 0x80:
+                            n = (n & 0x7F) | (buf[pos + 1] << 7)
+                            pos += 2
+                        elif buf[pos + 2] < 0x80:
+                            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                            pos += 3
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3s1_6 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3s1_6 = buf[pos:end]
+                            pos = end
+                        f3s1_7: tuple[AcquiredRecords, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable AcquiredRecords" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 19 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 18 : end : 19].tobytes().count(0) == n:
+                                f3s1_7 = tuple(map(_new, _repeat(AcquiredRecords, n), _IU_qqhx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f3s1_7: list[AcquiredRecords] = []
+                                for _ in range(n):
+                                    item_f3s1_7, pos = _r_AcquiredRecords_v0(buf, pos)
+                                    items_f3s1_7.append(item_f3s1_7)
+                                f3s1_7 = tuple(items_f3s1_7)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f3s1.append(_new(PartitionData, (f3s1_0, f3s1_1, f3s1_2, f3s1_3, f3s1_4, f3s1_5, f3s1_6, f3s1_7)))
+                    f3s1 = tuple(items_f3s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f3.append(_new(ShareFetchableTopicResponse, (f3_0, f3_1)))
-        f3 = tuple(items_f3)
+            f3 = (_new(ShareFetchableTopicResponse, (f3s0, f3s1)),)
+        else:
+            items_f3: list[ShareFetchableTopicResponse] = []
+            for _ in range(n):
+                f3_0 = _U_U(buf, pos)[0]
+                pos += 16
+                f3_0 = _uuid_from(f3_0)
+                f3_1: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f3_1s0, f3_1s1 = _U_ih(buf, pos)
+                        pos += 6
+                        f3_1s2: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f3_1s2 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_1s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3_1s3 = _U_h(buf, pos)[0]
+                        pos += 2
+                        f3_1s4: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f3_1s4 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f3_1s4 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f3_1s5, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
+                        f3_1s6: bytes | memoryview | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        elif buf[pos + 1] < 0x80:
+                            n = (n & 0x7F) | (buf[pos + 1] << 7)
+                            pos += 2
+                        elif buf[pos + 2] < 0x80:
+                            n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                            pos += 3
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid records length %d" % n)
+                            f3_1s6 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("records length %d exceeds remaining bytes" % n)
+                            f3_1s6 = buf[pos:end]
+                            pos = end
+                        f3_1s7: tuple[AcquiredRecords, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable AcquiredRecords" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 19 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 18 : end : 19].tobytes().count(0) == n:
+                                f3_1s7 = tuple(map(_new, _repeat(AcquiredRecords, n), _IU_qqhx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f3_1s7: list[AcquiredRecords] = []
+                                for _ in range(n):
+                                    item_f3_1s7, pos = _r_AcquiredRecords_v0(buf, pos)
+                                    items_f3_1s7.append(item_f3_1s7)
+                                f3_1s7 = tuple(items_f3_1s7)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f3_1 = (_new(PartitionData, (f3_1s0, f3_1s1, f3_1s2, f3_1s3, f3_1s4, f3_1s5, f3_1s6, f3_1s7)),)
+                    else:
+                        items_f3_1: list[PartitionData] = []
+                        for _ in range(n):
+                            f3_1_0, f3_1_1 = _U_ih(buf, pos)
+                            pos += 6
+                            f3_1_2: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f3_1_2 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f3_1_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f3_1_3 = _U_h(buf, pos)[0]
+                            pos += 2
+                            f3_1_4: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f3_1_4 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f3_1_4 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f3_1_5, pos = _r_LeaderIdAndEpoch_v0(buf, pos)
+                            f3_1_6: bytes | memoryview | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            elif buf[pos + 1] < 0x80:
+                                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                                pos += 2
+                            elif buf[pos + 2] < 0x80:
+                                n = (n & 0x7F) | ((buf[pos + 1] & 0x7F) << 7) | (buf[pos + 2] << 14)
+                                pos += 3
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid records length %d" % n)
+                                f3_1_6 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("records length %d exceeds remaining bytes" % n)
+                                f3_1_6 = buf[pos:end]
+                                pos = end
+                            f3_1_7: tuple[AcquiredRecords, ...]
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable AcquiredRecords" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 19 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                if buf[pos + 18 : end : 19].tobytes().count(0) == n:
+                                    f3_1_7 = tuple(map(_new, _repeat(AcquiredRecords, n), _IU_qqhx(buf[pos:end])))
+                                    pos = end
+                                else:
+                                    items_f3_1_7: list[AcquiredRecords] = []
+                                    for _ in range(n):
+                                        item_f3_1_7, pos = _r_AcquiredRecords_v0(buf, pos)
+                                        items_f3_1_7.append(item_f3_1_7)
+                                    f3_1_7 = tuple(items_f3_1_7)
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f3_1.append(_new(PartitionData, (f3_1_0, f3_1_1, f3_1_2, f3_1_3, f3_1_4, f3_1_5, f3_1_6, f3_1_7)))
+                        f3_1 = tuple(items_f3_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f3.append(_new(ShareFetchableTopicResponse, (f3_0, f3_1)))
+            f3 = tuple(items_f3)
     f4: tuple[NodeEndpoint, ...]
     n = buf[pos]
     if n < 0x80:
@@ -391,11 +693,10 @@ def _r_ShareFetchResponse_v0(buf: memoryview, pos: int) -> tuple[ShareFetchRespo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f4: list[NodeEndpoint] = []
-        for _ in range(n):
-            f4_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f4s0 = _U_i(buf, pos)[0]
             pos += 4
-            f4_1: str
+            f4s1: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -408,11 +709,11 @@ def _r_ShareFetchResponse_v0(buf: memoryview, pos: int) -> tuple[ShareFetchRespo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_1 = buf[pos:end].tobytes().decode()
+                f4s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f4_2 = _U_i(buf, pos)[0]
+            f4s2 = _U_i(buf, pos)[0]
             pos += 4
-            f4_3: str | None
+            f4s3: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -422,19 +723,63 @@ def _r_ShareFetchResponse_v0(buf: memoryview, pos: int) -> tuple[ShareFetchRespo
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f4_3 = None
+                f4s3 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f4_3 = buf[pos:end].tobytes().decode()
+                f4s3 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f4.append(_new(NodeEndpoint, (f4_0, f4_1, f4_2, f4_3)))
-        f4 = tuple(items_f4)
+            f4 = (_new(NodeEndpoint, (f4s0, f4s1, f4s2, f4s3)),)
+        else:
+            items_f4: list[NodeEndpoint] = []
+            for _ in range(n):
+                f4_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f4_1: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f4_2 = _U_i(buf, pos)[0]
+                pos += 4
+                f4_3: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f4_3 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f4_3 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f4.append(_new(NodeEndpoint, (f4_0, f4_1, f4_2, f4_3)))
+            f4 = tuple(items_f4)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -13,7 +13,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -32,7 +32,7 @@ __all__ = [
 _new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_U = _struct.Struct(">16s")
 _P_U = _S_U.pack
 _S_UB = _struct.Struct(">16sB")
@@ -134,14 +134,13 @@ def _r_Assignment_v0(buf: memoryview, pos: int) -> tuple[Assignment, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[TopicPartitions] = []
-        for _ in range(n):
-            f0_0, n = _U_UB(buf, pos)
+        if n == 1:
+            f0s0, n = _U_UB(buf, pos)
             pos += 16
-            f0_0 = _uuid_from(f0_0)
-            f0_1: tuple[int, ...]
+            f0s0 = _uuid_from(f0s0)
+            f0s1: tuple[int, ...]
             try:
-                f0_1 = _AC_i[n](buf, pos)
+                f0s1 = _AC_i[n](buf, pos)
                 pos += 4 * n - 3
             except KeyError:
                 n = buf[pos]
@@ -155,14 +154,43 @@ def _r_Assignment_v0(buf: memoryview, pos: int) -> tuple[Assignment, int]:
                 else:
                     if n > blen - pos:
                         raise DecodeError("array length %d exceeds remaining bytes" % n)
-                    f0_1 = _A_i[n].unpack_from(buf, pos)
+                    f0s1 = _A_i[n].unpack_from(buf, pos)
                     pos += 4 * n
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(TopicPartitions, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(TopicPartitions, (f0s0, f0s1)),)
+        else:
+            items_f0: list[TopicPartitions] = []
+            for _ in range(n):
+                f0_0, n = _U_UB(buf, pos)
+                pos += 16
+                f0_0 = _uuid_from(f0_0)
+                f0_1: tuple[int, ...]
+                try:
+                    f0_1 = _AC_i[n](buf, pos)
+                    pos += 4 * n - 3
+                except KeyError:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f0_1 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(TopicPartitions, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

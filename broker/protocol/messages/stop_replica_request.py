@@ -13,7 +13,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -32,7 +32,7 @@ __all__ = [
 
 _new = tuple.__new__
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -195,9 +195,8 @@ def _r_StopReplicaRequest_v0(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[StopReplicaPartitionV0] = []
-        for _ in range(n):
-            f5_0: str
+        if n == 1:
+            f5s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -206,12 +205,29 @@ def _r_StopReplicaRequest_v0(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f5_0 = buf[pos:end].tobytes().decode()
+                f5s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f5_1 = _U_i(buf, pos)[0]
+            f5s1 = _U_i(buf, pos)[0]
             pos += 4
-            items_f5.append(_new(StopReplicaPartitionV0, (f5_0, f5_1)))
-        f5 = tuple(items_f5)
+            f5 = (_new(StopReplicaPartitionV0, (f5s0, f5s1)),)
+        else:
+            items_f5: list[StopReplicaPartitionV0] = []
+            for _ in range(n):
+                f5_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f5_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f5_1 = _U_i(buf, pos)[0]
+                pos += 4
+                items_f5.append(_new(StopReplicaPartitionV0, (f5_0, f5_1)))
+            f5 = tuple(items_f5)
     return _new(StopReplicaRequest, (f0, False, f2, -1, f4, f5, (), ())), pos
 
 
@@ -227,9 +243,8 @@ def _r_StopReplicaRequest_v1(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[StopReplicaTopicV1] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -238,9 +253,9 @@ def _r_StopReplicaRequest_v1(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_1: tuple[int, ...]
+            f6s1: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -248,10 +263,35 @@ def _r_StopReplicaRequest_v1(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f6_1 = _A_i[n].unpack_from(buf, pos)
+                f6s1 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f6.append(_new(StopReplicaTopicV1, (f6_0, f6_1)))
-        f6 = tuple(items_f6)
+            f6 = (_new(StopReplicaTopicV1, (f6s0, f6s1)),)
+        else:
+            items_f6: list[StopReplicaTopicV1] = []
+            for _ in range(n):
+                f6_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_1: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f6_1 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f6.append(_new(StopReplicaTopicV1, (f6_0, f6_1)))
+            f6 = tuple(items_f6)
     return _new(StopReplicaRequest, (f0, False, f2, f3, f4, (), f6, ())), pos
 
 
@@ -271,9 +311,8 @@ def _r_StopReplicaRequest_v2(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[StopReplicaTopicV1] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -286,12 +325,12 @@ def _r_StopReplicaRequest_v2(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_1: tuple[int, ...]
+            f6s1: tuple[int, ...]
             n = buf[pos]
             try:
-                f6_1 = _AC_i[n](buf, pos)
+                f6s1 = _AC_i[n](buf, pos)
                 pos += 4 * n - 3
             except KeyError:
                 n = buf[pos]
@@ -305,14 +344,56 @@ def _r_StopReplicaRequest_v2(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
                 else:
                     if n > blen - pos:
                         raise DecodeError("array length %d exceeds remaining bytes" % n)
-                    f6_1 = _A_i[n].unpack_from(buf, pos)
+                    f6s1 = _A_i[n].unpack_from(buf, pos)
                     pos += 4 * n
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f6.append(_new(StopReplicaTopicV1, (f6_0, f6_1)))
-        f6 = tuple(items_f6)
+            f6 = (_new(StopReplicaTopicV1, (f6s0, f6s1)),)
+        else:
+            items_f6: list[StopReplicaTopicV1] = []
+            for _ in range(n):
+                f6_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_1: tuple[int, ...]
+                n = buf[pos]
+                try:
+                    f6_1 = _AC_i[n](buf, pos)
+                    pos += 4 * n - 3
+                except KeyError:
+                    n = buf[pos]
+                    if n < 0x80:
+                        pos += 1
+                    else:
+                        n, pos = _read_uvarint(buf, pos)
+                    n -= 1
+                    if n < 0:
+                        raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                    else:
+                        if n > blen - pos:
+                            raise DecodeError("array length %d exceeds remaining bytes" % n)
+                        f6_1 = _A_i[n].unpack_from(buf, pos)
+                        pos += 4 * n
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f6.append(_new(StopReplicaTopicV1, (f6_0, f6_1)))
+            f6 = tuple(items_f6)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -344,9 +425,8 @@ def _r_StopReplicaRequest_v3(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[StopReplicaTopicState] = []
-        for _ in range(n):
-            f7_0: str
+        if n == 1:
+            f7s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -359,9 +439,9 @@ def _r_StopReplicaRequest_v3(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_0 = buf[pos:end].tobytes().decode()
+                f7s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f7_1: tuple[StopReplicaPartitionState, ...]
+            f7s1: tuple[StopReplicaPartitionState, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -377,20 +457,67 @@ def _r_StopReplicaRequest_v3(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 9 : end : 10].tobytes().count(0) == n:
-                    f7_1 = tuple(map(_new, _repeat(StopReplicaPartitionState, n), _IU_iiox(buf[pos:end])))
+                    f7s1 = tuple(map(_new, _repeat(StopReplicaPartitionState, n), _IU_iiox(buf[pos:end])))
                     pos = end
                 else:
-                    items_f7_1: list[StopReplicaPartitionState] = []
+                    items_f7s1: list[StopReplicaPartitionState] = []
                     for _ in range(n):
-                        item_f7_1, pos = _r_StopReplicaPartitionState_v3(buf, pos)
-                        items_f7_1.append(item_f7_1)
-                    f7_1 = tuple(items_f7_1)
+                        item_f7s1, pos = _r_StopReplicaPartitionState_v3(buf, pos)
+                        items_f7s1.append(item_f7s1)
+                    f7s1 = tuple(items_f7s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f7.append(_new(StopReplicaTopicState, (f7_0, f7_1)))
-        f7 = tuple(items_f7)
+            f7 = (_new(StopReplicaTopicState, (f7s0, f7s1)),)
+        else:
+            items_f7: list[StopReplicaTopicState] = []
+            for _ in range(n):
+                f7_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f7_1: tuple[StopReplicaPartitionState, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 10 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 9 : end : 10].tobytes().count(0) == n:
+                        f7_1 = tuple(map(_new, _repeat(StopReplicaPartitionState, n), _IU_iiox(buf[pos:end])))
+                        pos = end
+                    else:
+                        items_f7_1: list[StopReplicaPartitionState] = []
+                        for _ in range(n):
+                            item_f7_1, pos = _r_StopReplicaPartitionState_v3(buf, pos)
+                            items_f7_1.append(item_f7_1)
+                        f7_1 = tuple(items_f7_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f7.append(_new(StopReplicaTopicState, (f7_0, f7_1)))
+            f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -414,9 +541,8 @@ def _r_StopReplicaRequest_v4(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[StopReplicaTopicState] = []
-        for _ in range(n):
-            f7_0: str
+        if n == 1:
+            f7s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -429,9 +555,9 @@ def _r_StopReplicaRequest_v4(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_0 = buf[pos:end].tobytes().decode()
+                f7s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f7_1: tuple[StopReplicaPartitionState, ...]
+            f7s1: tuple[StopReplicaPartitionState, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -447,20 +573,67 @@ def _r_StopReplicaRequest_v4(buf: memoryview, pos: int) -> tuple[StopReplicaRequ
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 9 : end : 10].tobytes().count(0) == n:
-                    f7_1 = tuple(map(_new, _repeat(StopReplicaPartitionState, n), _IU_iiox(buf[pos:end])))
+                    f7s1 = tuple(map(_new, _repeat(StopReplicaPartitionState, n), _IU_iiox(buf[pos:end])))
                     pos = end
                 else:
-                    items_f7_1: list[StopReplicaPartitionState] = []
+                    items_f7s1: list[StopReplicaPartitionState] = []
                     for _ in range(n):
-                        item_f7_1, pos = _r_StopReplicaPartitionState_v3(buf, pos)
-                        items_f7_1.append(item_f7_1)
-                    f7_1 = tuple(items_f7_1)
+                        item_f7s1, pos = _r_StopReplicaPartitionState_v3(buf, pos)
+                        items_f7s1.append(item_f7s1)
+                    f7s1 = tuple(items_f7s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f7.append(_new(StopReplicaTopicState, (f7_0, f7_1)))
-        f7 = tuple(items_f7)
+            f7 = (_new(StopReplicaTopicState, (f7s0, f7s1)),)
+        else:
+            items_f7: list[StopReplicaTopicState] = []
+            for _ in range(n):
+                f7_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f7_1: tuple[StopReplicaPartitionState, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 10 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 9 : end : 10].tobytes().count(0) == n:
+                        f7_1 = tuple(map(_new, _repeat(StopReplicaPartitionState, n), _IU_iiox(buf[pos:end])))
+                        pos = end
+                    else:
+                        items_f7_1: list[StopReplicaPartitionState] = []
+                        for _ in range(n):
+                            item_f7_1, pos = _r_StopReplicaPartitionState_v3(buf, pos)
+                            items_f7_1.append(item_f7_1)
+                        f7_1 = tuple(items_f7_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f7.append(_new(StopReplicaTopicState, (f7_0, f7_1)))
+            f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -98,9 +98,8 @@ def _r_StopReplicaResponse_v0(buf: memoryview, pos: int) -> tuple[StopReplicaRes
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[StopReplicaPartitionError] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -109,12 +108,29 @@ def _r_StopReplicaResponse_v0(buf: memoryview, pos: int) -> tuple[StopReplicaRes
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1, f1_2 = _U_ih(buf, pos)
+            f1s1, f1s2 = _U_ih(buf, pos)
             pos += 6
-            items_f1.append(_new(StopReplicaPartitionError, (f1_0, f1_1, f1_2)))
-        f1 = tuple(items_f1)
+            f1 = (_new(StopReplicaPartitionError, (f1s0, f1s1, f1s2)),)
+        else:
+            items_f1: list[StopReplicaPartitionError] = []
+            for _ in range(n):
+                f1_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1, f1_2 = _U_ih(buf, pos)
+                pos += 6
+                items_f1.append(_new(StopReplicaPartitionError, (f1_0, f1_1, f1_2)))
+            f1 = tuple(items_f1)
     return _new(StopReplicaResponse, (f0, f1)), pos
 
 
@@ -134,9 +150,8 @@ def _r_StopReplicaResponse_v2(buf: memoryview, pos: int) -> tuple[StopReplicaRes
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[StopReplicaPartitionError] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -149,14 +164,37 @@ def _r_StopReplicaResponse_v2(buf: memoryview, pos: int) -> tuple[StopReplicaRes
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1, f1_2, tg = _U_ihB(buf, pos)
+            f1s1, f1s2, tg = _U_ihB(buf, pos)
             pos += 7
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f1.append(_new(StopReplicaPartitionError, (f1_0, f1_1, f1_2)))
-        f1 = tuple(items_f1)
+            f1 = (_new(StopReplicaPartitionError, (f1s0, f1s1, f1s2)),)
+        else:
+            items_f1: list[StopReplicaPartitionError] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1, f1_2, tg = _U_ihB(buf, pos)
+                pos += 7
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f1.append(_new(StopReplicaPartitionError, (f1_0, f1_1, f1_2)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

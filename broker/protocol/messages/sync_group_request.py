@@ -123,9 +123,8 @@ def _r_SyncGroupRequest_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[SyncGroupRequestAssignment] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -134,9 +133,9 @@ def _r_SyncGroupRequest_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_1: bytes
+            f6s1: bytes
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -145,10 +144,36 @@ def _r_SyncGroupRequest_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f6_1 = bytes(buf[pos:end])
+                f6s1 = bytes(buf[pos:end])
                 pos = end
-            items_f6.append(_new(SyncGroupRequestAssignment, (f6_0, f6_1)))
-        f6 = tuple(items_f6)
+            f6 = (_new(SyncGroupRequestAssignment, (f6s0, f6s1)),)
+        else:
+            items_f6: list[SyncGroupRequestAssignment] = []
+            for _ in range(n):
+                f6_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_1: bytes
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Assignment" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f6_1 = bytes(buf[pos:end])
+                    pos = end
+                items_f6.append(_new(SyncGroupRequestAssignment, (f6_0, f6_1)))
+            f6 = tuple(items_f6)
     return _new(SyncGroupRequest, (f0, f1, f2, None, None, None, f6)), pos
 
 
@@ -199,9 +224,8 @@ def _r_SyncGroupRequest_v3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[SyncGroupRequestAssignment] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -210,9 +234,9 @@ def _r_SyncGroupRequest_v3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_1: bytes
+            f6s1: bytes
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -221,10 +245,36 @@ def _r_SyncGroupRequest_v3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f6_1 = bytes(buf[pos:end])
+                f6s1 = bytes(buf[pos:end])
                 pos = end
-            items_f6.append(_new(SyncGroupRequestAssignment, (f6_0, f6_1)))
-        f6 = tuple(items_f6)
+            f6 = (_new(SyncGroupRequestAssignment, (f6s0, f6s1)),)
+        else:
+            items_f6: list[SyncGroupRequestAssignment] = []
+            for _ in range(n):
+                f6_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_1: bytes
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Assignment" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f6_1 = bytes(buf[pos:end])
+                    pos = end
+                items_f6.append(_new(SyncGroupRequestAssignment, (f6_0, f6_1)))
+            f6 = tuple(items_f6)
     return _new(SyncGroupRequest, (f0, f1, f2, f3, None, None, f6)), pos
 
 
@@ -291,9 +341,8 @@ def _r_SyncGroupRequest_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[SyncGroupRequestAssignment] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -306,9 +355,9 @@ def _r_SyncGroupRequest_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_1: bytes
+            f6s1: bytes
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -321,14 +370,52 @@ def _r_SyncGroupRequest_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f6_1 = bytes(buf[pos:end])
+                f6s1 = bytes(buf[pos:end])
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f6.append(_new(SyncGroupRequestAssignment, (f6_0, f6_1)))
-        f6 = tuple(items_f6)
+            f6 = (_new(SyncGroupRequestAssignment, (f6s0, f6s1)),)
+        else:
+            items_f6: list[SyncGroupRequestAssignment] = []
+            for _ in range(n):
+                f6_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_1: bytes
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Assignment" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f6_1 = bytes(buf[pos:end])
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f6.append(_new(SyncGroupRequestAssignment, (f6_0, f6_1)))
+            f6 = tuple(items_f6)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -433,9 +520,8 @@ def _r_SyncGroupRequest_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[SyncGroupRequestAssignment] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -448,9 +534,9 @@ def _r_SyncGroupRequest_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_1: bytes
+            f6s1: bytes
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -463,14 +549,52 @@ def _r_SyncGroupRequest_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest,
                 end = pos + n
                 if end > blen:
                     raise DecodeError("bytes length %d exceeds remaining bytes" % n)
-                f6_1 = bytes(buf[pos:end])
+                f6s1 = bytes(buf[pos:end])
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f6.append(_new(SyncGroupRequestAssignment, (f6_0, f6_1)))
-        f6 = tuple(items_f6)
+            f6 = (_new(SyncGroupRequestAssignment, (f6s0, f6s1)),)
+        else:
+            items_f6: list[SyncGroupRequestAssignment] = []
+            for _ in range(n):
+                f6_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable MemberId" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_1: bytes
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Assignment" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("bytes length %d exceeds remaining bytes" % n)
+                    f6_1 = bytes(buf[pos:end])
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f6.append(_new(SyncGroupRequestAssignment, (f6_0, f6_1)))
+            f6 = tuple(items_f6)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -163,9 +163,8 @@ def _r_TxnOffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[TxnOffsetCommitRequestTopic] = []
-        for _ in range(n):
-            f7_0: str
+        if n == 1:
+            f7s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -174,9 +173,9 @@ def _r_TxnOffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_0 = buf[pos:end].tobytes().decode()
+                f7s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f7_1: tuple[TxnOffsetCommitRequestPartition, ...]
+            f7s1: tuple[TxnOffsetCommitRequestPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -184,27 +183,105 @@ def _r_TxnOffsetCommitRequest_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f7_1: list[TxnOffsetCommitRequestPartition] = []
-                for _ in range(n):
-                    f7_1_0, f7_1_1 = _U_iq(buf, pos)
+                if n == 1:
+                    f7s1s0, f7s1s1 = _U_iq(buf, pos)
                     pos += 12
-                    f7_1_3: str | None
+                    f7s1s3: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f7_1_3 = None
+                        f7s1s3 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f7_1_3 = buf[pos:end].tobytes().decode()
+                        f7s1s3 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f7_1.append(_new(TxnOffsetCommitRequestPartition, (f7_1_0, f7_1_1, -1, f7_1_3)))
-                f7_1 = tuple(items_f7_1)
-            items_f7.append(_new(TxnOffsetCommitRequestTopic, (f7_0, f7_1)))
-        f7 = tuple(items_f7)
+                    f7s1 = (_new(TxnOffsetCommitRequestPartition, (f7s1s0, f7s1s1, -1, f7s1s3)),)
+                else:
+                    items_f7s1: list[TxnOffsetCommitRequestPartition] = []
+                    for _ in range(n):
+                        f7s1_0, f7s1_1 = _U_iq(buf, pos)
+                        pos += 12
+                        f7s1_3: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f7s1_3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7s1_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f7s1.append(_new(TxnOffsetCommitRequestPartition, (f7s1_0, f7s1_1, -1, f7s1_3)))
+                    f7s1 = tuple(items_f7s1)
+            f7 = (_new(TxnOffsetCommitRequestTopic, (f7s0, f7s1)),)
+        else:
+            items_f7: list[TxnOffsetCommitRequestTopic] = []
+            for _ in range(n):
+                f7_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f7_1: tuple[TxnOffsetCommitRequestPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f7_1s0, f7_1s1 = _U_iq(buf, pos)
+                        pos += 12
+                        f7_1s3: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f7_1s3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7_1s3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7_1 = (_new(TxnOffsetCommitRequestPartition, (f7_1s0, f7_1s1, -1, f7_1s3)),)
+                    else:
+                        items_f7_1: list[TxnOffsetCommitRequestPartition] = []
+                        for _ in range(n):
+                            f7_1_0, f7_1_1 = _U_iq(buf, pos)
+                            pos += 12
+                            f7_1_3: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f7_1_3 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f7_1_3 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f7_1.append(_new(TxnOffsetCommitRequestPartition, (f7_1_0, f7_1_1, -1, f7_1_3)))
+                        f7_1 = tuple(items_f7_1)
+                items_f7.append(_new(TxnOffsetCommitRequestTopic, (f7_0, f7_1)))
+            f7 = tuple(items_f7)
     return _new(TxnOffsetCommitRequest, (f0, f1, f2, f3, -1, "", None, f7)), pos
 
 
@@ -242,9 +319,8 @@ def _r_TxnOffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[TxnOffsetCommitRequestTopic] = []
-        for _ in range(n):
-            f7_0: str
+        if n == 1:
+            f7s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -253,9 +329,9 @@ def _r_TxnOffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_0 = buf[pos:end].tobytes().decode()
+                f7s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f7_1: tuple[TxnOffsetCommitRequestPartition, ...]
+            f7s1: tuple[TxnOffsetCommitRequestPartition, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -263,27 +339,105 @@ def _r_TxnOffsetCommitRequest_v2(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f7_1: list[TxnOffsetCommitRequestPartition] = []
-                for _ in range(n):
-                    f7_1_0, f7_1_1, f7_1_2 = _U_iqi(buf, pos)
+                if n == 1:
+                    f7s1s0, f7s1s1, f7s1s2 = _U_iqi(buf, pos)
                     pos += 16
-                    f7_1_3: str | None
+                    f7s1s3: str | None
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f7_1_3 = None
+                        f7s1s3 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f7_1_3 = buf[pos:end].tobytes().decode()
+                        f7s1s3 = buf[pos:end].tobytes().decode()
                         pos = end
-                    items_f7_1.append(_new(TxnOffsetCommitRequestPartition, (f7_1_0, f7_1_1, f7_1_2, f7_1_3)))
-                f7_1 = tuple(items_f7_1)
-            items_f7.append(_new(TxnOffsetCommitRequestTopic, (f7_0, f7_1)))
-        f7 = tuple(items_f7)
+                    f7s1 = (_new(TxnOffsetCommitRequestPartition, (f7s1s0, f7s1s1, f7s1s2, f7s1s3)),)
+                else:
+                    items_f7s1: list[TxnOffsetCommitRequestPartition] = []
+                    for _ in range(n):
+                        f7s1_0, f7s1_1, f7s1_2 = _U_iqi(buf, pos)
+                        pos += 16
+                        f7s1_3: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f7s1_3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7s1_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        items_f7s1.append(_new(TxnOffsetCommitRequestPartition, (f7s1_0, f7s1_1, f7s1_2, f7s1_3)))
+                    f7s1 = tuple(items_f7s1)
+            f7 = (_new(TxnOffsetCommitRequestTopic, (f7s0, f7s1)),)
+        else:
+            items_f7: list[TxnOffsetCommitRequestTopic] = []
+            for _ in range(n):
+                f7_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f7_1: tuple[TxnOffsetCommitRequestPartition, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f7_1s0, f7_1s1, f7_1s2 = _U_iqi(buf, pos)
+                        pos += 16
+                        f7_1s3: str | None
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f7_1s3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7_1s3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7_1 = (_new(TxnOffsetCommitRequestPartition, (f7_1s0, f7_1s1, f7_1s2, f7_1s3)),)
+                    else:
+                        items_f7_1: list[TxnOffsetCommitRequestPartition] = []
+                        for _ in range(n):
+                            f7_1_0, f7_1_1, f7_1_2 = _U_iqi(buf, pos)
+                            pos += 16
+                            f7_1_3: str | None
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f7_1_3 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f7_1_3 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            items_f7_1.append(_new(TxnOffsetCommitRequestPartition, (f7_1_0, f7_1_1, f7_1_2, f7_1_3)))
+                        f7_1 = tuple(items_f7_1)
+                items_f7.append(_new(TxnOffsetCommitRequestTopic, (f7_0, f7_1)))
+            f7 = tuple(items_f7)
     return _new(TxnOffsetCommitRequest, (f0, f1, f2, f3, -1, "", None, f7)), pos
 
 
@@ -365,9 +519,8 @@ def _r_TxnOffsetCommitRequest_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[TxnOffsetCommitRequestTopic] = []
-        for _ in range(n):
-            f7_0: str
+        if n == 1:
+            f7s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -380,9 +533,9 @@ def _r_TxnOffsetCommitRequest_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_0 = buf[pos:end].tobytes().decode()
+                f7s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f7_1: tuple[TxnOffsetCommitRequestPartition, ...]
+            f7s1: tuple[TxnOffsetCommitRequestPartition, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -394,11 +547,10 @@ def _r_TxnOffsetCommitRequest_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f7_1: list[TxnOffsetCommitRequestPartition] = []
-                for _ in range(n):
-                    f7_1_0, f7_1_1, f7_1_2 = _U_iqi(buf, pos)
+                if n == 1:
+                    f7s1s0, f7s1s1, f7s1s2 = _U_iqi(buf, pos)
                     pos += 16
-                    f7_1_3: str | None
+                    f7s1s3: str | None
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -408,25 +560,140 @@ def _r_TxnOffsetCommitRequest_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
                     if n < 0:
                         if n != -1:
                             raise DecodeError("invalid string length %d" % n)
-                        f7_1_3 = None
+                        f7s1s3 = None
                     else:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f7_1_3 = buf[pos:end].tobytes().decode()
+                        f7s1s3 = buf[pos:end].tobytes().decode()
                         pos = end
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f7_1.append(_new(TxnOffsetCommitRequestPartition, (f7_1_0, f7_1_1, f7_1_2, f7_1_3)))
-                f7_1 = tuple(items_f7_1)
+                    f7s1 = (_new(TxnOffsetCommitRequestPartition, (f7s1s0, f7s1s1, f7s1s2, f7s1s3)),)
+                else:
+                    items_f7s1: list[TxnOffsetCommitRequestPartition] = []
+                    for _ in range(n):
+                        f7s1_0, f7s1_1, f7s1_2 = _U_iqi(buf, pos)
+                        pos += 16
+                        f7s1_3: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f7s1_3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7s1_3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f7s1.append(_new(TxnOffsetCommitRequestPartition, (f7s1_0, f7s1_1, f7s1_2, f7s1_3)))
+                    f7s1 = tuple(items_f7s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f7.append(_new(TxnOffsetCommitRequestTopic, (f7_0, f7_1)))
-        f7 = tuple(items_f7)
+            f7 = (_new(TxnOffsetCommitRequestTopic, (f7s0, f7s1)),)
+        else:
+            items_f7: list[TxnOffsetCommitRequestTopic] = []
+            for _ in range(n):
+                f7_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Name" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f7_1: tuple[TxnOffsetCommitRequestPartition, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f7_1s0, f7_1s1, f7_1s2 = _U_iqi(buf, pos)
+                        pos += 16
+                        f7_1s3: str | None
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            if n != -1:
+                                raise DecodeError("invalid string length %d" % n)
+                            f7_1s3 = None
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7_1s3 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f7_1 = (_new(TxnOffsetCommitRequestPartition, (f7_1s0, f7_1s1, f7_1s2, f7_1s3)),)
+                    else:
+                        items_f7_1: list[TxnOffsetCommitRequestPartition] = []
+                        for _ in range(n):
+                            f7_1_0, f7_1_1, f7_1_2 = _U_iqi(buf, pos)
+                            pos += 16
+                            f7_1_3: str | None
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                if n != -1:
+                                    raise DecodeError("invalid string length %d" % n)
+                                f7_1_3 = None
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f7_1_3 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f7_1.append(_new(TxnOffsetCommitRequestPartition, (f7_1_0, f7_1_1, f7_1_2, f7_1_3)))
+                        f7_1 = tuple(items_f7_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f7.append(_new(TxnOffsetCommitRequestTopic, (f7_0, f7_1)))
+            f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

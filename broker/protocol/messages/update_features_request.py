@@ -106,9 +106,8 @@ def _r_UpdateFeaturesRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateFeatur
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[FeatureUpdateKey] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -121,14 +120,37 @@ def _r_UpdateFeaturesRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateFeatur
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1, f1_2, tg = _U_hoB(buf, pos)
+            f1s1, f1s2, tg = _U_hoB(buf, pos)
             pos += 4
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f1.append(_new(FeatureUpdateKey, (f1_0, f1_1, f1_2, 1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(FeatureUpdateKey, (f1s0, f1s1, f1s2, 1)),)
+        else:
+            items_f1: list[FeatureUpdateKey] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Feature" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1, f1_2, tg = _U_hoB(buf, pos)
+                pos += 4
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f1.append(_new(FeatureUpdateKey, (f1_0, f1_1, f1_2, 1)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -152,9 +174,8 @@ def _r_UpdateFeaturesRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateFeatur
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[FeatureUpdateKey] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -167,14 +188,37 @@ def _r_UpdateFeaturesRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateFeatur
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1, f1_3, tg = _U_hbB(buf, pos)
+            f1s1, f1s3, tg = _U_hbB(buf, pos)
             pos += 4
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f1.append(_new(FeatureUpdateKey, (f1_0, f1_1, False, f1_3)))
-        f1 = tuple(items_f1)
+            f1 = (_new(FeatureUpdateKey, (f1s0, f1s1, False, f1s3)),)
+        else:
+            items_f1: list[FeatureUpdateKey] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Feature" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1, f1_3, tg = _U_hbB(buf, pos)
+                pos += 4
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f1.append(_new(FeatureUpdateKey, (f1_0, f1_1, False, f1_3)))
+            f1 = tuple(items_f1)
     f2, tg = _U_oB(buf, pos)
     pos += 2
     if tg:

@@ -117,9 +117,8 @@ def _r_UpdateFeaturesResponse_v0(buf: memoryview, pos: int) -> tuple[UpdateFeatu
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f3: list[UpdatableFeatureResult] = []
-        for _ in range(n):
-            f3_0: str
+        if n == 1:
+            f3s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -132,11 +131,11 @@ def _r_UpdateFeaturesResponse_v0(buf: memoryview, pos: int) -> tuple[UpdateFeatu
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_0 = buf[pos:end].tobytes().decode()
+                f3s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f3_1 = _U_h(buf, pos)[0]
+            f3s1 = _U_h(buf, pos)[0]
             pos += 2
-            f3_2: str | None
+            f3s2: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -146,19 +145,61 @@ def _r_UpdateFeaturesResponse_v0(buf: memoryview, pos: int) -> tuple[UpdateFeatu
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f3_2 = None
+                f3s2 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f3_2 = buf[pos:end].tobytes().decode()
+                f3s2 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f3.append(_new(UpdatableFeatureResult, (f3_0, f3_1, f3_2)))
-        f3 = tuple(items_f3)
+            f3 = (_new(UpdatableFeatureResult, (f3s0, f3s1, f3s2)),)
+        else:
+            items_f3: list[UpdatableFeatureResult] = []
+            for _ in range(n):
+                f3_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Feature" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f3_1 = _U_h(buf, pos)[0]
+                pos += 2
+                f3_2: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f3_2 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f3_2 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f3.append(_new(UpdatableFeatureResult, (f3_0, f3_1, f3_2)))
+            f3 = tuple(items_f3)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

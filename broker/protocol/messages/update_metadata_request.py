@@ -13,7 +13,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -34,7 +34,7 @@ __all__ = [
 _new = tuple.__new__
 _ZERO_UUID = _uuid.UUID(int=0)
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_U = _struct.Struct(">16s")
 _U_U = _S_U.unpack_from
 _P_U = _S_U.pack
@@ -229,9 +229,8 @@ def _r_UpdateMetadataRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[UpdateMetadataPartitionState] = []
-        for _ in range(n):
-            f5_0: str
+        if n == 1:
+            f5s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -240,11 +239,11 @@ def _r_UpdateMetadataRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateMetada
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f5_0 = buf[pos:end].tobytes().decode()
+                f5s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+            f5s1, f5s2, f5s3, f5s4 = _U_iiii(buf, pos)
             pos += 16
-            f5_5: tuple[int, ...]
+            f5s5: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -252,11 +251,11 @@ def _r_UpdateMetadataRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f5_5 = _A_i[n].unpack_from(buf, pos)
+                f5s5 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            f5_6 = _U_i(buf, pos)[0]
+            f5s6 = _U_i(buf, pos)[0]
             pos += 4
-            f5_7: tuple[int, ...]
+            f5s7: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -264,10 +263,49 @@ def _r_UpdateMetadataRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f5_7 = _A_i[n].unpack_from(buf, pos)
+                f5s7 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f5.append(_new(UpdateMetadataPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, ())))
-        f5 = tuple(items_f5)
+            f5 = (_new(UpdateMetadataPartitionState, (f5s0, f5s1, f5s2, f5s3, f5s4, f5s5, f5s6, f5s7, ())),)
+        else:
+            items_f5: list[UpdateMetadataPartitionState] = []
+            for _ in range(n):
+                f5_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f5_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+                pos += 16
+                f5_5: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f5_5 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                f5_6 = _U_i(buf, pos)[0]
+                pos += 4
+                f5_7: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f5_7 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f5.append(_new(UpdateMetadataPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, ())))
+            f5 = tuple(items_f5)
     f7: tuple[UpdateMetadataBroker, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -276,11 +314,10 @@ def _r_UpdateMetadataRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[UpdateMetadataBroker] = []
-        for _ in range(n):
-            f7_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f7s0 = _U_i(buf, pos)[0]
             pos += 4
-            f7_1: str
+            f7s1: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -289,12 +326,31 @@ def _r_UpdateMetadataRequest_v0(buf: memoryview, pos: int) -> tuple[UpdateMetada
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_1 = buf[pos:end].tobytes().decode()
+                f7s1 = buf[pos:end].tobytes().decode()
                 pos = end
-            f7_2 = _U_i(buf, pos)[0]
+            f7s2 = _U_i(buf, pos)[0]
             pos += 4
-            items_f7.append(_new(UpdateMetadataBroker, (f7_0, f7_1, f7_2, (), "")))
-        f7 = tuple(items_f7)
+            f7 = (_new(UpdateMetadataBroker, (f7s0, f7s1, f7s2, (), "")),)
+        else:
+            items_f7: list[UpdateMetadataBroker] = []
+            for _ in range(n):
+                f7_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f7_1: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable V0Host" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_1 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f7_2 = _U_i(buf, pos)[0]
+                pos += 4
+                items_f7.append(_new(UpdateMetadataBroker, (f7_0, f7_1, f7_2, (), "")))
+            f7 = tuple(items_f7)
     return _new(UpdateMetadataRequest, (f0, False, 0, f3, -1, f5, (), f7)), pos
 
 
@@ -310,9 +366,8 @@ def _r_UpdateMetadataRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[UpdateMetadataPartitionState] = []
-        for _ in range(n):
-            f5_0: str
+        if n == 1:
+            f5s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -321,11 +376,11 @@ def _r_UpdateMetadataRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateMetada
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f5_0 = buf[pos:end].tobytes().decode()
+                f5s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+            f5s1, f5s2, f5s3, f5s4 = _U_iiii(buf, pos)
             pos += 16
-            f5_5: tuple[int, ...]
+            f5s5: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -333,11 +388,11 @@ def _r_UpdateMetadataRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f5_5 = _A_i[n].unpack_from(buf, pos)
+                f5s5 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            f5_6 = _U_i(buf, pos)[0]
+            f5s6 = _U_i(buf, pos)[0]
             pos += 4
-            f5_7: tuple[int, ...]
+            f5s7: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -345,10 +400,49 @@ def _r_UpdateMetadataRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f5_7 = _A_i[n].unpack_from(buf, pos)
+                f5s7 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f5.append(_new(UpdateMetadataPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, ())))
-        f5 = tuple(items_f5)
+            f5 = (_new(UpdateMetadataPartitionState, (f5s0, f5s1, f5s2, f5s3, f5s4, f5s5, f5s6, f5s7, ())),)
+        else:
+            items_f5: list[UpdateMetadataPartitionState] = []
+            for _ in range(n):
+                f5_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f5_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+                pos += 16
+                f5_5: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f5_5 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                f5_6 = _U_i(buf, pos)[0]
+                pos += 4
+                f5_7: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f5_7 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f5.append(_new(UpdateMetadataPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, ())))
+            f5 = tuple(items_f5)
     f7: tuple[UpdateMetadataBroker, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -357,11 +451,10 @@ def _r_UpdateMetadataRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[UpdateMetadataBroker] = []
-        for _ in range(n):
-            f7_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f7s0 = _U_i(buf, pos)[0]
             pos += 4
-            f7_3: tuple[UpdateMetadataEndpoint, ...]
+            f7s3: tuple[UpdateMetadataEndpoint, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -369,11 +462,10 @@ def _r_UpdateMetadataRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f7_3: list[UpdateMetadataEndpoint] = []
-                for _ in range(n):
-                    f7_3_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f7s3s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f7_3_1: str
+                    f7s3s1: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -382,14 +474,84 @@ def _r_UpdateMetadataRequest_v1(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f7_3_1 = buf[pos:end].tobytes().decode()
+                        f7s3s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f7_3_3 = _U_h(buf, pos)[0]
+                    f7s3s3 = _U_h(buf, pos)[0]
                     pos += 2
-                    items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, "", f7_3_3)))
-                f7_3 = tuple(items_f7_3)
-            items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, "")))
-        f7 = tuple(items_f7)
+                    f7s3 = (_new(UpdateMetadataEndpoint, (f7s3s0, f7s3s1, "", f7s3s3)),)
+                else:
+                    items_f7s3: list[UpdateMetadataEndpoint] = []
+                    for _ in range(n):
+                        f7s3_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f7s3_1: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7s3_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7s3_3 = _U_h(buf, pos)[0]
+                        pos += 2
+                        items_f7s3.append(_new(UpdateMetadataEndpoint, (f7s3_0, f7s3_1, "", f7s3_3)))
+                    f7s3 = tuple(items_f7s3)
+            f7 = (_new(UpdateMetadataBroker, (f7s0, "", 0, f7s3, "")),)
+        else:
+            items_f7: list[UpdateMetadataBroker] = []
+            for _ in range(n):
+                f7_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f7_3: tuple[UpdateMetadataEndpoint, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f7_3s0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f7_3s1: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7_3s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7_3s3 = _U_h(buf, pos)[0]
+                        pos += 2
+                        f7_3 = (_new(UpdateMetadataEndpoint, (f7_3s0, f7_3s1, "", f7_3s3)),)
+                    else:
+                        items_f7_3: list[UpdateMetadataEndpoint] = []
+                        for _ in range(n):
+                            f7_3_0 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f7_3_1: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Host" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f7_3_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f7_3_3 = _U_h(buf, pos)[0]
+                            pos += 2
+                            items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, "", f7_3_3)))
+                        f7_3 = tuple(items_f7_3)
+                items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, "")))
+            f7 = tuple(items_f7)
     return _new(UpdateMetadataRequest, (f0, False, 0, f3, -1, f5, (), f7)), pos
 
 
@@ -405,9 +567,8 @@ def _r_UpdateMetadataRequest_v2(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[UpdateMetadataPartitionState] = []
-        for _ in range(n):
-            f5_0: str
+        if n == 1:
+            f5s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -416,11 +577,11 @@ def _r_UpdateMetadataRequest_v2(buf: memoryview, pos: int) -> tuple[UpdateMetada
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f5_0 = buf[pos:end].tobytes().decode()
+                f5s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+            f5s1, f5s2, f5s3, f5s4 = _U_iiii(buf, pos)
             pos += 16
-            f5_5: tuple[int, ...]
+            f5s5: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -428,11 +589,11 @@ def _r_UpdateMetadataRequest_v2(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f5_5 = _A_i[n].unpack_from(buf, pos)
+                f5s5 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            f5_6 = _U_i(buf, pos)[0]
+            f5s6 = _U_i(buf, pos)[0]
             pos += 4
-            f5_7: tuple[int, ...]
+            f5s7: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -440,10 +601,49 @@ def _r_UpdateMetadataRequest_v2(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f5_7 = _A_i[n].unpack_from(buf, pos)
+                f5s7 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f5.append(_new(UpdateMetadataPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, ())))
-        f5 = tuple(items_f5)
+            f5 = (_new(UpdateMetadataPartitionState, (f5s0, f5s1, f5s2, f5s3, f5s4, f5s5, f5s6, f5s7, ())),)
+        else:
+            items_f5: list[UpdateMetadataPartitionState] = []
+            for _ in range(n):
+                f5_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f5_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+                pos += 16
+                f5_5: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f5_5 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                f5_6 = _U_i(buf, pos)[0]
+                pos += 4
+                f5_7: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f5_7 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f5.append(_new(UpdateMetadataPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, ())))
+            f5 = tuple(items_f5)
     f7: tuple[UpdateMetadataBroker, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -452,11 +652,10 @@ def _r_UpdateMetadataRequest_v2(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[UpdateMetadataBroker] = []
-        for _ in range(n):
-            f7_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f7s0 = _U_i(buf, pos)[0]
             pos += 4
-            f7_3: tuple[UpdateMetadataEndpoint, ...]
+            f7s3: tuple[UpdateMetadataEndpoint, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -464,11 +663,10 @@ def _r_UpdateMetadataRequest_v2(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f7_3: list[UpdateMetadataEndpoint] = []
-                for _ in range(n):
-                    f7_3_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f7s3s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f7_3_1: str
+                    f7s3s1: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -477,27 +675,110 @@ def _r_UpdateMetadataRequest_v2(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f7_3_1 = buf[pos:end].tobytes().decode()
+                        f7s3s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f7_3_3 = _U_h(buf, pos)[0]
+                    f7s3s3 = _U_h(buf, pos)[0]
                     pos += 2
-                    items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, "", f7_3_3)))
-                f7_3 = tuple(items_f7_3)
-            f7_4: str | None
+                    f7s3 = (_new(UpdateMetadataEndpoint, (f7s3s0, f7s3s1, "", f7s3s3)),)
+                else:
+                    items_f7s3: list[UpdateMetadataEndpoint] = []
+                    for _ in range(n):
+                        f7s3_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f7s3_1: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7s3_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7s3_3 = _U_h(buf, pos)[0]
+                        pos += 2
+                        items_f7s3.append(_new(UpdateMetadataEndpoint, (f7s3_0, f7s3_1, "", f7s3_3)))
+                    f7s3 = tuple(items_f7s3)
+            f7s4: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f7_4 = None
+                f7s4 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_4 = buf[pos:end].tobytes().decode()
+                f7s4 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
-        f7 = tuple(items_f7)
+            f7 = (_new(UpdateMetadataBroker, (f7s0, "", 0, f7s3, f7s4)),)
+        else:
+            items_f7: list[UpdateMetadataBroker] = []
+            for _ in range(n):
+                f7_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f7_3: tuple[UpdateMetadataEndpoint, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f7_3s0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f7_3s1: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7_3s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7_3s3 = _U_h(buf, pos)[0]
+                        pos += 2
+                        f7_3 = (_new(UpdateMetadataEndpoint, (f7_3s0, f7_3s1, "", f7_3s3)),)
+                    else:
+                        items_f7_3: list[UpdateMetadataEndpoint] = []
+                        for _ in range(n):
+                            f7_3_0 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f7_3_1: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Host" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f7_3_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f7_3_3 = _U_h(buf, pos)[0]
+                            pos += 2
+                            items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, "", f7_3_3)))
+                        f7_3 = tuple(items_f7_3)
+                f7_4: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f7_4 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
+            f7 = tuple(items_f7)
     return _new(UpdateMetadataRequest, (f0, False, 0, f3, -1, f5, (), f7)), pos
 
 
@@ -513,9 +794,8 @@ def _r_UpdateMetadataRequest_v3(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[UpdateMetadataPartitionState] = []
-        for _ in range(n):
-            f5_0: str
+        if n == 1:
+            f5s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -524,11 +804,11 @@ def _r_UpdateMetadataRequest_v3(buf: memoryview, pos: int) -> tuple[UpdateMetada
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f5_0 = buf[pos:end].tobytes().decode()
+                f5s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+            f5s1, f5s2, f5s3, f5s4 = _U_iiii(buf, pos)
             pos += 16
-            f5_5: tuple[int, ...]
+            f5s5: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -536,11 +816,11 @@ def _r_UpdateMetadataRequest_v3(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f5_5 = _A_i[n].unpack_from(buf, pos)
+                f5s5 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            f5_6 = _U_i(buf, pos)[0]
+            f5s6 = _U_i(buf, pos)[0]
             pos += 4
-            f5_7: tuple[int, ...]
+            f5s7: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -548,10 +828,49 @@ def _r_UpdateMetadataRequest_v3(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f5_7 = _A_i[n].unpack_from(buf, pos)
+                f5s7 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f5.append(_new(UpdateMetadataPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, ())))
-        f5 = tuple(items_f5)
+            f5 = (_new(UpdateMetadataPartitionState, (f5s0, f5s1, f5s2, f5s3, f5s4, f5s5, f5s6, f5s7, ())),)
+        else:
+            items_f5: list[UpdateMetadataPartitionState] = []
+            for _ in range(n):
+                f5_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f5_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+                pos += 16
+                f5_5: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f5_5 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                f5_6 = _U_i(buf, pos)[0]
+                pos += 4
+                f5_7: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f5_7 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f5.append(_new(UpdateMetadataPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, ())))
+            f5 = tuple(items_f5)
     f7: tuple[UpdateMetadataBroker, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -560,11 +879,10 @@ def _r_UpdateMetadataRequest_v3(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[UpdateMetadataBroker] = []
-        for _ in range(n):
-            f7_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f7s0 = _U_i(buf, pos)[0]
             pos += 4
-            f7_3: tuple[UpdateMetadataEndpoint, ...]
+            f7s3: tuple[UpdateMetadataEndpoint, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -572,11 +890,10 @@ def _r_UpdateMetadataRequest_v3(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f7_3: list[UpdateMetadataEndpoint] = []
-                for _ in range(n):
-                    f7_3_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f7s3s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f7_3_1: str
+                    f7s3s1: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -585,9 +902,9 @@ def _r_UpdateMetadataRequest_v3(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f7_3_1 = buf[pos:end].tobytes().decode()
+                        f7s3s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f7_3_2: str
+                    f7s3s2: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -596,27 +913,143 @@ def _r_UpdateMetadataRequest_v3(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f7_3_2 = buf[pos:end].tobytes().decode()
+                        f7s3s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f7_3_3 = _U_h(buf, pos)[0]
+                    f7s3s3 = _U_h(buf, pos)[0]
                     pos += 2
-                    items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
-                f7_3 = tuple(items_f7_3)
-            f7_4: str | None
+                    f7s3 = (_new(UpdateMetadataEndpoint, (f7s3s0, f7s3s1, f7s3s2, f7s3s3)),)
+                else:
+                    items_f7s3: list[UpdateMetadataEndpoint] = []
+                    for _ in range(n):
+                        f7s3_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f7s3_1: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7s3_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7s3_2: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7s3_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7s3_3 = _U_h(buf, pos)[0]
+                        pos += 2
+                        items_f7s3.append(_new(UpdateMetadataEndpoint, (f7s3_0, f7s3_1, f7s3_2, f7s3_3)))
+                    f7s3 = tuple(items_f7s3)
+            f7s4: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f7_4 = None
+                f7s4 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_4 = buf[pos:end].tobytes().decode()
+                f7s4 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
-        f7 = tuple(items_f7)
+            f7 = (_new(UpdateMetadataBroker, (f7s0, "", 0, f7s3, f7s4)),)
+        else:
+            items_f7: list[UpdateMetadataBroker] = []
+            for _ in range(n):
+                f7_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f7_3: tuple[UpdateMetadataEndpoint, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f7_3s0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f7_3s1: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7_3s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7_3s2: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7_3s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7_3s3 = _U_h(buf, pos)[0]
+                        pos += 2
+                        f7_3 = (_new(UpdateMetadataEndpoint, (f7_3s0, f7_3s1, f7_3s2, f7_3s3)),)
+                    else:
+                        items_f7_3: list[UpdateMetadataEndpoint] = []
+                        for _ in range(n):
+                            f7_3_0 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f7_3_1: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Host" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f7_3_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f7_3_2: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f7_3_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f7_3_3 = _U_h(buf, pos)[0]
+                            pos += 2
+                            items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
+                        f7_3 = tuple(items_f7_3)
+                f7_4: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f7_4 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
+            f7 = tuple(items_f7)
     return _new(UpdateMetadataRequest, (f0, False, 0, f3, -1, f5, (), f7)), pos
 
 
@@ -632,9 +1065,8 @@ def _r_UpdateMetadataRequest_v4(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f5: list[UpdateMetadataPartitionState] = []
-        for _ in range(n):
-            f5_0: str
+        if n == 1:
+            f5s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -643,11 +1075,11 @@ def _r_UpdateMetadataRequest_v4(buf: memoryview, pos: int) -> tuple[UpdateMetada
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f5_0 = buf[pos:end].tobytes().decode()
+                f5s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+            f5s1, f5s2, f5s3, f5s4 = _U_iiii(buf, pos)
             pos += 16
-            f5_5: tuple[int, ...]
+            f5s5: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -655,11 +1087,11 @@ def _r_UpdateMetadataRequest_v4(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f5_5 = _A_i[n].unpack_from(buf, pos)
+                f5s5 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            f5_6 = _U_i(buf, pos)[0]
+            f5s6 = _U_i(buf, pos)[0]
             pos += 4
-            f5_7: tuple[int, ...]
+            f5s7: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -667,9 +1099,9 @@ def _r_UpdateMetadataRequest_v4(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f5_7 = _A_i[n].unpack_from(buf, pos)
+                f5s7 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            f5_8: tuple[int, ...]
+            f5s8: tuple[int, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -677,10 +1109,59 @@ def _r_UpdateMetadataRequest_v4(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                f5_8 = _A_i[n].unpack_from(buf, pos)
+                f5s8 = _A_i[n].unpack_from(buf, pos)
                 pos += 4 * n
-            items_f5.append(_new(UpdateMetadataPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, f5_8)))
-        f5 = tuple(items_f5)
+            f5 = (_new(UpdateMetadataPartitionState, (f5s0, f5s1, f5s2, f5s3, f5s4, f5s5, f5s6, f5s7, f5s8)),)
+        else:
+            items_f5: list[UpdateMetadataPartitionState] = []
+            for _ in range(n):
+                f5_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f5_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f5_1, f5_2, f5_3, f5_4 = _U_iiii(buf, pos)
+                pos += 16
+                f5_5: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f5_5 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                f5_6 = _U_i(buf, pos)[0]
+                pos += 4
+                f5_7: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f5_7 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                f5_8: tuple[int, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    f5_8 = _A_i[n].unpack_from(buf, pos)
+                    pos += 4 * n
+                items_f5.append(_new(UpdateMetadataPartitionState, (f5_0, f5_1, f5_2, f5_3, f5_4, f5_5, f5_6, f5_7, f5_8)))
+            f5 = tuple(items_f5)
     f7: tuple[UpdateMetadataBroker, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -689,11 +1170,10 @@ def _r_UpdateMetadataRequest_v4(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[UpdateMetadataBroker] = []
-        for _ in range(n):
-            f7_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f7s0 = _U_i(buf, pos)[0]
             pos += 4
-            f7_3: tuple[UpdateMetadataEndpoint, ...]
+            f7s3: tuple[UpdateMetadataEndpoint, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -701,11 +1181,10 @@ def _r_UpdateMetadataRequest_v4(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f7_3: list[UpdateMetadataEndpoint] = []
-                for _ in range(n):
-                    f7_3_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f7s3s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f7_3_1: str
+                    f7s3s1: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -714,9 +1193,9 @@ def _r_UpdateMetadataRequest_v4(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f7_3_1 = buf[pos:end].tobytes().decode()
+                        f7s3s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f7_3_2: str
+                    f7s3s2: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -725,27 +1204,143 @@ def _r_UpdateMetadataRequest_v4(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f7_3_2 = buf[pos:end].tobytes().decode()
+                        f7s3s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f7_3_3 = _U_h(buf, pos)[0]
+                    f7s3s3 = _U_h(buf, pos)[0]
                     pos += 2
-                    items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
-                f7_3 = tuple(items_f7_3)
-            f7_4: str | None
+                    f7s3 = (_new(UpdateMetadataEndpoint, (f7s3s0, f7s3s1, f7s3s2, f7s3s3)),)
+                else:
+                    items_f7s3: list[UpdateMetadataEndpoint] = []
+                    for _ in range(n):
+                        f7s3_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f7s3_1: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7s3_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7s3_2: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7s3_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7s3_3 = _U_h(buf, pos)[0]
+                        pos += 2
+                        items_f7s3.append(_new(UpdateMetadataEndpoint, (f7s3_0, f7s3_1, f7s3_2, f7s3_3)))
+                    f7s3 = tuple(items_f7s3)
+            f7s4: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f7_4 = None
+                f7s4 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_4 = buf[pos:end].tobytes().decode()
+                f7s4 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
-        f7 = tuple(items_f7)
+            f7 = (_new(UpdateMetadataBroker, (f7s0, "", 0, f7s3, f7s4)),)
+        else:
+            items_f7: list[UpdateMetadataBroker] = []
+            for _ in range(n):
+                f7_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f7_3: tuple[UpdateMetadataEndpoint, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f7_3s0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f7_3s1: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7_3s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7_3s2: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7_3s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7_3s3 = _U_h(buf, pos)[0]
+                        pos += 2
+                        f7_3 = (_new(UpdateMetadataEndpoint, (f7_3s0, f7_3s1, f7_3s2, f7_3s3)),)
+                    else:
+                        items_f7_3: list[UpdateMetadataEndpoint] = []
+                        for _ in range(n):
+                            f7_3_0 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f7_3_1: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Host" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f7_3_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f7_3_2: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f7_3_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f7_3_3 = _U_h(buf, pos)[0]
+                            pos += 2
+                            items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
+                        f7_3 = tuple(items_f7_3)
+                f7_4: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f7_4 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
+            f7 = tuple(items_f7)
     return _new(UpdateMetadataRequest, (f0, False, 0, f3, -1, f5, (), f7)), pos
 
 
@@ -761,9 +1356,8 @@ def _r_UpdateMetadataRequest_v5(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[UpdateMetadataTopicState] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
@@ -772,9 +1366,9 @@ def _r_UpdateMetadataRequest_v5(buf: memoryview, pos: int) -> tuple[UpdateMetada
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_2: tuple[UpdateMetadataPartitionState, ...]
+            f6s2: tuple[UpdateMetadataPartitionState, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -782,11 +1376,10 @@ def _r_UpdateMetadataRequest_v5(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f6_2: list[UpdateMetadataPartitionState] = []
-                for _ in range(n):
-                    f6_2_1, f6_2_2, f6_2_3, f6_2_4 = _U_iiii(buf, pos)
+                if n == 1:
+                    f6s2s1, f6s2s2, f6s2s3, f6s2s4 = _U_iiii(buf, pos)
                     pos += 16
-                    f6_2_5: tuple[int, ...]
+                    f6s2s5: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -794,11 +1387,11 @@ def _r_UpdateMetadataRequest_v5(buf: memoryview, pos: int) -> tuple[UpdateMetada
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                        f6s2s5 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f6_2_6 = _U_i(buf, pos)[0]
+                    f6s2s6 = _U_i(buf, pos)[0]
                     pos += 4
-                    f6_2_7: tuple[int, ...]
+                    f6s2s7: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -806,9 +1399,9 @@ def _r_UpdateMetadataRequest_v5(buf: memoryview, pos: int) -> tuple[UpdateMetada
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                        f6s2s7 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    f6_2_8: tuple[int, ...]
+                    f6s2s8: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -816,12 +1409,148 @@ def _r_UpdateMetadataRequest_v5(buf: memoryview, pos: int) -> tuple[UpdateMetada
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                        f6s2s8 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    items_f6_2.append(_new(UpdateMetadataPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8)))
-                f6_2 = tuple(items_f6_2)
-            items_f6.append(_new(UpdateMetadataTopicState, (f6_0, _ZERO_UUID, f6_2)))
-        f6 = tuple(items_f6)
+                    f6s2 = (_new(UpdateMetadataPartitionState, ("", f6s2s1, f6s2s2, f6s2s3, f6s2s4, f6s2s5, f6s2s6, f6s2s7, f6s2s8)),)
+                else:
+                    items_f6s2: list[UpdateMetadataPartitionState] = []
+                    for _ in range(n):
+                        f6s2_1, f6s2_2, f6s2_3, f6s2_4 = _U_iiii(buf, pos)
+                        pos += 16
+                        f6s2_5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6s2_5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f6s2_6 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f6s2_7: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6s2_7 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f6s2_8: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6s2_8 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        items_f6s2.append(_new(UpdateMetadataPartitionState, ("", f6s2_1, f6s2_2, f6s2_3, f6s2_4, f6s2_5, f6s2_6, f6s2_7, f6s2_8)))
+                    f6s2 = tuple(items_f6s2)
+            f6 = (_new(UpdateMetadataTopicState, (f6s0, _ZERO_UUID, f6s2)),)
+        else:
+            items_f6: list[UpdateMetadataTopicState] = []
+            for _ in range(n):
+                f6_0: str
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_2: tuple[UpdateMetadataPartitionState, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f6_2s1, f6_2s2, f6_2s3, f6_2s4 = _U_iiii(buf, pos)
+                        pos += 16
+                        f6_2s5: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2s5 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f6_2s6 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f6_2s7: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2s7 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f6_2s8: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f6_2s8 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f6_2 = (_new(UpdateMetadataPartitionState, ("", f6_2s1, f6_2s2, f6_2s3, f6_2s4, f6_2s5, f6_2s6, f6_2s7, f6_2s8)),)
+                    else:
+                        items_f6_2: list[UpdateMetadataPartitionState] = []
+                        for _ in range(n):
+                            f6_2_1, f6_2_2, f6_2_3, f6_2_4 = _U_iiii(buf, pos)
+                            pos += 16
+                            f6_2_5: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f6_2_6 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f6_2_7: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            f6_2_8: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            items_f6_2.append(_new(UpdateMetadataPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8)))
+                        f6_2 = tuple(items_f6_2)
+                items_f6.append(_new(UpdateMetadataTopicState, (f6_0, _ZERO_UUID, f6_2)))
+            f6 = tuple(items_f6)
     f7: tuple[UpdateMetadataBroker, ...]
     n = _U_i(buf, pos)[0]
     pos += 4
@@ -830,11 +1559,10 @@ def _r_UpdateMetadataRequest_v5(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[UpdateMetadataBroker] = []
-        for _ in range(n):
-            f7_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f7s0 = _U_i(buf, pos)[0]
             pos += 4
-            f7_3: tuple[UpdateMetadataEndpoint, ...]
+            f7s3: tuple[UpdateMetadataEndpoint, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -842,11 +1570,10 @@ def _r_UpdateMetadataRequest_v5(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f7_3: list[UpdateMetadataEndpoint] = []
-                for _ in range(n):
-                    f7_3_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f7s3s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f7_3_1: str
+                    f7s3s1: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -855,9 +1582,9 @@ def _r_UpdateMetadataRequest_v5(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f7_3_1 = buf[pos:end].tobytes().decode()
+                        f7s3s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f7_3_2: str
+                    f7s3s2: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -866,27 +1593,143 @@ def _r_UpdateMetadataRequest_v5(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f7_3_2 = buf[pos:end].tobytes().decode()
+                        f7s3s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f7_3_3 = _U_h(buf, pos)[0]
+                    f7s3s3 = _U_h(buf, pos)[0]
                     pos += 2
-                    items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
-                f7_3 = tuple(items_f7_3)
-            f7_4: str | None
+                    f7s3 = (_new(UpdateMetadataEndpoint, (f7s3s0, f7s3s1, f7s3s2, f7s3s3)),)
+                else:
+                    items_f7s3: list[UpdateMetadataEndpoint] = []
+                    for _ in range(n):
+                        f7s3_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f7s3_1: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7s3_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7s3_2: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7s3_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7s3_3 = _U_h(buf, pos)[0]
+                        pos += 2
+                        items_f7s3.append(_new(UpdateMetadataEndpoint, (f7s3_0, f7s3_1, f7s3_2, f7s3_3)))
+                    f7s3 = tuple(items_f7s3)
+            f7s4: str | None
             n = _U_h(buf, pos)[0]
             pos += 2
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f7_4 = None
+                f7s4 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_4 = buf[pos:end].tobytes().decode()
+                f7s4 = buf[pos:end].tobytes().decode()
                 pos = end
-            items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
-        f7 = tuple(items_f7)
+            f7 = (_new(UpdateMetadataBroker, (f7s0, "", 0, f7s3, f7s4)),)
+        else:
+            items_f7: list[UpdateMetadataBroker] = []
+            for _ in range(n):
+                f7_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f7_3: tuple[UpdateMetadataEndpoint, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f7_3s0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f7_3s1: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7_3s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7_3s2: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7_3s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7_3s3 = _U_h(buf, pos)[0]
+                        pos += 2
+                        f7_3 = (_new(UpdateMetadataEndpoint, (f7_3s0, f7_3s1, f7_3s2, f7_3s3)),)
+                    else:
+                        items_f7_3: list[UpdateMetadataEndpoint] = []
+                        for _ in range(n):
+                            f7_3_0 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f7_3_1: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Host" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f7_3_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f7_3_2: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f7_3_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f7_3_3 = _U_h(buf, pos)[0]
+                            pos += 2
+                            items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
+                        f7_3 = tuple(items_f7_3)
+                f7_4: str | None
+                n = _U_h(buf, pos)[0]
+                pos += 2
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f7_4 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
+            f7 = tuple(items_f7)
     return _new(UpdateMetadataRequest, (f0, False, 0, f3, f4, (), f6, f7)), pos
 
 
@@ -906,9 +1749,8 @@ def _r_UpdateMetadataRequest_v6(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[UpdateMetadataTopicState] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -921,9 +1763,9 @@ def _r_UpdateMetadataRequest_v6(buf: memoryview, pos: int) -> tuple[UpdateMetada
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_2: tuple[UpdateMetadataPartitionState, ...]
+            f6s2: tuple[UpdateMetadataPartitionState, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -935,13 +1777,12 @@ def _r_UpdateMetadataRequest_v6(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f6_2: list[UpdateMetadataPartitionState] = []
-                for _ in range(n):
-                    f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                if n == 1:
+                    f6s2s1, f6s2s2, f6s2s3, f6s2s4, n = _U_iiiiB(buf, pos)
                     pos += 16
-                    f6_2_5: tuple[int, ...]
+                    f6s2s5: tuple[int, ...]
                     try:
-                        f6_2_5 = _AC_i[n](buf, pos)
+                        f6s2s5 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -955,13 +1796,13 @@ def _r_UpdateMetadataRequest_v6(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s5 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_6, n = _U_iB(buf, pos)
+                    f6s2s6, n = _U_iB(buf, pos)
                     pos += 4
-                    f6_2_7: tuple[int, ...]
+                    f6s2s7: tuple[int, ...]
                     try:
-                        f6_2_7 = _AC_i[n](buf, pos)
+                        f6s2s7 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -975,12 +1816,12 @@ def _r_UpdateMetadataRequest_v6(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s7 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_8: tuple[int, ...]
+                    f6s2s8: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f6_2_8 = _AC_i[n](buf, pos)
+                        f6s2s8 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -994,20 +1835,255 @@ def _r_UpdateMetadataRequest_v6(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s8 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f6_2.append(_new(UpdateMetadataPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8)))
-                f6_2 = tuple(items_f6_2)
+                    f6s2 = (_new(UpdateMetadataPartitionState, ("", f6s2s1, f6s2s2, f6s2s3, f6s2s4, f6s2s5, f6s2s6, f6s2s7, f6s2s8)),)
+                else:
+                    items_f6s2: list[UpdateMetadataPartitionState] = []
+                    for _ in range(n):
+                        f6s2_1, f6s2_2, f6s2_3, f6s2_4, n = _U_iiiiB(buf, pos)
+                        pos += 16
+                        f6s2_5: tuple[int, ...]
+                        try:
+                            f6s2_5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_6, n = _U_iB(buf, pos)
+                        pos += 4
+                        f6s2_7: tuple[int, ...]
+                        try:
+                            f6s2_7 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_8: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6s2_8 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f6s2.append(_new(UpdateMetadataPartitionState, ("", f6s2_1, f6s2_2, f6s2_3, f6s2_4, f6s2_5, f6s2_6, f6s2_7, f6s2_8)))
+                    f6s2 = tuple(items_f6s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f6.append(_new(UpdateMetadataTopicState, (f6_0, _ZERO_UUID, f6_2)))
-        f6 = tuple(items_f6)
+            f6 = (_new(UpdateMetadataTopicState, (f6s0, _ZERO_UUID, f6s2)),)
+        else:
+            items_f6: list[UpdateMetadataTopicState] = []
+            for _ in range(n):
+                f6_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_2: tuple[UpdateMetadataPartitionState, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f6_2s1, f6_2s2, f6_2s3, f6_2s4, n = _U_iiiiB(buf, pos)
+                        pos += 16
+                        f6_2s5: tuple[int, ...]
+                        try:
+                            f6_2s5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s6, n = _U_iB(buf, pos)
+                        pos += 4
+                        f6_2s7: tuple[int, ...]
+                        try:
+                            f6_2s7 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s8: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6_2s8 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f6_2 = (_new(UpdateMetadataPartitionState, ("", f6_2s1, f6_2s2, f6_2s3, f6_2s4, f6_2s5, f6_2s6, f6_2s7, f6_2s8)),)
+                    else:
+                        items_f6_2: list[UpdateMetadataPartitionState] = []
+                        for _ in range(n):
+                            f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                            pos += 16
+                            f6_2_5: tuple[int, ...]
+                            try:
+                                f6_2_5 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_6, n = _U_iB(buf, pos)
+                            pos += 4
+                            f6_2_7: tuple[int, ...]
+                            try:
+                                f6_2_7 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_8: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f6_2_8 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f6_2.append(_new(UpdateMetadataPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8)))
+                        f6_2 = tuple(items_f6_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f6.append(_new(UpdateMetadataTopicState, (f6_0, _ZERO_UUID, f6_2)))
+            f6 = tuple(items_f6)
     f7: tuple[UpdateMetadataBroker, ...]
     n = buf[pos]
     if n < 0x80:
@@ -1020,11 +2096,10 @@ def _r_UpdateMetadataRequest_v6(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[UpdateMetadataBroker] = []
-        for _ in range(n):
-            f7_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f7s0 = _U_i(buf, pos)[0]
             pos += 4
-            f7_3: tuple[UpdateMetadataEndpoint, ...]
+            f7s3: tuple[UpdateMetadataEndpoint, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1036,11 +2111,10 @@ def _r_UpdateMetadataRequest_v6(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f7_3: list[UpdateMetadataEndpoint] = []
-                for _ in range(n):
-                    f7_3_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f7s3s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f7_3_1: str
+                    f7s3s1: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -1053,9 +2127,9 @@ def _r_UpdateMetadataRequest_v6(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f7_3_1 = buf[pos:end].tobytes().decode()
+                        f7s3s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f7_3_2: str
+                    f7s3s2: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -1068,15 +2142,55 @@ def _r_UpdateMetadataRequest_v6(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f7_3_2 = buf[pos:end].tobytes().decode()
+                        f7s3s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f7_3_3, tg = _U_hB(buf, pos)
+                    f7s3s3, tg = _U_hB(buf, pos)
                     pos += 3
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
-                f7_3 = tuple(items_f7_3)
-            f7_4: str | None
+                    f7s3 = (_new(UpdateMetadataEndpoint, (f7s3s0, f7s3s1, f7s3s2, f7s3s3)),)
+                else:
+                    items_f7s3: list[UpdateMetadataEndpoint] = []
+                    for _ in range(n):
+                        f7s3_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f7s3_1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7s3_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7s3_2: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7s3_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7s3_3, tg = _U_hB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f7s3.append(_new(UpdateMetadataEndpoint, (f7s3_0, f7s3_1, f7s3_2, f7s3_3)))
+                    f7s3 = tuple(items_f7s3)
+            f7s4: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1086,19 +2200,137 @@ def _r_UpdateMetadataRequest_v6(buf: memoryview, pos: int) -> tuple[UpdateMetada
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f7_4 = None
+                f7s4 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_4 = buf[pos:end].tobytes().decode()
+                f7s4 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
-        f7 = tuple(items_f7)
+            f7 = (_new(UpdateMetadataBroker, (f7s0, "", 0, f7s3, f7s4)),)
+        else:
+            items_f7: list[UpdateMetadataBroker] = []
+            for _ in range(n):
+                f7_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f7_3: tuple[UpdateMetadataEndpoint, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f7_3s0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f7_3s1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7_3s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7_3s2: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7_3s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7_3s3, tg = _U_hB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f7_3 = (_new(UpdateMetadataEndpoint, (f7_3s0, f7_3s1, f7_3s2, f7_3s3)),)
+                    else:
+                        items_f7_3: list[UpdateMetadataEndpoint] = []
+                        for _ in range(n):
+                            f7_3_0 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f7_3_1: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Host" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f7_3_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f7_3_2: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f7_3_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f7_3_3, tg = _U_hB(buf, pos)
+                            pos += 3
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
+                        f7_3 = tuple(items_f7_3)
+                f7_4: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f7_4 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
+            f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1122,9 +2354,8 @@ def _r_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[UpdateMetadataTopicState] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1137,12 +2368,12 @@ def _r_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetada
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_1 = _U_U(buf, pos)[0]
+            f6s1 = _U_U(buf, pos)[0]
             pos += 16
-            f6_1 = _uuid_from(f6_1)
-            f6_2: tuple[UpdateMetadataPartitionState, ...]
+            f6s1 = _uuid_from(f6s1)
+            f6s2: tuple[UpdateMetadataPartitionState, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1154,13 +2385,12 @@ def _r_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f6_2: list[UpdateMetadataPartitionState] = []
-                for _ in range(n):
-                    f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                if n == 1:
+                    f6s2s1, f6s2s2, f6s2s3, f6s2s4, n = _U_iiiiB(buf, pos)
                     pos += 16
-                    f6_2_5: tuple[int, ...]
+                    f6s2s5: tuple[int, ...]
                     try:
-                        f6_2_5 = _AC_i[n](buf, pos)
+                        f6s2s5 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1174,13 +2404,13 @@ def _r_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s5 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_6, n = _U_iB(buf, pos)
+                    f6s2s6, n = _U_iB(buf, pos)
                     pos += 4
-                    f6_2_7: tuple[int, ...]
+                    f6s2s7: tuple[int, ...]
                     try:
-                        f6_2_7 = _AC_i[n](buf, pos)
+                        f6s2s7 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1194,12 +2424,12 @@ def _r_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s7 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_8: tuple[int, ...]
+                    f6s2s8: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f6_2_8 = _AC_i[n](buf, pos)
+                        f6s2s8 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1213,20 +2443,258 @@ def _r_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s8 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f6_2.append(_new(UpdateMetadataPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8)))
-                f6_2 = tuple(items_f6_2)
+                    f6s2 = (_new(UpdateMetadataPartitionState, ("", f6s2s1, f6s2s2, f6s2s3, f6s2s4, f6s2s5, f6s2s6, f6s2s7, f6s2s8)),)
+                else:
+                    items_f6s2: list[UpdateMetadataPartitionState] = []
+                    for _ in range(n):
+                        f6s2_1, f6s2_2, f6s2_3, f6s2_4, n = _U_iiiiB(buf, pos)
+                        pos += 16
+                        f6s2_5: tuple[int, ...]
+                        try:
+                            f6s2_5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_6, n = _U_iB(buf, pos)
+                        pos += 4
+                        f6s2_7: tuple[int, ...]
+                        try:
+                            f6s2_7 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_8: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6s2_8 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f6s2.append(_new(UpdateMetadataPartitionState, ("", f6s2_1, f6s2_2, f6s2_3, f6s2_4, f6s2_5, f6s2_6, f6s2_7, f6s2_8)))
+                    f6s2 = tuple(items_f6s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f6.append(_new(UpdateMetadataTopicState, (f6_0, f6_1, f6_2)))
-        f6 = tuple(items_f6)
+            f6 = (_new(UpdateMetadataTopicState, (f6s0, f6s1, f6s2)),)
+        else:
+            items_f6: list[UpdateMetadataTopicState] = []
+            for _ in range(n):
+                f6_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_1 = _U_U(buf, pos)[0]
+                pos += 16
+                f6_1 = _uuid_from(f6_1)
+                f6_2: tuple[UpdateMetadataPartitionState, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f6_2s1, f6_2s2, f6_2s3, f6_2s4, n = _U_iiiiB(buf, pos)
+                        pos += 16
+                        f6_2s5: tuple[int, ...]
+                        try:
+                            f6_2s5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s6, n = _U_iB(buf, pos)
+                        pos += 4
+                        f6_2s7: tuple[int, ...]
+                        try:
+                            f6_2s7 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s8: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6_2s8 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f6_2 = (_new(UpdateMetadataPartitionState, ("", f6_2s1, f6_2s2, f6_2s3, f6_2s4, f6_2s5, f6_2s6, f6_2s7, f6_2s8)),)
+                    else:
+                        items_f6_2: list[UpdateMetadataPartitionState] = []
+                        for _ in range(n):
+                            f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                            pos += 16
+                            f6_2_5: tuple[int, ...]
+                            try:
+                                f6_2_5 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_6, n = _U_iB(buf, pos)
+                            pos += 4
+                            f6_2_7: tuple[int, ...]
+                            try:
+                                f6_2_7 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_8: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f6_2_8 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f6_2.append(_new(UpdateMetadataPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8)))
+                        f6_2 = tuple(items_f6_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f6.append(_new(UpdateMetadataTopicState, (f6_0, f6_1, f6_2)))
+            f6 = tuple(items_f6)
     f7: tuple[UpdateMetadataBroker, ...]
     n = buf[pos]
     if n < 0x80:
@@ -1239,11 +2707,10 @@ def _r_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[UpdateMetadataBroker] = []
-        for _ in range(n):
-            f7_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f7s0 = _U_i(buf, pos)[0]
             pos += 4
-            f7_3: tuple[UpdateMetadataEndpoint, ...]
+            f7s3: tuple[UpdateMetadataEndpoint, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1255,11 +2722,10 @@ def _r_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f7_3: list[UpdateMetadataEndpoint] = []
-                for _ in range(n):
-                    f7_3_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f7s3s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f7_3_1: str
+                    f7s3s1: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -1272,9 +2738,9 @@ def _r_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f7_3_1 = buf[pos:end].tobytes().decode()
+                        f7s3s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f7_3_2: str
+                    f7s3s2: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -1287,15 +2753,55 @@ def _r_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f7_3_2 = buf[pos:end].tobytes().decode()
+                        f7s3s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f7_3_3, tg = _U_hB(buf, pos)
+                    f7s3s3, tg = _U_hB(buf, pos)
                     pos += 3
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
-                f7_3 = tuple(items_f7_3)
-            f7_4: str | None
+                    f7s3 = (_new(UpdateMetadataEndpoint, (f7s3s0, f7s3s1, f7s3s2, f7s3s3)),)
+                else:
+                    items_f7s3: list[UpdateMetadataEndpoint] = []
+                    for _ in range(n):
+                        f7s3_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f7s3_1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7s3_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7s3_2: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7s3_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7s3_3, tg = _U_hB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f7s3.append(_new(UpdateMetadataEndpoint, (f7s3_0, f7s3_1, f7s3_2, f7s3_3)))
+                    f7s3 = tuple(items_f7s3)
+            f7s4: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1305,19 +2811,137 @@ def _r_UpdateMetadataRequest_v7(buf: memoryview, pos: int) -> tuple[UpdateMetada
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f7_4 = None
+                f7s4 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_4 = buf[pos:end].tobytes().decode()
+                f7s4 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
-        f7 = tuple(items_f7)
+            f7 = (_new(UpdateMetadataBroker, (f7s0, "", 0, f7s3, f7s4)),)
+        else:
+            items_f7: list[UpdateMetadataBroker] = []
+            for _ in range(n):
+                f7_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f7_3: tuple[UpdateMetadataEndpoint, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f7_3s0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f7_3s1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7_3s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7_3s2: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7_3s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7_3s3, tg = _U_hB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f7_3 = (_new(UpdateMetadataEndpoint, (f7_3s0, f7_3s1, f7_3s2, f7_3s3)),)
+                    else:
+                        items_f7_3: list[UpdateMetadataEndpoint] = []
+                        for _ in range(n):
+                            f7_3_0 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f7_3_1: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Host" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f7_3_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f7_3_2: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f7_3_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f7_3_3, tg = _U_hB(buf, pos)
+                            pos += 3
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
+                        f7_3 = tuple(items_f7_3)
+                f7_4: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f7_4 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
+            f7 = tuple(items_f7)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1341,9 +2965,8 @@ def _r_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f6: list[UpdateMetadataTopicState] = []
-        for _ in range(n):
-            f6_0: str
+        if n == 1:
+            f6s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1356,12 +2979,12 @@ def _r_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetada
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f6_0 = buf[pos:end].tobytes().decode()
+                f6s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f6_1 = _U_U(buf, pos)[0]
+            f6s1 = _U_U(buf, pos)[0]
             pos += 16
-            f6_1 = _uuid_from(f6_1)
-            f6_2: tuple[UpdateMetadataPartitionState, ...]
+            f6s1 = _uuid_from(f6s1)
+            f6s2: tuple[UpdateMetadataPartitionState, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1373,13 +2996,12 @@ def _r_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f6_2: list[UpdateMetadataPartitionState] = []
-                for _ in range(n):
-                    f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                if n == 1:
+                    f6s2s1, f6s2s2, f6s2s3, f6s2s4, n = _U_iiiiB(buf, pos)
                     pos += 16
-                    f6_2_5: tuple[int, ...]
+                    f6s2s5: tuple[int, ...]
                     try:
-                        f6_2_5 = _AC_i[n](buf, pos)
+                        f6s2s5 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1393,13 +3015,13 @@ def _r_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s5 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_6, n = _U_iB(buf, pos)
+                    f6s2s6, n = _U_iB(buf, pos)
                     pos += 4
-                    f6_2_7: tuple[int, ...]
+                    f6s2s7: tuple[int, ...]
                     try:
-                        f6_2_7 = _AC_i[n](buf, pos)
+                        f6s2s7 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1413,12 +3035,12 @@ def _r_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s7 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
-                    f6_2_8: tuple[int, ...]
+                    f6s2s8: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f6_2_8 = _AC_i[n](buf, pos)
+                        f6s2s8 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -1432,20 +3054,258 @@ def _r_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                            f6s2s8 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f6_2.append(_new(UpdateMetadataPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8)))
-                f6_2 = tuple(items_f6_2)
+                    f6s2 = (_new(UpdateMetadataPartitionState, ("", f6s2s1, f6s2s2, f6s2s3, f6s2s4, f6s2s5, f6s2s6, f6s2s7, f6s2s8)),)
+                else:
+                    items_f6s2: list[UpdateMetadataPartitionState] = []
+                    for _ in range(n):
+                        f6s2_1, f6s2_2, f6s2_3, f6s2_4, n = _U_iiiiB(buf, pos)
+                        pos += 16
+                        f6s2_5: tuple[int, ...]
+                        try:
+                            f6s2_5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_6, n = _U_iB(buf, pos)
+                        pos += 4
+                        f6s2_7: tuple[int, ...]
+                        try:
+                            f6s2_7 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6s2_8: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6s2_8 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6s2_8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f6s2.append(_new(UpdateMetadataPartitionState, ("", f6s2_1, f6s2_2, f6s2_3, f6s2_4, f6s2_5, f6s2_6, f6s2_7, f6s2_8)))
+                    f6s2 = tuple(items_f6s2)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f6.append(_new(UpdateMetadataTopicState, (f6_0, f6_1, f6_2)))
-        f6 = tuple(items_f6)
+            f6 = (_new(UpdateMetadataTopicState, (f6s0, f6s1, f6s2)),)
+        else:
+            items_f6: list[UpdateMetadataTopicState] = []
+            for _ in range(n):
+                f6_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f6_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f6_1 = _U_U(buf, pos)[0]
+                pos += 16
+                f6_1 = _uuid_from(f6_1)
+                f6_2: tuple[UpdateMetadataPartitionState, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable PartitionStates" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f6_2s1, f6_2s2, f6_2s3, f6_2s4, n = _U_iiiiB(buf, pos)
+                        pos += 16
+                        f6_2s5: tuple[int, ...]
+                        try:
+                            f6_2s5 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s5 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s6, n = _U_iB(buf, pos)
+                        pos += 4
+                        f6_2s7: tuple[int, ...]
+                        try:
+                            f6_2s7 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s7 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        f6_2s8: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f6_2s8 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f6_2s8 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f6_2 = (_new(UpdateMetadataPartitionState, ("", f6_2s1, f6_2s2, f6_2s3, f6_2s4, f6_2s5, f6_2s6, f6_2s7, f6_2s8)),)
+                    else:
+                        items_f6_2: list[UpdateMetadataPartitionState] = []
+                        for _ in range(n):
+                            f6_2_1, f6_2_2, f6_2_3, f6_2_4, n = _U_iiiiB(buf, pos)
+                            pos += 16
+                            f6_2_5: tuple[int, ...]
+                            try:
+                                f6_2_5 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Isr" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_5 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_6, n = _U_iB(buf, pos)
+                            pos += 4
+                            f6_2_7: tuple[int, ...]
+                            try:
+                                f6_2_7 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable Replicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_7 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            f6_2_8: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f6_2_8 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable OfflineReplicas" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f6_2_8 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f6_2.append(_new(UpdateMetadataPartitionState, ("", f6_2_1, f6_2_2, f6_2_3, f6_2_4, f6_2_5, f6_2_6, f6_2_7, f6_2_8)))
+                        f6_2 = tuple(items_f6_2)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f6.append(_new(UpdateMetadataTopicState, (f6_0, f6_1, f6_2)))
+            f6 = tuple(items_f6)
     f7: tuple[UpdateMetadataBroker, ...]
     n = buf[pos]
     if n < 0x80:
@@ -1458,11 +3318,10 @@ def _r_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetada
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f7: list[UpdateMetadataBroker] = []
-        for _ in range(n):
-            f7_0 = _U_i(buf, pos)[0]
+        if n == 1:
+            f7s0 = _U_i(buf, pos)[0]
             pos += 4
-            f7_3: tuple[UpdateMetadataEndpoint, ...]
+            f7s3: tuple[UpdateMetadataEndpoint, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1474,11 +3333,10 @@ def _r_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetada
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f7_3: list[UpdateMetadataEndpoint] = []
-                for _ in range(n):
-                    f7_3_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f7s3s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f7_3_1: str
+                    f7s3s1: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -1491,9 +3349,9 @@ def _r_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f7_3_1 = buf[pos:end].tobytes().decode()
+                        f7s3s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f7_3_2: str
+                    f7s3s2: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -1506,15 +3364,55 @@ def _r_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetada
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f7_3_2 = buf[pos:end].tobytes().decode()
+                        f7s3s2 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f7_3_3, tg = _U_hB(buf, pos)
+                    f7s3s3, tg = _U_hB(buf, pos)
                     pos += 3
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
-                f7_3 = tuple(items_f7_3)
-            f7_4: str | None
+                    f7s3 = (_new(UpdateMetadataEndpoint, (f7s3s0, f7s3s1, f7s3s2, f7s3s3)),)
+                else:
+                    items_f7s3: list[UpdateMetadataEndpoint] = []
+                    for _ in range(n):
+                        f7s3_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f7s3_1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7s3_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7s3_2: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7s3_2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7s3_3, tg = _U_hB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f7s3.append(_new(UpdateMetadataEndpoint, (f7s3_0, f7s3_1, f7s3_2, f7s3_3)))
+                    f7s3 = tuple(items_f7s3)
+            f7s4: str | None
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -1524,19 +3422,137 @@ def _r_UpdateMetadataRequest_v8(buf: memoryview, pos: int) -> tuple[UpdateMetada
             if n < 0:
                 if n != -1:
                     raise DecodeError("invalid string length %d" % n)
-                f7_4 = None
+                f7s4 = None
             else:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f7_4 = buf[pos:end].tobytes().decode()
+                f7s4 = buf[pos:end].tobytes().decode()
                 pos = end
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
-        f7 = tuple(items_f7)
+            f7 = (_new(UpdateMetadataBroker, (f7s0, "", 0, f7s3, f7s4)),)
+        else:
+            items_f7: list[UpdateMetadataBroker] = []
+            for _ in range(n):
+                f7_0 = _U_i(buf, pos)[0]
+                pos += 4
+                f7_3: tuple[UpdateMetadataEndpoint, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f7_3s0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f7_3s1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7_3s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7_3s2: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f7_3s2 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f7_3s3, tg = _U_hB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f7_3 = (_new(UpdateMetadataEndpoint, (f7_3s0, f7_3s1, f7_3s2, f7_3s3)),)
+                    else:
+                        items_f7_3: list[UpdateMetadataEndpoint] = []
+                        for _ in range(n):
+                            f7_3_0 = _U_i(buf, pos)[0]
+                            pos += 4
+                            f7_3_1: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Host" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f7_3_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f7_3_2: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Listener" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f7_3_2 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f7_3_3, tg = _U_hB(buf, pos)
+                            pos += 3
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f7_3.append(_new(UpdateMetadataEndpoint, (f7_3_0, f7_3_1, f7_3_2, f7_3_3)))
+                        f7_3 = tuple(items_f7_3)
+                f7_4: str | None
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    if n != -1:
+                        raise DecodeError("invalid string length %d" % n)
+                    f7_4 = None
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f7_4 = buf[pos:end].tobytes().decode()
+                    pos = end
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f7.append(_new(UpdateMetadataBroker, (f7_0, "", 0, f7_3, f7_4)))
+            f7 = tuple(items_f7)
     f2: int = 0
     n = buf[pos]
     if n < 0x80:

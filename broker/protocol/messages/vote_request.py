@@ -160,9 +160,8 @@ def _r_VoteRequest_v0(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[TopicData] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -175,9 +174,9 @@ def _r_VoteRequest_v0(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[PartitionData, ...]
+            f2s1: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -193,20 +192,67 @@ def _r_VoteRequest_v0(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 24 : end : 25].tobytes().count(0) == n:
-                    f2_1 = tuple([_new(PartitionData, (a0, a1, a2, _ZERO_UUID, _ZERO_UUID, a5, a6)) for a0, a1, a2, a5, a6 in _IU_iiiiqx(buf[pos:end])])
+                    f2s1 = tuple([_new(PartitionData, (a0, a1, a2, _ZERO_UUID, _ZERO_UUID, a5, a6)) for a0, a1, a2, a5, a6 in _IU_iiiiqx(buf[pos:end])])
                     pos = end
                 else:
-                    items_f2_1: list[PartitionData] = []
+                    items_f2s1: list[PartitionData] = []
                     for _ in range(n):
-                        item_f2_1, pos = _r_PartitionData_v0(buf, pos)
-                        items_f2_1.append(item_f2_1)
-                    f2_1 = tuple(items_f2_1)
+                        item_f2s1, pos = _r_PartitionData_v0(buf, pos)
+                        items_f2s1.append(item_f2s1)
+                    f2s1 = tuple(items_f2s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(TopicData, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(TopicData, (f2s0, f2s1)),)
+        else:
+            items_f2: list[TopicData] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 25 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 24 : end : 25].tobytes().count(0) == n:
+                        f2_1 = tuple([_new(PartitionData, (a0, a1, a2, _ZERO_UUID, _ZERO_UUID, a5, a6)) for a0, a1, a2, a5, a6 in _IU_iiiiqx(buf[pos:end])])
+                        pos = end
+                    else:
+                        items_f2_1: list[PartitionData] = []
+                        for _ in range(n):
+                            item_f2_1, pos = _r_PartitionData_v0(buf, pos)
+                            items_f2_1.append(item_f2_1)
+                        f2_1 = tuple(items_f2_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(TopicData, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -247,9 +293,8 @@ def _r_VoteRequest_v1(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f2: list[TopicData] = []
-        for _ in range(n):
-            f2_0: str
+        if n == 1:
+            f2s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -262,9 +307,9 @@ def _r_VoteRequest_v1(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f2_0 = buf[pos:end].tobytes().decode()
+                f2s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f2_1: tuple[PartitionData, ...]
+            f2s1: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -276,22 +321,85 @@ def _r_VoteRequest_v1(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2_1: list[PartitionData] = []
-                for _ in range(n):
-                    f2_1_0, f2_1_1, f2_1_2, f2_1_3, f2_1_4, f2_1_5, f2_1_6, tg = _U_iiiUUiqB(buf, pos)
+                if n == 1:
+                    f2s1s0, f2s1s1, f2s1s2, f2s1s3, f2s1s4, f2s1s5, f2s1s6, tg = _U_iiiUUiqB(buf, pos)
                     pos += 57
-                    f2_1_3 = _uuid_from(f2_1_3)
-                    f2_1_4 = _uuid_from(f2_1_4)
+                    f2s1s3 = _uuid_from(f2s1s3)
+                    f2s1s4 = _uuid_from(f2s1s4)
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f2_1.append(_new(PartitionData, (f2_1_0, f2_1_1, f2_1_2, f2_1_3, f2_1_4, f2_1_5, f2_1_6)))
-                f2_1 = tuple(items_f2_1)
+                    f2s1 = (_new(PartitionData, (f2s1s0, f2s1s1, f2s1s2, f2s1s3, f2s1s4, f2s1s5, f2s1s6)),)
+                else:
+                    items_f2s1: list[PartitionData] = []
+                    for _ in range(n):
+                        f2s1_0, f2s1_1, f2s1_2, f2s1_3, f2s1_4, f2s1_5, f2s1_6, tg = _U_iiiUUiqB(buf, pos)
+                        pos += 57
+                        f2s1_3 = _uuid_from(f2s1_3)
+                        f2s1_4 = _uuid_from(f2s1_4)
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f2s1.append(_new(PartitionData, (f2s1_0, f2s1_1, f2s1_2, f2s1_3, f2s1_4, f2s1_5, f2s1_6)))
+                    f2s1 = tuple(items_f2s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f2.append(_new(TopicData, (f2_0, f2_1)))
-        f2 = tuple(items_f2)
+            f2 = (_new(TopicData, (f2s0, f2s1)),)
+        else:
+            items_f2: list[TopicData] = []
+            for _ in range(n):
+                f2_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f2_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f2_1: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f2_1s0, f2_1s1, f2_1s2, f2_1s3, f2_1s4, f2_1s5, f2_1s6, tg = _U_iiiUUiqB(buf, pos)
+                        pos += 57
+                        f2_1s3 = _uuid_from(f2_1s3)
+                        f2_1s4 = _uuid_from(f2_1s4)
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f2_1 = (_new(PartitionData, (f2_1s0, f2_1s1, f2_1s2, f2_1s3, f2_1s4, f2_1s5, f2_1s6)),)
+                    else:
+                        items_f2_1: list[PartitionData] = []
+                        for _ in range(n):
+                            f2_1_0, f2_1_1, f2_1_2, f2_1_3, f2_1_4, f2_1_5, f2_1_6, tg = _U_iiiUUiqB(buf, pos)
+                            pos += 57
+                            f2_1_3 = _uuid_from(f2_1_3)
+                            f2_1_4 = _uuid_from(f2_1_4)
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f2_1.append(_new(PartitionData, (f2_1_0, f2_1_1, f2_1_2, f2_1_3, f2_1_4, f2_1_5, f2_1_6)))
+                        f2_1 = tuple(items_f2_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f2.append(_new(TopicData, (f2_0, f2_1)))
+            f2 = tuple(items_f2)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

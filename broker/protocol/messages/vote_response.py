@@ -167,9 +167,8 @@ def _r_VoteResponse_v0(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[TopicData] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -182,9 +181,9 @@ def _r_VoteResponse_v0(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[PartitionData, ...]
+            f1s1: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -200,20 +199,67 @@ def _r_VoteResponse_v0(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 15 : end : 16].tobytes().count(0) == n:
-                    f1_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ihiiox(buf[pos:end])))
+                    f1s1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ihiiox(buf[pos:end])))
                     pos = end
                 else:
-                    items_f1_1: list[PartitionData] = []
+                    items_f1s1: list[PartitionData] = []
                     for _ in range(n):
-                        item_f1_1, pos = _r_PartitionData_v0(buf, pos)
-                        items_f1_1.append(item_f1_1)
-                    f1_1 = tuple(items_f1_1)
+                        item_f1s1, pos = _r_PartitionData_v0(buf, pos)
+                        items_f1s1.append(item_f1s1)
+                    f1s1 = tuple(items_f1s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(TopicData, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(TopicData, (f1s0, f1s1)),)
+        else:
+            items_f1: list[TopicData] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 16 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 15 : end : 16].tobytes().count(0) == n:
+                        f1_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ihiiox(buf[pos:end])))
+                        pos = end
+                    else:
+                        items_f1_1: list[PartitionData] = []
+                        for _ in range(n):
+                            item_f1_1, pos = _r_PartitionData_v0(buf, pos)
+                            items_f1_1.append(item_f1_1)
+                        f1_1 = tuple(items_f1_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(TopicData, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -237,9 +283,8 @@ def _r_VoteResponse_v1(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[TopicData] = []
-        for _ in range(n):
-            f1_0: str
+        if n == 1:
+            f1s0: str
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -252,9 +297,9 @@ def _r_VoteResponse_v1(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
                 end = pos + n
                 if end > blen:
                     raise DecodeError("string length %d exceeds remaining bytes" % n)
-                f1_0 = buf[pos:end].tobytes().decode()
+                f1s0 = buf[pos:end].tobytes().decode()
                 pos = end
-            f1_1: tuple[PartitionData, ...]
+            f1s1: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -270,20 +315,67 @@ def _r_VoteResponse_v1(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
                 if end > blen:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
                 if buf[pos + 15 : end : 16].tobytes().count(0) == n:
-                    f1_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ihiiox(buf[pos:end])))
+                    f1s1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ihiiox(buf[pos:end])))
                     pos = end
                 else:
-                    items_f1_1: list[PartitionData] = []
+                    items_f1s1: list[PartitionData] = []
                     for _ in range(n):
-                        item_f1_1, pos = _r_PartitionData_v0(buf, pos)
-                        items_f1_1.append(item_f1_1)
-                    f1_1 = tuple(items_f1_1)
+                        item_f1s1, pos = _r_PartitionData_v0(buf, pos)
+                        items_f1s1.append(item_f1s1)
+                    f1s1 = tuple(items_f1s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(TopicData, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(TopicData, (f1s0, f1s1)),)
+        else:
+            items_f1: list[TopicData] = []
+            for _ in range(n):
+                f1_0: str
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable TopicName" % n)
+                else:
+                    end = pos + n
+                    if end > blen:
+                        raise DecodeError("string length %d exceeds remaining bytes" % n)
+                    f1_0 = buf[pos:end].tobytes().decode()
+                    pos = end
+                f1_1: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    end = pos + 16 * n
+                    if end > blen:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if buf[pos + 15 : end : 16].tobytes().count(0) == n:
+                        f1_1 = tuple(map(_new, _repeat(PartitionData, n), _IU_ihiiox(buf[pos:end])))
+                        pos = end
+                    else:
+                        items_f1_1: list[PartitionData] = []
+                        for _ in range(n):
+                            item_f1_1, pos = _r_PartitionData_v0(buf, pos)
+                            items_f1_1.append(item_f1_1)
+                        f1_1 = tuple(items_f1_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(TopicData, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     f2: tuple[NodeEndpoint, ...] = ()
     n = buf[pos]
     if n < 0x80:
@@ -308,11 +400,10 @@ def _r_VoteResponse_v1(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f2: list[NodeEndpoint] = []
-                for _ in range(n):
-                    f2_0 = _U_i(buf, pos)[0]
+                if n == 1:
+                    f2s0 = _U_i(buf, pos)[0]
                     pos += 4
-                    f2_1: str
+                    f2s1: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -325,14 +416,39 @@ def _r_VoteResponse_v1(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f2_1 = buf[pos:end].tobytes().decode()
+                        f2s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f2_2, tg = _U_HB(buf, pos)
+                    f2s2, tg = _U_HB(buf, pos)
                     pos += 3
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f2.append(_new(NodeEndpoint, (f2_0, f2_1, f2_2)))
-                f2 = tuple(items_f2)
+                    f2 = (_new(NodeEndpoint, (f2s0, f2s1, f2s2)),)
+                else:
+                    items_f2: list[NodeEndpoint] = []
+                    for _ in range(n):
+                        f2_0 = _U_i(buf, pos)[0]
+                        pos += 4
+                        f2_1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f2_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f2_2, tg = _U_HB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f2.append(_new(NodeEndpoint, (f2_0, f2_1, f2_2)))
+                    f2 = tuple(items_f2)
         pos = tag_end
     return _new(VoteResponse, (f0, f1, f2)), pos
 

@@ -162,12 +162,11 @@ def _r_VotersRecord_v0(buf: memoryview, pos: int) -> tuple[VotersRecord, int]:
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[Voter] = []
-        for _ in range(n):
-            f1_0, f1_1 = _U_iU(buf, pos)
+        if n == 1:
+            f1s0, f1s1 = _U_iU(buf, pos)
             pos += 20
-            f1_1 = _uuid_from(f1_1)
-            f1_2: tuple[Endpoint, ...]
+            f1s1 = _uuid_from(f1s1)
+            f1s2: tuple[Endpoint, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -179,9 +178,8 @@ def _r_VotersRecord_v0(buf: memoryview, pos: int) -> tuple[VotersRecord, int]:
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_2: list[Endpoint] = []
-                for _ in range(n):
-                    f1_2_0: str
+                if n == 1:
+                    f1s2s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -194,9 +192,9 @@ def _r_VotersRecord_v0(buf: memoryview, pos: int) -> tuple[VotersRecord, int]:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_0 = buf[pos:end].tobytes().decode()
+                        f1s2s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_2_1: str
+                    f1s2s1: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -209,21 +207,158 @@ def _r_VotersRecord_v0(buf: memoryview, pos: int) -> tuple[VotersRecord, int]:
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f1_2_1 = buf[pos:end].tobytes().decode()
+                        f1s2s1 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f1_2_2, tg = _U_HB(buf, pos)
+                    f1s2s2, tg = _U_HB(buf, pos)
                     pos += 3
                     if tg:
                         pos = _skip_tags(buf, pos - 1)
-                    items_f1_2.append(_new(Endpoint, (f1_2_0, f1_2_1, f1_2_2)))
-                f1_2 = tuple(items_f1_2)
-            f1_3, pos = _r_KRaftVersionFeature_v0(buf, pos)
+                    f1s2 = (_new(Endpoint, (f1s2s0, f1s2s1, f1s2s2)),)
+                else:
+                    items_f1s2: list[Endpoint] = []
+                    for _ in range(n):
+                        f1s2_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s2_1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1s2_1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1s2_2, tg = _U_HB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        items_f1s2.append(_new(Endpoint, (f1s2_0, f1s2_1, f1s2_2)))
+                    f1s2 = tuple(items_f1s2)
+            f1s3, pos = _r_KRaftVersionFeature_v0(buf, pos)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(Voter, (f1_0, f1_1, f1_2, f1_3)))
-        f1 = tuple(items_f1)
+            f1 = (_new(Voter, (f1s0, f1s1, f1s2, f1s3)),)
+        else:
+            items_f1: list[Voter] = []
+            for _ in range(n):
+                f1_0, f1_1 = _U_iU(buf, pos)
+                pos += 20
+                f1_1 = _uuid_from(f1_1)
+                f1_2: tuple[Endpoint, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Endpoints" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_2s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_2s1: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Host" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f1_2s1 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f1_2s2, tg = _U_HB(buf, pos)
+                        pos += 3
+                        if tg:
+                            pos = _skip_tags(buf, pos - 1)
+                        f1_2 = (_new(Endpoint, (f1_2s0, f1_2s1, f1_2s2)),)
+                    else:
+                        items_f1_2: list[Endpoint] = []
+                        for _ in range(n):
+                            f1_2_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_2_1: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Host" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f1_2_1 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f1_2_2, tg = _U_HB(buf, pos)
+                            pos += 3
+                            if tg:
+                                pos = _skip_tags(buf, pos - 1)
+                            items_f1_2.append(_new(Endpoint, (f1_2_0, f1_2_1, f1_2_2)))
+                        f1_2 = tuple(items_f1_2)
+                f1_3, pos = _r_KRaftVersionFeature_v0(buf, pos)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(Voter, (f1_0, f1_1, f1_2, f1_3)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

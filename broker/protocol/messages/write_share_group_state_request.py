@@ -180,12 +180,11 @@ def _r_WriteShareGroupStateRequest_v0(buf: memoryview, pos: int) -> tuple[WriteS
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f1: list[WriteStateData] = []
-        for _ in range(n):
-            f1_0 = _U_U(buf, pos)[0]
+        if n == 1:
+            f1s0 = _U_U(buf, pos)[0]
             pos += 16
-            f1_0 = _uuid_from(f1_0)
-            f1_1: tuple[PartitionData, ...]
+            f1s0 = _uuid_from(f1s0)
+            f1s1: tuple[PartitionData, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -197,11 +196,10 @@ def _r_WriteShareGroupStateRequest_v0(buf: memoryview, pos: int) -> tuple[WriteS
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f1_1: list[PartitionData] = []
-                for _ in range(n):
-                    f1_1_0, f1_1_1, f1_1_2, f1_1_3 = _U_iiiq(buf, pos)
+                if n == 1:
+                    f1s1s0, f1s1s1, f1s1s2, f1s1s3 = _U_iiiq(buf, pos)
                     pos += 20
-                    f1_1_4: tuple[StateBatch, ...]
+                    f1s1s4: tuple[StateBatch, ...]
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -217,26 +215,150 @@ def _r_WriteShareGroupStateRequest_v0(buf: memoryview, pos: int) -> tuple[WriteS
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         if buf[pos + 19 : end : 20].tobytes().count(0) == n:
-                            f1_1_4 = tuple(map(_new, _repeat(StateBatch, n), _IU_qqbhx(buf[pos:end])))
+                            f1s1s4 = tuple(map(_new, _repeat(StateBatch, n), _IU_qqbhx(buf[pos:end])))
                             pos = end
                         else:
-                            items_f1_1_4: list[StateBatch] = []
+                            items_f1s1s4: list[StateBatch] = []
                             for _ in range(n):
-                                item_f1_1_4, pos = _r_StateBatch_v0(buf, pos)
-                                items_f1_1_4.append(item_f1_1_4)
-                            f1_1_4 = tuple(items_f1_1_4)
+                                item_f1s1s4, pos = _r_StateBatch_v0(buf, pos)
+                                items_f1s1s4.append(item_f1s1s4)
+                            f1s1s4 = tuple(items_f1s1s4)
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f1_1.append(_new(PartitionData, (f1_1_0, f1_1_1, f1_1_2, f1_1_3, f1_1_4)))
-                f1_1 = tuple(items_f1_1)
+                    f1s1 = (_new(PartitionData, (f1s1s0, f1s1s1, f1s1s2, f1s1s3, f1s1s4)),)
+                else:
+                    items_f1s1: list[PartitionData] = []
+                    for _ in range(n):
+                        f1s1_0, f1s1_1, f1s1_2, f1s1_3 = _U_iiiq(buf, pos)
+                        pos += 20
+                        f1s1_4: tuple[StateBatch, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable StateBatches" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 20 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 19 : end : 20].tobytes().count(0) == n:
+                                f1s1_4 = tuple(map(_new, _repeat(StateBatch, n), _IU_qqbhx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f1s1_4: list[StateBatch] = []
+                                for _ in range(n):
+                                    item_f1s1_4, pos = _r_StateBatch_v0(buf, pos)
+                                    items_f1s1_4.append(item_f1s1_4)
+                                f1s1_4 = tuple(items_f1s1_4)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f1s1.append(_new(PartitionData, (f1s1_0, f1s1_1, f1s1_2, f1s1_3, f1s1_4)))
+                    f1s1 = tuple(items_f1s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f1.append(_new(WriteStateData, (f1_0, f1_1)))
-        f1 = tuple(items_f1)
+            f1 = (_new(WriteStateData, (f1s0, f1s1)),)
+        else:
+            items_f1: list[WriteStateData] = []
+            for _ in range(n):
+                f1_0 = _U_U(buf, pos)[0]
+                pos += 16
+                f1_0 = _uuid_from(f1_0)
+                f1_1: tuple[PartitionData, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f1_1s0, f1_1s1, f1_1s2, f1_1s3 = _U_iiiq(buf, pos)
+                        pos += 20
+                        f1_1s4: tuple[StateBatch, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable StateBatches" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 20 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 19 : end : 20].tobytes().count(0) == n:
+                                f1_1s4 = tuple(map(_new, _repeat(StateBatch, n), _IU_qqbhx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f1_1s4: list[StateBatch] = []
+                                for _ in range(n):
+                                    item_f1_1s4, pos = _r_StateBatch_v0(buf, pos)
+                                    items_f1_1s4.append(item_f1_1s4)
+                                f1_1s4 = tuple(items_f1_1s4)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f1_1 = (_new(PartitionData, (f1_1s0, f1_1s1, f1_1s2, f1_1s3, f1_1s4)),)
+                    else:
+                        items_f1_1: list[PartitionData] = []
+                        for _ in range(n):
+                            f1_1_0, f1_1_1, f1_1_2, f1_1_3 = _U_iiiq(buf, pos)
+                            pos += 20
+                            f1_1_4: tuple[StateBatch, ...]
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable StateBatches" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 20 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                if buf[pos + 19 : end : 20].tobytes().count(0) == n:
+                                    f1_1_4 = tuple(map(_new, _repeat(StateBatch, n), _IU_qqbhx(buf[pos:end])))
+                                    pos = end
+                                else:
+                                    items_f1_1_4: list[StateBatch] = []
+                                    for _ in range(n):
+                                        item_f1_1_4, pos = _r_StateBatch_v0(buf, pos)
+                                        items_f1_1_4.append(item_f1_1_4)
+                                    f1_1_4 = tuple(items_f1_1_4)
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f1_1.append(_new(PartitionData, (f1_1_0, f1_1_1, f1_1_2, f1_1_3, f1_1_4)))
+                        f1_1 = tuple(items_f1_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f1.append(_new(WriteStateData, (f1_0, f1_1)))
+            f1 = tuple(items_f1)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

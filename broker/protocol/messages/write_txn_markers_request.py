@@ -12,7 +12,7 @@ from typing import NamedTuple as _NamedTuple
 from broker.protocol.errors import DecodeError
 from broker.protocol.primitives import (
     ArrayStructs as _ArrayStructs,
-    CompactArrays as _CompactArrays,
+    compact_arrays as _compact_arrays,
     Ext,
     read_uvarint as _read_uvarint,
     skip_tagged_fields as _skip_tags,
@@ -29,7 +29,7 @@ __all__ = [
 
 _new = tuple.__new__
 _A_i = _ArrayStructs("i")
-_AC_i = _CompactArrays("i")
+_AC_i = _compact_arrays("i")
 _S_h = _struct.Struct(">h")
 _U_h = _S_h.unpack_from
 _P_h = _S_h.pack
@@ -125,11 +125,10 @@ def _r_WriteTxnMarkersRequest_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMar
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[WritableTxnMarker] = []
-        for _ in range(n):
-            f0_0, f0_1, f0_2 = _U_qho(buf, pos)
+        if n == 1:
+            f0s0, f0s1, f0s2 = _U_qho(buf, pos)
             pos += 11
-            f0_3: tuple[WritableTxnMarkerTopic, ...]
+            f0s3: tuple[WritableTxnMarkerTopic, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -137,9 +136,8 @@ def _r_WriteTxnMarkersRequest_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMar
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_3: list[WritableTxnMarkerTopic] = []
-                for _ in range(n):
-                    f0_3_0: str
+                if n == 1:
+                    f0s3s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -148,9 +146,9 @@ def _r_WriteTxnMarkersRequest_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMar
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_3_0 = buf[pos:end].tobytes().decode()
+                        f0s3s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f0_3_1: tuple[int, ...]
+                    f0s3s1: tuple[int, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -158,14 +156,104 @@ def _r_WriteTxnMarkersRequest_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMar
                     else:
                         if n > blen - pos:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f0_3_1 = _A_i[n].unpack_from(buf, pos)
+                        f0s3s1 = _A_i[n].unpack_from(buf, pos)
                         pos += 4 * n
-                    items_f0_3.append(_new(WritableTxnMarkerTopic, (f0_3_0, f0_3_1)))
-                f0_3 = tuple(items_f0_3)
-            f0_4 = _U_i(buf, pos)[0]
+                    f0s3 = (_new(WritableTxnMarkerTopic, (f0s3s0, f0s3s1)),)
+                else:
+                    items_f0s3: list[WritableTxnMarkerTopic] = []
+                    for _ in range(n):
+                        f0s3_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s3_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0s3_1: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f0s3_1 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        items_f0s3.append(_new(WritableTxnMarkerTopic, (f0s3_0, f0s3_1)))
+                    f0s3 = tuple(items_f0s3)
+            f0s4 = _U_i(buf, pos)[0]
             pos += 4
-            items_f0.append(_new(WritableTxnMarker, (f0_0, f0_1, f0_2, f0_3, f0_4)))
-        f0 = tuple(items_f0)
+            f0 = (_new(WritableTxnMarker, (f0s0, f0s1, f0s2, f0s3, f0s4)),)
+        else:
+            items_f0: list[WritableTxnMarker] = []
+            for _ in range(n):
+                f0_0, f0_1, f0_2 = _U_qho(buf, pos)
+                pos += 11
+                f0_3: tuple[WritableTxnMarkerTopic, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topics" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_3s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_3s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_3s1: tuple[int, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f0_3s1 = _A_i[n].unpack_from(buf, pos)
+                            pos += 4 * n
+                        f0_3 = (_new(WritableTxnMarkerTopic, (f0_3s0, f0_3s1)),)
+                    else:
+                        items_f0_3: list[WritableTxnMarkerTopic] = []
+                        for _ in range(n):
+                            f0_3_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_3_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f0_3_1: tuple[int, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f0_3_1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                            items_f0_3.append(_new(WritableTxnMarkerTopic, (f0_3_0, f0_3_1)))
+                        f0_3 = tuple(items_f0_3)
+                f0_4 = _U_i(buf, pos)[0]
+                pos += 4
+                items_f0.append(_new(WritableTxnMarker, (f0_0, f0_1, f0_2, f0_3, f0_4)))
+            f0 = tuple(items_f0)
     return _new(WriteTxnMarkersRequest, (f0,)), pos
 
 
@@ -183,11 +271,10 @@ def _r_WriteTxnMarkersRequest_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMar
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[WritableTxnMarker] = []
-        for _ in range(n):
-            f0_0, f0_1, f0_2 = _U_qho(buf, pos)
+        if n == 1:
+            f0s0, f0s1, f0s2 = _U_qho(buf, pos)
             pos += 11
-            f0_3: tuple[WritableTxnMarkerTopic, ...]
+            f0s3: tuple[WritableTxnMarkerTopic, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -199,9 +286,8 @@ def _r_WriteTxnMarkersRequest_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMar
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_3: list[WritableTxnMarkerTopic] = []
-                for _ in range(n):
-                    f0_3_0: str
+                if n == 1:
+                    f0s3s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -214,12 +300,12 @@ def _r_WriteTxnMarkersRequest_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMar
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_3_0 = buf[pos:end].tobytes().decode()
+                        f0s3s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f0_3_1: tuple[int, ...]
+                    f0s3s1: tuple[int, ...]
                     n = buf[pos]
                     try:
-                        f0_3_1 = _AC_i[n](buf, pos)
+                        f0s3s1 = _AC_i[n](buf, pos)
                         pos += 4 * n - 3
                     except KeyError:
                         n = buf[pos]
@@ -233,20 +319,167 @@ def _r_WriteTxnMarkersRequest_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMar
                         else:
                             if n > blen - pos:
                                 raise DecodeError("array length %d exceeds remaining bytes" % n)
-                            f0_3_1 = _A_i[n].unpack_from(buf, pos)
+                            f0s3s1 = _A_i[n].unpack_from(buf, pos)
                             pos += 4 * n
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f0_3.append(_new(WritableTxnMarkerTopic, (f0_3_0, f0_3_1)))
-                f0_3 = tuple(items_f0_3)
-            f0_4, tg = _U_iB(buf, pos)
+                    f0s3 = (_new(WritableTxnMarkerTopic, (f0s3s0, f0s3s1)),)
+                else:
+                    items_f0s3: list[WritableTxnMarkerTopic] = []
+                    for _ in range(n):
+                        f0s3_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s3_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0s3_1: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f0s3_1 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f0s3_1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f0s3.append(_new(WritableTxnMarkerTopic, (f0s3_0, f0s3_1)))
+                    f0s3 = tuple(items_f0s3)
+            f0s4, tg = _U_iB(buf, pos)
             pos += 5
             if tg:
                 pos = _skip_tags(buf, pos - 1)
-            items_f0.append(_new(WritableTxnMarker, (f0_0, f0_1, f0_2, f0_3, f0_4)))
-        f0 = tuple(items_f0)
+            f0 = (_new(WritableTxnMarker, (f0s0, f0s1, f0s2, f0s3, f0s4)),)
+        else:
+            items_f0: list[WritableTxnMarker] = []
+            for _ in range(n):
+                f0_0, f0_1, f0_2 = _U_qho(buf, pos)
+                pos += 11
+                f0_3: tuple[WritableTxnMarkerTopic, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topics" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_3s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_3s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_3s1: tuple[int, ...]
+                        n = buf[pos]
+                        try:
+                            f0_3s1 = _AC_i[n](buf, pos)
+                            pos += 4 * n - 3
+                        except KeyError:
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f0_3s1 = _A_i[n].unpack_from(buf, pos)
+                                pos += 4 * n
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f0_3 = (_new(WritableTxnMarkerTopic, (f0_3s0, f0_3s1)),)
+                    else:
+                        items_f0_3: list[WritableTxnMarkerTopic] = []
+                        for _ in range(n):
+                            f0_3_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_3_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f0_3_1: tuple[int, ...]
+                            n = buf[pos]
+                            try:
+                                f0_3_1 = _AC_i[n](buf, pos)
+                                pos += 4 * n - 3
+                            except KeyError:
+                                n = buf[pos]
+                                if n < 0x80:
+                                    pos += 1
+                                else:
+                                    n, pos = _read_uvarint(buf, pos)
+                                n -= 1
+                                if n < 0:
+                                    raise DecodeError("invalid length %d for non-nullable PartitionIndexes" % n)
+                                else:
+                                    if n > blen - pos:
+                                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                    f0_3_1 = _A_i[n].unpack_from(buf, pos)
+                                    pos += 4 * n
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f0_3.append(_new(WritableTxnMarkerTopic, (f0_3_0, f0_3_1)))
+                        f0_3 = tuple(items_f0_3)
+                f0_4, tg = _U_iB(buf, pos)
+                pos += 5
+                if tg:
+                    pos = _skip_tags(buf, pos - 1)
+                items_f0.append(_new(WritableTxnMarker, (f0_0, f0_1, f0_2, f0_3, f0_4)))
+            f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:

@@ -144,11 +144,10 @@ def _r_WriteTxnMarkersResponse_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMa
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[WritableTxnMarkerResult] = []
-        for _ in range(n):
-            f0_0 = _U_q(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_q(buf, pos)[0]
             pos += 8
-            f0_1: tuple[WritableTxnMarkerTopicResult, ...]
+            f0s1: tuple[WritableTxnMarkerTopicResult, ...]
             n = _U_i(buf, pos)[0]
             pos += 4
             if n < 0:
@@ -156,9 +155,8 @@ def _r_WriteTxnMarkersResponse_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMa
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_1: list[WritableTxnMarkerTopicResult] = []
-                for _ in range(n):
-                    f0_1_0: str
+                if n == 1:
+                    f0s1s0: str
                     n = _U_h(buf, pos)[0]
                     pos += 2
                     if n < 0:
@@ -167,9 +165,9 @@ def _r_WriteTxnMarkersResponse_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMa
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_1_0 = buf[pos:end].tobytes().decode()
+                        f0s1s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f0_1_1: tuple[WritableTxnMarkerPartitionResult, ...]
+                    f0s1s1: tuple[WritableTxnMarkerPartitionResult, ...]
                     n = _U_i(buf, pos)[0]
                     pos += 4
                     if n < 0:
@@ -180,12 +178,109 @@ def _r_WriteTxnMarkersResponse_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMa
                         end = pos + 6 * n
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
-                        f0_1_1 = tuple(map(_new, _repeat(WritableTxnMarkerPartitionResult, n), _IU_ih(buf[pos:end])))
+                        f0s1s1 = tuple(map(_new, _repeat(WritableTxnMarkerPartitionResult, n), _IU_ih(buf[pos:end])))
                         pos = end
-                    items_f0_1.append(_new(WritableTxnMarkerTopicResult, (f0_1_0, f0_1_1)))
-                f0_1 = tuple(items_f0_1)
-            items_f0.append(_new(WritableTxnMarkerResult, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+                    f0s1 = (_new(WritableTxnMarkerTopicResult, (f0s1s0, f0s1s1)),)
+                else:
+                    items_f0s1: list[WritableTxnMarkerTopicResult] = []
+                    for _ in range(n):
+                        f0s1_0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s1_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0s1_1: tuple[WritableTxnMarkerPartitionResult, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 6 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f0s1_1 = tuple(map(_new, _repeat(WritableTxnMarkerPartitionResult, n), _IU_ih(buf[pos:end])))
+                            pos = end
+                        items_f0s1.append(_new(WritableTxnMarkerTopicResult, (f0s1_0, f0s1_1)))
+                    f0s1 = tuple(items_f0s1)
+            f0 = (_new(WritableTxnMarkerResult, (f0s0, f0s1)),)
+        else:
+            items_f0: list[WritableTxnMarkerResult] = []
+            for _ in range(n):
+                f0_0 = _U_q(buf, pos)[0]
+                pos += 8
+                f0_1: tuple[WritableTxnMarkerTopicResult, ...]
+                n = _U_i(buf, pos)[0]
+                pos += 4
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topics" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_1s0: str
+                        n = _U_h(buf, pos)[0]
+                        pos += 2
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_1s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_1s1: tuple[WritableTxnMarkerPartitionResult, ...]
+                        n = _U_i(buf, pos)[0]
+                        pos += 4
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 6 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            f0_1s1 = tuple(map(_new, _repeat(WritableTxnMarkerPartitionResult, n), _IU_ih(buf[pos:end])))
+                            pos = end
+                        f0_1 = (_new(WritableTxnMarkerTopicResult, (f0_1s0, f0_1s1)),)
+                    else:
+                        items_f0_1: list[WritableTxnMarkerTopicResult] = []
+                        for _ in range(n):
+                            f0_1_0: str
+                            n = _U_h(buf, pos)[0]
+                            pos += 2
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_1_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f0_1_1: tuple[WritableTxnMarkerPartitionResult, ...]
+                            n = _U_i(buf, pos)[0]
+                            pos += 4
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 6 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                f0_1_1 = tuple(map(_new, _repeat(WritableTxnMarkerPartitionResult, n), _IU_ih(buf[pos:end])))
+                                pos = end
+                            items_f0_1.append(_new(WritableTxnMarkerTopicResult, (f0_1_0, f0_1_1)))
+                        f0_1 = tuple(items_f0_1)
+                items_f0.append(_new(WritableTxnMarkerResult, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     return _new(WriteTxnMarkersResponse, (f0,)), pos
 
 
@@ -211,11 +306,10 @@ def _r_WriteTxnMarkersResponse_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMa
     else:
         if n > blen - pos:
             raise DecodeError("array length %d exceeds remaining bytes" % n)
-        items_f0: list[WritableTxnMarkerResult] = []
-        for _ in range(n):
-            f0_0 = _U_q(buf, pos)[0]
+        if n == 1:
+            f0s0 = _U_q(buf, pos)[0]
             pos += 8
-            f0_1: tuple[WritableTxnMarkerTopicResult, ...]
+            f0s1: tuple[WritableTxnMarkerTopicResult, ...]
             n = buf[pos]
             if n < 0x80:
                 pos += 1
@@ -227,9 +321,8 @@ def _r_WriteTxnMarkersResponse_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMa
             else:
                 if n > blen - pos:
                     raise DecodeError("array length %d exceeds remaining bytes" % n)
-                items_f0_1: list[WritableTxnMarkerTopicResult] = []
-                for _ in range(n):
-                    f0_1_0: str
+                if n == 1:
+                    f0s1s0: str
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -242,9 +335,9 @@ def _r_WriteTxnMarkersResponse_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMa
                         end = pos + n
                         if end > blen:
                             raise DecodeError("string length %d exceeds remaining bytes" % n)
-                        f0_1_0 = buf[pos:end].tobytes().decode()
+                        f0s1s0 = buf[pos:end].tobytes().decode()
                         pos = end
-                    f0_1_1: tuple[WritableTxnMarkerPartitionResult, ...]
+                    f0s1s1: tuple[WritableTxnMarkerPartitionResult, ...]
                     n = buf[pos]
                     if n < 0x80:
                         pos += 1
@@ -260,26 +353,188 @@ def _r_WriteTxnMarkersResponse_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMa
                         if end > blen:
                             raise DecodeError("array length %d exceeds remaining bytes" % n)
                         if buf[pos + 6 : end : 7].tobytes().count(0) == n:
-                            f0_1_1 = tuple(map(_new, _repeat(WritableTxnMarkerPartitionResult, n), _IU_ihx(buf[pos:end])))
+                            f0s1s1 = tuple(map(_new, _repeat(WritableTxnMarkerPartitionResult, n), _IU_ihx(buf[pos:end])))
                             pos = end
                         else:
-                            items_f0_1_1: list[WritableTxnMarkerPartitionResult] = []
+                            items_f0s1s1: list[WritableTxnMarkerPartitionResult] = []
                             for _ in range(n):
-                                item_f0_1_1, pos = _r_WritableTxnMarkerPartitionResult_v1(buf, pos)
-                                items_f0_1_1.append(item_f0_1_1)
-                            f0_1_1 = tuple(items_f0_1_1)
+                                item_f0s1s1, pos = _r_WritableTxnMarkerPartitionResult_v1(buf, pos)
+                                items_f0s1s1.append(item_f0s1s1)
+                            f0s1s1 = tuple(items_f0s1s1)
                     if buf[pos]:
                         pos = _skip_tags(buf, pos)
                     else:
                         pos += 1
-                    items_f0_1.append(_new(WritableTxnMarkerTopicResult, (f0_1_0, f0_1_1)))
-                f0_1 = tuple(items_f0_1)
+                    f0s1 = (_new(WritableTxnMarkerTopicResult, (f0s1s0, f0s1s1)),)
+                else:
+                    items_f0s1: list[WritableTxnMarkerTopicResult] = []
+                    for _ in range(n):
+                        f0s1_0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0s1_0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0s1_1: tuple[WritableTxnMarkerPartitionResult, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 7 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                                f0s1_1 = tuple(map(_new, _repeat(WritableTxnMarkerPartitionResult, n), _IU_ihx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f0s1_1: list[WritableTxnMarkerPartitionResult] = []
+                                for _ in range(n):
+                                    item_f0s1_1, pos = _r_WritableTxnMarkerPartitionResult_v1(buf, pos)
+                                    items_f0s1_1.append(item_f0s1_1)
+                                f0s1_1 = tuple(items_f0s1_1)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        items_f0s1.append(_new(WritableTxnMarkerTopicResult, (f0s1_0, f0s1_1)))
+                    f0s1 = tuple(items_f0s1)
             if buf[pos]:
                 pos = _skip_tags(buf, pos)
             else:
                 pos += 1
-            items_f0.append(_new(WritableTxnMarkerResult, (f0_0, f0_1)))
-        f0 = tuple(items_f0)
+            f0 = (_new(WritableTxnMarkerResult, (f0s0, f0s1)),)
+        else:
+            items_f0: list[WritableTxnMarkerResult] = []
+            for _ in range(n):
+                f0_0 = _U_q(buf, pos)[0]
+                pos += 8
+                f0_1: tuple[WritableTxnMarkerTopicResult, ...]
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _read_uvarint(buf, pos)
+                n -= 1
+                if n < 0:
+                    raise DecodeError("invalid length %d for non-nullable Topics" % n)
+                else:
+                    if n > blen - pos:
+                        raise DecodeError("array length %d exceeds remaining bytes" % n)
+                    if n == 1:
+                        f0_1s0: str
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Name" % n)
+                        else:
+                            end = pos + n
+                            if end > blen:
+                                raise DecodeError("string length %d exceeds remaining bytes" % n)
+                            f0_1s0 = buf[pos:end].tobytes().decode()
+                            pos = end
+                        f0_1s1: tuple[WritableTxnMarkerPartitionResult, ...]
+                        n = buf[pos]
+                        if n < 0x80:
+                            pos += 1
+                        else:
+                            n, pos = _read_uvarint(buf, pos)
+                        n -= 1
+                        if n < 0:
+                            raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                        else:
+                            if n > blen - pos:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            end = pos + 7 * n
+                            if end > blen:
+                                raise DecodeError("array length %d exceeds remaining bytes" % n)
+                            if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                                f0_1s1 = tuple(map(_new, _repeat(WritableTxnMarkerPartitionResult, n), _IU_ihx(buf[pos:end])))
+                                pos = end
+                            else:
+                                items_f0_1s1: list[WritableTxnMarkerPartitionResult] = []
+                                for _ in range(n):
+                                    item_f0_1s1, pos = _r_WritableTxnMarkerPartitionResult_v1(buf, pos)
+                                    items_f0_1s1.append(item_f0_1s1)
+                                f0_1s1 = tuple(items_f0_1s1)
+                        if buf[pos]:
+                            pos = _skip_tags(buf, pos)
+                        else:
+                            pos += 1
+                        f0_1 = (_new(WritableTxnMarkerTopicResult, (f0_1s0, f0_1s1)),)
+                    else:
+                        items_f0_1: list[WritableTxnMarkerTopicResult] = []
+                        for _ in range(n):
+                            f0_1_0: str
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Name" % n)
+                            else:
+                                end = pos + n
+                                if end > blen:
+                                    raise DecodeError("string length %d exceeds remaining bytes" % n)
+                                f0_1_0 = buf[pos:end].tobytes().decode()
+                                pos = end
+                            f0_1_1: tuple[WritableTxnMarkerPartitionResult, ...]
+                            n = buf[pos]
+                            if n < 0x80:
+                                pos += 1
+                            else:
+                                n, pos = _read_uvarint(buf, pos)
+                            n -= 1
+                            if n < 0:
+                                raise DecodeError("invalid length %d for non-nullable Partitions" % n)
+                            else:
+                                if n > blen - pos:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                end = pos + 7 * n
+                                if end > blen:
+                                    raise DecodeError("array length %d exceeds remaining bytes" % n)
+                                if buf[pos + 6 : end : 7].tobytes().count(0) == n:
+                                    f0_1_1 = tuple(map(_new, _repeat(WritableTxnMarkerPartitionResult, n), _IU_ihx(buf[pos:end])))
+                                    pos = end
+                                else:
+                                    items_f0_1_1: list[WritableTxnMarkerPartitionResult] = []
+                                    for _ in range(n):
+                                        item_f0_1_1, pos = _r_WritableTxnMarkerPartitionResult_v1(buf, pos)
+                                        items_f0_1_1.append(item_f0_1_1)
+                                    f0_1_1 = tuple(items_f0_1_1)
+                            if buf[pos]:
+                                pos = _skip_tags(buf, pos)
+                            else:
+                                pos += 1
+                            items_f0_1.append(_new(WritableTxnMarkerTopicResult, (f0_1_0, f0_1_1)))
+                        f0_1 = tuple(items_f0_1)
+                if buf[pos]:
+                    pos = _skip_tags(buf, pos)
+                else:
+                    pos += 1
+                items_f0.append(_new(WritableTxnMarkerResult, (f0_0, f0_1)))
+            f0 = tuple(items_f0)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
