@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import enum
 import re
 import sys
 import uuid
 from typing import Any
 
-import attrs
-
 from broker.client.session import ClientError
+from broker.protocol.json_view import to_jsonable
 
 _BASE64_PREFIX = "base64:"
 _INT_TYPES = ("int8", "int16", "int32", "int64", "uint16")
@@ -29,22 +27,8 @@ def bytes_to_json(data: bytes | bytearray | memoryview) -> str:
 
 
 def to_json(value: Any) -> Any:
-    """A message as JSON-able data."""
-    if value is None or isinstance(value, bool | str | float):
-        return value
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, int):
-        return value
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes_to_json(value)
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, list | tuple):
-        return [to_json(item) for item in value]
-    if attrs.has(type(value)):
-        return {f.name: to_json(getattr(value, f.name)) for f in attrs.fields(type(value))}
-    return str(value)
+    """A message as JSON-able data, bytes as base64."""
+    return to_jsonable(value, bytes_to_json)
 
 
 def _snake(name: str) -> str:
@@ -105,7 +89,7 @@ def _value_from_json(owner: type, kafka_type: str, value: Any, where: str) -> An
             for i, item in enumerate(value)
         )
     nested = getattr(sys.modules[owner.__module__], kafka_type, None)
-    if isinstance(nested, type) and attrs.has(nested):
+    if isinstance(nested, type) and hasattr(nested, "FIELDS"):
         return from_json(nested, value, where) if value is not None else None
     return _scalar_from_json(kafka_type, value, where)
 

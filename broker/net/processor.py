@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 import attrs
 import trio
 
-from broker.net.connection import Connection
 from broker.metrics import Meter
+from broker.net.connection import Connection
 from broker.net.connection_quotas import ConnectionQuotas
 from broker.net.frame_decoder import InvalidFrameSize
 from broker.net.memory_pool import MemoryPool

@@ -23,6 +23,7 @@ from broker.net.request import (
     SendResponse,
 )
 from broker.protocol.api import API_NAMES
+from broker.protocol.json_view import to_jsonable
 
 request_logger = logging.getLogger("kafka.request.logger")
 
@@ -153,19 +154,4 @@ def _request_log_line(request: Request, response_body: Any, timings: dict[str, f
 
 def to_log_json(value: Any) -> Any:
     """A message as JSON-able data; record payloads are replaced by their sizes."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return {"sizeInBytes": len(value)}
-    # Generated messages are tuples (NamedTuple-based): check their FIELDS first.
-    fields = getattr(type(value), "FIELDS", None)
-    if fields is not None:
-        return {field[0]: to_log_json(getattr(value, field[0])) for field in fields}
-    if isinstance(value, (list, tuple)):
-        return [to_log_json(item) for item in value]
-    if attrs.has(type(value)):
-        return {
-            field.name: to_log_json(getattr(value, field.name))
-            for field in attrs.fields(type(value))
-        }
-    return str(value)
+    return to_jsonable(value, lambda data: {"sizeInBytes": len(data)})

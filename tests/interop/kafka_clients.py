@@ -123,6 +123,11 @@ def assert_same_per_partition(expected: Sequence[Message], got: Sequence[Message
 # --- librdkafka (confluent-kafka and kcat) ---------------------------------------------------
 
 
+def _rdkafka_key(name: str) -> str:
+    """librdkafka's dotted names written as Python keywords: linger_ms -> linger.ms."""
+    return name if name in ("log_level", "on_delivery", "error_cb") else name.replace("_", ".")
+
+
 def rdkafka_settings(bootstrap: str, **extra: Any) -> dict[str, Any]:
     settings: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
@@ -135,7 +140,7 @@ def rdkafka_settings(bootstrap: str, **extra: Any) -> dict[str, Any]:
         "topic.metadata.propagation.max.ms": 1000,
         "log_level": 3,
     }
-    settings.update({k.replace("_", "."): v for k, v in extra.items()})
+    settings.update({_rdkafka_key(k): v for k, v in extra.items()})
     return settings
 
 
@@ -170,7 +175,7 @@ def confluent_produce(
     """Produce to the messages' partitions; returns (partition, offset) per message from
     the delivery reports, failing on any delivery error or on a report that never came."""
     settings = rdkafka_settings(bootstrap, linger_ms=5, message_timeout_ms=20000)
-    settings.update({k.replace("_", "."): v for k, v in producer_settings.items()})
+    settings.update({_rdkafka_key(k): v for k, v in producer_settings.items()})
     producer = Producer(settings)
     reports: dict[int, tuple[int, int]] = {}
     errors: list[tuple[int, KafkaError]] = []

@@ -145,7 +145,7 @@ def test_kcat_queries_offsets_by_timestamp(bootstrap: str) -> None:
     create_topic(bootstrap, topic, partitions=2)
     messages = make_messages(600, 2, seed=8)
     base = int(time.time() * 1000) - 7_200_000
-    # Partition p gets timestamps base + 2i + p for its i-th record: 10 ms apart per record.
+    # Record i has timestamp base + 5i and goes to partition i % 2.
     confluent_produce(
         bootstrap, topic, messages, timestamps=[base + 5 * i for i in range(len(messages))]
     )

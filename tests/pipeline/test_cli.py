@@ -61,7 +61,7 @@ def _archived_offsets(tmp_path: Path) -> list[tuple[int, int]]:
     return sorted(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True))
 
 
-def test_cli_archive_available_now_archives_and_resumes(
+def test_cli_archive_available_now_archives_every_record(
     broker: BrokerProcess, topic_name: str, tmp_path: Path
 ) -> None:
     create_topic(broker, topic_name, 2)
