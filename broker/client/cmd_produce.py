@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from broker.client.output_format import unescape
 from broker.client.partitioner import partition_for_key
 from broker.client.session import ClientError, ClientSession, check_error
 from broker.client.topics import describe_topic
@@ -49,7 +50,9 @@ def add_parser(commands: object, common: argparse.ArgumentParser) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("topic")
-    p.add_argument("-K", "--key-delimiter", metavar="DELIM", help="split KEY DELIM VALUE")
+    p.add_argument(
+        "-K", "--key-delimiter", metavar="DELIM", help="split KEY DELIM VALUE (\\t etc. as kcat)"
+    )
     p.add_argument(
         "-H", "--header", action="append", default=[], metavar="KEY=VALUE", help="add a header"
     )
@@ -94,7 +97,7 @@ async def produce(session: ClientSession, args: argparse.Namespace) -> int:
     if args.partition is not None and args.partition not in info.partitions:
         raise ClientError(f"topic {args.topic!r} has no partition {args.partition}")
     headers = parse_headers(args.header)
-    delimiter = args.key_delimiter.encode() if args.key_delimiter else None
+    delimiter = unescape(args.key_delimiter) if args.key_delimiter else None
     sticky = random.choice(info.partitions)
     pending: dict[int, list[Record]] = {}
     produced = 0

@@ -17,6 +17,11 @@ _TOKEN = re.compile(r"%[tpokSsTKh%]|\\[ntr\\]")
 _ESCAPES = {"\\n": b"\n", "\\t": b"\t", "\\r": b"\r", "\\\\": b"\\"}
 
 
+def unescape(text: str) -> bytes:
+    """kcat's escapes in a delimiter or format: \\n, \\t, \\r and \\\\."""
+    return re.sub(r"\\[ntr\\]", lambda m: _ESCAPES[m.group()].decode(), text).encode()
+
+
 def _length(data: bytes | None) -> bytes:
     return b"-1" if data is None else str(len(data)).encode()
 

@@ -40,6 +40,10 @@ class KafkaApis:
         self._handlers[handler.api_key] = handler
         self._supported = None
 
+    def handler(self, api_key: int) -> ApiHandler:
+        """The handler registered for `api_key` (KeyError when there is none)."""
+        return self._handlers[api_key]
+
     def supported_versions(self) -> dict[int, tuple[int, int]]:
         """What ApiVersions advertises: exactly the versions the handlers implement.
 

@@ -379,25 +379,27 @@ async def test_an_exhausted_memory_pool_stops_reading_until_memory_is_freed(tmp_
 # -- throttling ---------------------------------------------------------------------
 
 
+class ThrottledMetadata(GatedMetadata):
+    """Metadata whose responses carry a throttle time, as a quota manager would set."""
+
+    async def handle(self, request: Request) -> Any:
+        response = await super().handle(request)
+        return response._replace(throttle_time_ms=400)
+
+
 async def test_a_throttled_connection_stays_muted_for_the_throttle_time(tmp_path: Path) -> None:
     async with running_broker(tmp_path) as server:
-        channel = server.socket_server.data_channel
+        server.apis.add_handler(ThrottledMetadata(server.metadata))
         conn = await connect(server)
-        original = server.apis.handle
-
-        async def throttling_handle(request: Request, ch: Any) -> None:
-            if request.api_key == 3:
-                channel.start_throttling(request, 400)
-            await original(request, ch)
-
-        server.data_handlers._apis = type("Apis", (), {"handle": staticmethod(throttling_handle)})()
         throttled = await conn.send(MetadataRequest(topics=None), 9)
         follower = await conn.send(ApiVersionsRequest(), 0)
         with trio.fail_after(5):
-            assert (await conn.receive())[0] == throttled
+            correlation_id, response = await conn.receive()
+        assert (correlation_id, response.throttle_time_ms) == (throttled, 400)
         answered_at = trio.current_time()
         with trio.fail_after(5):
             assert (await conn.receive())[0] == follower
+        # KIP-219: the response goes out at once, then the channel stays muted.
         assert trio.current_time() - answered_at >= 0.3
 
 

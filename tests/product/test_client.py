@@ -244,3 +244,11 @@ async def test_help_runs_as_a_module_without_a_broker() -> None:
         env=ENV,
     )
     assert result.returncode == 0 and b"--from-beginning" in result.stdout
+
+
+def test_key_delimiter_escapes_work_as_in_kcat() -> None:
+    from broker.client.output_format import unescape
+
+    assert unescape("\\t") == b"\t"
+    assert unescape(":") == b":"
+    assert unescape("\\n\\\\") == b"\n\\"
