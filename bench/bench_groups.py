@@ -13,56 +13,20 @@ from __future__ import annotations
 
 import contextlib
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
 
-from bench.bench_produce_consume import (
-    _LISTENING,
-    _common,
-    _create_topic,
-    _stop,
-    tansu_binary,
-    tansu_broker,
-)
+from bench.bench_produce_consume import _common, _create_topic
+from bench.servers import our_broker, tansu_binary, tansu_broker
 
 MAX_ROUNDS = 20
 WAIT_S = 30.0
-
-
-@contextlib.contextmanager
-def our_broker(work: Path) -> Iterator[str]:
-    log = work / "broker.log"
-    args = [sys.executable, "-m", "broker", "serve"]
-    for key, value in {
-        "listeners": "PLAINTEXT://127.0.0.1:0",
-        "log.dirs": str(work / "data"),
-        "metrics.port": "-1",
-        "group.initial.rebalance.delay.ms": "0",
-    }.items():
-        args += ["--override", f"{key}={value}"]
-    with log.open("wb") as out:
-        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            text = log.read_text()
-            match = _LISTENING.search(text)
-            if match and "started" in text:
-                break
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"broker did not start:\n{text}")
-            time.sleep(0.05)
-        yield f"127.0.0.1:{int(match.group(1))}"
-    finally:
-        _stop(process)
 
 
 def _consumer(bootstrap: str, group: str) -> Consumer:
@@ -151,7 +115,7 @@ def run(duration_s: float = 5.0) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         brokers: list[tuple[str, contextlib.AbstractContextManager[str]]] = [
-            ("ours", our_broker(work))
+            ("ours", our_broker(work, {"group.initial.rebalance.delay.ms": "0"}))
         ]
         binary = tansu_binary()
         if binary is not None:

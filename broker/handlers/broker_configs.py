@@ -122,23 +122,15 @@ class BrokerConfigs:
 
     def _synonyms(self, name: str) -> list[DescribeConfigsSynonym]:
         """Every layer that sets `name`, most specific first; the default always last."""
-        synonyms = []
-        if name in self.per_broker:
-            synonyms.append(
-                DescribeConfigsSynonym(
-                    name=name,
-                    value=self.per_broker[name],
-                    source=ConfigSource.DYNAMIC_BROKER_CONFIG,
-                )
-            )
-        if name in self.cluster_default:
-            synonyms.append(
-                DescribeConfigsSynonym(
-                    name=name,
-                    value=self.cluster_default[name],
-                    source=ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
-                )
-            )
+        layers = (
+            (self.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+            (self.cluster_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        )
+        synonyms = [
+            DescribeConfigsSynonym(name=name, value=layer[name], source=source)
+            for layer, source in layers
+            if name in layer
+        ]
         config = self._server.config
         if config.is_set(name):
             synonyms.append(
@@ -201,15 +193,10 @@ class BrokerConfigs:
             for name, count in after.items():
                 if count != before[name]:
                     check_resize(name, before[name], count)
-        except ConfigError as exc:
-            layer.clear()
-            layer.update(old_layer)
-            raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
-        if validate_only:
-            layer.clear()
-            layer.update(old_layer)
-            return
-        try:
+            if validate_only:
+                layer.clear()
+                layer.update(old_layer)
+                return
             if after["num.network.threads"] != before["num.network.threads"]:
                 await self._server.resize_network_threads(after["num.network.threads"])
             if after["num.io.threads"] != before["num.io.threads"]:

@@ -6,11 +6,12 @@ what was (not) received instead of hanging the suite.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,11 @@ import attrs
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.integration.broker_harness import BrokerProcess, start_broker_process
+from tests.integration.broker_harness import (
+    BrokerProcess,
+    start_broker_process,
+    stop_broker_process,
+)
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -38,6 +43,26 @@ def start_interop_broker(
     settings = dict(INTEROP_BROKER_SETTINGS)
     settings.update(overrides or {})
     return start_broker_process(data_dir, settings)
+
+
+@contextlib.contextmanager
+def interop_broker_running(
+    data_dir: Path, overrides: Mapping[str, str] | None = None
+) -> Iterator[BrokerProcess]:
+    """A broker for the block, stopped with SIGTERM after it. A broker that crashed under
+    the block fails it even when every assertion in it passed."""
+    broker = start_interop_broker(data_dir, overrides)
+    try:
+        yield broker
+    finally:
+        code = stop_broker_process(broker)
+        assert code == 0, f"broker exited with {code}:\n{broker.log_text()[-4000:]}"
+
+
+def live_bootstrap(broker: BrokerProcess) -> str:
+    """The bootstrap address of a shared broker that must still be running."""
+    assert broker.process.poll() is None, broker.log_text()[-4000:]
+    return broker.bootstrap
 
 
 def unique_topic(prefix: str) -> str:
@@ -269,6 +294,27 @@ def confluent_consume(
             consumer.close()
     assert len(got) == count, f"consumed {len(got)} of {count} records within {timeout_s} s"
     return got
+
+
+def assert_placed_as_reported(
+    messages: Sequence[Message],
+    reports: Sequence[tuple[int, int]],
+    got: Sequence[tuple[Message, int]],
+) -> None:
+    """`got` (message, offset) holds `messages` at the places their delivery reports gave."""
+    assert_same_per_partition(messages, [m for m, _ in got])
+    assert {(m.partition, o): m for m, o in got} == {
+        report: m for report, m in zip(reports, messages, strict=True)
+    }
+
+
+def assert_librdkafka_reads(
+    bootstrap: str, topic: str, partitions: int, expected: Sequence[Message]
+) -> list[Consumed]:
+    """librdkafka reads exactly `expected` from the topic's start (per partition, in order)."""
+    consumed = read_all_confluent(bootstrap, topic, partitions, len(expected))
+    assert_same_per_partition(expected, [c.message for c in consumed])
+    return consumed
 
 
 def read_all_confluent(bootstrap: str, topic: str, partitions: int, count: int) -> list[Consumed]:

@@ -11,11 +11,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from tests.interop.kafka_clients import (
     CODECS,
     Message,
+    assert_librdkafka_reads,
+    assert_placed_as_reported,
     assert_same_per_partition,
     confluent_produce,
     create_topic,
     make_messages,
-    read_all_confluent,
     unique_topic,
 )
 
@@ -102,12 +103,8 @@ def test_aiokafka_producer_and_assigned_consumer_round_trip_every_codec(
         return reports, await aiokafka_read_all(bootstrap, topic, 3, len(messages))
 
     reports, got = asyncio.run(scenario())
-    assert_same_per_partition(messages, [m for m, _ in got])
-    assert {(m.partition, o): m for m, o in got} == {
-        report: m for report, m in zip(reports, messages, strict=True)
-    }
-    consumed = read_all_confluent(bootstrap, topic, 3, len(messages))
-    assert_same_per_partition(messages, [c.message for c in consumed])
+    assert_placed_as_reported(messages, reports, got)
+    assert_librdkafka_reads(bootstrap, topic, 3, messages)
 
 
 def test_aiokafka_consumer_reads_every_codec_librdkafka_produced(bootstrap: str) -> None:

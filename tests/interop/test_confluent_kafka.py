@@ -20,6 +20,7 @@ from tests.interop.kafka_clients import (
     CODECS,
     Message,
     admin,
+    assert_librdkafka_reads,
     assert_same_per_partition,
     confluent_consume,
     confluent_produce,
@@ -27,7 +28,6 @@ from tests.interop.kafka_clients import (
     create_topic,
     make_messages,
     rdkafka_settings,
-    read_all_confluent,
     to_message,
     unique_topic,
 )
@@ -70,8 +70,7 @@ def test_confluent_producer_and_assigned_consumer_round_trip_every_codec(
         enable_idempotence=idempotent,
         acks="all",
     )
-    consumed = read_all_confluent(bootstrap, topic, 3, len(messages))
-    assert_same_per_partition(messages, [c.message for c in consumed])
+    consumed = assert_librdkafka_reads(bootstrap, topic, 3, messages)
     assert_reports_match_log(
         messages, reports, [c.message for c in consumed], [c.offset for c in consumed]
     )
@@ -87,8 +86,7 @@ def test_confluent_producer_delivers_every_message_with_each_acks_level(
     reports = confluent_produce(
         bootstrap, topic, messages, acks=acks, enable_idempotence=False, compression_type="lz4"
     )
-    consumed = read_all_confluent(bootstrap, topic, 2, len(messages))
-    assert_same_per_partition(messages, [c.message for c in consumed])
+    consumed = assert_librdkafka_reads(bootstrap, topic, 2, messages)
     if acks == "0":
         # Kafka answers nothing to acks=0: the client cannot know the offsets.
         assert all(offset is None or offset < 0 for _, offset in reports)
@@ -125,8 +123,7 @@ def test_confluent_keyed_messages_without_partition_follow_the_default_partition
         by_key.setdefault(message.key, set()).add(message.partition)
     assert all(len(parts) == 1 for parts in by_key.values())
     assert len({m.partition for m in placed}) > 1
-    consumed = read_all_confluent(bootstrap, topic, 4, len(placed))
-    assert_same_per_partition(placed, [c.message for c in consumed])
+    assert_librdkafka_reads(bootstrap, topic, 4, placed)
 
 
 def test_confluent_consumer_reads_from_specific_offsets_with_create_times(bootstrap: str) -> None:

@@ -18,8 +18,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.integration.broker_harness import BrokerProcess, stop_broker_process
-from tests.interop.kafka_clients import start_interop_broker, unique_topic
+from tests.integration.broker_harness import BrokerProcess
+from tests.interop.kafka_clients import interop_broker_running, live_bootstrap, unique_topic
 
 pytestmark = pytest.mark.interop
 
@@ -32,18 +32,14 @@ WAIT_S = 30.0
 
 @pytest.fixture(scope="module")
 def group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    broker = start_interop_broker(tmp_path_factory.mktemp("groups") / "data", GROUP_BROKER_SETTINGS)
-    try:
+    data = tmp_path_factory.mktemp("groups") / "data"
+    with interop_broker_running(data, GROUP_BROKER_SETTINGS) as broker:
         yield broker
-    finally:
-        code = stop_broker_process(broker)
-        assert code == 0, f"broker exited with {code}:\n{broker.log_text()[-4000:]}"
 
 
 @pytest.fixture
 def bootstrap(group_broker: BrokerProcess) -> str:
-    assert group_broker.process.poll() is None, group_broker.log_text()[-4000:]
-    return group_broker.bootstrap
+    return live_bootstrap(group_broker)
 
 
 _open_consumers: list[Consumer] = []

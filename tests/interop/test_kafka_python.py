@@ -14,10 +14,11 @@ from kafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from tests.interop.kafka_clients import (
     CODECS,
     Message,
+    assert_librdkafka_reads,
+    assert_placed_as_reported,
     assert_same_per_partition,
     confluent_produce,
     make_messages,
-    read_all_confluent,
     unique_topic,
 )
 
@@ -102,13 +103,9 @@ def test_kafka_python_default_idempotent_producer_round_trips_every_codec(
     settings: dict[str, object] = {} if codec == "none" else {"compression_type": codec}
     reports = kafka_python_produce(bootstrap, topic, messages, **settings)
     got = kafka_python_read_all(bootstrap, topic, 3, len(messages))
-    assert_same_per_partition(messages, [m for m, _ in got])
-    assert {(m.partition, o): m for m, o in got} == {
-        report: m for report, m in zip(reports, messages, strict=True)
-    }
+    assert_placed_as_reported(messages, reports, got)
     # A different client reads the same bytes back.
-    consumed = read_all_confluent(bootstrap, topic, 3, len(messages))
-    assert_same_per_partition(messages, [c.message for c in consumed])
+    assert_librdkafka_reads(bootstrap, topic, 3, messages)
 
 
 def test_kafka_python_consumer_reads_what_librdkafka_produced_compressed(bootstrap: str) -> None:

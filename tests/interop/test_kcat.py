@@ -14,11 +14,11 @@ import pytest
 from tests.interop.kafka_clients import (
     CODECS,
     Message,
+    assert_librdkafka_reads,
     assert_same_per_partition,
     confluent_produce,
     create_topic,
     make_messages,
-    read_all_confluent,
     text_messages,
     unique_topic,
 )
@@ -95,8 +95,7 @@ def test_kcat_produces_keys_and_headers_with_each_codec_and_reads_them_back(
         offsets = [r["offset"] for r in records if r["partition"] == partition]
         assert offsets == list(range(1000))
     # librdkafka in Python reads the same records, headers included.
-    consumed = read_all_confluent(bootstrap, topic, 2, len(expected))
-    assert_same_per_partition(expected, [c.message for c in consumed])
+    assert_librdkafka_reads(bootstrap, topic, 2, expected)
 
 
 def test_kcat_reads_what_other_clients_produced_from_beginning_and_relative_offsets(

@@ -18,14 +18,14 @@ from tests.interop.kafka_clients import (
     CODECS,
     Message,
     admin,
-    assert_same_per_partition,
+    assert_librdkafka_reads,
     confluent_consume,
     confluent_produce,
     consumer_settings,
     create_topic,
+    interop_broker_running,
     make_messages,
     rdkafka_settings,
-    read_all_confluent,
     start_interop_broker,
     unique_topic,
 )
@@ -53,29 +53,21 @@ def test_acknowledged_messages_survive_graceful_restart_and_offsets_continue(
     topic = unique_topic("restart")
     first = make_messages(3000, 3, seed=1)
     later = make_messages(600, 3, seed=2)
-    broker = start_interop_broker(data)
-    try:
+    with interop_broker_running(data) as broker:
         create_topic(broker.bootstrap, topic, partitions=3, config={"retention.ms": "86400000"})
         produce_every_codec(broker.bootstrap, topic, first)
-    finally:
-        assert stop_broker_process(broker, signal.SIGTERM) == 0, broker.log_text()[-3000:]
 
-    broker = start_interop_broker(data)
-    try:
-        consumed = read_all_confluent(broker.bootstrap, topic, 3, len(first))
-        assert_same_per_partition(first, [c.message for c in consumed])
+    with interop_broker_running(data) as broker:
+        assert_librdkafka_reads(broker.bootstrap, topic, 3, first)
         reports = produce_every_codec(broker.bootstrap, topic, later)
         for partition in range(3):
             offsets = [o for p, o in reports if p == partition]
             assert offsets == list(range(1000, 1200)), f"partition {partition}: {offsets[:5]}..."
-        consumed = read_all_confluent(broker.bootstrap, topic, 3, len(first) + len(later))
-        assert_same_per_partition(first + later, [c.message for c in consumed])
+        assert_librdkafka_reads(broker.bootstrap, topic, 3, first + later)
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
         client = admin(broker.bootstrap)
         configs = client.describe_configs([resource], request_timeout=15)[resource].result(20)
         assert configs["retention.ms"].value == "86400000"
-    finally:
-        assert stop_broker_process(broker, signal.SIGTERM) == 0, broker.log_text()[-3000:]
 
 
 def test_acknowledged_messages_survive_sigkill_with_flush_after_every_message(
@@ -93,15 +85,11 @@ def test_acknowledged_messages_survive_sigkill_with_flush_after_every_message(
         stop_broker_process(broker, signal.SIGKILL)
     assert broker.process.returncode == -signal.SIGKILL
 
-    broker = start_interop_broker(data, flush_each)
-    try:
-        consumed = read_all_confluent(broker.bootstrap, topic, 2, len(first))
-        assert_same_per_partition(first, [c.message for c in consumed])
+    with interop_broker_running(data, flush_each) as broker:
+        assert_librdkafka_reads(broker.bootstrap, topic, 2, first)
         more = make_messages(200, 2, seed=4)
         reports = confluent_produce(broker.bootstrap, topic, more, acks="all")
         assert sorted({o for p, o in reports if p == 0}) == list(range(1000, 1100))
-    finally:
-        assert stop_broker_process(broker, signal.SIGTERM) == 0, broker.log_text()[-3000:]
 
 
 def test_sigkill_during_produce_loses_nothing_that_was_acknowledged(tmp_path: Path) -> None:
@@ -162,8 +150,7 @@ def test_sigkill_during_produce_loses_nothing_that_was_acknowledged(tmp_path: Pa
         stop_broker_process(broker, signal.SIGKILL)
     assert len(acknowledged) >= 3000, f"only {len(acknowledged)} acknowledged before the kill"
 
-    broker = start_interop_broker(data, flush_each)
-    try:
+    with interop_broker_running(data, flush_each) as broker:
         # Everything acknowledged is there; records sent but not acknowledged may or may
         # not be, so read up to the high watermark and look the acknowledged ones up.
         consumer = Consumer(consumer_settings(broker.bootstrap))
@@ -178,5 +165,3 @@ def test_sigkill_during_produce_loses_nothing_that_was_acknowledged(tmp_path: Pa
         log = {(c.message.partition, c.offset): c.message.value for c in consumed}
         missing = {k: v for k, v in acknowledged.items() if log.get(k) != v}
         assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
-    finally:
-        assert stop_broker_process(broker, signal.SIGTERM) == 0, broker.log_text()[-3000:]

