@@ -10,6 +10,7 @@ fails with DATA_SOURCE_RETURN_SCHEMA_MISMATCH.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 import pyarrow as pa
@@ -92,6 +93,26 @@ class RecordColumns:
         Returns the offset after the last batch looked at (the next fetch offset);
         control batches are skipped, a partial batch at the tail is ignored.
         """
+        decoding = self.decode(records, start, end, rows_per_batch=None)
+        while True:
+            try:
+                next(decoding)
+            except StopIteration as done:
+                return int(done.value)
+
+    def decode(
+        self,
+        records: bytes | bytearray | memoryview,
+        start: int,
+        end: int,
+        rows_per_batch: int | None,
+    ) -> Generator[pa.RecordBatch, None, int]:
+        """``add_record_set`` that hands out an Arrow batch whenever ``rows_per_batch`` rows are in.
+
+        A 4 MiB Fetch of small compressed records holds hundreds of thousands of
+        rows: yielding them in slices lets Spark consume one while the next is
+        decoded, and bounds the worker's memory. Returns the next fetch offset.
+        """
         next_offset = start
         try:
             for header, batch in iter_batches(records, allow_partial_tail=True):
@@ -101,6 +122,8 @@ class RecordColumns:
                 if header.last_offset < start or header.is_control or header.record_count == 0:
                     continue
                 self.add_batch(header, batch, start, end)
+                if rows_per_batch is not None and len(self) >= rows_per_batch:
+                    yield self.take()
         except InvalidRecordsError as exc:
             raise CorruptRecordsError(
                 f"{self.topic}-{self.partition} near offset {next_offset}: {exc.message}"

@@ -43,6 +43,11 @@ from broker.protocol.error_codes import ErrorCode
 log = logging.getLogger("broker.pipeline.source")
 
 _RETRY_DELAY_S = 0.2
+# Rows per Arrow batch handed to Spark: big enough that Spark's per-batch cost vanishes
+# (measured: 10k and 50k rows per batch run equally fast), small enough that Spark
+# consumes one batch while the worker decodes the next, instead of waiting for a whole
+# Fetch (a 4 MiB Fetch of compressed 100-byte values is ~600k rows).
+ROWS_PER_ARROW_BATCH = 32_768
 
 
 class DataLossError(RuntimeError):
@@ -182,7 +187,9 @@ def read_range(offset_range: OffsetRange, options: SourceOptions) -> Iterator[pa
                     raise error
                 time.sleep(_RETRY_DELAY_S)
                 continue
-            next_offset = columns.add_record_set(fetched.records, offset, end)
+            next_offset = yield from columns.decode(
+                fetched.records, offset, end, ROWS_PER_ARROW_BATCH
+            )
             if len(columns):
                 yield columns.take()
             if next_offset > offset:

@@ -9,6 +9,7 @@ from broker.pipeline.arrow_records import (
     ARROW_SCHEMA,
     ARROW_SCHEMA_WITH_HEADERS,
     CorruptRecordsError,
+    RecordColumns,
     record_set_to_arrow,
 )
 from broker.protocol.compression import CompressionType
@@ -113,3 +114,22 @@ def test_corrupt_records_raise_a_clear_error() -> None:
     data[-60] ^= 0xFF
     with pytest.raises(CorruptRecordsError):
         record_set_to_arrow(bytes(data), "t", 0)
+
+
+def test_decoding_in_slices_yields_the_same_rows_and_the_next_fetch_offset() -> None:
+    data = _record_set(CompressionType.LZ4)
+    columns = RecordColumns("t", 0, include_headers=True)
+    decoding = columns.decode(data, 10, 300, rows_per_batch=50)
+    slices = []
+    while True:
+        try:
+            slices.append(next(decoding))
+        except StopIteration as done:
+            next_offset = done.value
+            break
+    slices.append(columns.take())
+    # Whole Kafka batches are decoded before a slice is cut: 71 rows, then the last batch.
+    assert [rb.num_rows for rb in slices] == [61, 229, 0]
+    whole = record_set_to_arrow(data, "t", 0, start=10, end=300, include_headers=True)
+    assert pa.Table.from_batches(slices).equals(pa.Table.from_batches([whole]))
+    assert next_offset == 371
