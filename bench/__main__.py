@@ -53,6 +53,13 @@ def machine_description() -> str:
     )
 
 
+def _cell(value: Any) -> str:
+    """Floats to a readable precision: whole numbers above 1000, else 3 significant digits."""
+    if isinstance(value, float):
+        return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+    return str(value)
+
+
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "_no rows_\n"
@@ -61,7 +68,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         columns += [key for key in row if key not in columns]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
-        lines.append("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")
+        lines.append("| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |")
     return "\n".join(lines) + "\n"
 
 
