@@ -1118,35 +1118,56 @@ def generate_all(spec_dir: Path) -> dict[str, str]:
     for m in msgs:
         files[module_name(m.name) + ".py"] = ModuleGen(m).generate()
 
+    ordered = sorted(msgs, key=lambda m: module_name(m.name))
     init = [HEADER.format(source="all message definitions").rstrip("\n")]
-    init.append('"""Every generated top-level Kafka message, header and data type."""')
+    init.append('"""Every generated top-level Kafka message, header and data type.')
     init.append("")
-    for m in sorted(msgs, key=lambda m: module_name(m.name)):
-        init.append(f"from broker.protocol.messages.{module_name(m.name)} import {m.name}")
+    init.append("A class's module is imported when the class is first used (PEP 562),")
+    init.append("so a process pays only for the messages it touches.")
+    init.append('"""')
     init.append("")
-    init.append("__all__ = [")
+    init.append("from __future__ import annotations")
+    init.append("")
+    init.append("import importlib")
+    init.append("from typing import TYPE_CHECKING, Any")
+    init.append("")
+    init.append("if TYPE_CHECKING:")
+    for m in ordered:
+        init.append(
+            f"    from broker.protocol.messages.{module_name(m.name)} import {m.name} as {m.name}"
+        )
+    init.append("")
+    init.append("_MODULES = {")
     for m in sorted(msgs, key=lambda m: m.name):
-        init.append(f'    "{m.name}",')
-    init.append("]")
+        init.append(f'    "{m.name}": "{module_name(m.name)}",')
+    init.append("}")
+    init.append("")
+    init.append("__all__ = list(_MODULES)")
+    init.append("")
+    init.append("")
+    init.append("def __getattr__(name: str) -> Any:")
+    init.append("    module = _MODULES.get(name)")
+    init.append("    if module is None:")
+    init.append('        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")')
+    init.append('    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)')
+    init.append("    globals()[name] = value")
+    init.append("    return value")
     files["__init__.py"] = "\n".join(init) + "\n"
 
     reg = [HEADER.format(source="all message definitions").rstrip("\n")]
-    reg.append('"""Lookup tables over the generated messages, by api key and by class."""')
+    reg.append('"""Lookup tables over the generated messages, by api key and by class.')
+    reg.append("")
+    reg.append("Classes are named, not imported: `broker.protocol.lazy_registry` imports a")
+    reg.append("message's module on first lookup.")
+    reg.append('"""')
     reg.append("")
     reg.append("from __future__ import annotations")
     reg.append("")
-    reg.append("from collections.abc import Callable")
-    reg.append("from typing import Any")
+    reg.append("from broker.protocol.lazy_registry import LazyCodecs, LazyTypes, Reader, Writer")
     reg.append("")
-    reg.append("from broker.protocol.primitives import Ext")
-    reg.append("")
-    for m in sorted(msgs, key=lambda m: module_name(m.name)):
-        reg.append(
-            f"from broker.protocol.messages import {module_name(m.name)} as _{module_name(m.name)}"
-        )
-    reg.append("")
-    reg.append("Reader = Callable[[memoryview, int], tuple[Any, int]]")
-    reg.append("Writer = Callable[[bytearray, Ext, Any], None]")
+    reg.append('__all__ = ["API_NAMES", "CODECS", "REQUEST_FLEXIBLE_FROM", "REQUEST_TYPES",')
+    reg.append('           "RESPONSE_FLEXIBLE_FROM", "RESPONSE_TYPES", "SUPPORTED_VERSIONS",')
+    reg.append('           "Reader", "Writer"]')
     reg.append("")
 
     def table(title: str, kind: str, value: Callable[[Message], str], typ: str) -> None:
@@ -1155,8 +1176,14 @@ def generate_all(spec_dir: Path) -> dict[str, str]:
             reg.append(f"    {m.api_key}: {value(m)},")
         reg.append("}")
 
-    table("REQUEST_TYPES", "request", lambda m: f"_{module_name(m.name)}.{m.name}", "type")
-    table("RESPONSE_TYPES", "response", lambda m: f"_{module_name(m.name)}.{m.name}", "type")
+    def lazy_types(title: str, kind: str) -> None:
+        reg.append(f"{title} = LazyTypes({{")
+        for m in sorted((m for m in msgs if m.kind == kind), key=lambda m: m.api_key or 0):
+            reg.append(f'    {m.api_key}: ("{module_name(m.name)}", "{m.name}"),')
+        reg.append("})")
+
+    lazy_types("REQUEST_TYPES", "request")
+    lazy_types("RESPONSE_TYPES", "response")
     table(
         "API_NAMES", "request", lambda m: repr(m.name[: -len("Request")]).replace("'", '"'), "str"
     )
@@ -1178,11 +1205,10 @@ def generate_all(spec_dir: Path) -> dict[str, str]:
         lambda m: str(None if m.flexible.empty else m.flexible.lo),
         "int | None",
     )
-    reg.append("CODECS: dict[type, tuple[dict[int, Reader], dict[int, Writer]]] = {")
+    reg.append("CODECS = LazyCodecs({")
     for m in sorted(msgs, key=lambda m: m.name):
-        mod = f"_{module_name(m.name)}"
-        reg.append(f"    {mod}.{m.name}: ({mod}.READERS, {mod}.WRITERS),")
-    reg.append("}")
+        reg.append(f'    "{m.name}": "{module_name(m.name)}",')
+    reg.append("})")
     files["registry.py"] = "\n".join(reg) + "\n"
     return files
 

@@ -10,6 +10,7 @@ header-version rules, which depend on the api key and version, live.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from typing import Any
 
 from broker.protocol.errors import DecodeError, EncodeError, UnsupportedVersionError
@@ -127,7 +128,7 @@ def decode_request_header(frame: Buffer) -> tuple[RequestHeader, int]:
         raise DecodeError(f"malformed request header: {e}") from e
 
 
-def _reader_for(types: dict[int, type], api_key: int, api_version: int, what: str) -> Any:
+def _reader_for(types: Mapping[int, type], api_key: int, api_version: int, what: str) -> Any:
     cls = types.get(api_key)
     if cls is None:
         raise UnsupportedVersionError(f"unknown api key {api_key}")
