@@ -9,7 +9,7 @@ UV_VERSION := 0.13.8
 DEBIAN_PACKAGES := kcat
 CONFIG ?= config/server.properties
 
-.PHONY: setup system-packages run test lint format typecheck unit bench generate clean lock
+.PHONY: setup system-packages run test compose-test lint format typecheck unit bench generate clean lock
 
 setup: $(STAMP) system-packages
 
@@ -46,7 +46,11 @@ typecheck: $(STAMP)
 unit: setup
 	$(BIN)/pytest -q
 
-test: setup lint typecheck unit
+test: setup lint typecheck compose-test unit
+
+# Builds and runs compose.yaml with a real Docker engine; says plainly when there is none.
+compose-test: setup
+	bash docker/compose-test.sh
 
 generate: $(STAMP)
 	$(BIN)/python tools/generate_protocol.py

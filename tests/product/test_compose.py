@@ -83,7 +83,34 @@ def test_dockerfiles_pin_their_base_and_install_only_from_package_registries() -
         users = [i.split()[1] for i in instructions if i.startswith("USER")]
         assert users and users[-1] not in ("root", "0"), "the image must run as non-root"
     pipeline = " ".join(dockerfile_instructions(ROOT / "docker" / "Dockerfile.pipeline"))
-    assert "apt-get install" in pipeline and "openjdk-17-jre-headless" in pipeline
+    assert "apt-get install" in pipeline and "default-jre-headless" in pipeline
+
+
+def test_each_image_tag_is_built_by_exactly_one_service() -> None:
+    """Services sharing a tag with their own build sections race to build it in parallel."""
+    builders: dict[str, list[str]] = {}
+    for name, service in SERVICES.items():
+        if "build" in service:
+            builders.setdefault(service["image"], []).append(name)
+    assert all(len(names) == 1 for names in builders.values()), builders
+    for name, service in SERVICES.items():
+        if "build" not in service:
+            assert service["image"] in builders, f"{name} uses an image no service builds"
+            assert service.get("pull_policy") == "never", f"{name} must not pull a local tag"
+
+
+def test_pipeline_image_names_no_cpu_architecture_and_gives_spark_a_writable_work_dir() -> None:
+    instructions = dockerfile_instructions(ROOT / "docker" / "Dockerfile.pipeline")
+    env = " ".join(i for i in instructions if i.startswith("ENV"))
+    assert "JAVA_HOME=/usr/lib/jvm/default-java" in env
+    assert not re.search(r"amd64|arm64|aarch64|x86_64", " ".join(instructions))
+    work_dir = re.search(r"SPARK_WORKER_DIR=(\S+)", env)
+    assert work_dir, "the worker must not fall back to a work dir under the read-only install"
+    runs = " ".join(i for i in instructions if i.startswith("RUN"))
+    assert "mkdir -p" in runs and work_dir.group(1) in runs
+    assert re.search(rf"chown broker:broker [^&]*{re.escape(work_dir.group(1))}", runs)
+    users = [i.split()[1] for i in instructions if i.startswith("USER")]
+    assert users[-1] == "broker"
 
 
 def test_broker_image_checks_health_with_api_versions() -> None:
