@@ -46,8 +46,8 @@ v9 16 KiB 3.2x -> 1.6x, Fetch v12 1 MiB 0.2x -> 0.13x, Metadata v12 10x10 4.6x -
 1.8x, ApiVersions v3 5.7x -> 1.6x; encoders unchanged (6x-14x faster than kio).
 
 Usage: ``python tools/generate_protocol.py [--out DIR]``. The JSON definitions are
-read from ``<repo>/../shared/kafka-protocol/messages`` unless ``KAFKA_PROTOCOL_DIR``
-says otherwise.
+read from the vendored copy in ``tools/kafka-protocol/messages`` (see its README)
+unless ``KAFKA_PROTOCOL_DIR`` says otherwise.
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_SPEC_DIR = REPO.parent / "shared" / "kafka-protocol" / "messages"
+# Vendored, so that a clone with nothing beside it can regenerate and check the codec.
+DEFAULT_SPEC_DIR = REPO / "tools" / "kafka-protocol" / "messages"
 DEFAULT_OUT_DIR = REPO / "broker" / "protocol" / "messages"
 
 HEADER = (

@@ -32,3 +32,14 @@ def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
     assert sorted(fresh) == sorted(committed), "generated file set differs; run make generate"
     stale = sorted(name for name in fresh if fresh[name] != committed[name])
     assert not stale, f"stale generated files (run make generate): {stale}"
+
+
+def test_the_codec_is_generated_from_definitions_inside_the_repository() -> None:
+    """A fresh clone has nothing beside it: the definitions must travel with the code."""
+    gen = _generator()
+    spec_dir = Path(gen.DEFAULT_SPEC_DIR).resolve()
+    assert spec_dir.is_relative_to(REPO), spec_dir
+    assert len(list(spec_dir.glob("*Request.json"))) >= 80
+    vendored = spec_dir.parent
+    assert "Apache License" in (vendored / "LICENSE").read_text()
+    assert "Apache Kafka" in (vendored / "NOTICE").read_text()
