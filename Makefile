@@ -29,8 +29,10 @@ system-packages:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+# make run CONFIG=my.properties ARGS="--override listeners=PLAINTEXT://127.0.0.1:9093"
+ARGS ?=
 run: setup
-	$(BIN)/broker serve $(CONFIG)
+	$(BIN)/broker serve $(CONFIG) $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check broker tests tools bench

@@ -177,3 +177,25 @@ def test_the_default_config_file_starts_a_broker(tmp_path: Path) -> None:
         assert "config num.io.threads = 8" in process.log_text()
     finally:
         assert stop_broker_process(process) == 0
+
+
+def test_overriding_the_port_of_the_shipped_config_advertises_the_new_port(
+    tmp_path: Path,
+) -> None:
+    """`make run ARGS="--override listeners=..."` must not send clients to port 9092."""
+    from confluent_kafka.admin import AdminClient
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = start_broker_process(
+        tmp_path / "data",
+        {"listeners": f"PLAINTEXT://127.0.0.1:{port}"},
+        config_file=REPO / "config" / "server.properties",
+    )
+    try:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        brokers = admin.list_topics(timeout=10).brokers
+        assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", port)]
+    finally:
+        assert stop_broker_process(process) == 0
