@@ -46,6 +46,15 @@ def _parser() -> argparse.ArgumentParser:
         help="set a config key, after the file (repeatable)",
     )
     serve.add_argument("--log-level", default="INFO", help="root log level (default INFO)")
+    # Listed for --help only: main() hands these to their own modules before parsing.
+    commands.add_parser(
+        "client", help="the kcat-like test client (broker client --help)", add_help=False
+    )
+    commands.add_parser(
+        "pipeline",
+        help="the Spark Structured Streaming jobs (broker pipeline --help)",
+        add_help=False,
+    )
     return parser
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import AsyncIterator, Sequence
 
 import trio
 
@@ -32,13 +34,7 @@ every command also runs as `python -m broker.client ...`; see
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "-b",
-        "--bootstrap-server",
-        default=DEFAULT_BOOTSTRAP,
-        metavar="HOST:PORT",
-        help=f"broker to talk to (default {DEFAULT_BOOTSTRAP})",
-    )
+    _add_bootstrap_option(common)
     common.add_argument("--json", action="store_true", help="print JSON")
     common.add_argument("-v", "--verbose", action="store_true", help="say more on stderr")
     parser = argparse.ArgumentParser(
@@ -47,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_bootstrap_option(parser)  # before the command too, as kcat users type it
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     cmd_admin.add_parsers(commands, common)
     cmd_produce.add_parser(commands, common)
@@ -55,7 +52,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The exit status of a process ended by SIGTERM, as a shell reports it.
+EXIT_ON_SIGTERM = 128 + signal.SIGTERM
+
+
+def _add_bootstrap_option(parser: argparse.ArgumentParser) -> None:
+    # SUPPRESS: a subcommand's default must not overwrite a value given before it.
+    parser.add_argument(
+        "-b",
+        "--bootstrap-server",
+        default=argparse.SUPPRESS,
+        metavar="HOST:PORT",
+        help=f"broker to talk to (default {DEFAULT_BOOTSTRAP})",
+    )
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    args = build_parser().parse_args(argv)
+    if not hasattr(args, "bootstrap_server"):
+        args.bootstrap_server = DEFAULT_BOOTSTRAP
+    return args
+
+
 async def run(args: argparse.Namespace) -> int:
+    """Run the command; SIGTERM cancels it as Ctrl-C does, so cleanup (leaving a group) runs.
+
+    The signal watcher is a system task cancelling a plain scope rather than a nursery
+    sibling, so the command's own errors reach main() unwrapped.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return await _run_command(args)  # signal handlers exist only in the main thread
+    with trio.open_signal_receiver(signal.SIGTERM) as signals, trio.CancelScope() as scope:
+        trio.lowlevel.spawn_system_task(_cancel_on_signal, signals, scope)
+        return await _run_command(args)
+    return EXIT_ON_SIGTERM
+
+
+async def _cancel_on_signal(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
+    async for _ in signals:
+        scope.cancel()
+        return
+
+
+async def _run_command(args: argparse.Namespace) -> int:
     session = await ClientSession.open(
         args.bootstrap_server, negotiate=getattr(args, "negotiate", True)
     )
@@ -65,7 +104,7 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     try:
         return trio.run(run, args)
     except ClientError as exc:

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from broker.client.group_offsets import group_lag
 from broker.client.jsonify import to_json
 from broker.client.session import ClientError, ClientSession, check_error, error_name
 from broker.client.topics import fetch_metadata
@@ -265,12 +266,31 @@ async def groups_list(session: ClientSession, args: argparse.Namespace) -> int:
 
 
 async def groups_describe(session: ClientSession, args: argparse.Namespace) -> int:
+    """State, members, and per partition the committed offset, log end and lag.
+
+    A group the coordinator does not know answers DescribeGroups with state Dead and no
+    error; like kafka-consumer-groups.sh we call that an error ("does not exist").
+    """
     response = await session.call(DescribeGroupsRequest(groups=tuple(args.names)))
-    if args.json:
-        print_json(response.groups)
+    described: list[dict[str, Any]] = []
     for group in response.groups:
         check_error(group.error_code, f"group {group.group_id!r}")
+        if group.group_state == "Dead":
+            raise ClientError(f"group {group.group_id!r} does not exist")
+        lag = await group_lag(session, group.group_id)
         if args.json:
+            entry = to_json(group)
+            entry["offsets"] = [
+                {
+                    "topic": row.topic,
+                    "partition": row.partition,
+                    "committed_offset": row.committed,
+                    "log_end_offset": row.log_end,
+                    "lag": row.lag,
+                }
+                for row in lag
+            ]
+            described.append(entry)
             continue
         print(
             f"group {group.group_id}: state {group.group_state}, "
@@ -279,4 +299,16 @@ async def groups_describe(session: ClientSession, args: argparse.Namespace) -> i
         )
         for m in group.members:
             print(f"  member {m.member_id} client {m.client_id} host {m.client_host}")
+        if lag:
+            print(
+                f"  {'TOPIC':<24} {'PARTITION':>9} {'CURRENT-OFFSET':>14} "
+                f"{'LOG-END-OFFSET':>14} {'LAG':>8}"
+            )
+        for row in lag:
+            print(
+                f"  {row.topic:<24} {row.partition:>9} {row.committed:>14} "
+                f"{row.log_end:>14} {row.lag:>8}"
+            )
+    if args.json:
+        print(json.dumps(described, indent=2, sort_keys=False))
     return 0

@@ -93,7 +93,7 @@ async def produce(session: ClientSession, args: argparse.Namespace) -> int:
     compression = _COMPRESSIONS[args.compression]
     minimum = _ZSTD_MIN_PRODUCE_VERSION if compression == CompressionType.ZSTD else 3
     version = session.version_for(PRODUCE_KEY, minimum=minimum)
-    info = await describe_topic(session, args.topic)
+    info = await describe_topic(session, args.topic, auto_create=True)
     if args.partition is not None and args.partition not in info.partitions:
         raise ClientError(f"topic {args.topic!r} has no partition {args.partition}")
     headers = parse_headers(args.header)

@@ -104,14 +104,20 @@ class Fetcher:
                 if cursor is None:
                     continue
                 if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    raise ClientError(
-                        f"offset {cursor.offset} is out of range for "
-                        f"{self.info.name}-{p.partition_index} (log ends at {p.high_watermark})"
-                    )
+                    raise await self._out_of_range(cursor.offset, p.partition_index)
                 check_error(p.error_code, f"Fetch {self.info.name}-{p.partition_index}")
                 cursor.high_watermark = p.high_watermark
                 out.extend((p.partition_index, r) for r in _records_from(cursor, p.records))
         return out
+
+    async def _out_of_range(self, offset: int, partition: int) -> ClientError:
+        """The error with the log's real range: an error answer carries no high watermark."""
+        start = await list_offsets(self.session, self.info.name, [partition], EARLIEST)
+        end = await list_offsets(self.session, self.info.name, [partition], LATEST)
+        return ClientError(
+            f"offset {offset} is out of range for {self.info.name}-{partition} "
+            f"(the log holds offsets {start[partition]} to {end[partition]}, exclusive)"
+        )
 
 
 def _records_from(cursor: Cursor, records: bytes | memoryview | None) -> list[DecodedRecord]:

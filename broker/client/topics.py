@@ -5,8 +5,10 @@ from __future__ import annotations
 import uuid
 
 import attrs
+import trio
 
 from broker.client.session import ClientError, ClientSession, check_error
+from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import MetadataRequest, MetadataResponse
 from broker.protocol.messages.metadata_request import MetadataRequestTopic
 
@@ -20,8 +22,20 @@ class TopicInfo:
     partitions: tuple[int, ...]
 
 
-async def fetch_metadata(session: ClientSession, topics: list[str] | None) -> MetadataResponse:
-    """Metadata for `topics` (None: every topic), never auto-creating one."""
+# A topic the broker has just auto-created may answer LEADER_NOT_AVAILABLE for a moment,
+# as Kafka's does; producers retry, and so do we, for about a second.
+_CREATION_RETRIES = 10
+_CREATION_RETRY_S = 0.1
+
+
+async def fetch_metadata(
+    session: ClientSession, topics: list[str] | None, *, auto_create: bool = False
+) -> MetadataResponse:
+    """Metadata for `topics` (None: every topic).
+
+    `auto_create` asks the broker to create missing topics, as kcat and Kafka's console
+    producer do; the broker still decides (`auto.create.topics.enable`).
+    """
     version = session.version_for(METADATA_KEY)
     if topics is None and version == 0:
         requested: tuple[MetadataRequestTopic, ...] | None = ()
@@ -29,14 +43,21 @@ async def fetch_metadata(session: ClientSession, topics: list[str] | None) -> Me
         requested = None
     else:
         requested = tuple(MetadataRequestTopic(name=name) for name in topics)
-    body = MetadataRequest(topics=requested, allow_auto_topic_creation=False)
+    body = MetadataRequest(topics=requested, allow_auto_topic_creation=auto_create)
     response: MetadataResponse = await session.request(body, version)
     return response
 
 
-async def describe_topic(session: ClientSession, topic: str) -> TopicInfo:
+async def describe_topic(
+    session: ClientSession, topic: str, *, auto_create: bool = False
+) -> TopicInfo:
     """The topic's partitions; ClientError naming the error if it does not exist."""
-    response = await fetch_metadata(session, [topic])
+    for _ in range(_CREATION_RETRIES):
+        response = await fetch_metadata(session, [topic], auto_create=auto_create)
+        codes = [entry.error_code for entry in response.topics if entry.name == topic]
+        if codes != [ErrorCode.LEADER_NOT_AVAILABLE]:
+            break
+        await trio.sleep(_CREATION_RETRY_S)
     for entry in response.topics:
         if entry.name == topic:
             check_error(entry.error_code, f"topic {topic!r}")

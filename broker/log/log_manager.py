@@ -88,6 +88,10 @@ def validate_topic_name(name: str) -> None:
         )
 
 
+class LogDirInUseError(OSError):
+    """Another process holds the log dir's lock: a start-up failure, reported in one line."""
+
+
 class LogManager:
     """Owns every byte the log writes (docs/design/log-api.md). A Service: `run`
     loads and recovers, reports started, runs retention / time-based flush and
@@ -572,7 +576,9 @@ class LogManager:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
-                raise RuntimeError(f"{log_dir} is in use by another broker process") from None
+                raise LogDirInUseError(
+                    f"log dir {log_dir} is in use by another broker process"
+                ) from None
             self._lock_fds.append(fd)
 
     def _scan_dirs(self) -> dict[tuple[str, int], Path]:

@@ -199,3 +199,35 @@ def test_overriding_the_port_of_the_shipped_config_advertises_the_new_port(
         assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", port)]
     finally:
         assert stop_broker_process(process) == 0
+
+
+def test_a_second_broker_on_the_same_data_dir_fails_in_one_line(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    data_dir = broker.log_path.parent / broker.log_path.name.removesuffix("-broker.log")
+    result = subprocess.run(
+        [sys.executable, "-m", "broker", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0"]
+        + ["--override", f"log.dirs={data_dir}", "--override", "metrics.port=-1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if " INFO " not in line]
+    assert len(errors) == 1, result.stderr
+    assert f"log dir {data_dir} is in use by another broker process" in errors[0]
+    assert_answers_api_versions(broker.port)
+
+
+def test_broker_help_lists_every_command() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "broker", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0
+    for command in ("serve", "client", "pipeline"):
+        assert f"    {command} " in result.stdout, result.stdout

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -166,13 +168,32 @@ async def test_offsets_and_max_messages_select_records(client: Client) -> None:
     assert await client.ok("consume", "offs", "--offset", "2", "-e") == b"c\nd\n"
     assert await client.ok("consume", "offs", "-o", "-1", "-e") == b"d\n"
     assert await client.ok("consume", "offs", "--from-beginning", "--max-messages", "1") == b"a\n"
+    past_end = await client.run("consume", "offs", "-o", "1000", "-e")
+    assert past_end.returncode == 1
+    assert past_end.stderr == (
+        b"error: offset 1000 is out of range for offs-0 (the log holds offsets 0 to 4, exclusive)\n"
+    )
 
 
 async def test_unknown_topic_fails_with_the_error_name(client: Client) -> None:
-    for args in (("consume", "ghost", "-e"), ("produce", "ghost")):
-        result = await client.run(*args)
-        assert result.returncode == 1
-        assert result.stderr == b"error: topic 'ghost': UNKNOWN_TOPIC_OR_PARTITION\n"
+    result = await client.run("consume", "ghost", "-e")
+    assert result.returncode == 1
+    assert result.stderr == b"error: topic 'ghost': UNKNOWN_TOPIC_OR_PARTITION\n"
+
+
+async def test_produce_creates_a_missing_topic_as_kcat_does(client: Client) -> None:
+    await client.ok("produce", "fresh-topic", stdin=b"one\ntwo\n")
+    assert await client.ok("consume", "fresh-topic", "--from-beginning", "-e") == b"one\ntwo\n"
+
+
+async def test_produce_does_not_create_a_topic_when_the_broker_forbids_it(
+    tmp_path: Path,
+) -> None:
+    overrides = {"metrics.port": "-1", "auto.create.topics.enable": "false"}
+    async with running_broker(tmp_path, overrides) as server:
+        result = await Client(server).run("produce", "ghost", stdin=b"x\n")
+    assert result.returncode == 1
+    assert result.stderr == b"error: topic 'ghost': UNKNOWN_TOPIC_OR_PARTITION\n"
 
 
 async def test_connection_refused_is_one_line_and_exit_code_one(client: Client) -> None:
@@ -190,8 +211,8 @@ async def test_connection_refused_is_one_line_and_exit_code_one(client: Client) 
 async def test_groups_list_and_describe_answer(client: Client) -> None:
     assert (await client.run("groups", "list")).returncode == 0
     result = await client.run("groups", "describe", "nobody", "--json")
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)[0]["group_id"] == "nobody"
+    assert result.returncode == 1
+    assert result.stderr == b"error: group 'nobody' does not exist\n"
 
 
 async def test_group_consumption_resumes_from_committed_offsets(client: Client) -> None:
@@ -207,6 +228,42 @@ async def test_group_consumption_resumes_from_committed_offsets(client: Client) 
     assert second == b"d\n"
     groups = (await client.ok("groups", "list")).decode()
     assert groups.startswith("g1\t")
+
+
+async def test_a_group_consumer_leaves_its_group_on_sigterm(client: Client) -> None:
+    await client.ok("topics", "create", "term")
+    command = [sys.executable, "-m", "broker.client", "consume", "term", "-g", "termers"]
+    command += ["--bootstrap-server", client.bootstrap]
+    async with trio.open_nursery() as nursery:
+        process = await nursery.start(
+            functools.partial(trio.run_process, command, check=False, env=ENV)
+        )
+        with trio.fail_after(30):
+            while b"Stable" not in (await client.run("groups", "describe", "termers")).stdout:
+                await trio.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        with trio.fail_after(15):
+            code = await process.wait()
+    assert code == 128 + signal.SIGTERM
+    described = json.loads(await client.ok("groups", "describe", "termers", "--json"))
+    assert described[0]["group_state"] == "Empty" and described[0]["members"] == []
+
+
+async def test_groups_describe_shows_committed_offsets_and_lag(client: Client) -> None:
+    await client.ok("topics", "create", "lagging", "--partitions", "2")
+    await client.ok("produce", "lagging", "-p", "0", stdin=b"a\nb\n")
+    await client.ok("produce", "lagging", "-p", "1", stdin=b"c\n")
+    await client.ok("consume", "lagging", "-g", "lag1", "--from-beginning", "-e")
+    await client.ok("produce", "lagging", "-p", "0", stdin=b"d\ne\nf\n")
+    described = json.loads(await client.ok("groups", "describe", "lag1", "--json"))
+    assert described[0]["group_id"] == "lag1"
+    assert described[0]["offsets"] == [
+        {"topic": "lagging", "partition": 0, "committed_offset": 2, "log_end_offset": 5, "lag": 3},
+        {"topic": "lagging", "partition": 1, "committed_offset": 1, "log_end_offset": 1, "lag": 0},
+    ]
+    table = (await client.ok("groups", "describe", "lag1")).decode().splitlines()
+    assert table[-3].split() == ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]
+    assert table[-2].split() == ["lagging", "0", "2", "5", "3"]
 
 
 COMMANDS = [
@@ -252,3 +309,13 @@ def test_key_delimiter_escapes_work_as_in_kcat() -> None:
     assert unescape("\\t") == b"\t"
     assert unescape(":") == b":"
     assert unescape("\\n\\\\") == b"\n\\"
+
+
+def test_bootstrap_server_is_accepted_before_or_after_the_command() -> None:
+    from broker.client.cli import parse_args
+    from broker.client.session import DEFAULT_BOOTSTRAP
+
+    assert parse_args(["-b", "h:1", "topics", "list"]).bootstrap_server == "h:1"
+    assert parse_args(["topics", "list", "-b", "h:2"]).bootstrap_server == "h:2"
+    assert parse_args(["--bootstrap-server", "h:3", "consume", "t"]).bootstrap_server == "h:3"
+    assert parse_args(["api-versions"]).bootstrap_server == DEFAULT_BOOTSTRAP
