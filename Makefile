@@ -6,7 +6,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 UV_VERSION := 0.13.8
-DEBIAN_PACKAGES := kcat
+# Debian packages the tests need, as command:package; each is installed only when its
+# command is missing. Java runs Spark (the pipeline and its tests).
+DEBIAN_PACKAGES := kcat:kcat java:default-jre-headless
 CONFIG ?= config/server.properties
 
 .PHONY: setup system-packages run test compose-test lint format typecheck unit bench generate clean lock
@@ -20,9 +22,10 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
 	touch $(STAMP)
 
-# Debian tools the interop tests drive (kcat); installed only when missing.
+# Debian tools the tests drive (kcat, and Java for Spark); installed only when missing.
 system-packages:
-	@missing=""; for p in $(DEBIAN_PACKAGES); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for entry in $(DEBIAN_PACKAGES); do \
+	  command -v $${entry%%:*} >/dev/null 2>&1 || missing="$$missing $${entry#*:}"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
