@@ -262,6 +262,37 @@ class IdleTracker:
         return max(0.0, min(1.0, (self._rate.total(now) + ongoing) / size))
 
 
+class WindowedShare:
+    """The share of elapsed time a cumulative counter grew by, over roughly the last window.
+
+    The hot path only adds nanoseconds to a plain integer it owns; this class keeps
+    time-stamped marks of that counter and answers from the newest mark at least one
+    window old. Reading never resets anything, so a scrape, a test and a dashboard see the
+    same value, and the answer depends on time, not on how often it is read.
+    """
+
+    __slots__ = ("_clock_ns", "_marks", "_window_ns")
+
+    def __init__(
+        self, window_s: float = 30.0, clock_ns: Callable[[], int] = time.perf_counter_ns
+    ) -> None:
+        self._clock_ns = clock_ns
+        self._window_ns = int(window_s * 1e9)
+        self._marks: deque[tuple[int, int]] = deque([(clock_ns(), 0)])
+
+    def share(self, cumulative_ns: int, capacity: int = 1) -> float:
+        """`cumulative_ns` is the counter now; `capacity` how many tasks add to it."""
+        now = self._clock_ns()
+        marks = self._marks
+        if now - marks[-1][0] >= self._window_ns // 2:
+            marks.append((now, cumulative_ns))
+        while len(marks) > 1 and now - marks[1][0] >= self._window_ns:
+            marks.popleft()
+        since, base = marks[0]
+        elapsed = max(now - since, 1) * max(capacity, 1)
+        return max(0.0, min(1.0, (cumulative_ns - base) / elapsed))
+
+
 @attrs.frozen
 class MetricSample:
     """One metric's values at snapshot time, ready for an exporter."""
@@ -361,4 +392,5 @@ __all__ = [
     "MetricSample",
     "MetricsRegistry",
     "SampledRate",
+    "WindowedShare",
 ]

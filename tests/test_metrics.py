@@ -13,6 +13,7 @@ from broker.metrics import (
     Meter,
     MetricsRegistry,
     SampledRate,
+    WindowedShare,
 )
 
 
@@ -171,3 +172,42 @@ def test_weighted_idle_time_is_a_fraction_of_the_pool() -> None:
         tracker.record(1.0, weight=1 / 4)  # one of four handlers idle all the time
         clock.now += 1
     assert tracker.fraction() == pytest.approx(0.25, abs=0.05)
+
+
+class FakeNanoClock:
+    def __init__(self) -> None:
+        self.now = 10**12
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def test_windowed_share_does_not_change_when_read() -> None:
+    clock = FakeNanoClock()
+    share = WindowedShare(window_s=30.0, clock_ns=clock)
+    clock.now += 10 * 10**9
+    readings = [share.share(4 * 10**9) for _ in range(5)]
+    assert readings == [pytest.approx(0.4)] * 5
+
+
+def test_windowed_share_forgets_what_is_older_than_about_a_window() -> None:
+    clock = FakeNanoClock()
+    share = WindowedShare(window_s=10.0, clock_ns=clock)
+    busy = 0
+    for _ in range(40):  # 20 s fully busy, then 20 s idle, read every second
+        clock.now += 10**9
+        busy += 10**9 if clock.now - 10**12 <= 20 * 10**9 else 0
+        share.share(busy)
+    assert share.share(busy) < 0.1
+    for _ in range(20):  # busy again
+        clock.now += 10**9
+        busy += 10**9
+        share.share(busy)
+    assert share.share(busy) > 0.9
+
+
+def test_windowed_share_is_a_fraction_of_the_capacity() -> None:
+    clock = FakeNanoClock()
+    share = WindowedShare(window_s=30.0, clock_ns=clock)
+    clock.now += 10**9
+    assert share.share(2 * 10**9, capacity=4) == pytest.approx(0.5)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 import attrs
 import trio
 
-from broker.metrics import Meter
+from broker.metrics import Meter, WindowedShare
 from broker.net.connection import Connection
 from broker.net.connection_quotas import ConnectionQuotas
 from broker.net.frame_decoder import InvalidFrameSize
@@ -115,8 +115,8 @@ class Processor:
         self._draining = False
         self._drained = trio.Event()
         self._scope = trio.CancelScope()
-        self._busy_ns = 0
-        self._started_ns = time.perf_counter_ns()
+        self._busy_ns = 0  # cumulative
+        self._busy_share = WindowedShare()
         # Replaced by the socket server with meters registered under Kafka's names.
         self.connections_created = Meter()
         self.connections_closed = Meter()
@@ -433,12 +433,8 @@ class Processor:
 
     # -- metrics ------------------------------------------------------------
     def idle_fraction(self) -> float:
-        """Share of time since the last call that the processor spent not working."""
-        now = time.perf_counter_ns()
-        elapsed = max(now - self._started_ns, 1)
-        busy = min(self._busy_ns, elapsed)
-        self._started_ns, self._busy_ns = now, 0
-        return 1.0 - busy / elapsed
+        """Share of about the last 30 s the processor spent not working; reading changes nothing."""
+        return 1.0 - self._busy_share.share(self._busy_ns)
 
     def connection_count(self) -> int:
         return len(self.connections)

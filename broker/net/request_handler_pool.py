@@ -15,6 +15,7 @@ from typing import Protocol
 
 import trio
 
+from broker.metrics import WindowedShare
 from broker.net.request import Request
 from broker.net.request_channel import RequestChannel
 
@@ -28,12 +29,13 @@ class ApiLayer(Protocol):
 
 
 class _Handler:
-    __slots__ = ("id", "scope", "stopped", "waiting")
+    __slots__ = ("id", "scope", "stopped", "wait_started_ns", "waiting")
 
     def __init__(self, handler_id: int) -> None:
         self.id = handler_id
         self.stopped = False
         self.waiting = False
+        self.wait_started_ns = 0
         self.scope = trio.CancelScope()
 
 
@@ -46,8 +48,8 @@ class RequestHandlerPool:
         self._initial_size = size
         self._handlers: list[_Handler] = []
         self._nursery: trio.Nursery | None = None
-        self._idle_ns = 0
-        self._sample_ns = time.perf_counter_ns()
+        self._idle_ns = 0  # cumulative, of finished waits; open waits are added when read
+        self._idle_share = WindowedShare()
 
     @property
     def size(self) -> int:
@@ -83,6 +85,7 @@ class RequestHandlerPool:
         with handler.scope:
             while not handler.stopped:
                 waited = time.perf_counter_ns()
+                handler.wait_started_ns = waited
                 handler.waiting = True
                 try:
                     # Take a queued request without a trip through the scheduler, but
@@ -114,9 +117,11 @@ class RequestHandlerPool:
                     request.release_memory()
 
     def idle_fraction(self) -> float:
-        """RequestHandlerAvgIdlePercent since the previous call."""
+        """RequestHandlerAvgIdlePercent over about the last 30 s; reading changes nothing.
+
+        A handler parked on an empty queue counts as idle up to now, so an idle broker
+        reads 1.0 rather than 0 (its waits have not ended yet).
+        """
         now = time.perf_counter_ns()
-        elapsed = max(now - self._sample_ns, 1) * max(len(self._handlers), 1)
-        idle = min(self._idle_ns, elapsed)
-        self._sample_ns, self._idle_ns = now, 0
-        return idle / elapsed
+        open_waits = sum(now - h.wait_started_ns for h in self._handlers if h.waiting)
+        return self._idle_share.share(self._idle_ns + open_waits, len(self._handlers))
