@@ -216,6 +216,36 @@ class LogSegment:
         self.time_index.rewrite(time_entries)
         return truncated
 
+    def find_corruption(self) -> tuple[int, int] | None:
+        """(position, offset) of the first batch failing framing or CRC, or None.
+
+        Reads the whole segment without changing it (worker thread). Used at start-up on
+        the active segment after a clean shutdown, which is otherwise trusted: appending
+        after a corrupt batch would put new data where a later recovery truncates it.
+        """
+        if self._fd < 0:
+            self.open()
+        pos = 0
+        expected = self.base_offset
+        while pos < self.size:
+            head = os.pread(self._fd, LOG_OVERHEAD, pos)
+            if len(head) < LOG_OVERHEAD:
+                return pos, expected
+            (batch_length,) = _LENGTH.unpack_from(head, 8)
+            batch_size = batch_length + LOG_OVERHEAD
+            if batch_size < BATCH_HEADER_SIZE or pos + batch_size > self.size:
+                return pos, expected
+            batch = os.pread(self._fd, batch_size, pos)
+            try:
+                header = read_batch_header(batch, 0, verify_crc=True)
+            except InvalidRecordsError:
+                return pos, expected
+            if len(batch) < batch_size or header.base_offset < expected:
+                return pos, expected
+            expected = header.last_offset + 1
+            pos += batch_size
+        return None
+
     def flush(self) -> None:
         """fsync log and indexes (worker thread). OSError propagates."""
         if self._fd >= 0:

@@ -141,8 +141,10 @@ class PartitionLog:
         After a clean shutdown every segment is loaded cheaply (indexes read and
         checked; a segment whose index does not fit is rebuilt). Otherwise every
         segment from the one holding the recovery point on is scanned and
-        validated batch by batch; a torn or corrupt tail is truncated, and any
-        segment after a corrupt one is deleted (Kafka's LogLoader rule). Producer
+        validated batch by batch; a torn or corrupt tail is truncated. Segments after a
+        corrupt one are kept and recovered too (Kafka's LogLoader deletes them; they may
+        hold acknowledged appends). An active segment that fails validation after a clean
+        shutdown is served as it is, and new records go to a new segment. Producer
         state comes from the newest valid snapshot plus a header scan of the log
         after it. Runs in a worker thread; OSError propagates.
         """
@@ -185,12 +187,37 @@ class PartitionLog:
             segments.append(segment)
             expected = segment.next_offset
             if truncated and next_base is not None:
-                # Data after a corrupt batch cannot be trusted (Kafka's LogLoader rule).
-                for later in bases[i + 1 :]:
-                    _new_segment(directory, later, config, now).unlink_files()
-                logger.warning("%s: deleted segments after corrupt offset %d", directory, expected)
-                break
+                # Kafka's LogLoader deletes every later segment here. Those segments are
+                # whole files of their own, each validated batch by batch below, and may
+                # hold acknowledged records appended after a restart (issue 14): keep
+                # them, recovered, and leave the corrupt range as a gap in the offsets.
+                logger.error(
+                    "%s: corrupt batch at offset %d; keeping the later segments from %d",
+                    segment.log_path,
+                    expected,
+                    next_base,
+                )
+                clean = False
+                recovery_point = -1
         active = segments[-1]
+        if clean and active.size:
+            corruption = active.find_corruption()
+            if corruption is not None:
+                position, offset = corruption
+                logger.error(
+                    "%s: corrupt batch at position %d (offset %d) after a clean shutdown; "
+                    "served as is (consumers see the CRC error), new records go to a new "
+                    "segment from offset %d",
+                    active.log_path,
+                    position,
+                    offset,
+                    active.next_offset,
+                )
+                active.on_become_inactive()
+                active.flush()
+                segments.append(_new_segment(directory, active.next_offset, config, now))
+                segments[-1].open()
+                active = segments[-1]
         if active.first_batch_timestamp is not None:
             active.created_ms = min(now, active.first_batch_timestamp)
         log_end = active.next_offset

@@ -10,6 +10,7 @@ import trio
 from broker.errors import KafkaError
 from broker.log import LogManager
 from broker.log.log_config import COMPACTION_UNSUPPORTED
+from broker.log.log_manager import LogDirInUseError
 from broker.protocol.error_codes import ErrorCode
 from tests.log.helpers import append_values, config, crash, open_manager, read_all
 
@@ -157,5 +158,5 @@ async def test_producer_ids_are_never_reused_across_restarts(tmp_path: Path) -> 
 async def test_a_second_manager_cannot_open_the_same_log_dir(tmp_path: Path) -> None:
     cfg = config(tmp_path)
     async with open_manager(cfg):
-        with pytest.raises(RuntimeError):
+        with pytest.raises(LogDirInUseError, match="in use by another broker process"):
             await LogManager(cfg).open()

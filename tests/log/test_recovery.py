@@ -20,6 +20,10 @@ async def _fill(tmp_path: Path, batches: int, **overrides: str) -> Path:
         return log.directory
 
 
+# The helpers' records carry 2023 timestamps: without this, segment age rolls at once.
+_NO_TIME_ROLL = {"log_roll_ms": str(10**15)}
+
+
 def _last_log_file(directory: Path) -> Path:
     return sorted(directory.glob("*.log"))[-1]
 
@@ -78,12 +82,17 @@ async def test_a_corrupt_batch_in_the_middle_truncates_from_there(tmp_path: Path
         assert path.stat().st_size == 4 * batch_size
 
 
-async def test_corruption_in_an_old_segment_deletes_every_later_segment(tmp_path: Path) -> None:
+async def test_corruption_in_an_old_segment_keeps_the_valid_later_segments(
+    tmp_path: Path,
+) -> None:
+    """Unlike Kafka's LogLoader, later segments (whole, validated files) are kept: they may
+    hold acknowledged records appended after a restart. The corrupt range becomes a gap."""
     directory = await _fill(tmp_path, 30, log_segment_bytes="600")
     logs = sorted(directory.glob("*.log"))
     assert len(logs) >= 3
+    second_base = int(logs[1].name.removesuffix(".log"))
     data = bytearray(logs[0].read_bytes())
-    data[-5] ^= 0xFF
+    data[-5] ^= 0xFF  # in the last batch of the first segment
     logs[0].write_bytes(bytes(data))
     _remove_clean_marker(tmp_path)
     # Without a recovery point everything is recovered.
@@ -91,11 +100,50 @@ async def test_corruption_in_an_old_segment_deletes_every_later_segment(tmp_path
     async with open_manager(config(tmp_path, log_segment_bytes="600")) as manager:
         log = manager.partition("t", 0)
         assert log is not None
-        assert len(log.segments) == 1
-        assert sorted(directory.glob("*.log")) == [logs[0]]
-        end = log.log_end_offset
-        assert [o for o, _ in await read_all(log)] == list(range(end))
-        assert await append_values(log, [b"x"]) == (end, end)
+        assert sorted(directory.glob("*.log")) == logs
+        offsets = [o for o, _ in await read_all(log)]
+        assert offsets == [o for o in range(60) if o < second_base - 2 or o >= second_base]
+        assert await append_values(log, [b"x"]) == (60, 60)
+
+
+async def test_appends_after_a_restart_survive_older_corruption_in_the_active_segment(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 14: corrupt the active segment after a clean shutdown, restart, append 100
+    records, then start again rebuilding everything: not one appended record is lost."""
+    directory = await _fill(tmp_path, 10, **_NO_TIME_ROLL)
+    path = _last_log_file(directory)
+    data = bytearray(path.read_bytes())
+    batch_size = len(data) // 10
+    data[4 * batch_size + 70] ^= 0xFF  # a record byte of the fifth batch: CRC mismatch
+    path.write_bytes(bytes(data))
+    async with open_manager(config(tmp_path, **_NO_TIME_ROLL)) as manager:
+        log = manager.partition("t", 0)
+        assert log is not None
+        assert log.log_end_offset == 20
+        for i in range(100):
+            assert await append_values(log, [b"after-%d" % i]) == (20 + i, 20 + i)
+    assert f"{path}: corrupt batch at position {4 * batch_size} (offset 8)" in caplog.text
+    assert len(list(directory.glob("*.log"))) == 2, "new records went to a new segment"
+    _remove_clean_marker(tmp_path)
+    for index in directory.glob("*index"):
+        index.unlink()
+    (tmp_path / "logs" / "recovery-point-offset-checkpoint").unlink()
+    async with open_manager(config(tmp_path, **_NO_TIME_ROLL)) as manager:
+        log = manager.partition("t", 0)
+        assert log is not None
+        records = await read_all(log, 20)
+        assert records == [(20 + i, b"after-%d" % i) for i in range(100)]
+        assert log.log_end_offset == 120
+
+
+async def test_a_clean_active_segment_is_not_rolled_at_start_up(tmp_path: Path) -> None:
+    directory = await _fill(tmp_path, 10, **_NO_TIME_ROLL)
+    async with open_manager(config(tmp_path, **_NO_TIME_ROLL)) as manager:
+        log = manager.partition("t", 0)
+        assert log is not None
+        assert await append_values(log, [b"more"]) == (20, 20)
+    assert len(list(directory.glob("*.log"))) == 1
 
 
 async def test_missing_indexes_are_rebuilt_even_after_a_clean_shutdown(tmp_path: Path) -> None:
