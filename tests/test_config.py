@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -412,3 +414,72 @@ def test_with_updates_returns_a_validated_copy() -> None:
 def test_configs_are_equal_when_their_given_values_are() -> None:
     assert make({"num.io.threads": "2"}) == make({"num.io.threads": "2"})
     assert hash(make({"num.io.threads": "2"})) == hash(make({"num.io.threads": "2"}))
+
+
+# ---------------------------------------------------------------- keys once read outside CONFIG_DEFS
+
+_ONCE_UNDEFINED = {
+    "offset.metadata.max.bytes": ("-1", 4096),
+    "offsets.retention.check.interval.ms": ("0", 600000),
+    "log.message.timestamp.type": ("WallClock", "CreateTime"),
+    "log.message.timestamp.before.max.ms": ("soon", 2**63 - 1),
+    "log.message.timestamp.after.max.ms": ("-5", 2**63 - 1),
+    "log.index.size.max.bytes": ("2", 10485760),
+}
+
+
+@pytest.mark.parametrize("key", sorted(_ONCE_UNDEFINED))
+def test_formerly_untyped_keys_have_kafkas_defaults_and_are_not_warned_about(
+    key: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    _bad, default = _ONCE_UNDEFINED[key]
+    assert make({}).effective()[key] == str(default)
+    with caplog.at_level(logging.WARNING, logger="broker.config"):
+        load_config(None, [f"{key}={default}"])
+    assert caplog.records == []
+
+
+@pytest.mark.parametrize("key", sorted(_ONCE_UNDEFINED))
+def test_a_bad_value_for_a_formerly_untyped_key_stops_startup_naming_it(key: str) -> None:
+    bad, _default = _ONCE_UNDEFINED[key]
+    with pytest.raises(ConfigError, match=rf"^{re.escape(key)}:"):
+        make({key: bad})
+    result = subprocess.run(
+        [sys.executable, "-m", "broker", "serve", "--override", f"{key}={bad}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert key in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_broker_timestamp_and_index_keys_are_the_topic_defaults() -> None:
+    from broker.log.log_config import broker_topic_defaults
+
+    defaults = broker_topic_defaults(
+        make(
+            {
+                "log.message.timestamp.type": "LogAppendTime",
+                "log.message.timestamp.before.max.ms": "1000",
+                "log.message.timestamp.after.max.ms": "2000",
+                "log.index.size.max.bytes": "4096",
+            }
+        )
+    )
+    assert defaults["message.timestamp.type"] == "LogAppendTime"
+    assert defaults["message.timestamp.before.max.ms"] == "1000"
+    assert defaults["message.timestamp.after.max.ms"] == "2000"
+    assert defaults["segment.index.bytes"] == "4096"
+
+
+def test_offset_keys_reach_the_group_coordinator() -> None:
+    from broker.coordinator.wiring import coordinator_config
+
+    coordinator = coordinator_config(
+        make({"offset.metadata.max.bytes": "10", "offsets.retention.check.interval.ms": "5"})
+    )
+    assert coordinator.offset_metadata_max_bytes == 10
+    assert coordinator.retention_check_interval_ms == 5

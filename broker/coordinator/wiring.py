@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.config import CONFIG_DEFS, BrokerConfig
+from broker.config import BrokerConfig
 from broker.coordinator.admin_handlers import (
     DeleteGroupsHandler,
     DescribeGroupsHandler,
@@ -28,17 +28,9 @@ from broker.coordinator.offset_handlers import (
 if TYPE_CHECKING:
     from broker.server import KafkaServer
 
-FALLBACK_DEFAULTS = {
-    # Kafka keys that config.py does not define (yet): read here with Kafka's defaults.
-    "offsets.retention.check.interval.ms": 600000,
-    "offset.metadata.max.bytes": 4096,
-}
-
 
 def _int(config: BrokerConfig, key: str) -> int:
-    if key in CONFIG_DEFS:
-        return config.get_int(key)
-    return int(config.raw.get(key, str(FALLBACK_DEFAULTS[key])).strip())
+    return config.get_int(key)
 
 
 def coordinator_config(config: BrokerConfig) -> CoordinatorConfig:

@@ -89,10 +89,6 @@ _PARSERS: dict[str, Callable[[str], object]] = {
 }
 
 _STATIC_DEFAULTS = {
-    "message.timestamp.type": "CreateTime",
-    "message.timestamp.before.max.ms": str(LONG_MAX),
-    "message.timestamp.after.max.ms": str(LONG_MAX),
-    "segment.index.bytes": "10485760",
     "segment.jitter.ms": "0",
     "preallocate": "false",
     "delete.retention.ms": "86400000",
@@ -120,6 +116,12 @@ def broker_topic_defaults(config: BrokerConfig) -> dict[str, str]:
         "flush.ms": str(flush_ms if flush_ms is not None else LONG_MAX),
         "min.insync.replicas": str(config.get_int("min.insync.replicas")),
         "compression.type": config.get_str("compression.type"),
+        "message.timestamp.type": config.get_str("log.message.timestamp.type"),
+        "message.timestamp.before.max.ms": str(
+            config.get_int("log.message.timestamp.before.max.ms")
+        ),
+        "message.timestamp.after.max.ms": str(config.get_int("log.message.timestamp.after.max.ms")),
+        "segment.index.bytes": str(config.get_int("log.index.size.max.bytes")),
     }
     defaults.update(_STATIC_DEFAULTS)
     return defaults
