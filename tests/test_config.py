@@ -483,3 +483,14 @@ def test_offset_keys_reach_the_group_coordinator() -> None:
     )
     assert coordinator.offset_metadata_max_bytes == 10
     assert coordinator.retention_check_interval_ms == 5
+
+
+def test_topic_keys_are_defined_once_with_broker_synonyms_that_exist() -> None:
+    from broker.handlers.config_catalogue import TOPIC_CONFIGS
+    from broker.log.log_config import broker_topic_defaults, validate_topic_configs
+
+    defaults = broker_topic_defaults(make({"log.segment.bytes": "2048"}))
+    assert defaults["segment.bytes"] == "2048"
+    for name, definition in TOPIC_CONFIGS.items():
+        assert all(key in CONFIG_DEFS for key in definition.synonyms), name
+        validate_topic_configs({name: defaults[name]}, topic="t")

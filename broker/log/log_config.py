@@ -13,6 +13,7 @@ import attrs
 
 from broker.config import BrokerConfig
 from broker.errors import KafkaError
+from broker.handlers.config_catalogue import TOPIC_CONFIGS
 from broker.protocol.error_codes import ErrorCode
 
 LONG_MAX = 2**63 - 1
@@ -102,27 +103,26 @@ _STATIC_DEFAULTS = {
 
 
 def broker_topic_defaults(config: BrokerConfig) -> dict[str, str]:
-    """Each topic key's broker-level default, from the broker keys Kafka maps them to."""
-    flush_ms = config.get_optional_int("log.flush.interval.ms")
+    """Each topic key's broker-level default, from the broker keys Kafka maps them to.
+
+    The mapping is TOPIC_CONFIGS' synonyms (one definition, also what DescribeConfigs
+    reports); only keys whose default is computed from several broker keys are spelled
+    out here."""
+    effective = config.effective()
     defaults = {
-        "cleanup.policy": config.get_str("log.cleanup.policy"),
-        "retention.ms": str(config.log_retention_ms),
-        "retention.bytes": str(config.get_int("log.retention.bytes")),
-        "segment.bytes": str(config.get_int("log.segment.bytes")),
-        "segment.ms": str(config.log_roll_ms),
-        "max.message.bytes": str(config.get_int("message.max.bytes")),
-        "index.interval.bytes": str(config.get_int("log.index.interval.bytes")),
-        "flush.messages": str(config.get_int("log.flush.interval.messages")),
-        "flush.ms": str(flush_ms if flush_ms is not None else LONG_MAX),
-        "min.insync.replicas": str(config.get_int("min.insync.replicas")),
-        "compression.type": config.get_str("compression.type"),
-        "message.timestamp.type": config.get_str("log.message.timestamp.type"),
-        "message.timestamp.before.max.ms": str(
-            config.get_int("log.message.timestamp.before.max.ms")
-        ),
-        "message.timestamp.after.max.ms": str(config.get_int("log.message.timestamp.after.max.ms")),
-        "segment.index.bytes": str(config.get_int("log.index.size.max.bytes")),
+        name: effective[definition.synonyms[0]]
+        for name, definition in TOPIC_CONFIGS.items()
+        if len(definition.synonyms) == 1
     }
+    flush_ms = config.get_optional_int("log.flush.interval.ms")
+    defaults.update(
+        {
+            "retention.ms": str(config.log_retention_ms),
+            "segment.ms": str(config.log_roll_ms),
+            "flush.ms": str(flush_ms if flush_ms is not None else LONG_MAX),
+            "segment.index.bytes": str(config.get_int("log.index.size.max.bytes")),
+        }
+    )
     defaults.update(_STATIC_DEFAULTS)
     return defaults
 
