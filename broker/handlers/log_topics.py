@@ -98,7 +98,8 @@ class LogTopicSource:
             error_code=ErrorCode.NONE,
             name=topic.name,
             topic_id=topic.topic_id,
-            is_internal=topic.is_internal,
+            # `__` names are internal as in Kafka (the pipeline's sink commit log among them).
+            is_internal=topic.is_internal or topic.name.startswith("__"),
             partitions=tuple(
                 MetadataResponsePartition(
                     error_code=ErrorCode.NONE,

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import runpy
 import signal
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -22,6 +25,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="job", required=True)
 
+    def verbose(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--verbose",
+            action="store_true",
+            help="show Spark's log in the terminal (default: written to a file, named on error)",
+        )
+
     def common(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--bootstrap-servers", required=True, help="HOST:PORT[,HOST:PORT]")
         sub.add_argument("--subscribe", required=True, help="comma-separated topics")
@@ -33,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
         )
         sub.add_argument("--trigger-interval", help="processing-time trigger, e.g. '5 seconds'")
         sub.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+        verbose(sub)
         sub.add_argument(
             "--option",
             action="append",
@@ -55,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a job file with `spark` in its globals")
     run.add_argument("job_file")
     run.add_argument("--master", default="local[*]")
+    verbose(run)
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the job (sys.argv)")
     return parser
 
@@ -69,15 +81,81 @@ def _options(pairs: list[str]) -> dict[str, str]:
     return options
 
 
+class PipelineError(Exception):
+    """A problem the user can fix, reported as one line on stderr."""
+
+
+def _preflight(args: argparse.Namespace) -> None:
+    """Check what Spark would only report deep in its log: job file, broker, topics."""
+    if args.job == "run":
+        if not Path(args.job_file).is_file():
+            raise PipelineError(f"job file {args.job_file} does not exist")
+        return
+    from broker.pipeline.kafka_client import KafkaClient, KafkaClientError
+
+    try:
+        with KafkaClient.connect(args.bootstrap_servers, timeout_s=10.0) as client:
+            topics = [t.strip() for t in args.subscribe.split(",") if t.strip()]
+            found = client.partitions_for(topics)
+            missing = [t for t in topics if t not in found]
+            if missing:
+                raise PipelineError(
+                    f"topic {', '.join(missing)} does not exist on {args.bootstrap_servers}"
+                )
+            if args.job == "aggregate":
+                out = args.output_topic
+                if out not in client.partitions_for([out], auto_create=True):
+                    raise PipelineError(
+                        f"output topic {out} does not exist and the broker does not "
+                        f"auto-create topics: create it first (broker client topics create {out})"
+                    )
+    except (OSError, ValueError, KafkaClientError) as exc:
+        raise PipelineError(f"bootstrap server {args.bootstrap_servers}: {exc}") from exc
+
+
+def _quiet_spark_log() -> str:
+    """Point fd 2 (inherited by the JVM) at a log file; Python keeps the terminal's stderr."""
+    fd, path = tempfile.mkstemp(prefix="broker-pipeline-", suffix=".log")
+    terminal = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stderr = os.fdopen(terminal, "w", buffering=1)
+    return path
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s [%(name)s] %(message)s"
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s [%(name)s] %(message)s",
     )
+    try:
+        _preflight(args)
+    except PipelineError as exc:
+        print(f"broker pipeline {args.job}: error: {exc}", file=sys.stderr)
+        return 2
+    spark_log = None if args.verbose else _quiet_spark_log()
+    where = "" if spark_log is None else f" (Spark's log: {spark_log})"
+    try:
+        return _run(args, where)
+    except Exception as exc:  # one line for the user, the rest is in the log
+        if args.verbose:
+            raise
+        print(f"broker pipeline {args.job}: error: {_one_line(exc)}{where}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace, where: str) -> int:
     from broker.pipeline.session import build_session
 
     spark = build_session(args.master, app_name=f"broker-pipeline-{args.job}")
-    spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.setLogLevel("INFO" if args.verbose else "WARN")
     try:
         if args.job == "run":
             sys.argv = [args.job_file, *args.args]
@@ -104,12 +182,12 @@ def main(argv: list[str]) -> int:
                 output_mode=args.output_mode,
                 **common,
             )
-        return _await(query)
+        return _await(query, args.job, where)
     finally:
         spark.stop()
 
 
-def _await(query: Any) -> int:
+def _await(query: Any, job: str = "", where: str = "") -> int:
     """Wait for the query; SIGTERM/SIGINT stop it cleanly (after the running batch)."""
     stop = threading.Event()
 
@@ -128,7 +206,10 @@ def _await(query: Any) -> int:
             signal.signal(sig, handler)
     error = query.exception()
     if error is not None:
-        log.error("query failed: %s", error)
+        print(
+            f"broker pipeline {job}: error: query failed: {_one_line(error)}{where}",
+            file=sys.stderr,
+        )
         return 1
     progress = query.recentProgress
     rows = sum(p.get("numInputRows", 0) for p in progress) if progress else 0

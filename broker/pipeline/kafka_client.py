@@ -139,15 +139,21 @@ class KafkaClient:
 
     # ------------------------------------------------------------ metadata
 
-    def partitions_for(self, topics: list[str] | None) -> dict[str, int]:
-        """Partition count of each named topic (all topics when None); missing ones left out."""
+    def partitions_for(
+        self, topics: list[str] | None, *, auto_create: bool = False
+    ) -> dict[str, int]:
+        """Partition count of each named topic (all topics when None); missing ones left out.
+
+        With ``auto_create`` the request asks the broker to create missing topics, as a Kafka
+        producer's Metadata does; a broker with auto-creation off still leaves them out.
+        """
         if topics is not None and not topics:
             return {}
         body = MetadataRequest(
             topics=None
             if topics is None
             else tuple(MetadataRequestTopic(name=name) for name in topics),
-            allow_auto_topic_creation=False,
+            allow_auto_topic_creation=auto_create,
         )
         response = self._connection.request(body, self._version(MetadataRequest.API_KEY))
         result = {}

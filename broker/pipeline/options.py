@@ -22,7 +22,11 @@ from broker.pipeline.offsets import (
 )
 
 FORMAT_NAME = "trio-kafka"
-DEFAULT_COMMIT_TOPIC = "_trio_kafka_sink_commits"
+# `__` as Kafka's internal topics: the broker marks it internal in Metadata and
+# `topics list` / `subscribePattern` leave it out.
+DEFAULT_COMMIT_TOPIC = "__trio_kafka_sink_commits"
+# The name before it was internal; replays of older checkpoints still read its markers.
+LEGACY_COMMIT_TOPIC = "_trio_kafka_sink_commits"
 DEFAULT_FETCH_MAX_BYTES = 4 << 20
 
 

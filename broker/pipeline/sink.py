@@ -40,7 +40,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from broker.pipeline.kafka_client import KafkaClient, KafkaClientError
 from broker.pipeline.offsets import EARLIEST, LATEST, TopicPartition
-from broker.pipeline.options import SinkOptions
+from broker.pipeline.options import DEFAULT_COMMIT_TOPIC, LEGACY_COMMIT_TOPIC, SinkOptions
 from broker.protocol.records import Record, encode_batch, iter_batches, iter_records
 
 log = logging.getLogger("broker.pipeline.sink")
@@ -130,6 +130,17 @@ def ensure_commit_topic(client: KafkaClient, topic: str) -> None:
         client.create_topic(topic, 1)
 
 
+def commit_topics_to_read(client: KafkaClient, topic: str) -> list[str]:
+    """The commit log, and the one used before it was renamed when that still holds markers.
+
+    Checkpoints written by earlier versions have their markers under ``LEGACY_COMMIT_TOPIC``;
+    reading it too keeps their replays from writing a batch twice.
+    """
+    if topic != DEFAULT_COMMIT_TOPIC or not client.partitions_for([LEGACY_COMMIT_TOPIC]):
+        return [topic]
+    return [topic, LEGACY_COMMIT_TOPIC]
+
+
 def read_markers(client: KafkaClient, topic: str, query_id: str) -> list[dict[str, Any]]:
     """This query's markers among the last COMMIT_LOG_TAIL records of the commit log."""
     tp = (topic, 0)
@@ -180,9 +191,13 @@ class _Producer:
     def partitions(self, topic: str) -> int:
         count = self.partition_counts.get(topic)
         if count is None:
-            count = self.client.partitions_for([topic]).get(topic, 0)
+            count = self.client.partitions_for([topic], auto_create=True).get(topic, 0)
             if count == 0:
-                raise KafkaClientError(3, f"topic {topic} does not exist")
+                raise KafkaClientError(
+                    3,
+                    f"output topic {topic} does not exist and the broker does not auto-create "
+                    f"topics: create it first (broker client topics create {topic})",
+                )
             self.partition_counts[topic] = count
         return count
 
@@ -241,7 +256,12 @@ def write_batches(
         if idempotent:
             assert query_id is not None and batch_id is not None
             ensure_commit_topic(client, options.commit_topic)
-            for marker in read_markers(client, options.commit_topic, query_id):
+            markers = [
+                marker
+                for commit_topic in commit_topics_to_read(client, options.commit_topic)
+                for marker in read_markers(client, commit_topic, query_id)
+            ]
+            for marker in markers:
                 if marker.get("batch") == batch_id and marker.get("task") in (None, task):
                     log.info(
                         "batch %s task %s of query %s already written", batch_id, task, query_id
