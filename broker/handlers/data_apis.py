@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.broker_topic_stats import BrokerTopicStats
 from broker.handlers.alter_configs import (
     AlterConfigsHandler,
     ConfigAlterer,
@@ -43,9 +44,10 @@ def add_data_apis(server: KafkaServer) -> LogManager:
     brokers = BrokerConfigs(server)
     alterer = ConfigAlterer(log_manager, brokers)
     server.metadata.topics = LogTopicSource(log_manager, node_id)
+    stats = BrokerTopicStats(server.metrics)
     for handler in (
-        ProduceHandler(log_manager),
-        FetchHandler(log_manager),
+        ProduceHandler(log_manager, stats),
+        FetchHandler(log_manager, stats),
         ListOffsetsHandler(log_manager),
         OffsetForLeaderEpochHandler(log_manager),
         InitProducerIdHandler(log_manager),

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import attrs
 import trio
 
+from broker.broker_topic_stats import BrokerTopicStats
 from broker.errors import KafkaError
 from broker.handlers.api_handler import Deferred
 from broker.handlers.common import check_leader_epoch, error_code_of
@@ -46,6 +47,7 @@ class FetchOutcome:
     bytes_read: int
     has_error: bool
     wakeups: tuple[trio.Event, ...]
+    bytes_by_topic: tuple[tuple[str, int], ...] = ()
 
 
 class FetchHandler:
@@ -53,8 +55,9 @@ class FetchHandler:
     min_version = 4  # message format v2
     max_version = 17
 
-    def __init__(self, log_manager: LogManagerView) -> None:
+    def __init__(self, log_manager: LogManagerView, stats: BrokerTopicStats | None = None) -> None:
         self._logs = log_manager
+        self._stats = stats if stats is not None else BrokerTopicStats()
 
     async def handle(self, request: Request) -> FetchResponse | Deferred:
         body: FetchRequest = request.body
@@ -64,12 +67,18 @@ class FetchHandler:
         deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
         outcome = await self.read_once(body, version)
         if self._complete(body, outcome):
-            return outcome.response
+            return self._answer(outcome)
 
         async def wait() -> FetchResponse:
-            return await self._long_poll(body, version, outcome, deadline)
+            return self._answer(await self._long_poll(body, version, outcome, deadline))
 
         return Deferred(wait)
+
+    def _answer(self, outcome: FetchOutcome) -> FetchResponse:
+        """The response that leaves, counted once (a long poll may read several times)."""
+        for topic, size in outcome.bytes_by_topic:
+            self._stats.record_fetched(topic, size)
+        return outcome.response
 
     def _complete(self, body: FetchRequest, outcome: FetchOutcome) -> bool:
         """KafkaApis/ReplicaManager.fetchMessages: answer now unless waiting could help."""
@@ -83,14 +92,14 @@ class FetchHandler:
 
     async def _long_poll(
         self, body: FetchRequest, version: int, outcome: FetchOutcome, deadline: float
-    ) -> FetchResponse:
+    ) -> FetchOutcome:
         while trio.current_time() < deadline:
             with trio.move_on_at(deadline):
                 await wait_any(outcome.wakeups)
             outcome = await self.read_once(body, version)
             if self._complete(body, outcome):
                 break
-        return outcome.response
+        return outcome
 
     async def read_once(self, body: FetchRequest, version: int) -> FetchOutcome:
         """Read every requested partition within the request's byte budget (KIP-74)."""
@@ -101,9 +110,11 @@ class FetchHandler:
         wakeups: list[trio.Event] = []
         topics = []
         read_committed = body.isolation_level == READ_COMMITTED
+        bytes_by_topic: list[tuple[str, int]] = []
         for fetch_topic in body.topics:
             name, missing_code = self._topic_name(fetch_topic, version)
             partitions = []
+            topic_bytes = 0
             for wanted in fetch_topic.partitions:
                 partition = self._logs.partition(name, wanted.partition) if name else None
                 if partition is None:
@@ -125,7 +136,10 @@ class FetchHandler:
                     min_one_batch = False
                     remaining = max(remaining - size, 0)
                     bytes_read += size
+                    topic_bytes += size
                 partitions.append(data)
+            if topic_bytes:
+                bytes_by_topic.append((name, topic_bytes))
             topics.append(
                 FetchableTopicResponse(
                     topic=name if version < TOPIC_IDS_FROM else "",
@@ -138,6 +152,7 @@ class FetchHandler:
             bytes_read,
             has_error,
             tuple(wakeups),
+            tuple(bytes_by_topic),
         )
 
     def _topic_name(self, fetch_topic: FetchTopic, version: int) -> tuple[str, int]:

@@ -16,6 +16,7 @@ import time
 
 import trio
 
+from broker.broker_topic_stats import BrokerTopicStats
 from broker.errors import KafkaError
 from broker.handlers.api_handler import CloseConnection, NoResponse
 from broker.handlers.common import error_code_of, error_message_of
@@ -44,8 +45,9 @@ class ProduceHandler:
     min_version = 3  # message format v2 only
     max_version = 11
 
-    def __init__(self, log_manager: LogManagerView) -> None:
+    def __init__(self, log_manager: LogManagerView, stats: BrokerTopicStats | None = None) -> None:
         self._logs = log_manager
+        self._stats = stats if stats is not None else BrokerTopicStats()
 
     async def handle(self, request: Request) -> ProduceResponse | NoResponse | CloseConnection:
         body: ProduceRequest = request.body
@@ -125,6 +127,7 @@ class ProduceHandler:
                     error_message=message,
                 )
         result = await partition.append(batch, header, log_append_time=log_append_time)
+        self._stats.record_produced(topic.name, len(batch), header.record_count)
         return PartitionProduceResponse(
             index=data.index,
             error_code=ErrorCode.NONE,

@@ -1,0 +1,58 @@
+"""BrokerTopicMetrics count what producers send and consumers receive, per topic and in total."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import trio
+
+from broker.server import KafkaServer
+from tests.integration.broker_harness import running_broker
+
+ENV = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+
+
+def meter_count(server: KafkaServer, name: str, **tags: str) -> float:
+    wanted = tuple(sorted(tags.items()))
+    values = [
+        s.values["count"]
+        for s in server.metrics.snapshot()
+        if s.type_ == "BrokerTopicMetrics" and s.name == name and s.tags == wanted
+    ]
+    assert len(values) == 1, (name, tags)
+    return values[0]
+
+
+async def client(server: KafkaServer, *args: str, stdin: bytes = b"") -> bytes:
+    command = [sys.executable, "-m", "broker.client", *args]
+    command += ["-b", f"127.0.0.1:{server.bound_port()}"]
+    with trio.fail_after(60):
+        result = await trio.run_process(
+            command, stdin=stdin, capture_stdout=True, capture_stderr=True, env=ENV
+        )
+    return result.stdout
+
+
+async def test_bytes_and_messages_in_and_out_are_metered_per_topic_and_in_total(
+    tmp_path: Path,
+) -> None:
+    async with running_broker(tmp_path, {"metrics.port": "-1"}) as server:
+        await client(server, "topics", "create", "metered")
+        await client(server, "topics", "create", "other")
+        lines = b"".join(b"record-%03d\n" % i for i in range(50))
+        await client(server, "produce", "metered", "--batch-size", "10", stdin=lines)
+        await client(server, "produce", "other", stdin=b"x\n")
+        consumed = await client(server, "consume", "metered", "--from-beginning", "-e")
+        assert consumed == lines
+
+        partition = server.log_manager.partition("metered", 0)
+        assert partition is not None
+        stored = partition.size_bytes
+        assert meter_count(server, "MessagesInPerSec", topic="metered") == 50
+        assert meter_count(server, "BytesInPerSec", topic="metered") == stored
+        assert meter_count(server, "BytesOutPerSec", topic="metered") == stored
+        assert meter_count(server, "MessagesInPerSec") == 51
+        other = meter_count(server, "BytesInPerSec", topic="other")
+        assert meter_count(server, "BytesInPerSec") == stored + other
