@@ -83,12 +83,17 @@ def add_parsers(commands: Parsers, common: argparse.ArgumentParser) -> None:
         "example: broker client topics delete orders",
     )
     p.add_argument("names", nargs="+", metavar="TOPIC")
-    command(
+    p = command(
         topics,
         "list",
         topics_list,
-        "print topic names, one per line",
-        "example: broker client topics list",
+        "print topic names, one per line (internal `__` topics only with --include-internal)",
+        "example: broker client topics list --include-internal",
+    )
+    p.add_argument(
+        "--include-internal",
+        action="store_true",
+        help="also list internal topics (Metadata is_internal), as kcat -L does",
     )
     p = command(
         topics,
@@ -222,7 +227,11 @@ async def topics_delete(session: ClientSession, args: argparse.Namespace) -> int
 
 async def topics_list(session: ClientSession, args: argparse.Namespace) -> int:
     response = await fetch_metadata(session, None)
-    names = sorted(t.name or "" for t in response.topics if not t.error_code)
+    names = sorted(
+        t.name or ""
+        for t in response.topics
+        if not t.error_code and (args.include_internal or not t.is_internal)
+    )
     if args.json:
         print(json.dumps(names))
     else:

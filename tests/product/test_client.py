@@ -319,3 +319,10 @@ def test_bootstrap_server_is_accepted_before_or_after_the_command() -> None:
     assert parse_args(["topics", "list", "-b", "h:2"]).bootstrap_server == "h:2"
     assert parse_args(["--bootstrap-server", "h:3", "consume", "t"]).bootstrap_server == "h:3"
     assert parse_args(["api-versions"]).bootstrap_server == DEFAULT_BOOTSTRAP
+
+
+async def test_topics_list_hides_internal_topics_unless_asked(client: Client) -> None:
+    await client.ok("topics", "create", "visible", "__hidden-commits")
+    assert await client.ok("topics", "list") == b"visible\n"
+    listed = await client.ok("topics", "list", "--include-internal")
+    assert listed == b"__hidden-commits\nvisible\n"
