@@ -27,6 +27,7 @@ from broker.metrics import MetricsRegistry
 from broker.metrics_http import add_metrics_exporter
 from broker.net.request_handler_pool import RequestHandlerPool
 from broker.net.socket_server import SocketServer, check_resize
+from broker.process_metrics import register_process_metrics
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,7 @@ class KafkaServer:
             "RequestHandlerAvgIdlePercent",
             self.data_handlers.idle_fraction,
         )
+        register_process_metrics(self.metrics)
         self._shutdown_requested = trio.Event()
         self.stopped = trio.Event()
 

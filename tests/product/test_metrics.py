@@ -136,6 +136,21 @@ async def test_connection_count_gauge_sees_open_connections(tmp_path: Path) -> N
                 await trio.sleep(0.05)
 
 
+async def test_process_metrics_use_prometheus_standard_names(tmp_path: Path) -> None:
+    async with running_broker(tmp_path, {"metrics.port": "0"}) as server:
+        before = await samples(server)
+        connection = await connect(server)
+        async with connection:
+            during = await samples(server)
+    assert (value(before, "process_cpu_seconds_total") or 0) > 0
+    assert (value(before, "process_resident_memory_bytes") or 0) > 10 * 2**20
+    fds_before = value(before, "process_open_fds")
+    fds_during = value(during, "process_open_fds")
+    assert fds_before is not None and fds_during is not None
+    assert fds_during >= fds_before + 1  # the accepted socket
+    assert (value(before, "process_max_fds") or 0) >= fds_before
+
+
 async def test_other_paths_are_not_found_and_the_root_points_to_metrics(tmp_path: Path) -> None:
     async with running_broker(tmp_path, {"metrics.port": "0"}) as server:
         assert (await scrape(server, "/nope"))[0] == 404
