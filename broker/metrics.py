@@ -13,7 +13,7 @@ import itertools
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
 import attrs
@@ -320,6 +320,12 @@ class MetricsRegistry:
     def __init__(self, clock: Clock = time.monotonic) -> None:
         self._clock = clock
         self._metrics: dict[_MetricKey, Metric] = {}
+        self._collectors: list[Callable[[], Iterable[MetricSample]]] = []
+
+    def add_collector(self, collect: Callable[[], Iterable[MetricSample]]) -> None:
+        """Samples computed at snapshot time, for sets that come and go (partitions,
+        groups): nothing to register or remove as they appear and disappear."""
+        self._collectors.append(collect)
 
     def _get_or_create(self, key: _MetricKey, kind: type[Meter] | type[Histogram]) -> Metric:
         existing = self._metrics.get(key)
@@ -381,6 +387,12 @@ class MetricsRegistry:
                 except Exception:  # a broken gauge must not break the exporter
                     values = {"value": math.nan}
             samples.append(MetricSample(group, type_, name, tags, kind, values))
+        for collect in self._collectors:
+            try:
+                samples.extend(collect())
+            except Exception:  # a broken collector must not break the exporter
+                continue
+        samples.sort(key=lambda s: (s.group, s.type_, s.name, s.tags))
         return samples
 
 

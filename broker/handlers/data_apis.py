@@ -8,6 +8,7 @@ topics from the log.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from broker.broker_topic_stats import BrokerTopicStats
@@ -30,6 +31,7 @@ from broker.handlers.log_topics import LogTopicSource
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.produce import ProduceHandler
 from broker.log import LogManager
+from broker.log.log_metrics import log_samples
 
 if TYPE_CHECKING:
     from broker.server import KafkaServer
@@ -45,6 +47,7 @@ def add_data_apis(server: KafkaServer) -> LogManager:
     alterer = ConfigAlterer(log_manager, brokers)
     server.metadata.topics = LogTopicSource(log_manager, node_id)
     stats = BrokerTopicStats(server.metrics)
+    server.metrics.add_collector(functools.partial(log_samples, log_manager))
     for handler in (
         ProduceHandler(log_manager, stats),
         FetchHandler(log_manager, stats),

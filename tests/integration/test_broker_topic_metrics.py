@@ -56,3 +56,30 @@ async def test_bytes_and_messages_in_and_out_are_metered_per_topic_and_in_total(
         assert meter_count(server, "MessagesInPerSec") == 51
         other = meter_count(server, "BytesInPerSec", topic="other")
         assert meter_count(server, "BytesInPerSec") == stored + other
+
+
+def log_gauge(server: KafkaServer, name: str, topic: str, partition: int) -> float:
+    wanted = (("partition", str(partition)), ("topic", topic))
+    values = [
+        s.values["value"]
+        for s in server.metrics.snapshot()
+        if (s.group, s.type_, s.name, s.tags) == ("kafka.log", "Log", name, wanted)
+    ]
+    assert len(values) == 1, (name, topic, partition)
+    return values[0]
+
+
+async def test_each_partition_reports_its_log_size_and_offsets(tmp_path: Path) -> None:
+    async with running_broker(tmp_path, {"metrics.port": "-1"}) as server:
+        await client(server, "topics", "create", "sized", "--partitions", "2")
+        await client(server, "produce", "sized", "-p", "1", stdin=b"a\nb\nc\n")
+        partition = server.log_manager.partition("sized", 1)
+        assert partition is not None
+        assert log_gauge(server, "LogEndOffset", "sized", 1) == 3
+        assert log_gauge(server, "LogEndOffset", "sized", 0) == 0
+        assert log_gauge(server, "Size", "sized", 1) == partition.size_bytes > 0
+        assert log_gauge(server, "LogStartOffset", "sized", 1) == 0
+        assert log_gauge(server, "NumLogSegments", "sized", 1) == 1
+        await client(server, "topics", "delete", "sized")
+        names = {s.tags for s in server.metrics.snapshot() if s.type_ == "Log"}
+        assert not any(("topic", "sized") in tags for tags in names)
