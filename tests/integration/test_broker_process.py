@@ -206,8 +206,11 @@ def test_a_second_broker_on_the_same_data_dir_fails_in_one_line(
 ) -> None:
     data_dir = broker.log_path.parent / broker.log_path.name.removesuffix("-broker.log")
     result = subprocess.run(
-        [sys.executable, "-m", "broker", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0"]
-        + ["--override", f"log.dirs={data_dir}", "--override", "metrics.port=-1"],
+        [
+            *(sys.executable, "-m", "broker", "serve"),
+            *("--override", "listeners=PLAINTEXT://127.0.0.1:0"),
+            *("--override", f"log.dirs={data_dir}", "--override", "metrics.port=-1"),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
