@@ -41,10 +41,3 @@ class BrokerTopicStats:
         """`size` bytes of `topic`'s records left in a Fetch response."""
         for meter in self._pair("BytesOutPerSec", topic):
             meter.mark(size)
-
-    def forget_topic(self, topic: str) -> None:
-        """A deleted topic's meters go; the all-topics totals stay."""
-        for name, cached in list(self._meters):
-            if cached == topic:
-                del self._meters[(name, cached)]
-                self._registry.remove(GROUP, TYPE, name, topic=topic)

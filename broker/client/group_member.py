@@ -14,6 +14,7 @@ import struct
 
 import trio
 
+from broker.client.group_offsets import fetch_committed
 from broker.client.session import ClientError, ClientSession, check_error
 from broker.client.topics import TopicInfo
 from broker.protocol.api import decode_message, encode_message
@@ -25,7 +26,6 @@ from broker.protocol.messages import (
     JoinGroupRequest,
     LeaveGroupRequest,
     OffsetCommitRequest,
-    OffsetFetchRequest,
     SyncGroupRequest,
 )
 from broker.protocol.messages.consumer_protocol_assignment import TopicPartition
@@ -34,11 +34,6 @@ from broker.protocol.messages.leave_group_request import MemberIdentity
 from broker.protocol.messages.offset_commit_request import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
-)
-from broker.protocol.messages.offset_fetch_request import (
-    OffsetFetchRequestGroup,
-    OffsetFetchRequestTopic,
-    OffsetFetchRequestTopics,
 )
 from broker.protocol.messages.sync_group_request import SyncGroupRequestAssignment
 
@@ -170,43 +165,9 @@ class GroupMember:
 
     async def committed(self) -> dict[int, int]:
         """Committed offsets of the assigned partitions (-1 when none)."""
-        version = self.session.version_for(OFFSET_FETCH_KEY, minimum=1)
-        parts = tuple(self.assigned)
-        if version >= 8:
-            body = OffsetFetchRequest(
-                groups=(
-                    OffsetFetchRequestGroup(
-                        group_id=self.group_id,
-                        member_id=None,
-                        member_epoch=-1,
-                        topics=(
-                            OffsetFetchRequestTopics(name=self.info.name, partition_indexes=parts),
-                        ),
-                    ),
-                )
-            )
-        else:
-            body = OffsetFetchRequest(
-                group_id=self.group_id,
-                topics=(OffsetFetchRequestTopic(name=self.info.name, partition_indexes=parts),),
-            )
-        response = await self.session.request(body, version)
-        offsets: dict[int, int] = {}
-        if version >= 8:
-            for group in response.groups:
-                check_error(group.error_code, f"OffsetFetch {self.group_id!r}")
-                for t in group.topics:
-                    for p in t.partitions:
-                        check_error(p.error_code, f"OffsetFetch {t.name}-{p.partition_index}")
-                        offsets[p.partition_index] = p.committed_offset
-        else:
-            if version >= 2:
-                check_error(response.error_code, f"OffsetFetch {self.group_id!r}")
-            for t in response.topics:
-                for p in t.partitions:
-                    check_error(p.error_code, f"OffsetFetch {t.name}-{p.partition_index}")
-                    offsets[p.partition_index] = p.committed_offset
-        return offsets
+        only = (self.info.name, tuple(self.assigned))
+        offsets = await fetch_committed(self.session, self.group_id, only)
+        return {partition: offset for (_, partition), offset in offsets.items()}
 
     async def commit(self, offsets: dict[int, int]) -> None:
         if not offsets:
