@@ -86,7 +86,9 @@ def _synonyms(
             )
     synonyms.append(
         DescribeConfigsSynonym(
-            name=broker_keys[0], value=defaults.get(name), source=ConfigSource.DEFAULT_CONFIG
+            name=broker_keys[0] if broker_keys else name,
+            value=defaults.get(name),
+            source=ConfigSource.DEFAULT_CONFIG,
         )
     )
     return synonyms

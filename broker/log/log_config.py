@@ -7,112 +7,30 @@ reads on its hot path, rebuilt whenever a topic's configs change.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import attrs
 
 from broker.config import BrokerConfig
 from broker.errors import KafkaError
-from broker.handlers.config_catalogue import TOPIC_CONFIGS
+from broker.handlers.config_catalogue import LONG_MAX, TOPIC_CONFIGS
 from broker.protocol.error_codes import ErrorCode
-
-LONG_MAX = 2**63 - 1
-INT_MAX = 2**31 - 1
 
 COMPACTION_UNSUPPORTED = "log compaction is not supported yet"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-
-
-def _int_parser(low: int, high: int) -> Callable[[str], object]:
-    def parse(text: str) -> object:
-        value = int(text.strip())
-        if not low <= value <= high:
-            raise ValueError(f"must be between {low} and {high}")
-        return value
-
-    return parse
-
-
-def _choice(*choices: str) -> Callable[[str], object]:
-    def parse(text: str) -> object:
-        value = text.strip()
-        if value not in choices:
-            raise ValueError(f"must be one of {', '.join(choices)}")
-        return value
-
-    return parse
-
-
-def _policy(text: str) -> object:
-    items = [item.strip() for item in text.split(",") if item.strip()]
-    if not items or any(item not in ("delete", "compact") for item in items):
-        raise ValueError("must be a list of delete and/or compact")
-    return tuple(items)
-
-
-def _bool(text: str) -> object:
-    if text.strip().lower() not in ("true", "false"):
-        raise ValueError("must be true or false")
-    return text.strip().lower() == "true"
-
-
-def _double(text: str) -> object:
-    return float(text)
-
-
-_PARSERS: dict[str, Callable[[str], object]] = {
-    "cleanup.policy": _policy,
-    "retention.ms": _int_parser(-1, LONG_MAX),
-    "retention.bytes": _int_parser(-(2**63), LONG_MAX),
-    "segment.bytes": _int_parser(14, INT_MAX),
-    "segment.ms": _int_parser(1, LONG_MAX),
-    "max.message.bytes": _int_parser(0, INT_MAX),
-    "message.timestamp.type": _choice("CreateTime", "LogAppendTime"),
-    "index.interval.bytes": _int_parser(0, INT_MAX),
-    "flush.messages": _int_parser(1, LONG_MAX),
-    "flush.ms": _int_parser(0, LONG_MAX),
-    "min.insync.replicas": _int_parser(1, INT_MAX),
-    "compression.type": _choice("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
-    "message.timestamp.before.max.ms": _int_parser(0, LONG_MAX),
-    "message.timestamp.after.max.ms": _int_parser(0, LONG_MAX),
-    # Known to Kafka and accepted so that admin tools setting them do not fail;
-    # they have no effect here (no compaction, no replication, no preallocation).
-    "segment.index.bytes": _int_parser(4, INT_MAX),
-    "segment.jitter.ms": _int_parser(0, LONG_MAX),
-    "preallocate": _bool,
-    "delete.retention.ms": _int_parser(0, LONG_MAX),
-    "min.compaction.lag.ms": _int_parser(0, LONG_MAX),
-    "max.compaction.lag.ms": _int_parser(1, LONG_MAX),
-    "min.cleanable.dirty.ratio": _double,
-    "file.delete.delay.ms": _int_parser(0, LONG_MAX),
-    "unclean.leader.election.enable": _bool,
-    "message.downconversion.enable": _bool,
-}
-
-_STATIC_DEFAULTS = {
-    "segment.jitter.ms": "0",
-    "preallocate": "false",
-    "delete.retention.ms": "86400000",
-    "min.compaction.lag.ms": "0",
-    "max.compaction.lag.ms": str(LONG_MAX),
-    "min.cleanable.dirty.ratio": "0.5",
-    "file.delete.delay.ms": "60000",
-    "unclean.leader.election.enable": "false",
-    "message.downconversion.enable": "true",
-}
 
 
 def broker_topic_defaults(config: BrokerConfig) -> dict[str, str]:
     """Each topic key's broker-level default, from the broker keys Kafka maps them to.
 
     The mapping is TOPIC_CONFIGS' synonyms (one definition, also what DescribeConfigs
-    reports); only keys whose default is computed from several broker keys are spelled
-    out here."""
+    reports); keys without a broker synonym have their own default there, and only
+    keys whose default is computed from several broker keys are spelled out here."""
     effective = config.effective()
     defaults = {
-        name: effective[definition.synonyms[0]]
+        name: effective[definition.synonyms[0]] if definition.synonyms else definition.default
         for name, definition in TOPIC_CONFIGS.items()
-        if len(definition.synonyms) == 1
+        if len(definition.synonyms) <= 1
     }
     flush_ms = config.get_optional_int("log.flush.interval.ms")
     defaults.update(
@@ -120,11 +38,9 @@ def broker_topic_defaults(config: BrokerConfig) -> dict[str, str]:
             "retention.ms": str(config.log_retention_ms),
             "segment.ms": str(config.log_roll_ms),
             "flush.ms": str(flush_ms if flush_ms is not None else LONG_MAX),
-            "segment.index.bytes": str(config.get_int("log.index.size.max.bytes")),
         }
     )
-    defaults.update(_STATIC_DEFAULTS)
-    return defaults
+    return {name: value for name, value in defaults.items() if value is not None}
 
 
 def validate_topic_configs(
@@ -134,13 +50,13 @@ def validate_topic_configs(
     cleanup.policy=compact (compaction does not exist yet; internal topics may carry
     the policy, their logs are then simply never deleted by retention)."""
     for key, value in configs.items():
-        parser = _PARSERS.get(key)
-        if parser is None:
+        definition = TOPIC_CONFIGS.get(key)
+        if definition is None:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown topic config {key!r}")
         if value is None:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"topic config {key} has a null value")
         try:
-            parsed = parser(value)
+            parsed = definition.parse(value)
         except ValueError as exc:
             raise KafkaError(
                 ErrorCode.INVALID_CONFIG, f"invalid value {value!r} for topic config {key}: {exc}"

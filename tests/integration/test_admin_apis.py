@@ -211,6 +211,34 @@ async def test_topic_configs_describe_alter_and_incremental(tmp_path: Path) -> N
         assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+async def test_every_topic_key_a_topic_accepts_is_described_with_its_default(
+    tmp_path: Path,
+) -> None:
+    from broker.handlers.config_catalogue import TOPIC_CONFIGS
+
+    async with (
+        running_broker(tmp_path, {"log.index.size.max.bytes": "4096"}) as server,
+        await connect(server) as conn,
+    ):
+        await create_topic(conn, "keys")
+        configs = {c.name: c for c in (await describe(conn, TOPIC, "keys")).configs}
+        assert set(configs) == set(TOPIC_CONFIGS)
+        index = configs["segment.index.bytes"]
+        assert (index.value, index.config_source) == ("4096", 4)  # STATIC_BROKER_CONFIG
+        assert [s.name for s in index.synonyms] == [
+            "log.index.size.max.bytes",
+            "log.index.size.max.bytes",
+        ]
+        jitter = configs["segment.jitter.ms"]
+        assert (jitter.value, jitter.config_source) == ("0", 5)  # DEFAULT_CONFIG
+        set_unused = await incremental(conn, TOPIC, "keys", ("preallocate", SET, "true"))
+        assert set_unused.error_code == ErrorCode.NONE
+        bad_unused = await incremental(conn, TOPIC, "keys", ("preallocate", SET, "maybe"))
+        assert bad_unused.error_code == ErrorCode.INVALID_CONFIG
+        described = (await describe(conn, TOPIC, "keys", ["preallocate"])).configs[0]
+        assert (described.value, described.config_source) == ("true", 1)  # DYNAMIC_TOPIC
+
+
 async def test_broker_configs_describe_and_resize_threads(tmp_path: Path) -> None:
     async with running_broker(tmp_path) as server, await connect(server) as conn:
         node = str(server.node_id)
