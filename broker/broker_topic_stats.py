@@ -41,3 +41,9 @@ class BrokerTopicStats:
         """`size` bytes of `topic`'s records left in a Fetch response."""
         for meter in self._pair("BytesOutPerSec", topic):
             meter.mark(size)
+
+    def remove_topic(self, topic: str) -> None:
+        """A deleted topic's meters leave the registry; the totals keep their counts."""
+        for name, _topic in [key for key in self._meters if key[1] == topic]:
+            del self._meters[(name, topic)]
+            self._registry.remove(GROUP, TYPE, name, topic=topic)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig
@@ -19,6 +20,7 @@ from broker.coordinator.group_handlers import (
     LeaveGroupHandler,
     SyncGroupHandler,
 )
+from broker.coordinator.group_lag_metrics import group_lag_samples
 from broker.coordinator.offset_handlers import (
     OffsetCommitHandler,
     OffsetDeleteHandler,
@@ -47,6 +49,9 @@ def coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
 def add_group_coordinator(server: KafkaServer) -> None:
     service = GroupCoordinatorService(coordinator_config(server.config), server.log_dirs[0])
     server.services.append(service)
+    server.metrics.add_collector(
+        functools.partial(group_lag_samples, service.store, server.log_manager)
+    )
     for handler in (
         FindCoordinatorHandler(server.node_id, server.socket_server.advertised_endpoint),
         JoinGroupHandler(service),

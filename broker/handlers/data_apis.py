@@ -55,7 +55,9 @@ def add_data_apis(server: KafkaServer) -> LogManager:
         OffsetForLeaderEpochHandler(log_manager),
         InitProducerIdHandler(log_manager),
         CreateTopicsHandler(log_manager, config),
-        DeleteTopicsHandler(log_manager, config.get_bool("delete.topic.enable")),
+        DeleteTopicsHandler(
+            log_manager, config.get_bool("delete.topic.enable"), on_deleted=stats.remove_topic
+        ),
         CreatePartitionsHandler(log_manager, node_id),
         DeleteRecordsHandler(log_manager),
         DescribeConfigsHandler(log_manager, config, brokers),

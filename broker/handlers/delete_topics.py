@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Callable
 
 from broker.errors import KafkaError
 from broker.handlers.log_view import LogManagerView
@@ -23,9 +24,15 @@ class DeleteTopicsHandler:
     min_version = 1
     max_version = 6
 
-    def __init__(self, log_manager: LogManagerView, deletion_enabled: bool) -> None:
+    def __init__(
+        self,
+        log_manager: LogManagerView,
+        deletion_enabled: bool,
+        on_deleted: Callable[[str], None] = lambda _topic: None,
+    ) -> None:
         self._logs = log_manager
         self._enabled = deletion_enabled
+        self._on_deleted = on_deleted
 
     async def handle(self, request: Request) -> DeleteTopicsResponse:
         wanted = requested_topics(request)
@@ -62,6 +69,7 @@ class DeleteTopicsHandler:
         else:
             topic = find_topic(self._logs, name)
         await self._logs.delete_topic(topic.name)
+        self._on_deleted(topic.name)
         return topic.name, topic.topic_id
 
     def error_response(self, request: Request, error_code: int) -> DeleteTopicsResponse:

@@ -83,3 +83,69 @@ async def test_each_partition_reports_its_log_size_and_offsets(tmp_path: Path) -
         await client(server, "topics", "delete", "sized")
         names = {s.tags for s in server.metrics.snapshot() if s.type_ == "Log"}
         assert not any(("topic", "sized") in tags for tags in names)
+
+
+async def test_a_deleted_topics_meters_leave_and_the_totals_keep_their_counts(
+    tmp_path: Path,
+) -> None:
+    async with running_broker(tmp_path, {"metrics.port": "-1"}) as server:
+        await client(server, "topics", "create", "doomed")
+        await client(server, "produce", "doomed", stdin=b"a\nb\n")
+        assert meter_count(server, "MessagesInPerSec", topic="doomed") == 2
+        await client(server, "topics", "delete", "doomed")
+        per_topic = [s for s in server.metrics.snapshot() if ("topic", "doomed") in s.tags]
+        assert per_topic == []
+        assert meter_count(server, "MessagesInPerSec") == 2
+        await client(server, "topics", "create", "doomed")
+        await client(server, "produce", "doomed", stdin=b"c\n")
+        assert meter_count(server, "MessagesInPerSec", topic="doomed") == 1
+
+
+def group_gauges(server: KafkaServer, group: str) -> dict[tuple[str, str, int], float]:
+    return {
+        (s.name, dict(s.tags)["topic"], int(dict(s.tags)["partition"])): s.values["value"]
+        for s in server.metrics.snapshot()
+        if s.type_ == "ConsumerGroupLag" and dict(s.tags)["group"] == group
+    }
+
+
+async def test_each_group_reports_committed_offset_and_lag_per_partition(
+    tmp_path: Path,
+) -> None:
+    from broker.protocol.messages import OffsetCommitRequest
+    from broker.protocol.messages.offset_commit_request import (
+        OffsetCommitRequestPartition,
+        OffsetCommitRequestTopic,
+    )
+    from tests.integration.broker_harness import connect
+
+    async with running_broker(tmp_path, {"metrics.port": "-1"}) as server:
+        await client(server, "topics", "create", "lagged", "--partitions", "2")
+        await client(server, "produce", "lagged", "-p", "0", stdin=b"a\nb\nc\nd\ne\n")
+        await client(server, "produce", "lagged", "-p", "1", stdin=b"x\n")
+        assert group_gauges(server, "readers") == {}
+        async with await connect(server) as conn:
+            response = await conn.request(
+                OffsetCommitRequest(
+                    group_id="readers",
+                    topics=(
+                        OffsetCommitRequestTopic(
+                            name="lagged",
+                            partitions=(
+                                OffsetCommitRequestPartition(0, committed_offset=3),
+                                OffsetCommitRequestPartition(1, committed_offset=1),
+                            ),
+                        ),
+                    ),
+                ),
+                7,
+            )
+        assert [p.error_code for p in response.topics[0].partitions] == [0, 0]
+        assert group_gauges(server, "readers") == {
+            ("CommittedOffset", "lagged", 0): 3,
+            ("Lag", "lagged", 0): 2,
+            ("CommittedOffset", "lagged", 1): 1,
+            ("Lag", "lagged", 1): 0,
+        }
+        await client(server, "produce", "lagged", "-p", "1", stdin=b"y\nz\n")
+        assert group_gauges(server, "readers")[("Lag", "lagged", 1)] == 2
