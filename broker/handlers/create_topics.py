@@ -77,13 +77,15 @@ class CreateTopicsHandler:
             except KafkaError as exc:
                 results.append(error_result(wanted.name, exc.error_code, exc.message))
                 continue
-            result = self._result(topic)
-            if not authorize(auth, request, AclOperation.DESCRIBE_CONFIGS, TOPIC, topic.name):
+            if authorize(auth, request, AclOperation.DESCRIBE_CONFIGS, TOPIC, topic.name):
+                results.append(self._result(topic))
+            else:
                 # Kafka hides the configs of a topic the creator may not describe.
-                result = result._replace(
-                    configs=(), topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                results.append(
+                    self._result(topic, with_configs=False)._replace(
+                        topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    )
                 )
-            results.append(result)
         return CreateTopicsResponse(topics=tuple(results))
 
     async def _create(self, wanted: CreatableTopic, validate_only: bool) -> TopicView:
@@ -138,14 +140,18 @@ class CreateTopicsHandler:
                 )
         return len(assignments)
 
-    def _result(self, topic: TopicView) -> CreatableTopicResult:
-        entries = topic_config_entries(
-            topic,
-            self._config,
-            self._logs.topic_config_defaults(),
-            None,
-            include_synonyms=False,
-            include_documentation=False,
+    def _result(self, topic: TopicView, *, with_configs: bool = True) -> CreatableTopicResult:
+        entries = (
+            topic_config_entries(
+                topic,
+                self._config,
+                self._logs.topic_config_defaults(),
+                None,
+                include_synonyms=False,
+                include_documentation=False,
+            )
+            if with_configs
+            else []
         )
         return CreatableTopicResult(
             name=topic.name,
