@@ -112,3 +112,10 @@ def check_group(
         raise KafkaError(
             ErrorCode.GROUP_AUTHORIZATION_FAILED, f"not authorized on group {group_id}"
         )
+
+
+def check_cluster(authorizer: Authorizer, request: Request, operation: AclOperation) -> None:
+    """APIs authorized on the cluster as a whole refuse the request without it
+    (DescribeUserScramCredentials: DESCRIBE; AlterUserScramCredentials: ALTER)."""
+    if not authorize_cluster(authorizer, request, operation):
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")

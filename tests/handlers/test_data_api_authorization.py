@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig
+from broker.errors import KafkaError
 from broker.handlers.alter_configs import ConfigAlterer, IncrementalAlterConfigsHandler
+from broker.handlers.auth_helper import check_cluster
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.common import AUTHORIZED_OPERATIONS_OMITTED
 from broker.handlers.create_acls import CreateAclsHandler
@@ -451,3 +453,12 @@ async def test_deny_beats_allow_in_a_handler(operation: AclOperation) -> None:
     assert response.responses[0].partitions[0].error_code == TAF
     other = await handler.handle(make_request(fetch_body("t"), 1, 12, principal=BOB))
     assert other.responses[0].partitions[0].error_code == ErrorCode.NONE
+
+
+def test_cluster_wide_apis_raise_cluster_authorization_failed_without_the_operation() -> None:
+    authorizer = StandardAuthorizer([cluster_acl(Op.DESCRIBE)])
+    check_cluster(authorizer, make_request(None, 50, 0), Op.DESCRIBE)
+    with pytest.raises(KafkaError) as refused:
+        check_cluster(authorizer, make_request(None, 51, 0), Op.ALTER)
+    assert refused.value.error_code == CAF
+    check_cluster(ALLOW_ALL, make_request(None, 51, 0, principal=BOB), Op.ALTER)
