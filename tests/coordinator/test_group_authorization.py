@@ -19,7 +19,13 @@ from broker.coordinator.admin_handlers import (
     ListGroupsHandler,
 )
 from broker.coordinator.coordinator_service import GroupCoordinatorService
-from broker.coordinator.group_handlers import FindCoordinatorHandler, JoinGroupHandler
+from broker.coordinator.group_handlers import (
+    FindCoordinatorHandler,
+    HeartbeatHandler,
+    JoinGroupHandler,
+    LeaveGroupHandler,
+    SyncGroupHandler,
+)
 from broker.coordinator.offset_handlers import (
     OffsetCommitHandler,
     OffsetDeleteHandler,
@@ -32,11 +38,14 @@ from broker.protocol.messages import (
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     FindCoordinatorRequest,
+    HeartbeatRequest,
     JoinGroupRequest,
+    LeaveGroupRequest,
     ListGroupsRequest,
     OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
+    SyncGroupRequest,
 )
 from broker.protocol.messages.offset_commit_request import (
     OffsetCommitRequestPartition,
@@ -210,3 +219,24 @@ async def test_find_coordinator_and_join_need_describe_and_read_on_the_group(
             await join.handle(make_request(body, 11, 9, principal=ALICE))  # DESCRIBE is not READ
         assert not_member.value.error_code == GAF
         assert join.error_response(make_request(body, 11, 9), GAF).error_code == GAF
+
+
+@pytest.mark.parametrize(
+    ("handler_class", "body", "api_key"),
+    [
+        (SyncGroupHandler, SyncGroupRequest(group_id="g", member_id="m"), 14),
+        (HeartbeatHandler, HeartbeatRequest(group_id="g", member_id="m"), 12),
+        (LeaveGroupHandler, LeaveGroupRequest(group_id="g"), 13),
+    ],
+)
+async def test_members_need_read_on_the_group(
+    tmp_path: Path, handler_class: type, body: object, api_key: int
+) -> None:
+    authorizer = StandardAuthorizer([acl("g", Op.READ, resource_type=GROUP)])
+    async with coordinator(tmp_path) as service:
+        handler = handler_class(service, authorizer=authorizer)
+        with pytest.raises(KafkaError) as refused:
+            await handler.handle(make_request(body, api_key, 3, principal=BOB))
+        assert refused.value.error_code == GAF
+        answered = await handler.handle(make_request(body, api_key, 3))
+        assert answered.error_code != GAF  # alice gets the coordinator's own answer
