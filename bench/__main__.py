@@ -24,6 +24,11 @@ BENCHMARKS: list[tuple[str, str, float]] = [
     ("bench.bench_codec", "Codec: µs per decode/encode, ours and kio", 1.0),
     ("bench.bench_records", "Record batches", 1.0),
     ("bench.bench_network", "Small requests: broker and a minimal Trio server", 3.0),
+    (
+        "bench.bench_authorizer",
+        "ACL authorizer: authorize() over 10k ACLs; broker with it off and on",
+        2.0,
+    ),
     ("bench.bench_produce_consume", "Produce and consume (confluent-kafka), ours and tansu", 5.0),
     ("bench.bench_groups", "Consumer groups, ours and tansu", 5.0),
     ("bench.bench_pipeline", "Spark pipeline", 10.0),

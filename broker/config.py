@@ -28,6 +28,7 @@ from broker.net.endpoint import (
     split_list,
     validate_listener_uniqueness,
 )
+from broker.security.authorizer import AUTHORIZER_CLASS_NAMES
 
 __all__ = [
     "CONFIG_DEFS",
@@ -100,6 +101,13 @@ def _protocol_map_validator(value: Any) -> None:
         parse_protocol_map(value or "")
     except ConfigError as exc:
         raise ValueError(str(exc).split(": ", 1)[1]) from None
+
+
+def _authorizer_class_validator(value: Any) -> None:
+    if value and value not in AUTHORIZER_CLASS_NAMES:
+        raise ValueError(
+            f"unsupported authorizer {value!r}; use one of {', '.join(AUTHORIZER_CLASS_NAMES)}"
+        )
 
 
 def _per_ip_overrides_validator(value: Any) -> None:
@@ -274,6 +282,10 @@ _DEFS: list[ConfigDef] = [
     _d("transaction.state.log.min.isr", "int", 2, "min.insync.replicas of __transaction_state.", "read-only", at_least(1)),
     _d("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for."),
     _d("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for."),
+    # ---- authorization (issue 11)
+    _d("authorizer.class.name", "string", "", "Turns ACL authorization on: org.apache.kafka.metadata.authorizer.StandardAuthorizer or kafka.security.authorizer.AclAuthorizer (both are the standard ACL authorizer here); empty allows everything.", "read-only", _authorizer_class_validator),
+    _d("super.users", "string", None, "Principals (User:name) separated by semicolons that every ACL check allows."),
+    _d("allow.everyone.if.no.acl.found", "bool", False, "Allow an operation on a resource that no ACL applies to; otherwise only ACLs and super users allow."),
 ]
 # fmt: on
 

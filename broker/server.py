@@ -18,6 +18,7 @@ import trio
 
 from broker.config import BrokerConfig
 from broker.coordinator.wiring import add_group_coordinator
+from broker.handlers.acl_apis import add_acl_apis, load_authorizer
 from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.data_apis import add_data_apis
 from broker.handlers.kafka_apis import KafkaApis
@@ -28,6 +29,7 @@ from broker.metrics_http import add_metrics_exporter
 from broker.net.request_handler_pool import RequestHandlerPool
 from broker.net.socket_server import SocketServer, check_resize
 from broker.process_metrics import register_process_metrics
+from broker.security.acl_store import AclStore
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +63,15 @@ class KafkaServer:
             self.log_dirs[0], self.node_id, config.get_optional_str("cluster.id")
         )
         self.apis.add_handler(ApiVersionsHandler(self.apis.supported_versions))
+        self.acl_store = AclStore(self.log_dirs[0])
+        self.authorizer = load_authorizer(config, self.acl_store)
         self.metadata = MetadataHandler(
-            self.node_id, self.cluster_id, self.socket_server.advertised_endpoint, NoTopics()
+            self.node_id,
+            self.cluster_id,
+            self.socket_server.advertised_endpoint,
+            NoTopics(),
+            authorizer=self.authorizer,
+            auto_create_topics=config.get_bool("auto.create.topics.enable"),
         )
         self.apis.add_handler(self.metadata)
         self.services: list[Service] = []
@@ -92,6 +101,7 @@ class KafkaServer:
         add_metrics_exporter(self)
         self.log_manager = add_data_apis(self)
         add_group_coordinator(self)
+        add_acl_apis(self)
 
     async def run(
         self, *, task_status: trio.TaskStatus[KafkaServer] = trio.TASK_STATUS_IGNORED

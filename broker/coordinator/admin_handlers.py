@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from broker.coordinator.coordinator_service import GroupCoordinatorService
+from broker.handlers.auth_helper import GROUP, authorize, authorize_cluster, authorized_operations
 from broker.net.request import Request
+from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -15,10 +17,8 @@ from broker.protocol.messages import (
 from broker.protocol.messages.delete_groups_response import DeletableGroupResult
 from broker.protocol.messages.describe_groups_response import DescribedGroup, DescribedGroupMember
 from broker.protocol.messages.list_groups_response import ListedGroup
-
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-"""READ, DELETE and DESCRIBE: what a group allows without an authorizer."""
+from broker.security.acl import AclOperation
+from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 
 class DescribeGroupsHandler:
@@ -26,18 +26,27 @@ class DescribeGroupsHandler:
     min_version = 0
     max_version = 5
 
-    def __init__(self, service: GroupCoordinatorService) -> None:
+    def __init__(
+        self, service: GroupCoordinatorService, *, authorizer: Authorizer = ALLOW_ALL
+    ) -> None:
         self._service = service
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> DescribeGroupsResponse:
         body: DescribeGroupsRequest = request.body
-        operations = (
-            GROUP_OPERATIONS
-            if body.include_authorized_operations
-            else AUTHORIZED_OPERATIONS_OMITTED
-        )
+        auth = self._authorizer
         groups = []
         for group_id in body.groups:
+            if not authorize(auth, request, AclOperation.DESCRIBE, GROUP, group_id):
+                groups.append(
+                    DescribedGroup(
+                        error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id
+                    )
+                )
+                continue
+            operations = authorized_operations(
+                auth, request, GROUP, group_id, requested=body.include_authorized_operations
+            )
             summary = self._service.coordinator.describe(group_id)
             groups.append(
                 DescribedGroup(
@@ -75,12 +84,23 @@ class ListGroupsHandler:
     min_version = 0
     max_version = 5
 
-    def __init__(self, service: GroupCoordinatorService) -> None:
+    def __init__(
+        self, service: GroupCoordinatorService, *, authorizer: Authorizer = ALLOW_ALL
+    ) -> None:
         self._service = service
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> ListGroupsResponse:
         body: ListGroupsRequest = request.body
         groups = self._service.coordinator.list_groups(body.states_filter, body.types_filter)
+        auth = self._authorizer
+        if not authorize_cluster(auth, request, AclOperation.DESCRIBE):
+            # KafkaApis: without DESCRIBE on the cluster, only the groups one may describe.
+            groups = [
+                g
+                for g in groups
+                if authorize(auth, request, AclOperation.DESCRIBE, GROUP, g.group_id)
+            ]
         return ListGroupsResponse(
             groups=tuple(
                 ListedGroup(
@@ -102,12 +122,21 @@ class DeleteGroupsHandler:
     min_version = 0
     max_version = 2
 
-    def __init__(self, service: GroupCoordinatorService) -> None:
+    def __init__(
+        self, service: GroupCoordinatorService, *, authorizer: Authorizer = ALLOW_ALL
+    ) -> None:
         self._service = service
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> DeleteGroupsResponse:
         body: DeleteGroupsRequest = request.body
-        results = self._service.delete_groups(body.groups_names)
+        auth = self._authorizer
+        deletable = [
+            g for g in body.groups_names if authorize(auth, request, AclOperation.DELETE, GROUP, g)
+        ]
+        results = dict.fromkeys(body.groups_names, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        if deletable:
+            results |= self._service.delete_groups(deletable)
         return DeleteGroupsResponse(
             results=tuple(
                 DeletableGroupResult(group_id=g, error_code=results[g]) for g in body.groups_names

@@ -16,6 +16,7 @@ import trio
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.coordinator.member_metadata import JoinParams, JoinResult, SyncResult
 from broker.handlers.api_handler import Deferred
+from broker.handlers.auth_helper import GROUP, TRANSACTIONAL_ID, authorize, check_group
 from broker.net.request import Request
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
@@ -33,6 +34,8 @@ from broker.protocol.messages import (
 from broker.protocol.messages.find_coordinator_response import Coordinator
 from broker.protocol.messages.join_group_response import JoinGroupResponseMember
 from broker.protocol.messages.leave_group_response import MemberResponse
+from broker.security.acl import AclOperation
+from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 COORDINATOR_TYPE_GROUP = 0
 COORDINATOR_TYPE_TRANSACTION = 1
@@ -76,11 +79,23 @@ class FindCoordinatorHandler:
     min_version = 0
     max_version = 6
 
-    def __init__(self, node_id: int, advertised: Callable[[str], tuple[str, int]]) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        advertised: Callable[[str], tuple[str, int]],
+        *,
+        authorizer: Authorizer = ALLOW_ALL,
+    ) -> None:
         self._node_id = node_id
         self._advertised = advertised
+        self._authorizer = authorizer
 
     def _coordinator(self, request: Request, key: str, key_type: int) -> Coordinator:
+        refused = self._authorization_error(request, key, key_type)
+        if refused is not None:
+            return Coordinator(
+                key=key, node_id=-1, host="", port=-1, error_code=refused, error_message=None
+            )
         if key_type == COORDINATOR_TYPE_GROUP:
             host, port = self._advertised(request.context.listener_name)
             return Coordinator(
@@ -95,6 +110,17 @@ class FindCoordinatorHandler:
         return Coordinator(
             key=key, node_id=-1, host="", port=-1, error_code=error, error_message=message
         )
+
+    def _authorization_error(self, request: Request, key: str, key_type: int) -> int | None:
+        """KafkaApis: DESCRIBE on the group, or on the transactional id."""
+        if key_type == COORDINATOR_TYPE_GROUP:
+            if not authorize(self._authorizer, request, AclOperation.DESCRIBE, GROUP, key):
+                return ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif key_type == COORDINATOR_TYPE_TRANSACTION and not authorize(
+            self._authorizer, request, AclOperation.DESCRIBE, TRANSACTIONAL_ID, key
+        ):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return None
 
     async def handle(self, request: Request) -> FindCoordinatorResponse:
         body: FindCoordinatorRequest = request.body
@@ -130,11 +156,15 @@ class JoinGroupHandler:
     min_version = 0
     max_version = 9
 
-    def __init__(self, service: GroupCoordinatorService) -> None:
+    def __init__(
+        self, service: GroupCoordinatorService, *, authorizer: Authorizer = ALLOW_ALL
+    ) -> None:
         self._service = service
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> Any:
         body: JoinGroupRequest = request.body
+        check_group(self._authorizer, request, AclOperation.READ, body.group_id)
         version = request.api_version
         params = JoinParams(
             member_id=body.member_id,
@@ -187,11 +217,15 @@ class SyncGroupHandler:
     min_version = 0
     max_version = 5
 
-    def __init__(self, service: GroupCoordinatorService) -> None:
+    def __init__(
+        self, service: GroupCoordinatorService, *, authorizer: Authorizer = ALLOW_ALL
+    ) -> None:
         self._service = service
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> Any:
         body: SyncGroupRequest = request.body
+        check_group(self._authorizer, request, AclOperation.READ, body.group_id)
         pending: Pending[SyncResult] = Pending()
         self._service.sync(
             body.group_id,
@@ -223,11 +257,15 @@ class HeartbeatHandler:
     min_version = 0
     max_version = 4
 
-    def __init__(self, service: GroupCoordinatorService) -> None:
+    def __init__(
+        self, service: GroupCoordinatorService, *, authorizer: Authorizer = ALLOW_ALL
+    ) -> None:
         self._service = service
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> HeartbeatResponse:
         body: HeartbeatRequest = request.body
+        check_group(self._authorizer, request, AclOperation.READ, body.group_id)
         error = self._service.heartbeat(
             body.group_id, body.member_id, body.group_instance_id, body.generation_id
         )
@@ -244,8 +282,11 @@ class LeaveGroupHandler:
     min_version = 0
     max_version = 5
 
-    def __init__(self, service: GroupCoordinatorService) -> None:
+    def __init__(
+        self, service: GroupCoordinatorService, *, authorizer: Authorizer = ALLOW_ALL
+    ) -> None:
         self._service = service
+        self._authorizer = authorizer
 
     @staticmethod
     def _members(request: Request) -> list[tuple[str, str | None]]:
@@ -256,6 +297,7 @@ class LeaveGroupHandler:
 
     async def handle(self, request: Request) -> LeaveGroupResponse:
         body: LeaveGroupRequest = request.body
+        check_group(self._authorizer, request, AclOperation.READ, body.group_id)
         members = self._members(request)
         error, errors = self._service.leave(body.group_id, members)
         return self._response(request, members, error, errors)

@@ -9,6 +9,7 @@ from typing import TypeVar
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.coordinator.group_coordinator import OffsetCommitItem
 from broker.coordinator.offset_store import OffsetAndMetadata, TopicPartition
+from broker.handlers.auth_helper import GROUP, TOPIC, authorize, authorized_names, check_group
 from broker.net.request import Request
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
@@ -34,6 +35,8 @@ from broker.protocol.messages.offset_fetch_response import (
     OffsetFetchResponseTopic,
     OffsetFetchResponseTopics,
 )
+from broker.security.acl import AclOperation
+from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 P = TypeVar("P")
 T = TypeVar("T")
@@ -75,26 +78,41 @@ class OffsetCommitHandler:
     min_version = 2
     max_version = 9
 
-    def __init__(self, service: GroupCoordinatorService) -> None:
+    def __init__(
+        self, service: GroupCoordinatorService, *, authorizer: Authorizer = ALLOW_ALL
+    ) -> None:
         self._service = service
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> OffsetCommitResponse:
         body: OffsetCommitRequest = request.body
+        check_group(self._authorizer, request, AclOperation.READ, body.group_id)
+        readable = authorized_names(
+            self._authorizer, request, AclOperation.READ, TOPIC, (t.name for t in body.topics)
+        )
         offsets = {
             (t.name, p.partition_index): OffsetCommitItem(
                 p.committed_offset, p.committed_leader_epoch, p.committed_metadata
             )
             for t in body.topics
+            if t.name in readable
             for p in t.partitions
         }
-        results = self._service.commit_offsets(
-            body.group_id,
-            body.generation_id_or_member_epoch,
-            body.member_id,
-            body.group_instance_id,
-            offsets,
-            request.api_version,
-        )
+        results: dict[TopicPartition, ErrorCode] = {
+            (t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            for t in body.topics
+            if t.name not in readable
+            for p in t.partitions
+        }
+        if offsets or not results:
+            results |= self._service.commit_offsets(
+                body.group_id,
+                body.generation_id_or_member_epoch,
+                body.member_id,
+                body.group_instance_id,
+                offsets,
+                request.api_version,
+            )
         return self._response(
             [
                 ((t.name, p.partition_index), results[(t.name, p.partition_index)])
@@ -133,39 +151,86 @@ class OffsetFetchHandler:
     min_version = 1
     max_version = 9
 
-    def __init__(self, service: GroupCoordinatorService) -> None:
+    def __init__(
+        self, service: GroupCoordinatorService, *, authorizer: Authorizer = ALLOW_ALL
+    ) -> None:
         self._service = service
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> OffsetFetchResponse:
         body: OffsetFetchRequest = request.body
-        coordinator = self._service.coordinator
         if request.api_version >= 8:
             groups = []
             for group in body.groups:
+                if not authorize(
+                    self._authorizer, request, AclOperation.DESCRIBE, GROUP, group.group_id
+                ):
+                    groups.append(
+                        OffsetFetchResponseGroup(
+                            group_id=group.group_id,
+                            error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                        )
+                    )
+                    continue
                 wanted = (
                     None
                     if group.topics is None
                     else [(t.name, p) for t in group.topics for p in t.partition_indexes]
                 )
-                error, fetched = coordinator.fetch_offsets(group.group_id, wanted)
+                error, fetched, denied = self._fetch(request, group.group_id, wanted)
+                topics = _committed_by_topic(
+                    fetched, OffsetFetchResponsePartitions, OffsetFetchResponseTopics
+                ) + _committed_by_topic(
+                    denied,
+                    OffsetFetchResponsePartitions,
+                    OffsetFetchResponseTopics,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                )
                 groups.append(
                     OffsetFetchResponseGroup(
-                        group_id=group.group_id,
-                        topics=_committed_by_topic(
-                            fetched, OffsetFetchResponsePartitions, OffsetFetchResponseTopics
-                        ),
-                        error_code=error,
+                        group_id=group.group_id, topics=topics, error_code=error
                     )
                 )
             return OffsetFetchResponse(groups=tuple(groups))
+        check_group(self._authorizer, request, AclOperation.DESCRIBE, body.group_id)
         wanted = (
             None
             if body.topics is None
             else [(t.name, p) for t in body.topics for p in t.partition_indexes]
         )
-        error, fetched = coordinator.fetch_offsets(body.group_id, wanted)
+        error, fetched, denied = self._fetch(request, body.group_id, wanted)
         partition_error = error if request.api_version < 2 else ErrorCode.NONE
-        return OffsetFetchResponse(topics=self._topics(fetched, partition_error), error_code=error)
+        return OffsetFetchResponse(
+            topics=self._topics(fetched, partition_error)
+            + self._topics(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+            error_code=error,
+        )
+
+    def _fetch(
+        self, request: Request, group_id: str, wanted: list[TopicPartition] | None
+    ) -> tuple[ErrorCode, Fetched, Fetched]:
+        """The group's offsets of the topics the principal may DESCRIBE; the partitions
+        asked for by name on other topics come back apart (all topics hides them)."""
+        coordinator = self._service.coordinator
+        if wanted is None:
+            error, fetched = coordinator.fetch_offsets(group_id, None)
+            describable = authorized_names(
+                self._authorizer,
+                request,
+                AclOperation.DESCRIBE,
+                TOPIC,
+                (t for (t, _), _ in fetched),
+            )
+            return error, [f for f in fetched if f[0][0] in describable], []
+        describable = authorized_names(
+            self._authorizer, request, AclOperation.DESCRIBE, TOPIC, (t for t, _ in wanted)
+        )
+        allowed = [tp for tp in wanted if tp[0] in describable]
+        denied: Fetched = [(tp, None) for tp in wanted if tp[0] not in describable]
+        if not allowed and denied:
+            return ErrorCode.NONE, [], denied
+        error, fetched = coordinator.fetch_offsets(group_id, allowed)
+        return error, fetched, denied
 
     @staticmethod
     def _topics(fetched: Fetched, error: ErrorCode) -> tuple[OffsetFetchResponseTopic, ...]:
@@ -194,15 +259,26 @@ class OffsetDeleteHandler:
     min_version = 0
     max_version = 0
 
-    def __init__(self, service: GroupCoordinatorService) -> None:
+    def __init__(
+        self, service: GroupCoordinatorService, *, authorizer: Authorizer = ALLOW_ALL
+    ) -> None:
         self._service = service
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> OffsetDeleteResponse:
         body: OffsetDeleteRequest = request.body
+        check_group(self._authorizer, request, AclOperation.DELETE, body.group_id)
+        readable = authorized_names(
+            self._authorizer, request, AclOperation.READ, TOPIC, (t.name for t in body.topics)
+        )
         partitions = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
-        error, results = self._service.delete_offsets(body.group_id, partitions)
+        allowed = [tp for tp in partitions if tp[0] in readable]
+        error, results = self._service.delete_offsets(body.group_id, allowed)
         if error is not ErrorCode.NONE:
             return OffsetDeleteResponse(error_code=error)
+        for tp in partitions:
+            if tp[0] not in readable:
+                results[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         return OffsetDeleteResponse(
             topics=tuple(
                 OffsetDeleteResponseTopic(

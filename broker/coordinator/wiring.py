@@ -52,17 +52,20 @@ def add_group_coordinator(server: KafkaServer) -> None:
     server.metrics.add_collector(
         functools.partial(group_lag_samples, service.store, server.log_manager)
     )
+    auth = server.authorizer
     for handler in (
-        FindCoordinatorHandler(server.node_id, server.socket_server.advertised_endpoint),
-        JoinGroupHandler(service),
-        SyncGroupHandler(service),
-        HeartbeatHandler(service),
-        LeaveGroupHandler(service),
-        OffsetCommitHandler(service),
-        OffsetFetchHandler(service),
-        OffsetDeleteHandler(service),
-        DescribeGroupsHandler(service),
-        ListGroupsHandler(service),
-        DeleteGroupsHandler(service),
+        FindCoordinatorHandler(
+            server.node_id, server.socket_server.advertised_endpoint, authorizer=auth
+        ),
+        JoinGroupHandler(service, authorizer=auth),
+        SyncGroupHandler(service, authorizer=auth),
+        HeartbeatHandler(service, authorizer=auth),
+        LeaveGroupHandler(service, authorizer=auth),
+        OffsetCommitHandler(service, authorizer=auth),
+        OffsetFetchHandler(service, authorizer=auth),
+        OffsetDeleteHandler(service, authorizer=auth),
+        DescribeGroupsHandler(service, authorizer=auth),
+        ListGroupsHandler(service, authorizer=auth),
+        DeleteGroupsHandler(service, authorizer=auth),
     ):
         server.apis.add_handler(handler)

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import attrs
 
 from broker.errors import KafkaError
+from broker.handlers.auth_helper import check_config_resource
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.config_catalogue import LIST_TOPIC_CONFIGS, ResourceType
 from broker.handlers.log_view import LogManagerView
@@ -32,6 +33,8 @@ from broker.protocol.messages.alter_configs_response import AlterConfigsResource
 from broker.protocol.messages.incremental_alter_configs_response import (
     AlterConfigsResourceResponse as IncrementalResourceResponse,
 )
+from broker.security.acl import AclOperation
+from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -108,6 +111,8 @@ async def alter_each(
     *,
     replace_all: bool,
     validate_only: bool,
+    authorizer: Authorizer = ALLOW_ALL,
+    request: Request | None = None,
 ) -> tuple[R, ...]:
     """Apply each resource's change on its own; a failure is that resource's error."""
     duplicates = duplicate_resources(resources)
@@ -117,6 +122,8 @@ async def alter_each(
         try:
             if key in duplicates:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate resource in request")
+            if request is not None:
+                check_config_resource(authorizer, request, AclOperation.ALTER_CONFIGS, *key)
             check_unique_keys([c.name for c in resource.configs])
             await alterer.apply(
                 resource.resource_type,
@@ -168,8 +175,9 @@ class AlterConfigsHandler:
     min_version = 0
     max_version = 2
 
-    def __init__(self, alterer: ConfigAlterer) -> None:
+    def __init__(self, alterer: ConfigAlterer, *, authorizer: Authorizer = ALLOW_ALL) -> None:
         self._alterer = alterer
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> AlterConfigsResponse:
         body: AlterConfigsRequest = request.body
@@ -180,6 +188,8 @@ class AlterConfigsHandler:
             AlterConfigsResourceResponse,
             replace_all=True,
             validate_only=body.validate_only,
+            authorizer=self._authorizer,
+            request=request,
         )
         return AlterConfigsResponse(responses=responses)
 
@@ -197,8 +207,9 @@ class IncrementalAlterConfigsHandler:
     min_version = 0
     max_version = 1
 
-    def __init__(self, alterer: ConfigAlterer) -> None:
+    def __init__(self, alterer: ConfigAlterer, *, authorizer: Authorizer = ALLOW_ALL) -> None:
         self._alterer = alterer
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> IncrementalAlterConfigsResponse:
         body: IncrementalAlterConfigsRequest = request.body
@@ -209,6 +220,8 @@ class IncrementalAlterConfigsHandler:
             IncrementalResourceResponse,
             replace_all=False,
             validate_only=body.validate_only,
+            authorizer=self._authorizer,
+            request=request,
         )
         return IncrementalAlterConfigsResponse(responses=responses)
 

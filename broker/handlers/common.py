@@ -16,9 +16,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # Without an authorizer every operation a resource type supports is allowed; the
 # bit field has bit N set for AclOperation code N (Utils.to32BitField).
 _TOPIC_OPERATIONS = (3, 4, 5, 6, 7, 8, 10, 11)  # READ..DESCRIBE, DESCRIBE/ALTER_CONFIGS
-_CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)  # CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, ...
 TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in _TOPIC_OPERATIONS)
-CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in _CLUSTER_OPERATIONS)
 
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_TOPIC_NAME_LENGTH = 249

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.errors import KafkaError
+from broker.handlers.auth_helper import TOPIC, authorized_names
 from broker.handlers.log_view import LogManagerView
 from broker.handlers.topic_resource import find_topic
 from broker.net.request import Request
@@ -12,6 +13,8 @@ from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 from broker.protocol.messages.create_partitions_request import CreatePartitionsTopic
 from broker.protocol.messages.create_partitions_response import CreatePartitionsTopicResult
+from broker.security.acl import AclOperation
+from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 API_KEY = 37
 
@@ -21,18 +24,24 @@ class CreatePartitionsHandler:
     min_version = 0
     max_version = 3
 
-    def __init__(self, log_manager: LogManagerView, node_id: int) -> None:
+    def __init__(
+        self, log_manager: LogManagerView, node_id: int, *, authorizer: Authorizer = ALLOW_ALL
+    ) -> None:
         self._logs = log_manager
         self._node_id = node_id
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> CreatePartitionsResponse:
         body: CreatePartitionsRequest = request.body
         counts = Counter(t.name for t in body.topics)
+        alterable = authorized_names(self._authorizer, request, AclOperation.ALTER, TOPIC, counts)
         results = []
         for wanted in body.topics:
             try:
                 if counts[wanted.name] > 1:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+                if wanted.name not in alterable:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 await self._grow(wanted, body.validate_only)
                 code, message = ErrorCode.NONE, None
             except KafkaError as exc:

@@ -13,6 +13,7 @@ from collections import Counter
 
 from broker.config import BrokerConfig
 from broker.errors import KafkaError
+from broker.handlers.auth_helper import TOPIC, authorize, authorize_cluster
 from broker.handlers.log_view import LogManagerView, TopicView
 from broker.handlers.topic_configs import topic_config_entries
 from broker.net.request import Request
@@ -23,6 +24,8 @@ from broker.protocol.messages.create_topics_response import (
     CreatableTopicConfigs,
     CreatableTopicResult,
 )
+from broker.security.acl import AclOperation
+from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 API_KEY = 19
 
@@ -32,16 +35,34 @@ class CreateTopicsHandler:
     min_version = 2
     max_version = 7
 
-    def __init__(self, log_manager: LogManagerView, broker_config: BrokerConfig) -> None:
+    def __init__(
+        self,
+        log_manager: LogManagerView,
+        broker_config: BrokerConfig,
+        *,
+        authorizer: Authorizer = ALLOW_ALL,
+    ) -> None:
         self._logs = log_manager
         self._config = broker_config
         self._node_id = broker_config.node_id
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> CreateTopicsResponse:
         body: CreateTopicsRequest = request.body
         counts = Counter(t.name for t in body.topics)
+        auth = self._authorizer
+        cluster_create = authorize_cluster(auth, request, AclOperation.CREATE)
         results = []
         for wanted in body.topics:
+            if not cluster_create and not authorize(
+                auth, request, AclOperation.CREATE, TOPIC, wanted.name
+            ):
+                results.append(
+                    error_result(
+                        wanted.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+                    )
+                )
+                continue
             if counts[wanted.name] > 1:
                 results.append(
                     error_result(
@@ -56,7 +77,15 @@ class CreateTopicsHandler:
             except KafkaError as exc:
                 results.append(error_result(wanted.name, exc.error_code, exc.message))
                 continue
-            results.append(self._result(topic))
+            if authorize(auth, request, AclOperation.DESCRIBE_CONFIGS, TOPIC, topic.name):
+                results.append(self._result(topic))
+            else:
+                # Kafka hides the configs of a topic the creator may not describe.
+                results.append(
+                    self._result(topic, with_configs=False)._replace(
+                        topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    )
+                )
         return CreateTopicsResponse(topics=tuple(results))
 
     async def _create(self, wanted: CreatableTopic, validate_only: bool) -> TopicView:
@@ -111,14 +140,18 @@ class CreateTopicsHandler:
                 )
         return len(assignments)
 
-    def _result(self, topic: TopicView) -> CreatableTopicResult:
-        entries = topic_config_entries(
-            topic,
-            self._config,
-            self._logs.topic_config_defaults(),
-            None,
-            include_synonyms=False,
-            include_documentation=False,
+    def _result(self, topic: TopicView, *, with_configs: bool = True) -> CreatableTopicResult:
+        entries = (
+            topic_config_entries(
+                topic,
+                self._config,
+                self._logs.topic_config_defaults(),
+                None,
+                include_synonyms=False,
+                include_documentation=False,
+            )
+            if with_configs
+            else []
         )
         return CreatableTopicResult(
             name=topic.name,

@@ -48,23 +48,27 @@ def add_data_apis(server: KafkaServer) -> LogManager:
     server.metadata.topics = LogTopicSource(log_manager, node_id)
     stats = BrokerTopicStats(server.metrics)
     server.metrics.add_collector(functools.partial(log_samples, log_manager))
+    auth = server.authorizer
     for handler in (
-        ProduceHandler(log_manager, stats),
-        FetchHandler(log_manager, stats),
-        ListOffsetsHandler(log_manager),
-        OffsetForLeaderEpochHandler(log_manager),
-        InitProducerIdHandler(log_manager),
-        CreateTopicsHandler(log_manager, config),
+        ProduceHandler(log_manager, stats, authorizer=auth),
+        FetchHandler(log_manager, stats, authorizer=auth),
+        ListOffsetsHandler(log_manager, authorizer=auth),
+        OffsetForLeaderEpochHandler(log_manager, authorizer=auth),
+        InitProducerIdHandler(log_manager, authorizer=auth),
+        CreateTopicsHandler(log_manager, config, authorizer=auth),
         DeleteTopicsHandler(
-            log_manager, config.get_bool("delete.topic.enable"), on_deleted=stats.remove_topic
+            log_manager,
+            config.get_bool("delete.topic.enable"),
+            on_deleted=stats.remove_topic,
+            authorizer=auth,
         ),
-        CreatePartitionsHandler(log_manager, node_id),
-        DeleteRecordsHandler(log_manager),
-        DescribeConfigsHandler(log_manager, config, brokers),
-        AlterConfigsHandler(alterer),
-        IncrementalAlterConfigsHandler(alterer),
+        CreatePartitionsHandler(log_manager, node_id, authorizer=auth),
+        DeleteRecordsHandler(log_manager, authorizer=auth),
+        DescribeConfigsHandler(log_manager, config, brokers, authorizer=auth),
+        AlterConfigsHandler(alterer, authorizer=auth),
+        IncrementalAlterConfigsHandler(alterer, authorizer=auth),
         DescribeClusterHandler(
-            node_id, server.cluster_id, server.socket_server.advertised_endpoint
+            node_id, server.cluster_id, server.socket_server.advertised_endpoint, authorizer=auth
         ),
     ):
         server.apis.add_handler(handler)

@@ -7,6 +7,7 @@ past the high watermark, is OFFSET_OUT_OF_RANGE (Partition.deleteRecordsOnLeader
 from __future__ import annotations
 
 from broker.errors import KafkaError
+from broker.handlers.auth_helper import TOPIC, authorized_names
 from broker.handlers.log_view import LogManagerView
 from broker.net.request import Request
 from broker.protocol.error_codes import ErrorCode
@@ -15,6 +16,8 @@ from broker.protocol.messages.delete_records_response import (
     DeleteRecordsPartitionResult,
     DeleteRecordsTopicResult,
 )
+from broker.security.acl import AclOperation
+from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 API_KEY = 21
 HIGH_WATERMARK = -1
@@ -25,17 +28,23 @@ class DeleteRecordsHandler:
     min_version = 0
     max_version = 2
 
-    def __init__(self, log_manager: LogManagerView) -> None:
+    def __init__(self, log_manager: LogManagerView, *, authorizer: Authorizer = ALLOW_ALL) -> None:
         self._logs = log_manager
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> DeleteRecordsResponse:
         body: DeleteRecordsRequest = request.body
+        deletable = authorized_names(
+            self._authorizer, request, AclOperation.DELETE, TOPIC, (t.name for t in body.topics)
+        )
         topics = []
         for topic in body.topics:
             partitions = []
             for wanted in topic.partitions:
                 partition = self._logs.partition(topic.name, wanted.partition_index)
                 try:
+                    if topic.name not in deletable:
+                        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     if partition is None:
                         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     if wanted.offset < 0 and wanted.offset != HIGH_WATERMARK:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_AUTHORIZED_OPERATIONS
+from broker.handlers.auth_helper import cluster_authorized_operations
 from broker.net.request import Request
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 from broker.protocol.messages.describe_cluster_response import DescribeClusterBroker
+from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 API_KEY = 60
 BROKERS_ENDPOINT = 1
@@ -20,8 +21,14 @@ class DescribeClusterHandler:
     max_version = 1
 
     def __init__(
-        self, node_id: int, cluster_id: str, advertised: Callable[[str], tuple[str, int]]
+        self,
+        node_id: int,
+        cluster_id: str,
+        advertised: Callable[[str], tuple[str, int]],
+        *,
+        authorizer: Authorizer = ALLOW_ALL,
     ) -> None:
+        self._authorizer = authorizer
         self._node_id = node_id
         self._cluster_id = cluster_id
         self._advertised = advertised
@@ -49,10 +56,8 @@ class DescribeClusterHandler:
             brokers=(
                 DescribeClusterBroker(broker_id=self._node_id, host=host, port=port, rack=None),
             ),
-            cluster_authorized_operations=(
-                CLUSTER_AUTHORIZED_OPERATIONS
-                if body.include_cluster_authorized_operations
-                else AUTHORIZED_OPERATIONS_OMITTED
+            cluster_authorized_operations=cluster_authorized_operations(
+                self._authorizer, request, body.include_cluster_authorized_operations
             ),
         )
 

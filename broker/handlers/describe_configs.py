@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from broker.config import BrokerConfig
 from broker.errors import KafkaError
+from broker.handlers.auth_helper import check_config_resource
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.common import error_code_of, error_message_of
 from broker.handlers.config_catalogue import ResourceType
@@ -18,6 +19,8 @@ from broker.protocol.messages.describe_configs_response import (
     DescribeConfigsResourceResult,
     DescribeConfigsResult,
 )
+from broker.security.acl import AclOperation
+from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 API_KEY = 32
 
@@ -28,11 +31,17 @@ class DescribeConfigsHandler:
     max_version = 4
 
     def __init__(
-        self, log_manager: LogManagerView, broker_config: BrokerConfig, brokers: BrokerConfigs
+        self,
+        log_manager: LogManagerView,
+        broker_config: BrokerConfig,
+        brokers: BrokerConfigs,
+        *,
+        authorizer: Authorizer = ALLOW_ALL,
     ) -> None:
         self._logs = log_manager
         self._broker_config = broker_config
         self._brokers = brokers
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> DescribeConfigsResponse:
         body: DescribeConfigsRequest = request.body
@@ -40,6 +49,13 @@ class DescribeConfigsHandler:
         results = []
         for resource in body.resources:
             try:
+                check_config_resource(
+                    self._authorizer,
+                    request,
+                    AclOperation.DESCRIBE_CONFIGS,
+                    resource.resource_type,
+                    resource.resource_name,
+                )
                 configs = self._describe(resource, body.include_synonyms, include_documentation)
             except KafkaError as exc:
                 results.append(error_result(resource, error_code_of(exc), error_message_of(exc)))

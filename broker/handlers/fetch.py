@@ -23,6 +23,7 @@ import trio
 from broker.broker_topic_stats import BrokerTopicStats
 from broker.errors import KafkaError
 from broker.handlers.api_handler import Deferred
+from broker.handlers.auth_helper import TOPIC, authorized_names
 from broker.handlers.common import check_leader_epoch, error_code_of
 from broker.handlers.log_view import LogManagerView, PartitionView
 from broker.net.request import Request
@@ -30,6 +31,8 @@ from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import FetchRequest, FetchResponse
 from broker.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from broker.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
+from broker.security.acl import AclOperation
+from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 API_KEY = 1
 TOPIC_IDS_FROM = 13
@@ -55,9 +58,16 @@ class FetchHandler:
     min_version = 4  # message format v2
     max_version = 17
 
-    def __init__(self, log_manager: LogManagerView, stats: BrokerTopicStats | None = None) -> None:
+    def __init__(
+        self,
+        log_manager: LogManagerView,
+        stats: BrokerTopicStats | None = None,
+        *,
+        authorizer: Authorizer = ALLOW_ALL,
+    ) -> None:
         self._logs = log_manager
         self._stats = stats if stats is not None else BrokerTopicStats()
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> FetchResponse | Deferred:
         body: FetchRequest = request.body
@@ -65,12 +75,13 @@ class FetchHandler:
         if version >= SESSIONS_FROM and body.session_epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
             return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
         deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
-        outcome = await self.read_once(body, version)
+        denied = self._unreadable_topics(request, body, version)
+        outcome = await self.read_once(body, version, denied)
         if self._complete(body, outcome):
             return self._answer(outcome)
 
         async def wait() -> FetchResponse:
-            return self._answer(await self._long_poll(body, version, outcome, deadline))
+            return self._answer(await self._long_poll(body, version, outcome, deadline, denied))
 
         return Deferred(wait)
 
@@ -90,18 +101,36 @@ class FetchHandler:
             or not outcome.wakeups
         )
 
+    def _unreadable_topics(
+        self, request: Request, body: FetchRequest, version: int
+    ) -> frozenset[str]:
+        """KafkaApis.handleFetchRequest: a consumer needs READ on each topic; the others
+        answer TOPIC_AUTHORIZATION_FAILED and take no part in the long poll."""
+        if not self._authorizer.enabled:
+            return frozenset()
+        names = {self._topic_name(t, version)[0] for t in body.topics} - {""}
+        readable = authorized_names(self._authorizer, request, AclOperation.READ, TOPIC, names)
+        return frozenset(names - readable)
+
     async def _long_poll(
-        self, body: FetchRequest, version: int, outcome: FetchOutcome, deadline: float
+        self,
+        body: FetchRequest,
+        version: int,
+        outcome: FetchOutcome,
+        deadline: float,
+        denied: frozenset[str] = frozenset(),
     ) -> FetchOutcome:
         while trio.current_time() < deadline:
             with trio.move_on_at(deadline):
                 await wait_any(outcome.wakeups)
-            outcome = await self.read_once(body, version)
+            outcome = await self.read_once(body, version, denied)
             if self._complete(body, outcome):
                 break
         return outcome
 
-    async def read_once(self, body: FetchRequest, version: int) -> FetchOutcome:
+    async def read_once(
+        self, body: FetchRequest, version: int, denied: frozenset[str] = frozenset()
+    ) -> FetchOutcome:
         """Read every requested partition within the request's byte budget (KIP-74)."""
         remaining = max(body.max_bytes, 0)
         min_one_batch = True
@@ -116,6 +145,10 @@ class FetchHandler:
             partitions = []
             topic_bytes = 0
             for wanted in fetch_topic.partitions:
+                if name in denied:
+                    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    partitions.append(error_partition(wanted.partition, code))
+                    continue
                 partition = self._logs.partition(name, wanted.partition) if name else None
                 if partition is None:
                     has_error = True

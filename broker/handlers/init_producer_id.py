@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import logging
 
+from broker.handlers.auth_helper import TOPIC, TRANSACTIONAL_ID, authorize, authorize_cluster
 from broker.handlers.log_view import LogManagerView
 from broker.net.request import Request
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
+from broker.security.acl import AclOperation
+from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +35,15 @@ class InitProducerIdHandler:
     min_version = 0
     max_version = 4
 
-    def __init__(self, log_manager: LogManagerView) -> None:
+    def __init__(self, log_manager: LogManagerView, *, authorizer: Authorizer = ALLOW_ALL) -> None:
         self._logs = log_manager
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> InitProducerIdResponse:
         body: InitProducerIdRequest = request.body
+        refused = self._authorization_error(request, body.transactional_id)
+        if refused is not None:
+            return self.error_response(request, refused)
         if (body.producer_id == NO_PRODUCER_ID) != (body.producer_epoch == NO_PRODUCER_EPOCH):
             # KafkaApis.handleInitProducerIdRequest: both or neither.
             return self.error_response(request, ErrorCode.INVALID_REQUEST)
@@ -52,6 +59,23 @@ class InitProducerIdHandler:
         return InitProducerIdResponse(
             error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0
         )
+
+    def _authorization_error(self, request: Request, transactional_id: str | None) -> int | None:
+        """KafkaApis: WRITE on the transactional id; an idempotent producer needs
+        IDEMPOTENT_WRITE on the cluster or WRITE on some topic."""
+        auth = self._authorizer
+        if transactional_id is not None:
+            if authorize(auth, request, AclOperation.WRITE, TRANSACTIONAL_ID, transactional_id):
+                return None
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        if authorize_cluster(auth, request, AclOperation.IDEMPOTENT_WRITE):
+            return None
+        context = request.context
+        if auth.authorize_by_resource_type(
+            context.principal, context.client_address, AclOperation.WRITE, TOPIC
+        ):
+            return None
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
     def error_response(self, request: Request, error_code: int) -> InitProducerIdResponse:
         return InitProducerIdResponse(

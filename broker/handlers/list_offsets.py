@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.errors import KafkaError
+from broker.handlers.auth_helper import TOPIC, authorized_names
 from broker.handlers.common import check_leader_epoch, error_code_of
 from broker.handlers.log_view import LogManagerView, PartitionView
 from broker.net.request import Request
@@ -22,6 +23,8 @@ from broker.protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
     ListOffsetsTopicResponse,
 )
+from broker.security.acl import AclOperation
+from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 API_KEY = 2
 LATEST = -1
@@ -35,17 +38,28 @@ class ListOffsetsHandler:
     min_version = 1
     max_version = 7
 
-    def __init__(self, log_manager: LogManagerView) -> None:
+    def __init__(self, log_manager: LogManagerView, *, authorizer: Authorizer = ALLOW_ALL) -> None:
         self._logs = log_manager
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> ListOffsetsResponse:
         body: ListOffsetsRequest = request.body
         counts = Counter((t.name, p.partition_index) for t in body.topics for p in t.partitions)
         duplicates = {key for key, count in counts.items() if count > 1}
+        describable = authorized_names(
+            self._authorizer, request, AclOperation.DESCRIBE, TOPIC, (t.name for t in body.topics)
+        )
         topics = []
         for topic in body.topics:
             partitions = []
             for wanted in topic.partitions:
+                if topic.name not in describable:
+                    partitions.append(
+                        error_partition(
+                            wanted.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                        )
+                    )
+                    continue
                 if (topic.name, wanted.partition_index) in duplicates:
                     # KafkaApis: a partition listed twice is INVALID_REQUEST.
                     partitions.append(

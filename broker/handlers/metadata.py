@@ -17,7 +17,14 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from broker.errors import KafkaError
-from broker.handlers.common import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_AUTHORIZED_OPERATIONS
+from broker.handlers.auth_helper import (
+    TOPIC,
+    authorize,
+    authorize_cluster,
+    authorized_names,
+    authorized_operations,
+    cluster_authorized_operations,
+)
 from broker.net.request import Request
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import MetadataRequest, MetadataResponse
@@ -25,6 +32,8 @@ from broker.protocol.messages.metadata_response import (
     MetadataResponseBroker,
     MetadataResponseTopic,
 )
+from broker.security.acl import AclOperation
+from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 API_KEY = 3
 
@@ -81,11 +90,16 @@ class MetadataHandler:
         cluster_id: str,
         advertised: Callable[[str], tuple[str, int]],
         topics: TopicSource,
+        *,
+        authorizer: Authorizer = ALLOW_ALL,
+        auto_create_topics: bool = True,
     ) -> None:
         self._node_id = node_id
         self._cluster_id = cluster_id
         self._advertised = advertised
         self.topics = topics
+        self._authorizer = authorizer
+        self._auto_create_topics = auto_create_topics
 
     async def handle(self, request: Request) -> MetadataResponse:
         body: MetadataRequest = request.body
@@ -114,20 +128,80 @@ class MetadataHandler:
         allow_auto_create = body.allow_auto_topic_creation if version >= 4 else True
         if topic_ids:
             allow_auto_create = False  # Kafka never creates topics looked up by id
-        topics = await self.topics.describe_topics(
-            names, allow_auto_create, topic_ids, body.include_topic_authorized_operations
-        )
+        if self._authorizer.enabled:
+            topics = await self._describe_authorized(request, names, allow_auto_create, topic_ids)
+        else:
+            topics = await self.topics.describe_topics(
+                names, allow_auto_create, topic_ids, body.include_topic_authorized_operations
+            )
         return MetadataResponse(
             brokers=(MetadataResponseBroker(node_id=self._node_id, host=host, port=port),),
             cluster_id=self._cluster_id,
             controller_id=self._node_id,
             topics=tuple(topics),
-            cluster_authorized_operations=(
-                CLUSTER_AUTHORIZED_OPERATIONS
-                if body.include_cluster_authorized_operations
-                else AUTHORIZED_OPERATIONS_OMITTED
+            cluster_authorized_operations=cluster_authorized_operations(
+                self._authorizer, request, body.include_cluster_authorized_operations
             ),
         )
+
+    async def _describe_authorized(
+        self,
+        request: Request,
+        names: list[str] | None,
+        allow_auto_create: bool,
+        topic_ids: list[uuid.UUID],
+    ) -> list[MetadataResponseTopic]:
+        """KafkaApis.getTopicMetadata with an authorizer: all-topics lists only what the
+        principal may DESCRIBE; a named topic it may not describe is
+        TOPIC_AUTHORIZATION_FAILED whether or not it exists; auto-creation needs CREATE
+        on the cluster or the topic (a topic that would be created without it is
+        TOPIC_AUTHORIZATION_FAILED too)."""
+        auth = self._authorizer
+        body: MetadataRequest = request.body
+        result: list[MetadataResponseTopic] = []
+        creatable: list[str] = []
+        not_creatable: list[str] = []
+        if names is not None:
+            names = list(dict.fromkeys(names))
+            describable = authorized_names(auth, request, AclOperation.DESCRIBE, TOPIC, names)
+            for name in names:
+                if name not in describable:
+                    result.append(denied(name))
+                elif (
+                    allow_auto_create
+                    and self._auto_create_topics
+                    and not authorize_cluster(auth, request, AclOperation.CREATE)
+                    and not authorize(auth, request, AclOperation.CREATE, TOPIC, name)
+                ):
+                    not_creatable.append(name)
+                else:
+                    creatable.append(name)
+        found = await self.topics.describe_topics(
+            None if names is None else creatable, allow_auto_create, topic_ids
+        )
+        if not_creatable:
+            for topic in await self.topics.describe_topics(not_creatable, False):
+                missing = topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                result.append(denied(topic.name or "") if missing else topic)
+        for topic in found:
+            if topic.name is not None and not authorize(
+                auth, request, AclOperation.DESCRIBE, TOPIC, topic.name
+            ):
+                if names is None and topic.topic_id not in topic_ids:
+                    continue  # listing all topics hides the ones it may not describe
+                result.append(denied(None, topic.topic_id))
+            else:
+                result.append(topic)
+        if not body.include_topic_authorized_operations:
+            return result
+        return [
+            t._replace(
+                topic_authorized_operations=authorized_operations(auth, request, TOPIC, t.name)
+            )
+            if t.error_code == ErrorCode.NONE and t.name is not None
+            else t
+            for t in result
+        ]
 
     def error_response(self, request: Request, error_code: int) -> MetadataResponse:
         body: MetadataRequest = request.body
@@ -141,3 +215,12 @@ class MetadataHandler:
                 for t in body.topics or ()
             )
         )
+
+
+def denied(name: str | None, topic_id: uuid.UUID | None = None) -> MetadataResponseTopic:
+    """A topic the principal may not see: nothing about it but the error."""
+    return MetadataResponseTopic(
+        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        name=name,
+        topic_id=topic_id if topic_id is not None else uuid.UUID(int=0),
+    )

@@ -11,6 +11,7 @@ consumer comparing its position against the answer must not see truncation.
 from __future__ import annotations
 
 from broker.errors import KafkaError
+from broker.handlers.auth_helper import TOPIC, authorized_names
 from broker.handlers.common import NO_EPOCH, check_leader_epoch, error_code_of
 from broker.handlers.log_view import LogManagerView, PartitionView
 from broker.net.request import Request
@@ -21,6 +22,8 @@ from broker.protocol.messages.offset_for_leader_epoch_response import (
     EpochEndOffset,
     OffsetForLeaderTopicResult,
 )
+from broker.security.acl import AclOperation
+from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 API_KEY = 23
 UNDEFINED_OFFSET = -1
@@ -31,15 +34,24 @@ class OffsetForLeaderEpochHandler:
     min_version = 2
     max_version = 4
 
-    def __init__(self, log_manager: LogManagerView) -> None:
+    def __init__(self, log_manager: LogManagerView, *, authorizer: Authorizer = ALLOW_ALL) -> None:
         self._logs = log_manager
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> OffsetForLeaderEpochResponse:
         body: OffsetForLeaderEpochRequest = request.body
+        describable = authorized_names(
+            self._authorizer, request, AclOperation.DESCRIBE, TOPIC, (t.topic for t in body.topics)
+        )
         topics = []
         for topic in body.topics:
             partitions = []
             for wanted in topic.partitions:
+                if topic.topic not in describable:
+                    partitions.append(
+                        error_partition(wanted.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    )
+                    continue
                 partition = self._logs.partition(topic.topic, wanted.partition)
                 if partition is None:
                     partitions.append(

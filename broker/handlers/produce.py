@@ -19,6 +19,7 @@ import trio
 from broker.broker_topic_stats import BrokerTopicStats
 from broker.errors import KafkaError
 from broker.handlers.api_handler import CloseConnection, NoResponse
+from broker.handlers.auth_helper import TOPIC, TRANSACTIONAL_ID, authorize, authorized_names
 from broker.handlers.common import error_code_of, error_message_of
 from broker.handlers.log_view import LogManagerView, PartitionView, TopicView
 from broker.net.request import Request
@@ -31,6 +32,8 @@ from broker.protocol.messages.produce_response import (
     PartitionProduceResponse,
     TopicProduceResponse,
 )
+from broker.security.acl import AclOperation
+from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 log = logging.getLogger(__name__)
 
@@ -45,18 +48,43 @@ class ProduceHandler:
     min_version = 3  # message format v2 only
     max_version = 11
 
-    def __init__(self, log_manager: LogManagerView, stats: BrokerTopicStats | None = None) -> None:
+    def __init__(
+        self,
+        log_manager: LogManagerView,
+        stats: BrokerTopicStats | None = None,
+        *,
+        authorizer: Authorizer = ALLOW_ALL,
+    ) -> None:
         self._logs = log_manager
         self._stats = stats if stats is not None else BrokerTopicStats()
+        self._authorizer = authorizer
 
     async def handle(self, request: Request) -> ProduceResponse | NoResponse | CloseConnection:
         body: ProduceRequest = request.body
+        if body.transactional_id is not None and not authorize(
+            self._authorizer, request, AclOperation.WRITE, TRANSACTIONAL_ID, body.transactional_id
+        ):
+            response = self.error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            if response is None:  # acks=0: closing is the only way to tell the client
+                return CloseConnection("acks=0 produce failed: transactional id not authorized")
+            return response
+        writable = authorized_names(
+            self._authorizer, request, AclOperation.WRITE, TOPIC, (t.name for t in body.topic_data)
+        )
         topics = []
         for topic_data in body.topic_data:
-            partitions = [
-                await self._produce_partition(request.api_version, body.acks, topic_data.name, p)
-                for p in topic_data.partition_data
-            ]
+            if topic_data.name not in writable:
+                partitions = [
+                    partition_error(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    for p in topic_data.partition_data
+                ]
+            else:
+                partitions = [
+                    await self._produce_partition(
+                        request.api_version, body.acks, topic_data.name, p
+                    )
+                    for p in topic_data.partition_data
+                ]
             topics.append(
                 TopicProduceResponse(name=topic_data.name, partition_responses=tuple(partitions))
             )
