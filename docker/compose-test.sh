@@ -55,7 +55,21 @@ ensure_engine() {
   return 1
 }
 
+# Installs Debian's engine, compose and debootstrap when the proof is required.
+install_debian_tools() {
+  [ "${COMPOSE_TEST_REQUIRED:-0}" = "1" ] && [ "$(id -u)" -eq 0 ] || return 0
+  command -v apt-get >/dev/null 2>&1 || return 0
+  local missing=""
+  for entry in dockerd:docker.io docker-compose:docker-compose debootstrap:debootstrap; do
+    command -v "${entry%%:*}" >/dev/null 2>&1 || missing="$missing ${entry#*:}"
+  done
+  [ -z "$missing" ] && return 0
+  echo "compose-test: installing Debian packages:$missing"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+}
+
 trap 'stop_started_dockerd; rm -rf "$work"' EXIT
+install_debian_tools
 
 ensure_engine || not_run "no Docker engine answers or can be started here (install Debian's docker.io and run as root, or start one)."
 

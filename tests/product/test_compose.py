@@ -257,3 +257,37 @@ def test_image_locks_pin_the_same_versions_as_the_development_lock() -> None:
     assert {"pyspark", "pyarrow"} <= pipeline.keys()
     for name, version in {**broker, **pipeline}.items():
         assert everything.get(name) == version, name
+
+
+def _path_without_docker(tmp_path: Path) -> str:
+    """A PATH with the shell tools compose-test.sh uses and no docker, dockerd or apt-get."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "sed", "mktemp", "rm", "id", "seq", "sleep", "tail", "grep", "dirname"):
+        found = subprocess.run(["which", tool], capture_output=True, text=True, check=True)
+        (bin_dir / tool).symlink_to(found.stdout.strip())
+    return str(bin_dir)
+
+
+@pytest.mark.parametrize(("required", "exit_code"), [("0", 0), ("1", 1)])
+def test_compose_test_says_plainly_when_no_engine_can_be_had(
+    tmp_path: Path, required: str, exit_code: int
+) -> None:
+    result = subprocess.run(
+        ["bash", str(ROOT / "docker" / "compose-test.sh")],
+        env={"PATH": _path_without_docker(tmp_path), "COMPOSE_TEST_REQUIRED": required},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == exit_code, result.stderr
+    assert result.stdout.startswith("compose-test: NOT RUN: no Docker engine"), result.stdout
+    assert "passed" not in result.stdout
+
+
+def test_images_build_on_a_base_given_by_argument_defaulting_to_the_public_one() -> None:
+    for service in ("broker", "pipeline"):
+        assert SERVICES[service]["build"]["args"] == ["BASE_IMAGE"]
+    standin = (ROOT / "docker" / "standin-base.sh").read_text()
+    assert "debootstrap" in standin and "PIP_BREAK_SYSTEM_PACKAGES" in standin
