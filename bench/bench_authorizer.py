@@ -14,6 +14,7 @@ import random
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -114,12 +115,9 @@ def micro(duration_s: float) -> list[dict[str, Any]]:
     read = ResourceType.TOPIC
     for name, (principal, operation, topic) in cases.items():
         indexed = calls_per_second(
-            lambda p=principal, o=operation, t=topic: authorizer.authorize(p, "h", o, read, t),
-            duration_s,
+            partial(authorizer.authorize, principal, "h", operation, read, topic), duration_s
         )
-        scanned = calls_per_second(
-            lambda p=principal, o=operation, t=topic: scan(p, "h", o, t), duration_s / 4
-        )
+        scanned = calls_per_second(partial(scan, principal, "h", operation, topic), duration_s / 4)
         rows.append(
             {
                 "benchmark": f"authorize() with {ACL_COUNT} ACLs: {name}",

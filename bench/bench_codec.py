@@ -139,6 +139,7 @@ def _time(fn: Callable[[], object], duration_s: float, rounds: int = 5) -> float
 
 def run(duration_s: float = 1.0) -> list[dict[str, Any]]:
     from kio.index import load_payload_module  # kio is a dev dependency
+    from kio.schema.index import PayloadEntityType
     from kio.serial import entity_reader, entity_writer
     from kio.static.constants import EntityType
 
@@ -148,7 +149,8 @@ def run(duration_s: float = 1.0) -> list[dict[str, Any]]:
         body = build()
         cls = type(body)
         wire = b"".join(bytes(c) for c in api.encode_message(body, version))
-        kio_cls = getattr(load_payload_module(api_key, version, EntityType[kind]), cls.__name__)
+        entity: PayloadEntityType = EntityType.request if kind == "request" else EntityType.response
+        kio_cls = getattr(load_payload_module(api_key, version, entity), cls.__name__)
         kio_read = entity_reader(kio_cls)
         kio_write = entity_writer(kio_cls)
         kio_obj, _ = kio_read(wire, 0)

@@ -46,7 +46,7 @@ async def serve_connection(stream: trio.SocketStream) -> None:
 async def main(port: int) -> None:
     listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
     print(f"listening on {listeners[0].socket.getsockname()[1]}", flush=True)
-    await trio.serve_listeners(serve_connection, listeners)  # type: ignore[arg-type]
+    await trio.serve_listeners(serve_connection, listeners)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ async def running_service(directory: Path, **config: int) -> AsyncIterator[Group
         nursery.cancel_scope.cancel()
 
 
-async def join(service: GroupCoordinatorService, member_id: str = "", **kw: int) -> JoinResult:
+async def join(service: GroupCoordinatorService, member_id: str = "", /, **kw: int) -> JoinResult:
     pending: Pending[JoinResult] = Pending()
     service.join("g", params(member_id=member_id, **kw), pending.set)  # type: ignore[arg-type]
     with trio.fail_after(600):

@@ -46,12 +46,14 @@ from broker.protocol.messages import (
     DescribeClusterRequest,
     DescribeConfigsRequest,
     FetchRequest,
+    FetchResponse,
     IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
     ListOffsetsRequest,
     MetadataRequest,
     OffsetForLeaderEpochRequest,
     ProduceRequest,
+    ProduceResponse,
 )
 from broker.protocol.messages.create_acls_request import AclCreation
 from broker.protocol.messages.create_partitions_request import CreatePartitionsTopic
@@ -75,6 +77,7 @@ from broker.protocol.messages.offset_for_leader_epoch_request import (
 )
 from broker.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from broker.security.acl import (
+    AclBinding,
     AclOperation,
     AclPermissionType,
     PatternType,
@@ -93,7 +96,7 @@ CAF = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 CLUSTER = ResourceType.CLUSTER
 
 
-def cluster_acl(operation: AclOperation, principal: str = ALICE) -> object:
+def cluster_acl(operation: AclOperation, principal: str = ALICE) -> AclBinding:
     return acl("kafka-cluster", operation, principal=principal, resource_type=CLUSTER)
 
 
@@ -117,21 +120,24 @@ def produce_body(*topics: str, transactional_id: str | None = None) -> ProduceRe
 async def test_produce_needs_write_on_each_topic_and_appends_only_where_allowed() -> None:
     log = FakeLog(FakeTopic("mine", 1), FakeTopic("theirs", 1))
     authorizer = StandardAuthorizer([acl("mine", Op.WRITE)])
-    handler = ProduceHandler(log, authorizer=authorizer)  # type: ignore[arg-type]
+    handler = ProduceHandler(log, authorizer=authorizer)
     response = await handler.handle(make_request(produce_body("mine", "theirs"), 0, 9))
+    assert isinstance(response, ProduceResponse)
     codes = {t.name: t.partition_responses[0].error_code for t in response.responses}
     assert codes == {"mine": ErrorCode.NONE, "theirs": TAF}
     assert len(log.partition("mine", 0).batches) == 1  # type: ignore[union-attr]
     assert log.partition("theirs", 0).batches == []  # type: ignore[union-attr]
     # Unknown topics are not revealed to a principal without WRITE on them.
     unknown = await handler.handle(make_request(produce_body("missing"), 0, 9))
+    assert isinstance(unknown, ProduceResponse)
     assert unknown.responses[0].partition_responses[0].error_code == TAF
 
 
 async def test_transactional_produce_needs_write_on_the_transactional_id() -> None:
     log = FakeLog(FakeTopic("t", 1))
-    handler = ProduceHandler(log, authorizer=StandardAuthorizer([acl("t", Op.WRITE)]))  # type: ignore[arg-type]
+    handler = ProduceHandler(log, authorizer=StandardAuthorizer([acl("t", Op.WRITE)]))
     response = await handler.handle(make_request(produce_body("t", transactional_id="tx"), 0, 9))
+    assert isinstance(response, ProduceResponse)
     code = response.responses[0].partition_responses[0].error_code
     assert code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert log.partition("t", 0).batches == []  # type: ignore[union-attr]
@@ -156,10 +162,12 @@ async def test_a_consumer_without_read_gets_topic_authorization_failed_and_no_re
     for name in ("open", "secret"):
         await log.partition(name, 0).append(one_batch(), rec.read_batch_header(one_batch()))  # type: ignore[union-attr]
     authorizer = StandardAuthorizer([acl("open", Op.READ), acl("secret", Op.DESCRIBE)])
-    handler = FetchHandler(log, authorizer=authorizer)  # type: ignore[arg-type]
+    handler = FetchHandler(log, authorizer=authorizer)
     response = await handler.handle(make_request(fetch_body("open", "secret"), 1, 12))
+    assert isinstance(response, FetchResponse)
     by_topic = {t.topic: t.partitions[0] for t in response.responses}
-    assert by_topic["open"].error_code == ErrorCode.NONE and len(by_topic["open"].records) > 0
+    opened = by_topic["open"].records
+    assert by_topic["open"].error_code == ErrorCode.NONE and opened is not None and len(opened) > 0
     assert by_topic["secret"].error_code == TAF
     assert not by_topic["secret"].records
     assert log.partition("secret", 0).reads == []  # type: ignore[union-attr]
@@ -168,7 +176,7 @@ async def test_a_consumer_without_read_gets_topic_authorization_failed_and_no_re
 async def test_list_offsets_and_offset_for_leader_epoch_need_describe() -> None:
     log = FakeLog(FakeTopic("t", 1))
     authorizer = StandardAuthorizer([acl("t", Op.READ)])  # READ implies DESCRIBE
-    list_offsets = ListOffsetsHandler(log, authorizer=authorizer)  # type: ignore[arg-type]
+    list_offsets = ListOffsetsHandler(log, authorizer=authorizer)
     body = ListOffsetsRequest(
         topics=(ListOffsetsTopic(name="t", partitions=(ListOffsetsPartition(timestamp=-1),)),)
     )
@@ -176,7 +184,7 @@ async def test_list_offsets_and_offset_for_leader_epoch_need_describe() -> None:
     refused = await list_offsets.handle(make_request(body, 2, 7, principal=BOB))
     assert allowed.topics[0].partitions[0].error_code == ErrorCode.NONE
     assert refused.topics[0].partitions[0].error_code == TAF
-    epochs = OffsetForLeaderEpochHandler(log, authorizer=authorizer)  # type: ignore[arg-type]
+    epochs = OffsetForLeaderEpochHandler(log, authorizer=authorizer)
     body2 = OffsetForLeaderEpochRequest(
         topics=(
             OffsetForLeaderTopic(topic="t", partitions=(OffsetForLeaderPartition(partition=0),)),
@@ -195,7 +203,7 @@ def metadata_handler(log: FakeLog, authorizer: StandardAuthorizer) -> MetadataHa
         1,
         "cluster",
         lambda _listener: ("localhost", 9092),
-        LogTopicSource(log, 1),  # type: ignore[arg-type]
+        LogTopicSource(log, 1),
         authorizer=authorizer,
     )
 
@@ -210,7 +218,7 @@ async def test_metadata_hides_undescribable_topics_when_listing_all() -> None:
     authorizer = StandardAuthorizer([acl("pub-", Op.DESCRIBE, pattern_type=PatternType.PREFIXED)])
     handler = metadata_handler(log, authorizer)
     response = await handler.handle(make_request(metadata_body(all_topics=True), 3, 12))
-    assert sorted(t.name for t in response.topics) == ["pub-a", "pub-b"]
+    assert sorted(t.name or "" for t in response.topics) == ["pub-a", "pub-b"]
     assert all(t.error_code == ErrorCode.NONE for t in response.topics)
 
 
@@ -264,7 +272,7 @@ async def test_metadata_fills_authorized_operations_for_the_principal() -> None:
 async def test_create_topics_needs_create_on_the_cluster_or_the_topic() -> None:
     log = FakeLog()
     authorizer = StandardAuthorizer([acl("ok-", Op.CREATE, pattern_type=PatternType.PREFIXED)])
-    handler = CreateTopicsHandler(log, BrokerConfig({}), authorizer=authorizer)  # type: ignore[arg-type]
+    handler = CreateTopicsHandler(log, BrokerConfig({}), authorizer=authorizer)
     body = CreateTopicsRequest(
         topics=tuple(
             CreatableTopic(name=n, num_partitions=1, replication_factor=1) for n in ("ok-1", "nope")
@@ -282,7 +290,7 @@ async def test_create_topics_needs_create_on_the_cluster_or_the_topic() -> None:
 async def test_delete_topics_and_delete_records_need_delete_and_create_partitions_alter() -> None:
     log = FakeLog(FakeTopic("t", 1), FakeTopic("u", 1))
     authorizer = StandardAuthorizer([acl("u", Op.DELETE), acl("t", Op.DESCRIBE)])
-    records = DeleteRecordsHandler(log, authorizer=authorizer)  # type: ignore[arg-type]
+    records = DeleteRecordsHandler(log, authorizer=authorizer)
     body = DeleteRecordsRequest(
         topics=(
             DeleteRecordsTopic(
@@ -293,10 +301,10 @@ async def test_delete_topics_and_delete_records_need_delete_and_create_partition
     assert (await records.handle(make_request(body, 21, 2))).topics[0].partitions[
         0
     ].error_code == TAF
-    partitions = CreatePartitionsHandler(log, 1, authorizer=authorizer)  # type: ignore[arg-type]
+    partitions = CreatePartitionsHandler(log, 1, authorizer=authorizer)
     grow = CreatePartitionsRequest(topics=(CreatePartitionsTopic(name="t", count=3),))
     assert (await partitions.handle(make_request(grow, 37, 3))).results[0].error_code == TAF
-    deleter = DeleteTopicsHandler(log, True, authorizer=authorizer)  # type: ignore[arg-type]
+    deleter = DeleteTopicsHandler(log, True, authorizer=authorizer)
     response = await deleter.handle(
         make_request(DeleteTopicsRequest(topic_names=("t", "u", "missing")), 20, 5)
     )
@@ -310,7 +318,7 @@ async def test_configs_need_describe_or_alter_configs_on_the_topic_or_the_cluste
     config = BrokerConfig({})
     authorizer = StandardAuthorizer([acl("t", Op.DESCRIBE_CONFIGS)])
     brokers = BrokerConfigs.__new__(BrokerConfigs)  # never reached: authorization refuses first
-    describe = DescribeConfigsHandler(log, config, brokers, authorizer=authorizer)  # type: ignore[arg-type]
+    describe = DescribeConfigsHandler(log, config, brokers, authorizer=authorizer)
     body = DescribeConfigsRequest(
         resources=(
             DescribeConfigsResource(
@@ -321,7 +329,7 @@ async def test_configs_need_describe_or_alter_configs_on_the_topic_or_the_cluste
     )
     results = (await describe.handle(make_request(body, 32, 4))).results
     assert [r.error_code for r in results] == [ErrorCode.NONE, CAF]
-    alter = IncrementalAlterConfigsHandler(ConfigAlterer(log, brokers), authorizer=authorizer)  # type: ignore[arg-type]
+    alter = IncrementalAlterConfigsHandler(ConfigAlterer(log, brokers), authorizer=authorizer)
     change = IncrementalAlterConfigsRequest(
         resources=(
             AlterConfigsResource(
@@ -343,10 +351,10 @@ async def test_init_producer_id_needs_idempotent_write_or_write_on_some_topic() 
         ([acl("t", Op.WRITE)], ErrorCode.NONE),
         ([acl("t", Op.WRITE), acl("t", Op.WRITE, AclPermissionType.DENY)], CAF),
     ):
-        handler = InitProducerIdHandler(log, authorizer=StandardAuthorizer(acls))  # type: ignore[arg-type]
+        handler = InitProducerIdHandler(log, authorizer=StandardAuthorizer(acls))
         assert (await handler.handle(make_request(body, 22, 4))).error_code == expected, acls
     transactional = InitProducerIdRequest(transactional_id="tx", producer_id=-1, producer_epoch=-1)
-    handler = InitProducerIdHandler(log, authorizer=StandardAuthorizer([]))  # type: ignore[arg-type]
+    handler = InitProducerIdHandler(log, authorizer=StandardAuthorizer([]))
     response = await handler.handle(make_request(transactional, 22, 4))
     assert response.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
@@ -448,10 +456,12 @@ async def test_deny_beats_allow_in_a_handler(operation: AclOperation) -> None:
     authorizer = StandardAuthorizer(
         [acl("*", Op.ALL, principal="User:*"), acl("t", operation, AclPermissionType.DENY)]
     )
-    handler = FetchHandler(log, authorizer=authorizer)  # type: ignore[arg-type]
+    handler = FetchHandler(log, authorizer=authorizer)
     response = await handler.handle(make_request(fetch_body("t"), 1, 12))
+    assert isinstance(response, FetchResponse)
     assert response.responses[0].partitions[0].error_code == TAF
     other = await handler.handle(make_request(fetch_body("t"), 1, 12, principal=BOB))
+    assert isinstance(other, FetchResponse)
     assert other.responses[0].partitions[0].error_code == ErrorCode.NONE
 
 

@@ -18,7 +18,13 @@ from broker.handlers.log_topics import LogTopicSource
 from broker.handlers.produce import ProduceHandler, late_or_early_record
 from broker.protocol import records as rec
 from broker.protocol.error_codes import ErrorCode
-from broker.protocol.messages import FetchRequest, InitProducerIdRequest, ProduceRequest
+from broker.protocol.messages import (
+    FetchRequest,
+    FetchResponse,
+    InitProducerIdRequest,
+    ProduceRequest,
+    ProduceResponse,
+)
 from broker.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from broker.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from tests.handlers.fake_log import FakeLog, FakeTopic
@@ -51,8 +57,9 @@ def produce_body(topic: str, records: bytes | None, acks: int) -> ProduceRequest
 
 async def test_acks_other_than_minus_one_zero_one_are_invalid() -> None:
     log = FakeLog(FakeTopic("t", 1))
-    handler = ProduceHandler(log)  # type: ignore[arg-type]
+    handler = ProduceHandler(log)
     response = await handler.handle(FakeRequest(produce_body("t", one_batch(10), acks=5), 9))  # type: ignore[arg-type]
+    assert isinstance(response, ProduceResponse)
     assert (
         response.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_REQUIRED_ACKS
     )
@@ -60,7 +67,7 @@ async def test_acks_other_than_minus_one_zero_one_are_invalid() -> None:
 
 
 async def test_acks_zero_answers_nothing_on_success_and_closes_on_failure() -> None:
-    handler = ProduceHandler(FakeLog(FakeTopic("t", 1)))  # type: ignore[arg-type]
+    handler = ProduceHandler(FakeLog(FakeTopic("t", 1)))
     ok = await handler.handle(FakeRequest(produce_body("t", one_batch(10), acks=0), 9))  # type: ignore[arg-type]
     assert isinstance(ok, NoResponse)
     failed = await handler.handle(FakeRequest(produce_body("gone", one_batch(10), acks=0), 9))  # type: ignore[arg-type]
@@ -70,10 +77,12 @@ async def test_acks_zero_answers_nothing_on_success_and_closes_on_failure() -> N
 
 async def test_min_insync_replicas_above_one_cannot_be_met_with_acks_all() -> None:
     log = FakeLog(FakeTopic("t", 1, {"min.insync.replicas": "2"}))
-    handler = ProduceHandler(log)  # type: ignore[arg-type]
+    handler = ProduceHandler(log)
     all_acks = await handler.handle(FakeRequest(produce_body("t", one_batch(1), acks=-1), 9))  # type: ignore[arg-type]
+    assert isinstance(all_acks, ProduceResponse)
     assert all_acks.responses[0].partition_responses[0].error_code == ErrorCode.NOT_ENOUGH_REPLICAS
     leader_ack = await handler.handle(FakeRequest(produce_body("t", one_batch(1), acks=1), 9))  # type: ignore[arg-type]
+    assert isinstance(leader_ack, ProduceResponse)
     assert leader_ack.responses[0].partition_responses[0].error_code == ErrorCode.NONE
 
 
@@ -118,11 +127,12 @@ async def test_fetch_budget_gives_only_the_first_non_empty_partition_an_oversize
     for partition in topic.partitions[1:]:
         for _ in range(2):
             await partition.append(one_batch(500), rec.read_batch_header(one_batch(500)))
-    handler = FetchHandler(FakeLog(topic))  # type: ignore[arg-type]
+    handler = FetchHandler(FakeLog(topic))
     outcome = await handler.read_once(
         fetch_body({0: 0, 1: 0, 2: 0}, max_bytes=100, partition_max_bytes=100), 12
     )
     empty, first, second = outcome.response.responses[0].partitions
+    assert first.records is not None
     assert empty.records == b"" and len(first.records) > 100 and second.records == b""
     reads = [p.reads[0] for p in topic.partitions]
     assert reads[0] == (0, 100, True)  # still entitled to one batch: nothing read yet
@@ -133,7 +143,7 @@ async def test_fetch_budget_gives_only_the_first_non_empty_partition_an_oversize
 
 async def test_fetch_without_enough_data_defers_and_wakes_on_append() -> None:
     topic = FakeTopic("t", 1)
-    handler = FetchHandler(FakeLog(topic))  # type: ignore[arg-type]
+    handler = FetchHandler(FakeLog(topic))
     body = fetch_body(
         {0: 0}, max_bytes=1 << 20, partition_max_bytes=1 << 20, max_wait_ms=10_000, min_bytes=1
     )
@@ -152,15 +162,16 @@ async def test_fetch_without_enough_data_defers_and_wakes_on_append() -> None:
 
 
 async def test_incremental_fetch_without_sessions_is_session_id_not_found() -> None:
-    handler = FetchHandler(FakeLog(FakeTopic("t", 1)))  # type: ignore[arg-type]
+    handler = FetchHandler(FakeLog(FakeTopic("t", 1)))
     body = fetch_body({0: 0}, max_bytes=100, partition_max_bytes=100, session_id=3, session_epoch=2)
     response = await handler.handle(FakeRequest(body, 12))  # type: ignore[arg-type]
+    assert isinstance(response, FetchResponse)
     assert response.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND and response.responses == ()
 
 
 async def test_init_producer_id_gives_a_new_id_even_when_one_is_sent() -> None:
     log = FakeLog()
-    handler = InitProducerIdHandler(log)  # type: ignore[arg-type]
+    handler = InitProducerIdHandler(log)
     first = await handler.handle(FakeRequest(InitProducerIdRequest(transactional_id=None), 4))  # type: ignore[arg-type]
     again = await handler.handle(
         FakeRequest(
@@ -208,7 +219,7 @@ def test_leader_epoch_check(requested: int, code: ErrorCode | None) -> None:
 
 async def test_metadata_auto_creation_respects_the_request_and_internal_names() -> None:
     log = FakeLog()
-    source = LogTopicSource(log, node_id=7)  # type: ignore[arg-type]
+    source = LogTopicSource(log, node_id=7)
     created, internal = await source.describe_topics(
         ["new", "__consumer_offsets"], allow_auto_create=True
     )

@@ -54,7 +54,7 @@ from tests.integration.data_helpers import (
 async def test_every_codec_round_trips_through_produce_and_fetch(tmp_path: Path) -> None:
     async with running_broker(tmp_path) as server, await connect(server) as conn:
         await create_topic(conn, "codecs")
-        expected = []
+        expected: list[bytes] = []
         for codec in CompressionType:
             values = [f"{codec.name}-{i}".encode() * 20 for i in range(5)]
             response = await produce(conn, "codecs", batch(values, compression=codec))

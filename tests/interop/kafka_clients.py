@@ -286,7 +286,9 @@ def confluent_consume(
         while len(got) < count and time.monotonic() < deadline:
             for msg in consumer.consume(num_messages=1000, timeout=0.2):
                 assert msg.error() is None, f"consumer error: {msg.error()}"
-                got.append(Consumed(to_message(msg), msg.offset(), msg.timestamp()[1]))
+                offset = msg.offset()
+                assert offset is not None, "a consumed record has an offset"
+                got.append(Consumed(to_message(msg), offset, msg.timestamp()[1]))
         extra = consumer.consume(num_messages=10, timeout=0.3)
         assert not [m for m in extra if m.error() is None], "more records than produced"
     finally:

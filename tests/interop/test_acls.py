@@ -131,8 +131,9 @@ def fetch_error(bootstrap: str, topic: str, timeout_s: float = 15.0) -> tuple[An
     try:
         while time.monotonic() < deadline:
             for msg in consumer.consume(num_messages=100, timeout=0.2):
-                if msg.error() is not None:
-                    return msg.error().code(), records
+                error = msg.error()
+                if error is not None:
+                    return error.code(), records
                 records += 1
     finally:
         consumer.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import confluent_kafka
 import pytest
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -166,18 +167,22 @@ def test_confluent_consumer_at_end_receives_only_messages_produced_afterwards(
                 error = msg.error()
                 assert error is None or error.code() == KafkaError._PARTITION_EOF, error
                 assert error is not None, "a record produced before the assignment was read"
-                at_end.add(msg.partition())
+                partition = msg.partition()
+                assert partition is not None
+                at_end.add(partition)
         assert at_end == {0, 1}, "never reached the end of both partitions"
         new = make_messages(300, 2, seed=12)
         confluent_produce(bootstrap, topic, new, compression_type="snappy")
-        got = []
+        got: list[tuple[int, confluent_kafka.Message]] = []
         deadline = time.monotonic() + 20
         while len(got) < len(new) and time.monotonic() < deadline:
             for msg in consumer.consume(num_messages=500, timeout=0.2):
-                if msg.error() is None:
-                    got.append((msg.offset(), msg))
+                error, offset = msg.error(), msg.offset()
+                if error is None:
+                    assert offset is not None
+                    got.append((offset, msg))
                 else:
-                    assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                    assert error.code() == KafkaError._PARTITION_EOF, error
         assert_same_per_partition(new, [to_message(m) for _, m in got])
         assert sorted(o for o, m in got if m.partition() == 0) == list(range(200, 350))
         positions = consumer.position([TopicPartition(topic, p) for p in (0, 1)])

@@ -104,7 +104,7 @@ def wait_for_assignments(consumers: list[Consumer]) -> None:
 
 
 def poll_until(
-    consumers: list[Consumer], done: Callable[[], bool], sink: list[tuple[int, bytes | None]]
+    consumers: list[Consumer], done: Callable[[], bool], sink: list[tuple[int, bytes]]
 ) -> None:
     """Poll every consumer, committing what each read, until `done()` or the deadline."""
     deadline = time.monotonic() + WAIT_S
@@ -114,8 +114,14 @@ def poll_until(
             message = c.poll(0.1)
             if message is None or message.error():
                 continue
-            sink.append((id(c), message.value()))
+            sink.append((id(c), value_of(message)))
             commit(c, message)
+
+
+def value_of(message: Message) -> bytes:
+    value = message.value()
+    assert value is not None, "every record produced here has a value"
+    return value
 
 
 def values(count: int, prefix: str = "v") -> list[bytes]:
@@ -133,7 +139,7 @@ def test_two_confluent_consumers_split_the_topic_then_one_takes_over_and_a_rejoi
     wait_for_assignments([c1, c2])
     first_batch = values(200, "a")
     produce(bootstrap, topic, first_batch, 4)
-    read: list[tuple[int, bytes | None]] = []
+    read: list[tuple[int, bytes]] = []
     poll_until([c1, c2], lambda: len(read) >= len(first_batch), read)
     assert sorted(v for _, v in read) == sorted(first_batch), "each record exactly once"
     assert {reader for reader, _ in read} == {id(c1), id(c2)}
@@ -141,7 +147,7 @@ def test_two_confluent_consumers_split_the_topic_then_one_takes_over_and_a_rejoi
     c2.close()
     second_batch = values(100, "b")
     produce(bootstrap, topic, second_batch, 4)
-    taken_over: list[tuple[int, bytes | None]] = []
+    taken_over: list[tuple[int, bytes]] = []
     poll_until([c1], lambda: len(taken_over) >= len(second_batch), taken_over)
     assert sorted(v for _, v in taken_over) == sorted(second_batch)
     assert len(c1.assignment()) == 4
@@ -150,7 +156,7 @@ def test_two_confluent_consumers_split_the_topic_then_one_takes_over_and_a_rejoi
     produce(bootstrap, topic, third_batch, 4)
     c3 = consumer(bootstrap, group)
     c3.subscribe([topic])
-    resumed: list[tuple[int, bytes | None]] = []
+    resumed: list[tuple[int, bytes]] = []
     poll_until([c3], lambda: len(resumed) >= len(third_batch), resumed)
     extra = c3.poll(1.0)
     c3.close()
@@ -166,7 +172,7 @@ def test_cooperative_sticky_consumers_share_and_read_everything(bootstrap: str) 
     strategy = {"partition.assignment.strategy": "cooperative-sticky"}
     c1 = consumer(bootstrap, group, **strategy)
     c1.subscribe([topic])
-    read: list[tuple[int, bytes | None]] = []
+    read: list[tuple[int, bytes]] = []
     poll_until([c1], lambda: len(read) >= 20, read)
     c2 = consumer(bootstrap, group, **strategy)
     c2.subscribe([topic])
@@ -176,7 +182,7 @@ def test_cooperative_sticky_consumers_share_and_read_everything(bootstrap: str) 
         for c in (c1, c2):
             message = c.poll(0.1)
             if message is not None and not message.error():
-                read.append((id(c), message.value()))
+                read.append((id(c), value_of(message)))
                 commit(c, message)
     c1.close()
     c2.close()
@@ -191,7 +197,7 @@ def test_admin_client_lists_and_describes_the_group(bootstrap: str) -> None:
     produce(bootstrap, topic, values(10), 2)
     c = consumer(bootstrap, group)
     c.subscribe([topic])
-    read: list[tuple[int, bytes | None]] = []
+    read: list[tuple[int, bytes]] = []
     poll_until([c], lambda: len(read) >= 10, read)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     listed = admin.list_consumer_groups().result(timeout=WAIT_S)

@@ -202,8 +202,9 @@ async def test_retention_by_bytes_deletes_whole_old_segments_but_never_the_activ
         assert [o for o, _ in await read_all(log)] == list(range(log.log_start_offset, 30))
     cfg_tiny = config(tmp_path, log_segment_bytes="1000", log_retention_bytes="0")
     async with open_manager(cfg_tiny) as manager:
-        log = manager.partition("t", 0)
-        assert log is not None
+        reopened = manager.partition("t", 0)
+        assert reopened is not None
+        log = reopened
         await manager.run_retention_now()
         assert len(log.segments) == 1 and log.segments[0].size > 0
         assert log.log_end_offset == 30
@@ -249,8 +250,10 @@ async def test_delete_records_advances_the_log_start_and_survives_restart(tmp_pa
             await log.delete_records_before(41)
         assert too_far.value.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     async with open_manager(cfg) as manager:
-        log = manager.partition("t", 0)
-        assert log is not None and log.log_start_offset == 15
+        reopened = manager.partition("t", 0)
+        assert reopened is not None
+        log = reopened
+        assert log.log_start_offset == 15
         assert await log.delete_records_before(-1) == 40 == log.log_start_offset
         assert len((await log.read(40, 100)).records) == 0
 

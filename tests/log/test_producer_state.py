@@ -114,8 +114,9 @@ async def test_producer_state_survives_a_restart(tmp_path: Path, clean: bool) ->
         if not clean:
             crash(manager)
     async with open_manager(cfg) as manager:
-        log = manager.partition("t", 0)
-        assert log is not None
+        reopened = manager.partition("t", 0)
+        assert reopened is not None
+        log = reopened
         end = log.log_end_offset
         for original, seq in zip(results[-5:], range(10, 20, 2), strict=True):
             again = await _send(log, seq, epoch=1)
@@ -138,7 +139,8 @@ async def test_producer_state_is_rebuilt_from_the_log_without_snapshots(tmp_path
     for snapshot in directory.glob("*.snapshot"):
         snapshot.unlink()
     async with open_manager(cfg) as manager:
-        log = manager.partition("t", 0)
-        assert log is not None
+        reopened = manager.partition("t", 0)
+        assert reopened is not None
+        log = reopened
         assert (await _send(log, 18)).duplicate
         await _expect(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, log, 24)

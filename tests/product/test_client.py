@@ -8,6 +8,7 @@ import io
 import json
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -28,7 +29,7 @@ class Client:
 
     async def run(
         self, *args: str, stdin: bytes = b"", bootstrap: str | None = None
-    ) -> trio.CompletedProcess[bytes]:
+    ) -> subprocess.CompletedProcess[bytes]:
         command = [sys.executable, "-m", "broker.client", *args]
         command += ["--bootstrap-server", bootstrap or self.bootstrap]
         with trio.fail_after(60):

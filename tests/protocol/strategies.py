@@ -85,7 +85,11 @@ def struct_strategy(cls: type, version: int) -> st.SearchStrategy[Any]:
         if elem in INT_RANGES or elem in ("bool", "float64", "string", "uuid", "bytes", "records"):
             inner = _primitive(elem)
         else:
-            inner = st.deferred(lambda e=elem: struct_strategy(getattr(module, e), version))
+
+            def nested(e: str = elem) -> st.SearchStrategy[Any]:
+                return struct_strategy(getattr(module, e), version)
+
+            inner = st.deferred(nested)
         s = st.lists(inner, max_size=MAX_ARRAY).map(tuple) if is_array else inner
         if in_versions(nullable, version):
             s = st.none() | s

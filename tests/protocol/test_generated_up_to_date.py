@@ -6,12 +6,13 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "broker" / "protocol" / "messages"
 
 
-def _generator():  # type: ignore[no-untyped-def]
+def _generator() -> ModuleType:
     spec = importlib.util.spec_from_file_location(
         "generate_protocol", REPO / "tools" / "generate_protocol.py"
     )

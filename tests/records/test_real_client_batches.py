@@ -26,7 +26,8 @@ CODECS = {
     "lz4": CompressionType.LZ4,
     "zstd": CompressionType.ZSTD,
 }
-MESSAGES = [
+# Header values typed as confluent_kafka's produce() takes them (its list is invariant).
+MESSAGES: list[tuple[bytes | None, bytes, list[tuple[str, str | bytes | None]]]] = [
     (
         f"key-{i}".encode() if i % 3 else None,
         f"value {i} ".encode() * (i % 7 + 1),
