@@ -3,6 +3,7 @@ over the wire, and SASL exchanges run on our own client connection."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import ssl
 from pathlib import Path
@@ -55,7 +56,10 @@ def make_certificates(directory: Path) -> Certificates:
     ca = trustme.CA()
     server = ca.issue_cert("127.0.0.1", "localhost")
     client = ca.issue_cert(
-        "client@example.com", common_name=CLIENT_CN, organization_name="Test Org"
+        "client@example.com",
+        common_name=CLIENT_CN,
+        organization_name="Test Org",
+        organization_unit_name="Engineering",
     )
     paths = Certificates(
         ca=directory / "ca.pem",
@@ -87,7 +91,7 @@ def ssl_listener_settings(
 
 def subject_of_client() -> str:
     """The DN Kafka's DEFAULT principal mapping gives our client certificate."""
-    return f"CN={CLIENT_CN},OU=trustme,O=Test Org"
+    return f"CN={CLIENT_CN},OU=Engineering,O=Test Org"
 
 
 async def create_scram_user(
@@ -100,8 +104,6 @@ async def create_scram_user(
     """AlterUserScramCredentials as an admin client sends it: salted on the client."""
     info = MECHANISM_BY_NAME[mechanism]
     salt = os.urandom(24)
-    import hashlib
-
     salted = hashlib.pbkdf2_hmac(info.hash_name, password.encode(), salt, iterations)
     response = await connection.request(
         AlterUserScramCredentialsRequest(
