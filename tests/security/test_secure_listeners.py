@@ -475,3 +475,34 @@ async def test_a_connection_closed_before_its_handshake_is_no_failed_login(
                 await trio.sleep(0.01)
         assert auth_total(server, "SSL", "failed-authentication") == 0
         assert auth_total(server, "SSL", "successful-authentication") == 1
+
+
+async def test_garbage_to_tls_ports_closes_each_connection_and_nothing_else(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    """Seeded random bytes, some after a real TLS record header, to SSL and SASL_SSL."""
+    rng = random.Random(99)
+
+    async def garbage(port: int) -> None:
+        with contextlib.suppress(trio.BrokenResourceError, OSError):
+            async with await trio.open_tcp_stream("127.0.0.1", port) as raw:
+                prefix = b"\x16\x03\x01" if rng.random() < 0.5 else b""
+                await raw.send_all(prefix + rng.randbytes(rng.randrange(1, 2000)))
+                # An incomplete record keeps the broker waiting (until connections.max.idle.ms),
+                # as Kafka does: this client gives up first.
+                with trio.move_on_after(1):
+                    while await raw.receive_some(4096):
+                        pass
+
+    async with secure_broker(tmp_path, certs) as (server, recorder):
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                for index in range(30):
+                    listener = "SSL" if index % 2 else "SASL_SSL"
+                    nursery.start_soon(garbage, server.bound_port(listener))
+            async with await open_tls(server.bound_port("SSL"), certs.client_context()) as tls:
+                assert (await metadata(tls)).brokers
+            for listener in ("SSL", "SASL_SSL"):
+                while any(p.connections for p in server.socket_server.processors[listener]):
+                    await trio.sleep(0.01)
+        assert recorder.principals == ["User:ANONYMOUS"]
