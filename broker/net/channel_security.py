@@ -241,6 +241,11 @@ class SaslChannel:
     async def _carry_out(self, verdict: Verdict, request: Request | None) -> None:
         connection = self._connection
         self._metrics.mark(verdict.event)
+        if (
+            verdict.event is Event.AUTHENTICATED
+            and not self.authenticator.supports_reauthentication
+        ):
+            self._metrics.mark(Event.AUTHENTICATED_NO_REAUTH)
         if verdict.action is Action.CLOSE:
             log.info("closing connection %s: %s", connection.id, verdict.reason)
             return

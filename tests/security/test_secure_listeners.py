@@ -127,6 +127,7 @@ async def test_sasl_plaintext_authenticates_and_requests_carry_the_user_principa
             assert (await metadata(connection)).brokers
         assert recorder.principals == [f"User:{user}"]
         assert auth_total(server, "SASL_PLAINTEXT", "successful-authentication") == 1
+        assert auth_total(server, "SASL_PLAINTEXT", "successful-authentication-no-reauth") == 0
 
 
 async def test_sasl_ssl_authenticates_over_tls(tmp_path: Path, certs: Certificates) -> None:
@@ -267,6 +268,7 @@ async def test_the_v0_flow_takes_raw_scram_tokens(tmp_path: Path, certs: Certifi
             client.set_server_final((await connection.receive_frame()).decode())
             assert (await metadata(connection)).brokers
         assert recorder.principals == ["User:carol"]
+        assert auth_total(server, "SASL_PLAINTEXT", "successful-authentication-no-reauth") == 1
 
 
 async def test_the_v0_flow_closes_on_a_wrong_plain_token(
