@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from confluent_kafka import Producer
 
@@ -46,6 +47,7 @@ async def test_scram_users_survive_a_restart(tmp_path: Path) -> None:
         assert result.authenticate_error == ErrorCode.NONE
 
 
+@pytest.mark.interop
 async def test_librdkafka_reauthenticates_before_its_session_expires(tmp_path: Path) -> None:
     settings = {**LISTENERS, "connections.max.reauth.ms": "1500"}
     async with running_broker(tmp_path / "data", settings) as server:
