@@ -472,3 +472,43 @@ def test_cluster_wide_apis_raise_cluster_authorization_failed_without_the_operat
         check_cluster(authorizer, make_request(None, 51, 0), Op.ALTER)
     assert refused.value.error_code == CAF
     check_cluster(ALLOW_ALL, make_request(None, 51, 0, principal=BOB), Op.ALTER)
+
+
+async def test_scram_credentials_need_describe_or_alter_on_the_cluster(tmp_path: Path) -> None:
+    import hashlib
+
+    from broker.handlers.scram_credentials_apis import (
+        AlterUserScramCredentialsHandler,
+        DescribeUserScramCredentialsHandler,
+    )
+    from broker.protocol.messages import (
+        AlterUserScramCredentialsRequest,
+        DescribeUserScramCredentialsRequest,
+    )
+    from broker.protocol.messages.alter_user_scram_credentials_request import (
+        ScramCredentialUpsertion,
+    )
+    from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialStore
+
+    store = ScramCredentialStore(tmp_path / CREDENTIALS_FILE)
+    authorizer = StandardAuthorizer([cluster_acl(Op.ALTER)])  # ALTER implies DESCRIBE
+    alter = AlterUserScramCredentialsHandler(store, authorizer=authorizer)
+    describe = DescribeUserScramCredentialsHandler(store, authorizer=authorizer)
+    salt = b"twenty-bytes-of-salt"
+    salted = hashlib.pbkdf2_hmac("sha256", b"pw", salt, 4096)
+    body = AlterUserScramCredentialsRequest(
+        upsertions=(ScramCredentialUpsertion("carol", 1, 4096, salt, salted),)
+    )
+    refused = await alter.handle(make_request(body, 51, 0, principal=BOB))
+    assert [r.error_code for r in refused.results] == [CAF]
+    assert store.get("carol", "SCRAM-SHA-256") is None
+    done = await alter.handle(make_request(body, 51, 0))
+    assert [r.error_code for r in done.results] == [ErrorCode.NONE]
+    hidden = await describe.handle(
+        make_request(DescribeUserScramCredentialsRequest(users=None), 50, 0, principal=BOB)
+    )
+    assert hidden.error_code == CAF
+    shown = await describe.handle(
+        make_request(DescribeUserScramCredentialsRequest(users=None), 50, 0)
+    )
+    assert [r.user for r in shown.results] == ["carol"]
