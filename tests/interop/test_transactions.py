@@ -235,3 +235,93 @@ def test_a_broker_killed_mid_transaction_recovers_the_same_visible_set(tmp_path:
         again.commit_transaction(20)
         assert b"after" in read_to_end(bootstrap, topic, 2, "read_committed")
     assert os.path.exists(data / "transaction-state.journal")
+
+
+def test_kafka_python_transactions_commit_and_abort(bootstrap: str) -> None:
+    from kafka import KafkaProducer
+
+    topic = unique_topic("txn-kp")
+    create_topic(bootstrap, topic, partitions=2)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        transactional_id=unique_topic("kp-tid"),
+        request_timeout_ms=15000,
+        max_block_ms=15000,
+    )
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(10):
+            producer.send(topic, value=b"kp-commit-%d" % i, partition=i % 2)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        for i in range(10):
+            producer.send(topic, value=b"kp-abort-%d" % i, partition=i % 2)
+        producer.flush(timeout=20)
+        producer.abort_transaction()
+    finally:
+        producer.close(timeout=10)
+    assert sorted(read_to_end(bootstrap, topic, 2, "read_committed")) == sorted(
+        b"kp-commit-%d" % i for i in range(10)
+    )
+    assert len(read_to_end(bootstrap, topic, 2, "read_uncommitted")) == 20
+
+
+def test_aiokafka_transactions_and_read_committed_consumer(bootstrap: str) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import TopicPartition as AioTopicPartition
+
+    topic = unique_topic("txn-aio")
+    create_topic(bootstrap, topic, partitions=2)
+
+    async def scenario() -> list[bytes]:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            transactional_id=unique_topic("aio-tid"),
+            request_timeout_ms=15000,
+        )
+        async with asyncio.timeout(60):
+            await producer.start()
+            try:
+                async with producer.transaction():
+                    for i in range(10):
+                        await producer.send(topic, value=b"aio-commit-%d" % i, partition=i % 2)
+                await producer.begin_transaction()
+                for i in range(10):
+                    await producer.send(topic, value=b"aio-abort-%d" % i, partition=i % 2)
+                await producer.flush()
+                await producer.abort_transaction()
+            finally:
+                await producer.stop()
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=bootstrap,
+                group_id=None,
+                isolation_level="read_committed",
+                enable_auto_commit=False,
+                fetch_max_wait_ms=100,
+            )
+            await consumer.start()
+            try:
+                partitions = [AioTopicPartition(topic, p) for p in range(2)]
+                consumer.assign(partitions)
+                await consumer.seek_to_beginning(*partitions)
+                ends = await consumer.end_offsets(partitions)
+                got: list[bytes] = []
+                deadline = asyncio.get_running_loop().time() + 20
+
+                async def behind() -> bool:
+                    return any([await consumer.position(tp) < ends[tp] for tp in partitions])
+
+                while await behind() and asyncio.get_running_loop().time() < deadline:
+                    batches = await consumer.getmany(timeout_ms=200)
+                    got.extend(m.value for records in batches.values() for m in records)
+                assert not await behind()
+                return got
+            finally:
+                await consumer.stop()
+
+    got = asyncio.run(scenario())
+    assert sorted(got) == sorted(b"aio-commit-%d" % i for i in range(10))
+    assert len(read_to_end(bootstrap, topic, 2, "read_uncommitted")) == 20
