@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from broker.errors import KafkaError
 from broker.log import PartitionLog
@@ -201,3 +203,65 @@ async def test_deleting_old_segments_drops_their_txnindex_with_them(tmp_path: Pa
         result = await log.read(log.log_start_offset, 1 << 20, read_committed=True)
         assert all(a.last_offset >= log.log_start_offset for a in result.aborted_transactions or ())
         assert log.last_stable_offset == log.log_end_offset
+
+
+OPS = st.lists(
+    st.tuples(st.integers(0, 2), st.sampled_from(["write", "write", "commit", "abort", "plain"])),
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=OPS, crash_at_end=st.booleans())
+async def test_read_committed_sees_exactly_the_committed_records_before_the_lso(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[int, str]], crash_at_end: bool
+) -> None:
+    """Any interleaving of three transactional producers and plain appends, over small
+    segments and a restart: a read_committed consumer gets the plain records and those
+    of committed transactions, in log order, up to the first open transaction."""
+    tmp_path = tmp_path_factory.mktemp("txn-prop")
+    cfg = config(tmp_path, log_segment_bytes="500", **_NO_TIME_ROLL)
+    records: list[tuple[int, bytes, int | None]] = []  # offset, value, producer (None: plain)
+    outcome: dict[tuple[int, int], bool] = {}  # (producer, txn number) -> committed
+    txn_number = [0, 0, 0]
+    open_first: dict[int, int] = {}
+    seqs = [0, 0, 0]
+    txn_of: dict[int, tuple[int, int]] = {}
+    async with open_manager(cfg) as manager:
+        log = (await manager.create_topic("t", 1)).partitions[0]
+        for n, (producer, op) in enumerate(ops):
+            pid = 10 + producer
+            if op == "write":
+                value = b"p%d-%d" % (producer, n)
+                offset, _ = await append_txn(log, pid, [value], seq=seqs[producer])
+                seqs[producer] += 1
+                open_first.setdefault(producer, offset)
+                records.append((offset, value, producer))
+                txn_of[offset] = (producer, txn_number[producer])
+            elif op == "plain":
+                value = b"plain-%d" % n
+                offset, _ = await append_values(log, [value])
+                records.append((offset, value, None))
+            elif producer in open_first:
+                await log.append_control(pid, 0, commit=op == "commit")
+                outcome[(producer, txn_number[producer])] = op == "commit"
+                txn_number[producer] += 1
+                del open_first[producer]
+        lso = min(open_first.values(), default=log.log_end_offset)
+        assert log.last_stable_offset == lso
+        if crash_at_end:
+            crash(manager)
+    expected = [
+        value
+        for offset, value, producer in records
+        if offset < lso and (producer is None or outcome.get(txn_of[offset], False))
+    ]
+    if crash_at_end:
+        (tmp_path / "logs" / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+    async with open_manager(cfg) as manager:
+        log = manager.partition("t", 0)
+        assert log is not None
+        assert log.last_stable_offset == lso
+        assert await committed_values(log) == expected
