@@ -89,7 +89,7 @@ def measure_throughput(bootstrap: str, transactional: bool, duration_s: float) -
                     )
                     break
                 except BufferError:
-                    producer.poll(0.01)
+                    producer.poll(0.001)
         sent += TXN_SIZE
         if transactional:
             producer.commit_transaction(60)
