@@ -18,7 +18,13 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from broker.protocol.error_codes import ErrorCode
 from broker.transaction.transaction_state import TransactionState
-from tests.transaction.helpers import Clock, Ids, RecordingMarkers, make_coordinator
+from tests.transaction.helpers import (
+    Clock,
+    Ids,
+    RecordingMarkers,
+    RecordingOffsets,
+    make_coordinator,
+)
 
 T = TypeVar("T")
 TIDS = st.sampled_from(["a", "b"])
@@ -37,6 +43,7 @@ class Model:
     epoch: int = 0
     state: TransactionState = S.EMPTY
     partitions: set[tuple[str, int]] = attrs.field(factory=set)
+    pending: dict[tuple[str, int], int] = attrs.field(factory=dict)
 
 
 class CoordinatorMachine(RuleBasedStateMachine):
@@ -44,10 +51,16 @@ class CoordinatorMachine(RuleBasedStateMachine):
         super().__init__()
         self.directory = Path(tempfile.mkdtemp(prefix="txn-sm-"))
         self.markers = RecordingMarkers()
+        self.offsets = RecordingOffsets()
+        self.committed_offsets: dict[tuple[str, int], int] = {}
         self.clock = Clock()
         self.ids = Ids()
         self.coordinator = make_coordinator(
-            self.directory, markers=self.markers, clock=self.clock, ids=self.ids
+            self.directory,
+            markers=self.markers,
+            offsets=self.offsets,
+            clock=self.clock,
+            ids=self.ids,
         )
         self.model: dict[str, Model] = {}
         self.expected_markers: dict[tuple[str, int], list[tuple[int, int, bool]]] = {}
@@ -74,7 +87,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             m.epoch += 2
         else:
             m.epoch += 1
-        m.state, m.partitions = S.EMPTY, set()
+        m.state, m.partitions, m.pending = S.EMPTY, set(), {}
         assert (result.producer_id, result.producer_epoch) == (m.producer_id, m.epoch)
 
     @rule(tid=TIDS, partitions=PARTITIONS, fenced=st.booleans())
@@ -105,7 +118,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
         elif m.state is S.ONGOING:
             assert error == ErrorCode.NONE
             self._expect_markers(m, m.epoch, commit)
+            if commit:
+                self.committed_offsets.update(m.pending)
             m.state, m.partitions = (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT), set()
+            m.pending = {}
         elif m.state is (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
             assert error == ErrorCode.NONE
         else:
@@ -121,14 +137,37 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 expected += 1
                 self._expect_markers(m, m.epoch + 1, False)
                 m.epoch += 1
-                m.state, m.partitions = S.COMPLETE_ABORT, set()
+                m.state, m.partitions, m.pending = S.COMPLETE_ABORT, set(), {}
         assert aborted == expected
+
+    @rule(tid=TIDS, partition=st.integers(0, 1), offset=st.integers(0, 100))
+    def commit_offsets_in_the_transaction(self, tid: str, partition: int, offset: int) -> None:
+        m = self.model.get(tid)
+        if m is None:
+            return
+        tp = ("in", partition)
+        added = run(lambda: self.coordinator.add_offsets(tid, m.producer_id, m.epoch, "g"))
+        assert added == ErrorCode.NONE
+        if m.state is not S.ONGOING:
+            m.partitions, m.pending = set(), {}
+        m.state = S.ONGOING
+        error = run(
+            lambda: self.coordinator.txn_offset_commit(
+                tid, m.producer_id, m.epoch, "g", {tp: (offset, -1, "")}
+            )
+        )
+        assert error == ErrorCode.NONE
+        m.pending[tp] = offset
 
     @rule()
     def restart(self) -> None:
         self.coordinator.journal.close()
         self.coordinator = make_coordinator(
-            self.directory, markers=self.markers, clock=self.clock, ids=self.ids
+            self.directory,
+            markers=self.markers,
+            offsets=self.offsets,
+            clock=self.clock,
+            ids=self.ids,
         )
 
     @invariant()
@@ -143,6 +182,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
             )
             assert meta.partitions == m.partitions
         assert self.markers.markers == self.expected_markers
+        committed = {tp: v[0] for tp, v in self.offsets.committed.get("g", {}).items()}
+        assert committed == self.committed_offsets
+        pending = {tp for m in self.model.values() for tp in m.pending}
+        assert self.coordinator.pending_offsets("g") == pending
 
     @invariant()
     def only_an_open_transaction_lets_its_partitions_be_produced_to(self) -> None:
