@@ -364,7 +364,7 @@ class TransactionCoordinator:
             tid
             for tid, m in self.transactions.items()
             if m.state.is_complete
-            and not self._lock(tid).locked()
+            and not (tid in self._locks and self._locks[tid].locked())
             and now - m.last_update_ms > self.config.id_expiration_ms
         ]
         for tid in expired:
