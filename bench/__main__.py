@@ -32,6 +32,11 @@ BENCHMARKS: list[tuple[str, str, float]] = [
     ("bench.bench_produce_consume", "Produce and consume (confluent-kafka), ours and tansu", 5.0),
     ("bench.bench_groups", "Consumer groups, ours and tansu", 5.0),
     ("bench.bench_security", "TLS beside PLAINTEXT, and SCRAM logins", 5.0),
+    (
+        "bench.bench_transactions",
+        "Transactions: transactional vs idempotent produce, commit latency",
+        3.0,
+    ),
     ("bench.bench_pipeline", "Spark pipeline", 10.0),
 ]
 

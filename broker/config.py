@@ -295,6 +295,11 @@ _DEFS: list[ConfigDef] = [
     _d("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", "read-only", at_least(1)),
     _d("transaction.state.log.replication.factor", "int", 3, "Replication of __transaction_state.", "read-only", at_least(1)),
     _d("transaction.state.log.min.isr", "int", 2, "min.insync.replicas of __transaction_state.", "read-only", at_least(1)),
+    # ---- transactions (issue 12)
+    _d("transaction.max.timeout.ms", "int", 900000, "Largest transaction.timeout.ms a transactional producer may ask for (InitProducerId answers INVALID_TRANSACTION_TIMEOUT above it).", "read-only", at_least(1)),
+    _d("transactional.id.expiration.ms", "int", 604800000, "How long a transactional id without an open transaction is kept after its last update.", "read-only", at_least(1)),
+    _d("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, "How often open transactions past their timeout are aborted (fencing their producer).", "read-only", at_least(1)),
+    _d("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, "How often expired transactional ids are removed.", "read-only", at_least(1)),
     _d("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for."),
     _d("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for."),
     # ---- authorization (issue 11)

@@ -32,6 +32,7 @@ from broker.net.socket_server import SocketServer, check_resize
 from broker.process_metrics import register_process_metrics
 from broker.security.acl_store import AclStore
 from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialStore
+from broker.transaction.wiring import add_transaction_coordinator
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,8 @@ class KafkaServer:
         """
         add_metrics_exporter(self)
         self.log_manager = add_data_apis(self)
-        add_group_coordinator(self)
+        groups = add_group_coordinator(self)
+        self.transaction_coordinator = add_transaction_coordinator(self, groups)
         add_acl_apis(self)
         add_security_apis(self)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import trio
@@ -24,7 +24,7 @@ from broker.coordinator.group_coordinator import (
     OffsetCommitItem,
 )
 from broker.coordinator.member_metadata import JoinCallback, JoinParams, SyncCallback
-from broker.coordinator.offset_store import OffsetStore, TopicPartition
+from broker.coordinator.offset_store import OffsetAndMetadata, OffsetStore, TopicPartition
 from broker.protocol.error_codes import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,11 @@ class GroupCoordinatorService:
         self._wakeup = trio.Event()
         self._sleeping_until = math.inf
         self._journal_changed = trio.Event()
+        # Set by the transaction coordinator: partitions of a group with offsets
+        # waiting in an open transaction.
+        self.pending_transactional_offsets: Callable[[str], set[TopicPartition]] = lambda group_id: (
+            set()
+        )
 
     @property
     def coordinator(self) -> GroupCoordinator:
@@ -187,6 +192,29 @@ class GroupCoordinatorService:
         )
         self._after_change()
         return result
+
+    def validate_transactional_commit(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
+        """TxnOffsetCommit v3+ names the member and generation (KIP-447): the same
+        checks as OffsetCommit; an unknown group accepts generation -1."""
+        return self.coordinator.validate_transactional_commit(
+            group_id, member_id, group_instance_id, generation_id
+        )
+
+    def commit_transactional_offsets(
+        self, group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        """A committed transaction's offsets (TxnOffsetCommit), stamped now."""
+        now = wall_ms()
+        self.store.commit(
+            group_id,
+            {
+                tp: OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata, now)
+                for tp, om in offsets.items()
+            },
+        )
+        self._journal_changed.set()
 
     def delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition]

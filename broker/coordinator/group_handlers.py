@@ -73,7 +73,7 @@ def client_host(request: Request) -> str:
 
 
 class FindCoordinatorHandler:
-    """This broker coordinates every group; there is no transaction coordinator."""
+    """This broker coordinates every group and every transactional id."""
 
     api_key = 10
     min_version = 0
@@ -96,17 +96,13 @@ class FindCoordinatorHandler:
             return Coordinator(
                 key=key, node_id=-1, host="", port=-1, error_code=refused, error_message=None
             )
-        if key_type == COORDINATOR_TYPE_GROUP:
+        if key_type in (COORDINATOR_TYPE_GROUP, COORDINATOR_TYPE_TRANSACTION):
             host, port = self._advertised(request.context.listener_name)
             return Coordinator(
                 key=key, node_id=self._node_id, host=host, port=port, error_message=None
             )
-        if key_type == COORDINATOR_TYPE_TRANSACTION:
-            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-            message = "this broker has no transaction coordinator"
-        else:
-            error = ErrorCode.INVALID_REQUEST
-            message = f"unknown coordinator key type {key_type}"
+        error = ErrorCode.INVALID_REQUEST
+        message = f"unknown coordinator key type {key_type}"
         return Coordinator(
             key=key, node_id=-1, host="", port=-1, error_code=error, error_message=message
         )

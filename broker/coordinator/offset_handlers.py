@@ -178,13 +178,23 @@ class OffsetFetchHandler:
                     else [(t.name, p) for t in group.topics for p in t.partition_indexes]
                 )
                 error, fetched, denied = self._fetch(request, group.group_id, wanted)
-                topics = _committed_by_topic(
-                    fetched, OffsetFetchResponsePartitions, OffsetFetchResponseTopics
-                ) + _committed_by_topic(
-                    denied,
-                    OffsetFetchResponsePartitions,
-                    OffsetFetchResponseTopics,
-                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                fetched, unstable = self._split_unstable(group.group_id, fetched, body)
+                topics = (
+                    _committed_by_topic(
+                        fetched, OffsetFetchResponsePartitions, OffsetFetchResponseTopics
+                    )
+                    + _committed_by_topic(
+                        denied,
+                        OffsetFetchResponsePartitions,
+                        OffsetFetchResponseTopics,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    )
+                    + _committed_by_topic(
+                        unstable,
+                        OffsetFetchResponsePartitions,
+                        OffsetFetchResponseTopics,
+                        error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT,
+                    )
                 )
                 groups.append(
                     OffsetFetchResponseGroup(
@@ -199,11 +209,29 @@ class OffsetFetchHandler:
             else [(t.name, p) for t in body.topics for p in t.partition_indexes]
         )
         error, fetched, denied = self._fetch(request, body.group_id, wanted)
+        fetched, unstable = self._split_unstable(body.group_id, fetched, body)
         partition_error = error if request.api_version < 2 else ErrorCode.NONE
         return OffsetFetchResponse(
             topics=self._topics(fetched, partition_error)
-            + self._topics(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+            + self._topics(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            + self._topics(unstable, ErrorCode.UNSTABLE_OFFSET_COMMIT),
             error_code=error,
+        )
+
+    def _split_unstable(
+        self, group_id: str, fetched: Fetched, body: OffsetFetchRequest
+    ) -> tuple[Fetched, Fetched]:
+        """KIP-447: with require_stable, a partition whose offset waits in an open
+        transaction answers UNSTABLE_OFFSET_COMMIT (the client retries) rather than an
+        offset that the transaction is about to replace."""
+        if not body.require_stable:
+            return fetched, []
+        pending = self._service.pending_transactional_offsets(group_id)
+        if not pending:
+            return fetched, []
+        return (
+            [f for f in fetched if f[0] not in pending],
+            [(tp, None) for tp, _ in fetched if tp in pending],
         )
 
     def _fetch(

@@ -46,7 +46,7 @@ def coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
     )
 
 
-def add_group_coordinator(server: KafkaServer) -> None:
+def add_group_coordinator(server: KafkaServer) -> GroupCoordinatorService:
     service = GroupCoordinatorService(coordinator_config(server.config), server.log_dirs[0])
     server.services.append(service)
     server.metrics.add_collector(
@@ -69,3 +69,4 @@ def add_group_coordinator(server: KafkaServer) -> None:
         DeleteGroupsHandler(service, authorizer=auth),
     ):
         server.apis.add_handler(handler)
+    return service

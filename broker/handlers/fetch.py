@@ -30,7 +30,11 @@ from broker.net.request import Request
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import FetchRequest, FetchResponse
 from broker.protocol.messages.fetch_request import FetchPartition, FetchTopic
-from broker.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
+from broker.protocol.messages.fetch_response import (
+    AbortedTransaction,
+    FetchableTopicResponse,
+    PartitionData,
+)
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
 
@@ -223,15 +227,24 @@ async def read_partition(
     check_leader_epoch(wanted.current_leader_epoch, partition.leader_epoch)
     if wanted.fetch_offset < 0:
         raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"negative offset {wanted.fetch_offset}")
-    result = await partition.read(wanted.fetch_offset, limit, min_one_batch=min_one_batch)
+    if read_committed:
+        result = await partition.read(
+            wanted.fetch_offset, limit, min_one_batch=min_one_batch, read_committed=True
+        )
+        aborted = tuple(
+            AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+            for a in result.aborted_transactions or ()
+        )
+    else:
+        result = await partition.read(wanted.fetch_offset, limit, min_one_batch=min_one_batch)
     return PartitionData(
         partition_index=wanted.partition,
         error_code=ErrorCode.NONE,
         high_watermark=result.high_watermark,
         last_stable_offset=result.last_stable_offset,
         log_start_offset=result.log_start_offset,
-        # No transactions: nothing was aborted. Kafka sends null unless read_committed.
-        aborted_transactions=() if read_committed else None,
+        # Kafka sends null unless read_committed.
+        aborted_transactions=aborted if read_committed else None,
         preferred_read_replica=-1,
         records=result.records,
     )

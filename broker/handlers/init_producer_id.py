@@ -1,14 +1,13 @@
-"""InitProducerId (key 22): producer ids for idempotent producers; no transactions yet.
+"""InitProducerId (key 22): producer ids for idempotent and transactional producers.
 
 Kafka's TransactionCoordinator.handleInitProducerId answers a null
 transactional id by "blindly" allocating a fresh producer id with epoch 0,
 ignoring any producer id/epoch the client sends (KIP-360's bump for idempotent
 producers is done by the client; a fresh id is always safe). We do the same.
-A transactional id needs a transaction coordinator, which this broker does not
-have: the answer is COORDINATOR_NOT_AVAILABLE, what a Kafka cluster whose
-transaction state topic cannot be created answers, so clients fail with the
-familiar "coordinator not available" rather than a misleading authorization
-error. An empty transactional id is INVALID_REQUEST, as in Kafka.
+A transactional id goes to the transaction coordinator (epoch bump, fencing);
+without one (unit tests) the answer is COORDINATOR_NOT_AVAILABLE. An empty
+transactional id is INVALID_REQUEST, as in Kafka. PRODUCER_FENCED exists from
+v4 (KIP-588); older clients get INVALID_PRODUCER_EPOCH.
 """
 
 from __future__ import annotations
@@ -17,17 +16,20 @@ import logging
 
 from broker.handlers.auth_helper import TOPIC, TRANSACTIONAL_ID, authorize, authorize_cluster
 from broker.handlers.log_view import LogManagerView
+from broker.handlers.txn_errors import producer_fenced_for
 from broker.net.request import Request
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
+from broker.transaction.transaction_coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
 API_KEY = 22
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
+FENCED_FROM = 4
 
 
 class InitProducerIdHandler:
@@ -35,8 +37,15 @@ class InitProducerIdHandler:
     min_version = 0
     max_version = 4
 
-    def __init__(self, log_manager: LogManagerView, *, authorizer: Authorizer = ALLOW_ALL) -> None:
+    def __init__(
+        self,
+        log_manager: LogManagerView,
+        coordinator: TransactionCoordinator | None = None,
+        *,
+        authorizer: Authorizer = ALLOW_ALL,
+    ) -> None:
         self._logs = log_manager
+        self._coordinator = coordinator
         self._authorizer = authorizer
 
     async def handle(self, request: Request) -> InitProducerIdResponse:
@@ -50,11 +59,19 @@ class InitProducerIdHandler:
         if body.transactional_id is not None:
             if body.transactional_id == "":
                 return self.error_response(request, ErrorCode.INVALID_REQUEST)
-            log.info(
-                "InitProducerId for transactional id %r refused: transactions are not supported",
+            if self._coordinator is None:
+                return self.error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            result = await self._coordinator.init_producer_id(
                 body.transactional_id,
+                body.transaction_timeout_ms,
+                body.producer_id,
+                body.producer_epoch,
             )
-            return self.error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return InitProducerIdResponse(
+                error_code=producer_fenced_for(request.api_version, FENCED_FROM, result.error),
+                producer_id=result.producer_id,
+                producer_epoch=result.producer_epoch,
+            )
         producer_id = await self._logs.allocate_producer_id()
         return InitProducerIdResponse(
             error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0

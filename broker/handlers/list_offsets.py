@@ -1,8 +1,7 @@
 """ListOffsets (key 2): offsets by timestamp, and the earliest/latest/max-timestamp specials.
 
 Follows UnifiedLog.fetchOffsetByTimestamp: -2 is the log start offset, -1 the
-log end (the last stable offset for read_committed, equal here as there are no
-transactions), -3 (v7+) the record with the largest timestamp; any other
+log end (the last stable offset for read_committed), -3 (v7+) the record with the largest timestamp; any other
 timestamp finds the earliest record at or after it, or offset -1 when there is
 none. The special answers carry timestamp -1, as in Kafka.
 """
@@ -75,7 +74,11 @@ class ListOffsetsHandler:
                     )
                     continue
                 try:
-                    partitions.append(list_offset(partition, wanted, request.api_version))
+                    partitions.append(
+                        list_offset(
+                            partition, wanted, request.api_version, body.isolation_level == 1
+                        )
+                    )
                 except KafkaError as exc:
                     partitions.append(error_partition(wanted.partition_index, error_code_of(exc)))
             topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=tuple(partitions)))
@@ -97,7 +100,10 @@ class ListOffsetsHandler:
 
 
 def list_offset(
-    partition: PartitionView, wanted: ListOffsetsPartition, api_version: int
+    partition: PartitionView,
+    wanted: ListOffsetsPartition,
+    api_version: int,
+    read_committed: bool = False,
 ) -> ListOffsetsPartitionResponse:
     check_leader_epoch(wanted.current_leader_epoch, partition.leader_epoch)
     epoch = partition.leader_epoch
@@ -105,11 +111,15 @@ def list_offset(
     if timestamp == EARLIEST:
         offset, found_timestamp = partition.log_start_offset, NO_TIMESTAMP
     elif timestamp == LATEST:
-        offset, found_timestamp = partition.log_end_offset, NO_TIMESTAMP
+        end = partition.last_stable_offset if read_committed else partition.log_end_offset
+        offset, found_timestamp = end, NO_TIMESTAMP
     elif timestamp == MAX_TIMESTAMP and api_version >= 7:
         offset, found_timestamp = partition.max_timestamp()
     else:
         found = partition.offset_for_timestamp(timestamp)
+        # ReplicaManager: a record a read_committed consumer cannot fetch yet is not found.
+        if found is not None and read_committed and found[0] >= partition.last_stable_offset:
+            found = None
         offset, found_timestamp = found if found is not None else (-1, NO_TIMESTAMP)
     return ListOffsetsPartitionResponse(
         partition_index=wanted.partition_index,

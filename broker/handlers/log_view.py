@@ -38,6 +38,15 @@ class ReadResultView(Protocol):
     def log_start_offset(self) -> int: ...
     @property
     def last_stable_offset(self) -> int: ...
+    @property
+    def aborted_transactions(self) -> Sequence[AbortedTxnView] | None: ...
+
+
+class AbortedTxnView(Protocol):
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def first_offset(self) -> int: ...
 
 
 class PartitionView(Protocol):
@@ -51,6 +60,8 @@ class PartitionView(Protocol):
     def log_start_offset(self) -> int: ...
     @property
     def log_end_offset(self) -> int: ...
+    @property
+    def last_stable_offset(self) -> int: ...
 
     async def append(
         self,
@@ -61,7 +72,12 @@ class PartitionView(Protocol):
     ) -> AppendResultView: ...
 
     async def read(
-        self, offset: int, max_bytes: int, *, min_one_batch: bool = True
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        min_one_batch: bool = True,
+        read_committed: bool = False,
     ) -> ReadResultView: ...
 
     def data_appended(self) -> trio.Event: ...

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 import trio
 
@@ -38,6 +39,7 @@ from broker.security.authorizer import ALLOW_ALL, Authorizer
 log = logging.getLogger(__name__)
 
 API_KEY = 0
+TransactionVerifier = Callable[[int, int, tuple[str, int]], int]
 VALID_ACKS = (-1, 0, 1)
 LONG_MAX = 2**63 - 1
 DEEP_VALIDATION_IN_THREAD_FROM = 1000
@@ -58,6 +60,26 @@ class ProduceHandler:
         self._logs = log_manager
         self._stats = stats if stats is not None else BrokerTopicStats()
         self._authorizer = authorizer
+        # Set when a transaction coordinator exists (broker/transaction/wiring.py).
+        self.transaction_verifier: TransactionVerifier | None = None
+
+    def _verify_transaction(self, header: rec.RecordBatchHeader, topic: str, index: int) -> None:
+        """A transactional batch must belong to an open transaction holding this
+        partition (KIP-890's verification), else it would open a transaction in the
+        log that no marker ever closes, holding the last stable offset back forever."""
+        if header.producer_id < 0:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "a transactional batch needs a producer id")
+        if self.transaction_verifier is None:
+            raise KafkaError(
+                ErrorCode.INVALID_TXN_STATE, "this broker has no transaction coordinator"
+            )
+        error = self.transaction_verifier(header.producer_id, header.producer_epoch, (topic, index))
+        if error != ErrorCode.NONE:
+            raise KafkaError(
+                ErrorCode(error),
+                f"producer {header.producer_id} epoch {header.producer_epoch} has no open "
+                f"transaction holding {topic}-{index}",
+            )
 
     async def handle(self, request: Request) -> ProduceResponse | NoResponse | CloseConnection:
         body: ProduceRequest = request.body
@@ -124,9 +146,7 @@ class ProduceHandler:
         header = await validate_batch(batch, api_version, int(topic.config("max.message.bytes")))
         check_batch_fits_segment(header, int(topic.config("segment.bytes")))
         if header.is_transactional:
-            raise KafkaError(
-                ErrorCode.INVALID_TXN_STATE, "transactions are not supported by this broker"
-            )
+            self._verify_transaction(header, topic.name, data.index)
         if acks == -1 and int(topic.config("min.insync.replicas")) > 1:
             raise KafkaError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,

@@ -2,14 +2,16 @@
 
 On-disk layout under each `log.dirs` entry (Kafka's where Kafka has one):
 
-* ``<topic>-<partition>/`` with ``<20-digit base offset>.log|.index|.timeindex``
-  and ``<offset>.snapshot`` (producer state);
+* ``<topic>-<partition>/`` with ``<20-digit base offset>.log|.index|.timeindex``,
+  ``.txnindex`` (aborted transactions, once the segment has one) and
+  ``<offset>.snapshot`` (producer state);
 * ``.kafka_cleanshutdown``: written after a clean shutdown, removed once loaded;
 * ``recovery-point-offset-checkpoint`` / ``log-start-offset-checkpoint``
   (Kafka's text format);
 * ``.lock``: flock'd while a broker uses the directory;
-* first log dir only: ``__topics.json`` (topic metadata) and
-  ``producer-id-block`` (see producer_id_manager.py).
+* first log dir only: ``__topics.json`` (topic metadata),
+  ``producer-id-block`` (see producer_id_manager.py) and
+  ``transaction-state.journal`` (broker/transaction/transaction_log.py).
 
 A deleted topic's partition directories are renamed to
 ``<topic>-<p>.<uuid>-delete`` and removed in a worker thread; leftovers are

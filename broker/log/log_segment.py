@@ -23,6 +23,7 @@ from pathlib import Path
 from broker.log.offset_index import OffsetIndex
 from broker.log.sparse_index import CorruptIndexError
 from broker.log.time_index import TimeIndex
+from broker.log.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 from broker.protocol.records import (
     BATCH_HEADER_SIZE,
     InvalidRecordsError,
@@ -80,6 +81,9 @@ class LogSegment:
             base_offset,
             max_index_entries or DEFAULT_INDEX_BYTES // 12,
         )
+        self.txn_index = TransactionIndex(
+            directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX)
+        )
         self.size = 0
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -100,6 +104,7 @@ class LogSegment:
         try:
             self.offset_index.open()
             self.time_index.open()
+            self.txn_index.open()
         except BaseException:
             self.close()
             raise
@@ -214,6 +219,7 @@ class LogSegment:
         self._bytes_since_index = since_index
         self.offset_index.rewrite(offset_entries)
         self.time_index.rewrite(time_entries)
+        self.txn_index.truncate_to(self.next_offset)
         return truncated
 
     def find_corruption(self) -> tuple[int, int] | None:
@@ -252,6 +258,7 @@ class LogSegment:
             os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Close descriptors (never raises for an already closed segment)."""
@@ -260,6 +267,7 @@ class LogSegment:
             os.close(fd)
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def on_become_inactive(self) -> None:
         """Record the final max timestamp in the time index (Kafka does this at
@@ -285,7 +293,8 @@ class LogSegment:
     def unlink_files(self) -> None:
         """Remove the files (worker thread; an open descriptor keeps the data
         readable until closed). Missing files are ignored; other OSErrors propagate."""
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        paths = (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path)
+        for path in paths:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
 

@@ -30,9 +30,12 @@ from broker.log.log_segment import LOG_SUFFIX, LogSegment, parse_header
 from broker.log.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, snapshot_file_name
 from broker.log.results import AppendResult, ReadResult
 from broker.log.sparse_index import CorruptIndexError
+from broker.log.transaction_index import AbortedTxn, merge_unique
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.records import (
+    Record,
     RecordBatchHeader,
+    encode_batch,
     iter_records,
     set_base_offset,
     set_log_append_time,
@@ -47,6 +50,10 @@ THREAD_READ_THRESHOLD = 64 * 1024
 _LENGTH = struct.Struct(">i")
 _KEEP_SNAPSHOTS = 2
 _LEFTOVER_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
 
 Clock = Callable[[], int]
 
@@ -60,6 +67,48 @@ def _whole_batches_end(buf: bytearray, length: int) -> int:
             break
         pos += size
     return pos
+
+
+def _whole_batches_last_offset(buf: bytearray | memoryview, length: int) -> int:
+    """Last offset of the last whole batch in ``buf[:length]`` (-1 when none)."""
+    pos = 0
+    last = -1
+    while pos + 12 <= length:
+        size = _LENGTH.unpack_from(buf, pos + 8)[0] + 12
+        if size < 12 or pos + size > length:
+            break
+        base = struct.unpack_from(">q", buf, pos)[0]
+        last = base + struct.unpack_from(">i", buf, pos + 23)[0]
+        pos += size
+    return last
+
+
+def control_batch(producer_id: int, epoch: int, commit: bool, coordinator_epoch: int) -> bytes:
+    """A COMMIT/ABORT marker batch (Kafka's EndTransactionMarker): key = version 0 and
+    the type, value = version 0 and the coordinator epoch."""
+    record = Record(
+        offset_delta=0,
+        timestamp_delta=0,
+        key=_CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT),
+        value=_CONTROL_VALUE.pack(0, coordinator_epoch),
+    )
+    return encode_batch(
+        [record],
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=-1,
+        is_transactional=True,
+        is_control=True,
+    )
+
+
+def control_type(batch: bytes | bytearray | memoryview, header: RecordBatchHeader) -> int | None:
+    """CONTROL_COMMIT / CONTROL_ABORT of a control batch (None when unreadable)."""
+    for record in iter_records(batch, header):
+        if record.key is not None and len(record.key) >= _CONTROL_KEY.size:
+            kind: int = _CONTROL_KEY.unpack_from(record.key)[1]
+            return kind
+    return None
 
 
 def _storage_error(exc: OSError, what: str) -> KafkaError:
@@ -269,11 +318,45 @@ class PartitionLog:
                 found = segment.find_batch(from_offset)
                 if found is None:
                     continue
-                for _, header in segment.iter_headers(found[0]):
-                    if header.producer_id >= 0:
+                for position, header in segment.iter_headers(found[0]):
+                    if header.producer_id < 0:
+                        continue
+                    if header.is_control:
+                        self._replay_marker(state, segment, position, header)
+                    else:
                         state.record(header, header.max_timestamp)
         state.evict_below(self.log_start_offset)
         self.producer_state = state
+
+    def _replay_marker(
+        self,
+        state: ProducerStateManager,
+        segment: LogSegment,
+        position: int,
+        header: RecordBatchHeader,
+    ) -> None:
+        """Recovery: close the transaction a marker ends, and put an aborted one back
+        into the segment's `.txnindex` if the crash lost its entry."""
+        try:
+            kind = control_type(segment.read_bytes(position, header.size_in_bytes), header)
+        except Exception as exc:  # a recovered batch whose records do not decode
+            logger.warning(
+                "%s: unreadable control batch at %d: %s", segment.log_path, header.base_offset, exc
+            )
+            return
+        if kind is None:
+            return
+        aborted = state.record_marker(
+            header.producer_id,
+            header.producer_epoch,
+            header.base_offset,
+            kind == CONTROL_COMMIT,
+            header.base_offset + 1,
+        )
+        if aborted is not None and not segment.txn_index.contains(
+            aborted.producer_id, aborted.last_offset
+        ):
+            segment.txn_index.append(aborted)
 
     # ------------------------------------------------------------ offsets
 
@@ -288,6 +371,17 @@ class PartitionLog:
     @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: below the first offset of the earliest open transaction,
+        everything is decided (committed, aborted or not transactional)."""
+        lso = self.producer_state.first_unstable_offset(self.log_end_offset)
+        return max(lso, self.log_start_offset)
+
+    def open_transactions(self) -> dict[int, int]:
+        """producer id -> first offset of its open transaction (DescribeProducers)."""
+        return dict(self.producer_state.ongoing)
 
     def data_appended(self) -> trio.Event:
         """Set at the next append (or when the log's start moves or it is deleted);
@@ -365,6 +459,64 @@ class PartitionLog:
             await self.flush(stored.last_offset + 1)
         return result
 
+    async def append_control(
+        self, producer_id: int, epoch: int, *, commit: bool, coordinator_epoch: int = 0
+    ) -> int:
+        """Write a COMMIT or ABORT marker for the producer's transaction (Kafka's
+        WriteTxnMarkers on the leader); returns the marker's offset. An ABORT of an
+        open transaction is recorded in the active segment's `.txnindex`.
+
+        Raises KafkaError INVALID_PRODUCER_EPOCH for a marker older than the
+        producer's epoch here, UNKNOWN_TOPIC_OR_PARTITION when deleted,
+        KAFKA_STORAGE_ERROR when a write fails.
+        """
+        if self.deleted:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.topic}-{self.partition} was deleted"
+            )
+        self.producer_state.check_marker(producer_id, epoch)
+        data = bytearray(control_batch(producer_id, epoch, commit, coordinator_epoch))
+        base_offset = self.log_end_offset
+        set_base_offset(data, 0, base_offset)
+        set_partition_leader_epoch(data, 0, self.leader_epoch)
+        now = self._clock()
+        stored = parse_header(data)
+        active = self.active
+        if not active.can_hold(stored, len(data), self.config.segment_bytes) or (
+            active.size > 0 and now - active.rolling_timestamp > self.config.segment_ms
+        ):
+            active = self._roll(base_offset, now)
+        try:
+            active.append(data, stored)
+        except OSError as exc:
+            raise _storage_error(exc, f"cannot append to {active.log_path}") from exc
+        aborted = self.producer_state.record_marker(
+            producer_id, epoch, base_offset, commit, base_offset + 1
+        )
+        if aborted is not None:
+            try:
+                active.txn_index.append(aborted)
+            except OSError as exc:
+                raise _storage_error(exc, f"cannot append to {active.txn_index.path}") from exc
+        self._unflushed_messages += 1
+        self._wake()
+        if self._unflushed_messages >= self.config.flush_messages:
+            await self.flush(base_offset + 1)
+        return base_offset
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound: int
+    ) -> tuple[AbortedTxn, ...]:
+        """Aborted transactions overlapping [start_offset, upper_bound), from the
+        `.txnindex` of the segment holding ``start_offset`` and every later one (an
+        abort marker lies after its transaction's records)."""
+        index = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
+        return merge_unique(
+            entry
+            for segment in self.segments[index:]
+            for entry in segment.txn_index.collect(start_offset, upper_bound)
+        )
+
     def _roll(self, base_offset: int, now: int) -> LogSegment:
         """Start a new active segment at ``base_offset`` (event loop: creating two
         empty files and a small snapshot). The producer snapshot is written without
@@ -436,22 +588,34 @@ class PartitionLog:
 
     # ------------------------------------------------------------ read
 
-    async def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> ReadResult:
-        """Whole batches from the one containing ``offset``, up to ``max_bytes``.
+    async def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        min_one_batch: bool = True,
+        read_committed: bool = False,
+    ) -> ReadResult:
+        """Whole batches from the one containing ``offset``, up to ``max_bytes``;
+        with ``read_committed`` only below the last stable offset, with the aborted
+        transactions of the range read (Kafka's read with FetchTxnCommitted).
 
         Raises KafkaError OFFSET_OUT_OF_RANGE outside [log start, log end],
         KAFKA_STORAGE_ERROR when the read fails.
         """
         log_end = self.log_end_offset
         start = self.log_start_offset
+        lso = self.last_stable_offset
         if offset < start or offset > log_end:
             raise KafkaError(
                 ErrorCode.OFFSET_OUT_OF_RANGE,
                 f"offset {offset} is out of range for {self.topic}-{self.partition}: "
                 f"[{start}, {log_end}]",
             )
-        if offset == log_end or self.deleted:
-            return ReadResult(b"", log_end, start, log_end)
+        upper = lso if read_committed else log_end
+        empty = ReadResult(b"", log_end, start, lso, () if read_committed else None)
+        if offset >= upper or self.deleted:
+            return empty
         index = max(bisect.bisect_right(self._bases, offset) - 1, 0)
         try:
             for segment in self.segments[index:]:
@@ -459,15 +623,22 @@ class PartitionLog:
                 if found is not None:
                     break
             else:
-                return ReadResult(b"", log_end, start, log_end)
+                return empty
             position, first = found
             first_size = first.size_in_bytes
+            end_position = segment.size
+            if upper < segment.next_offset:
+                bound = segment.find_batch(upper)
+                if bound is not None:
+                    end_position = bound[0]
+            if end_position <= position:
+                return empty
             if first_size > max_bytes:
                 if not min_one_batch:
-                    return ReadResult(b"", log_end, start, log_end)
+                    return empty
                 length = first_size
             else:
-                length = min(max_bytes, segment.size - position)
+                length = min(max_bytes, end_position - position)
             buf = bytearray(length)
             if length > THREAD_READ_THRESHOLD:
                 segment.acquire()
@@ -480,7 +651,11 @@ class PartitionLog:
         except OSError as exc:
             raise _storage_error(exc, f"cannot read {self.topic}-{self.partition}") from exc
         end = _whole_batches_end(buf, read)
-        return ReadResult(memoryview(buf)[:end], log_end, start, log_end)
+        aborted = None
+        if read_committed:
+            last = _whole_batches_last_offset(buf, end)
+            aborted = self.collect_aborted_transactions(offset, min(last + 1, upper))
+        return ReadResult(memoryview(buf)[:end], log_end, start, lso, aborted)
 
     # ------------------------------------------------------------ timestamps
 

@@ -14,6 +14,13 @@ rules here follow ProducerAppendInfo for client (not replication) appends:
 * otherwise the first sequence must follow the last one (wrapping from int32 max
   to 0), else OUT_OF_ORDER_SEQUENCE_NUMBER.
 
+Transactions (Kafka's currentTxnFirstOffset and appendEndTxnMarker): the first
+transactional batch of a producer opens its transaction at that batch's offset;
+the COMMIT or ABORT marker closes it. The earliest open transaction bounds the
+last stable offset; an ABORT marker yields the entry for the `.txnindex`. A
+marker carrying a newer epoch (the coordinator fenced the producer) resets the
+sequence state, so the zombie's later batches get INVALID_PRODUCER_EPOCH.
+
 Snapshots (`<offset>.snapshot`, the state as of that offset) are this broker's
 own format, not Kafka's: magic ``PSNAP1``, CRC32C of the payload, then JSON with
 all five batches per producer (Kafka snapshots keep only the last one, which
@@ -31,6 +38,7 @@ import attrs
 import crc32c
 
 from broker.errors import KafkaError
+from broker.log.transaction_index import AbortedTxn
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.records import RecordBatchHeader
 
@@ -94,6 +102,8 @@ class ProducerStateManager:
 
     def __init__(self) -> None:
         self.producers: dict[int, ProducerStateEntry] = {}
+        # producer id -> first offset of its open transaction
+        self.ongoing: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self.producers)
@@ -154,6 +164,37 @@ class ProducerStateManager:
                 timestamp,
             )
         )
+        if header.is_transactional and header.producer_id not in self.ongoing:
+            self.ongoing[header.producer_id] = header.base_offset
+
+    def check_marker(self, producer_id: int, epoch: int) -> None:
+        """A marker from an older epoch than the partition has seen is a fenced
+        coordinator request (Kafka: PRODUCER_FENCED / INVALID_PRODUCER_EPOCH)."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            raise KafkaError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"marker epoch {epoch} of producer {producer_id} is older than {entry.epoch}",
+            )
+
+    def record_marker(
+        self, producer_id: int, epoch: int, marker_offset: int, commit: bool, log_end: int
+    ) -> AbortedTxn | None:
+        """Close the producer's open transaction at a COMMIT/ABORT marker. Returns the
+        aborted-transaction entry when an open transaction was aborted."""
+        entry = self.producers.get(producer_id)
+        if entry is None or epoch != entry.epoch:
+            entry = ProducerStateEntry(producer_id, epoch)
+            self.producers[producer_id] = entry
+        first = self.ongoing.pop(producer_id, None)
+        if first is None or commit:
+            return None
+        return AbortedTxn(producer_id, first, marker_offset, self.first_unstable_offset(log_end))
+
+    def first_unstable_offset(self, log_end: int) -> int:
+        """The last stable offset: the first offset of the earliest open transaction,
+        or the log end when none is open."""
+        return min(self.ongoing.values(), default=log_end)
 
     def evict_below(self, log_start_offset: int) -> None:
         """Forget producers whose data is all below the log start (retention,
@@ -163,13 +204,19 @@ class ProducerStateManager:
         ]
         for pid in stale:
             del self.producers[pid]
+            self.ongoing.pop(pid, None)
 
     # ------------------------------------------------------------ snapshots
 
     def to_bytes(self) -> bytes:
         payload = json.dumps(
             [
-                [e.producer_id, e.epoch, [attrs.astuple(b) for b in e.batches]]
+                [
+                    e.producer_id,
+                    e.epoch,
+                    [attrs.astuple(b) for b in e.batches],
+                    self.ongoing.get(e.producer_id, -1),
+                ]
                 for e in self.producers.values()
             ],
             separators=(",", ":"),
@@ -188,11 +235,13 @@ class ProducerStateManager:
             raise ValueError("producer state snapshot checksum mismatch")
         manager = cls()
         try:
-            for pid, epoch, batches in json.loads(payload):
+            for pid, epoch, batches, *rest in json.loads(payload):
                 entry = ProducerStateEntry(int(pid), int(epoch))
                 for batch in batches:
                     entry.batches.append(BatchMetadata(*(int(x) for x in batch)))
                 manager.producers[entry.producer_id] = entry
+                if rest and int(rest[0]) >= 0:
+                    manager.ongoing[entry.producer_id] = int(rest[0])
         except (TypeError, ValueError) as exc:
             raise ValueError(f"malformed producer state snapshot: {exc}") from exc
         return manager

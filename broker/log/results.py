@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import attrs
 
+from broker.log.transaction_index import AbortedTxn
+
 
 @attrs.frozen(slots=True)
 class AppendResult:
@@ -29,3 +31,5 @@ class ReadResult:
     high_watermark: int
     log_start_offset: int
     last_stable_offset: int
+    aborted_transactions: tuple[AbortedTxn, ...] | None = None
+    """Set for read_committed reads: transactions aborted in the range read."""

@@ -23,11 +23,18 @@ class Appended:
 
 
 @attrs.frozen
+class AbortedTxn:
+    producer_id: int
+    first_offset: int
+
+
+@attrs.frozen
 class Read:
     records: bytes
     high_watermark: int
     log_start_offset: int
     last_stable_offset: int
+    aborted_transactions: tuple[AbortedTxn, ...] | None = None
 
 
 class FakePartition:
@@ -61,7 +68,18 @@ class FakePartition:
         self._event = trio.Event()
         return Appended(base, base + header.last_offset_delta)
 
-    async def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> Read:
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log_end_offset
+
+    async def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        min_one_batch: bool = True,
+        read_committed: bool = False,
+    ) -> Read:
         self.reads.append((offset, max_bytes, min_one_batch))
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)
@@ -73,7 +91,7 @@ class FakePartition:
                 break
             out += data
         end = self.log_end_offset
-        return Read(out, end, self.log_start_offset, end)
+        return Read(out, end, self.log_start_offset, end, () if read_committed else None)
 
     def data_appended(self) -> trio.Event:
         return self._event

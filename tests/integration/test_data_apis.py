@@ -128,7 +128,7 @@ async def test_idempotent_duplicate_is_acknowledged_once_with_the_same_offsets(
         assert [v for _, v in await fetch_all(conn, "idem")] == [b"a", b"b", b"c"]
 
 
-async def test_init_producer_id_allocates_fresh_ids_and_refuses_transactions(
+async def test_init_producer_id_allocates_fresh_ids_and_epochs_per_transactional_id(
     tmp_path: Path,
 ) -> None:
     async with running_broker(tmp_path) as server, await connect(server) as conn:
@@ -141,8 +141,15 @@ async def test_init_producer_id_allocates_fresh_ids_and_refuses_transactions(
         )
         assert (a.producer_epoch, b.producer_epoch) == (0, 0)
         assert b.producer_id != a.producer_id
-        txn = await conn.request(InitProducerIdRequest(transactional_id="tx"), 4)
-        assert txn.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        txn = await conn.request(
+            InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000), 4
+        )
+        again = await conn.request(
+            InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000), 4
+        )
+        assert (txn.error_code, txn.producer_epoch) == (ErrorCode.NONE, 0)
+        assert (again.producer_id, again.producer_epoch) == (txn.producer_id, 1)
+        assert txn.producer_id not in (a.producer_id, b.producer_id)
         half = await conn.request(
             InitProducerIdRequest(transactional_id=None, producer_id=5, producer_epoch=-1), 4
         )

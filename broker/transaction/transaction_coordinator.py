@@ -1,0 +1,411 @@
+"""Kafka's TransactionCoordinator for one broker: the transaction APIs' decisions,
+the markers that end a transaction, timeouts and expiration.
+
+There is one broker, so the coordinator's WriteTxnMarkers to partition leaders
+is a local append (`MarkerWriter`), done before EndTxn is answered: the client
+then sees its transaction complete, where Kafka answers after PrepareCommit and
+lets a retriable CONCURRENT_TRANSACTIONS cover the gap. The order of durable
+steps is Kafka's: the Prepare state is journalled before any marker, the
+Complete state after all of them, so a crash in between is finished at start-up
+(`complete_pending`) by writing the markers again (a second marker for an
+already closed transaction changes nothing for readers).
+
+Every operation on an id runs under that id's lock (EndTxn awaits marker
+appends); operations on different ids interleave freely.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol
+
+import attrs
+import trio
+
+from broker.errors import KafkaError
+from broker.protocol.error_codes import ErrorCode
+from broker.transaction.transaction_log import TransactionLog
+from broker.transaction.transaction_metadata import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    PendingOffset,
+    TopicPartition,
+    TransactionMetadata,
+    is_epoch_exhausted,
+)
+from broker.transaction.transaction_state import TransactionState
+
+log = logging.getLogger(__name__)
+
+COORDINATOR_EPOCH = 0
+"""A single broker is always the coordinator, in its first and only epoch."""
+
+
+class MarkerWriter(Protocol):
+    async def write_markers(
+        self, producer_id: int, epoch: int, commit: bool, partitions: Iterable[TopicPartition]
+    ) -> None:
+        """Append the COMMIT/ABORT marker to each partition (gone ones are skipped);
+        KafkaError when one cannot be written (the transaction stays prepared)."""
+        ...
+
+
+class OffsetSink(Protocol):
+    def commit_transactional_offsets(
+        self, group_id: str, offsets: dict[TopicPartition, PendingOffset]
+    ) -> None:
+        """Make a committed transaction's offsets the group's committed offsets."""
+        ...
+
+
+@attrs.frozen
+class TransactionConfig:
+    max_timeout_ms: int = 900_000
+    id_expiration_ms: int = 604_800_000
+
+
+@attrs.frozen
+class InitResult:
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        config: TransactionConfig,
+        journal: TransactionLog,
+        markers: MarkerWriter,
+        offsets: OffsetSink,
+        allocate_producer_id: Callable[[], Awaitable[int]],
+        clock_ms: Callable[[], int],
+    ) -> None:
+        self.config = config
+        self.journal = journal
+        self.markers = markers
+        self.offsets = offsets
+        self._allocate = allocate_producer_id
+        self._clock = clock_ms
+        self.transactions: dict[str, TransactionMetadata] = {}
+        self._locks: dict[str, trio.Lock] = {}
+        self._by_producer: dict[int, str] = {}
+        self.on_change: Callable[[], None] = lambda: None
+
+    def load(self, state: dict[str, TransactionMetadata]) -> None:
+        self.transactions = dict(state)
+        self._by_producer = {m.producer_id: tid for tid, m in state.items()}
+
+    def _lock(self, transactional_id: str) -> trio.Lock:
+        lock = self._locks.get(transactional_id)
+        if lock is None:
+            lock = self._locks[transactional_id] = trio.Lock()
+        return lock
+
+    def _persist(self, metadata: TransactionMetadata) -> None:
+        try:
+            self.journal.write(metadata)
+        except OSError as exc:
+            raise KafkaError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot write the transaction state: {exc}"
+            ) from exc
+        self._by_producer[metadata.producer_id] = metadata.transactional_id
+        self.on_change()
+
+    # -- InitProducerId ----------------------------------------------------------------------
+    async def init_producer_id(
+        self,
+        transactional_id: str,
+        timeout_ms: int,
+        expected_producer_id: int = NO_PRODUCER_ID,
+        expected_epoch: int = NO_PRODUCER_EPOCH,
+    ) -> InitResult:
+        if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
+            return InitResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        async with self._lock(transactional_id):
+            now = self._clock()
+            metadata = self.transactions.get(transactional_id)
+            if metadata is None:
+                metadata = TransactionMetadata(
+                    transactional_id, await self._allocate(), NO_PRODUCER_EPOCH, timeout_ms
+                )
+                metadata.last_update_ms = now
+                self.transactions[transactional_id] = metadata
+            elif expected_producer_id != NO_PRODUCER_ID and not (
+                metadata.is_valid_expected_producer(expected_producer_id)
+            ):
+                return InitResult(ErrorCode.PRODUCER_FENCED)
+            if metadata.state.is_prepare:
+                await self._complete(metadata)
+            elif metadata.state is TransactionState.ONGOING:
+                # A new instance of the producer: abort what the old one left open.
+                if expected_producer_id != NO_PRODUCER_ID and (
+                    expected_epoch not in (metadata.producer_epoch, NO_PRODUCER_EPOCH)
+                ):
+                    return InitResult(ErrorCode.PRODUCER_FENCED)
+                await self._abort_fencing(metadata, "a new producer instance initialized")
+                expected_epoch = NO_PRODUCER_EPOCH
+            elif metadata.state is TransactionState.PREPARE_EPOCH_FENCE:
+                return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+            new_id = None
+            if is_epoch_exhausted(metadata.producer_epoch):
+                new_id = await self._allocate()
+            metadata.timeout_ms = timeout_ms
+            error = metadata.bump_epoch(
+                expected_epoch if expected_producer_id != NO_PRODUCER_ID else None,
+                new_id,
+                self._clock(),
+            )
+            if error is not ErrorCode.NONE:
+                return InitResult(error)
+            self._persist(metadata)
+            log.info(
+                "transactional id %r: producer id %d epoch %d",
+                transactional_id,
+                metadata.producer_id,
+                metadata.producer_epoch,
+            )
+            return InitResult(ErrorCode.NONE, metadata.producer_id, metadata.producer_epoch)
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------------------
+    async def _current(
+        self, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> TransactionMetadata:
+        """The id's metadata, ready for a new step of its transaction, or the error."""
+        metadata = self.transactions.get(transactional_id)
+        if metadata is None:
+            raise KafkaError(
+                ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                f"no producer id for transactional id {transactional_id!r}",
+            )
+        error = metadata.check_producer(producer_id, producer_epoch)
+        if error is not ErrorCode.NONE:
+            raise KafkaError(error, f"producer {producer_id} epoch {producer_epoch} is not current")
+        if metadata.state.is_prepare:
+            await self._complete(metadata)
+        if metadata.state in (TransactionState.PREPARE_EPOCH_FENCE, TransactionState.DEAD):
+            raise KafkaError(ErrorCode.CONCURRENT_TRANSACTIONS, metadata.state.value)
+        return metadata
+
+    async def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> ErrorCode:
+        wanted = set(partitions)
+        async with self._lock(transactional_id):
+            try:
+                metadata = await self._current(transactional_id, producer_id, producer_epoch)
+            except KafkaError as exc:
+                return exc.error_code
+            if metadata.state is TransactionState.ONGOING and wanted <= metadata.partitions:
+                return ErrorCode.NONE
+            metadata.add_partitions(wanted, self._clock())
+            self._persist(metadata)
+            return ErrorCode.NONE
+
+    async def add_offsets(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
+    ) -> ErrorCode:
+        async with self._lock(transactional_id):
+            try:
+                metadata = await self._current(transactional_id, producer_id, producer_epoch)
+            except KafkaError as exc:
+                return exc.error_code
+            if metadata.state is TransactionState.ONGOING and group_id in metadata.groups:
+                return ErrorCode.NONE
+            metadata.add_group(group_id, self._clock())
+            self._persist(metadata)
+            return ErrorCode.NONE
+
+    async def txn_offset_commit(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        group_id: str,
+        offsets: dict[TopicPartition, PendingOffset],
+    ) -> ErrorCode:
+        """Hold the offsets until the transaction ends. The group must have been added
+        with AddOffsetsToTxn first (what makes Kafka's coordinator write the group's
+        markers); otherwise the offsets could never become visible."""
+        async with self._lock(transactional_id):
+            metadata = self.transactions.get(transactional_id)
+            if metadata is None:
+                return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+            error = metadata.check_producer(producer_id, producer_epoch)
+            if error is not ErrorCode.NONE:
+                return error
+            if metadata.state is not TransactionState.ONGOING or group_id not in metadata.groups:
+                return ErrorCode.INVALID_TXN_STATE
+            metadata.add_pending_offsets(group_id, offsets)
+            self._persist(metadata)
+            return ErrorCode.NONE
+
+    # -- EndTxn ---------------------------------------------------------------------------------
+    async def end_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> ErrorCode:
+        async with self._lock(transactional_id):
+            metadata = self.transactions.get(transactional_id)
+            if metadata is None:
+                return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+            error = metadata.check_producer(producer_id, producer_epoch)
+            if error is not ErrorCode.NONE:
+                return error
+            state = metadata.state
+            if state.is_prepare:
+                # A retry after a failed marker write: finish it, then answer as below.
+                wanted = (
+                    TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
+                )
+                try:
+                    await self._complete(metadata)
+                except KafkaError as exc:
+                    return exc.error_code
+                return ErrorCode.NONE if state is wanted else ErrorCode.INVALID_TXN_STATE
+            if state is TransactionState.ONGOING:
+                metadata.prepare_end(commit, self._clock())
+                self._persist(metadata)
+                try:
+                    await self._complete(metadata)
+                except KafkaError as exc:
+                    log.warning("transaction %r stays prepared: %s", transactional_id, exc)
+                    return ErrorCode.COORDINATOR_NOT_AVAILABLE
+                return ErrorCode.NONE
+            if state is TransactionState.COMPLETE_COMMIT:
+                return ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE
+            if state is TransactionState.COMPLETE_ABORT:
+                return ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.NONE
+            return ErrorCode.INVALID_TXN_STATE
+
+    async def _complete(self, metadata: TransactionMetadata) -> None:
+        """Write the markers of a prepared transaction, then journal its completion
+        (KafkaError when a marker could not be written: it stays prepared)."""
+        commit = metadata.state is TransactionState.PREPARE_COMMIT
+        await self.markers.write_markers(
+            metadata.producer_id, metadata.producer_epoch, commit, sorted(metadata.partitions)
+        )
+        if commit:
+            for group_id, offsets in metadata.pending_offsets.items():
+                self.offsets.commit_transactional_offsets(group_id, offsets)
+        metadata.complete(self._clock())
+        self._persist(metadata)
+
+    async def _abort_fencing(self, metadata: TransactionMetadata, why: str) -> None:
+        log.info(
+            "aborting the transaction of %r (producer %d epoch %d): %s",
+            metadata.transactional_id,
+            metadata.producer_id,
+            metadata.producer_epoch,
+            why,
+        )
+        now = self._clock()
+        metadata.fence_epoch(now)
+        metadata.prepare_end(False, now)
+        self._persist(metadata)
+        await self._complete(metadata)
+
+    # -- background work --------------------------------------------------------------------
+    async def complete_pending(self) -> None:
+        """Finish transactions a crash left prepared (start-up, then retried by the timer)."""
+        for tid, metadata in list(self.transactions.items()):
+            if metadata.state.is_prepare or metadata.state is TransactionState.PREPARE_EPOCH_FENCE:
+                async with self._lock(tid):
+                    if metadata.state is TransactionState.PREPARE_EPOCH_FENCE:
+                        metadata.prepare_end(False, self._clock())
+                        self._persist(metadata)
+                    if metadata.state.is_prepare:
+                        try:
+                            await self._complete(metadata)
+                        except KafkaError as exc:
+                            log.warning("transaction %r stays prepared: %s", tid, exc)
+
+    async def abort_timed_out(self) -> int:
+        """Kafka's abortTimedOutTransactions: open transactions older than their timeout
+        are aborted with a bumped epoch, fencing the producer that let them expire."""
+        aborted = 0
+        for tid, metadata in list(self.transactions.items()):
+            if metadata.state is not TransactionState.ONGOING:
+                continue
+            if self._clock() <= metadata.start_ms + metadata.timeout_ms:
+                continue
+            async with self._lock(tid):
+                if (
+                    metadata.state is TransactionState.ONGOING
+                    and self._clock() > metadata.start_ms + metadata.timeout_ms
+                ):
+                    try:
+                        await self._abort_fencing(metadata, "the transaction timed out")
+                        aborted += 1
+                    except KafkaError as exc:
+                        log.warning("could not abort timed out transaction %r: %s", tid, exc)
+        return aborted
+
+    def next_timeout_ms(self) -> int | None:
+        """When the earliest open transaction times out (wall clock ms)."""
+        return min(
+            (
+                m.start_ms + m.timeout_ms
+                for m in self.transactions.values()
+                if m.state is TransactionState.ONGOING
+            ),
+            default=None,
+        )
+
+    def expire_transactional_ids(self) -> int:
+        """Kafka's removeExpiredTransactionalIds: ids idle (no open transaction) for
+        transactional.id.expiration.ms are forgotten."""
+        now = self._clock()
+        expired = [
+            tid
+            for tid, m in self.transactions.items()
+            if m.state.is_complete
+            and not (tid in self._locks and self._locks[tid].locked())
+            and now - m.last_update_ms > self.config.id_expiration_ms
+        ]
+        for tid in expired:
+            metadata = self.transactions.pop(tid)
+            metadata.transition_to(TransactionState.DEAD, now)
+            self._by_producer.pop(metadata.producer_id, None)
+            self._locks.pop(tid, None)
+            try:
+                self.journal.write_removal(tid)
+            except OSError as exc:
+                log.error("cannot journal the expiry of %r: %s", tid, exc)
+        if expired:
+            self.on_change()
+        return len(expired)
+
+    # -- queries ----------------------------------------------------------------------------
+    def transaction_of_producer(self, producer_id: int) -> TransactionMetadata | None:
+        tid = self._by_producer.get(producer_id)
+        return self.transactions.get(tid) if tid is not None else None
+
+    def verify_partition(
+        self, producer_id: int, producer_epoch: int, partition: TopicPartition
+    ) -> ErrorCode:
+        """Produce of a transactional batch (KIP-890's verification): the producer's
+        transaction must be open and hold the partition, else the batch would open a
+        transaction no marker ever closes (a hanging transaction)."""
+        metadata = self.transaction_of_producer(producer_id)
+        if metadata is None or metadata.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if producer_epoch < metadata.producer_epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if metadata.state is not TransactionState.ONGOING or partition not in metadata.partitions:
+            return ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.NONE
+
+    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
+        """Partitions of the group with offsets waiting in an open transaction
+        (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them)."""
+        return {
+            tp
+            for m in self.transactions.values()
+            for tp in m.pending_offsets.get(group_id, {})
+            if not m.state.is_complete
+        }

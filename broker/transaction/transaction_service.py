@@ -1,0 +1,92 @@
+"""The transaction coordinator as a broker service: load, timers, journal fsyncs.
+
+Start-up replays the journal and finishes transactions a crash left prepared
+before the network opens. Then, as Kafka does, one task aborts timed-out
+transactions every `transaction.abort.timed.out.transaction.cleanup.interval.ms`
+(also retrying prepared ones whose markers failed), one forgets idle ids every
+`transaction.remove.expired.transaction.cleanup.interval.ms`, and one fsyncs the
+journal shortly after it changes. On cancel the journal is fsynced and closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import trio
+
+from broker.transaction.transaction_coordinator import TransactionCoordinator
+
+log = logging.getLogger(__name__)
+
+JOURNAL_FLUSH_DELAY_S = 0.2
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TransactionCoordinatorService:
+    def __init__(
+        self,
+        coordinator: TransactionCoordinator,
+        *,
+        abort_interval_ms: int,
+        expiration_interval_ms: int,
+    ) -> None:
+        self.coordinator = coordinator
+        self.abort_interval_ms = abort_interval_ms
+        self.expiration_interval_ms = expiration_interval_ms
+        self._changed = trio.Event()
+        coordinator.on_change = self._on_change
+
+    def _on_change(self) -> None:
+        self._changed.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        journal = self.coordinator.journal
+        state = await trio.to_thread.run_sync(journal.load)
+        self.coordinator.load(state)
+        log.info("transaction coordinator loaded %d transactional ids", len(state))
+        try:
+            await self.coordinator.complete_pending()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._run_abort_timed_out)
+                nursery.start_soon(self._run_expiration)
+                nursery.start_soon(self._run_journal_flush)
+                task_status.started()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(journal.close)
+
+    async def _run_abort_timed_out(self) -> None:
+        while True:
+            await trio.sleep(self.abort_interval_ms / 1000)
+            await self.coordinator.complete_pending()
+            aborted = await self.coordinator.abort_timed_out()
+            if aborted:
+                log.info("aborted %d timed out transactions", aborted)
+
+    async def _run_expiration(self) -> None:
+        while True:
+            await trio.sleep(self.expiration_interval_ms / 1000)
+            expired = self.coordinator.expire_transactional_ids()
+            if expired:
+                log.info("removed %d expired transactional ids", expired)
+
+    async def _run_journal_flush(self) -> None:
+        journal = self.coordinator.journal
+        while True:
+            await self._changed.wait()
+            self._changed = trio.Event()
+            await trio.sleep(JOURNAL_FLUSH_DELAY_S)
+            if journal.needs_compaction():
+                data = journal.begin_compaction(list(self.coordinator.transactions.values()))
+                try:
+                    await trio.to_thread.run_sync(journal.write_compacted, data)
+                except OSError as exc:
+                    journal.abandon_compaction()
+                    log.error("cannot compact the transaction journal: %s", exc)
+                    continue
+                journal.finish_compaction()
+            await trio.to_thread.run_sync(journal.flush)

@@ -1,0 +1,70 @@
+"""Wiring of the transaction coordinator and the transaction APIs (one call from
+KafkaServer)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.coordinator.coordinator_service import GroupCoordinatorService
+from broker.handlers.add_offsets_to_txn import AddOffsetsToTxnHandler
+from broker.handlers.add_partitions_to_txn import AddPartitionsToTxnHandler
+from broker.handlers.describe_producers import DescribeProducersHandler
+from broker.handlers.describe_transactions import DescribeTransactionsHandler
+from broker.handlers.end_txn import EndTxnHandler
+from broker.handlers.init_producer_id import InitProducerIdHandler
+from broker.handlers.list_transactions import ListTransactionsHandler
+from broker.handlers.produce import ProduceHandler
+from broker.handlers.txn_offset_commit import TxnOffsetCommitHandler
+from broker.transaction.marker_writer import GroupOffsetSink, LocalMarkerWriter
+from broker.transaction.transaction_coordinator import TransactionConfig, TransactionCoordinator
+from broker.transaction.transaction_log import TransactionLog
+from broker.transaction.transaction_service import TransactionCoordinatorService, wall_ms
+
+if TYPE_CHECKING:
+    from broker.server import KafkaServer
+
+
+def add_transaction_coordinator(
+    server: KafkaServer, groups: GroupCoordinatorService
+) -> TransactionCoordinator:
+    config = server.config
+    log_manager = server.log_manager
+    coordinator = TransactionCoordinator(
+        TransactionConfig(
+            max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
+            id_expiration_ms=config.get_int("transactional.id.expiration.ms"),
+        ),
+        TransactionLog(server.log_dirs[0]),
+        LocalMarkerWriter(log_manager),
+        GroupOffsetSink(groups),
+        log_manager.allocate_producer_id,
+        wall_ms,
+    )
+    server.services.append(
+        TransactionCoordinatorService(
+            coordinator,
+            abort_interval_ms=config.get_int(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+            ),
+            expiration_interval_ms=config.get_int(
+                "transaction.remove.expired.transaction.cleanup.interval.ms"
+            ),
+        )
+    )
+    groups.pending_transactional_offsets = coordinator.pending_offsets
+    auth = server.authorizer
+    for handler in (
+        InitProducerIdHandler(log_manager, coordinator, authorizer=auth),
+        AddPartitionsToTxnHandler(coordinator, log_manager, authorizer=auth),
+        AddOffsetsToTxnHandler(coordinator, authorizer=auth),
+        EndTxnHandler(coordinator, authorizer=auth),
+        TxnOffsetCommitHandler(coordinator, groups, log_manager, authorizer=auth),
+        DescribeTransactionsHandler(coordinator, authorizer=auth),
+        ListTransactionsHandler(coordinator, authorizer=auth),
+        DescribeProducersHandler(log_manager, authorizer=auth),
+    ):
+        server.apis.add_handler(handler)
+    produce = server.apis.handler(ProduceHandler.api_key)
+    if isinstance(produce, ProduceHandler):
+        produce.transaction_verifier = coordinator.verify_partition
+    return coordinator
