@@ -23,6 +23,7 @@ from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.data_apis import add_data_apis
 from broker.handlers.kafka_apis import KafkaApis
 from broker.handlers.metadata import MetadataHandler, NoTopics
+from broker.handlers.quota_apis import add_quota_apis
 from broker.meta_properties import load_or_create_cluster_id
 from broker.metrics import MetricsRegistry
 from broker.metrics_http import add_metrics_exporter
@@ -102,6 +103,7 @@ class KafkaServer:
         self.log_manager = add_data_apis(self)
         add_group_coordinator(self)
         add_acl_apis(self)
+        self.quotas = add_quota_apis(self)
 
     async def run(
         self, *, task_status: trio.TaskStatus[KafkaServer] = trio.TASK_STATUS_IGNORED
