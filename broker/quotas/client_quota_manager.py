@@ -162,7 +162,7 @@ class ClientQuotaManager:
         throttle_ms = throttle_s * 1000.0
         if self._max_throttle_ms is not None:
             throttle_ms = min(throttle_ms, self._max_throttle_ms)
-        return max(int(throttle_ms), 1)
+        return max(round(throttle_ms), 1)
 
     def unrecord(self, user: str, client_id: str, value: float, now: float | None = None) -> None:
         """Take back a recorded value (a throttled fetch whose data is not sent)."""
