@@ -178,20 +178,15 @@ class QuotaManagers:
 
     def metric_samples(self) -> Iterable[MetricSample]:
         """Kafka's quota metrics: kafka.server:type=Produce|Fetch|Request,user=,client-id=
-        with byte-rate (request-time for Request) and throttle-time (avg, max)."""
+        with byte-rate (request-time for Request) and throttle-time (the average)."""
         now = self._clock()
         for type_, manager in self.managers:
             rate_name = "request-time" if manager is self.request else "byte-rate"
-            for tags, rate, throttle_avg, throttle_max in manager.sensors(now):
+            for tags, rate, throttle_avg, _ in manager.sensors(now):
                 key = (("client-id", tags.client_id), ("user", tags.user))
                 yield MetricSample("kafka.server", type_, rate_name, key, "gauge", {"value": rate})
                 yield MetricSample(
-                    "kafka.server",
-                    type_,
-                    "throttle-time",
-                    key,
-                    "gauge",
-                    {"value": throttle_avg, "max": throttle_max},
+                    "kafka.server", type_, "throttle-time", key, "gauge", {"value": throttle_avg}
                 )
 
 
