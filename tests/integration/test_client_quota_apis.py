@@ -7,6 +7,9 @@ our client (the same functions `broker client quotas` runs).
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,7 +27,7 @@ from broker.protocol.messages import (
 from broker.protocol.messages.alter_client_quotas_request import EntityData, EntryData, OpData
 from broker.protocol.messages.describe_client_quotas_request import ComponentData
 from broker.server import KafkaServer
-from tests.integration.broker_harness import running_broker
+from tests.integration.broker_harness import broker_process, env_without_proxies, running_broker
 
 
 async def session(server: KafkaServer) -> ClientSession:
@@ -137,3 +140,32 @@ async def test_an_ip_over_its_connection_creation_rate_is_held_then_closed(
             client, [("ip", "127.0.0.1")], delete=["connection_creation_rate"]
         )
         assert all([await _answers(port) for _ in range(6)])
+
+
+def test_broker_client_quotas_alter_and_describe_like_kafka_configs(tmp_path: Path) -> None:
+    def client(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "broker.client", "-b", broker.bootstrap, "quotas", *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=env_without_proxies(),
+        )
+
+    with broker_process(tmp_path / "data") as broker:
+        entity = ["--entity-type", "users", "--entity-name", "alice"]
+        entity += ["--entity-type", "clients", "--entity-default"]
+        altered = client(
+            "alter", *entity, "--add-config", "producer_byte_rate=1024,request_percentage=25"
+        )
+        assert altered.returncode == 0, altered.stderr
+        described = client("describe", *entity, "--json")
+        assert described.returncode == 0, described.stderr
+        assert json.loads(described.stdout) == [
+            {
+                "entity": {"client-id": None, "user": "alice"},
+                "quotas": {"producer_byte_rate": 1024.0, "request_percentage": 25.0},
+            }
+        ]
+        bad = client("alter", "--entity-type", "ips", "--entity-name", "x", "--add-config", "a=1")
+        assert bad.returncode == 1 and "INVALID_REQUEST" in bad.stderr
