@@ -4,7 +4,7 @@ Sans-IO: the caller passes the time, so windows and throttle times are tested wi
 a fake clock. A client is (user, client-id); the quota that binds it is the first
 configured entity in Kafka's precedence order, and every client that resolves to
 the same metric tags shares one rate sensor (e.g. a `/users/<default>` quota gives
-each user one sensor for all its client ids). A sensor is a `SampledRate` over
+each user one sensor for all its client ids). A sensor is a `QuotaRate` (Kafka's Rate) over
 `quota.window.num` windows of `quota.window.size.seconds`; recording past the bound
 yields the throttle time that brings the rate back to it (QuotaUtils.throttleTime).
 Sensors unused for an hour are dropped, as Kafka expires them.
@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 
 import attrs
 
-from broker.metrics import SampledRate
 from broker.quotas.client_quota_entity import ClientQuotaEntity, MetricTags, precedence
+from broker.quotas.quota_rate import QuotaRate
 
 Clock = Callable[[], float]
 INACTIVE_SENSOR_EXPIRATION_S = 3600.0
@@ -65,7 +65,7 @@ class ClientSensors:
     __slots__ = ("last_used", "rate", "throttle")
 
     def __init__(self, window_s: float, samples: int, now: float) -> None:
-        self.rate = SampledRate(window_s, samples)
+        self.rate = QuotaRate(window_s, samples)
         self.throttle = _ThrottleStats(window_s * samples)
         self.last_used = now
 
