@@ -121,7 +121,13 @@ class KafkaApis:
                 encoded.append((body, chunks))
                 return sum(len(chunk) for chunk in chunks)
 
-            outcome, quota_throttle_ms = self.quotas.on_response(request, outcome, response_size)
+            try:
+                outcome, quota_throttle_ms = self.quotas.on_response(
+                    request, outcome, response_size
+                )
+            except Exception:
+                # Quota accounting must never cost the client its answer.
+                log.exception("client quota accounting failed for %s", request.header)
         if isinstance(outcome, NoResponse):
             if quota_throttle_ms > 0:
                 channel.start_throttling(request, quota_throttle_ms)
