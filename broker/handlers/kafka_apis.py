@@ -37,6 +37,8 @@ class ClientQuotaHooks(Protocol):
         self, request: Request, outcome: Any, response_size: Callable[[Any], int]
     ) -> tuple[Any, int]: ...
 
+    def on_sent(self, request: Request) -> Callable[[], None] | None: ...
+
 
 class KafkaApis:
     """The API layer shared by every handler of every plane."""
@@ -143,7 +145,10 @@ class KafkaApis:
             throttle_ms = max(getattr(outcome, "throttle_time_ms", 0) or 0, quota_throttle_ms)
             if throttle_ms > 0:
                 channel.start_throttling(request, throttle_ms)
-            channel.send_response(SendResponse(request, chunks, log_body=outcome))
+            on_sent = self.quotas.on_sent(request) if self.quotas is not None else None
+            channel.send_response(
+                SendResponse(request, chunks, on_complete=on_sent, log_body=outcome)
+            )
 
     def _answer_error(
         self, handler: ApiHandler, request: Request, channel: RequestChannel, exc: Exception

@@ -164,6 +164,16 @@ class ClientQuotaManager:
             throttle_ms = min(throttle_ms, self._max_throttle_ms)
         return max(round(throttle_ms), 1)
 
+    def record_no_throttle(
+        self, user: str, client_id: str, value: float, now: float | None = None
+    ) -> None:
+        """Count `value` towards later throttles without throttling now (Kafka's
+        recordNoThrottle, used for network-thread time)."""
+        if not self._quotas:
+            return
+        t = self._clock() if now is None else now
+        self._sensors_for(self.binding(user, client_id).tags, t).rate.record(value, t)
+
     def unrecord(self, user: str, client_id: str, value: float, now: float | None = None) -> None:
         """Take back a recorded value (a throttled fetch whose data is not sent)."""
         if not self._quotas:

@@ -11,7 +11,8 @@ mutes the channel for that long after sending the response at once.
   does, so a throttled consumer gets no data until its throttle is over.
 - Every request also records its handler time against `request_percentage`
   (percent of one thread, over the window), except acks=0 produce, which Kafka
-  never throttles for request time.
+  never throttles for request time; the network thread's time writing the
+  response is added once it is written, for the client's next requests.
 - The largest applicable throttle is used, and recorded in the throttle-time
   metric of the quota that gave it.
 """
@@ -173,6 +174,22 @@ class QuotaManagers:
         elif hasattr(outcome, "throttle_time_ms"):
             outcome = outcome._replace(throttle_time_ms=max(outcome.throttle_time_ms, throttle_ms))
         return outcome, throttle_ms
+
+    def on_sent(self, request: Request) -> Callable[[], None] | None:
+        """What the processor runs once the response is written: the network thread's
+        time writing it counts towards `request_percentage` for the client's next
+        requests (Kafka charges network-thread time without throttling for it)."""
+        if not self.request.enabled:
+            return None
+        user, client_id = self._client(request)
+        manager = self.request
+
+        def record_network_time() -> None:
+            if request.response_dequeue_ns:
+                busy_ns = max(time.perf_counter_ns() - request.response_dequeue_ns, 0)
+                manager.record_no_throttle(user, client_id, busy_ns * _NANOS_TO_PERCENT)
+
+        return record_network_time
 
     # ---- metrics
 

@@ -62,3 +62,24 @@ async def test_clients_of_other_client_ids_are_not_throttled(tmp_path: Path) -> 
                 request = produce_request("free", {0: batch([b"x" * 10_000])}, acks=1)
                 response = await connection.request(request, PRODUCE_VERSION)
                 assert response.throttle_time_ms == 0
+
+
+async def test_request_time_over_request_percentage_is_throttled_within_one_window(
+    tmp_path: Path,
+) -> None:
+    async with running_broker(tmp_path) as server:
+        port = server.bound_port()
+        async with await ClientSession.open(f"127.0.0.1:{port}") as admin:
+            await alter_client_quotas(
+                admin, [("user", None), ("client-id", "busy")], [("request_percentage", 0.01)]
+            )
+        throttles = []
+        async with await KafkaConnection.connect("127.0.0.1", port, "busy") as connection:
+            with trio.fail_after(20):
+                for _ in range(200):
+                    response = await connection.request(MetadataRequest(topics=None), 12)
+                    throttles.append(response.throttle_time_ms)
+                    if response.throttle_time_ms:
+                        break
+        assert throttles[-1] > 0
+        assert max(throttles) <= 1000  # bounded by quota.window.size.seconds

@@ -55,6 +55,9 @@ class Hooks:
             outcome = outcome._replace(throttle_time_ms=self.throttle_ms)
         return outcome, self.throttle_ms
 
+    def on_sent(self, request: Request) -> Callable[[], None] | None:
+        return None
+
 
 async def answer(outcome: Any, hooks: Hooks) -> list[tuple[float, Response]]:
     """What the processor is handed for one request, with when (autojump clock)."""

@@ -3,6 +3,7 @@ which throttle, what is recorded, and what a throttled fetch looks like."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from broker.handlers.api_handler import CloseConnection, NoResponse
@@ -169,3 +170,19 @@ def test_quota_metrics_use_kafkas_names_and_tags() -> None:
     names = {(s.type_, s.name, s.tags) for s in quotas.metric_samples()}
     tags = (("client-id", "test"), ("user", ""))
     assert names == {("Produce", "byte-rate", tags), ("Produce", "throttle-time", tags)}
+
+
+def test_network_time_writing_a_response_counts_for_the_next_requests() -> None:
+    quotas, _ = managers(**{REQUEST_PERCENTAGE: 1.0})
+    request = make_request(None, 3, 12)
+    record = quotas.on_sent(request)
+    assert record is not None
+    request.response_dequeue_ns = time.perf_counter_ns() - 200_000_000  # 0.2 s writing
+    record()
+    [(_tags, rate, _avg, _top)] = list(quotas.request.sensors())
+    assert rate > 0
+
+
+def test_without_a_request_quota_nothing_runs_after_the_send() -> None:
+    quotas, _ = managers(**{PRODUCER_BYTE_RATE: 1.0})
+    assert quotas.on_sent(make_request(None, 3, 12)) is None
