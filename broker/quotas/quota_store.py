@@ -48,8 +48,10 @@ def decode_quotas(data: bytes) -> dict[ClientQuotaEntity, dict[str, float]]:
         return {
             ClientQuotaEntity(
                 tuple(
-                    (str(e["type"]), None if e["name"] is None else str(e["name"]))
-                    for e in quota["entity"]
+                    sorted(
+                        (str(e["type"]), None if e["name"] is None else str(e["name"]))
+                        for e in quota["entity"]
+                    )
                 )
             ): {str(k): float(v) for k, v in quota["values"].items()}
             for quota in document["quotas"]
