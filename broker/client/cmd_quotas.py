@@ -98,12 +98,24 @@ def add_parser(commands: Parsers, common: argparse.ArgumentParser) -> None:
         )
         if name == "alter":
             p.add_argument(
-                "--add-config", action="append", default=[], metavar="K=V[,K=V]", help="set"
+                "--add-config",
+                action="append",
+                default=[],
+                metavar="K=V[,K=V]",
+                help="quotas to set",
             )
             p.add_argument(
-                "--delete-config", action="append", default=[], metavar="K[,K]", help="remove"
+                "--delete-config",
+                action="append",
+                default=[],
+                metavar="K[,K]",
+                help="quotas to remove",
             )
-            p.add_argument("--validate-only", action="store_true", help="check, change nothing")
+            p.add_argument(
+                "--validate-only",
+                action="store_true",
+                help="let the broker check the change, change nothing",
+            )
 
 
 def parse_add_config(values: Sequence[str]) -> list[tuple[str, float]]:
