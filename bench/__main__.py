@@ -29,6 +29,11 @@ BENCHMARKS: list[tuple[str, str, float]] = [
         "ACL authorizer: authorize() over 10k ACLs; broker with it off and on",
         2.0,
     ),
+    (
+        "bench.bench_quotas",
+        "Client quotas: accounting cost on the produce path, quotas off and on",
+        2.0,
+    ),
     ("bench.bench_produce_consume", "Produce and consume (confluent-kafka), ours and tansu", 5.0),
     ("bench.bench_groups", "Consumer groups, ours and tansu", 5.0),
     ("bench.bench_security", "TLS beside PLAINTEXT, and SCRAM logins", 5.0),

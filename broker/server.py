@@ -23,6 +23,7 @@ from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.data_apis import add_data_apis
 from broker.handlers.kafka_apis import KafkaApis
 from broker.handlers.metadata import MetadataHandler, NoTopics
+from broker.handlers.quota_apis import add_quota_apis
 from broker.handlers.security_apis import add_security_apis
 from broker.meta_properties import load_or_create_cluster_id
 from broker.metrics import MetricsRegistry
@@ -110,6 +111,7 @@ class KafkaServer:
         self.transaction_coordinator = add_transaction_coordinator(self, groups)
         add_acl_apis(self)
         add_security_apis(self)
+        self.quotas = add_quota_apis(self)
 
     async def run(
         self, *, task_status: trio.TaskStatus[KafkaServer] = trio.TASK_STATUS_IGNORED

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 
 import trio
 
-from broker.client import cmd_admin, cmd_consume, cmd_produce, cmd_raw
+from broker.client import cmd_admin, cmd_consume, cmd_produce, cmd_quotas, cmd_raw
 from broker.client.session import DEFAULT_BOOTSTRAP, ClientError, ClientSession
 
 EXAMPLES = """examples:
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_produce.add_parser(commands, common)
     cmd_consume.add_parser(commands, common)
     cmd_raw.add_parser(commands, common)
+    cmd_quotas.add_parser(commands, common)
     return parser
 
 

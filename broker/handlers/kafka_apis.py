@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 import trio
 
@@ -28,6 +28,18 @@ from broker.protocol.error_codes import ErrorCode
 log = logging.getLogger(__name__)
 
 
+class ClientQuotaHooks(Protocol):
+    """Client quotas around the handlers (broker/quotas/quota_managers.py)."""
+
+    def before_handle(self, request: Request) -> None: ...
+
+    def on_response(
+        self, request: Request, outcome: Any, response_size: Callable[[Any], int]
+    ) -> tuple[Any, int]: ...
+
+    def on_sent(self, request: Request) -> Callable[[], None] | None: ...
+
+
 class KafkaApis:
     """The API layer shared by every handler of every plane."""
 
@@ -35,6 +47,7 @@ class KafkaApis:
         self._handlers: dict[int, ApiHandler] = {h.api_key: h for h in handlers}
         self._deferred: trio.Nursery | None = None
         self._supported: dict[int, tuple[int, int]] | None = None
+        self.quotas: ClientQuotaHooks | None = None
 
     def add_handler(self, handler: ApiHandler) -> None:
         self._handlers[handler.api_key] = handler
@@ -69,6 +82,8 @@ class KafkaApis:
 
     async def handle(self, request: Request, channel: RequestChannel) -> None:
         handler = self._handlers[request.api_key]
+        if self.quotas is not None:
+            self.quotas.before_handle(request)
         try:
             outcome = await handler.handle(request)
         except Exception as exc:
@@ -98,18 +113,42 @@ class KafkaApis:
         request.response_complete_ns = time.perf_counter_ns()
         if not request.api_local_complete_ns:
             request.api_local_complete_ns = request.response_complete_ns
+        version = 0 if request.unsupported_version else request.api_version
+        encoded: list[tuple[Any, Any]] = []
+        quota_throttle_ms = 0
+        if self.quotas is not None:
+
+            def response_size(body: Any) -> int:
+                chunks = encode_response(request.api_key, version, request.correlation_id, body)
+                encoded.append((body, chunks))
+                return sum(len(chunk) for chunk in chunks)
+
+            try:
+                outcome, quota_throttle_ms = self.quotas.on_response(
+                    request, outcome, response_size
+                )
+            except Exception:
+                # Quota accounting must never cost the client its answer.
+                log.exception("client quota accounting failed for %s", request.header)
         if isinstance(outcome, NoResponse):
+            if quota_throttle_ms > 0:
+                channel.start_throttling(request, quota_throttle_ms)
             channel.send_response(NoOpResponse(request))
         elif isinstance(outcome, CloseConnection):
             log.info("closing connection %s: %s", request.context.connection_id, outcome.reason)
             channel.send_response(CloseConnectionResponse(request))
         else:
-            version = 0 if request.unsupported_version else request.api_version
-            chunks = encode_response(request.api_key, version, request.correlation_id, outcome)
-            throttle_ms = getattr(outcome, "throttle_time_ms", 0) or 0
+            if encoded and encoded[-1][0] is outcome:
+                chunks = encoded[-1][1]
+            else:
+                chunks = encode_response(request.api_key, version, request.correlation_id, outcome)
+            throttle_ms = max(getattr(outcome, "throttle_time_ms", 0) or 0, quota_throttle_ms)
             if throttle_ms > 0:
                 channel.start_throttling(request, throttle_ms)
-            channel.send_response(SendResponse(request, chunks, log_body=outcome))
+            on_sent = self.quotas.on_sent(request) if self.quotas is not None else None
+            channel.send_response(
+                SendResponse(request, chunks, on_complete=on_sent, log_body=outcome)
+            )
 
     def _answer_error(
         self, handler: ApiHandler, request: Request, channel: RequestChannel, exc: Exception

@@ -50,6 +50,7 @@ class Acceptor:
         self._blocked = blocked_meter
         self._next = 0
         self._scope = trio.CancelScope()
+        self._delayed_closes: trio.Nursery | None = None
 
     @property
     def bound_port(self) -> int:
@@ -58,9 +59,11 @@ class Acceptor:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Accept until stopped; the listening socket is closed on exit."""
         with self._scope, self._socket:
-            task_status.started()
-            while True:
-                await self._accept_one()
+            async with trio.open_nursery() as delayed_closes:
+                self._delayed_closes = delayed_closes
+                task_status.started()
+                while True:
+                    await self._accept_one()
 
     def stop(self) -> None:
         self._scope.cancel()
@@ -92,6 +95,11 @@ class Acceptor:
         except BaseException:
             sock.close()
             raise
+        throttle_s = self._quotas.ip_connection_throttle_s(listener, remote[0])
+        if throttle_s > 0 and self._delayed_closes is not None:
+            log.debug("connection from %s over its connection_creation_rate", remote[0])
+            self._delayed_closes.start_soon(_close_after, sock, throttle_s)
+            return
         if not self._quotas.admit(listener, remote[0]):
             log.info("rejected connection from %s: max.connections.per.ip reached", remote[0])
             sock.close()
@@ -136,6 +144,12 @@ class Acceptor:
         finally:
             self._blocked.mark(time.perf_counter_ns() - started)
         self._next = (self._next + count) % max(len(self.processors), 1)
+
+
+async def _close_after(sock: trio.socket.SocketType, delay_s: float) -> None:
+    """Kafka's delayed close for a per-IP rate violation: open, never read, then closed."""
+    with sock:
+        await trio.sleep(delay_s)
 
 
 async def bind_listener(

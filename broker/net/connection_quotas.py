@@ -5,10 +5,9 @@ listener limits) and *closing the socket* (per-IP limit) are what clients
 observe, so they follow Kafka exactly: broker/listener limits leave new
 connections in the kernel backlog, while a per-IP excess is refused at once.
 
-Not implemented yet: the per-IP `connection_creation_rate` client quota
-(entity `ips`, set through AlterClientQuotas), whose violation holds the socket
-open unprocessed and closes it after the throttle time. It needs the
-client-quota API; when it lands it belongs between `wait_for_slot` and `admit`.
+The per-IP `connection_creation_rate` client quota (entity `ip`, set through
+AlterClientQuotas) is checked between `wait_for_slot` and `admit`: a violation
+holds the socket open unprocessed and closes it after the throttle time.
 """
 
 from __future__ import annotations
@@ -83,6 +82,8 @@ class ConnectionQuotas:
         self._total = 0
         self._overrides = _resolve_overrides(config.max_connections_per_ip_overrides)
         self._changed = trio.Event()
+        self._ip_rate_quotas: dict[str | None, float] = {}
+        self._ip_rates: dict[str, tuple[SampledRate, float]] = {}  # rate, bound
 
     # ---- configuration
 
@@ -105,6 +106,54 @@ class ConnectionQuotas:
         self._config = config
         self._overrides = _resolve_overrides(config.max_connections_per_ip_overrides)
         self._notify()
+
+    def update_ip_connection_rate_quota(self, ip: str | None, rate: float | None) -> None:
+        """Set or (None) remove the `connection_creation_rate` of an IP, or of every IP
+        without its own (ip None). Sensors are made again for the new bounds."""
+        key = None if ip is None else normalize_ip(ip)
+        if rate is None:
+            self._ip_rate_quotas.pop(key, None)
+        else:
+            self._ip_rate_quotas[key] = rate
+        if key is None:
+            self._ip_rates.clear()
+        else:
+            self._ip_rates.pop(key, None)
+
+    def ip_connection_rate_quota(self, ip: str) -> float | None:
+        address = normalize_ip(ip)
+        return self._ip_rate_quotas.get(address, self._ip_rate_quotas.get(None))
+
+    def ip_connection_throttle_s(self, listener_name: str, ip: str) -> float:
+        """Record a new connection from `ip` against its connection-rate quota; when that
+        is violated, the seconds to hold the socket before closing it (capped at one
+        window), and the connection is taken back out of every rate sensor, as in
+        Kafka. 0 when admitted."""
+        if not self._ip_rate_quotas:
+            return 0.0
+        address = normalize_ip(ip)
+        bound = self.ip_connection_rate_quota(address)
+        if bound is None:
+            return 0.0
+        now = self._clock()
+        sensor = self._ip_rates.get(address)
+        if sensor is None or sensor[1] != bound:
+            if len(self._ip_rates) > 10_000:
+                self._ip_rates.clear()
+            sensor = (SampledRate(self._window_s, self._window_num, self._clock), bound)
+            self._ip_rates[address] = sensor
+        rate = sensor[0]
+        rate.record(1.0, now)
+        delay = rate.throttle_time(bound, now)
+        if delay <= 0:
+            return 0.0
+        rate.unrecord(1.0, now)
+        name = listener_name.upper()
+        if name in self._listener_rates:
+            self._listener_rates[name].unrecord(1.0, now)
+        if not self.is_protected(name):
+            self._broker_rate.unrecord(1.0, now)
+        return min(delay, self._window_s)
 
     # ---- queries
 

@@ -1,0 +1,105 @@
+"""AlterClientQuotas (key 49): set or remove quotas of user, client-id and ip entities.
+
+Needs ALTER_CONFIGS on the cluster, as in Kafka. Each entity succeeds or fails
+alone (INVALID_REQUEST for a bad entity, key or value). The new quotas are
+written to disk before they take effect, so an acknowledged change survives a
+restart and a failed write changes nothing; `validate_only` checks and stops.
+"""
+
+from __future__ import annotations
+
+from broker.errors import KafkaError
+from broker.handlers.auth_helper import authorize_cluster
+from broker.net.request import Request
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import AlterClientQuotasRequest, AlterClientQuotasResponse
+from broker.protocol.messages.alter_client_quotas_response import EntityData, EntryData
+from broker.quotas.client_quota_configs import QuotaOp, validate_ops
+from broker.quotas.client_quota_entity import ClientQuotaEntity
+from broker.quotas.quota_managers import QuotaManagers
+from broker.quotas.quota_store import QuotaStore
+from broker.security.acl import AclOperation
+from broker.security.authorizer import ALLOW_ALL, Authorizer
+
+API_KEY = 49
+
+
+class AlterClientQuotasHandler:
+    api_key = API_KEY
+    min_version = 0
+    max_version = 1
+
+    def __init__(
+        self, quotas: QuotaManagers, store: QuotaStore, *, authorizer: Authorizer = ALLOW_ALL
+    ) -> None:
+        self._quotas = quotas
+        self._store = store
+        self._authorizer = authorizer
+
+    async def handle(self, request: Request) -> AlterClientQuotasResponse:
+        body: AlterClientQuotasRequest = request.body
+        if not authorize_cluster(self._authorizer, request, AclOperation.ALTER_CONFIGS):
+            return self.error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        async with self._store.lock:
+            configs = self._quotas.configs
+            results: list[tuple[int, str | None]] = []
+            changes: dict[ClientQuotaEntity, dict[str, float]] = {}
+            for entry in body.entries:
+                try:
+                    entity = ClientQuotaEntity.of(
+                        (e.entity_type, e.entity_name) for e in entry.entity
+                    )
+                    ops = validate_ops(
+                        entity, (QuotaOp(o.key, o.value, o.remove) for o in entry.ops)
+                    )
+                except KafkaError as exc:
+                    results.append((exc.error_code, str(exc)))
+                    continue
+                base = changes.get(entity)
+                values = configs.altered(entity, ops) if base is None else _apply(base, ops)
+                changes[entity] = values
+                results.append((ErrorCode.NONE, None))
+            if changes and not body.validate_only:
+                pending = {entity: dict(values) for entity, values in configs}
+                pending.update(changes)
+                try:
+                    await self._store.save((e, v) for e, v in pending.items() if v)
+                except OSError as exc:
+                    raise KafkaError(
+                        ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot store client quotas: {exc}"
+                    ) from exc
+                for entity, values in changes.items():
+                    self._quotas.set_quotas(entity, values)
+        return AlterClientQuotasResponse(
+            entries=tuple(
+                EntryData(
+                    error_code=code,
+                    error_message=message,
+                    entity=tuple(EntityData(e.entity_type, e.entity_name) for e in entry.entity),
+                )
+                for entry, (code, message) in zip(body.entries, results, strict=True)
+            )
+        )
+
+    def error_response(self, request: Request, error_code: int) -> AlterClientQuotasResponse:
+        body: AlterClientQuotasRequest = request.body
+        return AlterClientQuotasResponse(
+            entries=tuple(
+                EntryData(
+                    error_code=error_code,
+                    error_message=None,
+                    entity=tuple(EntityData(e.entity_type, e.entity_name) for e in entry.entity),
+                )
+                for entry in body.entries
+            )
+        )
+
+
+def _apply(values: dict[str, float], ops: list[QuotaOp]) -> dict[str, float]:
+    result = dict(values)
+    for op in ops:
+        if op.remove:
+            result.pop(op.key, None)
+        else:
+            result[op.key] = op.value
+    return result
