@@ -1111,6 +1111,11 @@ def module_name(name: str) -> str:
     return snake(name).rstrip("_")
 
 
+def api_key_name(request_name: str) -> str:
+    """ProduceRequest -> PRODUCE, ApiVersionsRequest -> API_VERSIONS (Kafka's ApiKeys names)."""
+    return snake(request_name[: -len("Request")]).rstrip("_").upper()
+
+
 def generate_all(spec_dir: Path) -> dict[str, str]:
     files: dict[str, str] = {}
     msgs = [load_message(p) for p in sorted(spec_dir.glob("*.json"))]
@@ -1164,11 +1169,21 @@ def generate_all(spec_dir: Path) -> dict[str, str]:
     reg.append("")
     reg.append("from __future__ import annotations")
     reg.append("")
+    reg.append("import enum")
+    reg.append("")
     reg.append("from broker.protocol.lazy_registry import LazyCodecs, LazyTypes, Reader, Writer")
     reg.append("")
     reg.append('__all__ = ["API_NAMES", "CODECS", "REQUEST_FLEXIBLE_FROM", "REQUEST_TYPES",')
     reg.append('           "RESPONSE_FLEXIBLE_FROM", "RESPONSE_TYPES", "SUPPORTED_VERSIONS",')
-    reg.append('           "Reader", "Writer"]')
+    reg.append('           "ApiKey", "Reader", "Writer"]')
+    reg.append("")
+    reg.append("")
+    reg.append("class ApiKey(enum.IntEnum):")
+    reg.append('    """Every request\'s api key, named as Kafka\'s ApiKeys enum names it."""')
+    reg.append("")
+    for m in sorted((m for m in msgs if m.kind == "request"), key=lambda m: m.api_key or 0):
+        reg.append(f"    {api_key_name(m.name)} = {m.api_key}")
+    reg.append("")
     reg.append("")
 
     def table(title: str, kind: str, value: Callable[[Message], str], typ: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.handlers.auth_helper import GROUP, authorize, authorize_cluster, authorized_operations
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
     DeleteGroupsRequest,
@@ -22,7 +23,7 @@ from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 
 class DescribeGroupsHandler:
-    api_key = 15
+    api_key = ApiKey.DESCRIBE_GROUPS
     min_version = 0
     max_version = 5
 
@@ -80,7 +81,7 @@ class DescribeGroupsHandler:
 class ListGroupsHandler:
     """States filter from v4, types filter (and group type) from v5."""
 
-    api_key = 16
+    api_key = ApiKey.LIST_GROUPS
     min_version = 0
     max_version = 5
 
@@ -118,7 +119,7 @@ class ListGroupsHandler:
 
 
 class DeleteGroupsHandler:
-    api_key = 42
+    api_key = ApiKey.DELETE_GROUPS
     min_version = 0
     max_version = 2
 

@@ -18,6 +18,7 @@ from broker.coordinator.member_metadata import JoinParams, JoinResult, SyncResul
 from broker.handlers.api_handler import Deferred
 from broker.handlers.auth_helper import GROUP, TRANSACTIONAL_ID, authorize, check_group
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
     FindCoordinatorRequest,
@@ -75,7 +76,7 @@ def client_host(request: Request) -> str:
 class FindCoordinatorHandler:
     """This broker coordinates every group and every transactional id."""
 
-    api_key = 10
+    api_key = ApiKey.FIND_COORDINATOR
     min_version = 0
     max_version = 6
 
@@ -148,7 +149,7 @@ class FindCoordinatorHandler:
 
 
 class JoinGroupHandler:
-    api_key = 11
+    api_key = ApiKey.JOIN_GROUP
     min_version = 0
     max_version = 9
 
@@ -209,7 +210,7 @@ class JoinGroupHandler:
 
 
 class SyncGroupHandler:
-    api_key = 14
+    api_key = ApiKey.SYNC_GROUP
     min_version = 0
     max_version = 5
 
@@ -249,7 +250,7 @@ class SyncGroupHandler:
 
 
 class HeartbeatHandler:
-    api_key = 12
+    api_key = ApiKey.HEARTBEAT
     min_version = 0
     max_version = 4
 
@@ -274,7 +275,7 @@ class HeartbeatHandler:
 class LeaveGroupHandler:
     """v3+ leaves a batch of members (static members by instance id)."""
 
-    api_key = 13
+    api_key = ApiKey.LEAVE_GROUP
     min_version = 0
     max_version = 5
 

@@ -11,6 +11,7 @@ from broker.coordinator.group_coordinator import OffsetCommitItem
 from broker.coordinator.offset_store import OffsetAndMetadata, TopicPartition
 from broker.handlers.auth_helper import GROUP, TOPIC, authorize, authorized_names, check_group
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
     OffsetCommitRequest,
@@ -74,7 +75,7 @@ def _committed_by_topic(
 class OffsetCommitHandler:
     """v2+ (Kafka 4's range); generation -1 commits for standalone consumers."""
 
-    api_key = 8
+    api_key = ApiKey.OFFSET_COMMIT
     min_version = 2
     max_version = 9
 
@@ -147,7 +148,7 @@ class OffsetCommitHandler:
 class OffsetFetchHandler:
     """v1+; null topics (v2+) fetch every partition; v8+ fetches several groups."""
 
-    api_key = 9
+    api_key = ApiKey.OFFSET_FETCH
     min_version = 1
     max_version = 9
 
@@ -283,7 +284,7 @@ class OffsetFetchHandler:
 
 
 class OffsetDeleteHandler:
-    api_key = 47
+    api_key = ApiKey.OFFSET_DELETE
     min_version = 0
     max_version = 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from broker.handlers.auth_helper import GROUP, TRANSACTIONAL_ID, authorize
 from broker.handlers.txn_errors import producer_fenced_for
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from broker.security.acl import AclOperation
@@ -20,7 +21,7 @@ FENCED_FROM = 2
 
 
 class AddOffsetsToTxnHandler:
-    api_key = 25
+    api_key = ApiKey.ADD_OFFSETS_TO_TXN
     min_version = 0
     max_version = 3
 

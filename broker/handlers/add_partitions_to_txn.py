@@ -12,6 +12,7 @@ from broker.handlers.auth_helper import TOPIC, TRANSACTIONAL_ID, authorize, auth
 from broker.handlers.log_view import LogManagerView
 from broker.handlers.txn_errors import producer_fenced_for
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from broker.protocol.messages.add_partitions_to_txn_response import (
@@ -26,7 +27,7 @@ FENCED_FROM = 2
 
 
 class AddPartitionsToTxnHandler:
-    api_key = 24
+    api_key = ApiKey.ADD_PARTITIONS_TO_TXN
     min_version = 0
     max_version = 3
 

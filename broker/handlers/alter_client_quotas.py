@@ -11,6 +11,7 @@ from __future__ import annotations
 from broker.errors import KafkaError
 from broker.handlers.auth_helper import authorize_cluster
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import AlterClientQuotasRequest, AlterClientQuotasResponse
 from broker.protocol.messages.alter_client_quotas_response import EntityData, EntryData
@@ -21,7 +22,7 @@ from broker.quotas.quota_store import QuotaStore
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
 
-API_KEY = 49
+API_KEY = ApiKey.ALTER_CLIENT_QUOTAS
 
 
 class AlterClientQuotasHandler:

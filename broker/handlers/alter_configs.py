@@ -22,6 +22,7 @@ from broker.handlers.log_view import LogManagerView
 from broker.handlers.topic_resource import find_topic
 from broker.net.endpoint import split_list
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
     AlterConfigsRequest,
@@ -171,7 +172,7 @@ def set_all(resource: Any) -> Change:
 
 
 class AlterConfigsHandler:
-    api_key = 33
+    api_key = ApiKey.ALTER_CONFIGS
     min_version = 0
     max_version = 2
 
@@ -203,7 +204,7 @@ class AlterConfigsHandler:
 
 
 class IncrementalAlterConfigsHandler:
-    api_key = 44
+    api_key = ApiKey.INCREMENTAL_ALTER_CONFIGS
     min_version = 0
     max_version = 1
 

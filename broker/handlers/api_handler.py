@@ -40,7 +40,11 @@ class Deferred:
 class ApiHandler(Protocol):
     """One API: the versions it implements and how it answers."""
 
-    api_key: int
+    @property
+    def api_key(self) -> int:
+        """An `ApiKey` member in every handler; read-only, so subtypes of int satisfy it."""
+        ...
+
     min_version: int
     max_version: int
 

@@ -11,11 +11,12 @@ from collections.abc import Callable
 
 from broker.net.processor import valid_client_software
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from broker.protocol.messages.api_versions_response import ApiVersion
 
-API_KEY = 18
+API_KEY = ApiKey.API_VERSIONS
 
 
 class ApiVersionsHandler:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from broker.handlers.acl_requests import to_enum
 from broker.handlers.auth_helper import authorize_cluster
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import CreateAclsRequest, CreateAclsResponse
 from broker.protocol.messages.create_acls_request import AclCreation
@@ -29,7 +30,7 @@ from broker.security.acl import (
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer, StandardAuthorizer
 
-API_KEY = 30
+API_KEY = ApiKey.CREATE_ACLS
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
 
 

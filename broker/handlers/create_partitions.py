@@ -9,6 +9,7 @@ from broker.handlers.auth_helper import TOPIC, authorized_names
 from broker.handlers.log_view import LogManagerView
 from broker.handlers.topic_resource import find_topic
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 from broker.protocol.messages.create_partitions_request import CreatePartitionsTopic
@@ -16,7 +17,7 @@ from broker.protocol.messages.create_partitions_response import CreatePartitions
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
 
-API_KEY = 37
+API_KEY = ApiKey.CREATE_PARTITIONS
 
 
 class CreatePartitionsHandler:

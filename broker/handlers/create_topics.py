@@ -17,6 +17,7 @@ from broker.handlers.auth_helper import TOPIC, authorize, authorize_cluster
 from broker.handlers.log_view import LogManagerView, TopicView
 from broker.handlers.topic_configs import topic_config_entries
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from broker.protocol.messages.create_topics_request import CreatableTopic
@@ -27,7 +28,7 @@ from broker.protocol.messages.create_topics_response import (
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
 
-API_KEY = 19
+API_KEY = ApiKey.CREATE_TOPICS
 
 
 class CreateTopicsHandler:

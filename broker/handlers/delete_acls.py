@@ -8,6 +8,7 @@ from broker.handlers.acl_requests import binding_filter
 from broker.handlers.auth_helper import authorize_cluster
 from broker.handlers.create_acls import NO_AUTHORIZER
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import DeleteAclsRequest, DeleteAclsResponse
 from broker.protocol.messages.delete_acls_response import (
@@ -18,7 +19,7 @@ from broker.security.acl import AclBinding, AclBindingFilter, AclOperation
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer, StandardAuthorizer
 
-API_KEY = 31
+API_KEY = ApiKey.DELETE_ACLS
 
 
 class DeleteAclsHandler:

@@ -10,6 +10,7 @@ from broker.errors import KafkaError
 from broker.handlers.auth_helper import TOPIC, authorized_names
 from broker.handlers.log_view import LogManagerView
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
 from broker.protocol.messages.delete_records_response import (
@@ -19,7 +20,7 @@ from broker.protocol.messages.delete_records_response import (
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
 
-API_KEY = 21
+API_KEY = ApiKey.DELETE_RECORDS
 HIGH_WATERMARK = -1
 
 

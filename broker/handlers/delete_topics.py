@@ -11,13 +11,14 @@ from broker.handlers.auth_helper import TOPIC, authorize
 from broker.handlers.log_view import LogManagerView
 from broker.handlers.topic_resource import find_topic
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
 from broker.protocol.messages.delete_topics_response import DeletableTopicResult
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
 
-API_KEY = 20
+API_KEY = ApiKey.DELETE_TOPICS
 TOPIC_IDS_FROM = 6
 ZERO_UUID = uuid.UUID(int=0)
 

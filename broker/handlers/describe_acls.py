@@ -7,6 +7,7 @@ from broker.handlers.acl_requests import binding_filter
 from broker.handlers.auth_helper import authorize_cluster
 from broker.handlers.create_acls import NO_AUTHORIZER
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import DescribeAclsRequest, DescribeAclsResponse
 from broker.protocol.messages.describe_acls_response import (
@@ -16,7 +17,7 @@ from broker.protocol.messages.describe_acls_response import (
 from broker.security.acl import AccessControlEntry, AclOperation, ResourcePattern
 from broker.security.authorizer import Authorizer, StandardAuthorizer
 
-API_KEY = 29
+API_KEY = ApiKey.DESCRIBE_ACLS
 
 
 class DescribeAclsHandler:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from broker.errors import KafkaError
 from broker.handlers.auth_helper import authorize_cluster
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import DescribeClientQuotasRequest, DescribeClientQuotasResponse
 from broker.protocol.messages.describe_client_quotas_response import (
@@ -20,7 +21,7 @@ from broker.quotas.client_quota_configs import ClientQuotaConfigs, FilterCompone
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
 
-API_KEY = 48
+API_KEY = ApiKey.DESCRIBE_CLIENT_QUOTAS
 
 
 class DescribeClientQuotasHandler:

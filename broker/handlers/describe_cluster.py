@@ -6,12 +6,13 @@ from collections.abc import Callable
 
 from broker.handlers.auth_helper import cluster_authorized_operations
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 from broker.protocol.messages.describe_cluster_response import DescribeClusterBroker
 from broker.security.authorizer import ALLOW_ALL, Authorizer
 
-API_KEY = 60
+API_KEY = ApiKey.DESCRIBE_CLUSTER
 BROKERS_ENDPOINT = 1
 
 

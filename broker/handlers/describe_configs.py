@@ -12,6 +12,7 @@ from broker.handlers.log_view import LogManagerView
 from broker.handlers.topic_configs import topic_config_entries
 from broker.handlers.topic_resource import find_topic
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
 from broker.protocol.messages.describe_configs_request import DescribeConfigsResource
@@ -22,7 +23,7 @@ from broker.protocol.messages.describe_configs_response import (
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
 
-API_KEY = 32
+API_KEY = ApiKey.DESCRIBE_CONFIGS
 
 
 class DescribeConfigsHandler:

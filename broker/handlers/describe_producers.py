@@ -8,6 +8,7 @@ from __future__ import annotations
 from broker.handlers.auth_helper import TOPIC, authorized_names
 from broker.log import LogManager
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import DescribeProducersRequest, DescribeProducersResponse
 from broker.protocol.messages.describe_producers_response import (
@@ -20,7 +21,7 @@ from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 
 class DescribeProducersHandler:
-    api_key = 61
+    api_key = ApiKey.DESCRIBE_PRODUCERS
     min_version = 0
     max_version = 0
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from broker.handlers.auth_helper import TOPIC, TRANSACTIONAL_ID, authorize, authorized_names
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import DescribeTransactionsRequest, DescribeTransactionsResponse
 from broker.protocol.messages.describe_transactions_response import TopicData, TransactionState
@@ -18,7 +19,7 @@ from broker.transaction.transaction_coordinator import TransactionCoordinator
 
 
 class DescribeTransactionsHandler:
-    api_key = 65
+    api_key = ApiKey.DESCRIBE_TRANSACTIONS
     min_version = 0
     max_version = 0
 

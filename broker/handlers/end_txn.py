@@ -9,6 +9,7 @@ from __future__ import annotations
 from broker.handlers.auth_helper import TRANSACTIONAL_ID, authorize
 from broker.handlers.txn_errors import producer_fenced_for
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import EndTxnRequest, EndTxnResponse
 from broker.security.acl import AclOperation
@@ -19,7 +20,7 @@ FENCED_FROM = 2
 
 
 class EndTxnHandler:
-    api_key = 26
+    api_key = ApiKey.END_TXN
     min_version = 0
     max_version = 3
 

@@ -27,6 +27,7 @@ from broker.handlers.auth_helper import TOPIC, authorized_names
 from broker.handlers.common import check_leader_epoch, error_code_of
 from broker.handlers.log_view import LogManagerView, PartitionView
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import FetchRequest, FetchResponse
 from broker.protocol.messages.fetch_request import FetchPartition, FetchTopic
@@ -38,7 +39,7 @@ from broker.protocol.messages.fetch_response import (
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
 
-API_KEY = 1
+API_KEY = ApiKey.FETCH
 TOPIC_IDS_FROM = 13
 SESSIONS_FROM = 7
 READ_COMMITTED = 1

@@ -18,6 +18,7 @@ from broker.handlers.auth_helper import TOPIC, TRANSACTIONAL_ID, authorize, auth
 from broker.handlers.log_view import LogManagerView
 from broker.handlers.txn_errors import producer_fenced_for
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 from broker.security.acl import AclOperation
@@ -26,7 +27,7 @@ from broker.transaction.transaction_coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
-API_KEY = 22
+API_KEY = ApiKey.INIT_PRODUCER_ID
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 FENCED_FROM = 4

@@ -15,6 +15,7 @@ from broker.handlers.auth_helper import TOPIC, authorized_names
 from broker.handlers.common import check_leader_epoch, error_code_of
 from broker.handlers.log_view import LogManagerView, PartitionView
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from broker.protocol.messages.list_offsets_request import ListOffsetsPartition
@@ -25,7 +26,7 @@ from broker.protocol.messages.list_offsets_response import (
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
 
-API_KEY = 2
+API_KEY = ApiKey.LIST_OFFSETS
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3

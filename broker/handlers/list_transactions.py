@@ -9,6 +9,7 @@ import time
 
 from broker.handlers.auth_helper import TRANSACTIONAL_ID, authorize
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import ListTransactionsRequest, ListTransactionsResponse
 from broker.protocol.messages.list_transactions_response import TransactionState
@@ -19,7 +20,7 @@ from broker.transaction.transaction_state import STATE_NAMES
 
 
 class ListTransactionsHandler:
-    api_key = 66
+    api_key = ApiKey.LIST_TRANSACTIONS
     min_version = 0
     max_version = 1
 

@@ -26,6 +26,7 @@ from broker.handlers.auth_helper import (
     cluster_authorized_operations,
 )
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import MetadataRequest, MetadataResponse
 from broker.protocol.messages.metadata_response import (
@@ -35,7 +36,7 @@ from broker.protocol.messages.metadata_response import (
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
 
-API_KEY = 3
+API_KEY = ApiKey.METADATA
 
 
 TOPIC_IDS_FROM = 12

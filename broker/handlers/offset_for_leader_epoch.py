@@ -15,6 +15,7 @@ from broker.handlers.auth_helper import TOPIC, authorized_names
 from broker.handlers.common import NO_EPOCH, check_leader_epoch, error_code_of
 from broker.handlers.log_view import LogManagerView, PartitionView
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from broker.protocol.messages.offset_for_leader_epoch_request import OffsetForLeaderPartition
@@ -25,7 +26,7 @@ from broker.protocol.messages.offset_for_leader_epoch_response import (
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
 
-API_KEY = 23
+API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 UNDEFINED_OFFSET = -1
 
 

@@ -25,6 +25,7 @@ from broker.handlers.common import error_code_of, error_message_of
 from broker.handlers.log_view import LogManagerView, PartitionView, TopicView
 from broker.net.request import Request
 from broker.protocol import records as rec
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import ProduceRequest, ProduceResponse
 from broker.protocol.messages.produce_request import PartitionProduceData
@@ -38,7 +39,7 @@ from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 log = logging.getLogger(__name__)
 
-API_KEY = 0
+API_KEY = ApiKey.PRODUCE
 TransactionVerifier = Callable[[int, int, tuple[str, int]], int]
 VALID_ACKS = (-1, 0, 1)
 LONG_MAX = 2**63 - 1

@@ -10,12 +10,13 @@ re-authenticating, which is ILLEGAL_SASL_STATE.
 from __future__ import annotations
 
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
 
 
 class SaslHandshakeHandler:
-    api_key = 17
+    api_key = ApiKey.SASL_HANDSHAKE
     min_version = 0
     max_version = 1
 
@@ -27,7 +28,7 @@ class SaslHandshakeHandler:
 
 
 class SaslAuthenticateHandler:
-    api_key = 36
+    api_key = ApiKey.SASL_AUTHENTICATE
     min_version = 0
     max_version = 2
 

@@ -18,6 +18,7 @@ import trio
 
 from broker.handlers.auth_helper import authorize_cluster
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
     AlterUserScramCredentialsRequest,
@@ -47,7 +48,7 @@ MIN_SALT_BYTES = 12  # scramp's minimum; Kafka's own clients send 20 or more
 
 
 class DescribeUserScramCredentialsHandler:
-    api_key = 50
+    api_key = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
     min_version = 0
     max_version = 0
 
@@ -109,7 +110,7 @@ class DescribeUserScramCredentialsHandler:
 
 
 class AlterUserScramCredentialsHandler:
-    api_key = 51
+    api_key = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
     min_version = 0
     max_version = 0
 

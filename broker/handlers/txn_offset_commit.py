@@ -12,6 +12,7 @@ from broker.handlers.auth_helper import GROUP, TOPIC, TRANSACTIONAL_ID, authoriz
 from broker.handlers.log_view import LogManagerView
 from broker.handlers.txn_errors import producer_fenced_for
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from broker.protocol.messages.txn_offset_commit_response import (
@@ -27,7 +28,7 @@ FENCED_FROM = 2
 
 
 class TxnOffsetCommitHandler:
-    api_key = 28
+    api_key = ApiKey.TXN_OFFSET_COMMIT
     min_version = 0
     max_version = 3
 

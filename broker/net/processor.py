@@ -44,12 +44,12 @@ from broker.net.request import (
 )
 from broker.net.request_channel import RequestChannel
 from broker.net.request_metrics import RequestMetrics
-from broker.protocol.api import decode_request, decode_request_header
+from broker.protocol.api import ApiKey, decode_request, decode_request_header
 from broker.protocol.errors import DecodeError
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS_KEY = 18
+API_VERSIONS_KEY = ApiKey.API_VERSIONS
 NEW_CONNECTION_QUEUE_SIZE = 20
 _RECEIVE_CHUNK = 65536
 _MAX_RECEIVE = 1 << 20

@@ -22,6 +22,7 @@ from broker.protocol.messages.registry import (
     RESPONSE_FLEXIBLE_FROM,
     RESPONSE_TYPES,
     SUPPORTED_VERSIONS,
+    ApiKey,
 )
 from broker.protocol.messages.request_header import READERS as _REQ_HDR_READERS
 from broker.protocol.messages.request_header import WRITERS as _REQ_HDR_WRITERS
@@ -36,6 +37,7 @@ __all__ = [
     "REQUEST_TYPES",
     "RESPONSE_TYPES",
     "SUPPORTED_VERSIONS",
+    "ApiKey",
     "Buffer",
     "DecodeError",
     "EncodeError",
@@ -53,7 +55,7 @@ __all__ = [
     "response_header_version",
 ]
 
-API_VERSIONS_KEY = 18
+API_VERSIONS_KEY = ApiKey.API_VERSIONS
 
 _LOW_LEVEL_DECODE_ERRORS = (
     struct.error,

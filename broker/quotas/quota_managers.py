@@ -27,6 +27,7 @@ from typing import Any
 from broker.handlers.api_handler import CloseConnection, NoResponse
 from broker.metrics import MetricSample
 from broker.net.request import Request
+from broker.protocol.api import ApiKey
 from broker.protocol.messages import FetchResponse
 from broker.quotas.client_quota_configs import ClientQuotaConfigs
 from broker.quotas.client_quota_entity import (
@@ -41,8 +42,6 @@ from broker.quotas.client_quota_manager import ClientQuotaManager
 
 log = logging.getLogger(__name__)
 
-PRODUCE_KEY = 0
-FETCH_KEY = 1
 _NANOS_TO_PERCENT = 100.0 / 1e9
 
 Clock = Callable[[], float]
@@ -112,7 +111,7 @@ class QuotaManagers:
     def before_handle(self, request: Request) -> None:
         """Cap a consumer's fetch at what its quota allows in one window (Kafka's
         maxQuotaWindowBytes), so one fetch cannot take many windows' worth."""
-        if request.api_key != FETCH_KEY or not self.fetch.enabled or request.body is None:
+        if request.api_key != ApiKey.FETCH or not self.fetch.enabled or request.body is None:
             return
         body = request.body
         if _is_replica_fetch(body):
@@ -137,13 +136,13 @@ class QuotaManagers:
         bandwidth_ms = 0
         bandwidth: ClientQuotaManager | None = None
         fetch_size = 0
-        if api_key == PRODUCE_KEY and self.produce.enabled:
+        if api_key == ApiKey.PRODUCE and self.produce.enabled:
             bandwidth = self.produce
             bandwidth_ms = self.produce.record_and_get_throttle_ms(
                 user, client_id, request.size_bytes, now
             )
         elif (
-            api_key == FETCH_KEY
+            api_key == ApiKey.FETCH
             and self.fetch.enabled
             and isinstance(outcome, FetchResponse)
             and not _is_replica_fetch(request.body)
