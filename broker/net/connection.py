@@ -16,6 +16,7 @@ import trio
 
 from broker.net.frame_decoder import FrameDecoder
 from broker.net.mute_state import ChannelMuteStateMachine
+from broker.net.read_deadline import ReadDeadline
 from broker.net.request import ClientInformation, Request, RequestContext, Response
 
 
@@ -34,6 +35,7 @@ class Connection:
         "listener_name",
         "local_address",
         "mute",
+        "read_deadline",
         "remote_address",
         "responses_in",
         "responses_out",
@@ -57,6 +59,7 @@ class Connection:
         self.remote_address = remote_address
         self.decoder = FrameDecoder(max_request_size)
         self.mute = ChannelMuteStateMachine()
+        self.read_deadline = ReadDeadline()
         self.client_information = ClientInformation()
         self.context: RequestContext  # set by the processor at registration
         self.in_flight: Request | None = None

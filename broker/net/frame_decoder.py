@@ -2,8 +2,15 @@
 
 Every request is a 4-byte big-endian signed length followed by that many
 bytes. The decoder is fed whatever the socket returned and hands out one
-complete frame at a time; it never reads ahead of what it is given, so the
-caller controls back-pressure (one request in flight per connection).
+complete frame at a time. It bounds what a connection buffers before the
+memory pool has admitted a frame: the caller reads only `read_size()` bytes,
+which is a small read-ahead (enough for a few small requests, or a size
+prefix) until the frame's size is known, and then never more than the frame
+still misses. A frame larger than what is already buffered gets one buffer of
+exactly its size, allocated only once the caller has admitted it (after
+`next_size()`, before `next_frame()`), so a large frame is neither copied nor
+held twice, and bytes beyond it stay in the kernel's socket buffer, which is
+what pushes back on a client that pipelines large frames.
 """
 
 from __future__ import annotations
@@ -11,6 +18,14 @@ from __future__ import annotations
 import struct
 
 _SIZE = struct.Struct(">i")
+
+READ_AHEAD = 16384
+"""Bytes read at a time while no frame is in progress: a few small requests, or the
+size prefix and the start of a large one."""
+MAX_RECEIVE = 1 << 18
+"""The largest single read into a frame's buffer."""
+
+Frame = bytes | memoryview
 
 
 class InvalidFrameSize(Exception):
@@ -22,27 +37,45 @@ class InvalidFrameSize(Exception):
 
 
 class FrameDecoder:
-    """Accumulates received bytes and splits off complete frames."""
+    """Splits received bytes into frames; see the module docstring for the read protocol."""
 
-    __slots__ = ("_buffer", "_max_size", "_start")
+    __slots__ = ("_buffer", "_filled", "_frame", "_max_size", "_start")
 
     def __init__(self, max_size: int) -> None:
         self._buffer = bytearray()
         self._start = 0
         self._max_size = max_size
-
-    def feed(self, data: bytes | bytearray | memoryview) -> None:
-        if self._start and self._start == len(self._buffer):
-            self._buffer.clear()
-            self._start = 0
-        self._buffer += data
+        self._frame: bytearray | None = None
+        self._filled = 0
 
     @property
     def buffered(self) -> int:
-        return len(self._buffer) - self._start
+        """Bytes received and not yet handed out as a frame."""
+        return len(self._buffer) - self._start + self._filled
+
+    @property
+    def in_frame(self) -> bool:
+        """Whether part of a frame (its prefix included) has been received."""
+        return self.buffered > 0
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        frame = self._frame
+        if frame is not None:
+            n = len(data)
+            if self._filled + n > len(frame):
+                raise ValueError("fed more bytes than read_size() asked for")
+            frame[self._filled : self._filled + n] = data
+            self._filled += n
+            return
+        if self._start and self._start == len(self._buffer):
+            self._buffer = bytearray()
+            self._start = 0
+        self._buffer += data
 
     def next_size(self) -> int | None:
         """The size of the next frame once its prefix has arrived; validates it."""
+        if self._frame is not None:
+            return len(self._frame)
         if len(self._buffer) - self._start < 4:
             return None
         size: int = _SIZE.unpack_from(self._buffer, self._start)[0]
@@ -50,22 +83,47 @@ class FrameDecoder:
             raise InvalidFrameSize(size, self._max_size)
         return size
 
+    def read_size(self) -> int:
+        """How many bytes to ask the stream for next (never beyond a frame in progress)."""
+        frame = self._frame
+        if frame is not None:
+            return min(len(frame) - self._filled, MAX_RECEIVE)
+        return READ_AHEAD
+
     def missing(self) -> int:
         """How many more bytes the next frame needs (at least 1 when incomplete)."""
         size = self.next_size()
         if size is None:
             return 4 - self.buffered
-        return max(0, 4 + size - self.buffered)
+        if self._frame is not None:
+            return size - self._filled
+        return max(0, 4 + size - (len(self._buffer) - self._start))
 
-    def next_frame(self) -> bytes | None:
-        """Remove and return the next complete frame's payload, or None."""
+    def next_frame(self) -> Frame | None:
+        """Remove and return the next complete frame's payload, or None.
+
+        Call it only once the frame's size (`next_size()`) has been admitted: a frame
+        not yet wholly buffered gets its own buffer here, of exactly its size."""
+        frame = self._frame
+        if frame is not None:
+            if self._filled < len(frame):
+                return None
+            self._frame, self._filled = None, 0
+            return memoryview(frame).toreadonly()
         size = self.next_size()
-        if size is None or self.buffered < 4 + size:
+        if size is None:
             return None
         start = self._start + 4
-        frame = bytes(self._buffer[start : start + size])
-        self._start = start + size
-        if self._start > 65536 and self._start * 2 > len(self._buffer):
-            del self._buffer[: self._start]
-            self._start = 0
-        return frame
+        available = len(self._buffer) - start
+        if available >= size:
+            payload = bytes(self._buffer[start : start + size])
+            self._start = start + size
+            return payload
+        # Incomplete: move what has arrived into a buffer of the frame's size. The read
+        # buffer then holds nothing, since reads stop at a frame's end.
+        frame = bytearray(size)
+        frame[:available] = self._buffer[start:]
+        self._frame, self._filled = frame, available
+        self._buffer = bytearray()
+        self._start = 0
+        return None

@@ -26,9 +26,10 @@ import trio
 from broker.metrics import Meter, WindowedShare
 from broker.net.connection import Connection
 from broker.net.connection_quotas import ConnectionQuotas
-from broker.net.frame_decoder import InvalidFrameSize
+from broker.net.frame_decoder import Frame, InvalidFrameSize
 from broker.net.memory_pool import MemoryPool
 from broker.net.mute_state import IllegalMuteTransition, MuteEvent, MuteState
+from broker.net.read_deadline import overdue
 from broker.net.request import (
     Buffer,
     ClientInformation,
@@ -50,8 +51,6 @@ log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
 NEW_CONNECTION_QUEUE_SIZE = 20
-_RECEIVE_CHUNK = 65536
-_MAX_RECEIVE = 1 << 20
 _COALESCE_LIMIT = 256 * 1024
 _SOFTWARE_FIELD = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
@@ -73,6 +72,7 @@ class ProcessorSettings:
 
     max_request_size: int
     idle_timeout_ms: int
+    read_timeout_ms: int = -1
 
 
 class _CloseConnection(Exception):
@@ -120,6 +120,7 @@ class Processor:
         # Replaced by the socket server with meters registered under Kafka's names.
         self.connections_created = Meter()
         self.connections_closed = Meter()
+        self.read_timeouts = Meter()
 
     # -- hand-off from the acceptor ------------------------------------------
     def try_accept(self, connection: NewConnection) -> bool:
@@ -141,6 +142,7 @@ class Processor:
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._reap_idle_connections)
+                    nursery.start_soon(self._reap_slow_senders)
                     task_status.started()
                     async for new in self._new_receive:
                         self._register(nursery, new)
@@ -225,6 +227,13 @@ class Processor:
                     if not await self._dispatch(connection, request):
                         break
             idle = connection.scope.cancelled_caught and connection.expired
+            if connection.scope.cancelled_caught and connection.read_deadline.expired:
+                log.info(
+                    "closing connection %s: request not received within "
+                    "socket.request.read.timeout.ms (%d ms)",
+                    connection.id,
+                    self._settings.read_timeout_ms,
+                )
         except InvalidFrameSize as exc:
             log.warning("closing connection %s: %s", connection.id, exc)
         except (DecodeError, _CloseConnection, IllegalMuteTransition) as exc:
@@ -252,22 +261,34 @@ class Processor:
         self._busy_ns += time.perf_counter_ns() - started
         return request
 
-    async def _receive_frame(self, connection: Connection) -> tuple[bytes, int] | None:
-        """One whole frame, with the memory-pool bytes it holds."""
+    async def _receive_frame(self, connection: Connection) -> tuple[Frame, int] | None:
+        """One whole frame, with the memory-pool bytes it holds.
+
+        The frame's bytes are admitted by the pool as soon as its size prefix is
+        read, before its payload is buffered; while the pool makes it wait, the
+        connection is not read (muted), so the kernel pushes back on the client.
+        """
         decoder = connection.decoder
+        deadline = connection.read_deadline
+        timeout_s = self._settings.read_timeout_ms / 1000
         allocated = 0
+        admitted = False
         try:
             while True:
-                size = decoder.next_size()
-                if size is not None and not allocated and not self._pool.is_unbounded:
-                    while not self._pool.try_allocate(size):
-                        await self._pool.wait_until_available()
-                    allocated = size
-                frame = decoder.next_frame()
+                if not admitted:
+                    size = decoder.next_size()
+                    if size is not None:
+                        if not self._pool.try_allocate(size):
+                            deadline.disarm()
+                            await self._pool.allocate(size)
+                        allocated, admitted = size, True
+                frame = decoder.next_frame() if admitted else None
                 if frame is not None:
+                    deadline.disarm()
                     return frame, allocated
-                want = min(max(decoder.missing(), _RECEIVE_CHUNK), _MAX_RECEIVE)
-                data = await connection.stream.receive_some(want)
+                if decoder.in_frame:
+                    deadline.arm(time.monotonic(), timeout_s)
+                data = await connection.stream.receive_some(decoder.read_size())
                 if not data:
                     if allocated:
                         self._pool.release(allocated)
@@ -279,7 +300,7 @@ class Processor:
                 self._pool.release(allocated)
             raise
 
-    def _parse(self, connection: Connection, frame: bytes, memory: int) -> Request:
+    def _parse(self, connection: Connection, frame: Frame, memory: int) -> Request:
         header, offset = decode_request_header(frame)
         api_key = header.api_key
         version = header.api_version
@@ -331,6 +352,9 @@ class Processor:
             if not await self._apply(connection, response):
                 return False
             connection.mute.maybe_unmute()
+        # The request's pool bytes cover it until its response is written: a client that
+        # does not read its responses holds memory, and the pool counts it.
+        request.release_memory()
         connection.in_flight = None
         return True
 
@@ -386,6 +410,8 @@ class Processor:
         if self.connections.pop(connection.id, None) is None:
             return
         connection.closing = True
+        if connection.in_flight is not None:
+            connection.in_flight.release_memory()
         connection.responses_out.close()
         self._quotas.release(connection.listener_name, connection.remote_ip)
         self.connections_closed.mark()
@@ -430,6 +456,24 @@ class Processor:
                 else:
                     next_expiry = min(next_expiry, expires)
             await trio.sleep(max(next_expiry - now, 0.001))
+
+    async def _reap_slow_senders(self) -> None:
+        """Close connections whose request is not received whole within
+        `socket.request.read.timeout.ms` of its first byte (see read_deadline)."""
+        timeout_s = self._settings.read_timeout_ms / 1000
+        if timeout_s < 0:
+            return
+        while True:
+            now = time.monotonic()
+            late, next_check = overdue(
+                ((c, c.read_deadline) for c in self.connections.values()), now, timeout_s
+            )
+            for connection in late:
+                connection.read_deadline.expired = True
+                connection.read_deadline.disarm()
+                self.read_timeouts.mark()
+                connection.scope.cancel()
+            await trio.sleep(max(next_check - now, 0.001))
 
     # -- metrics ------------------------------------------------------------
     def idle_fraction(self) -> float:

@@ -20,7 +20,7 @@ from broker.metrics import MetricsRegistry
 from broker.net.acceptor import Acceptor, bind_listener
 from broker.net.connection_quotas import ConnectionQuotas
 from broker.net.endpoint import Endpoint
-from broker.net.memory_pool import MemoryPool
+from broker.net.memory_pool import MemoryPool, pool_size
 from broker.net.processor import Processor, ProcessorSettings, idle_percent_mean
 from broker.net.request_channel import RequestChannel
 from broker.net.request_metrics import RequestMetrics
@@ -28,6 +28,8 @@ from broker.net.request_metrics import RequestMetrics
 log = logging.getLogger(__name__)
 
 CONTROL_PLANE_QUEUE_SIZE = 20
+READ_TIMEOUT_METRIC = "read-timeout-connections-killed"
+"""Connections closed by socket.request.read.timeout.ms (a meter: -rate and -total)."""
 
 IsEnabled = Callable[[int, int], bool]
 
@@ -53,8 +55,9 @@ class SocketServer:
         self.metrics = metrics
         self._is_enabled = is_enabled
         self.quotas = ConnectionQuotas(config)
+        max_request = config.get_int("socket.request.max.bytes")
         self.memory_pool = MemoryPool(
-            config.get_int("queued.max.request.bytes"), config.get_int("socket.request.max.bytes")
+            pool_size(config.get_int("queued.max.request.bytes"), max_request), max_request
         )
         self.request_metrics = RequestMetrics(metrics)
         self.data_channel = RequestChannel(config.get_int("queued.max.requests"), "data-plane")
@@ -143,6 +146,7 @@ class SocketServer:
         settings = ProcessorSettings(
             max_request_size=self.config.get_int("socket.request.max.bytes"),
             idle_timeout_ms=self.config.get_int("connections.max.idle.ms"),
+            read_timeout_ms=self.config.get_int("socket.request.read.timeout.ms"),
         )
         for _ in range(count):
             processor = Processor(
@@ -281,8 +285,14 @@ class SocketServer:
             group, type_, "connection-creation", **tags
         )
         processor.connections_closed = self.metrics.meter(group, type_, "connection-close", **tags)
+        processor.read_timeouts = self.metrics.meter(group, type_, READ_TIMEOUT_METRIC, **tags)
 
     def _remove_processor_metrics(self, listener: str, processor: Processor) -> None:
         tags = {"listener": listener, "networkProcessor": str(processor.id)}
-        for name in ("connection-count", "connection-creation", "connection-close"):
+        for name in (
+            "connection-count",
+            "connection-creation",
+            "connection-close",
+            READ_TIMEOUT_METRIC,
+        ):
             self.metrics.remove("kafka.server", "socket-server-metrics", name, **tags)
