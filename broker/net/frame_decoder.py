@@ -6,11 +6,11 @@ complete frame at a time. It bounds what a connection buffers before the
 memory pool has admitted a frame: the caller reads only `read_size()` bytes,
 which is a small read-ahead (enough for a few small requests, or a size
 prefix) until the frame's size is known, and then never more than the frame
-still misses. A frame larger than what is already buffered gets one buffer of
-exactly its size, allocated only once the caller has admitted it (after
-`next_size()`, before `next_frame()`), so a large frame is neither copied nor
-held twice, and bytes beyond it stay in the kernel's socket buffer, which is
-what pushes back on a client that pipelines large frames.
+still misses. A frame larger than what is already buffered gets its own
+buffer, once the caller has admitted it (after `next_size()`, before
+`next_frame()`); it is handed out without a copy, and bytes beyond it stay
+in the kernel's socket buffer, which is what pushes back on a client that
+pipelines large frames.
 """
 
 from __future__ import annotations
@@ -39,19 +39,19 @@ class InvalidFrameSize(Exception):
 class FrameDecoder:
     """Splits received bytes into frames; see the module docstring for the read protocol."""
 
-    __slots__ = ("_buffer", "_filled", "_frame", "_max_size", "_start")
+    __slots__ = ("_buffer", "_frame", "_max_size", "_size", "_start")
 
     def __init__(self, max_size: int) -> None:
         self._buffer = bytearray()
         self._start = 0
         self._max_size = max_size
         self._frame: bytearray | None = None
-        self._filled = 0
+        self._size = 0
 
     @property
     def buffered(self) -> int:
         """Bytes received and not yet handed out as a frame."""
-        return len(self._buffer) - self._start + self._filled
+        return len(self._buffer) - self._start + (0 if self._frame is None else len(self._frame))
 
     @property
     def in_frame(self) -> bool:
@@ -61,11 +61,9 @@ class FrameDecoder:
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         frame = self._frame
         if frame is not None:
-            n = len(data)
-            if self._filled + n > len(frame):
+            if len(frame) + len(data) > self._size:
                 raise ValueError("fed more bytes than read_size() asked for")
-            frame[self._filled : self._filled + n] = data
-            self._filled += n
+            frame += data
             return
         if self._start and self._start == len(self._buffer):
             self._buffer = bytearray()
@@ -75,7 +73,7 @@ class FrameDecoder:
     def next_size(self) -> int | None:
         """The size of the next frame once its prefix has arrived; validates it."""
         if self._frame is not None:
-            return len(self._frame)
+            return self._size
         if len(self._buffer) - self._start < 4:
             return None
         size: int = _SIZE.unpack_from(self._buffer, self._start)[0]
@@ -87,7 +85,7 @@ class FrameDecoder:
         """How many bytes to ask the stream for next (never beyond a frame in progress)."""
         frame = self._frame
         if frame is not None:
-            return min(len(frame) - self._filled, MAX_RECEIVE)
+            return min(self._size - len(frame), MAX_RECEIVE)
         return READ_AHEAD
 
     def missing(self) -> int:
@@ -96,19 +94,19 @@ class FrameDecoder:
         if size is None:
             return 4 - self.buffered
         if self._frame is not None:
-            return size - self._filled
+            return size - len(self._frame)
         return max(0, 4 + size - (len(self._buffer) - self._start))
 
     def next_frame(self) -> Frame | None:
         """Remove and return the next complete frame's payload, or None.
 
         Call it only once the frame's size (`next_size()`) has been admitted: a frame
-        not yet wholly buffered gets its own buffer here, of exactly its size."""
+        not yet wholly buffered gets its own buffer here."""
         frame = self._frame
         if frame is not None:
-            if self._filled < len(frame):
+            if len(frame) < self._size:
                 return None
-            self._frame, self._filled = None, 0
+            self._frame = None
             return memoryview(frame).toreadonly()
         size = self.next_size()
         if size is None:
@@ -119,11 +117,11 @@ class FrameDecoder:
             payload = bytes(self._buffer[start : start + size])
             self._start = start + size
             return payload
-        # Incomplete: move what has arrived into a buffer of the frame's size. The read
-        # buffer then holds nothing, since reads stop at a frame's end.
-        frame = bytearray(size)
-        frame[:available] = self._buffer[start:]
-        self._frame, self._filled = frame, available
+        # Incomplete: what has arrived moves to the frame's own buffer, which grows as
+        # bytes arrive (so a slow sender costs what it sent, not what it announced; a
+        # large buffer grows in place, by mremap). The read buffer then holds nothing,
+        # since reads stop at a frame's end.
+        self._frame, self._size = self._buffer[start:], size
         self._buffer = bytearray()
         self._start = 0
         return None

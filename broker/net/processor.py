@@ -224,7 +224,10 @@ class Processor:
                     request = await self._read_request(connection)
                     if request is None:
                         break
-                    if not await self._dispatch(connection, request):
+                    keep_serving = await self._dispatch(connection, request)
+                    # Not kept alive (with its frame) while the next one is read.
+                    del request
+                    if not keep_serving:
                         break
             idle = connection.scope.cancelled_caught and connection.expired
             if connection.scope.cancelled_caught and connection.read_deadline.expired:
