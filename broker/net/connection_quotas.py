@@ -13,6 +13,7 @@ client-quota API; when it lands it belongs between `wait_for_slot` and `admit`.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import socket
@@ -26,6 +27,7 @@ from broker.metrics import SampledRate
 logger = logging.getLogger("broker.net.connection_quotas")
 
 
+@functools.lru_cache(maxsize=4096)
 def normalize_ip(ip: str) -> str:
     """Canonical text of an address so "::1" and "0:0::1" count as one client;
     IPv4-mapped IPv6 addresses count as their IPv4 address."""

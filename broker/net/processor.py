@@ -27,6 +27,7 @@ from broker.metrics import Meter, WindowedShare
 from broker.net.connection import Connection
 from broker.net.connection_quotas import ConnectionQuotas
 from broker.net.frame_decoder import Frame, InvalidFrameSize
+from broker.net.log_limiter import LogLimiter
 from broker.net.memory_pool import MemoryPool
 from broker.net.mute_state import IllegalMuteTransition, MuteEvent, MuteState
 from broker.net.read_deadline import overdue
@@ -48,6 +49,8 @@ from broker.protocol.api import decode_request, decode_request_header
 from broker.protocol.errors import DecodeError
 
 log = logging.getLogger(__name__)
+# Closes a client can cause at will (bad frames, slow sends): rate-limited.
+_client_closes = LogLimiter(log)
 
 API_VERSIONS_KEY = 18
 NEW_CONNECTION_QUEUE_SIZE = 20
@@ -231,16 +234,17 @@ class Processor:
                         break
             idle = connection.scope.cancelled_caught and connection.expired
             if connection.scope.cancelled_caught and connection.read_deadline.expired:
-                log.info(
+                _client_closes.log(
+                    logging.INFO,
                     "closing connection %s: request not received within "
                     "socket.request.read.timeout.ms (%d ms)",
                     connection.id,
                     self._settings.read_timeout_ms,
                 )
         except InvalidFrameSize as exc:
-            log.warning("closing connection %s: %s", connection.id, exc)
+            _client_closes.log(logging.WARNING, "closing connection %s: %s", connection.id, exc)
         except (DecodeError, _CloseConnection, IllegalMuteTransition) as exc:
-            log.info("closing connection %s: %s", connection.id, exc)
+            _client_closes.log(logging.INFO, "closing connection %s: %s", connection.id, exc)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.debug("connection %s lost: %r", connection.id, exc)
         finally:
