@@ -56,7 +56,7 @@ class FrameDecoder:
     @property
     def in_frame(self) -> bool:
         """Whether part of a frame (its prefix included) has been received."""
-        return self.buffered > 0
+        return self._frame is not None or len(self._buffer) > self._start
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         frame = self._frame
