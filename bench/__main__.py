@@ -27,6 +27,7 @@ BENCHMARKS: list[tuple[str, str, float]] = [
     ("bench.bench_produce_consume", "Produce and consume (confluent-kafka), ours and tansu", 5.0),
     ("bench.bench_groups", "Consumer groups, ours and tansu", 5.0),
     ("bench.bench_pipeline", "Spark pipeline", 10.0),
+    ("bench.bench_hostile", "Hostile load: memory, bystander latency, slow senders", 4.0),
 ]
 
 REPO = Path(__file__).resolve().parents[1]

@@ -22,11 +22,13 @@ import trio
 
 from bench import hostile_clients as hc
 from bench.servers import start_server, stop_server
+from broker.net.memory_pool import pool_size
 
 MIB = 1 << 20
 TOPIC = "hostile-bench"
 POOL_BYTES = 50_000_000
 READ_TIMEOUT_MS = 2000
+DEFAULT_MAX_REQUEST = 104857600
 
 Attack = Callable[[int, float], Awaitable[dict[str, Any]]]
 
@@ -85,10 +87,9 @@ async def _measure(pid: int, port: int, attack: Attack, duration_s: float) -> di
     return {
         "rss before MB": rss_before / 1e6,
         "rss peak MB": peak[0] / 1e6,
-        "bystander p50 before ms": p50_before * 1e3,
-        "bystander p99 before ms": p99_before * 1e3,
-        "bystander p50 during ms": p50_during * 1e3,
-        "bystander p99 during ms": p99_during * 1e3,
+        "bystander p50 ms (before / during)": f"{p50_before * 1e3:.2f} / {p50_during * 1e3:.2f}",
+        "bystander p99 ms (before / during)": f"{p99_before * 1e3:.2f} / {p99_during * 1e3:.2f}",
+        "p50 ratio": p50_during / p50_before,
         "p99 ratio": p99_during / p99_before,
         "records acked": tally.acknowledged,
         "records lost": max(0, tally.acknowledged - end_offset),
@@ -150,7 +151,9 @@ async def _slow(port: int, deadline: float) -> dict[str, Any]:
     await hc.slow_senders(port, 150, MIB, 1.0, deadline + 2 * READ_TIMEOUT_MS / 1000, closed)
     return {
         "slow senders closed": f"{len(closed)}/150",
-        "time to close s": max(closed) if closed else float("nan"),
+        "close after s (median / max)": (
+            f"{hc.percentile(closed, 0.5):.2f} / {max(closed):.2f}" if closed else "-"
+        ),
     }
 
 
@@ -171,7 +174,7 @@ def run(duration_s: float = 4.0) -> list[dict[str, Any]]:
             },
             _large_frames,
         ),
-        ("50 conns pipelining 900 KiB, default pool", {}, _large_frames),
+        ("50 conns pipelining 900 KiB, default pool (-1)", {}, _large_frames),
         (
             "150 slow senders (1 B/s)",
             {"socket.request.read.timeout.ms": str(READ_TIMEOUT_MS)},
@@ -183,10 +186,19 @@ def run(duration_s: float = 4.0) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         for index, (name, overrides, attack) in enumerate(cases):
             row = _run_one(Path(tmp) / str(index), overrides, attack, duration_s)
-            pool = int(overrides.get("queued.max.request.bytes", "0"))
-            growth = row["rss peak MB"] - row["rss before MB"]
-            row["rss growth / pool"] = growth * 1e6 / pool if pool > 0 else ""
-            rows.append({"attack": name, **row})
+            pool = pool_size(
+                int(overrides.get("queued.max.request.bytes", "-1")),
+                int(overrides.get("socket.request.max.bytes", str(DEFAULT_MAX_REQUEST))),
+            )
+            growth = row["rss peak MB"] * 1e6 - row["rss before MB"] * 1e6
+            rows.append(
+                {
+                    "attack": name,
+                    "pool MB": pool / 1e6,
+                    "rss growth / pool": growth / pool,
+                    **row,
+                }
+            )
     return rows
 
 
