@@ -51,6 +51,7 @@ async def _measure(pid: int, port: int, attack: Attack, duration_s: float) -> di
     before: list[float] = []
     await hc.bystander(port, trio.current_time() + duration_s, before, 0.005)
     rss_before = hc.rss_bytes(pid)
+    cpu_before = hc.cpu_seconds(pid)
     during: list[float] = []
     peak = [rss_before]
     tally = hc.ProducerTally()
@@ -81,6 +82,7 @@ async def _measure(pid: int, port: int, attack: Attack, duration_s: float) -> di
     async with trio.open_nursery() as nursery:
         nursery.start_soon(attack_then_stop, nursery.cancel_scope)
         nursery.start_soon(well_behaved, trio.current_time() + 10 * duration_s + 60)
+    cpu = hc.cpu_seconds(pid) - cpu_before
     end_offset = await hc.log_end_offset(port, TOPIC)
     p50_before, p99_before = hc.percentile(before, 0.5), hc.percentile(before, 0.99)
     p50_during, p99_during = hc.percentile(during, 0.5), hc.percentile(during, 0.99)
@@ -93,6 +95,7 @@ async def _measure(pid: int, port: int, attack: Attack, duration_s: float) -> di
         "p99 ratio": p99_during / p99_before,
         "records acked": tally.acknowledged,
         "records lost": max(0, tally.acknowledged - end_offset),
+        "broker cpu s": cpu,
         **row,
     }
 
@@ -164,6 +167,13 @@ async def _hostile(port: int, deadline: float) -> dict[str, Any]:
     return {"frames sent": sent[0]}
 
 
+def _per_frame(row: dict[str, Any]) -> dict[str, Any]:
+    """Broker CPU per hostile frame: what rejecting one costs, whatever the attack rate."""
+    if "frames sent" not in row or "slow senders closed" in row:
+        return {}
+    return {"broker cpu us / frame": row["broker cpu s"] / max(row["frames sent"], 1) * 1e6}
+
+
 def run(duration_s: float = 4.0) -> list[dict[str, Any]]:
     cases: list[tuple[str, dict[str, str], Attack]] = [
         (
@@ -197,6 +207,7 @@ def run(duration_s: float = 4.0) -> list[dict[str, Any]]:
                     "pool MB": pool / 1e6,
                     "rss growth / pool": growth / pool,
                     **row,
+                    **_per_frame(row),
                 }
             )
     return rows

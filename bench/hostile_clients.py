@@ -329,6 +329,13 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process so far, from /proc."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def sample_rss(pid: int, deadline: float, peak: list[int], interval_s: float = 0.05) -> None:
     while trio.current_time() < deadline:
         try:
@@ -343,6 +350,7 @@ __all__ = [
     "ProducerTally",
     "acks_all_producer",
     "bystander",
+    "cpu_seconds",
     "create_topic",
     "hostile_frames",
     "large_produce_frame",
