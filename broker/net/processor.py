@@ -474,7 +474,7 @@ class Processor:
         """Close connections whose request is not received whole within
         `socket.request.read.timeout.ms` of its first byte (see read_deadline)."""
         timeout_s = self._settings.read_timeout_ms / 1000
-        if timeout_s < 0:
+        if timeout_s <= 0:
             return
         while True:
             now = time.monotonic()

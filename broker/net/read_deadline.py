@@ -30,7 +30,7 @@ class ReadDeadline:
 
     def arm(self, now: float, timeout_s: float) -> None:
         """A frame is in progress: start its clock unless it is already running."""
-        if self.expires_at is None and timeout_s >= 0:
+        if self.expires_at is None and timeout_s > 0:
             self.expires_at = now + timeout_s
 
     def disarm(self) -> None:

@@ -23,9 +23,10 @@ def test_a_completed_frame_has_no_deadline_and_the_next_starts_afresh() -> None:
     assert deadline.expires_at == 105.0
 
 
-def test_a_negative_timeout_disables_the_deadline() -> None:
+def test_a_timeout_of_zero_or_less_disables_the_deadline() -> None:
     deadline = ReadDeadline()
     deadline.arm(0.0, -1.0)
+    deadline.arm(0.0, 0.0)
     assert deadline.expires_at is None
 
 
