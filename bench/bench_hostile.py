@@ -6,6 +6,14 @@ sends acks=all records whose count is checked against the log end offset afterwa
 Attacks (see bench/hostile_clients.py): 50 connections pipelining ~900 KiB Produce
 frames without reading responses, with a 50 MB pool and with the default; 150 slow
 senders trickling a 1 MiB frame; random and mutated frames, one per connection.
+The attacker runs in its own, niced, process (a real one would be on another machine).
+
+Columns: the pool (`queued.max.request.bytes`, or its derived default) and the broker's
+RSS growth relative to it; bystander p50/p99 before and during, and their ratios;
+records acknowledged and lost; the broker's CPU during the attack (per frame where
+frames are counted); for slow senders, how many were closed and after how long
+(`socket.request.read.timeout.ms` is 2 s; those waiting for pool memory start their
+clock when admitted, hence a second round).
 """
 
 from __future__ import annotations
