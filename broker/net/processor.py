@@ -233,14 +233,6 @@ class Processor:
                     if not keep_serving:
                         break
             idle = connection.scope.cancelled_caught and connection.expired
-            if connection.scope.cancelled_caught and connection.read_deadline.expired:
-                _client_closes.log(
-                    logging.INFO,
-                    "closing connection %s: request not received within "
-                    "socket.request.read.timeout.ms (%d ms)",
-                    connection.id,
-                    self._settings.read_timeout_ms,
-                )
         except InvalidFrameSize as exc:
             _client_closes.log(logging.WARNING, "closing connection %s: %s", connection.id, exc)
         except (DecodeError, _CloseConnection, IllegalMuteTransition) as exc:
@@ -485,6 +477,13 @@ class Processor:
                 connection.read_deadline.expired = True
                 connection.read_deadline.disarm()
                 self.read_timeouts.mark()
+                _client_closes.log(
+                    logging.INFO,
+                    "closing connection %s: request not received within "
+                    "socket.request.read.timeout.ms (%d ms)",
+                    connection.id,
+                    self._settings.read_timeout_ms,
+                )
                 connection.scope.cancel()
             await trio.sleep(max(next_check - now, 0.001))
 
