@@ -474,7 +474,6 @@ class Processor:
                 ((c, c.read_deadline) for c in self.connections.values()), now, timeout_s
             )
             for connection in late:
-                connection.read_deadline.expired = True
                 connection.read_deadline.disarm()
                 self.read_timeouts.mark()
                 _client_closes.log(

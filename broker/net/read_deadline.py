@@ -22,11 +22,10 @@ T = TypeVar("T")
 class ReadDeadline:
     """One connection's deadline for the frame in progress; None when no frame is."""
 
-    __slots__ = ("expired", "expires_at")
+    __slots__ = ("expires_at",)
 
     def __init__(self) -> None:
         self.expires_at: float | None = None
-        self.expired = False
 
     def arm(self, now: float, timeout_s: float) -> None:
         """A frame is in progress: start its clock unless it is already running."""
