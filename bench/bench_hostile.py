@@ -37,6 +37,7 @@ TOPIC = "hostile-bench"
 POOL_BYTES = 50_000_000
 READ_TIMEOUT_MS = 2000
 DEFAULT_MAX_REQUEST = 104857600
+HOSTILE_RATE = 1500
 
 Attack = Callable[[int, float], Awaitable[dict[str, Any]]]
 
@@ -175,6 +176,13 @@ async def _hostile(port: int, deadline: float) -> dict[str, Any]:
     return {"frames sent": sent[0]}
 
 
+async def _hostile_at_fixed_rate(port: int, deadline: float) -> dict[str, Any]:
+    sent = [0]
+    frames = hc.hostile_frames(TOPIC, seed=14, max_request_bytes=100 * MIB)
+    await hc.send_hostile_frames(port, frames, 50_000, deadline, 16, sent, HOSTILE_RATE)
+    return {"frames sent": sent[0]}
+
+
 def _per_frame(row: dict[str, Any]) -> dict[str, Any]:
     """Broker CPU per hostile frame: what rejecting one costs, whatever the attack rate."""
     if "frames sent" not in row or "slow senders closed" in row:
@@ -198,7 +206,8 @@ def run(duration_s: float = 4.0) -> list[dict[str, Any]]:
             {"socket.request.read.timeout.ms": str(READ_TIMEOUT_MS)},
             _slow,
         ),
-        ("hostile frames (one per connection)", {}, _hostile),
+        ("hostile frames, one per connection, as fast as answered", {}, _hostile),
+        (f"hostile frames, one per connection, {HOSTILE_RATE}/s", {}, _hostile_at_fixed_rate),
     ]
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:

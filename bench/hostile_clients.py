@@ -283,13 +283,27 @@ def hostile_frames(topic: str, seed: int, max_request_bytes: int) -> Iterator[by
 
 
 async def send_hostile_frames(
-    port: int, frames: Iterator[bytes], count: int, deadline: float, tasks: int, sent: list[int]
+    port: int,
+    frames: Iterator[bytes],
+    count: int,
+    deadline: float,
+    tasks: int,
+    sent: list[int],
+    rate_per_s: float | None = None,
 ) -> None:
     """Up to `count` frames, each on its own connection (a bad frame gets the connection
-    closed), from `tasks` concurrent senders, until `deadline`."""
+    closed), from `tasks` concurrent senders, until `deadline`; at most `rate_per_s`
+    frames a second in all when given (an open loop: the same attack whatever the
+    broker's speed), else each sender starts its next frame when the last is done."""
+    interval = tasks / rate_per_s if rate_per_s else 0.0
 
-    async def one() -> None:
+    async def one(index: int) -> None:
+        # Senders staggered evenly over the interval: a steady stream, not bursts.
+        next_start = trio.current_time() + interval * index / tasks
         while sent[0] < count and trio.current_time() < deadline:
+            if interval:
+                await trio.sleep_until(next_start)
+                next_start += interval
             frame = next(frames)
             sent[0] += 1
             try:
@@ -309,8 +323,8 @@ async def send_hostile_frames(
                 await trio.aclose_forcefully(stream)
 
     async with trio.open_nursery() as nursery:
-        for _ in range(tasks):
-            nursery.start_soon(one)
+        for index in range(tasks):
+            nursery.start_soon(one, index)
 
 
 def percentile(values: list[float], q: float) -> float:
