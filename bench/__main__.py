@@ -43,6 +43,7 @@ BENCHMARKS: list[tuple[str, str, float]] = [
         3.0,
     ),
     ("bench.bench_pipeline", "Spark pipeline", 10.0),
+    ("bench.bench_hostile", "Hostile load: memory, bystander latency, slow senders", 4.0),
 ]
 
 REPO = Path(__file__).resolve().parents[1]

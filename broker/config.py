@@ -226,7 +226,7 @@ _DEFS: list[ConfigDef] = [
     _d("num.network.threads", "int", 3, "Processors per listener (also listener.name.X.num.network.threads).", "cluster-wide", at_least(1)),
     _d("num.io.threads", "int", 8, "Request handler tasks.", "cluster-wide", at_least(1)),
     _d("queued.max.requests", "int", 500, "Capacity of the request queue; a full queue blocks processors.", "read-only", at_least(1)),
-    _d("queued.max.request.bytes", "long", -1, "Memory pool for request buffers; <= 0 means unbounded, else it must be >= socket.request.max.bytes."),
+    _d("queued.max.request.bytes", "long", -1, "Memory pool for received requests, held from a request's size prefix until its response is written; waiting connections are served in order, small requests from the pool's last tenth. Above 0: the pool's size, at least socket.request.max.bytes. <= 0 (the default) is not unbounded as in Kafka: the pool is then max(socket.request.max.bytes, 104857600) bytes."),
     _d("socket.request.max.bytes", "int", 104857600, "Largest request frame; bigger frames close the connection.", "read-only", at_least(1)),
     _d("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF of accepted sockets; -1 keeps the OS default."),
     _d("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF of listening sockets; -1 keeps the OS default."),
@@ -236,6 +236,7 @@ _DEFS: list[ConfigDef] = [
     _d("max.connections.per.ip", "int", INT_MAX, "Connections per client IP; 0 is only allowed with overrides.", "cluster-wide", at_least(0)),
     _d("max.connections.per.ip.overrides", "string", "", "Per host or IP limits: host:count,ip:count.", "cluster-wide", _per_ip_overrides_validator),
     _d("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this long; negative disables."),
+    _d("socket.request.read.timeout.ms", "long", 300000, "A request must be received whole within this long of its first byte, else the connection is closed and counted (read-timeout-connections-killed); the clock restarts when the memory pool admits the frame. About 3x what a 100 MiB frame takes at 10 Mbit/s. Ours, not Kafka's; <= 0 disables.", "read-only"),
     _d("connection.failed.authentication.delay.ms", "int", 100, "Delay before closing a connection that failed authentication; must be < connections.max.idle.ms.", "read-only", at_least(0)),
     _d("connections.max.reauth.ms", "long", 0, "SASL session lifetime; 0 disables re-authentication.", "read-only", at_least(0)),
     _d("sasl.server.max.receive.size", "int", 524288, "Largest frame accepted before and during SASL authentication."),
@@ -587,7 +588,7 @@ class BrokerConfig:
         qmrb = self.get_int("queued.max.request.bytes")
         if 0 < qmrb < srmb:
             raise ConfigError(
-                f"queued.max.request.bytes: must be -1 (unbounded) or >= "
+                f"queued.max.request.bytes: must be -1 (a derived bound) or >= "
                 f"socket.request.max.bytes ({srmb}), got {qmrb}"
             )
         if (

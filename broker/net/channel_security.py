@@ -30,6 +30,7 @@ from broker.net.authenticator import (
 )
 from broker.net.connection import Connection
 from broker.net.endpoint import Endpoint
+from broker.net.frame_decoder import Frame
 from broker.net.request import Buffer, Request
 from broker.net.tls_stream import HandshakeEof, TlsServerStream
 from broker.protocol.api import encode_response
@@ -48,7 +49,7 @@ from broker.security.ssl_context import build_server_context, principal_mapper, 
 log = logging.getLogger(__name__)
 
 WriteFn = Callable[[Connection, Sequence[Buffer]], Awaitable[None]]
-ReceiveFrameFn = Callable[[Connection], Awaitable[tuple[bytes, int] | None]]
+ReceiveFrameFn = Callable[[Connection], Awaitable[tuple[Frame, int] | None]]
 
 
 class AuthMetrics:
@@ -231,7 +232,8 @@ class SaslChannel:
         token, memory = received
         if memory:
             self._io.release(memory)
-        await self._carry_out(self.authenticator.on_raw_token(token, _now_ms()), None)
+        verdict = self.authenticator.on_raw_token(bytes(token), _now_ms())
+        await self._carry_out(verdict, None)
         return not self.closing
 
     @property

@@ -17,6 +17,7 @@ import trio
 
 from broker.net.frame_decoder import FrameDecoder
 from broker.net.mute_state import ChannelMuteStateMachine
+from broker.net.read_deadline import ReadDeadline
 from broker.net.request import ClientInformation, Request, RequestContext, Response
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ class Connection:
         "listener_name",
         "local_address",
         "mute",
+        "read_deadline",
         "remote_address",
         "responses_in",
         "responses_out",
@@ -62,6 +64,7 @@ class Connection:
         self.remote_address = remote_address
         self.decoder = FrameDecoder(max_request_size)
         self.mute = ChannelMuteStateMachine()
+        self.read_deadline = ReadDeadline()
         self.client_information = ClientInformation()
         self.context: RequestContext  # set by the processor at registration
         self.in_flight: Request | None = None

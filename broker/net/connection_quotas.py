@@ -12,6 +12,7 @@ holds the socket open unprocessed and closes it after the throttle time.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import socket
@@ -19,12 +20,13 @@ from collections.abc import Callable
 
 import trio
 
-from broker.config import BrokerConfig
+from broker.config import INT_MAX, BrokerConfig
 from broker.metrics import SampledRate
 
 logger = logging.getLogger("broker.net.connection_quotas")
 
 
+@functools.lru_cache(maxsize=4096)
 def normalize_ip(ip: str) -> str:
     """Canonical text of an address so "::1" and "0:0::1" count as one client;
     IPv4-mapped IPv6 addresses count as their IPv4 address."""
@@ -213,11 +215,13 @@ class ConnectionQuotas:
         if not self.is_protected(name):
             self._broker_rate.record(1.0, now)
             bound = self._config.get_int("max.connection.creation.rate")
-            delay = self._broker_rate.throttle_time(bound, now)
+            if bound < INT_MAX:  # the default, no limit: no need to measure the rate
+                delay = self._broker_rate.throttle_time(bound, now)
         listener_rate = self._listener_rates[name]
         listener_rate.record(1.0, now)
         bound = self._config.listener_int(name, "max.connection.creation.rate")
-        delay = max(delay, listener_rate.throttle_time(bound, now))
+        if bound < INT_MAX:
+            delay = max(delay, listener_rate.throttle_time(bound, now))
         return min(delay, self._window_s)
 
     async def wait_for_slot(self, listener_name: str) -> float:

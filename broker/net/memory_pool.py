@@ -5,11 +5,25 @@ non-strict counting pool (SimpleMemoryPool with strict=false): an allocation
 succeeds whenever any memory is left, so one large request can never starve
 forever behind many small ones, at the price of overshooting by at most one
 maximum-size request.
+
+Kafka's pool is also a free-for-all: every muted connection retries on each
+poll, so under a flood of large frames whoever polls first wins, a small
+request from a well-behaved client can wait for many seconds, and the
+overshoot allowed by non-strictness adds up. Here waiters are served in
+arrival order, in two lanes, and every grant is strict: large requests share
+the pool but its last tenth (the reserve); small ones (at most a sixteenth of
+the reserve) may use whatever is left, reserve included. A flood of large
+frames then never holds a small request up for longer than the small ones
+ahead of it, small ones cannot starve a large one (they do not count in its
+lane), and use stays within the pool. The one exception keeps every frame
+admissible: a request larger than the large lane is granted when no other
+large request holds memory and it fits in what is left.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 
 import trio
@@ -18,6 +32,21 @@ from broker.metrics import SampledRate
 
 UNBOUNDED_AVAILABLE = 2**63 - 1
 """What Kafka reports as MemoryPoolAvailable without a pool (Long.MAX_VALUE)."""
+
+RESERVE_SHARE = 10
+"""The reserve is 1/RESERVE_SHARE of the pool; large requests leave it alone."""
+SMALL_SHARE = 16
+"""A request of at most 1/SMALL_SHARE of the reserve is small."""
+MAX_SMALL_ALLOCATION = 1 << 20
+
+
+class _Waiter:
+    __slots__ = ("event", "granted", "size")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.granted = False
+        self.event = trio.Event()
 
 
 class MemoryPool:
@@ -37,6 +66,12 @@ class MemoryPool:
         self._size: int | None = total_bytes if total_bytes > 0 else None
         self.max_single_allocation = max_single_allocation
         self._available = total_bytes if total_bytes > 0 else 0
+        size = max(total_bytes, 0)
+        self.reserve = size // RESERVE_SHARE
+        self.small_allocation = min(self.reserve // SMALL_SHARE, MAX_SMALL_ALLOCATION)
+        self._large_used = 0
+        self._large_waiters: deque[_Waiter] = deque()
+        self._small_waiters: deque[_Waiter] = deque()
         self._clock = clock
         self._depleted_since: float | None = None
         self._depleted_total = 0.0
@@ -57,12 +92,17 @@ class MemoryPool:
 
     @property
     def available(self) -> int:
-        """Bytes left; negative after a non-strict overshoot."""
+        """Bytes left."""
         return UNBOUNDED_AVAILABLE if self._size is None else self._available
 
     @property
     def used(self) -> int:
         return 0 if self._size is None else self._size - self._available
+
+    @property
+    def waiting(self) -> int:
+        """Allocations queued for memory (connections muted by the pool)."""
+        return len(self._large_waiters) + len(self._small_waiters)
 
     @property
     def is_out_of_memory(self) -> bool:
@@ -90,25 +130,65 @@ class MemoryPool:
 
     # ---- operations
 
-    def try_allocate(self, n: int) -> bool:
+    def is_small(self, n: int) -> bool:
+        return n <= self.small_allocation
+
+    def _fits(self, n: int) -> bool:
+        assert self._size is not None
+        if self.is_small(n):
+            # While a large request waits, small ones keep to the reserve, so that they
+            # cannot hold up the large lane for ever.
+            small_used = self._size - self._available - self._large_used
+            return n <= self._available and (
+                not self._large_waiters or small_used + n <= self.reserve
+            )
+        # A request larger than the large lane still gets through once the lane is empty.
+        return self._large_used + n <= self._size - self.reserve or (
+            self._large_used == 0 and n <= self._available
+        )
+
+    def _check(self, n: int) -> None:
         if n < 0:
             raise ValueError(f"cannot allocate a negative size ({n})")
-        if self._size is None or n == 0:
-            return True
         if n > self.max_single_allocation:
             raise ValueError(
                 f"requested {n} bytes, above the largest single allocation "
                 f"{self.max_single_allocation}"
             )
-        if self._available <= 0:
+
+    def try_allocate(self, n: int) -> bool:
+        """Allocate at once if `n` fits and no one of its lane is waiting ahead of it."""
+        if self._size is None or n == 0:
+            if n < 0:
+                raise ValueError(f"cannot allocate a negative size ({n})")
+            return True
+        self._check(n)
+        queue = self._small_waiters if self.is_small(n) else self._large_waiters
+        if queue or not self._fits(n):
             if self._depleted_since is None:
                 self._depleted_since = self._clock()
             return False
-        self._available -= n
-        self._end_dry_spell()
-        if self._available <= 0:
-            self._available_event = trio.Event()
+        self._take(n)
         return True
+
+    async def allocate(self, n: int) -> None:
+        """Allocate `n` bytes, waiting in line (per lane) until they fit.
+
+        Cancelled while waiting, it leaves the line and holds nothing."""
+        if self.try_allocate(n):
+            return
+        waiter = _Waiter(n)
+        queue = self._small_waiters if self.is_small(n) else self._large_waiters
+        queue.append(waiter)
+        try:
+            await waiter.event.wait()
+        except BaseException:
+            if waiter.granted:
+                self.release(n)
+            else:
+                queue.remove(waiter)
+                self._serve_waiters()
+            raise
 
     def release(self, n: int) -> None:
         if n < 0:
@@ -116,17 +196,40 @@ class MemoryPool:
         if self._size is None or n == 0:
             return
         self._available += n
+        if not self.is_small(n):
+            self._large_used -= n
         if self._available > self._size:
             raise AssertionError(
                 f"released more than was allocated: available {self._available} > size {self._size}"
             )
         if self._available > 0:
             self._available_event.set()
+        self._serve_waiters()
 
     async def wait_until_available(self) -> None:
         """Return once some memory is free (at once if it already is)."""
         while self.is_out_of_memory:
             await self._available_event.wait()
+
+    def _take(self, n: int) -> None:
+        self._available -= n
+        if not self.is_small(n):
+            self._large_used += n
+        self._end_dry_spell()
+        if self._available <= 0:
+            self._available_event = trio.Event()
+
+    def _serve_waiters(self) -> None:
+        progress = True
+        while progress:
+            progress = False
+            for queue in (self._large_waiters, self._small_waiters):
+                while queue and self._fits(queue[0].size):
+                    waiter = queue.popleft()
+                    self._take(waiter.size)
+                    waiter.granted = True
+                    waiter.event.set()
+                    progress = True
 
     def _end_dry_spell(self) -> None:
         # Like SimpleMemoryPool, a dry spell ends with the next successful allocation.
@@ -143,4 +246,17 @@ class MemoryPool:
         return f"MemoryPool(available={self._available}/{self._size})"
 
 
-__all__ = ["UNBOUNDED_AVAILABLE", "MemoryPool"]
+DEFAULT_POOL_BYTES = 104857600
+"""The pool when `queued.max.request.bytes` is <= 0, unless a frame may be larger."""
+
+
+def pool_size(queued_max_request_bytes: int, socket_request_max_bytes: int) -> int:
+    """The pool's size: Kafka's -1 (no pool) would let memory grow without bound under
+    a flood of large frames, so the default is bounded too, and always admits the
+    largest frame."""
+    if queued_max_request_bytes > 0:
+        return queued_max_request_bytes
+    return max(socket_request_max_bytes, DEFAULT_POOL_BYTES)
+
+
+__all__ = ["DEFAULT_POOL_BYTES", "UNBOUNDED_AVAILABLE", "MemoryPool", "pool_size"]

@@ -27,9 +27,11 @@ from broker.metrics import Meter, WindowedShare
 from broker.net.channel_security import AuthMetrics, ConnectionIO, ListenerSecurity
 from broker.net.connection import Connection
 from broker.net.connection_quotas import ConnectionQuotas
-from broker.net.frame_decoder import InvalidFrameSize
+from broker.net.frame_decoder import Frame, InvalidFrameSize
+from broker.net.log_limiter import LogLimiter
 from broker.net.memory_pool import MemoryPool
 from broker.net.mute_state import IllegalMuteTransition, MuteEvent, MuteState
+from broker.net.read_deadline import overdue
 from broker.net.request import (
     Buffer,
     ClientInformation,
@@ -48,11 +50,11 @@ from broker.protocol.api import ApiKey, decode_request, decode_request_header
 from broker.protocol.errors import DecodeError
 
 log = logging.getLogger(__name__)
+# Closes a client can cause at will (bad frames, slow sends): rate-limited.
+_client_closes = LogLimiter(log)
 
 API_VERSIONS_KEY = ApiKey.API_VERSIONS
 NEW_CONNECTION_QUEUE_SIZE = 20
-_RECEIVE_CHUNK = 65536
-_MAX_RECEIVE = 1 << 20
 _COALESCE_LIMIT = 256 * 1024
 _SOFTWARE_FIELD = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
@@ -75,6 +77,7 @@ class ProcessorSettings:
     max_request_size: int
     idle_timeout_ms: int
     security: ListenerSecurity | None = None  # TLS / SASL; None for PLAINTEXT
+    read_timeout_ms: int = -1
 
 
 class _CloseConnection(Exception):
@@ -124,6 +127,7 @@ class Processor:
         self.connections_closed = Meter()
         self.auth_metrics = AuthMetrics()
         self._io = ConnectionIO(self._write, self._receive_frame, memory_pool.release)
+        self.read_timeouts = Meter()
 
     # -- hand-off from the acceptor ------------------------------------------
     def try_accept(self, connection: NewConnection) -> bool:
@@ -145,6 +149,7 @@ class Processor:
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._reap_idle_connections)
+                    nursery.start_soon(self._reap_slow_senders)
                     task_status.started()
                     async for new in self._new_receive:
                         self._register(nursery, new)
@@ -240,13 +245,16 @@ class Processor:
                         if sasl.closing:
                             break
                         continue
-                    if not await self._dispatch(connection, request):
+                    keep_serving = await self._dispatch(connection, request)
+                    # Not kept alive (with its frame) while the next one is read.
+                    del request
+                    if not keep_serving:
                         break
             idle = connection.scope.cancelled_caught and connection.expired
         except InvalidFrameSize as exc:
-            log.warning("closing connection %s: %s", connection.id, exc)
+            _client_closes.log(logging.WARNING, "closing connection %s: %s", connection.id, exc)
         except (DecodeError, _CloseConnection, IllegalMuteTransition) as exc:
-            log.info("closing connection %s: %s", connection.id, exc)
+            _client_closes.log(logging.INFO, "closing connection %s: %s", connection.id, exc)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.debug("connection %s lost: %r", connection.id, exc)
         finally:
@@ -270,22 +278,34 @@ class Processor:
         self._busy_ns += time.perf_counter_ns() - started
         return request
 
-    async def _receive_frame(self, connection: Connection) -> tuple[bytes, int] | None:
-        """One whole frame, with the memory-pool bytes it holds."""
+    async def _receive_frame(self, connection: Connection) -> tuple[Frame, int] | None:
+        """One whole frame, with the memory-pool bytes it holds.
+
+        The frame's bytes are admitted by the pool as soon as its size prefix is
+        read, before its payload is buffered; while the pool makes it wait, the
+        connection is not read (muted), so the kernel pushes back on the client.
+        """
         decoder = connection.decoder
+        deadline = connection.read_deadline
+        timeout_s = self._settings.read_timeout_ms / 1000
         allocated = 0
+        admitted = False
         try:
             while True:
-                size = decoder.next_size()
-                if size is not None and not allocated and not self._pool.is_unbounded:
-                    while not self._pool.try_allocate(size):
-                        await self._pool.wait_until_available()
-                    allocated = size
-                frame = decoder.next_frame()
+                if not admitted:
+                    size = decoder.next_size()
+                    if size is not None:
+                        if not self._pool.try_allocate(size):
+                            deadline.disarm()
+                            await self._pool.allocate(size)
+                        allocated, admitted = size, True
+                frame = decoder.next_frame() if admitted else None
                 if frame is not None:
+                    deadline.disarm()
                     return frame, allocated
-                want = min(max(decoder.missing(), _RECEIVE_CHUNK), _MAX_RECEIVE)
-                data = await connection.stream.receive_some(want)
+                if decoder.in_frame:
+                    deadline.arm(time.monotonic(), timeout_s)
+                data = await connection.stream.receive_some(decoder.read_size())
                 if not data:
                     if allocated:
                         self._pool.release(allocated)
@@ -297,7 +317,7 @@ class Processor:
                 self._pool.release(allocated)
             raise
 
-    def _parse(self, connection: Connection, frame: bytes, memory: int) -> Request:
+    def _parse(self, connection: Connection, frame: Frame, memory: int) -> Request:
         header, offset = decode_request_header(frame)
         api_key = header.api_key
         version = header.api_version
@@ -349,6 +369,9 @@ class Processor:
             if not await self._apply(connection, response):
                 return False
             connection.mute.maybe_unmute()
+        # The request's pool bytes cover it until its response is written: a client that
+        # does not read its responses holds memory, and the pool counts it.
+        request.release_memory()
         connection.in_flight = None
         return True
 
@@ -404,10 +427,18 @@ class Processor:
         if self.connections.pop(connection.id, None) is None:
             return
         connection.closing = True
+        if connection.in_flight is not None:
+            connection.in_flight.release_memory()
         connection.responses_out.close()
         self._quotas.release(connection.listener_name, connection.remote_ip)
         self.connections_closed.mark()
-        await trio.aclose_forcefully(connection.stream)
+        stream = connection.stream
+        if type(stream) is trio.SocketStream:
+            # What aclose_forcefully does for a plain socket, without raising and
+            # catching a Cancelled: closes are what a flood of bad frames costs most.
+            stream.socket.close()
+        else:
+            await trio.aclose_forcefully(stream)
         if self._draining and not self.connections:
             self.shutdown()
 
@@ -448,6 +479,30 @@ class Processor:
                 else:
                     next_expiry = min(next_expiry, expires)
             await trio.sleep(max(next_expiry - now, 0.001))
+
+    async def _reap_slow_senders(self) -> None:
+        """Close connections whose request is not received whole within
+        `socket.request.read.timeout.ms` of its first byte (see read_deadline)."""
+        timeout_s = self._settings.read_timeout_ms / 1000
+        if timeout_s <= 0:
+            return
+        while True:
+            now = time.monotonic()
+            late, next_check = overdue(
+                ((c, c.read_deadline) for c in self.connections.values()), now, timeout_s
+            )
+            for connection in late:
+                connection.read_deadline.disarm()
+                self.read_timeouts.mark()
+                _client_closes.log(
+                    logging.INFO,
+                    "closing connection %s: request not received within "
+                    "socket.request.read.timeout.ms (%d ms)",
+                    connection.id,
+                    self._settings.read_timeout_ms,
+                )
+                connection.scope.cancel()
+            await trio.sleep(max(next_check - now, 0.001))
 
     # -- metrics ------------------------------------------------------------
     def idle_fraction(self) -> float:

@@ -47,8 +47,8 @@ class Request:
 
     `body` is None only for an ApiVersions request of an unsupported version,
     whose body Kafka deliberately leaves unparsed (`unsupported_version`).
-    `memory_bytes` is what the request holds in the memory pool; the handler
-    pool releases it once the API layer is done with the request.
+    `memory_bytes` is what the request holds in the memory pool; its processor
+    releases it once the response is written (or the connection closed).
     """
 
     header: RequestHeader

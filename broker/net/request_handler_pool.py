@@ -113,8 +113,8 @@ class RequestHandlerPool:
                     # The API layer answers its own errors; anything reaching here is a bug
                     # in it, and must not take the handler down with it.
                     log.exception("unexpected error handling request %s", request.header)
-                finally:
-                    request.release_memory()
+                # Not kept alive (with its frame) while waiting for the next one.
+                del request
 
     def idle_fraction(self) -> float:
         """RequestHandlerAvgIdlePercent over about the last 30 s; reading changes nothing.

@@ -23,7 +23,7 @@ from broker.net.authenticator import Event
 from broker.net.channel_security import ListenerSecurity, tls_connection_samples
 from broker.net.connection_quotas import ConnectionQuotas
 from broker.net.endpoint import Endpoint
-from broker.net.memory_pool import MemoryPool
+from broker.net.memory_pool import MemoryPool, pool_size
 from broker.net.processor import Processor, ProcessorSettings, idle_percent_mean
 from broker.net.request_channel import RequestChannel
 from broker.net.request_metrics import RequestMetrics
@@ -32,6 +32,8 @@ from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialS
 log = logging.getLogger(__name__)
 
 CONTROL_PLANE_QUEUE_SIZE = 20
+READ_TIMEOUT_METRIC = "read-timeout-connections-killed"
+"""Connections closed by socket.request.read.timeout.ms (a meter: -rate and -total)."""
 
 IsEnabled = Callable[[int, int], bool]
 
@@ -66,8 +68,9 @@ class SocketServer:
         self.metrics = metrics
         self._is_enabled = is_enabled
         self.quotas = ConnectionQuotas(config)
+        max_request = config.get_int("socket.request.max.bytes")
         self.memory_pool = MemoryPool(
-            config.get_int("queued.max.request.bytes"), config.get_int("socket.request.max.bytes")
+            pool_size(config.get_int("queued.max.request.bytes"), max_request), max_request
         )
         self.request_metrics = RequestMetrics(metrics)
         self.data_channel = RequestChannel(config.get_int("queued.max.requests"), "data-plane")
@@ -157,6 +160,7 @@ class SocketServer:
             max_request_size=self.config.get_int("socket.request.max.bytes"),
             idle_timeout_ms=self.config.get_int("connections.max.idle.ms"),
             security=self.security.get(name),
+            read_timeout_ms=self.config.get_int("socket.request.read.timeout.ms"),
         )
         for _ in range(count):
             processor = Processor(
@@ -306,9 +310,10 @@ class SocketServer:
             processor.auth_metrics.meters[event] = self.metrics.meter(
                 group, type_, event.value, **tags
             )
+        processor.read_timeouts = self.metrics.meter(group, type_, READ_TIMEOUT_METRIC, **tags)
 
     def _remove_processor_metrics(self, listener: str, processor: Processor) -> None:
         tags = {"listener": listener, "networkProcessor": str(processor.id)}
-        names = ["connection-count", "connection-creation", "connection-close"]
+        names = ["connection-count", "connection-creation", "connection-close", READ_TIMEOUT_METRIC]
         for name in [*names, *(event.value for event in Event)]:
             self.metrics.remove("kafka.server", "socket-server-metrics", name, **tags)

@@ -1,0 +1,235 @@
+"""Hostile load: what attacks cost a well-behaved neighbour, and what they cost in memory.
+
+For each attack a fresh `broker serve` process runs; the bystander (ApiVersions+Metadata
+on its own connection) is timed first alone, then during the attack, while a producer
+sends acks=all records whose count is checked against the log end offset afterwards.
+Attacks (see bench/hostile_clients.py): 50 connections pipelining ~900 KiB Produce
+frames without reading responses, with a 50 MB pool and with the default; 150 slow
+senders trickling a 1 MiB frame; random and mutated frames, one per connection.
+The attacker runs in its own, niced, process (a real one would be on another machine).
+
+Columns: the pool (`queued.max.request.bytes`, or its derived default) and the broker's
+RSS growth relative to it; bystander p50/p99 before and during, and their ratios;
+records acknowledged and lost; the broker's CPU during the attack (per frame where
+frames are counted); for slow senders, how many were closed and after how long
+(`socket.request.read.timeout.ms` is 2 s; those waiting for pool memory start their
+clock when admitted, hence a second round).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from bench import hostile_clients as hc
+from bench.servers import start_server, stop_server
+from broker.net.memory_pool import pool_size
+
+MIB = 1 << 20
+TOPIC = "hostile-bench"
+POOL_BYTES = 50_000_000
+READ_TIMEOUT_MS = 2000
+DEFAULT_MAX_REQUEST = 104857600
+HOSTILE_RATE = 1500
+
+Attack = Callable[[int, float], Awaitable[dict[str, Any]]]
+
+
+def _broker_args(work: Path, overrides: Mapping[str, str]) -> list[str]:
+    args = [sys.executable, "-m", "broker", "serve"]
+    settings = {
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "log.dirs": str(work / "data"),
+        "metrics.port": "-1",
+        **overrides,
+    }
+    for key, value in settings.items():
+        args += ["--override", f"{key}={value}"]
+    return args
+
+
+async def _measure(pid: int, port: int, attack: Attack, duration_s: float) -> dict[str, Any]:
+    await hc.create_topic(port, TOPIC)
+    before: list[float] = []
+    await hc.bystander(port, trio.current_time() + duration_s, before, 0.005)
+    rss_before = hc.rss_bytes(pid)
+    cpu_before = hc.cpu_seconds(pid)
+    during: list[float] = []
+    peak = [rss_before]
+    tally = hc.ProducerTally()
+    row: dict[str, Any] = {}
+    started = trio.Event()
+
+    async def attack_then_stop(cancel_scope: trio.CancelScope) -> None:
+        # In its own process, so that the attacker's CPU is not the bystander's.
+        token = trio.lowlevel.current_trio_token()
+        row.update(
+            await trio.to_thread.run_sync(
+                _attack_in_process,
+                attack,
+                port,
+                duration_s,
+                lambda: token.run_sync_soon(started.set),
+            )
+        )
+        cancel_scope.cancel()
+
+    async def well_behaved(deadline: float) -> None:
+        await started.wait()
+        async with trio.open_nursery() as inner:
+            inner.start_soon(hc.sample_rss, pid, deadline, peak)
+            inner.start_soon(hc.acks_all_producer, port, TOPIC, deadline, tally)
+            inner.start_soon(hc.bystander, port, deadline, during, 0.005)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(attack_then_stop, nursery.cancel_scope)
+        nursery.start_soon(well_behaved, trio.current_time() + 10 * duration_s + 60)
+    cpu = hc.cpu_seconds(pid) - cpu_before
+    end_offset = await hc.log_end_offset(port, TOPIC)
+    p50_before, p99_before = hc.percentile(before, 0.5), hc.percentile(before, 0.99)
+    p50_during, p99_during = hc.percentile(during, 0.5), hc.percentile(during, 0.99)
+    return {
+        "rss before MB": rss_before / 1e6,
+        "rss peak MB": peak[0] / 1e6,
+        "bystander p50 ms (before / during)": f"{p50_before * 1e3:.2f} / {p50_during * 1e3:.2f}",
+        "bystander p99 ms (before / during)": f"{p99_before * 1e3:.2f} / {p99_during * 1e3:.2f}",
+        "p50 ratio": p50_during / p50_before,
+        "p99 ratio": p99_during / p99_before,
+        "records acked": tally.acknowledged,
+        "records lost": max(0, tally.acknowledged - end_offset),
+        "broker cpu s": cpu,
+        **row,
+    }
+
+
+def _attack_main(attack: Attack, port: int, duration_s: float, results: Any) -> None:
+    # An attacker would be on another machine: here it only gets the CPU that the
+    # broker and the bystander leave, so that what is measured is the broker's doing.
+    os.nice(19)
+
+    async def main() -> dict[str, Any]:
+        results.put("started")
+        return await attack(port, trio.current_time() + duration_s)
+
+    results.put(trio.run(main))
+
+
+def _attack_in_process(
+    attack: Attack, port: int, duration_s: float, on_start: Callable[[], None]
+) -> dict[str, Any]:
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    process = context.Process(target=_attack_main, args=(attack, port, duration_s, results))
+    process.start()
+    try:
+        if results.get(timeout=60) == "started":
+            on_start()
+        row: dict[str, Any] = results.get(timeout=duration_s + 60)
+    finally:
+        process.join(10)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    return row
+
+
+def _run_one(
+    work: Path, overrides: Mapping[str, str], attack: Attack, duration_s: float
+) -> dict[str, Any]:
+    work.mkdir(parents=True)
+    process, port = start_server(_broker_args(work, overrides), work / "broker.log", "started")
+    try:
+        return trio.run(_measure, process.pid, port, attack, duration_s)
+    finally:
+        stop_server(process)
+
+
+async def _large_frames(port: int, deadline: float) -> dict[str, Any]:
+    sent = [0]
+    frame = hc.large_produce_frame(TOPIC, 900 * 1024)
+    await hc.pipeline_without_reading(port, frame, 50, deadline, sent)
+    return {"frames sent": sent[0]}
+
+
+async def _slow(port: int, deadline: float) -> dict[str, Any]:
+    closed: list[float] = []
+    await hc.slow_senders(port, 150, MIB, 1.0, deadline + 2 * READ_TIMEOUT_MS / 1000, closed)
+    return {
+        "slow senders closed": f"{len(closed)}/150",
+        "close after s (median / max)": (
+            f"{hc.percentile(closed, 0.5):.2f} / {max(closed):.2f}" if closed else "-"
+        ),
+    }
+
+
+async def _hostile(port: int, deadline: float) -> dict[str, Any]:
+    sent = [0]
+    frames = hc.hostile_frames(TOPIC, seed=14, max_request_bytes=100 * MIB)
+    await hc.send_hostile_frames(port, frames, 50_000, deadline, 8, sent)
+    return {"frames sent": sent[0]}
+
+
+async def _hostile_at_fixed_rate(port: int, deadline: float) -> dict[str, Any]:
+    sent = [0]
+    frames = hc.hostile_frames(TOPIC, seed=14, max_request_bytes=100 * MIB)
+    await hc.send_hostile_frames(port, frames, 50_000, deadline, 16, sent, HOSTILE_RATE)
+    return {"frames sent": sent[0]}
+
+
+def _per_frame(row: dict[str, Any]) -> dict[str, Any]:
+    """Broker CPU per hostile frame: what rejecting one costs, whatever the attack rate."""
+    if "frames sent" not in row or "slow senders closed" in row:
+        return {}
+    return {"broker cpu us / frame": row["broker cpu s"] / max(row["frames sent"], 1) * 1e6}
+
+
+def run(duration_s: float = 4.0) -> list[dict[str, Any]]:
+    cases: list[tuple[str, dict[str, str], Attack]] = [
+        (
+            "50 conns pipelining 900 KiB, pool 50 MB",
+            {
+                "queued.max.request.bytes": str(POOL_BYTES),
+                "socket.request.max.bytes": str(10 * MIB),
+            },
+            _large_frames,
+        ),
+        ("50 conns pipelining 900 KiB, default pool (-1)", {}, _large_frames),
+        (
+            "150 slow senders (1 B/s)",
+            {"socket.request.read.timeout.ms": str(READ_TIMEOUT_MS)},
+            _slow,
+        ),
+        ("hostile frames, one per connection, as fast as answered", {}, _hostile),
+        (f"hostile frames, one per connection, {HOSTILE_RATE}/s", {}, _hostile_at_fixed_rate),
+    ]
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for index, (name, overrides, attack) in enumerate(cases):
+            row = _run_one(Path(tmp) / str(index), overrides, attack, duration_s)
+            pool = pool_size(
+                int(overrides.get("queued.max.request.bytes", "-1")),
+                int(overrides.get("socket.request.max.bytes", str(DEFAULT_MAX_REQUEST))),
+            )
+            growth = row["rss peak MB"] * 1e6 - row["rss before MB"] * 1e6
+            rows.append(
+                {
+                    "attack": name,
+                    "pool MB": pool / 1e6,
+                    "rss growth / pool": growth / pool,
+                    **row,
+                    **_per_frame(row),
+                }
+            )
+    return rows
+
+
+if __name__ == "__main__":
+    for result in run(float(sys.argv[1]) if len(sys.argv) > 1 else 4.0):
+        print(result)
