@@ -155,6 +155,7 @@ class KafkaServer:
     async def _stop_gracefully(self) -> None:
         timeout_s = self.config.get_int("broker.shutdown.timeout.ms") / 1000
         log.info("shutting down: no new connections or requests; answering in-flight requests")
+        self.apis.hurry_deferred()
         with trio.move_on_after(timeout_s) as scope:
             await self.socket_server.stop_processing_requests()
         if scope.cancelled_caught:

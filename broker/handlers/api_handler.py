@@ -32,9 +32,14 @@ class CloseConnection:
 
 @attrs.frozen
 class Deferred:
-    """Answer later: the API layer awaits `wait()` outside the handler task."""
+    """Answer later: the API layer awaits `wait()` outside the handler task.
+
+    `early`, when given, answers at once with what there is: a graceful shutdown calls
+    it instead of waiting out a long poll (a Fetch may ask to wait for many minutes).
+    """
 
     wait: Callable[[], Awaitable[Any]]
+    early: Callable[[], Awaitable[Any]] | None = None
 
 
 class ApiHandler(Protocol):

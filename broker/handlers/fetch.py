@@ -88,7 +88,10 @@ class FetchHandler:
         async def wait() -> FetchResponse:
             return self._answer(await self._long_poll(body, version, outcome, deadline, denied))
 
-        return Deferred(wait)
+        async def early() -> FetchResponse:
+            return self._answer(await self.read_once(body, version, denied))
+
+        return Deferred(wait, early)
 
     def _answer(self, outcome: FetchOutcome) -> FetchResponse:
         """The response that leaves, counted once (a long poll may read several times)."""

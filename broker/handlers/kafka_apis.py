@@ -46,6 +46,9 @@ class KafkaApis:
     def __init__(self, handlers: Iterable[ApiHandler]) -> None:
         self._handlers: dict[int, ApiHandler] = {h.api_key: h for h in handlers}
         self._deferred: trio.Nursery | None = None
+        self._hurrying = False
+        self._hurryable: set[trio.CancelScope] = set()
+        self.deferred_waiting = 0  # answers waiting outside a handler task (Kafka's purgatory)
         self._supported: dict[int, tuple[int, int]] | None = None
         self.quotas: ClientQuotaHooks | None = None
 
@@ -97,15 +100,36 @@ class KafkaApis:
             return
         self._send(handler, request, channel, outcome)
 
+    def hurry_deferred(self) -> None:
+        """Shutdown: deferred answers that can be given early are given now."""
+        self._hurrying = True
+        for scope in self._hurryable:
+            scope.cancel()
+
     async def _complete_deferred(
         self, handler: ApiHandler, request: Request, channel: RequestChannel, deferred: Deferred
     ) -> None:
+        self.deferred_waiting += 1
         try:
-            outcome = await deferred.wait()
+            outcome = await self._await_deferred(deferred)
         except Exception as exc:
             self._answer_error(handler, request, channel, exc)
             return
+        finally:
+            self.deferred_waiting -= 1
         self._send(handler, request, channel, outcome)
+
+    async def _await_deferred(self, deferred: Deferred) -> Any:
+        if deferred.early is None:
+            return await deferred.wait()
+        if not self._hurrying:
+            with trio.CancelScope() as scope:
+                self._hurryable.add(scope)
+                try:
+                    return await deferred.wait()
+                finally:
+                    self._hurryable.discard(scope)
+        return await deferred.early()
 
     def _send(
         self, handler: ApiHandler, request: Request, channel: RequestChannel, outcome: Any

@@ -22,6 +22,7 @@ from broker.protocol.messages import (
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     FetchRequest,
+    FetchResponse,
     InitProducerIdRequest,
     MetadataRequest,
     OffsetForLeaderEpochRequest,
@@ -449,3 +450,33 @@ async def test_a_restart_keeps_topics_and_offsets(tmp_path: Path) -> None:
         assert [v for _, v in await fetch_all(conn, "durable", 1)] == [b"a", b"b"]
         response = await produce(conn, "durable", batch([b"c"]), partition=1)
         assert response.base_offset == 2
+
+
+async def test_a_graceful_shutdown_answers_a_long_poll_fetch_at_once(tmp_path: Path) -> None:
+    """A Fetch may ask to wait for minutes; shutting down answers it with what there is
+    instead of holding the broker for `broker.shutdown.timeout.ms`."""
+    from broker.server import KafkaServer
+    from tests.integration.broker_harness import base_config
+
+    server = KafkaServer(base_config(tmp_path, {"broker.shutdown.timeout.ms": "120000"}))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        async with await connect(server) as conn:
+            await create_topic(conn, "quiet")
+            answered: list[FetchResponse] = []
+
+            async def long_poll() -> None:
+                request = fetch_request("quiet", {0: 0}, max_wait_ms=600_000, min_bytes=1)
+                answered.append(await conn.request(request, FETCH_VERSION))
+
+            nursery.start_soon(long_poll)
+            with trio.fail_after(30):
+                while server.apis.deferred_waiting != 1:
+                    await trio.sleep(0.01)
+            server.shutdown()
+            with trio.fail_after(60):  # far below the fetch's 600 s and the 120 s timeout
+                await server.stopped.wait()
+        assert len(answered) == 1
+        partition = answered[0].responses[0].partitions[0]
+        assert (partition.error_code, partition.high_watermark) == (ErrorCode.NONE, 0)
+        assert not partition.records
