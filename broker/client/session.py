@@ -7,11 +7,24 @@ are `ClientError`s carrying one line; the CLI prints that line and exits 1.
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import trio
 
 from broker.client.connection import ConnectionClosed, KafkaConnection
+from broker.client.sasl_client import (
+    SASL_HANDSHAKE_VERSION,
+    SaslAuthenticationError,
+    SaslAuthenticator,
+)
+from broker.client.security_config import (
+    PLAINTEXT_CONFIG,
+    SaslCredentials,
+    SecurityConfig,
+    SecurityConfigError,
+)
+from broker.client.tls_context import build_ssl_context
 from broker.protocol.api import (
     SUPPORTED_VERSIONS,
     DecodeError,
@@ -20,7 +33,12 @@ from broker.protocol.api import (
     encode_request,
 )
 from broker.protocol.error_codes import ErrorCode
-from broker.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from broker.protocol.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+)
 from broker.protocol.messages.registry import API_NAMES
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -56,6 +74,16 @@ def parse_bootstrap(value: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+def tls_failure(error: BaseException) -> str:
+    """Why a TLS handshake failed, in a line (trio wraps the ssl error)."""
+    cause = error.__cause__ or error
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        return f"certificate verify failed: {cause.verify_message}"
+    if isinstance(cause, ssl.SSLError):
+        return f"{cause.reason or cause} (is the listener SSL or SASL_SSL?)"
+    return str(cause) or type(cause).__name__
+
+
 class ClientSession:
     """One connection plus the broker's advertised API version ranges."""
 
@@ -67,26 +95,60 @@ class ClientSession:
 
     @classmethod
     async def open(
-        cls, bootstrap: str, timeout_s: float = 10.0, *, negotiate: bool = True
+        cls,
+        bootstrap: str,
+        timeout_s: float = 10.0,
+        *,
+        negotiate: bool = True,
+        security: SecurityConfig = PLAINTEXT_CONFIG,
     ) -> ClientSession:
+        """Connect (over TLS for SSL/SASL_SSL), send ApiVersions, then log in with SASL.
+
+        ``negotiate=False`` skips ApiVersions for raw requests, unless SASL needs it.
+        """
         host, port = parse_bootstrap(bootstrap)
+        context = None
+        if security.tls is not None:
+            try:
+                context = build_ssl_context(security.tls)
+            except SecurityConfigError as exc:
+                raise ClientError(str(exc)) from None
         with trio.move_on_after(timeout_s) as scope:
             try:
-                connection = await KafkaConnection.connect(host, port, CLIENT_ID)
+                connection = await KafkaConnection.connect(host, port, CLIENT_ID, context)
             except OSError as exc:
                 reason = exc.strerror or str(exc)
                 raise ClientError(f"cannot connect to {host}:{port}: {reason}") from None
+            except trio.BrokenResourceError as exc:
+                raise ClientError(
+                    f"TLS handshake with {host}:{port} failed: {tls_failure(exc)}"
+                ) from None
         if scope.cancelled_caught:
             raise ClientError(f"cannot connect to {host}:{port}: timed out after {timeout_s}s")
         session = cls(connection, {})
-        if not negotiate:
+        if not negotiate and security.sasl is None:
             return session
         try:
             session.broker_versions = await session._negotiate()
+            if security.sasl is not None:
+                await session._authenticate(security.sasl)
         except BaseException:
             await connection.aclose()
             raise
         return session
+
+    async def _authenticate(self, credentials: SaslCredentials) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism completes."""
+        self.version_for(SaslHandshakeRequest.API_KEY, SASL_HANDSHAKE_VERSION)
+        version = self.version_for(SaslAuthenticateRequest.API_KEY)
+        authenticator = SaslAuthenticator(credentials, version)
+        try:
+            response = await self.request(authenticator.handshake_request(), 1)
+            authenticator.on_handshake_response(response)
+            while (body := authenticator.next_request()) is not None:
+                authenticator.on_authenticate_response(await self.request(body, version))
+        except SaslAuthenticationError as exc:
+            raise ClientError(str(exc)) from None
 
     async def _negotiate(self) -> dict[int, tuple[int, int]]:
         response = await self.request(
@@ -134,7 +196,7 @@ class ClientSession:
         with trio.move_on_after(timeout_s):
             try:
                 return await self.connection.request(body, version)
-            except ConnectionClosed:
+            except (ConnectionClosed, trio.BrokenResourceError):
                 raise ClientError(f"{name} v{version}: the broker closed the connection") from None
             except OSError as exc:
                 raise ClientError(f"{name} v{version}: {exc.strerror or exc}") from None
@@ -154,6 +216,8 @@ class ClientSession:
             await self.connection.send_raw(b"".join(encode_request(header, body)))
         except OSError as exc:
             raise ClientError(f"send failed: {exc.strerror or exc}") from None
+        except trio.BrokenResourceError:
+            raise ClientError("send failed: the broker closed the connection") from None
         except EncodeError as exc:
             raise ClientError(str(exc)) from None
 
