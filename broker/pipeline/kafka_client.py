@@ -10,8 +10,17 @@ switch to topic ids (Fetch 13+).
 
 from __future__ import annotations
 
+import ssl
+
 import attrs
 
+from broker.client.sasl_client import (
+    SASL_HANDSHAKE_VERSION,
+    SaslAuthenticationError,
+    SaslAuthenticator,
+)
+from broker.client.security_config import PLAINTEXT_CONFIG, SaslCredentials, SecurityConfig
+from broker.client.tls_context import build_ssl_context
 from broker.pipeline.wire import BlockingConnection
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
@@ -23,6 +32,8 @@ from broker.protocol.messages import (
     ListOffsetsRequest,
     MetadataRequest,
     ProduceRequest,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
 )
 from broker.protocol.messages.create_topics_request import CreatableTopic, CreatableTopicConfig
 from broker.protocol.messages.delete_records_request import (
@@ -48,6 +59,8 @@ _MAX_VERSIONS = {
     InitProducerIdRequest.API_KEY: 4,
     CreateTopicsRequest.API_KEY: 7,
     DeleteRecordsRequest.API_KEY: 2,
+    SaslHandshakeRequest.API_KEY: SASL_HANDSHAKE_VERSION,
+    SaslAuthenticateRequest.API_KEY: 2,
 }
 _RETRIABLE = {
     ErrorCode.LEADER_NOT_AVAILABLE,
@@ -106,17 +119,32 @@ class KafkaClient:
 
     @classmethod
     def connect(
-        cls, bootstrap: str, client_id: str = "trio-kafka-pipeline", timeout_s: float = 30.0
+        cls,
+        bootstrap: str,
+        client_id: str = "trio-kafka-pipeline",
+        timeout_s: float = 30.0,
+        security: SecurityConfig = PLAINTEXT_CONFIG,
     ) -> KafkaClient:
+        """Connect to the first reachable bootstrap server: TLS, ApiVersions, then SASL.
+
+        A TLS or authentication failure is not "unreachable": it is raised at once (an
+        ``ssl.SSLError`` or a KafkaClientError), as another address would fail alike.
+        """
+        context = build_ssl_context(security.tls) if security.tls is not None else None
         failures = []
         for host, port in parse_bootstrap(bootstrap):
             try:
-                connection = BlockingConnection.connect(host, port, timeout_s, client_id)
+                connection = BlockingConnection.connect(host, port, timeout_s, client_id, context)
+            except ssl.SSLError:
+                raise
             except OSError as exc:
                 failures.append(f"{host}:{port}: {exc}")
                 continue
             try:
-                return cls(connection, _negotiate(connection))
+                versions = _negotiate(connection)
+                if security.sasl is not None:
+                    _authenticate(connection, versions, security.sasl)
+                return cls(connection, versions)
             except BaseException:
                 connection.close()
                 raise
@@ -338,6 +366,24 @@ class KafkaClient:
                     )
                 result[(topic.name, part.partition_index)] = int(part.low_watermark)
         return result
+
+
+def _authenticate(
+    connection: BlockingConnection, versions: dict[int, int], credentials: SaslCredentials
+) -> None:
+    if versions.get(SaslHandshakeRequest.API_KEY) != SASL_HANDSHAKE_VERSION:
+        raise KafkaClientError(ErrorCode.UNSUPPORTED_VERSION, "broker lacks SaslHandshake v1")
+    version = versions.get(SaslAuthenticateRequest.API_KEY)
+    if version is None:
+        raise KafkaClientError(ErrorCode.UNSUPPORTED_VERSION, "broker lacks SaslAuthenticate")
+    authenticator = SaslAuthenticator(credentials, version)
+    try:
+        handshake = connection.request(authenticator.handshake_request(), SASL_HANDSHAKE_VERSION)
+        authenticator.on_handshake_response(handshake)
+        while (body := authenticator.next_request()) is not None:
+            authenticator.on_authenticate_response(connection.request(body, version))
+    except SaslAuthenticationError as exc:
+        raise KafkaClientError(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from None
 
 
 def _negotiate(connection: BlockingConnection) -> dict[int, int]:
