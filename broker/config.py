@@ -231,6 +231,21 @@ _DEFS: list[ConfigDef] = [
     _d("connection.failed.authentication.delay.ms", "int", 100, "Delay before closing a connection that failed authentication; must be < connections.max.idle.ms.", "read-only", at_least(0)),
     _d("connections.max.reauth.ms", "long", 0, "SASL session lifetime; 0 disables re-authentication.", "read-only", at_least(0)),
     _d("sasl.server.max.receive.size", "int", 524288, "Largest frame accepted before and during SASL authentication."),
+    # ---- TLS and SASL listeners (issue 11); each also as listener.name.<l>.<key>
+    _d("ssl.keystore.type", "string", "PEM", "Format of the key store; only PEM is supported (Kafka's default is JKS).", "read-only", one_of("PEM")),
+    _d("ssl.keystore.location", "string", None, "PEM file holding the listener's private key and certificate chain."),
+    _d("ssl.keystore.certificate.chain", "password", None, "The certificate chain in PEM, inline (instead of ssl.keystore.location)."),
+    _d("ssl.keystore.key", "password", None, "The private key in PEM, inline (with ssl.keystore.certificate.chain)."),
+    _d("ssl.key.password", "password", None, "Password of an encrypted private key."),
+    _d("ssl.truststore.type", "string", "PEM", "Format of the trust store; only PEM is supported (Kafka's default is JKS).", "read-only", one_of("PEM")),
+    _d("ssl.truststore.location", "string", None, "PEM file of the CA certificates that client certificates are checked against."),
+    _d("ssl.truststore.certificates", "password", None, "The trusted CA certificates in PEM, inline (instead of ssl.truststore.location)."),
+    _d("ssl.client.auth", "string", "none", "Client certificates (mTLS): none, requested or required; the principal is then the certificate's subject.", "read-only", one_of("none", "requested", "required")),
+    _d("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], "TLS versions accepted from clients.", "read-only", each_one_of("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")),
+    _d("ssl.cipher.suites", "list", [], "TLS 1.2 cipher suites in OpenSSL's names; empty keeps the defaults (TLS 1.3 suites are not restricted)."),
+    _d("ssl.principal.mapping.rules", "string", "DEFAULT", "Rules mapping a client certificate's subject DN to the user name: DEFAULT or RULE:regex/replacement/[LU], comma-separated."),
+    _d("sasl.enabled.mechanisms", "list", ["SCRAM-SHA-256", "SCRAM-SHA-512"], "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default, GSSAPI, is not supported).", "read-only", each_one_of("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+    _d("sasl.jaas.config", "password", None, "JAAS login module of a listener and mechanism, given as listener.name.<l>.<mechanism>.sasl.jaas.config; PlainLoginModule's user_<name>=\"<password>\" options are the PLAIN users."),
     _d("quota.window.size.seconds", "int", 1, "Length of one quota sample window; also the cap on connection-rate delays.", "read-only", at_least(1)),
     _d("quota.window.num", "int", 11, "Number of quota sample windows.", "read-only", at_least(1)),
     _d("unstable.api.versions.enable", "bool", False, "Advertise unreleased API versions (internal)."),
@@ -289,10 +304,27 @@ PER_LISTENER_KEYS: frozenset[str] = frozenset(
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "socket.listen.backlog.size",
+        "sasl.enabled.mechanisms",
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.certificates",
+        "ssl.client.auth",
+        "ssl.enabled.protocols",
+        "ssl.cipher.suites",
+        "ssl.principal.mapping.rules",
     }
 )
 """Keys that may be given as `listener.name.<listener>.<key>` to override the
 broker-wide value for one listener."""
+
+PER_MECHANISM_KEYS: frozenset[str] = frozenset({"sasl.jaas.config", "connections.max.reauth.ms"})
+"""Keys that may also be given as `listener.name.<listener>.<mechanism>.<key>`
+(e.g. `listener.name.sasl_ssl.plain.sasl.jaas.config`), as Kafka allows."""
 
 _LISTENER_PREFIX_RE = re.compile(r"^listener\.name\.([^.]+)\.(.+)$")
 _ALIASES = {"broker.id": "node.id"}
@@ -436,6 +468,10 @@ def _find_def(key: str) -> ConfigDef | None:
     if match and match.group(2) in PER_LISTENER_KEYS:
         base = CONFIG_DEFS[match.group(2)]
         return attrs.evolve(base, name=key)
+    if match:
+        _, dot, rest = match.group(2).partition(".")
+        if dot and rest in PER_MECHANISM_KEYS:
+            return attrs.evolve(CONFIG_DEFS[rest], name=key)
     return None
 
 

@@ -22,12 +22,14 @@ from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.data_apis import add_data_apis
 from broker.handlers.kafka_apis import KafkaApis
 from broker.handlers.metadata import MetadataHandler, NoTopics
+from broker.handlers.security_apis import add_security_apis
 from broker.meta_properties import load_or_create_cluster_id
 from broker.metrics import MetricsRegistry
 from broker.metrics_http import add_metrics_exporter
 from broker.net.request_handler_pool import RequestHandlerPool
 from broker.net.socket_server import SocketServer, check_resize
 from broker.process_metrics import register_process_metrics
+from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialStore
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +58,10 @@ class KafkaServer:
         self.log_dirs = [Path(d) for d in config.get_list("log.dirs")]
         self.metrics = MetricsRegistry()
         self.apis = KafkaApis([])
-        self.socket_server = SocketServer(config, self.metrics, self.apis.is_enabled)
+        self.scram_credentials = ScramCredentialStore(self.log_dirs[0] / CREDENTIALS_FILE)
+        self.socket_server = SocketServer(
+            config, self.metrics, self.apis.is_enabled, self.scram_credentials
+        )
         self.cluster_id = load_or_create_cluster_id(
             self.log_dirs[0], self.node_id, config.get_optional_str("cluster.id")
         )
@@ -92,6 +97,7 @@ class KafkaServer:
         add_metrics_exporter(self)
         self.log_manager = add_data_apis(self)
         add_group_coordinator(self)
+        add_security_apis(self)
 
     async def run(
         self, *, task_status: trio.TaskStatus[KafkaServer] = trio.TASK_STATUS_IGNORED

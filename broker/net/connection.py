@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TYPE_CHECKING
 
 import trio
 
 from broker.net.frame_decoder import FrameDecoder
 from broker.net.mute_state import ChannelMuteStateMachine
 from broker.net.request import ClientInformation, Request, RequestContext, Response
+
+if TYPE_CHECKING:
+    from broker.net.channel_security import SaslChannel
 
 
 class Connection:
@@ -37,6 +41,7 @@ class Connection:
         "remote_address",
         "responses_in",
         "responses_out",
+        "sasl",
         "scope",
         "stream",
     )
@@ -60,6 +65,7 @@ class Connection:
         self.client_information = ClientInformation()
         self.context: RequestContext  # set by the processor at registration
         self.in_flight: Request | None = None
+        self.sasl: SaslChannel | None = None  # SASL listeners: screens requests (authenticator)
         self.closing = False
         self.expired = False
         # Responses routed here by the processor; unbounded because at most one

@@ -38,6 +38,15 @@ class FrameDecoder:
         self._buffer += data
 
     @property
+    def max_size(self) -> int:
+        return self._max_size
+
+    @max_size.setter
+    def max_size(self, value: int) -> None:
+        """SASL caps frames lower until a connection has authenticated."""
+        self._max_size = value
+
+    @property
     def buffered(self) -> int:
         return len(self._buffer) - self._start
 

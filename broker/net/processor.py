@@ -24,6 +24,7 @@ import attrs
 import trio
 
 from broker.metrics import Meter, WindowedShare
+from broker.net.channel_security import AuthMetrics, ConnectionIO, ListenerSecurity
 from broker.net.connection import Connection
 from broker.net.connection_quotas import ConnectionQuotas
 from broker.net.frame_decoder import InvalidFrameSize
@@ -73,6 +74,7 @@ class ProcessorSettings:
 
     max_request_size: int
     idle_timeout_ms: int
+    security: ListenerSecurity | None = None  # TLS / SASL; None for PLAINTEXT
 
 
 class _CloseConnection(Exception):
@@ -120,6 +122,8 @@ class Processor:
         # Replaced by the socket server with meters registered under Kafka's names.
         self.connections_created = Meter()
         self.connections_closed = Meter()
+        self.auth_metrics = AuthMetrics()
+        self._io = ConnectionIO(self._write, self._receive_frame, memory_pool.release)
 
     # -- hand-off from the acceptor ------------------------------------------
     def try_accept(self, connection: NewConnection) -> bool:
@@ -216,12 +220,26 @@ class Processor:
     async def _serve(self, connection: Connection) -> None:
         """Read, queue, await the response, write; until EOF, error or shutdown."""
         idle = False
+        security = self._settings.security
         try:
             with connection.scope:
+                if security is not None and not await security.establish(
+                    connection, self._io, self.auth_metrics
+                ):
+                    return
                 while not self._draining:
+                    sasl = connection.sasl
+                    if sasl is not None and sasl.wants_raw_token:
+                        if not await sasl.receive_raw_token():
+                            break
+                        continue
                     request = await self._read_request(connection)
                     if request is None:
                         break
+                    if sasl is not None and not await sasl.screen(request):
+                        if sasl.closing:
+                            break
+                        continue
                     if not await self._dispatch(connection, request):
                         break
             idle = connection.scope.cancelled_caught and connection.expired

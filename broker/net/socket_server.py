@@ -12,18 +12,22 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Callable
+from pathlib import Path
 
 import trio
 
 from broker.config import BrokerConfig, ConfigError
 from broker.metrics import MetricsRegistry
 from broker.net.acceptor import Acceptor, bind_listener
+from broker.net.authenticator import Event
+from broker.net.channel_security import ListenerSecurity
 from broker.net.connection_quotas import ConnectionQuotas
 from broker.net.endpoint import Endpoint
 from broker.net.memory_pool import MemoryPool
 from broker.net.processor import Processor, ProcessorSettings, idle_percent_mean
 from broker.net.request_channel import RequestChannel
 from broker.net.request_metrics import RequestMetrics
+from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialStore
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +52,17 @@ class SocketServer:
         config: BrokerConfig,
         metrics: MetricsRegistry,
         is_enabled: IsEnabled,
+        credentials: ScramCredentialStore | None = None,
     ) -> None:
         self.config = config
+        self.credentials = credentials or ScramCredentialStore(
+            Path(config.log_dirs[0]) / CREDENTIALS_FILE
+        )
+        # Built now so that a bad key store or JAAS config stops the broker at start-up.
+        self.security = {
+            e.listener_name: ListenerSecurity.for_endpoint(config, e, self.credentials)
+            for e in config.listeners
+        }
         self.metrics = metrics
         self._is_enabled = is_enabled
         self.quotas = ConnectionQuotas(config)
@@ -143,6 +156,7 @@ class SocketServer:
         settings = ProcessorSettings(
             max_request_size=self.config.get_int("socket.request.max.bytes"),
             idle_timeout_ms=self.config.get_int("connections.max.idle.ms"),
+            security=self.security.get(name),
         )
         for _ in range(count):
             processor = Processor(
@@ -281,8 +295,13 @@ class SocketServer:
             group, type_, "connection-creation", **tags
         )
         processor.connections_closed = self.metrics.meter(group, type_, "connection-close", **tags)
+        for event in Event:
+            processor.auth_metrics.meters[event] = self.metrics.meter(
+                group, type_, event.value, **tags
+            )
 
     def _remove_processor_metrics(self, listener: str, processor: Processor) -> None:
         tags = {"listener": listener, "networkProcessor": str(processor.id)}
-        for name in ("connection-count", "connection-creation", "connection-close"):
+        names = ["connection-count", "connection-creation", "connection-close"]
+        for name in [*names, *(event.value for event in Event)]:
             self.metrics.remove("kafka.server", "socket-server-metrics", name, **tags)

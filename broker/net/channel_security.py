@@ -1,0 +1,278 @@
+"""A listener's channel security (Kafka's ChannelBuilder + authenticators), on Trio.
+
+`ListenerSecurity.establish` runs in the connection's own task before its first
+request: the TLS handshake (so a slow or broken handshake only ever holds up its own
+connection), the principal from a client certificate, and for SASL listeners a
+`SaslChannel` that screens requests until the client has authenticated. Failures
+close that connection only; they are logged and counted in socket-server-metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+import attrs
+import trio
+
+from broker.config import BrokerConfig, ConfigError
+from broker.metrics import Meter
+from broker.net.authenticator import (
+    Action,
+    Event,
+    SaslAuthenticator,
+    SaslSettings,
+    State,
+    Verdict,
+)
+from broker.net.connection import Connection
+from broker.net.endpoint import Endpoint
+from broker.net.request import Buffer, Request
+from broker.protocol.api import encode_response
+from broker.security.jaas import parse_jaas_config
+from broker.security.listener_config import effective_key
+from broker.security.principal_mapping import NoMatchingRule, SslPrincipalMapper
+from broker.security.sasl_server import (
+    PLAIN,
+    PlainSaslServer,
+    SaslServer,
+    ScramSaslServer,
+)
+from broker.security.scram_credentials import ScramCredentialStore
+from broker.security.ssl_context import build_server_context, principal_mapper, subject_dn
+
+log = logging.getLogger(__name__)
+
+WriteFn = Callable[[Connection, Sequence[Buffer]], Awaitable[None]]
+ReceiveFrameFn = Callable[[Connection], Awaitable[tuple[bytes, int] | None]]
+
+
+class AuthMetrics:
+    """Kafka's authentication meters of one processor (replaced by registered ones)."""
+
+    def __init__(self) -> None:
+        self.meters: dict[Event, Meter] = {event: Meter() for event in Event}
+
+    def mark(self, event: Event | None) -> None:
+        if event is not None:
+            self.meters[event].mark()
+
+
+@attrs.frozen
+class ConnectionIO:
+    """What the channel needs from its processor: frames in, bytes out, pool release."""
+
+    write: WriteFn
+    receive_frame: ReceiveFrameFn
+    release: Callable[[int], None]
+
+
+class ListenerSecurity:
+    """TLS and/or SASL of one listener, built once from the config."""
+
+    def __init__(
+        self,
+        listener: str,
+        ssl_context: ssl.SSLContext | None,
+        mapper: SslPrincipalMapper | None,
+        sasl: SaslSettings | None,
+        failed_auth_delay_s: float,
+        sasl_max_receive: int,
+    ) -> None:
+        self.listener = listener
+        self.ssl_context = ssl_context
+        self._mapper = mapper
+        self.sasl = sasl
+        self._delay_s = failed_auth_delay_s
+        self._sasl_max_receive = sasl_max_receive
+
+    @classmethod
+    def for_endpoint(
+        cls, config: BrokerConfig, endpoint: Endpoint, credentials: ScramCredentialStore
+    ) -> ListenerSecurity | None:
+        """None for PLAINTEXT listeners, whose connections need nothing."""
+        protocol = endpoint.security_protocol
+        listener = endpoint.listener_name
+        if protocol == "PLAINTEXT":
+            return None
+        context = mapper = None
+        if protocol in ("SSL", "SASL_SSL"):
+            context = build_server_context(config, listener)
+            mapper = principal_mapper(config, listener)
+        sasl = sasl_settings(config, listener, credentials) if protocol.startswith("SASL") else None
+        return cls(
+            listener,
+            context,
+            mapper,
+            sasl,
+            config.get_int("connection.failed.authentication.delay.ms") / 1000,
+            config.listener_int(listener, "sasl.server.max.receive.size"),
+        )
+
+    async def establish(
+        self, connection: Connection, io: ConnectionIO, metrics: AuthMetrics
+    ) -> bool:
+        """TLS handshake and SASL set-up; False when the connection must close."""
+        if self.ssl_context is not None and not await self._tls_handshake(connection, metrics):
+            return False
+        if self.sasl is not None:
+            connection.sasl = SaslChannel(
+                connection, SaslAuthenticator(self.sasl), io, metrics, self._delay_s
+            )
+            connection.sasl.limit_receive(self._sasl_max_receive)
+        return True
+
+    async def _tls_handshake(self, connection: Connection, metrics: AuthMetrics) -> bool:
+        assert self.ssl_context is not None
+        stream = trio.SSLStream(connection.stream, self.ssl_context, server_side=True)
+        connection.stream = stream
+        try:
+            await stream.do_handshake()
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            cause = exc.__cause__ or exc
+            log.info("closing connection %s: failed TLS handshake: %s", connection.id, cause or exc)
+            metrics.mark(Event.FAILED)
+            return False
+        connection.touch()
+        certificate = stream.getpeercert(binary_form=True)
+        if certificate and self._mapper is not None and self.sasl is None:
+            dn = subject_dn(certificate)
+            try:
+                name = self._mapper.name(dn)
+            except NoMatchingRule as exc:
+                log.info("closing connection %s: %s", connection.id, exc)
+                metrics.mark(Event.FAILED)
+                return False
+            connection.context = attrs.evolve(connection.context, principal=f"User:{name}")
+        if self.sasl is None:
+            metrics.mark(Event.AUTHENTICATED)
+        return True
+
+
+class SaslChannel:
+    """Drives a connection's `SaslAuthenticator` from the processor's connection task."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        authenticator: SaslAuthenticator,
+        io: ConnectionIO,
+        metrics: AuthMetrics,
+        failed_auth_delay_s: float,
+    ) -> None:
+        self._connection = connection
+        self.authenticator = authenticator
+        self._io = io
+        self._metrics = metrics
+        self._delay_s = failed_auth_delay_s
+        self._normal_max_receive = connection.decoder.max_size
+
+    def limit_receive(self, max_size: int) -> None:
+        """`sasl.server.max.receive.size` caps frames until authentication completes."""
+        self._connection.decoder.max_size = min(max_size, self._normal_max_receive)
+
+    @property
+    def wants_raw_token(self) -> bool:
+        return self.authenticator.wants_raw_token
+
+    async def screen(self, request: Request) -> bool:
+        """True to hand the request on to the API layer; False when it was answered
+        here or the connection is closing (`closing` set)."""
+        verdict = self.authenticator.on_request(
+            request.api_key, request.api_version, request.body, _now_ms()
+        )
+        if verdict.action is Action.FORWARD:
+            return True
+        try:
+            await self._carry_out(verdict, request)
+        finally:
+            request.release_memory()
+        return False
+
+    async def receive_raw_token(self) -> bool:
+        """One bare token of the v0 flow; False at end of stream or when closing."""
+        received = await self._io.receive_frame(self._connection)
+        if received is None:
+            return False
+        token, memory = received
+        if memory:
+            self._io.release(memory)
+        await self._carry_out(self.authenticator.on_raw_token(token, _now_ms()), None)
+        return not self.closing
+
+    @property
+    def closing(self) -> bool:
+        return self.authenticator.state is State.FAILED
+
+    async def _carry_out(self, verdict: Verdict, request: Request | None) -> None:
+        connection = self._connection
+        self._metrics.mark(verdict.event)
+        if verdict.action is Action.CLOSE:
+            log.info("closing connection %s: %s", connection.id, verdict.reason)
+            return
+        if verdict.action is Action.FAIL:
+            log.info(
+                "closing connection %s: %s (listener %s, from %s)",
+                connection.id,
+                verdict.reason,
+                connection.listener_name,
+                connection.remote_ip,
+            )
+            # Kafka delays the failure response and the close, to slow down guessing.
+            await trio.sleep(self._delay_s)
+        await self._send(verdict, request)
+        if verdict.event in (Event.AUTHENTICATED, Event.REAUTHENTICATED):
+            connection.context = attrs.evolve(
+                connection.context, principal=self.authenticator.principal
+            )
+            connection.decoder.max_size = self._normal_max_receive
+
+    async def _send(self, verdict: Verdict, request: Request | None) -> None:
+        if verdict.raw is not None:
+            await self._io.write(
+                self._connection, [len(verdict.raw).to_bytes(4, "big"), verdict.raw]
+            )
+        elif verdict.body is not None and request is not None:
+            chunks = encode_response(
+                request.api_key, request.api_version, request.correlation_id, verdict.body
+            )
+            await self._io.write(self._connection, chunks)
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def sasl_settings(
+    config: BrokerConfig, listener: str, credentials: ScramCredentialStore
+) -> SaslSettings:
+    """The listener's mechanisms, PLAIN users and session lifetimes."""
+    mechanisms_key = effective_key(config, listener, "sasl.enabled.mechanisms")
+    mechanisms = config.get_list(mechanisms_key)
+    if not mechanisms:
+        raise ConfigError(f"{mechanisms_key}: a SASL listener needs at least one mechanism")
+    plain_users: dict[str, str] = {}
+    if PLAIN in mechanisms:
+        jaas_key = effective_key(config, listener, "sasl.jaas.config", PLAIN)
+        jaas = config.get_optional_str(jaas_key) if jaas_key != "sasl.jaas.config" else None
+        if jaas is None:
+            raise ConfigError(
+                f"{BrokerConfig.listener_key(listener, 'plain.sasl.jaas.config')}: PLAIN is "
+                f"enabled on listener {listener} but no JAAS config with its users is set"
+            )
+        plain_users = parse_jaas_config(jaas, jaas_key).plain_users()
+
+    def new_server(mechanism: str) -> SaslServer:
+        if mechanism == PLAIN:
+            return PlainSaslServer(plain_users)
+        return ScramSaslServer(mechanism, credentials.get)
+
+    reauth = {
+        mechanism: config.get_int(
+            effective_key(config, listener, "connections.max.reauth.ms", mechanism)
+        )
+        for mechanism in mechanisms
+    }
+    return SaslSettings(tuple(mechanisms), new_server, reauth)

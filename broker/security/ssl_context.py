@@ -1,0 +1,129 @@
+"""TLS for SSL and SASL_SSL listeners: the server context and the peer's principal.
+
+Only Kafka's PEM key stores are supported (`ssl.keystore.type=PEM`): the key and
+certificate chain come from `ssl.keystore.location` (one PEM file holding both) or
+inline from `ssl.keystore.key` + `ssl.keystore.certificate.chain`; trusted CAs from
+`ssl.truststore.location` or `ssl.truststore.certificates`. Every key may be given
+per listener as `listener.name.<l>.ssl.*`.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import tempfile
+from pathlib import Path
+
+from cryptography import x509
+
+from broker.config import BrokerConfig, ConfigError
+from broker.security.listener_config import effective_key
+from broker.security.principal_mapping import SslPrincipalMapper
+
+_PROTOCOLS = {
+    "TLSv1": ssl.TLSVersion.TLSv1,
+    "TLSv1.1": ssl.TLSVersion.TLSv1_1,
+    "TLSv1.2": ssl.TLSVersion.TLSv1_2,
+    "TLSv1.3": ssl.TLSVersion.TLSv1_3,
+}
+_CLIENT_AUTH = {
+    "none": ssl.CERT_NONE,
+    "requested": ssl.CERT_OPTIONAL,
+    "required": ssl.CERT_REQUIRED,
+}
+
+
+def _get(config: BrokerConfig, listener: str, key: str) -> tuple[str, str | None]:
+    name = effective_key(config, listener, key)
+    return name, config.get_optional_str(name)
+
+
+def _load_inline_chain(context: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:
+    """`load_cert_chain` reads files only: the inline PEM goes through a private temp file."""
+    fd, path = tempfile.mkstemp(prefix="broker-keystore-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(key.strip() + "\n" + chain.strip() + "\n")
+        context.load_cert_chain(path, password=password)
+    finally:
+        Path(path).unlink(missing_ok=True)
+
+
+def build_server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
+    """The listener's server-side SSLContext; ConfigError names the key that is wrong."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    name, keystore_type = _get(config, listener, "ssl.keystore.type")
+    if (keystore_type or "PEM").upper() != "PEM":
+        raise ConfigError(f"{name}: only PEM key stores are supported, got {keystore_type}")
+    _, key_password = _get(config, listener, "ssl.key.password")
+    location_key, location = _get(config, listener, "ssl.keystore.location")
+    _, chain = _get(config, listener, "ssl.keystore.certificate.chain")
+    _, inline_key = _get(config, listener, "ssl.keystore.key")
+    try:
+        if location:
+            context.load_cert_chain(location, password=key_password)
+        elif chain and inline_key:
+            _load_inline_chain(context, chain, inline_key, key_password)
+        else:
+            raise ConfigError(
+                f"{BrokerConfig.listener_key(listener, 'ssl.keystore.location')}: listener "
+                f"{listener} uses TLS but has no key store (set ssl.keystore.location, or "
+                "ssl.keystore.certificate.chain and ssl.keystore.key)"
+            )
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"{location_key}: cannot load the key store: {exc}") from None
+
+    trust_key, trust_location = _get(config, listener, "ssl.truststore.location")
+    _, trust_inline = _get(config, listener, "ssl.truststore.certificates")
+    try:
+        if trust_location:
+            context.load_verify_locations(cafile=trust_location)
+        elif trust_inline:
+            context.load_verify_locations(cadata=trust_inline)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"{trust_key}: cannot load the trust store: {exc}") from None
+
+    auth_key, client_auth = _get(config, listener, "ssl.client.auth")
+    mode = _CLIENT_AUTH.get((client_auth or "none").lower())
+    if mode is None:
+        raise ConfigError(f"{auth_key}: must be one of none, requested, required")
+    if mode != ssl.CERT_NONE and not (trust_location or trust_inline):
+        raise ConfigError(
+            f"{auth_key}: client authentication needs a trust store (ssl.truststore.location "
+            "or ssl.truststore.certificates)"
+        )
+    context.verify_mode = mode
+
+    protocols_key = effective_key(config, listener, "ssl.enabled.protocols")
+    versions = sorted(_PROTOCOLS[p] for p in config.get_list(protocols_key) if p in _PROTOCOLS)
+    if not versions:
+        raise ConfigError(f"{protocols_key}: no supported TLS protocol version enabled")
+    try:
+        context.minimum_version = versions[0]
+        context.maximum_version = versions[-1]
+    except ValueError as exc:
+        raise ConfigError(f"{protocols_key}: {exc}") from None
+
+    ciphers_key = effective_key(config, listener, "ssl.cipher.suites")
+    ciphers = config.get_list(ciphers_key)
+    if ciphers:
+        try:
+            context.set_ciphers(":".join(ciphers))
+        except ssl.SSLError as exc:
+            raise ConfigError(f"{ciphers_key}: no usable cipher suite: {exc}") from None
+    # Kafka clients never resume sessions by ticket across brokers; tickets cost a
+    # round of crypto per connection for nothing.
+    context.options |= ssl.OP_NO_TICKET
+    return context
+
+
+def principal_mapper(config: BrokerConfig, listener: str) -> SslPrincipalMapper:
+    key = effective_key(config, listener, "ssl.principal.mapping.rules")
+    return SslPrincipalMapper(config.get_str(key), key)
+
+
+def subject_dn(der_certificate: bytes) -> str:
+    """The subject as Java's X500Principal.getName() writes it (RFC 2253: last RDN
+    first, `CN=client,OU=eng,O=example`), which is what Kafka's DEFAULT rule maps."""
+    certificate = x509.load_der_x509_certificate(der_certificate)
+    return certificate.subject.rfc4514_string()

@@ -1,0 +1,130 @@
+"""The SASL mechanisms' server sides, sans-IO: real client exchanges (scramp's client)
+succeed, wrong secrets and arbitrary bytes only ever fail cleanly."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import pytest
+import scramp
+from hypothesis import given
+from hypothesis import strategies as st
+
+from broker.security.sasl_server import (
+    PlainSaslServer,
+    SaslAuthenticationFailed,
+    ScramSaslServer,
+)
+from broker.security.scram_credentials import MECHANISM_BY_NAME, ScramCredential
+
+USERS = {"alice": "alice-secret", "bob": "b"}
+
+
+def scram_lookup(password: str = "pw", iterations: int = 4096):  # type: ignore[no-untyped-def]
+    credentials = {
+        (user, name): ScramCredential.from_password(info, password, os.urandom(16), iterations)
+        for user in ("carol", "dave")
+        for name, info in MECHANISM_BY_NAME.items()
+    }
+    return lambda user, mechanism: credentials.get((user, mechanism))
+
+
+LOOKUP = scram_lookup()
+
+
+def test_plain_accepts_a_listed_user_with_its_password() -> None:
+    server = PlainSaslServer(USERS)
+    assert server.evaluate(b"\x00alice\x00alice-secret") == b""
+    assert server.complete
+    assert server.username == "alice"
+
+
+def test_plain_accepts_an_authorization_id_equal_to_the_user() -> None:
+    server = PlainSaslServer(USERS)
+    server.evaluate(b"bob\x00bob\x00b")
+    assert server.username == "bob"
+
+
+@pytest.mark.parametrize(
+    ("token", "message"),
+    [
+        (b"\x00alice\x00wrong", "Invalid username or password"),
+        (b"\x00mallory\x00alice-secret", "Invalid username or password"),
+        (b"\x00alice", "expected 3 tokens"),
+        (b"\x00\x00alice-secret", "username not specified"),
+        (b"\x00alice\x00", "password not specified"),
+        (b"bob\x00alice\x00alice-secret", "authorization id that is different"),
+        (b"\xff\x00alice\x00alice-secret", "not UTF-8"),
+    ],
+)
+def test_plain_refuses_wrong_or_malformed_credentials(token: bytes, message: str) -> None:
+    server = PlainSaslServer(USERS)
+    with pytest.raises(SaslAuthenticationFailed, match=message):
+        server.evaluate(token)
+    assert not server.complete
+
+
+@given(st.binary(max_size=200))
+def test_plain_never_accepts_arbitrary_bytes(token: bytes) -> None:
+    server = PlainSaslServer(USERS)
+    try:
+        server.evaluate(token)
+    except SaslAuthenticationFailed:
+        assert not server.complete
+    else:
+        # Only a token naming a listed user with its own password can succeed.
+        _, user, password = token.decode().split("\x00")
+        assert USERS[user] == password
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_completes_a_real_client_exchange_and_proves_the_server(mechanism: str) -> None:
+    server = ScramSaslServer(mechanism, LOOKUP)
+    client = scramp.ScramClient([mechanism], "carol", "pw")
+    server_first = server.evaluate(client.get_client_first().encode())
+    client.set_server_first(server_first.decode())
+    server_final = server.evaluate(client.get_client_final().encode())
+    assert server.complete
+    assert server.username == "carol"
+    client.set_server_final(server_final.decode())  # raises unless the server knew the key
+
+
+@pytest.mark.parametrize(("user", "password"), [("carol", "wrong"), ("nobody", "pw")])
+def test_scram_refuses_a_wrong_password_or_unknown_user(user: str, password: str) -> None:
+    server = ScramSaslServer("SCRAM-SHA-256", LOOKUP)
+    client = scramp.ScramClient(["SCRAM-SHA-256"], user, password)
+    with pytest.raises(SaslAuthenticationFailed, match="invalid credentials"):
+        client.set_server_first(server.evaluate(client.get_client_first().encode()).decode())
+        server.evaluate(client.get_client_final().encode())
+    assert not server.complete
+
+
+def test_scram_refuses_a_credential_of_the_other_mechanism() -> None:
+    only_256 = {("carol", "SCRAM-SHA-256"): LOOKUP("carol", "SCRAM-SHA-256")}
+    server = ScramSaslServer("SCRAM-SHA-512", lambda u, m: only_256.get((u, m)))
+    client = scramp.ScramClient(["SCRAM-SHA-512"], "carol", "pw")
+    with pytest.raises(SaslAuthenticationFailed):
+        server.evaluate(client.get_client_first().encode())
+
+
+@given(st.binary(max_size=300), st.binary(max_size=300))
+def test_scram_turns_arbitrary_bytes_into_a_clean_failure(first: bytes, final: bytes) -> None:
+    server = ScramSaslServer("SCRAM-SHA-256", LOOKUP)
+    try:
+        server.evaluate(first)
+        server.evaluate(final)
+    except SaslAuthenticationFailed:
+        pass
+    assert not server.complete
+
+
+@given(st.text(max_size=80), st.text(max_size=120))
+def test_scram_turns_arbitrary_text_after_a_valid_first_message_into_a_failure(
+    nonce_suffix: str, final: str
+) -> None:
+    server = ScramSaslServer("SCRAM-SHA-512", LOOKUP)
+    server.evaluate(b"n,,n=dave,r=abcdefgh" + nonce_suffix.encode()[:0])
+    with contextlib.suppress(SaslAuthenticationFailed):
+        server.evaluate(final.encode())
+    assert not server.complete

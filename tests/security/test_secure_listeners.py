@@ -1,0 +1,388 @@
+"""TLS and SASL listeners end to end: a real broker in this Trio run, real sockets,
+our own codec as the client, and raw bytes for the bad cases."""
+
+from __future__ import annotations
+
+import ssl
+import struct
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import scramp
+import trio
+
+from broker.client.connection import ConnectionClosed, KafkaConnection
+from broker.metrics import Meter
+from broker.net.request import Request
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import (
+    ApiVersionsRequest,
+    MetadataRequest,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+)
+from broker.server import KafkaServer
+from tests.integration.broker_harness import connect, running_broker
+from tests.security.helpers import (
+    PLAIN_JAAS,
+    Certificates,
+    create_scram_user,
+    make_certificates,
+    open_tls,
+    sasl_authenticate,
+    ssl_listener_settings,
+    subject_of_client,
+)
+
+LISTENERS = (
+    "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,"
+    "SASL_SSL://127.0.0.1:0,MTLS://127.0.0.1:0"
+)
+PROTOCOLS = "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,MTLS:SSL"
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    return make_certificates(tmp_path_factory.mktemp("certs"))
+
+
+class PrincipalRecorder:
+    """Metadata, recording the principal of every request it answers."""
+
+    api_key = 3
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.min_version = inner.min_version
+        self.max_version = inner.max_version
+        self.principals: list[str] = []
+
+    async def handle(self, request: Request) -> Any:
+        self.principals.append(request.context.principal)
+        return await self.inner.handle(request)
+
+    def error_response(self, request: Request, error_code: int) -> Any:
+        return self.inner.error_response(request, error_code)
+
+
+@asynccontextmanager
+async def secure_broker(
+    tmp_path: Path, certs: Certificates, **extra: str
+) -> AsyncIterator[tuple[KafkaServer, PrincipalRecorder]]:
+    overrides = {
+        "listeners": LISTENERS,
+        "listener.security.protocol.map": PROTOCOLS,
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+        "connection.failed.authentication.delay.ms": "50",
+        **ssl_listener_settings("SSL", certs),
+        **ssl_listener_settings("SASL_SSL", certs),
+        **ssl_listener_settings("MTLS", certs, "required"),
+    }
+    overrides.update({k.replace("__", "."): v for k, v in extra.items()})
+    async with running_broker(tmp_path / "data", overrides) as server:
+        recorder = PrincipalRecorder(server.metadata)
+        server.apis.add_handler(recorder)
+        async with await connect(server, "PLAINTEXT") as admin:
+            await create_scram_user(admin, "carol", "carol-pw", "SCRAM-SHA-256")
+            await create_scram_user(admin, "carol", "carol-pw", "SCRAM-SHA-512")
+        yield server, recorder
+
+
+def auth_total(server: KafkaServer, listener: str, name: str) -> float:
+    total = 0.0
+    for processor in server.socket_server.processors[listener]:
+        for event, meter in processor.auth_metrics.meters.items():
+            if event.value == name:
+                assert isinstance(meter, Meter)
+                total += meter.count
+    return total
+
+
+async def metadata(connection: KafkaConnection) -> Any:
+    return await connection.request(MetadataRequest(topics=()), 4)
+
+
+async def assert_closed(connection: KafkaConnection) -> None:
+    with trio.fail_after(5), pytest.raises((ConnectionClosed, trio.BrokenResourceError)):
+        await connection.receive_frame()
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
+async def test_sasl_plaintext_authenticates_and_requests_carry_the_user_principal(
+    tmp_path: Path, certs: Certificates, mechanism: str
+) -> None:
+    user, password = ("alice", "alice-secret") if mechanism == "PLAIN" else ("carol", "carol-pw")
+    async with secure_broker(tmp_path, certs) as (server, recorder):
+        async with await connect(server, "SASL_PLAINTEXT") as connection:
+            result = await sasl_authenticate(connection, mechanism, user, password)
+            assert (result.handshake_error, result.authenticate_error) == (0, 0)
+            assert (await metadata(connection)).brokers
+        assert recorder.principals == [f"User:{user}"]
+        assert auth_total(server, "SASL_PLAINTEXT", "successful-authentication") == 1
+
+
+async def test_sasl_ssl_authenticates_over_tls(tmp_path: Path, certs: Certificates) -> None:
+    async with secure_broker(tmp_path, certs) as (server, recorder):
+        port = server.bound_port("SASL_SSL")
+        async with await open_tls(port, certs.client_context()) as connection:
+            result = await sasl_authenticate(connection, "SCRAM-SHA-512", "carol", "carol-pw")
+            assert result.authenticate_error == ErrorCode.NONE
+            response = await metadata(connection)
+        assert [b.port for b in response.brokers] == [port]
+        assert recorder.principals == ["User:carol"]
+
+
+async def test_ssl_without_client_certificates_is_anonymous(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    async with secure_broker(tmp_path, certs) as (server, recorder):
+        async with await open_tls(server.bound_port("SSL"), certs.client_context()) as connection:
+            assert (await metadata(connection)).brokers
+        assert recorder.principals == ["User:ANONYMOUS"]
+
+
+async def test_mtls_principal_is_the_certificate_subject(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    async with secure_broker(tmp_path, certs) as (server, recorder):
+        context = certs.client_context(with_certificate=True)
+        async with await open_tls(server.bound_port("MTLS"), context) as connection:
+            assert (await metadata(connection)).brokers
+        assert recorder.principals == [f"User:{subject_of_client()}"]
+
+
+async def test_mapping_rules_turn_the_subject_into_a_short_name(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    rules = {"listener.name.mtls.ssl.principal.mapping.rules": "RULE:^CN=([^,]*),.*$/$1/U"}
+    async with secure_broker(tmp_path, certs, **rules) as (server, recorder):
+        context = certs.client_context(with_certificate=True)
+        async with await open_tls(server.bound_port("MTLS"), context) as connection:
+            await metadata(connection)
+        assert recorder.principals == ["User:TEST-CLIENT"]
+
+
+async def test_mtls_without_a_client_certificate_fails_the_handshake(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    async with secure_broker(tmp_path, certs) as (server, _):
+        with trio.fail_after(10):
+            with pytest.raises((trio.BrokenResourceError, ConnectionClosed)):
+                connection = await open_tls(server.bound_port("MTLS"), certs.client_context())
+                # TLS 1.3: the server's refusal arrives after the client's handshake ends.
+                await metadata(connection)
+            with trio.fail_after(5):
+                while auth_total(server, "MTLS", "failed-authentication") < 1:
+                    await trio.sleep(0.01)
+
+
+async def test_a_wrong_password_is_answered_after_the_delay_then_closed(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    delay = {"connection.failed.authentication.delay.ms": "300"}
+    async with secure_broker(tmp_path, certs, **delay) as (server, recorder):
+        async with await connect(server, "SASL_PLAINTEXT") as connection:
+            started = trio.current_time()
+            result = await sasl_authenticate(connection, "SCRAM-SHA-256", "carol", "wrong")
+            assert trio.current_time() - started >= 0.3
+            assert result.authenticate_error == ErrorCode.SASL_AUTHENTICATION_FAILED
+            assert "SCRAM-SHA-256" in (result.error_message or "")
+            await assert_closed(connection)
+        assert auth_total(server, "SASL_PLAINTEXT", "failed-authentication") == 1
+        assert recorder.principals == []
+
+
+async def test_an_unknown_user_fails_like_a_wrong_password(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    async with (
+        secure_broker(tmp_path, certs) as (server, _),
+        await connect(server, "SASL_PLAINTEXT") as connection,
+    ):
+        result = await sasl_authenticate(connection, "PLAIN", "mallory", "alice-secret")
+        assert result.authenticate_error == ErrorCode.SASL_AUTHENTICATION_FAILED
+        await assert_closed(connection)
+
+
+async def test_a_disabled_mechanism_gets_unsupported_sasl_mechanism_and_a_close(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    only_scram = {"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-512"}
+    async with (
+        secure_broker(tmp_path, certs, **only_scram) as (server, _),
+        await connect(server, "SASL_PLAINTEXT") as connection,
+    ):
+        response = await connection.request(SaslHandshakeRequest("PLAIN"), 1)
+        assert response.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        assert response.mechanisms == ("SCRAM-SHA-512",)
+        await assert_closed(connection)
+
+
+async def test_requests_before_authentication_close_the_connection(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    async with secure_broker(tmp_path, certs) as (server, recorder):
+        async with await connect(server, "SASL_PLAINTEXT") as connection:
+            versions = await connection.request(
+                ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3
+            )
+            assert versions.error_code == ErrorCode.NONE
+            assert {17, 36, 50, 51} <= {k.api_key for k in versions.api_keys}
+            await connection.send(MetadataRequest(topics=()), 4)
+            await assert_closed(connection)
+        assert recorder.principals == []
+
+
+async def test_a_frame_over_the_sasl_receive_limit_closes_before_authentication(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    limit = {"sasl.server.max.receive.size": "1000"}
+    async with (
+        secure_broker(tmp_path, certs, **limit) as (server, _),
+        await connect(server, "SASL_PLAINTEXT") as connection,
+    ):
+        await connection.send_raw(struct.pack(">i", 1001) + b"\x00" * 1001)
+        await assert_closed(connection)
+
+
+async def test_the_v0_flow_takes_raw_scram_tokens(tmp_path: Path, certs: Certificates) -> None:
+    async with secure_broker(tmp_path, certs) as (server, recorder):
+        async with await connect(server, "SASL_PLAINTEXT") as connection:
+            handshake = await connection.request(SaslHandshakeRequest("SCRAM-SHA-256"), 0)
+            assert handshake.error_code == ErrorCode.NONE
+            client = scramp.ScramClient(["SCRAM-SHA-256"], "carol", "carol-pw")
+            first = client.get_client_first().encode()
+            await connection.send_raw(struct.pack(">i", len(first)) + first)
+            client.set_server_first((await connection.receive_frame()).decode())
+            final = client.get_client_final().encode()
+            await connection.send_raw(struct.pack(">i", len(final)) + final)
+            client.set_server_final((await connection.receive_frame()).decode())
+            assert (await metadata(connection)).brokers
+        assert recorder.principals == ["User:carol"]
+
+
+async def test_the_v0_flow_closes_on_a_wrong_plain_token(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    async with (
+        secure_broker(tmp_path, certs) as (server, _),
+        await connect(server, "SASL_PLAINTEXT") as connection,
+    ):
+        await connection.request(SaslHandshakeRequest("PLAIN"), 0)
+        token = b"\x00alice\x00bad"
+        await connection.send_raw(struct.pack(">i", len(token)) + token)
+        await assert_closed(connection)
+
+
+async def test_an_expired_session_is_closed_on_its_next_request(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    reauth = {"connections.max.reauth.ms": "200"}
+    async with secure_broker(tmp_path, certs, **reauth) as (server, recorder):
+        async with await connect(server, "SASL_PLAINTEXT") as connection:
+            result = await sasl_authenticate(connection, "PLAIN", "alice", "alice-secret")
+            assert result.session_lifetime_ms == 200
+            await metadata(connection)
+            await trio.sleep(0.3)
+            await connection.send(MetadataRequest(topics=()), 4)
+            await assert_closed(connection)
+        assert recorder.principals == ["User:alice"]
+        assert auth_total(server, "SASL_PLAINTEXT", "expired-connections-killed-count") == 1
+
+
+async def test_reauthentication_keeps_the_connection_alive(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    reauth = {"connections.max.reauth.ms": "200"}
+    async with secure_broker(tmp_path, certs, **reauth) as (server, recorder):
+        async with await connect(server, "SASL_PLAINTEXT") as connection:
+            await sasl_authenticate(connection, "SCRAM-SHA-256", "carol", "carol-pw")
+            await trio.sleep(0.3)
+            again = await sasl_authenticate(
+                connection, "SCRAM-SHA-256", "carol", "carol-pw", api_versions_first=False
+            )
+            assert again.authenticate_error == ErrorCode.NONE
+            assert (await metadata(connection)).brokers
+        assert recorder.principals == ["User:carol"]
+        assert auth_total(server, "SASL_PLAINTEXT", "successful-reauthentication") == 1
+
+
+async def test_sasl_requests_on_an_authenticated_or_plaintext_connection_are_illegal(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    async with (
+        secure_broker(tmp_path, certs) as (server, _),
+        await connect(server, "PLAINTEXT") as connection,
+    ):
+        handshake = await connection.request(SaslHandshakeRequest("PLAIN"), 1)
+        assert handshake.error_code == ErrorCode.ILLEGAL_SASL_STATE
+        auth = await connection.request(SaslAuthenticateRequest(b"x"), 2)
+        assert auth.error_code == ErrorCode.ILLEGAL_SASL_STATE
+        assert (await metadata(connection)).brokers
+
+
+async def test_plain_bytes_to_a_tls_port_close_that_connection_only(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    async with secure_broker(tmp_path, certs) as (server, _):
+        port = server.bound_port("SSL")
+        async with await trio.open_tcp_stream("127.0.0.1", port) as raw:
+            await raw.send_all(KafkaRequestBytes.api_versions())
+            received = b""
+            with trio.fail_after(5):  # the broker closes: the loop ends at end of stream
+                while chunk := await raw.receive_some(100):
+                    received += chunk
+            # At most a TLS alert record (content type 21), never a Kafka response.
+            assert received == b"" or received[0] == 21
+            async with await open_tls(port, certs.client_context()) as connection:
+                assert (await metadata(connection)).brokers
+        assert auth_total(server, "SSL", "failed-authentication") == 1
+
+
+async def test_a_tls_hello_to_a_plaintext_port_closes_that_connection_only(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    async with secure_broker(tmp_path, certs) as (server, _):
+        port = server.bound_port("PLAINTEXT")
+        with trio.fail_after(10):
+            with pytest.raises((trio.BrokenResourceError, ssl.SSLError)):
+                await open_tls(port, certs.client_context())
+            async with await connect(server, "PLAINTEXT") as connection:
+                assert (await metadata(connection)).brokers
+
+
+async def test_stalled_handshakes_and_failing_logins_do_not_hold_up_other_connections(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    delay = {"connection.failed.authentication.delay.ms": "5000"}
+    async with secure_broker(tmp_path, certs, **delay) as (server, _):
+        stalled = [
+            await trio.open_tcp_stream("127.0.0.1", server.bound_port("SSL")) for _ in range(5)
+        ]
+        failing = await connect(server, "SASL_PLAINTEXT")
+        await failing.send(SaslHandshakeRequest("PLAIN"), 1)
+        await failing.receive()
+        await failing.send(SaslAuthenticateRequest(b"\x00alice\x00wrong"), 2)
+        # Both the silent TLS clients and the delayed failure wait in their own tasks.
+        with trio.fail_after(3):
+            async with await open_tls(server.bound_port("SSL"), certs.client_context()) as tls:
+                for _ in range(20):
+                    assert (await metadata(tls)).brokers
+            async with await connect(server, "SASL_PLAINTEXT") as other:
+                result = await sasl_authenticate(other, "PLAIN", "alice", "alice-secret")
+                assert result.authenticate_error == ErrorCode.NONE
+        for stream in stalled:
+            await stream.aclose()
+        await failing.aclose()
+
+
+class KafkaRequestBytes:
+    @staticmethod
+    def api_versions() -> bytes:
+        body = struct.pack(">hhih", 18, 0, 1, 4) + b"test"
+        return struct.pack(">i", len(body)) + body
