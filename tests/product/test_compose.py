@@ -149,12 +149,19 @@ def test_environment_variables_map_to_kafka_config_keys() -> None:
     assert command_with_overrides(["broker", "client", "x"], environ) == ["broker", "client", "x"]
 
 
-def _native_environment(rewrites: dict[int, int], data_dir: Path) -> dict[str, str]:
+def _native_environment(
+    rewrites: dict[int, int],
+    data_dir: Path,
+    service: str = "broker",
+    paths: dict[str, str] | None = None,
+) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_CFG_")}
     env = {k: v for k, v in env.items() if "proxy" not in k.lower()}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    for key, raw in SERVICES["broker"]["environment"].items():
+    for key, raw in SERVICES[service]["environment"].items():
         value = str(raw).replace("0.0.0.0", "127.0.0.1")
+        for container_path, host_path in (paths or {}).items():
+            value = value.replace(container_path, host_path)
         for old, new in rewrites.items():
             value = re.sub(rf":{old}\b", f":{new}", value)
             if value == str(old):
@@ -253,3 +260,96 @@ def test_image_locks_pin_the_same_versions_as_the_development_lock() -> None:
     assert {"pyspark", "pyarrow"} <= pipeline.keys()
     for name, version in {**broker, **pipeline}.items():
         assert everything.get(name) == version, name
+
+
+def _documented(pattern: str) -> str:
+    """A command or block from docs/compose.md's secured example, as a user copies it."""
+    match = re.search(pattern, (ROOT / "docs" / "compose.md").read_text(), re.MULTILINE)
+    assert match, pattern
+    return match.group(1)
+
+
+def test_secured_example_is_a_profile_with_sasl_ssl_outside_and_plaintext_inside() -> None:
+    service = SERVICES["broker-secured"]
+    assert service["profiles"] == ["secured"]
+    env = {config_key(k): str(v) for k, v in service["environment"].items()}
+    protocols = dict(p.split(":") for p in env["listener.security.protocol.map"].split(","))
+    assert protocols == {"INTERNAL": "PLAINTEXT", "EXTERNAL": "SASL_SSL"}
+    published = {p.split(":")[0] for p in service["ports"]}
+    external = re.search(r"EXTERNAL://[^:]+:(\d+)", env["listeners"])
+    internal = re.search(r"INTERNAL://[^:]+:(\d+)", env["listeners"])
+    assert external and internal
+    assert external.group(1) in published and internal.group(1) not in published
+    mount = next(v for v in service["volumes"] if v.startswith("./secrets:"))
+    assert mount.endswith(":ro")
+    assert env["listener.name.external.ssl.keystore.location"].startswith(mount.split(":")[1])
+    assert service["healthcheck"]["test"][-1] == f"127.0.0.1:{internal.group(1)}"
+
+
+async def test_secured_example_serves_scram_over_sasl_ssl_after_the_documented_first_user(
+    tmp_path: Path,
+) -> None:
+    import shlex
+
+    import trustme
+
+    ca = trustme.CA()
+    secrets_dir = tmp_path / "secrets"
+    secrets_dir.mkdir()
+    ca.cert_pem.write_to_path(str(secrets_dir / "ca.pem"))
+    server = ca.issue_cert("localhost", "broker-secured", "127.0.0.1")
+    server.private_key_and_cert_chain_pem.write_to_path(str(secrets_dir / "broker.pem"))
+    service = SERVICES["broker-secured"]
+    container_dir = next(v for v in service["volumes"] if v.startswith("./secrets:")).split(":")[1]
+
+    internal, external, metrics = free_port(), free_port(), free_port()
+    rewrites = {29093: internal, 9093: external, 9405: metrics}
+    env = _native_environment(
+        rewrites, tmp_path / "data", "broker-secured", {container_dir: str(secrets_dir)}
+    )
+    log_path = tmp_path / "broker.log"
+    with log_path.open("w") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "broker.env_overrides", *service["command"]],
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while "started" not in log_path.read_text():
+            assert process.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, log_path.read_text()
+            await trio.sleep(0.05)
+
+        async def run(argv: list[str]) -> trio.CompletedProcess[bytes]:
+            argv = [re.sub(r":(29093|9093)$", lambda m: f":{rewrites[int(m[1])]}", a) for a in argv]
+            return await trio.run_process(
+                argv, env=env, capture_stdout=True, capture_stderr=True, check=False
+            )
+
+        health = await run(service["healthcheck"]["test"][1:])
+        assert health.returncode == 0, health.stderr
+        first_user = shlex.split(
+            _documented(r"^docker compose exec broker-secured (broker client users scram set .*)$")
+        )
+        created = await run(first_user)
+        assert created.returncode == 0, created.stderr
+        properties = _documented(r"(?s)```properties\n(.*?)```")
+        config = tmp_path / "client.properties"
+        config.write_text(properties.replace("secrets/ca.pem", str(secrets_dir / "ca.pem")))
+        base = ["broker", "client", "--command-config", str(config), "-b", "localhost:9093"]
+        answer = await run([*base, "metadata", "--json"])
+        assert answer.returncode == 0, answer.stderr
+        brokers = json.loads(answer.stdout)["brokers"]
+        assert [(b["host"], b["port"]) for b in brokers] == [("localhost", external)]
+        refused = await run([*base, "-X", "sasl.password=wrong", "metadata"])
+        assert refused.returncode == 1 and b"failed" in refused.stderr
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, log_path.read_text()
