@@ -26,6 +26,7 @@ BENCHMARKS: list[tuple[str, str, float]] = [
     ("bench.bench_network", "Small requests: broker and a minimal Trio server", 3.0),
     ("bench.bench_produce_consume", "Produce and consume (confluent-kafka), ours and tansu", 5.0),
     ("bench.bench_groups", "Consumer groups, ours and tansu", 5.0),
+    ("bench.bench_security", "TLS beside PLAINTEXT, and SCRAM logins", 5.0),
     ("bench.bench_pipeline", "Spark pipeline", 10.0),
 ]
 

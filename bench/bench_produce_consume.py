@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +29,14 @@ MAX_MESSAGES = 2_000_000
 LATENCY_MAX_MESSAGES = 5_000
 
 
-def _common(bootstrap: str) -> dict[str, Any]:
+def _common(bootstrap: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Client settings; `extra` adds e.g. security settings (bench_security)."""
     return {
         "bootstrap.servers": bootstrap,
         "broker.address.family": "v4",
         "socket.connection.setup.timeout.ms": 5000,
         "log_level": 3,
+        **(extra or {}),
     }
 
 
@@ -57,11 +60,17 @@ def _delete_topic(bootstrap: str, name: str) -> None:
 
 
 def measure_produce(
-    bootstrap: str, topic: str, partitions: int, value_size: int, acks: str, duration_s: float
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    value_size: int,
+    acks: str,
+    duration_s: float,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, float]:
     producer = Producer(
         {
-            **_common(bootstrap),
+            **_common(bootstrap, extra),
             "acks": acks,
             "linger.ms": 5,
             "batch.size": 1_000_000,
@@ -101,11 +110,17 @@ def measure_produce(
 
 
 def measure_consume(
-    bootstrap: str, topic: str, partitions: int, count: int, value_size: int, duration_s: float
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    count: int,
+    value_size: int,
+    duration_s: float,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, float]:
     consumer = Consumer(
         {
-            **_common(bootstrap),
+            **_common(bootstrap, extra),
             "group.id": f"bench-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,

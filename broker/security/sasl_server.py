@@ -132,6 +132,7 @@ class ScramSaslServer:
                 self._server.set_client_first(message)
                 reply = self._server.get_server_first()
             elif self._step == 1:
+                self._accept_kafka_nonce(message)
                 self._server.set_client_final(message)
                 reply = self._server.get_server_final()
             else:
@@ -146,6 +147,19 @@ class ScramSaslServer:
             raise self._failed(f"invalid SCRAM message ({type(exc).__name__})") from None
         self._step += 1
         return str(reply).encode()
+
+    def _accept_kafka_nonce(self, client_final: str) -> None:
+        """Kafka accepts a client-final nonce that *ends with* the server-first one, and
+        librdkafka before 2.x sends `r=<client nonce><server-first nonce>` (the client
+        part twice); scramp insists on equality, so its expected nonce is aligned with
+        what the client sent when Kafka's rule holds. The proof still covers the message
+        as sent, and the server's random part must still be there."""
+        received = next((p[2:] for p in client_final.split(",") if p.startswith("r=")), None)
+        expected = self._server.nonce
+        if received is None or expected is None:
+            return
+        if received != str(expected) and received.endswith(str(expected)):
+            self._server.nonce = type(expected)(received)
 
     def _failed(self, why: str) -> SaslAuthenticationFailed:
         return SaslAuthenticationFailed(

@@ -84,6 +84,7 @@ def start_broker_process(
     overrides: Mapping[str, str] | None = None,
     timeout_s: float = 30.0,
     config_file: Path | None = None,
+    log_level: str | None = None,
 ) -> BrokerProcess:
     """`python -m broker serve` as a user runs it; waits until it logs its listeners."""
     settings = {
@@ -97,6 +98,8 @@ def start_broker_process(
         args.append(str(config_file))
     for key, value in settings.items():
         args += ["--override", f"{key}={value}"]
+    if log_level is not None:
+        args += ["--log-level", log_level]
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir.parent / f"{data_dir.name}-broker.log"
     log_file = log_path.open("w", encoding="utf-8")

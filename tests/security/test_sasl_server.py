@@ -3,7 +3,10 @@ succeed, wrong secrets and arbitrary bytes only ever fail cleanly."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
+import hmac
 import os
 
 import pytest
@@ -128,3 +131,35 @@ def test_scram_turns_arbitrary_text_after_a_valid_first_message_into_a_failure(
     with contextlib.suppress(SaslAuthenticationFailed):
         server.evaluate(final.encode())
     assert not server.complete
+
+
+def _client_final(client_first_bare: str, server_first: str, nonce: str, password: str) -> bytes:
+    """RFC 5802's client proof over a client-final carrying `nonce`, by hand."""
+    fields = dict(part.split("=", 1) for part in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac(
+        "sha256", password.encode(), base64.b64decode(fields["s"]), int(fields["i"])
+    )
+    client_key = hmac.digest(salted, b"Client Key", "sha256")
+    stored_key = hashlib.sha256(client_key).digest()
+    without_proof = f"c=biws,r={nonce}"
+    auth_message = f"{client_first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.digest(stored_key, auth_message, "sha256")
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+def test_scram_accepts_old_librdkafkas_repeated_client_nonce_as_kafka_does() -> None:
+    server = ScramSaslServer("SCRAM-SHA-256", LOOKUP)
+    bare = "n=carol,r=clientnonce"
+    server_first = server.evaluate(f"n,,{bare}".encode()).decode()
+    combined = server_first.split(",")[0][2:]
+    server.evaluate(_client_final(bare, server_first, "clientnonce" + combined, "pw"))
+    assert server.complete
+
+
+def test_scram_refuses_a_client_final_nonce_without_the_servers_part() -> None:
+    server = ScramSaslServer("SCRAM-SHA-256", LOOKUP)
+    bare = "n=carol,r=clientnonce"
+    server_first = server.evaluate(f"n,,{bare}".encode()).decode()
+    with pytest.raises(SaslAuthenticationFailed, match="nonce"):
+        server.evaluate(_client_final(bare, server_first, "clientnonce" + "forged", "pw"))

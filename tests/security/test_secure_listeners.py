@@ -3,6 +3,8 @@ our own codec as the client, and raw bytes for the bad cases."""
 
 from __future__ import annotations
 
+import contextlib
+import random
 import ssl
 import struct
 from collections.abc import AsyncIterator
@@ -386,3 +388,52 @@ class KafkaRequestBytes:
     def api_versions() -> bytes:
         body = struct.pack(">hhih", 18, 0, 1, 4) + b"test"
         return struct.pack(">i", len(body)) + body
+
+
+async def test_garbage_during_authentication_never_harms_the_broker(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    """Seeded random frames and raw bytes at every SASL stage: each connection is answered
+    or closed, and a proper login still works afterwards."""
+    rng = random.Random(1234)
+
+    def garbage() -> bytes:
+        body = rng.randbytes(rng.randrange(0, 300))
+        if rng.random() < 0.5:
+            return struct.pack(">i", len(body)) + body  # a well-framed nonsense frame
+        return body  # no framing at all
+
+    async def abuse(server: KafkaServer, stage: int) -> None:
+        async with await connect(server, "SASL_PLAINTEXT") as connection:
+            if stage >= 1:
+                await connection.request(SaslHandshakeRequest("SCRAM-SHA-256"), stage % 2)
+            if stage >= 2 and stage % 2:
+                await connection.send(SaslAuthenticateRequest(rng.randbytes(40)), 2)
+            for _ in range(3):
+                await connection.send_raw(garbage())
+            with trio.move_on_after(2):
+                while True:
+                    await connection.receive_frame()
+
+    delay = {"connection.failed.authentication.delay.ms": "0"}
+    async with secure_broker(tmp_path, certs, **delay) as (server, recorder):
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                for index in range(40):
+                    nursery.start_soon(lambda s=index % 4: abuse_quietly(abuse, server, s))
+            async with await connect(server, "SASL_PLAINTEXT") as connection:
+                result = await sasl_authenticate(connection, "SCRAM-SHA-256", "carol", "carol-pw")
+                assert result.authenticate_error == ErrorCode.NONE
+                assert (await metadata(connection)).brokers
+        assert recorder.principals == ["User:carol"]
+        assert auth_total(server, "SASL_PLAINTEXT", "successful-authentication") == 1
+        assert auth_total(server, "SASL_PLAINTEXT", "failed-authentication") > 0
+        with trio.fail_after(5):  # every connection, abusive or not, is closed and forgotten
+            while any(p.connections for p in server.socket_server.processors["SASL_PLAINTEXT"]):
+                await trio.sleep(0.01)
+
+
+async def abuse_quietly(abuse: Any, server: KafkaServer, stage: int) -> None:
+    """The broker closing the connection is the expected end of an abusive client."""
+    with contextlib.suppress(ConnectionClosed, trio.BrokenResourceError, ValueError):
+        await abuse(server, stage)
