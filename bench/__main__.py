@@ -27,6 +27,7 @@ BENCHMARKS: list[tuple[str, str, float]] = [
     ("bench.bench_produce_consume", "Produce and consume (confluent-kafka), ours and tansu", 5.0),
     ("bench.bench_groups", "Consumer groups, ours and tansu", 5.0),
     ("bench.bench_security", "TLS beside PLAINTEXT, and SCRAM logins", 5.0),
+    ("bench.bench_client_security", "Pipeline client: PLAINTEXT, SSL, SASL_SSL", 4.0),
     ("bench.bench_pipeline", "Spark pipeline", 10.0),
 ]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import os
 import re
 import ssl
@@ -44,13 +45,21 @@ def normalize_pem(text: str) -> str:
     return "".join(blocks)
 
 
+@functools.lru_cache(maxsize=16)
 def build_ssl_context(tls: TlsSettings) -> ssl.SSLContext:
-    """A client context: trust anchors, hostname check and the optional client certificate."""
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    """A client context: trust anchors, hostname check and the optional client certificate.
+
+    Cached per settings: a Spark task opens a connection per input partition, and loading
+    certificates costs more than the handshake. Given CAs replace the system's, as with
+    librdkafka's `ssl.ca.location`; without them the system's default CAs are trusted.
+    """
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.check_hostname = tls.check_hostname
-    if not tls.verify_certificates:
-        context.verify_mode = ssl.CERT_NONE
+    context.verify_mode = ssl.CERT_REQUIRED if tls.verify_certificates else ssl.CERT_NONE
     try:
+        if tls.ca_file is None and tls.ca_pem is None:
+            context.load_default_certs(ssl.Purpose.SERVER_AUTH)
         if tls.ca_file is not None:
             path = Path(tls.ca_file)
             if path.is_dir():
