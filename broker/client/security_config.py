@@ -272,6 +272,9 @@ def _tls(props: Mapping[str, str], get: _Getter, prefix: str) -> TlsSettings:
             f"'{prefix}enable.ssl.certificate.verification' must be true or false, got {verify!r}"
         )
 
+    if trust == "ssl.ca.location" and get(trust) == "probe":
+        trust = None  # librdkafka's "probe": the system's CAs, the default here anyway
+
     def file(name: str | None) -> str | None:
         return get(name) if name is not None and name.endswith("location") else None
 

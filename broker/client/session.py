@@ -88,10 +88,16 @@ class ClientSession:
     """One connection plus the broker's advertised API version ranges."""
 
     def __init__(
-        self, connection: KafkaConnection, broker_versions: dict[int, tuple[int, int]]
+        self,
+        connection: KafkaConnection,
+        broker_versions: dict[int, tuple[int, int]],
+        security: SecurityConfig = PLAINTEXT_CONFIG,
     ) -> None:
         self.connection = connection
         self.broker_versions = broker_versions
+        self.security = security
+        self._answered = 0
+        self._negotiating = False
 
     @classmethod
     async def open(
@@ -125,7 +131,7 @@ class ClientSession:
                 ) from None
         if scope.cancelled_caught:
             raise ClientError(f"cannot connect to {host}:{port}: timed out after {timeout_s}s")
-        session = cls(connection, {})
+        session = cls(connection, {}, security)
         if not negotiate and security.sasl is None:
             return session
         try:
@@ -151,6 +157,7 @@ class ClientSession:
             raise ClientError(str(exc)) from None
 
     async def _negotiate(self) -> dict[int, tuple[int, int]]:
+        self._negotiating = True
         response = await self.request(
             ApiVersionsRequest(
                 client_software_name=_SOFTWARE_NAME,
@@ -195,14 +202,33 @@ class ClientSession:
         name = API_NAMES.get(int(body.API_KEY), "request")
         with trio.move_on_after(timeout_s):
             try:
-                return await self.connection.request(body, version)
+                response = await self.connection.request(body, version)
+                self._answered += 1
+                return response
             except (ConnectionClosed, trio.BrokenResourceError):
-                raise ClientError(f"{name} v{version}: the broker closed the connection") from None
+                raise ClientError(
+                    f"{name} v{version}: the broker closed the connection{self._close_hint()}"
+                ) from None
             except OSError as exc:
                 raise ClientError(f"{name} v{version}: {exc.strerror or exc}") from None
             except (DecodeError, EncodeError) as exc:
                 raise ClientError(f"{name} v{version}: {exc}") from None
         raise ClientError(f"{name} v{version}: no answer within {timeout_s}s")
+
+    def _close_hint(self) -> str:
+        """A likely reason when the broker hangs up at once: a listener wanting more security.
+
+        A TLS listener drops a plaintext ApiVersions; a SASL listener answers ApiVersions
+        but closes on any request other than the SASL handshake.
+        """
+        if self._answered == 0 and self.security.tls is None and self._negotiating:
+            return " (a TLS listener? set -X security.protocol=SSL or SASL_SSL)"
+        if self._answered == 1 and self.security.sasl is None and self.broker_versions:
+            return (
+                " (a SASL listener? set -X security.protocol=SASL_SSL or SASL_PLAINTEXT"
+                " with sasl.mechanism, sasl.username and sasl.password)"
+            )
+        return ""
 
     async def send_without_response(self, body: Any, version: int) -> None:
         """Write a request the broker will not answer (Produce with acks=0)."""

@@ -68,6 +68,11 @@ def test_plain_needs_the_plain_login_module() -> None:
         )
 
 
+def test_librdkafkas_probe_means_the_system_cas() -> None:
+    config = parse_security_properties({"security.protocol": "SSL", "ssl.ca.location": "probe"})
+    assert config.tls == TlsSettings()
+
+
 def test_kafka_pem_trust_and_key_stores() -> None:
     config = parse_security_properties(
         {

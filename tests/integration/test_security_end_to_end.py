@@ -265,3 +265,19 @@ async def test_the_pipeline_client_produces_and_fetches_over_sasl_ssl(
 
         with pytest.raises(KafkaClientError, match="SASL_AUTHENTICATION_FAILED"):
             await trio.to_thread.run_sync(connect_wrong)
+
+
+async def test_a_client_missing_the_listeners_security_is_told_what_to_set(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    async with secured(tmp_path, certs) as cli:
+        sasl_ssl = ["-b", cli.bootstrap("SASL_SSL")]
+        code, _, err = await cli.run("metadata", *sasl_ssl)
+        assert code == 1 and "(a TLS listener? set -X security.protocol=SSL or SASL_SSL)" in err
+        tls_only = ["-X", "security.protocol=SSL", "-X", f"ssl.ca.location={certs.ca}"]
+        code, _, err = await cli.run("metadata", *sasl_ssl, *tls_only)
+        assert code == 1 and "(a SASL listener? set -X security.protocol=SASL_SSL" in err
+        plaintext = cli.scram("alice", "pw")
+        plaintext[1] = cli.bootstrap("PLAINTEXT")
+        code, _, err = await cli.run("metadata", *plaintext)
+        assert code == 1 and "TLS handshake with" in err and "is the listener SSL" in err
