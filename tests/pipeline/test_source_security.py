@@ -161,3 +161,42 @@ def test_security_options_parse_as_spark_hands_them_over() -> None:
         {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}, streaming=True
     )
     assert not plain.security.uses_tls and not plain.security.uses_sasl
+
+
+def test_the_sink_writes_over_sasl_ssl_with_the_same_options(
+    secured_broker: BrokerProcess, certs: Certificates
+) -> None:
+    """A task's write (as Spark calls it) and its replay protection, logged in with SCRAM."""
+    import pyarrow as pa
+
+    from broker.pipeline.sink import write_batches
+    from tests.pipeline.conftest import read_topic
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        internal = ["-b", secured_broker.bootstrap]
+        user = ["writer", "--password", "writer-secret"]
+        assert client_main(["users", "scram", "set", *user, *internal]) == 0, err.getvalue()
+        assert client_main(["topics", "create", "secured-out", *internal]) == 0, err.getvalue()
+    options = SinkOptions.parse(
+        {
+            "kafka.bootstrap.servers": f"127.0.0.1:{secured_broker.ports['SASL_SSL']}",
+            "topic": "secured-out",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "SCRAM-SHA-256",
+            "kafka.sasl.jaas.config": (
+                f'{SCRAM_MODULE} required username="writer" password="writer-secret";'
+            ),
+            "kafka.ssl.truststore.location": str(certs.ca),
+        }
+    )
+    rows = pa.record_batch({"value": [b"x", b"y", b"z"]})
+    first = write_batches(options, iter([rows]), query_id="q-secured", batch_id=0)
+    replay = write_batches(options, iter([rows]), query_id="q-secured", batch_id=0)
+    assert (first.records, first.skipped) == (3, False)
+    assert replay.skipped
+    assert [record.value for _, record in read_topic(secured_broker, "secured-out")] == [
+        b"x",
+        b"y",
+        b"z",
+    ]
