@@ -72,7 +72,10 @@ class ScramClient:
         if mechanism not in SCRAM_HASHES:
             raise SaslAuthenticationError(f"{mechanism} is not a SCRAM mechanism")
         self.mechanism = mechanism
-        self._scram = scramp.ScramClient([mechanism], username, password)
+        try:  # SASLprep refuses some characters in names and passwords
+            self._scram = scramp.ScramClient([mechanism], username, password)
+        except scramp.ScramException as exc:
+            raise SaslAuthenticationError(f"{mechanism}: {exc}") from None
         self._step = 0
         self.complete = False
 

@@ -147,8 +147,8 @@ class ClientSession:
         """SaslHandshake v1, then SaslAuthenticate until the mechanism completes."""
         self.version_for(SaslHandshakeRequest.API_KEY, SASL_HANDSHAKE_VERSION)
         version = self.version_for(SaslAuthenticateRequest.API_KEY)
-        authenticator = SaslAuthenticator(credentials, version)
         try:
+            authenticator = SaslAuthenticator(credentials, version)
             response = await self.request(authenticator.handshake_request(), 1)
             authenticator.on_handshake_response(response)
             while (body := authenticator.next_request()) is not None:

@@ -376,8 +376,8 @@ def _authenticate(
     version = versions.get(SaslAuthenticateRequest.API_KEY)
     if version is None:
         raise KafkaClientError(ErrorCode.UNSUPPORTED_VERSION, "broker lacks SaslAuthenticate")
-    authenticator = SaslAuthenticator(credentials, version)
     try:
+        authenticator = SaslAuthenticator(credentials, version)
         handshake = connection.request(authenticator.handshake_request(), SASL_HANDSHAKE_VERSION)
         authenticator.on_handshake_response(handshake)
         while (body := authenticator.next_request()) is not None:

@@ -172,3 +172,8 @@ def test_kafka_configs_add_config_syntax() -> None:
     for bad in ("SCRAM-SHA-1=[password=x]", "SCRAM-SHA-256=[iterations=8192]", "password=x"):
         with pytest.raises(ClientError):
             parse_add_config(bad)
+
+
+def test_a_name_saslprep_refuses_is_an_authentication_error_not_a_crash() -> None:
+    with pytest.raises(SaslAuthenticationError, match=r"SCRAM-SHA-256: .*control characters"):
+        SaslAuthenticator(SaslCredentials("SCRAM-SHA-256", "a\x07b", "pw"), 2)
