@@ -13,6 +13,7 @@ as it is for a real client. Every load is bounded in time and count.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import ssl
 import struct
@@ -104,9 +105,15 @@ async def _small_requests_one(
     return answered
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def small_requests(
     open_stream: StreamFactory, duration_s: float, connections: int = 64, depth: int = 5
-) -> float:
+) -> tuple[float, int]:
     header = RequestHeader(api_key=18, api_version=0, correlation_id=1, client_id="bench")
     frame = b"".join(bytes(c) for c in encode_request(header, ApiVersionsRequest()))
     counts: list[int] = []
@@ -120,7 +127,7 @@ async def small_requests(
         async with trio.open_nursery() as nursery:
             for _ in range(connections):
                 nursery.start_soon(one)
-    return sum(counts) / (time.perf_counter() - started)
+    return sum(counts) / (time.perf_counter() - started), sum(counts)
 
 
 # --- SCRAM logins -------------------------------------------------------------------------------
@@ -175,6 +182,44 @@ async def scram_logins(port: int, mechanism: str, duration_s: float, clients: in
 # --- the run -----------------------------------------------------------------------------------
 
 
+ROUNDS = 2
+"""Each protocol is measured this many times, alternating, and its best run kept: other
+work on a shared machine only ever slows a run down."""
+
+_BETTER_LOW = {"small_cpu", "produce_cpu"}
+
+
+def _measure(
+    pid: int,
+    bootstrap: str,
+    admin: str,
+    extra: dict[str, str] | None,
+    opener: StreamFactory,
+    duration_s: float,
+) -> dict[str, float]:
+    topic = _create_topic(admin, 1)
+    cpu_before = cpu_seconds(pid)
+    produced = measure_produce(bootstrap, topic, 1, 1024, "1", duration_s, extra)
+    produce_cpu = cpu_seconds(pid) - cpu_before
+    consumed = measure_consume(
+        bootstrap, topic, 1, int(produced["messages"]), 1024, duration_s, extra
+    )
+    _delete_topic(admin, topic)
+    cpu_before = cpu_seconds(pid)
+    rate, count = trio.run(small_requests, opener, duration_s)
+    # The load generator shares the machine: the broker's own CPU time per request
+    # (or per MB) says what TLS costs the broker, whoever is the bottleneck.
+    small_cpu = (cpu_seconds(pid) - cpu_before) / max(count, 1) * 1e6
+    megabytes = produced["messages"] * 1024 / 1e6
+    return {
+        "produce": produced["mb_per_s"],
+        "produce_cpu": produce_cpu / megabytes * 1e3,
+        "consume": consumed["mb_per_s"],
+        "small": rate,
+        "small_cpu": small_cpu,
+    }
+
+
 def run(duration_s: float = 5.0) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-security-") as tmp:
@@ -184,44 +229,41 @@ def run(duration_s: float = 5.0) -> list[dict[str, Any]]:
         ca.cert_pem.write_to_path(str(ca_pem))
         client_context = ssl.create_default_context(cafile=str(ca_pem))
         process, ports = _start_broker(work, ca)
+
+        async def open_plain() -> trio.abc.Stream:
+            return await trio.open_tcp_stream("127.0.0.1", ports["PLAINTEXT"])
+
+        async def open_tls() -> trio.abc.Stream:
+            tcp = await trio.open_tcp_stream("127.0.0.1", ports["SSL"])
+            stream = trio.SSLStream(tcp, client_context, server_hostname="127.0.0.1")
+            await stream.do_handshake()
+            return stream
+
         try:
             plain = f"127.0.0.1:{ports['PLAINTEXT']}"
-            tls = f"127.0.0.1:{ports['SSL']}"
-            tls_settings = {"security.protocol": "SSL", "ssl.ca.location": str(ca_pem)}
-            results: dict[str, dict[str, float]] = {}
-            for label, bootstrap, extra in (
-                ("PLAINTEXT", plain, None),
-                ("SSL", tls, tls_settings),
-            ):
-                topic = _create_topic(plain, 1)
-                produced = measure_produce(bootstrap, topic, 1, 1024, "1", duration_s, extra)
-                consumed = measure_consume(
-                    bootstrap, topic, 1, int(produced["messages"]), 1024, duration_s, extra
-                )
-                _delete_topic(plain, topic)
-
-                async def open_plain() -> trio.abc.Stream:
-                    return await trio.open_tcp_stream("127.0.0.1", ports["PLAINTEXT"])
-
-                async def open_tls() -> trio.abc.Stream:
-                    tcp = await trio.open_tcp_stream("127.0.0.1", ports["SSL"])
-                    stream = trio.SSLStream(tcp, client_context, server_hostname="127.0.0.1")
-                    await stream.do_handshake()
-                    return stream
-
-                opener = open_plain if label == "PLAINTEXT" else open_tls
-                rate = trio.run(small_requests, opener, duration_s)
-                results[label] = {
-                    "produce": produced["mb_per_s"],
-                    "produce_msgs": produced["msgs_per_s"],
-                    "consume": consumed["mb_per_s"],
-                    "small": rate,
-                }
-            base, ours = results["PLAINTEXT"], results["SSL"]
+            setups: dict[str, tuple[str, dict[str, str] | None, StreamFactory]] = {
+                "PLAINTEXT": (plain, None, open_plain),
+                "SSL": (
+                    f"127.0.0.1:{ports['SSL']}",
+                    {"security.protocol": "SSL", "ssl.ca.location": str(ca_pem)},
+                    open_tls,
+                ),
+            }
+            best: dict[str, dict[str, float]] = {}
+            for _ in range(ROUNDS):
+                for label, (bootstrap, extra, opener) in setups.items():
+                    result = _measure(process.pid, bootstrap, plain, extra, opener, duration_s)
+                    kept = best.setdefault(label, result)
+                    for key, value in result.items():
+                        pick = min if key in _BETTER_LOW else max
+                        kept[key] = pick(kept[key], value)
+            base, ours = best["PLAINTEXT"], best["SSL"]
             for key, name, unit in (
                 ("produce", "produce 1 KiB values, 1 partition, acks=1", "MB/s"),
+                ("produce_cpu", "broker CPU per MB produced", "ms"),
                 ("consume", "consume 1 KiB values, 1 partition", "MB/s"),
                 ("small", "small requests (ApiVersions, 64 conns x 5 in flight)", "req/s"),
+                ("small_cpu", "broker CPU per small request", "µs"),
             ):
                 rows.append(
                     {

@@ -30,6 +30,7 @@ from broker.net.authenticator import (
 from broker.net.connection import Connection
 from broker.net.endpoint import Endpoint
 from broker.net.request import Buffer, Request
+from broker.net.tls_stream import HandshakeEof, TlsServerStream
 from broker.protocol.api import encode_response
 from broker.security.jaas import parse_jaas_config
 from broker.security.listener_config import effective_key
@@ -126,17 +127,19 @@ class ListenerSecurity:
 
     async def _tls_handshake(self, connection: Connection, metrics: AuthMetrics) -> bool:
         assert self.ssl_context is not None
-        stream = trio.SSLStream(connection.stream, self.ssl_context, server_side=True)
+        stream = TlsServerStream(connection.stream, self.ssl_context)
         connection.stream = stream
         try:
             await stream.do_handshake()
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            cause = exc.__cause__ or exc
-            log.info("closing connection %s: failed TLS handshake: %s", connection.id, cause or exc)
+        except HandshakeEof:
+            log.debug("connection %s closed before the end of the TLS handshake", connection.id)
+            return False
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            log.info("closing connection %s: failed TLS handshake: %s", connection.id, exc)
             metrics.mark(Event.FAILED)
             return False
         connection.touch()
-        certificate = stream.getpeercert(binary_form=True)
+        certificate = stream.getpeercert()
         if certificate and self._mapper is not None and self.sasl is None:
             dn = subject_dn(certificate)
             try:

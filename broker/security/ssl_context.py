@@ -111,9 +111,10 @@ def build_server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
             context.set_ciphers(":".join(ciphers))
         except ssl.SSLError as exc:
             raise ConfigError(f"{ciphers_key}: no usable cipher suite: {exc}") from None
-    # Kafka clients never resume sessions by ticket across brokers; tickets cost a
-    # round of crypto per connection for nothing.
-    context.options |= ssl.OP_NO_TICKET
+    # Kafka clients do not resume TLS sessions: tickets would cost crypto per connection
+    # for nothing. Renegotiation is off (TlsServerStream never expects it).
+    context.options |= ssl.OP_NO_TICKET | ssl.OP_NO_RENEGOTIATION
+    context.num_tickets = 0
     return context
 
 

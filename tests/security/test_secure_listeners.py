@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import socket
 import ssl
 import struct
 from collections.abc import AsyncIterator
@@ -437,3 +438,71 @@ async def abuse_quietly(abuse: Any, server: KafkaServer, stage: int) -> None:
     """The broker closing the connection is the expected end of an abusive client."""
     with contextlib.suppress(ConnectionClosed, trio.BrokenResourceError, ValueError):
         await abuse(server, stage)
+
+
+async def test_a_clients_close_notify_is_answered(tmp_path: Path, certs: Certificates) -> None:
+    """asyncio clients (aiokafka) wait up to 30 s for the broker's close_notify."""
+    async with secure_broker(tmp_path, certs) as (server, _):
+        port = server.bound_port("SSL")
+
+        def client() -> int:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+                tls = certs.client_context().wrap_socket(raw, server_hostname="127.0.0.1")
+                tls.sendall(KafkaRequestBytes.api_versions())
+                response = b""
+                while (
+                    len(response) < 4 or len(response) < 4 + struct.unpack_from(">i", response)[0]
+                ):
+                    response += tls.recv(65536)
+                tls.unwrap()  # sends ours, then waits (5 s at most) for the broker's
+                return len(response)
+
+        assert await trio.to_thread.run_sync(client) > 0
+
+
+async def test_a_connection_closed_before_its_handshake_is_no_failed_login(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    async with secure_broker(tmp_path, certs) as (server, _):
+        port = server.bound_port("SSL")
+        for _ in range(3):
+            probe = await trio.open_tcp_stream("127.0.0.1", port)
+            await probe.aclose()
+        async with await open_tls(port, certs.client_context()) as connection:
+            assert (await metadata(connection)).brokers
+        with trio.fail_after(5):
+            while any(p.connections for p in server.socket_server.processors["SSL"]):
+                await trio.sleep(0.01)
+        assert auth_total(server, "SSL", "failed-authentication") == 0
+        assert auth_total(server, "SSL", "successful-authentication") == 1
+
+
+async def test_garbage_to_tls_ports_closes_each_connection_and_nothing_else(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    """Seeded random bytes, some after a real TLS record header, to SSL and SASL_SSL."""
+    rng = random.Random(99)
+
+    async def garbage(port: int) -> None:
+        with contextlib.suppress(trio.BrokenResourceError, OSError):
+            async with await trio.open_tcp_stream("127.0.0.1", port) as raw:
+                prefix = b"\x16\x03\x01" if rng.random() < 0.5 else b""
+                await raw.send_all(prefix + rng.randbytes(rng.randrange(1, 2000)))
+                # An incomplete record keeps the broker waiting (until connections.max.idle.ms),
+                # as Kafka does: this client gives up first.
+                with trio.move_on_after(1):
+                    while await raw.receive_some(4096):
+                        pass
+
+    async with secure_broker(tmp_path, certs) as (server, recorder):
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                for index in range(30):
+                    listener = "SSL" if index % 2 else "SASL_SSL"
+                    nursery.start_soon(garbage, server.bound_port(listener))
+            async with await open_tls(server.bound_port("SSL"), certs.client_context()) as tls:
+                assert (await metadata(tls)).brokers
+            for listener in ("SSL", "SASL_SSL"):
+                while any(p.connections for p in server.socket_server.processors[listener]):
+                    await trio.sleep(0.01)
+        assert recorder.principals == ["User:ANONYMOUS"]
