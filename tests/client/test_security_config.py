@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker.client.security_config import (
+    KNOWN_PROPERTIES,
     PLAINTEXT_CONFIG,
     SaslCredentials,
     SecurityConfig,
@@ -219,3 +220,35 @@ def test_jaas_bare_values_and_flags() -> None:
 def test_malformed_jaas_is_refused(text: str) -> None:
     with pytest.raises(SecurityConfigError):
         parse_jaas_config(text)
+
+
+_values = st.one_of(
+    st.sampled_from(["SASL_SSL", "SSL", "PLAIN", "SCRAM-SHA-256", "PEM", "https", "", "x"]),
+    st.text(max_size=40),
+)
+
+
+@given(
+    properties=st.dictionaries(
+        st.sampled_from([*sorted(KNOWN_PROPERTIES), "ssl.keystore.password", "foo"]),
+        _values,
+        max_size=8,
+    )
+)
+def test_any_properties_give_a_config_or_one_error_line(properties: dict[str, str]) -> None:
+    try:
+        config = parse_security_properties(properties)
+    except SecurityConfigError as exc:
+        assert str(exc) and "\n" not in str(exc)
+    else:
+        assert config.uses_tls == config.protocol.endswith("SSL")
+        assert config.uses_sasl == config.protocol.startswith("SASL_")
+
+
+@given(text=st.text(max_size=120))
+def test_any_jaas_text_parses_or_is_refused_cleanly(text: str) -> None:
+    try:
+        module, options = parse_jaas_config(text)
+    except SecurityConfigError:
+        return
+    assert module and all(isinstance(v, str) for v in options.values())
