@@ -11,6 +11,7 @@ own sockets. SCRAM's message algebra comes from `scramp`, PLAIN is one message.
 from __future__ import annotations
 
 import hashlib
+import random
 from typing import Protocol
 
 import attrs
@@ -195,6 +196,18 @@ class SaslAuthenticator:
         self._pending = self._client.evaluate_challenge(bytes(response.auth_bytes))
         if self._pending is None and not self._client.complete:
             raise SaslAuthenticationError(f"{self.credentials.mechanism}: exchange ended early")
+
+
+def reauthentication_due(
+    now: float, session_lifetime_ms: int, rng: random.Random | None = None
+) -> float | None:
+    """When to log in again on the same connection (KIP-368), as Kafka's clients do: at a
+    random point between 85% and 95% of the session lifetime the broker granted, so that
+    a connection is never used past it. None when the session does not expire."""
+    if session_lifetime_ms <= 0:
+        return None
+    share = (rng or random).uniform(0.85, 0.95)
+    return now + session_lifetime_ms / 1000 * share
 
 
 def _error_name(code: int) -> str:

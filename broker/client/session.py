@@ -17,6 +17,7 @@ from broker.client.sasl_client import (
     SASL_HANDSHAKE_VERSION,
     SaslAuthenticationError,
     SaslAuthenticator,
+    reauthentication_due,
 )
 from broker.client.security_config import (
     PLAINTEXT_CONFIG,
@@ -98,6 +99,8 @@ class ClientSession:
         self.security = security
         self._answered = 0
         self._negotiating = False
+        self._reauthenticate_at: float | None = None
+        self._authenticating = False
 
     @classmethod
     async def open(
@@ -144,9 +147,11 @@ class ClientSession:
         return session
 
     async def _authenticate(self, credentials: SaslCredentials) -> None:
-        """SaslHandshake v1, then SaslAuthenticate until the mechanism completes."""
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism completes; again on
+        the same connection before the session lifetime the broker grants runs out."""
         self.version_for(SaslHandshakeRequest.API_KEY, SASL_HANDSHAKE_VERSION)
         version = self.version_for(SaslAuthenticateRequest.API_KEY)
+        self._authenticating = True
         try:
             authenticator = SaslAuthenticator(credentials, version)
             response = await self.request(authenticator.handshake_request(), 1)
@@ -155,6 +160,18 @@ class ClientSession:
                 authenticator.on_authenticate_response(await self.request(body, version))
         except SaslAuthenticationError as exc:
             raise ClientError(str(exc)) from None
+        finally:
+            self._authenticating = False
+        self._reauthenticate_at = reauthentication_due(
+            trio.current_time(), authenticator.session_lifetime_ms
+        )
+
+    async def _reauthenticate_if_due(self) -> None:
+        due = self._reauthenticate_at
+        if due is None or self._authenticating or trio.current_time() < due:
+            return
+        assert self.security.sasl is not None
+        await self._authenticate(self.security.sasl)
 
     async def _negotiate(self) -> dict[int, tuple[int, int]]:
         self._negotiating = True
@@ -199,6 +216,7 @@ class ClientSession:
         return top
 
     async def request(self, body: Any, version: int, timeout_s: float = 30.0) -> Any:
+        await self._reauthenticate_if_due()
         name = API_NAMES.get(int(body.API_KEY), "request")
         with trio.move_on_after(timeout_s):
             try:
@@ -232,6 +250,7 @@ class ClientSession:
 
     async def send_without_response(self, body: Any, version: int) -> None:
         """Write a request the broker will not answer (Produce with acks=0)."""
+        await self._reauthenticate_if_due()
         header = RequestHeader(
             api_key=int(body.API_KEY),
             api_version=version,

@@ -11,6 +11,8 @@ switch to topic ids (Fetch 13+).
 from __future__ import annotations
 
 import ssl
+import time
+from typing import Any
 
 import attrs
 
@@ -18,6 +20,7 @@ from broker.client.sasl_client import (
     SASL_HANDSHAKE_VERSION,
     SaslAuthenticationError,
     SaslAuthenticator,
+    reauthentication_due,
 )
 from broker.client.security_config import PLAINTEXT_CONFIG, SaslCredentials, SecurityConfig
 from broker.client.tls_context import build_ssl_context
@@ -113,9 +116,17 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
 class KafkaClient:
     """One broker connection with the requests the pipeline uses; a context manager."""
 
-    def __init__(self, connection: BlockingConnection, versions: dict[int, int]) -> None:
+    def __init__(
+        self,
+        connection: BlockingConnection,
+        versions: dict[int, int],
+        credentials: SaslCredentials | None = None,
+        reauthenticate_at: float | None = None,
+    ) -> None:
         self._connection = connection
         self._versions = versions
+        self._credentials = credentials
+        self._reauthenticate_at = reauthenticate_at
 
     @classmethod
     def connect(
@@ -142,9 +153,10 @@ class KafkaClient:
                 continue
             try:
                 versions = _negotiate(connection)
+                due = None
                 if security.sasl is not None:
-                    _authenticate(connection, versions, security.sasl)
-                return cls(connection, versions)
+                    due = _authenticate(connection, versions, security.sasl)
+                return cls(connection, versions, security.sasl, due)
             except BaseException:
                 connection.close()
                 raise
@@ -158,6 +170,16 @@ class KafkaClient:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def _request(self, body: Any) -> Any:
+        """One request at the negotiated version, logging in again first when the SASL
+        session is about to expire (a long read of an offset range outlives it)."""
+        due = self._reauthenticate_at
+        if due is not None and self._credentials is not None and time.monotonic() >= due:
+            self._reauthenticate_at = _authenticate(
+                self._connection, self._versions, self._credentials
+            )
+        return self._connection.request(body, self._version(int(body.API_KEY)))
 
     def _version(self, api_key: int) -> int:
         version = self._versions.get(api_key)
@@ -183,7 +205,7 @@ class KafkaClient:
             else tuple(MetadataRequestTopic(name=name) for name in topics),
             allow_auto_topic_creation=auto_create,
         )
-        response = self._connection.request(body, self._version(MetadataRequest.API_KEY))
+        response = self._request(body)
         result = {}
         for topic in response.topics:
             if topic.error_code == ErrorCode.NONE and topic.name is not None:
@@ -210,7 +232,7 @@ class KafkaClient:
                 for name, parts in by_topic.items()
             ),
         )
-        response = self._connection.request(body, self._version(ListOffsetsRequest.API_KEY))
+        response = self._request(body)
         result = {}
         for topic in response.topics:
             for part in topic.partitions:
@@ -258,7 +280,7 @@ class KafkaClient:
                 ),
             ),
         )
-        response = self._connection.request(body, self._version(FetchRequest.API_KEY))
+        response = self._request(body)
         if response.error_code != ErrorCode.NONE:
             raise KafkaClientError(response.error_code, f"fetch {topic}-{partition}")
         for topic_response in response.responses:
@@ -277,7 +299,7 @@ class KafkaClient:
     def init_producer_id(self) -> tuple[int, int]:
         """A new idempotent producer id and epoch."""
         body = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1)
-        response = self._connection.request(body, self._version(InitProducerIdRequest.API_KEY))
+        response = self._request(body)
         if response.error_code != ErrorCode.NONE:
             raise KafkaClientError(response.error_code, "init producer id")
         return int(response.producer_id), int(response.producer_epoch)
@@ -300,7 +322,7 @@ class KafkaClient:
                 for name, parts in by_topic.items()
             ),
         )
-        response = self._connection.request(body, self._version(ProduceRequest.API_KEY))
+        response = self._request(body)
         result = {}
         for topic in response.responses:
             for part in topic.partition_responses:
@@ -332,7 +354,7 @@ class KafkaClient:
             ),
             timeout_ms=30000,
         )
-        response = self._connection.request(body, self._version(CreateTopicsRequest.API_KEY))
+        response = self._request(body)
         for result in response.topics:
             if result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 return False
@@ -356,7 +378,7 @@ class KafkaClient:
             ),
             timeout_ms=30000,
         )
-        response = self._connection.request(body, self._version(DeleteRecordsRequest.API_KEY))
+        response = self._request(body)
         result = {}
         for topic in response.topics:
             for part in topic.partitions:
@@ -370,7 +392,8 @@ class KafkaClient:
 
 def _authenticate(
     connection: BlockingConnection, versions: dict[int, int], credentials: SaslCredentials
-) -> None:
+) -> float | None:
+    """Log in; returns when to do it again (time.monotonic), None if the session lasts."""
     if versions.get(SaslHandshakeRequest.API_KEY) != SASL_HANDSHAKE_VERSION:
         raise KafkaClientError(ErrorCode.UNSUPPORTED_VERSION, "broker lacks SaslHandshake v1")
     version = versions.get(SaslAuthenticateRequest.API_KEY)
@@ -384,6 +407,7 @@ def _authenticate(
             authenticator.on_authenticate_response(connection.request(body, version))
     except SaslAuthenticationError as exc:
         raise KafkaClientError(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from None
+    return reauthentication_due(time.monotonic(), authenticator.session_lifetime_ms)
 
 
 def _negotiate(connection: BlockingConnection) -> dict[int, int]:

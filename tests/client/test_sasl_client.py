@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import random
 
 import pytest
 import scramp
@@ -17,6 +18,7 @@ from broker.client.sasl_client import (
     SaslAuthenticationError,
     SaslAuthenticator,
     ScramClient,
+    reauthentication_due,
     scram_credential,
 )
 from broker.client.security_config import SaslCredentials
@@ -177,3 +179,16 @@ def test_kafka_configs_add_config_syntax() -> None:
 def test_a_name_saslprep_refuses_is_an_authentication_error_not_a_crash() -> None:
     with pytest.raises(SaslAuthenticationError, match=r"SCRAM-SHA-256: .*control characters"):
         SaslAuthenticator(SaslCredentials("SCRAM-SHA-256", "a\x07b", "pw"), 2)
+
+
+@given(lifetime_ms=st.integers(min_value=1, max_value=10**9), seed=st.integers(0, 2**32))
+def test_reauthentication_falls_between_85_and_95_percent_of_the_lifetime(
+    lifetime_ms: int, seed: int
+) -> None:
+    due = reauthentication_due(100.0, lifetime_ms, random.Random(seed))
+    assert due is not None
+    assert 100.0 + 0.85 * lifetime_ms / 1000 <= due <= 100.0 + 0.95 * lifetime_ms / 1000
+
+
+def test_a_session_without_lifetime_is_never_renewed() -> None:
+    assert reauthentication_due(5.0, 0) is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,7 +17,9 @@ import trio
 
 from broker.client.cli import main
 from broker.client.security_config import parse_security_properties
+from broker.client.session import ClientSession
 from broker.pipeline.kafka_client import KafkaClient, KafkaClientError
+from broker.protocol.messages import MetadataRequest
 from broker.protocol.records import Record, encode_batch, iter_batches, iter_records
 from broker.server import KafkaServer
 from tests.integration.broker_harness import running_broker
@@ -281,3 +284,59 @@ async def test_a_client_missing_the_listeners_security_is_told_what_to_set(
         plaintext[1] = cli.bootstrap("PLAINTEXT")
         code, _, err = await cli.run("metadata", *plaintext)
         assert code == 1 and "TLS handshake with" in err and "is the listener SSL" in err
+
+
+def _reauthentications(server: KafkaServer) -> float:
+    total = 0.0
+    for processor in server.socket_server.processors["SASL_SSL"]:
+        for event, meter in processor.auth_metrics.meters.items():
+            if event.value == "successful-reauthentication":
+                total += getattr(meter, "count", 0)
+    return total
+
+
+async def test_clients_log_in_again_before_the_session_lifetime_runs_out(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    """KIP-368: with connections.max.reauth.ms the broker closes a connection used past its
+    session; both clients re-authenticate on the same connection first."""
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "connections.max.reauth.ms": "600",
+        "metrics.port": "-1",
+        **ssl_listener_settings("SASL_SSL", certs),
+    }
+    async with running_broker(tmp_path / "data", overrides) as server:
+        cli = Cli(server, certs)
+        await cli.ok(
+            "users", "scram", "set", "eve", "--password", "eve-pw", "-b", cli.bootstrap("PLAINTEXT")
+        )
+        security = parse_security_properties(
+            {
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "SCRAM-SHA-256",
+                "sasl.username": "eve",
+                "sasl.password": "eve-pw",
+                "ssl.ca.location": str(certs.ca),
+            }
+        )
+        bootstrap = cli.bootstrap("SASL_SSL")
+        async with await ClientSession.open(bootstrap, security=security) as session:
+            for _ in range(3):
+                response = await session.call(MetadataRequest(topics=()))
+                assert response.brokers
+                await trio.sleep(0.7)
+        assert _reauthentications(server) >= 2
+
+        def pipeline_client_reads_across_sessions() -> int:
+            with KafkaClient.connect(bootstrap, security=security) as client:
+                for _ in range(3):
+                    client.partitions_for(None)
+                    time.sleep(0.7)
+                return len(client.partitions_for(None))
+
+        before = _reauthentications(server)
+        assert await trio.to_thread.run_sync(pipeline_client_reads_across_sessions) >= 0
+        assert _reauthentications(server) >= before + 2
