@@ -45,6 +45,7 @@ class Event(enum.Enum):
     """What the metrics count (Kafka's socket-server-metrics names)."""
 
     AUTHENTICATED = "successful-authentication"
+    AUTHENTICATED_NO_REAUTH = "successful-authentication-no-reauth"  # pre-KIP-368 clients
     REAUTHENTICATED = "successful-reauthentication"
     FAILED = "failed-authentication"
     FAILED_REAUTHENTICATION = "failed-reauthentication"
@@ -105,6 +106,11 @@ class SaslAuthenticator:
     @property
     def reauthenticating(self) -> bool:
         return self._reauthenticating
+
+    @property
+    def supports_reauthentication(self) -> bool:
+        """Whether the client used SaslAuthenticate v1+ (KIP-368), so can re-authenticate."""
+        return self._supports_reauth
 
     # -- requests --------------------------------------------------------------------
     def on_request(self, api_key: int, api_version: int, body: Any, now_ms: int) -> Verdict:

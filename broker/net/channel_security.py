@@ -12,13 +12,14 @@ from __future__ import annotations
 import logging
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 
 import attrs
 import trio
 
 from broker.config import BrokerConfig, ConfigError
-from broker.metrics import Meter
+from broker.metrics import Meter, MetricSample
 from broker.net.authenticator import (
     Action,
     Event,
@@ -59,6 +60,34 @@ class AuthMetrics:
     def mark(self, event: Event | None) -> None:
         if event is not None:
             self.meters[event].mark()
+
+
+def tls_connection_samples(
+    connections: Iterable[tuple[str, int, Iterable[Connection]]],
+) -> Iterator[MetricSample]:
+    """Kafka's `connections{cipher,protocol}` gauge: open TLS connections per listener,
+    processor, cipher and TLS version, counted when the metrics are read."""
+    for listener, processor_id, open_connections in connections:
+        counts: Counter[tuple[str, str]] = Counter()
+        for connection in list(open_connections):
+            stream = connection.stream
+            if isinstance(stream, TlsServerStream) and (cipher := stream.cipher()) is not None:
+                counts[(cipher[0], stream.version() or "unknown")] += 1
+        for (cipher_name, version), count in sorted(counts.items()):
+            tags = (
+                ("cipher", cipher_name),
+                ("listener", listener),
+                ("networkProcessor", str(processor_id)),
+                ("protocol", version),
+            )
+            yield MetricSample(
+                "kafka.server",
+                "socket-server-metrics",
+                "connections",
+                tags,
+                "gauge",
+                {"value": float(count)},
+            )
 
 
 @attrs.frozen
@@ -212,6 +241,11 @@ class SaslChannel:
     async def _carry_out(self, verdict: Verdict, request: Request | None) -> None:
         connection = self._connection
         self._metrics.mark(verdict.event)
+        if (
+            verdict.event is Event.AUTHENTICATED
+            and not self.authenticator.supports_reauthentication
+        ):
+            self._metrics.mark(Event.AUTHENTICATED_NO_REAUTH)
         if verdict.action is Action.CLOSE:
             log.info("closing connection %s: %s", connection.id, verdict.reason)
             return

@@ -20,7 +20,7 @@ from broker.config import BrokerConfig, ConfigError
 from broker.metrics import MetricsRegistry
 from broker.net.acceptor import Acceptor, bind_listener
 from broker.net.authenticator import Event
-from broker.net.channel_security import ListenerSecurity
+from broker.net.channel_security import ListenerSecurity, tls_connection_samples
 from broker.net.connection_quotas import ConnectionQuotas
 from broker.net.endpoint import Endpoint
 from broker.net.memory_pool import MemoryPool
@@ -273,6 +273,13 @@ class SocketServer:
         )
         m.gauge(
             "kafka.network", "SocketServer", "MemoryPoolUsed", lambda: float(self.memory_pool.used)
+        )
+        m.add_collector(
+            lambda: tls_connection_samples(
+                (name, p.id, p.connections.values())
+                for name, processors in list(self.processors.items())
+                for p in processors
+            )
         )
         if self.control_channel is not None:
             control = self.control_channel

@@ -127,6 +127,7 @@ async def test_sasl_plaintext_authenticates_and_requests_carry_the_user_principa
             assert (await metadata(connection)).brokers
         assert recorder.principals == [f"User:{user}"]
         assert auth_total(server, "SASL_PLAINTEXT", "successful-authentication") == 1
+        assert auth_total(server, "SASL_PLAINTEXT", "successful-authentication-no-reauth") == 0
 
 
 async def test_sasl_ssl_authenticates_over_tls(tmp_path: Path, certs: Certificates) -> None:
@@ -267,6 +268,7 @@ async def test_the_v0_flow_takes_raw_scram_tokens(tmp_path: Path, certs: Certifi
             client.set_server_final((await connection.receive_frame()).decode())
             assert (await metadata(connection)).brokers
         assert recorder.principals == ["User:carol"]
+        assert auth_total(server, "SASL_PLAINTEXT", "successful-authentication-no-reauth") == 1
 
 
 async def test_the_v0_flow_closes_on_a_wrong_plain_token(
@@ -506,3 +508,24 @@ async def test_garbage_to_tls_ports_closes_each_connection_and_nothing_else(
                 while any(p.connections for p in server.socket_server.processors[listener]):
                     await trio.sleep(0.01)
         assert recorder.principals == ["User:ANONYMOUS"]
+
+
+async def test_open_tls_connections_are_counted_per_cipher_and_protocol(
+    tmp_path: Path, certs: Certificates
+) -> None:
+    async with (
+        secure_broker(tmp_path, certs) as (server, _),
+        await open_tls(server.bound_port("SSL"), certs.client_context()) as tls,
+    ):
+        await metadata(tls)
+        cipher = tls.stream.cipher()  # type: ignore[attr-defined]
+        samples = [
+            s
+            for s in server.metrics.snapshot()
+            if s.type_ == "socket-server-metrics" and s.name == "connections"
+        ]
+        assert len(samples) == 1
+        tags = dict(samples[0].tags)
+        assert (tags["listener"], tags["protocol"]) == ("SSL", "TLSv1.3")
+        assert tags["cipher"] == cipher[0]
+        assert samples[0].values == {"value": 1.0}
