@@ -140,6 +140,23 @@ async def test_a_user_set_with_the_client_logs_in_with_scram_and_a_deleted_one_c
         out = await cli.ok("metadata", "--json", *cli.scram("alice", "alice-secret"))
         assert json.loads(out)["brokers"]
         await cli.ok("api-versions", *cli.scram("alice", "alice-512", "SCRAM-SHA-512"))
+        # The stored credential is Kafka's: librdkafka's own SCRAM client logs in with it.
+        kcat_properties = [
+            "security.protocol=SASL_SSL",
+            "sasl.mechanisms=SCRAM-SHA-512",
+            "sasl.username=alice",
+            "sasl.password=alice-512",
+            f"ssl.ca.location={certs.ca}",
+        ]
+        kcat = await trio.run_process(
+            ["kcat", "-L", "-J", "-m", "20", "-b", cli.bootstrap("SASL_SSL")]
+            + [arg for prop in kcat_properties for arg in ("-X", prop)],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+        assert kcat.returncode == 0, kcat.stderr
+        assert json.loads(kcat.stdout)["brokers"]
 
         code, _, err = await cli.run("metadata", *cli.scram("alice", "wrong"))
         assert code == 1
