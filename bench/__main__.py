@@ -42,6 +42,7 @@ BENCHMARKS: list[tuple[str, str, float]] = [
         "Transactions: transactional vs idempotent produce, commit latency",
         3.0,
     ),
+    ("bench.bench_client_security", "Pipeline client: PLAINTEXT, SSL, SASL_SSL", 4.0),
     ("bench.bench_pipeline", "Spark pipeline", 10.0),
     ("bench.bench_hostile", "Hostile load: memory, bystander latency, slow senders", 4.0),
 ]

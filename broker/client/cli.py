@@ -17,8 +17,23 @@ from collections.abc import AsyncIterator, Sequence
 
 import trio
 
-from broker.client import cmd_admin, cmd_consume, cmd_produce, cmd_quotas, cmd_raw
+from broker.client import (
+    cmd_acls,
+    cmd_admin,
+    cmd_consume,
+    cmd_produce,
+    cmd_quotas,
+    cmd_raw,
+    cmd_users,
+)
+from broker.client.security_config import (
+    SecurityConfig,
+    SecurityConfigError,
+    parse_security_properties,
+)
 from broker.client.session import DEFAULT_BOOTSTRAP, ClientError, ClientSession
+from broker.config import parse_properties
+from broker.config_error import ConfigError
 
 EXAMPLES = """examples:
   broker client api-versions
@@ -26,6 +41,9 @@ EXAMPLES = """examples:
   printf 'k:v\\n' | broker client produce orders -K :
   broker client consume orders --from-beginning -e -f '%k=%s\\n'
   broker client raw 18 3 '{}'
+  broker client -b localhost:9093 -X security.protocol=SASL_SSL -X sasl.mechanism=SCRAM-SHA-256 \\
+      -X sasl.username=alice -X sasl.password=alice-secret -X ssl.ca.location=ca.pem metadata
+  broker client --command-config client.properties acls list
 
 every command also runs as `python -m broker.client ...`; see
 `broker client COMMAND --help` for each command's options and examples.
@@ -35,6 +53,7 @@ every command also runs as `python -m broker.client ...`; see
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     _add_bootstrap_option(common)
+    _add_security_options(common, "")
     common.add_argument("--json", action="store_true", help="print JSON")
     common.add_argument("-v", "--verbose", action="store_true", help="say more on stderr")
     parser = argparse.ArgumentParser(
@@ -44,12 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_bootstrap_option(parser)  # before the command too, as kcat users type it
+    _add_security_options(parser, "global_")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     cmd_admin.add_parsers(commands, common)
     cmd_produce.add_parser(commands, common)
     cmd_consume.add_parser(commands, common)
     cmd_raw.add_parser(commands, common)
     cmd_quotas.add_parser(commands, common)
+    cmd_acls.add_parsers(commands, common)
+    cmd_users.add_parsers(commands, common)
     return parser
 
 
@@ -68,11 +90,66 @@ def _add_bootstrap_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_security_options(parser: argparse.ArgumentParser, dest_prefix: str) -> None:
+    # Separate dests before and after the command: a subcommand's list would replace the
+    # main parser's, and both are wanted (kcat's -X may come anywhere).
+    parser.add_argument(
+        "-X",
+        dest=f"{dest_prefix}properties",
+        action="append",
+        default=argparse.SUPPRESS,
+        metavar="KEY=VALUE",
+        help="client property, librdkafka/Kafka names: security.protocol, sasl.mechanism,"
+        " sasl.username, sasl.password, ssl.ca.location, ... (repeatable; see docs/client.md)",
+    )
+    parser.add_argument(
+        "--command-config",
+        dest=f"{dest_prefix}command_config",
+        action="append",
+        default=argparse.SUPPRESS,
+        metavar="FILE",
+        help="properties file of client properties (as kafka-*.sh --command-config);"
+        " -X values override it",
+    )
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = build_parser().parse_args(argv)
     if not hasattr(args, "bootstrap_server"):
         args.bootstrap_server = DEFAULT_BOOTSTRAP
+    args.command_config = [
+        *getattr(args, "global_command_config", []),
+        *getattr(args, "command_config", []),
+    ]
+    args.properties = [*getattr(args, "global_properties", []), *getattr(args, "properties", [])]
     return args
+
+
+def client_properties(config_files: Sequence[str], pairs: Sequence[str]) -> dict[str, str]:
+    """The files' properties in order, then the -X pairs; later values win."""
+    properties: dict[str, str] = {}
+    for path in config_files:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                properties.update(parse_properties(handle.read()))
+        except OSError as exc:
+            raise ClientError(f"cannot read --command-config {path}: {exc.strerror}") from None
+        except ConfigError as exc:
+            raise ClientError(f"--command-config {path}: {exc}") from None
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ClientError(f"bad -X {pair!r}: expected KEY=VALUE")
+        properties[key.strip()] = value
+    return properties
+
+
+def security_config(args: argparse.Namespace) -> SecurityConfig:
+    properties = client_properties(args.command_config, args.properties)
+    try:
+        return parse_security_properties(properties)
+    except SecurityConfigError as exc:
+        raise ClientError(str(exc)) from None
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -85,6 +162,9 @@ async def run(args: argparse.Namespace) -> int:
         return await _run_command(args)  # signal handlers exist only in the main thread
     with trio.open_signal_receiver(signal.SIGTERM) as signals, trio.CancelScope() as scope:
         trio.lowlevel.spawn_system_task(_cancel_on_signal, signals, scope)
+        # Let the watcher start iterating: a command failing before its first checkpoint
+        # would otherwise close the receiver under a task that has not yet begun.
+        await trio.lowlevel.checkpoint()
         return await _run_command(args)
     return EXIT_ON_SIGTERM
 
@@ -97,7 +177,9 @@ async def _cancel_on_signal(signals: AsyncIterator[int], scope: trio.CancelScope
 
 async def _run_command(args: argparse.Namespace) -> int:
     session = await ClientSession.open(
-        args.bootstrap_server, negotiate=getattr(args, "negotiate", True)
+        args.bootstrap_server,
+        negotiate=getattr(args, "negotiate", True),
+        security=args.security,
     )
     async with session:
         code: int = await args.run(session, args)
@@ -107,6 +189,7 @@ async def _run_command(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
+        args.security = security_config(args)
         return trio.run(run, args)
     except ClientError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -8,6 +8,7 @@ requests may be pipelined: `send()` several, then `receive()` them in order.
 from __future__ import annotations
 
 import itertools
+import ssl
 import struct
 from collections import deque
 from typing import Any
@@ -41,9 +42,25 @@ class KafkaConnection:
 
     @classmethod
     async def connect(
-        cls, host: str, port: int, client_id: str | None = "trio-kafka-client"
+        cls,
+        host: str,
+        port: int,
+        client_id: str | None = "trio-kafka-client",
+        ssl_context: ssl.SSLContext | None = None,
     ) -> KafkaConnection:
-        stream = await trio.open_tcp_stream(host, port)
+        """A TCP connection, over TLS when given a context (the handshake done here, so
+        certificate errors surface at connect time; the host name is checked against the
+        broker's certificate when the context says so)."""
+        tcp = await trio.open_tcp_stream(host, port)
+        if ssl_context is None:
+            return cls(tcp, client_id)
+        # https_compatible: a broker closing without close_notify is an ordinary close.
+        stream = trio.SSLStream(tcp, ssl_context, server_hostname=host, https_compatible=True)
+        try:
+            await stream.do_handshake()
+        except BaseException:
+            await tcp.aclose()
+            raise
         return cls(stream, client_id)
 
     async def aclose(self) -> None:

@@ -7,11 +7,25 @@ are `ClientError`s carrying one line; the CLI prints that line and exits 1.
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import trio
 
 from broker.client.connection import ConnectionClosed, KafkaConnection
+from broker.client.sasl_client import (
+    SASL_HANDSHAKE_VERSION,
+    SaslAuthenticationError,
+    SaslAuthenticator,
+    reauthentication_due,
+)
+from broker.client.security_config import (
+    PLAINTEXT_CONFIG,
+    SaslCredentials,
+    SecurityConfig,
+    SecurityConfigError,
+)
+from broker.client.tls_context import build_ssl_context
 from broker.protocol.api import (
     SUPPORTED_VERSIONS,
     DecodeError,
@@ -20,7 +34,12 @@ from broker.protocol.api import (
     encode_request,
 )
 from broker.protocol.error_codes import ErrorCode
-from broker.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from broker.protocol.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+)
 from broker.protocol.messages.registry import API_NAMES
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -56,39 +75,106 @@ def parse_bootstrap(value: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+def tls_failure(error: BaseException) -> str:
+    """Why a TLS handshake failed, in a line (trio wraps the ssl error)."""
+    cause = error.__cause__ or error
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        return f"certificate verify failed: {cause.verify_message}"
+    if isinstance(cause, ssl.SSLError):
+        return f"{cause.reason or cause} (is the listener SSL or SASL_SSL?)"
+    return str(cause) or type(cause).__name__
+
+
 class ClientSession:
     """One connection plus the broker's advertised API version ranges."""
 
     def __init__(
-        self, connection: KafkaConnection, broker_versions: dict[int, tuple[int, int]]
+        self,
+        connection: KafkaConnection,
+        broker_versions: dict[int, tuple[int, int]],
+        security: SecurityConfig = PLAINTEXT_CONFIG,
     ) -> None:
         self.connection = connection
         self.broker_versions = broker_versions
+        self.security = security
+        self._answered = 0
+        self._negotiating = False
+        self._reauthenticate_at: float | None = None
+        self._authenticating = False
 
     @classmethod
     async def open(
-        cls, bootstrap: str, timeout_s: float = 10.0, *, negotiate: bool = True
+        cls,
+        bootstrap: str,
+        timeout_s: float = 10.0,
+        *,
+        negotiate: bool = True,
+        security: SecurityConfig = PLAINTEXT_CONFIG,
     ) -> ClientSession:
+        """Connect (over TLS for SSL/SASL_SSL), send ApiVersions, then log in with SASL.
+
+        ``negotiate=False`` skips ApiVersions for raw requests, unless SASL needs it.
+        """
         host, port = parse_bootstrap(bootstrap)
+        context = None
+        if security.tls is not None:
+            try:
+                context = build_ssl_context(security.tls)
+            except SecurityConfigError as exc:
+                raise ClientError(str(exc)) from None
         with trio.move_on_after(timeout_s) as scope:
             try:
-                connection = await KafkaConnection.connect(host, port, CLIENT_ID)
+                connection = await KafkaConnection.connect(host, port, CLIENT_ID, context)
             except OSError as exc:
                 reason = exc.strerror or str(exc)
                 raise ClientError(f"cannot connect to {host}:{port}: {reason}") from None
+            except trio.BrokenResourceError as exc:
+                raise ClientError(
+                    f"TLS handshake with {host}:{port} failed: {tls_failure(exc)}"
+                ) from None
         if scope.cancelled_caught:
             raise ClientError(f"cannot connect to {host}:{port}: timed out after {timeout_s}s")
-        session = cls(connection, {})
-        if not negotiate:
+        session = cls(connection, {}, security)
+        if not negotiate and security.sasl is None:
             return session
         try:
             session.broker_versions = await session._negotiate()
+            if security.sasl is not None:
+                await session._authenticate(security.sasl)
         except BaseException:
             await connection.aclose()
             raise
         return session
 
+    async def _authenticate(self, credentials: SaslCredentials) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism completes; again on
+        the same connection before the session lifetime the broker grants runs out."""
+        self.version_for(SaslHandshakeRequest.API_KEY, SASL_HANDSHAKE_VERSION)
+        version = self.version_for(SaslAuthenticateRequest.API_KEY)
+        self._authenticating = True
+        try:
+            authenticator = SaslAuthenticator(credentials, version)
+            response = await self.request(authenticator.handshake_request(), 1)
+            authenticator.on_handshake_response(response)
+            while (body := authenticator.next_request()) is not None:
+                authenticator.on_authenticate_response(await self.request(body, version))
+        except SaslAuthenticationError as exc:
+            raise ClientError(str(exc)) from None
+        finally:
+            self._authenticating = False
+        self._reauthenticate_at = reauthentication_due(
+            trio.current_time(), authenticator.session_lifetime_ms
+        )
+
+    async def _reauthenticate_if_due(self) -> None:
+        due = self._reauthenticate_at
+        if due is None or self._authenticating or trio.current_time() < due:
+            return
+        assert self.security.sasl is not None
+        await self._authenticate(self.security.sasl)
+
     async def _negotiate(self) -> dict[int, tuple[int, int]]:
+        self._negotiating = True
         response = await self.request(
             ApiVersionsRequest(
                 client_software_name=_SOFTWARE_NAME,
@@ -130,20 +216,41 @@ class ClientSession:
         return top
 
     async def request(self, body: Any, version: int, timeout_s: float = 30.0) -> Any:
+        await self._reauthenticate_if_due()
         name = API_NAMES.get(int(body.API_KEY), "request")
         with trio.move_on_after(timeout_s):
             try:
-                return await self.connection.request(body, version)
-            except ConnectionClosed:
-                raise ClientError(f"{name} v{version}: the broker closed the connection") from None
+                response = await self.connection.request(body, version)
+                self._answered += 1
+                return response
+            except (ConnectionClosed, trio.BrokenResourceError):
+                raise ClientError(
+                    f"{name} v{version}: the broker closed the connection{self._close_hint()}"
+                ) from None
             except OSError as exc:
                 raise ClientError(f"{name} v{version}: {exc.strerror or exc}") from None
             except (DecodeError, EncodeError) as exc:
                 raise ClientError(f"{name} v{version}: {exc}") from None
         raise ClientError(f"{name} v{version}: no answer within {timeout_s}s")
 
+    def _close_hint(self) -> str:
+        """A likely reason when the broker hangs up at once: a listener wanting more security.
+
+        A TLS listener drops a plaintext ApiVersions; a SASL listener answers ApiVersions
+        but closes on any request other than the SASL handshake.
+        """
+        if self._answered == 0 and self.security.tls is None and self._negotiating:
+            return " (a TLS listener? set -X security.protocol=SSL or SASL_SSL)"
+        if self._answered == 1 and self.security.sasl is None and self.broker_versions:
+            return (
+                " (a SASL listener? set -X security.protocol=SASL_SSL or SASL_PLAINTEXT"
+                " with sasl.mechanism, sasl.username and sasl.password)"
+            )
+        return ""
+
     async def send_without_response(self, body: Any, version: int) -> None:
         """Write a request the broker will not answer (Produce with acks=0)."""
+        await self._reauthenticate_if_due()
         header = RequestHeader(
             api_key=int(body.API_KEY),
             api_version=version,
@@ -154,6 +261,8 @@ class ClientSession:
             await self.connection.send_raw(b"".join(encode_request(header, body)))
         except OSError as exc:
             raise ClientError(f"send failed: {exc.strerror or exc}") from None
+        except trio.BrokenResourceError:
+            raise ClientError("send failed: the broker closed the connection") from None
         except EncodeError as exc:
             raise ClientError(str(exc)) from None
 

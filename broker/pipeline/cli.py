@@ -49,7 +49,9 @@ def _parser() -> argparse.ArgumentParser:
             action="append",
             default=[],
             metavar="KEY=VALUE",
-            help="extra source option, e.g. maxOffsetsPerTrigger=10000 (repeatable)",
+            help="extra source option, e.g. maxOffsetsPerTrigger=10000 or"
+            " kafka.security.protocol=SASL_SSL (repeatable; kafka.* security options also"
+            " apply to the aggregate job's sink and to the preflight check)",
         )
 
     archive = commands.add_parser("archive", help="archive topics to Parquet")
@@ -91,10 +93,19 @@ def _preflight(args: argparse.Namespace) -> None:
         if not Path(args.job_file).is_file():
             raise PipelineError(f"job file {args.job_file} does not exist")
         return
+    from broker.client.security_config import SecurityConfigError
     from broker.pipeline.kafka_client import KafkaClient, KafkaClientError
+    from broker.pipeline.options import OptionError, security_from_options
 
     try:
-        with KafkaClient.connect(args.bootstrap_servers, timeout_s=10.0) as client:
+        # The source's kafka.security.protocol, kafka.sasl.*, kafka.ssl.* options.
+        security = security_from_options(_options(args.option))
+    except OptionError as exc:
+        raise PipelineError(str(exc)) from exc
+    try:
+        with KafkaClient.connect(
+            args.bootstrap_servers, timeout_s=10.0, security=security
+        ) as client:
             topics = [t.strip() for t in args.subscribe.split(",") if t.strip()]
             found = client.partitions_for(topics)
             missing = [t for t in topics if t not in found]
@@ -109,6 +120,8 @@ def _preflight(args: argparse.Namespace) -> None:
                         f"output topic {out} does not exist and the broker does not "
                         f"auto-create topics: create it first (broker client topics create {out})"
                     )
+    except SecurityConfigError as exc:
+        raise PipelineError(str(exc)) from exc
     except (OSError, ValueError, KafkaClientError) as exc:
         raise PipelineError(f"bootstrap server {args.bootstrap_servers}: {exc}") from exc
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from broker.pipeline.options import FORMAT_NAME
+from broker.pipeline.options import FORMAT_NAME, security_options
 
 
 def kafka_stream(
@@ -74,6 +74,8 @@ def start_aggregate(
     from pyspark.sql import functions as F
 
     events = kafka_stream(spark, bootstrap, subscribe, options)
+    # The sink talks to the same broker: the source's TLS and SASL options apply to it too.
+    security = security_options(options or {})
     counts = (
         events.withWatermark("timestamp", watermark)
         .groupBy(F.window("timestamp", window).alias("window"), F.col("key"))
@@ -102,6 +104,7 @@ def start_aggregate(
             .option("kafka.bootstrap.servers", bootstrap)
             .option("topic", output_topic)
             .option("checkpointLocation", checkpoint)
+            .options(**security)
             .outputMode("append")
         )
     else:
@@ -109,7 +112,7 @@ def start_aggregate(
         # hands the batch id to the batch writer for the same replay protection.
         writer = (
             out.writeStream.foreachBatch(
-                _write_to_topic(bootstrap, output_topic, query_id=checkpoint)
+                _write_to_topic(bootstrap, output_topic, query_id=checkpoint, security=security)
             )
             .option("checkpointLocation", checkpoint)
             .outputMode(output_mode)
@@ -118,7 +121,9 @@ def start_aggregate(
     return writer.start()
 
 
-def _write_to_topic(bootstrap: str, topic: str, *, query_id: str) -> Any:
+def _write_to_topic(
+    bootstrap: str, topic: str, *, query_id: str, security: Mapping[str, str]
+) -> Any:
     def write(frame: Any, batch_id: int) -> None:
         (
             frame.write.format(FORMAT_NAME)
@@ -127,6 +132,7 @@ def _write_to_topic(bootstrap: str, topic: str, *, query_id: str) -> Any:
             .option("topic", topic)
             .option("sink.queryId", query_id)
             .option("sink.batchId", str(batch_id))
+            .options(**security)
             .save()
         )
 

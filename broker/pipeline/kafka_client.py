@@ -10,8 +10,20 @@ switch to topic ids (Fetch 13+).
 
 from __future__ import annotations
 
+import ssl
+import time
+from typing import Any
+
 import attrs
 
+from broker.client.sasl_client import (
+    SASL_HANDSHAKE_VERSION,
+    SaslAuthenticationError,
+    SaslAuthenticator,
+    reauthentication_due,
+)
+from broker.client.security_config import PLAINTEXT_CONFIG, SaslCredentials, SecurityConfig
+from broker.client.tls_context import build_ssl_context
 from broker.pipeline.wire import BlockingConnection
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
@@ -23,6 +35,8 @@ from broker.protocol.messages import (
     ListOffsetsRequest,
     MetadataRequest,
     ProduceRequest,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
 )
 from broker.protocol.messages.create_topics_request import CreatableTopic, CreatableTopicConfig
 from broker.protocol.messages.delete_records_request import (
@@ -48,6 +62,8 @@ _MAX_VERSIONS = {
     InitProducerIdRequest.API_KEY: 4,
     CreateTopicsRequest.API_KEY: 7,
     DeleteRecordsRequest.API_KEY: 2,
+    SaslHandshakeRequest.API_KEY: SASL_HANDSHAKE_VERSION,
+    SaslAuthenticateRequest.API_KEY: 2,
 }
 _RETRIABLE = {
     ErrorCode.LEADER_NOT_AVAILABLE,
@@ -100,23 +116,47 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
 class KafkaClient:
     """One broker connection with the requests the pipeline uses; a context manager."""
 
-    def __init__(self, connection: BlockingConnection, versions: dict[int, int]) -> None:
+    def __init__(
+        self,
+        connection: BlockingConnection,
+        versions: dict[int, int],
+        credentials: SaslCredentials | None = None,
+        reauthenticate_at: float | None = None,
+    ) -> None:
         self._connection = connection
         self._versions = versions
+        self._credentials = credentials
+        self._reauthenticate_at = reauthenticate_at
 
     @classmethod
     def connect(
-        cls, bootstrap: str, client_id: str = "trio-kafka-pipeline", timeout_s: float = 30.0
+        cls,
+        bootstrap: str,
+        client_id: str = "trio-kafka-pipeline",
+        timeout_s: float = 30.0,
+        security: SecurityConfig = PLAINTEXT_CONFIG,
     ) -> KafkaClient:
+        """Connect to the first reachable bootstrap server: TLS, ApiVersions, then SASL.
+
+        A TLS or authentication failure is not "unreachable": it is raised at once (an
+        ``ssl.SSLError`` or a KafkaClientError), as another address would fail alike.
+        """
+        context = build_ssl_context(security.tls) if security.tls is not None else None
         failures = []
         for host, port in parse_bootstrap(bootstrap):
             try:
-                connection = BlockingConnection.connect(host, port, timeout_s, client_id)
+                connection = BlockingConnection.connect(host, port, timeout_s, client_id, context)
+            except ssl.SSLError:
+                raise
             except OSError as exc:
                 failures.append(f"{host}:{port}: {exc}")
                 continue
             try:
-                return cls(connection, _negotiate(connection))
+                versions = _negotiate(connection)
+                due = None
+                if security.sasl is not None:
+                    due = _authenticate(connection, versions, security.sasl)
+                return cls(connection, versions, security.sasl, due)
             except BaseException:
                 connection.close()
                 raise
@@ -130,6 +170,16 @@ class KafkaClient:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def _request(self, body: Any) -> Any:
+        """One request at the negotiated version, logging in again first when the SASL
+        session is about to expire (a long read of an offset range outlives it)."""
+        due = self._reauthenticate_at
+        if due is not None and self._credentials is not None and time.monotonic() >= due:
+            self._reauthenticate_at = _authenticate(
+                self._connection, self._versions, self._credentials
+            )
+        return self._connection.request(body, self._version(int(body.API_KEY)))
 
     def _version(self, api_key: int) -> int:
         version = self._versions.get(api_key)
@@ -155,7 +205,7 @@ class KafkaClient:
             else tuple(MetadataRequestTopic(name=name) for name in topics),
             allow_auto_topic_creation=auto_create,
         )
-        response = self._connection.request(body, self._version(MetadataRequest.API_KEY))
+        response = self._request(body)
         result = {}
         for topic in response.topics:
             if topic.error_code == ErrorCode.NONE and topic.name is not None:
@@ -182,7 +232,7 @@ class KafkaClient:
                 for name, parts in by_topic.items()
             ),
         )
-        response = self._connection.request(body, self._version(ListOffsetsRequest.API_KEY))
+        response = self._request(body)
         result = {}
         for topic in response.topics:
             for part in topic.partitions:
@@ -230,7 +280,7 @@ class KafkaClient:
                 ),
             ),
         )
-        response = self._connection.request(body, self._version(FetchRequest.API_KEY))
+        response = self._request(body)
         if response.error_code != ErrorCode.NONE:
             raise KafkaClientError(response.error_code, f"fetch {topic}-{partition}")
         for topic_response in response.responses:
@@ -249,7 +299,7 @@ class KafkaClient:
     def init_producer_id(self) -> tuple[int, int]:
         """A new idempotent producer id and epoch."""
         body = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1)
-        response = self._connection.request(body, self._version(InitProducerIdRequest.API_KEY))
+        response = self._request(body)
         if response.error_code != ErrorCode.NONE:
             raise KafkaClientError(response.error_code, "init producer id")
         return int(response.producer_id), int(response.producer_epoch)
@@ -272,7 +322,7 @@ class KafkaClient:
                 for name, parts in by_topic.items()
             ),
         )
-        response = self._connection.request(body, self._version(ProduceRequest.API_KEY))
+        response = self._request(body)
         result = {}
         for topic in response.responses:
             for part in topic.partition_responses:
@@ -304,7 +354,7 @@ class KafkaClient:
             ),
             timeout_ms=30000,
         )
-        response = self._connection.request(body, self._version(CreateTopicsRequest.API_KEY))
+        response = self._request(body)
         for result in response.topics:
             if result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 return False
@@ -328,7 +378,7 @@ class KafkaClient:
             ),
             timeout_ms=30000,
         )
-        response = self._connection.request(body, self._version(DeleteRecordsRequest.API_KEY))
+        response = self._request(body)
         result = {}
         for topic in response.topics:
             for part in topic.partitions:
@@ -338,6 +388,26 @@ class KafkaClient:
                     )
                 result[(topic.name, part.partition_index)] = int(part.low_watermark)
         return result
+
+
+def _authenticate(
+    connection: BlockingConnection, versions: dict[int, int], credentials: SaslCredentials
+) -> float | None:
+    """Log in; returns when to do it again (time.monotonic), None if the session lasts."""
+    if versions.get(SaslHandshakeRequest.API_KEY) != SASL_HANDSHAKE_VERSION:
+        raise KafkaClientError(ErrorCode.UNSUPPORTED_VERSION, "broker lacks SaslHandshake v1")
+    version = versions.get(SaslAuthenticateRequest.API_KEY)
+    if version is None:
+        raise KafkaClientError(ErrorCode.UNSUPPORTED_VERSION, "broker lacks SaslAuthenticate")
+    try:
+        authenticator = SaslAuthenticator(credentials, version)
+        handshake = connection.request(authenticator.handshake_request(), SASL_HANDSHAKE_VERSION)
+        authenticator.on_handshake_response(handshake)
+        while (body := authenticator.next_request()) is not None:
+            authenticator.on_authenticate_response(connection.request(body, version))
+    except SaslAuthenticationError as exc:
+        raise KafkaClientError(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from None
+    return reauthentication_due(time.monotonic(), authenticator.session_lifetime_ms)
 
 
 def _negotiate(connection: BlockingConnection) -> dict[int, int]:

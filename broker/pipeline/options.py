@@ -12,6 +12,13 @@ from collections.abc import Mapping
 
 import attrs
 
+from broker.client.security_config import (
+    PLAINTEXT_CONFIG,
+    SecurityConfig,
+    SecurityConfigError,
+    is_security_property,
+    parse_security_properties,
+)
 from broker.pipeline.offsets import (
     EARLIEST,
     LATEST,
@@ -28,6 +35,7 @@ DEFAULT_COMMIT_TOPIC = "__trio_kafka_sink_commits"
 # The name before it was internal; replays of older checkpoints still read its markers.
 LEGACY_COMMIT_TOPIC = "_trio_kafka_sink_commits"
 DEFAULT_FETCH_MAX_BYTES = 4 << 20
+KAFKA_PREFIX = "kafka."
 
 
 class OptionError(ValueError):
@@ -62,6 +70,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES
     poll_timeout_ms: int = 120_000
+    security: SecurityConfig = PLAINTEXT_CONFIG
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -114,6 +123,7 @@ class SourceOptions:
             fail_on_data_loss=_bool(options, "failondataloss", True),
             fetch_max_bytes=_positive(options, "fetch.max.bytes") or DEFAULT_FETCH_MAX_BYTES,
             poll_timeout_ms=_positive(options, "kafkaconsumer.polltimeoutms") or 120_000,
+            security=security_from_options(options),
         )
 
 
@@ -127,6 +137,7 @@ class SinkOptions:
     # For batch writes from foreachBatch: the identity that makes a replay a no-op.
     query_id: str | None = None
     batch_id: int | None = None
+    security: SecurityConfig = PLAINTEXT_CONFIG
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> SinkOptions:
@@ -142,7 +153,30 @@ class SinkOptions:
             max_request_bytes=_positive(options, "kafka.max.request.size") or (1 << 20),
             query_id=options.get("sink.queryid") or None,
             batch_id=_batch_id(options),
+            security=security_from_options(options),
         )
+
+
+def security_options(raw: Mapping[str, str]) -> dict[str, str]:
+    """The `kafka.`-prefixed security options (security.protocol, sasl.*, ssl.*), as given."""
+    return {
+        key: value
+        for key, value in raw.items()
+        if key.lower().startswith(KAFKA_PREFIX)
+        and is_security_property(key.lower()[len(KAFKA_PREFIX) :])
+    }
+
+
+def security_from_options(raw: Mapping[str, str]) -> SecurityConfig:
+    """TLS and SASL settings from Spark's Kafka option names (`kafka.security.protocol`,
+    `kafka.sasl.jaas.config`, `kafka.ssl.truststore.*` in PEM form, ...)."""
+    properties = {
+        key.lower()[len(KAFKA_PREFIX) :]: value for key, value in security_options(raw).items()
+    }
+    try:
+        return parse_security_properties(properties, prefix=KAFKA_PREFIX)
+    except SecurityConfigError as exc:
+        raise OptionError(str(exc)) from None
 
 
 def _batch_id(options: Mapping[str, str]) -> int | None:
@@ -215,4 +249,6 @@ __all__ = [
     "SinkOptions",
     "SourceOptions",
     "StartSpec",
+    "security_from_options",
+    "security_options",
 ]

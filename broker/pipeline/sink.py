@@ -252,7 +252,9 @@ def write_batches(
     context = TaskContext.get()
     task = context.partitionId() if context is not None else 0
     idempotent = query_id is not None and batch_id is not None
-    with KafkaClient.connect(options.bootstrap_servers, client_id="trio-kafka-sink") as client:
+    with KafkaClient.connect(
+        options.bootstrap_servers, client_id="trio-kafka-sink", security=options.security
+    ) as client:
         if idempotent:
             assert query_id is not None and batch_id is not None
             ensure_commit_topic(client, options.commit_topic)
@@ -314,7 +316,7 @@ def _add_rows(producer: _Producer, rb: pa.RecordBatch, options: SinkOptions, tas
 
 def write_batch_marker(options: SinkOptions, query_id: str, batch_id: int) -> None:
     """The driver's record that every task of the batch wrote its rows."""
-    with KafkaClient.connect(options.bootstrap_servers) as client:
+    with KafkaClient.connect(options.bootstrap_servers, security=options.security) as client:
         ensure_commit_topic(client, options.commit_topic)
         record = marker_record(query_id, batch_id, None)
         client.produce({(options.commit_topic, 0): encode_batch([record])}, acks=-1)

@@ -81,6 +81,11 @@ class KafkaInputPartition(InputPartition):
 # ------------------------------------------------------------- driver side
 
 
+def connect(options: SourceOptions) -> KafkaClient:
+    """A client for the source's bootstrap servers, with its TLS and SASL settings."""
+    return KafkaClient.connect(options.bootstrap_servers, security=options.security)
+
+
 def topic_partitions(client: KafkaClient, options: SourceOptions) -> list[TopicPartition]:
     """The partitions the subscription covers now."""
     if options.assign:
@@ -153,7 +158,7 @@ def read_range(offset_range: OffsetRange, options: SourceOptions) -> Iterator[pa
     columns = RecordColumns(topic, partition, options.include_headers)
     deadline = time.monotonic() + options.poll_timeout_ms / 1000
     max_bytes = options.fetch_max_bytes
-    with KafkaClient.connect(options.bootstrap_servers) as client:
+    with connect(options) as client:
         while offset < end:
             if time.monotonic() > deadline:
                 raise TimeoutError(
@@ -212,7 +217,7 @@ class KafkaBatchReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> Sequence[InputPartition]:
-        with KafkaClient.connect(self.options.bootstrap_servers) as client:
+        with connect(self.options) as client:
             tps = _with_retries(lambda: topic_partitions(client, self.options))
             start = resolve(client, self.options.starting, tps)
             end = resolve(client, self.options.ending, tps)
@@ -240,7 +245,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: PartitionOffsets | None = None
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
-        with KafkaClient.connect(self.options.bootstrap_servers) as client:
+        with connect(self.options) as client:
             tps = _with_retries(lambda: topic_partitions(client, self.options))
             return offsets_to_dict(resolve(client, self.options.starting, tps))
 
@@ -250,7 +255,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        with KafkaClient.connect(self.options.bootstrap_servers) as client:
+        with connect(self.options) as client:
             self._target = self._latest_offsets(client)
 
     def _latest_offsets(self, client: KafkaClient) -> PartitionOffsets:
@@ -259,7 +264,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: Mapping[str, Any], limit: ReadLimit) -> dict[str, dict[str, int]]:
         begin = offsets_from_json(start)
-        with KafkaClient.connect(self.options.bootstrap_servers) as client:
+        with connect(self.options) as client:
             latest = (
                 dict(self._target) if self._target is not None else self._latest_offsets(client)
             )
@@ -296,7 +301,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         until = offsets_from_json(end)
         new = [tp for tp in until if tp not in begin]
         if new:
-            with KafkaClient.connect(self.options.bootstrap_servers) as client:
+            with connect(self.options) as client:
                 begin.update(resolve(client, StartSpec("earliest"), new))
         ranges = plan_ranges(begin, until, self.options.min_partitions)
         return [KafkaInputPartition(r, self.options) for r in ranges]

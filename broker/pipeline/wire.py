@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -32,10 +33,22 @@ class BlockingConnection:
 
     @classmethod
     def connect(
-        cls, host: str, port: int, timeout_s: float = 30.0, client_id: str = "trio-kafka-pipeline"
+        cls,
+        host: str,
+        port: int,
+        timeout_s: float = 30.0,
+        client_id: str = "trio-kafka-pipeline",
+        ssl_context: ssl.SSLContext | None = None,
     ) -> BlockingConnection:
+        """A TCP connection, wrapped in TLS (handshake included) when given a context."""
         sock = socket.create_connection((host, port), timeout=timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ssl_context is not None:
+            try:
+                sock = ssl_context.wrap_socket(sock, server_hostname=host)
+            except BaseException:
+                sock.close()
+                raise
         return cls(sock, client_id)
 
     def close(self) -> None:

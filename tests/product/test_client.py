@@ -280,6 +280,12 @@ COMMANDS = [
     ["produce"],
     ["consume"],
     ["raw"],
+    ["acls", "add"],
+    ["acls", "list"],
+    ["acls", "remove"],
+    ["users", "scram", "set"],
+    ["users", "scram", "describe"],
+    ["users", "scram", "delete"],
 ]
 
 
@@ -320,6 +326,15 @@ def test_bootstrap_server_is_accepted_before_or_after_the_command() -> None:
     assert parse_args(["topics", "list", "-b", "h:2"]).bootstrap_server == "h:2"
     assert parse_args(["--bootstrap-server", "h:3", "consume", "t"]).bootstrap_server == "h:3"
     assert parse_args(["api-versions"]).bootstrap_server == DEFAULT_BOOTSTRAP
+
+
+def test_client_properties_are_accepted_before_or_after_the_command() -> None:
+    from broker.client.cli import parse_args
+
+    args = parse_args(["-X", "a=1", "--command-config", "f1", "metadata", "-X", "b=2"])
+    assert args.properties == ["a=1", "b=2"] and args.command_config == ["f1"]
+    args = parse_args(["topics", "list", "--command-config", "f2"])
+    assert args.properties == [] and args.command_config == ["f2"]
 
 
 async def test_topics_list_hides_internal_topics_unless_asked(client: Client) -> None:

@@ -153,12 +153,19 @@ def test_environment_variables_map_to_kafka_config_keys() -> None:
     assert command_with_overrides(["broker", "client", "x"], environ) == ["broker", "client", "x"]
 
 
-def _native_environment(rewrites: dict[int, int], data_dir: Path) -> dict[str, str]:
+def _native_environment(
+    rewrites: dict[int, int],
+    data_dir: Path,
+    service: str = "broker",
+    paths: dict[str, str] | None = None,
+) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_CFG_")}
     env = {k: v for k, v in env.items() if "proxy" not in k.lower()}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    for key, raw in SERVICES["broker"]["environment"].items():
+    for key, raw in SERVICES[service]["environment"].items():
         value = str(raw).replace("0.0.0.0", "127.0.0.1")
+        for container_path, host_path in (paths or {}).items():
+            value = value.replace(container_path, host_path)
         for old, new in rewrites.items():
             value = re.sub(rf":{old}\b", f":{new}", value)
             if value == str(old):
