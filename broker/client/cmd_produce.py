@@ -19,12 +19,12 @@ from broker.client.output_format import unescape
 from broker.client.partitioner import partition_for_key
 from broker.client.session import ClientError, ClientSession, check_error
 from broker.client.topics import describe_topic
+from broker.protocol.api import ApiKey
 from broker.protocol.compression import CompressionType
 from broker.protocol.messages import ProduceRequest
 from broker.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from broker.protocol.records import Record, encode_batch
 
-PRODUCE_KEY = 0
 _COMPRESSIONS = {
     "none": CompressionType.NONE,
     "gzip": CompressionType.GZIP,
@@ -92,7 +92,7 @@ def split_key(line: bytes, delimiter: bytes | None) -> tuple[bytes | None, bytes
 async def produce(session: ClientSession, args: argparse.Namespace) -> int:
     compression = _COMPRESSIONS[args.compression]
     minimum = _ZSTD_MIN_PRODUCE_VERSION if compression == CompressionType.ZSTD else 3
-    version = session.version_for(PRODUCE_KEY, minimum=minimum)
+    version = session.version_for(ApiKey.PRODUCE, minimum=minimum)
     info = await describe_topic(session, args.topic, auto_create=True)
     if args.partition is not None and args.partition not in info.partitions:
         raise ClientError(f"topic {args.topic!r} has no partition {args.partition}")

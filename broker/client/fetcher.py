@@ -6,14 +6,13 @@ import attrs
 
 from broker.client.session import ClientError, ClientSession, check_error
 from broker.client.topics import TopicInfo
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import FetchRequest, ListOffsetsRequest
 from broker.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from broker.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 from broker.protocol.records import DecodedRecord, InvalidRecordsError, iter_batches, iter_records
 
-FETCH_KEY = 1
-LIST_OFFSETS_KEY = 2
 EARLIEST = -2
 LATEST = -1
 _TOPIC_IDS_FROM = 13
@@ -48,7 +47,7 @@ async def list_offsets(
             ),
         ),
     )
-    version = session.version_for(LIST_OFFSETS_KEY, minimum=1)
+    version = session.version_for(ApiKey.LIST_OFFSETS, minimum=1)
     response = await session.request(body, version)
     offsets: dict[int, int] = {}
     for t in response.topics:
@@ -66,7 +65,7 @@ class Fetcher:
         self.info = info
         # Without a topic id (Metadata before v10) only name-based Fetch works.
         maximum = None if info.topic_id.int else _TOPIC_IDS_FROM - 1
-        self.version = session.version_for(FETCH_KEY, minimum=4, maximum=maximum)
+        self.version = session.version_for(ApiKey.FETCH, minimum=4, maximum=maximum)
 
     async def fetch(
         self, cursors: list[Cursor], max_wait_ms: int

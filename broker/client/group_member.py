@@ -17,7 +17,7 @@ import trio
 from broker.client.group_offsets import fetch_committed
 from broker.client.session import ClientError, ClientSession, check_error
 from broker.client.topics import TopicInfo
-from broker.protocol.api import decode_message, encode_message
+from broker.protocol.api import ApiKey, decode_message, encode_message
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
     ConsumerProtocolAssignment,
@@ -37,13 +37,13 @@ from broker.protocol.messages.offset_commit_request import (
 )
 from broker.protocol.messages.sync_group_request import SyncGroupRequestAssignment
 
-JOIN_GROUP_KEY = 11
-HEARTBEAT_KEY = 12
-LEAVE_GROUP_KEY = 13
-SYNC_GROUP_KEY = 14
-OFFSET_COMMIT_KEY = 8
-OFFSET_FETCH_KEY = 9
-GROUP_KEYS = (JOIN_GROUP_KEY, SYNC_GROUP_KEY, HEARTBEAT_KEY, OFFSET_FETCH_KEY, OFFSET_COMMIT_KEY)
+GROUP_KEYS = (
+    ApiKey.JOIN_GROUP,
+    ApiKey.SYNC_GROUP,
+    ApiKey.HEARTBEAT,
+    ApiKey.OFFSET_FETCH,
+    ApiKey.OFFSET_COMMIT,
+)
 _PROTOCOL = "range"
 _SESSION_TIMEOUT_MS = 10_000
 _REBALANCE_TIMEOUT_MS = 10_000
@@ -209,9 +209,9 @@ class GroupMember:
         check_error(response.error_code, f"Heartbeat {self.group_id!r}")
 
     async def leave(self) -> None:
-        if not self.member_id or not self.session.supports(LEAVE_GROUP_KEY):
+        if not self.member_id or not self.session.supports(ApiKey.LEAVE_GROUP):
             return
-        version = self.session.version_for(LEAVE_GROUP_KEY)
+        version = self.session.version_for(ApiKey.LEAVE_GROUP)
         if version >= 3:
             body = LeaveGroupRequest(
                 group_id=self.group_id, members=(MemberIdentity(member_id=self.member_id),)

@@ -6,14 +6,13 @@ import attrs
 
 from broker.client.fetcher import LATEST, list_offsets
 from broker.client.session import ClientSession, check_error
+from broker.protocol.api import ApiKey
 from broker.protocol.messages import OffsetFetchRequest
 from broker.protocol.messages.offset_fetch_request import (
     OffsetFetchRequestGroup,
     OffsetFetchRequestTopic,
     OffsetFetchRequestTopics,
 )
-
-OFFSET_FETCH_KEY = 9
 
 
 @attrs.frozen
@@ -33,7 +32,7 @@ async def fetch_committed(
 ) -> dict[tuple[str, int], int]:
     """The group's committed offsets (-1 where none): of `only` (topic, partitions), or of
     every topic (OffsetFetch with null topics, v2+). One request at the highest version."""
-    version = session.version_for(OFFSET_FETCH_KEY, minimum=1 if only else 2)
+    version = session.version_for(ApiKey.OFFSET_FETCH, minimum=1 if only else 2)
     if version >= 8:
         topics_v8 = None
         if only is not None:

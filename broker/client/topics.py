@@ -8,11 +8,10 @@ import attrs
 import trio
 
 from broker.client.session import ClientError, ClientSession, check_error
+from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import MetadataRequest, MetadataResponse
 from broker.protocol.messages.metadata_request import MetadataRequestTopic
-
-METADATA_KEY = 3
 
 
 @attrs.frozen
@@ -36,7 +35,7 @@ async def fetch_metadata(
     `auto_create` asks the broker to create missing topics, as kcat and Kafka's console
     producer do; the broker still decides (`auto.create.topics.enable`).
     """
-    version = session.version_for(METADATA_KEY)
+    version = session.version_for(ApiKey.METADATA)
     if topics is None and version == 0:
         requested: tuple[MetadataRequestTopic, ...] | None = ()
     elif topics is None:
