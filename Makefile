@@ -11,7 +11,7 @@ UV_VERSION := 0.13.8
 DEBIAN_PACKAGES := kcat:kcat java:default-jre-headless
 CONFIG ?= config/server.properties
 
-.PHONY: setup system-packages run test compose-test lint format typecheck unit bench generate clean lock
+.PHONY: setup system-packages run test compose-test setup-check lint format typecheck unit bench generate clean lock
 
 setup: $(STAMP) system-packages
 
@@ -56,6 +56,10 @@ test: setup lint typecheck compose-test unit
 # Builds and runs compose.yaml with a real Docker engine; says plainly when there is none.
 compose-test: setup
 	bash docker/compose-test.sh
+
+# `make setup` from nothing in a clean Debian container (needs a Docker engine).
+setup-check:
+	bash docker/setup-check.sh
 
 generate: $(STAMP)
 	$(BIN)/python tools/generate_protocol.py
