@@ -28,24 +28,21 @@ and when it became empty, for retention and for listing after a restart).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import struct
-import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from broker.journal_records import decode_records, encode_record
+
 log = logging.getLogger(__name__)
 
 SNAPSHOT_NAME = "coordinator-offsets.snapshot"
 JOURNAL_PREFIX = "coordinator-offsets."
 JOURNAL_SUFFIX = ".journal"
-_HEADER = struct.Struct(">II")
-_MAX_RECORD = 64 * 1024 * 1024
 
 TopicPartition = tuple[str, int]
 
@@ -70,34 +67,6 @@ class GroupRecord:
 
 def _journal_name(seq: int) -> str:
     return f"{JOURNAL_PREFIX}{seq:08d}{JOURNAL_SUFFIX}"
-
-
-def _frame(payload: dict[str, Any]) -> bytes:
-    body = json.dumps(payload, separators=(",", ":")).encode()
-    return _HEADER.pack(len(body), zlib.crc32(body)) + body
-
-
-def read_records(data: bytes) -> tuple[list[dict[str, Any]], int]:
-    """The valid records at the start of `data`, and how many bytes they span."""
-    records: list[dict[str, Any]] = []
-    pos = 0
-    while pos + _HEADER.size <= len(data):
-        length, crc = _HEADER.unpack_from(data, pos)
-        end = pos + _HEADER.size + length
-        if length > _MAX_RECORD or end > len(data):
-            break
-        body = data[pos + _HEADER.size : end]
-        if zlib.crc32(body) != crc:
-            break
-        try:
-            record = json.loads(body)
-        except ValueError:
-            break
-        if not isinstance(record, dict):
-            break
-        records.append(record)
-        pos = end
-    return records, pos
 
 
 class OffsetState:
@@ -179,7 +148,7 @@ class OffsetStore:
         snapshot = self.directory / SNAPSHOT_NAME
         if snapshot.exists():
             data = snapshot.read_bytes()
-            records, used = read_records(data)
+            records, used = decode_records(data)
             if used != len(data) or not records or records[0].get("t") != "s":
                 raise RuntimeError(f"offset snapshot {snapshot} is corrupt")
             first_journal = int(records[0]["next"])
@@ -195,7 +164,7 @@ class OffsetStore:
         for index, seq in enumerate(live):
             path = self.directory / _journal_name(seq)
             data = path.read_bytes()
-            records, used = read_records(data)
+            records, used = decode_records(data)
             for record in records:
                 self.state.apply(record)
             if used != len(data):
@@ -263,7 +232,7 @@ class OffsetStore:
         self.state.apply(record)
         if self._fd is None:
             raise RuntimeError("the offset store is not open")
-        frame = _frame(record)
+        frame = encode_record(record)
         written = os.write(self._fd, frame)
         if written != len(frame):
             raise OSError(f"short write to the offset journal ({written} of {len(frame)})")
@@ -287,9 +256,9 @@ class OffsetStore:
         Returns the snapshot bytes, the old journal's fd and sequence number
         for `write_snapshot`, which does the slow part.
         """
-        data = bytearray(_frame({"t": "s", "next": self._seq + 1}))
+        data = bytearray(encode_record({"t": "s", "next": self._seq + 1}))
         for record in self.state.to_records():
-            data += _frame(record)
+            data += encode_record(record)
         old_fd, old_seq = self._fd, self._seq
         if old_fd is None:
             raise RuntimeError("the offset store is not open")

@@ -13,51 +13,19 @@ load and on the flush path. A torn record at the end is cut off at load.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import struct
-import zlib
 from pathlib import Path
 from typing import Any
 
+from broker.journal_records import decode_records, encode_record
 from broker.log._files import fsync_dir
 from broker.transaction.transaction_metadata import TransactionMetadata
 
 log = logging.getLogger(__name__)
 
 JOURNAL_NAME = "transaction-state.journal"
-_HEADER = struct.Struct(">II")
-_MAX_RECORD = 64 * 1024 * 1024
 COMPACT_AFTER_BYTES = 4 * 1024 * 1024
-
-
-def frame(record: dict[str, Any]) -> bytes:
-    body = json.dumps(record, separators=(",", ":")).encode()
-    return _HEADER.pack(len(body), zlib.crc32(body)) + body
-
-
-def read_frames(data: bytes) -> tuple[list[dict[str, Any]], int]:
-    """The valid records at the start of ``data`` and how many bytes they span."""
-    records: list[dict[str, Any]] = []
-    pos = 0
-    while pos + _HEADER.size <= len(data):
-        length, crc = _HEADER.unpack_from(data, pos)
-        end = pos + _HEADER.size + length
-        if length > _MAX_RECORD or end > len(data):
-            break
-        body = data[pos + _HEADER.size : end]
-        if zlib.crc32(body) != crc:
-            break
-        try:
-            record = json.loads(body)
-        except ValueError:
-            break
-        if not isinstance(record, dict):
-            break
-        records.append(record)
-        pos = end
-    return records, pos
 
 
 class TransactionLog:
@@ -83,7 +51,7 @@ class TransactionLog:
             data = self.path.read_bytes()
         except FileNotFoundError:
             data = b""
-        records, used = read_frames(data)
+        records, used = decode_records(data)
         for record in records:
             tid = str(record.get("id", ""))
             if record.get("dead"):
@@ -105,7 +73,7 @@ class TransactionLog:
         self._bytes = os.fstat(self._fd).st_size
 
     def _rewrite(self, entries: Any) -> None:
-        data = b"".join(frame(m.to_record()) for m in entries)
+        data = b"".join(encode_record(m.to_record()) for m in entries)
         tmp = self.path.with_name(self.path.name + ".tmp")
         with tmp.open("wb") as f:
             f.write(data)
@@ -117,10 +85,10 @@ class TransactionLog:
 
     def write(self, metadata: TransactionMetadata) -> None:
         """Append the id's current state. Raises OSError (the caller answers an error)."""
-        self._append(frame(metadata.to_record()))
+        self._append(encode_record(metadata.to_record()))
 
     def write_removal(self, transactional_id: str) -> None:
-        self._append(frame({"id": transactional_id, "dead": True}))
+        self._append(encode_record({"id": transactional_id, "dead": True}))
 
     def _append(self, data: bytes) -> None:
         if self._fd < 0:
@@ -140,7 +108,7 @@ class TransactionLog:
         """The compacted journal as of now (event loop); appends from here on are
         also kept aside so `finish_compaction` can add them to the new file."""
         self._since_snapshot = []
-        return b"".join(frame(m.to_record()) for m in entries)
+        return b"".join(encode_record(m.to_record()) for m in entries)
 
     def write_compacted(self, data: bytes) -> None:
         """Write the compacted journal to a temporary file and fsync it (worker thread)."""
