@@ -278,7 +278,7 @@ class SqliteMetadataStore:
 
     def prepare_nodes(self, nodes: Sequence[int]) -> None:
         """Before the processes start: forget brokers that are not configured any more,
-        mark the others down, and hand partitions led by a removed node to the
+        add the new ones, mark all down, and hand partitions led by a removed node to the
         configured ones (round-robin). Data does not move: every process reads the
         same log dirs, so a new leader opens the partition where it is."""
         wanted = sorted(nodes)
@@ -286,6 +286,10 @@ class SqliteMetadataStore:
             placeholders = ",".join("?" * len(wanted))
             db.execute(f"DELETE FROM brokers WHERE node_id NOT IN ({placeholders})", wanted)
             db.execute("UPDATE brokers SET alive = 0")
+            db.executemany(
+                "INSERT OR IGNORE INTO brokers(node_id, endpoints, alive) VALUES (?, '{}', 0)",
+                [(node,) for node in wanted],
+            )
             orphans = db.execute(
                 f"SELECT topic, partition FROM partitions WHERE leader NOT IN ({placeholders}) "
                 "ORDER BY topic, partition",
@@ -301,29 +305,6 @@ class SqliteMetadataStore:
                 (str(len(wanted)),),
             )
             _bump(db)
-
-    def adopt_topics(
-        self, topics: Iterable[tuple[str, uuid.UUID, int, Mapping[str, str]]], nodes: Sequence[int]
-    ) -> int:
-        """Import a single-process broker's topics (spread over `nodes`) when the store
-        has none; returns how many were imported."""
-        with self._transaction() as db:
-            if db.execute("SELECT COUNT(*) FROM topics").fetchone()[0]:
-                return 0
-            count = 0
-            for name, topic_id, num_partitions, configs in topics:
-                db.execute(
-                    "INSERT INTO topics(name, topic_id, configs) VALUES (?, ?, ?)",
-                    (name, str(topic_id), json.dumps(dict(configs), sort_keys=True)),
-                )
-                leaders = spread_leaders(nodes, num_partitions, _partition_count(db))
-                db.executemany(
-                    "INSERT INTO partitions(topic, partition, leader) VALUES (?, ?, ?)",
-                    [(name, p, leader) for p, leader in enumerate(leaders)],
-                )
-                count += 1
-            _bump(db)
-            return count
 
 
 class _Transaction:

@@ -1,0 +1,149 @@
+"""The supervisor of a cluster: start, restart on death, graceful stop, start-up failures."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from broker.cluster.metadata_store import SqliteMetadataStore
+from tests.integration.broker_harness import (
+    start_broker_process,
+    stop_broker_process,
+)
+
+CLUSTER = {"process.count": "3", "num.network.threads": "1", "num.io.threads": "2"}
+
+
+def child_pids(supervisor: int) -> dict[int, int]:
+    """process index -> pid of the supervisor's broker processes."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        if parent == supervisor and b"--process-index" in args:
+            found[int(args[args.index(b"--process-index") + 1])] = int(entry.name)
+    return found
+
+
+def wait_until(condition: object, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if callable(condition) and condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"condition not met within {timeout_s}s")
+
+
+def alive_nodes(data_dir: Path) -> list[int]:
+    store = SqliteMetadataStore(data_dir)
+    try:
+        return [b.node_id for b in store.read_image().alive_brokers()]
+    finally:
+        store.close()
+
+
+def test_the_supervisor_starts_every_process_with_its_own_node_id_and_port(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    cluster = start_broker_process(data, {**CLUSTER, "node.id": "10"})
+    try:
+        ports = cluster.node_ports()
+        assert sorted(ports) == [10, 11, 12]
+        assert len(set(ports.values())) == 3
+        assert alive_nodes(data) == [10, 11, 12]
+        assert sorted(child_pids(cluster.process.pid)) == [0, 1, 2]
+    finally:
+        assert stop_broker_process(cluster) == 0
+
+
+def test_sigterm_stops_every_process_gracefully_and_exits_zero(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    cluster = start_broker_process(data, CLUSTER)
+    children = child_pids(cluster.process.pid)
+    assert stop_broker_process(cluster, signal.SIGTERM, timeout_s=30) == 0
+    for pid in children.values():
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+    text = cluster.log_text()
+    assert text.count("shut down") >= 3
+    for node in (1, 2, 3):
+        assert (data / f".kafka_cleanshutdown.node-{node}").exists()
+
+
+def test_a_killed_process_is_restarted_and_registers_again(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    cluster = start_broker_process(data, CLUSTER)
+    try:
+        before = child_pids(cluster.process.pid)
+        os.kill(before[1], signal.SIGKILL)
+        wait_until(lambda: "exited with -9; restarting" in cluster.log_text())
+        wait_until(lambda: child_pids(cluster.process.pid).get(1) not in (None, before[1]))
+        wait_until(lambda: alive_nodes(data) == [1, 2, 3])
+        assert cluster.process.poll() is None
+    finally:
+        assert stop_broker_process(cluster) == 0
+
+
+def test_a_process_that_cannot_bind_fails_the_start_with_a_clear_message(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        # Process 1 would listen on port + 1; take port - 1 as the base so it is `port`.
+        args = [
+            sys.executable,
+            "-m",
+            "broker",
+            "serve",
+            "--override",
+            f"listeners=PLAINTEXT://127.0.0.1:{port - 1}",
+            "--override",
+            f"log.dirs={tmp_path / 'data'}",
+            "--override",
+            "metrics.port=-1",
+            "--override",
+            "process.count=2",
+        ]
+        result = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 1
+    assert "broker process 1 (node 2) failed to start" in result.stderr
+    assert "ddress already in use" in result.stderr
+
+
+def test_a_second_cluster_on_the_same_log_dir_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    cluster = start_broker_process(data, {**CLUSTER, "process.count": "2"})
+    try:
+        args = [
+            sys.executable,
+            "-m",
+            "broker",
+            "serve",
+            "--override",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+            "--override",
+            f"log.dirs={data}",
+            "--override",
+            "metrics.port=-1",
+            "--override",
+            "process.count=2",
+        ]
+        result = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+        assert result.returncode == 1
+        assert "is in use by another broker process" in result.stderr
+        assert cluster.process.poll() is None
+    finally:
+        assert stop_broker_process(cluster) == 0
