@@ -66,7 +66,7 @@ class KafkaServer:
             self.log_dirs[0], self.node_id, config.get_optional_str("cluster.id")
         )
         self.apis.add_handler(ApiVersionsHandler(self.apis.supported_versions))
-        self.acl_store = AclStore(self.log_dirs[0])
+        self.acl_store = AclStore(self.log_dirs[0]) if self.cluster is None else self.cluster.acls
         self.authorizer = load_authorizer(config, self.acl_store)
         self.metadata = MetadataHandler(
             self.node_id,

@@ -23,6 +23,7 @@ from broker.cluster.cluster_log_manager import ClusterLogManager
 from broker.cluster.metadata_store import SqliteMetadataStore
 from broker.cluster.placement import coordinator_shard
 from broker.cluster.remote_partition import RemotePartition
+from broker.cluster.shared_acls import SharedAclStore
 from broker.config import BrokerConfig
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.coordinator.group_coordinator import CoordinatorConfig
@@ -64,12 +65,11 @@ class ClusterMember:
         self.base_node_id = self.node_id - process_index
         self.log_dir = Path(config.log_dirs[0])
         self.store = SqliteMetadataStore(self.log_dir)
+        poll_interval_s = config.get_int("cluster.metadata.poll.interval.ms") / 1000
         self.log_manager = ClusterLogManager(
-            config,
-            self.store,
-            self.node_id,
-            poll_interval_s=config.get_int("cluster.metadata.poll.interval.ms") / 1000,
+            config, self.store, self.node_id, poll_interval_s=poll_interval_s
         )
+        self.acls = SharedAclStore(self.log_dir, poll_interval_s)
 
     @property
     def image(self) -> ClusterImage:
@@ -220,6 +220,8 @@ def wire_cluster_member(server: KafkaServer, member: ClusterMember) -> None:
     from broker.coordinator.group_handlers import FindCoordinatorHandler
     from broker.handlers.describe_cluster import DescribeClusterHandler
 
+    member.acls.authorizer = server.authorizer
+    server.services.append(member.acls)
     server.metadata.cluster_brokers = member.brokers
     server.metadata.controller_id = member.controller_id
     describe = server.apis.handler(DescribeClusterHandler.api_key)
