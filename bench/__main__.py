@@ -31,6 +31,11 @@ BENCHMARKS: list[tuple[str, str, float]] = [
     ),
     ("bench.bench_produce_consume", "Produce and consume (confluent-kafka), ours and tansu", 5.0),
     ("bench.bench_groups", "Consumer groups, ours and tansu", 5.0),
+    (
+        "bench.bench_scaling",
+        "Scaling: 1 and process.count broker processes, 1-8 client processes",
+        2.0,
+    ),
     ("bench.bench_pipeline", "Spark pipeline", 10.0),
 ]
 

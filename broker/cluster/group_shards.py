@@ -79,6 +79,8 @@ def _write(directory: Path, state: OffsetState, groups: list[str]) -> None:
 
 def reshard_group_offsets(log_dir: Path, shards: int) -> bool:
     """Bring the offsets layout to `shards` processes; True when anything moved."""
+    if not log_dir.is_dir():
+        return False
     _finish_interrupted(log_dir)
     legacy = _legacy_files(log_dir)
     existing = _shard_dirs(log_dir)

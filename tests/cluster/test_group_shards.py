@@ -78,6 +78,7 @@ def test_nothing_moves_when_the_layout_already_fits(tmp_path: Path) -> None:
     empty.mkdir()
     assert not reshard_group_offsets(empty, 1)
     assert not reshard_group_offsets(empty, 3)
+    assert not reshard_group_offsets(tmp_path / "not-created-yet", 1)
 
 
 def test_an_interrupted_reshard_is_cleaned_up_and_redone(tmp_path: Path) -> None:
