@@ -38,6 +38,7 @@ from broker.pipeline.offsets import (
     rate_limit,
 )
 from broker.pipeline.options import SourceOptions, StartSpec
+from broker.pipeline.routed_client import RoutedKafkaClient
 from broker.protocol.error_codes import ErrorCode
 
 log = logging.getLogger("broker.pipeline.source")
@@ -153,7 +154,7 @@ def read_range(offset_range: OffsetRange, options: SourceOptions) -> Iterator[pa
     columns = RecordColumns(topic, partition, options.include_headers)
     deadline = time.monotonic() + options.poll_timeout_ms / 1000
     max_bytes = options.fetch_max_bytes
-    with KafkaClient.connect(options.bootstrap_servers) as client:
+    with RoutedKafkaClient.connect(options.bootstrap_servers) as client:
         while offset < end:
             if time.monotonic() > deadline:
                 raise TimeoutError(
@@ -212,7 +213,7 @@ class KafkaBatchReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> Sequence[InputPartition]:
-        with KafkaClient.connect(self.options.bootstrap_servers) as client:
+        with RoutedKafkaClient.connect(self.options.bootstrap_servers) as client:
             tps = _with_retries(lambda: topic_partitions(client, self.options))
             start = resolve(client, self.options.starting, tps)
             end = resolve(client, self.options.ending, tps)
@@ -240,7 +241,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: PartitionOffsets | None = None
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
-        with KafkaClient.connect(self.options.bootstrap_servers) as client:
+        with RoutedKafkaClient.connect(self.options.bootstrap_servers) as client:
             tps = _with_retries(lambda: topic_partitions(client, self.options))
             return offsets_to_dict(resolve(client, self.options.starting, tps))
 
@@ -250,7 +251,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        with KafkaClient.connect(self.options.bootstrap_servers) as client:
+        with RoutedKafkaClient.connect(self.options.bootstrap_servers) as client:
             self._target = self._latest_offsets(client)
 
     def _latest_offsets(self, client: KafkaClient) -> PartitionOffsets:
@@ -259,7 +260,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: Mapping[str, Any], limit: ReadLimit) -> dict[str, dict[str, int]]:
         begin = offsets_from_json(start)
-        with KafkaClient.connect(self.options.bootstrap_servers) as client:
+        with RoutedKafkaClient.connect(self.options.bootstrap_servers) as client:
             latest = (
                 dict(self._target) if self._target is not None else self._latest_offsets(client)
             )
@@ -296,7 +297,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         until = offsets_from_json(end)
         new = [tp for tp in until if tp not in begin]
         if new:
-            with KafkaClient.connect(self.options.bootstrap_servers) as client:
+            with RoutedKafkaClient.connect(self.options.bootstrap_servers) as client:
                 begin.update(resolve(client, StartSpec("earliest"), new))
         ranges = plan_ranges(begin, until, self.options.min_partitions)
         return [KafkaInputPartition(r, self.options) for r in ranges]
