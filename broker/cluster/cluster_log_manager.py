@@ -252,9 +252,14 @@ class ClusterLogManager(LogManager):
         self._check_new_topic(name, num_partitions, replication_factor, overrides)
         if validate_only:
             return self._planned_topic(name, num_partitions, overrides)
-        version = await self._store_call(
-            self.store.create_topic, name, uuid.uuid4(), num_partitions, overrides
-        )
+        try:
+            version = await self._store_call(
+                self.store.create_topic, name, uuid.uuid4(), num_partitions, overrides
+            )
+        except KafkaError as exc:
+            if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                await self.refresh()  # another process created it: let the caller see it
+            raise
         await self._await_applied(version)
         topic = self._topics.get(name)
         if topic is None:

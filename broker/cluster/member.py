@@ -10,8 +10,11 @@ refuses group operations for groups another process coordinates
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import os
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 GROUP_SHARDS_DIR = "group-coordinator"
+PR_SET_PDEATHSIG = 1
 
 
 def resolve_process_count(config: BrokerConfig) -> int:
@@ -50,6 +54,16 @@ def resolve_process_count(config: BrokerConfig) -> int:
     if count > 0:
         return count
     return max(len(os.sched_getaffinity(0)), 1)
+
+
+def exit_with_supervisor() -> None:
+    """Ask Linux to SIGTERM this process when the supervisor dies (even by SIGKILL), so
+    no broker process outlives it holding ports and partitions."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() == 1:  # the supervisor died before the request took effect
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 def shard_dir(log_dir: Path, shard: int) -> Path:

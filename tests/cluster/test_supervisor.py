@@ -147,3 +147,22 @@ def test_a_second_cluster_on_the_same_log_dir_is_refused(tmp_path: Path) -> None
         assert cluster.process.poll() is None
     finally:
         assert stop_broker_process(cluster) == 0
+
+
+def test_the_processes_stop_when_the_supervisor_is_killed(tmp_path: Path) -> None:
+    cluster = start_broker_process(tmp_path / "data", {**CLUSTER, "process.count": "2"})
+    children = child_pids(cluster.process.pid)
+    assert len(children) == 2
+    assert stop_broker_process(cluster, signal.SIGKILL) == -signal.SIGKILL
+
+    def gone() -> bool:
+        for pid in children.values():
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state != "Z":
+                return False
+        return True
+
+    wait_until(gone)
