@@ -7,7 +7,8 @@ processes and the data dir, re-shards group offsets), then runs one
 with its own `node.id` (`node.id + I`) and ports (each listener's port + I;
 port 0 stays ephemeral). It reports ready once every process is registered
 in the store, restarts a process that dies (its partitions are
-LEADER_NOT_AVAILABLE until it is back), and on SIGTERM/SIGINT stops them all
+LEADER_NOT_AVAILABLE until it is back; one that keeps dying right after its
+start waits twice as long each time, up to 30 s), and on SIGTERM/SIGINT stops them all
 with SIGTERM, waiting `broker.shutdown.timeout.ms` (plus a grace period for
 the processes to exit) before killing what is left. A process that fails
 before it was ever ready (a port in use, a bad log dir) fails the start-up.
@@ -43,7 +44,9 @@ from broker.net.endpoint import Endpoint
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 120.0
-RESTART_DELAY_S = 0.5
+RESTART_DELAY_S = 0.25
+MAX_RESTART_DELAY_S = 30.0
+STABLE_AFTER_S = 30.0
 EXIT_GRACE_S = 5.0
 
 
@@ -184,8 +187,9 @@ class Supervisor:
                 for index in range(self.count):
                     nursery.start_soon(self._keep_running, index)
                 await self._wait_ready()
-                log.info("cluster of %d broker processes started", self.count)
-                self.ready.set()
+                if not self._stop_requested.is_set():
+                    log.info("cluster of %d broker processes started", self.count)
+                    self.ready.set()
                 task_status.started()
                 nursery.start_soon(self._mirror_loop)
                 await self._stop_requested.wait()
@@ -208,13 +212,14 @@ class Supervisor:
     async def _wait_ready(self) -> None:
         assert self.store is not None
         with trio.move_on_after(READY_TIMEOUT_S):
-            while True:
+            while not self._stop_requested.is_set():
                 image = await trio.to_thread.run_sync(self.store.read_image)
                 if all(image.is_alive(node) for node in self.nodes):
                     for index in range(self.count):
                         self._ever_ready[index] = True
                     return
                 await trio.sleep(0.05)
+            return
         raise StartupError(f"the broker processes did not all start within {READY_TIMEOUT_S}s")
 
     async def _keep_running(self, index: int) -> None:
@@ -223,15 +228,14 @@ class Supervisor:
         command = [*self._command, "--process-index", str(index)]
         for key, value in process_overrides(self.config, index).items():
             command += ["--override", f"{key}={value}"]
+        delay = RESTART_DELAY_S
         while True:
+            started = trio.current_time()
             async with trio.open_nursery() as nursery:
+                # Cancelled (the supervisor failed): SIGTERM, then SIGKILL after 5 s.
                 process: trio.Process = await nursery.start(
                     functools.partial(
-                        trio.run_process,
-                        command,
-                        check=False,
-                        stdin=subprocess.DEVNULL,
-                        deliver_cancel=_kill,
+                        trio.run_process, command, check=False, stdin=subprocess.DEVNULL
                     )
                 )
                 self.processes[index] = process
@@ -246,10 +250,20 @@ class Supervisor:
                     f"broker process {index} (node {node}) failed to start (exit code {code}); "
                     "see its log above"
                 )
+            # A process that keeps dying soon after its start is restarted less and less often.
+            quick = trio.current_time() - started < STABLE_AFTER_S
+            delay = min(delay * 2, MAX_RESTART_DELAY_S) if quick else RESTART_DELAY_S
             log.warning(
-                "broker process %d (node %d) exited with %s; restarting it", index, node, code
+                "broker process %d (node %d) exited with %s; restarting it in %.1f s",
+                index,
+                node,
+                code,
+                delay,
             )
-            await trio.sleep(RESTART_DELAY_S)
+            with trio.move_on_at(trio.current_time() + delay):
+                await self._stop_requested.wait()
+            if self._stop_requested.is_set():
+                return
 
     async def _stop_all(self) -> None:
         timeout_s = self.config.get_int("broker.shutdown.timeout.ms") / 1000 + EXIT_GRACE_S
@@ -274,10 +288,6 @@ class Supervisor:
                 await trio.to_thread.run_sync(self._mirror_topics)
                 seen = version
             await trio.sleep(self.config.get_int("cluster.metadata.poll.interval.ms") / 1000)
-
-
-async def _kill(process: trio.Process) -> None:
-    process.kill()
 
 
 async def run_cluster(

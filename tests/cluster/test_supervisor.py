@@ -166,3 +166,55 @@ def test_the_processes_stop_when_the_supervisor_is_killed(tmp_path: Path) -> Non
         return True
 
     wait_until(gone)
+
+
+def consecutive_free_ports(count: int) -> int:
+    """A base port with `count` free ports from it (bounded number of tries)."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = probe.getsockname()[1]
+        if base + count > 65535:
+            continue
+        sockets = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise AssertionError("no run of free ports found")
+
+
+def test_a_process_that_keeps_failing_is_restarted_less_often_until_it_comes_back(
+    tmp_path: Path,
+) -> None:
+    base = consecutive_free_ports(2)
+    data = tmp_path / "data"
+    settings = {**CLUSTER, "process.count": "2", "listeners": f"PLAINTEXT://127.0.0.1:{base}"}
+    cluster = start_broker_process(data, settings)
+    try:
+        os.kill(child_pids(cluster.process.pid)[1], signal.SIGKILL)
+        with socket.socket() as squatter:
+            wait_until(lambda: _try_bind(squatter, base + 1))
+            squatter.listen()
+            wait_until(lambda: "restarting it in 1.0 s" in cluster.log_text())
+            wait_until(lambda: "restarting it in 2.0 s" in cluster.log_text())
+            assert alive_nodes(data) == [1]
+        wait_until(lambda: alive_nodes(data) == [1, 2])
+        assert cluster.process.poll() is None
+    finally:
+        assert stop_broker_process(cluster) == 0
+
+
+def _try_bind(sock: socket.socket, port: int) -> bool:
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        return False
+    return True
