@@ -22,7 +22,7 @@ from pathlib import Path
 import trio
 
 from broker.cluster.group_shards import reshard_group_offsets
-from broker.cluster.member import exit_with_supervisor, resolve_process_count
+from broker.cluster.member import resolve_process_count, stop_when_supervisor_exits
 from broker.cluster.supervisor import StartupError, run_cluster
 from broker.config import BrokerConfig, ConfigError, load_config
 from broker.server import KafkaServer
@@ -93,6 +93,7 @@ async def serve(config: BrokerConfig, process_index: int | None = None) -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(server.run)
             if server.cluster is not None:
+                nursery.start_soon(stop_when_supervisor_exits, server)
                 await server.cluster.announce(server)
 
             async def stop_on_signal() -> None:
@@ -123,8 +124,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.error("invalid configuration: %s", exc)
         return 2
     count = resolve_process_count(config)
-    if index is not None:
-        exit_with_supervisor()
     if index is None or index == 0:
         for key, value in config.effective().items():
             log.info("config %s = %s", key, value)

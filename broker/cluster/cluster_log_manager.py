@@ -130,9 +130,13 @@ class ClusterLogManager(LogManager):
         """Apply the store's changes: one cheap version read per poll interval."""
         while True:
             await trio.sleep(self.poll_interval_s)
-            version = await trio.to_thread.run_sync(self.store.version)
-            if version != self.image.version:
-                await self.refresh()
+            try:
+                version = await trio.to_thread.run_sync(self.store.version)
+                if version != self.image.version:
+                    await self.refresh()
+            except sqlite3.Error:
+                # A busy or briefly unreadable store: the next poll tries again.
+                logger.exception("cannot read the cluster metadata store")
 
     async def refresh(self) -> None:
         image = await trio.to_thread.run_sync(self.store.read_image)

@@ -10,11 +10,8 @@ refuses group operations for groups another process coordinates
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import logging
 import os
-import signal
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,7 +42,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 GROUP_SHARDS_DIR = "group-coordinator"
-PR_SET_PDEATHSIG = 1
 
 
 def resolve_process_count(config: BrokerConfig) -> int:
@@ -56,14 +52,15 @@ def resolve_process_count(config: BrokerConfig) -> int:
     return max(len(os.sched_getaffinity(0)), 1)
 
 
-def exit_with_supervisor() -> None:
-    """Ask Linux to SIGTERM this process when the supervisor dies (even by SIGKILL), so
-    no broker process outlives it holding ports and partitions."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() == 1:  # the supervisor died before the request took effect
-            os.kill(os.getpid(), signal.SIGTERM)
+async def stop_when_supervisor_exits(server: KafkaServer) -> None:
+    """The supervisor holds the write end of this process's stdin and never writes to it:
+    end of file means it is gone, even killed with SIGKILL, so no broker process outlives
+    it holding ports and partitions."""
+    async with trio.lowlevel.FdStream(os.dup(0)) as stdin:
+        while await stdin.receive_some(4096):
+            pass
+    log.warning("the supervisor is gone; shutting down")
+    server.shutdown()
 
 
 def shard_dir(log_dir: Path, shard: int) -> Path:

@@ -25,7 +25,6 @@ import functools
 import logging
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -231,14 +230,21 @@ class Supervisor:
         delay = RESTART_DELAY_S
         while True:
             started = trio.current_time()
-            async with trio.open_nursery() as nursery:
-                # Cancelled (the supervisor failed): SIGTERM, then SIGKILL after 5 s.
-                process: trio.Process = await nursery.start(
-                    functools.partial(
-                        trio.run_process, command, check=False, stdin=subprocess.DEVNULL
+            # The process's stdin: it stops when this end closes, i.e. when we are gone.
+            stdin, lifeline = os.pipe()
+            try:
+                async with trio.open_nursery() as nursery:
+                    # Cancelled (the supervisor failed): SIGTERM, then SIGKILL after 5 s.
+                    process: trio.Process = await nursery.start(
+                        functools.partial(trio.run_process, command, check=False, stdin=stdin)
                     )
-                )
-                self.processes[index] = process
+                    os.close(stdin)
+                    stdin = -1
+                    self.processes[index] = process
+            finally:
+                for fd in (stdin, lifeline):
+                    if fd >= 0:
+                        os.close(fd)
             self.processes[index] = None
             code = process.returncode
             with trio.CancelScope(shield=True):

@@ -75,6 +75,11 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
+        """The broker's address; for a cluster, every process's (as last registered, so a
+        restarted process's new ephemeral port is included)."""
+        nodes = self.node_ports()
+        if nodes:
+            return ",".join(f"127.0.0.1:{port}" for port in nodes.values())
         return f"127.0.0.1:{self.port}"
 
     def log_text(self) -> str:
