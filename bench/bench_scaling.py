@@ -10,8 +10,9 @@ For N = 1 and N = the number of cores the broker may use (`process.count=0`), K 
 - small requests: ApiVersions v0, 64 connections x 5 pipelined in all, spread over the
   processes' ports (any broker answers ApiVersions).
 
-Each row gives the aggregate throughput and the CPU each broker process used during
-the measurement (% of one core; the supervisor, idle, is not counted).
+Each row gives the aggregate throughput and the CPU each broker process used while the
+clients ran (% of one core; the supervisor, idle, is not counted). A consumer stops at the
+end of its partitions, so consume rows with many clients can finish before the duration.
 
 On a bigger machine, pin the broker and the clients to separate cores, e.g. on 16
 cores (broker on 0-7, so process.count=0 gives 8 processes; clients on 8-15):
@@ -298,7 +299,8 @@ def _measure(
     wall = time.perf_counter()
     results = [f.result(timeout=duration_s + 120) for f in futures]
     wall = time.perf_counter() - wall
-    cpu = [100 * (cpu_seconds(p) - b) / wall for p, b in zip(pids, before, strict=True)]
+    # CPU seconds; the rows divide by the clients' measured time (the broker idles after).
+    cpu = [cpu_seconds(p) - b for p, b in zip(pids, before, strict=True)]
     return results, cpu, wall
 
 
@@ -306,6 +308,7 @@ def _row(
     workload: str, count: int, clients: int, results: list[dict[str, float]], cpu: list[float]
 ) -> dict[str, Any]:
     elapsed = max(r["elapsed"] for r in results) or 1e-9
+    cpu = [100 * seconds / elapsed for seconds in cpu]
     row: dict[str, Any] = {
         "workload": workload,
         "broker processes": count,
