@@ -18,7 +18,8 @@ from collections.abc import AsyncIterator, Sequence
 import trio
 
 from broker.client import cmd_admin, cmd_consume, cmd_produce, cmd_raw
-from broker.client.session import DEFAULT_BOOTSTRAP, ClientError, ClientSession
+from broker.client.routing_session import RoutingSession
+from broker.client.session import DEFAULT_BOOTSTRAP, ClientError
 
 EXAMPLES = """examples:
   broker client api-versions
@@ -95,7 +96,7 @@ async def _cancel_on_signal(signals: AsyncIterator[int], scope: trio.CancelScope
 
 
 async def _run_command(args: argparse.Namespace) -> int:
-    session = await ClientSession.open(
+    session = await RoutingSession.open(
         args.bootstrap_server, negotiate=getattr(args, "negotiate", True)
     )
     async with session:
