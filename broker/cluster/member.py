@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import trio
 
@@ -26,7 +26,7 @@ from broker.cluster.remote_partition import RemotePartition
 from broker.cluster.shared_acls import SharedAclStore
 from broker.config import BrokerConfig
 from broker.coordinator.coordinator_service import GroupCoordinatorService
-from broker.coordinator.group_coordinator import CoordinatorConfig
+from broker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
 from broker.errors import KafkaError
 from broker.handlers.log_topics import LogTopicSource
 from broker.handlers.log_view import TopicView
@@ -187,6 +187,11 @@ class ShardedCoordinatorService(GroupCoordinatorService):
         super().__init__(config, directory)
         self._member = member
 
+    @property
+    def coordinator(self) -> GroupCoordinator:
+        """OffsetFetch reads the coordinator directly: answer NOT_COORDINATOR there too."""
+        return cast(GroupCoordinator, _ShardView(super().coordinator, self._member))
+
     def _check(self, group_id: str) -> None:
         node = self._member.coordinator_node(group_id)
         if node != self._member.node_id:
@@ -242,3 +247,19 @@ def wire_cluster_member(server: KafkaServer, member: ClusterMember) -> None:
     find = server.apis.handler(FindCoordinatorHandler.api_key)
     if isinstance(find, FindCoordinatorHandler):
         find.locate_group = member.locate_group
+
+
+class _ShardView:
+    """The coordinator as the offset handlers read it, refusing another process's groups."""
+
+    def __init__(self, coordinator: GroupCoordinator, member: ClusterMember) -> None:
+        self._coordinator = coordinator
+        self._member = member
+
+    def fetch_offsets(self, group_id: str, partitions: Any) -> Any:
+        if self._member.coordinator_node(group_id) != self._member.node_id:
+            return ErrorCode.NOT_COORDINATOR, []
+        return self._coordinator.fetch_offsets(group_id, partitions)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._coordinator, name)

@@ -15,7 +15,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from broker.client.connection import KafkaConnection
 from broker.cluster.placement import coordinator_shard
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import FindCoordinatorRequest, OffsetFetchRequest
 from tests.cluster.test_supervisor import child_pids, wait_until
 from tests.integration.broker_harness import start_broker_process, stop_broker_process
 from tests.interop.kafka_clients import (
@@ -224,5 +227,23 @@ def test_a_process_killed_mid_produce_loses_nothing_acknowledged_with_acks_all(
         consumer.close()
         assert acknowledged, "nothing was acknowledged"
         assert acknowledged <= read, f"{len(acknowledged - read)} acknowledged records lost"
+    finally:
+        assert stop_broker_process(cluster) == 0
+
+
+async def test_group_requests_to_another_process_answer_not_coordinator(tmp_path: Path) -> None:
+    cluster = start_broker_process(tmp_path / "data", CLUSTER)
+    try:
+        group = "some-group"
+        coordinator = 1 + coordinator_shard(group, 3)
+        for node, port in cluster.node_ports().items():
+            async with await KafkaConnection.connect("127.0.0.1", port) as connection:
+                found = await connection.request(FindCoordinatorRequest(key=group), 2)
+                assert found.node_id == coordinator
+                fetched = await connection.request(
+                    OffsetFetchRequest(group_id=group, topics=None), 5
+                )
+                expected = ErrorCode.NONE if node == coordinator else ErrorCode.NOT_COORDINATOR
+                assert fetched.error_code == expected
     finally:
         assert stop_broker_process(cluster) == 0
