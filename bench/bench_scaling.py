@@ -308,6 +308,7 @@ def _row(
     workload: str, count: int, clients: int, results: list[dict[str, float]], cpu: list[float]
 ) -> dict[str, Any]:
     elapsed = max(r["elapsed"] for r in results) or 1e-9
+    cpu_total_s = sum(cpu)
     cpu = [100 * seconds / elapsed for seconds in cpu]
     row: dict[str, Any] = {
         "workload": workload,
@@ -315,7 +316,10 @@ def _row(
         "client processes": clients,
     }
     if workload == "small requests":
-        row["req/s"] = round(sum(r["messages"] for r in results) / elapsed)
+        requests = sum(r["messages"] for r in results)
+        row["req/s"] = round(requests / elapsed)
+        # The per-core cost: broker CPU per round trip, whatever the number of processes.
+        row["broker CPU µs/request"] = round(cpu_total_s / max(requests, 1) * 1e6, 1)
     else:
         row["MB/s"] = round(sum(r["bytes"] for r in results) / elapsed / 1e6, 1)
         row["msgs/s"] = round(sum(r["messages"] for r in results) / elapsed)
