@@ -21,7 +21,7 @@ from pathlib import Path
 
 import trio
 
-from broker.cluster.group_shards import reshard_group_offsets
+from broker.cluster.group_shards import reshard_for_single_process
 from broker.cluster.member import resolve_process_count, stop_when_supervisor_exits
 from broker.cluster.supervisor import StartupError, run_cluster
 from broker.config import BrokerConfig, ConfigError, load_config
@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             trio.run(run_cluster, config, args.config, args.override, args.log_level)
         else:
             if index is None:
-                reshard_group_offsets(Path(config.log_dirs[0]), 1)
+                reshard_for_single_process(Path(config.log_dirs[0]))
             trio.run(serve, config, index)
     except* (OSError, StartupError) as group:
         failure = _first_leaf(group)

@@ -12,6 +12,7 @@ directories so that a crash at any point leaves the old or the new layout.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
@@ -25,6 +26,7 @@ from broker.coordinator.offset_store import (
     OffsetState,
     OffsetStore,
 )
+from broker.log.log_manager import LOCK_FILE
 
 log = logging.getLogger(__name__)
 
@@ -127,3 +129,19 @@ def _finish_interrupted(log_dir: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(old, log_dir / SHARDS)
+
+
+def reshard_for_single_process(log_dir: Path) -> bool:
+    """Before a single process starts: merge a cluster's shards back, unless the log dir
+    is in use (then the broker's own lock reports that, and nothing is touched)."""
+    if not log_dir.is_dir():
+        return False
+    fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return reshard_group_offsets(log_dir, 1)
+    finally:
+        os.close(fd)

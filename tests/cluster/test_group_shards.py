@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 from pathlib import Path
 
-from broker.cluster.group_shards import reshard_group_offsets
+from broker.cluster.group_shards import reshard_for_single_process, reshard_group_offsets
 from broker.cluster.member import shard_dir
 from broker.cluster.placement import coordinator_shard
 from broker.coordinator.offset_store import GroupRecord, OffsetAndMetadata, OffsetStore
@@ -88,3 +90,19 @@ def test_an_interrupted_reshard_is_cleaned_up_and_redone(tmp_path: Path) -> None
     assert not (tmp_path / "group-coordinator.new").exists()
     total = set().union(*(read(shard_dir(tmp_path, s)).groups() for s in range(2)))
     assert total == set(GROUPS)
+
+
+def test_a_single_process_does_not_touch_the_shards_of_a_cluster_that_holds_the_dir(
+    tmp_path: Path,
+) -> None:
+    write_single_process_offsets(tmp_path)
+    reshard_group_offsets(tmp_path, 2)
+    fd = os.open(tmp_path / ".lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert not reshard_for_single_process(tmp_path)
+        assert shard_dir(tmp_path, 1).exists()
+    finally:
+        os.close(fd)
+    assert reshard_for_single_process(tmp_path)
+    assert read(tmp_path).groups() == set(GROUPS)

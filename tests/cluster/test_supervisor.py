@@ -98,18 +98,18 @@ def test_a_killed_process_is_restarted_and_registers_again(tmp_path: Path) -> No
 def test_a_process_that_cannot_bind_fails_the_start_with_a_clear_message(
     tmp_path: Path,
 ) -> None:
+    base = consecutive_free_ports(2)
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
+        # Process 1 listens on base + 1: taken.
+        taken.bind(("127.0.0.1", base + 1))
         taken.listen()
-        port = taken.getsockname()[1]
-        # Process 1 would listen on port + 1; take port - 1 as the base so it is `port`.
         args = [
             sys.executable,
             "-m",
             "broker",
             "serve",
             "--override",
-            f"listeners=PLAINTEXT://127.0.0.1:{port - 1}",
+            f"listeners=PLAINTEXT://127.0.0.1:{base}",
             "--override",
             f"log.dirs={tmp_path / 'data'}",
             "--override",
