@@ -13,14 +13,31 @@ that moved is found again by the retry that follows a retriable error.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, cast
 
-from broker.pipeline.kafka_client import FetchedPartition, KafkaClient, TopicPartition
+from broker.pipeline.kafka_client import (
+    FetchedPartition,
+    KafkaClient,
+    KafkaClientError,
+    TopicPartition,
+)
+from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import MetadataRequest
 from broker.protocol.messages.metadata_request import MetadataRequestTopic
 
 V = TypeVar("V")
+
+REFUSED = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+    }
+)
+"""Errors a broker answers before touching the log: the request may go again."""
+REFUSED_RETRY_S = 3.0
 
 
 class RoutedKafkaClient(KafkaClient):
@@ -95,16 +112,45 @@ class RoutedKafkaClient(KafkaClient):
         self,
         items: dict[TopicPartition, V],
         call: Callable[[KafkaClient, dict[TopicPartition, V]], dict[TopicPartition, int]],
+        *,
+        retry: bool = False,
     ) -> dict[TopicPartition, int]:
+        """`call` once per leader. With `retry` (requests that may be repeated), a leader
+        that does not know a partition yet (a topic just created or moved: metadata
+        reaches the processes one after another) is asked again after the leaders are
+        looked up again, as Kafka's clients do, within `REFUSED_RETRY_S`."""
         result: dict[TopicPartition, int] = {}
-        for client, keys in self._split(items):
-            result.update(call(client, {k: items[k] for k in keys}))
+        pending = dict(items)
+        deadline = time.monotonic() + REFUSED_RETRY_S
+        while pending:
+            refused: dict[TopicPartition, V] = {}
+            for client, keys in self._split(pending):
+                part = {k: pending[k] for k in keys}
+                try:
+                    result.update(call(client, part))
+                except KafkaClientError as exc:
+                    if (
+                        not retry
+                        or len(self._nodes) <= 1  # one broker: it knows, no need to ask again
+                        or exc.error_code not in REFUSED
+                        or time.monotonic() > deadline
+                    ):
+                        raise
+                    refused.update(part)
+                    self._forget(keys)
+            pending = refused
+            if pending:
+                time.sleep(0.05)
         return result
+
+    def _forget(self, keys: list[TopicPartition]) -> None:
+        for key in keys:
+            self._leaders.pop(key, None)
 
     # ------------------------------------------------------------ requests by partition
 
     def list_offsets(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
-        return self._each_leader(timestamps, KafkaClient.list_offsets)
+        return self._each_leader(timestamps, KafkaClient.list_offsets, retry=True)
 
     def produce(
         self, batches: dict[TopicPartition, bytes], *, acks: int = -1, timeout_ms: int = 30000
@@ -117,7 +163,7 @@ class RoutedKafkaClient(KafkaClient):
         )
 
     def delete_records(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
-        return self._each_leader(offsets, KafkaClient.delete_records)
+        return self._each_leader(offsets, KafkaClient.delete_records, retry=True)
 
     def fetch(
         self,
@@ -130,7 +176,7 @@ class RoutedKafkaClient(KafkaClient):
         min_bytes: int = 1,
     ) -> FetchedPartition:
         ((client, _),) = self._split([(topic, partition)])
-        return KafkaClient.fetch(
+        fetched = KafkaClient.fetch(
             client,
             topic,
             partition,
@@ -139,3 +185,6 @@ class RoutedKafkaClient(KafkaClient):
             max_wait_ms=max_wait_ms,
             min_bytes=min_bytes,
         )
+        if fetched.error_code in REFUSED:
+            self._forget([(topic, partition)])  # the caller's retry looks the leader up again
+        return fetched

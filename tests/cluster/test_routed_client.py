@@ -44,3 +44,24 @@ def test_reads_and_writes_reach_every_partitions_leader(tmp_path: Path) -> None:
             assert refused.value.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     finally:
         assert stop_broker_process(cluster) == 0
+
+
+def test_a_partition_its_leader_does_not_know_yet_is_asked_again_after_a_lookup(
+    tmp_path: Path,
+) -> None:
+    cluster = start_broker_process(tmp_path / "data", {"process.count": "2"})
+    try:
+        with RoutedKafkaClient.connect(cluster.bootstrap) as client:
+            assert client.create_topic("moving", 2)
+            client.list_offsets({("moving", p): -1 for p in range(2)})
+            # Stale leaders, as after a topic moved: every partition "led" by the other node.
+            client._leaders = {k: 3 - v for k, v in client._leaders.items()}
+            assert client.list_offsets({("moving", p): -1 for p in range(2)}) == {
+                ("moving", 0): 0,
+                ("moving", 1): 0,
+            }
+            with pytest.raises(KafkaClientError) as unknown:
+                client.list_offsets({("missing", 0): -1})  # bounded: gives up after a while
+            assert unknown.value.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    finally:
+        assert stop_broker_process(cluster) == 0
