@@ -31,7 +31,7 @@ from pathlib import Path
 import trio
 
 from broker.cluster.cluster_image import ClusterImage, TopicImage
-from broker.cluster.metadata_store import SqliteMetadataStore
+from broker.cluster.metadata_store import MetadataStore
 from broker.cluster.remote_partition import RemotePartition
 from broker.config import BrokerConfig
 from broker.errors import KafkaError
@@ -65,7 +65,7 @@ class ClusterLogManager(LogManager):
     def __init__(
         self,
         config: BrokerConfig,
-        store: SqliteMetadataStore,
+        store: MetadataStore,
         node_id: int,
         *,
         poll_interval_s: float = 0.05,
