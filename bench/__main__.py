@@ -43,6 +43,11 @@ BENCHMARKS: list[tuple[str, str, float]] = [
         3.0,
     ),
     ("bench.bench_client_security", "Pipeline client: PLAINTEXT, SSL, SASL_SSL", 4.0),
+    (
+        "bench.bench_scaling",
+        "Scaling: 1 and process.count broker processes, 1-8 client processes",
+        2.0,
+    ),
     ("bench.bench_pipeline", "Spark pipeline", 10.0),
     ("bench.bench_hostile", "Hostile load: memory, bystander latency, slow senders", 4.0),
 ]

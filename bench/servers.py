@@ -67,6 +67,8 @@ def our_broker(work: Path, overrides: Mapping[str, str] | None = None) -> Iterat
         "listeners": "PLAINTEXT://127.0.0.1:0",
         "log.dirs": str(work / "data"),
         "metrics.port": "-1",
+        # One process, as the tansu comparisons always ran; bench_scaling runs clusters.
+        "process.count": "1",
         **(overrides or {}),
     }
     for key, value in settings.items():

@@ -17,9 +17,13 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import trio
 
+from broker.cluster.group_shards import reshard_for_single_process
+from broker.cluster.member import resolve_process_count, stop_when_supervisor_exits
+from broker.cluster.supervisor import StartupError, run_cluster
 from broker.config import BrokerConfig, ConfigError, load_config
 from broker.server import KafkaServer
 
@@ -46,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
         help="set a config key, after the file (repeatable)",
     )
     serve.add_argument("--log-level", default="INFO", help="root log level (default INFO)")
+    # Set by the supervisor for each process of a cluster (broker/cluster/supervisor.py).
+    serve.add_argument("--process-index", type=int, default=None, help=argparse.SUPPRESS)
     # Listed for --help only: main() hands these to their own modules before parsing.
     commands.add_parser(
         "client", help="the kcat-like test client (broker client --help)", add_help=False
@@ -58,10 +64,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def configure_logging(level: str) -> None:
+def configure_logging(level: str, node: str = "") -> None:
     logging.basicConfig(
         level=level.upper(),
-        format="%(asctime)s %(levelname)s [%(name)s] %(message)s",
+        format=f"%(asctime)s %(levelname)s {node}[%(name)s] %(message)s",
         stream=sys.stderr,
     )
 
@@ -79,13 +85,16 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
-async def serve(config: BrokerConfig) -> None:
+async def serve(config: BrokerConfig, process_index: int | None = None) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
-    server = KafkaServer(config)
+    server = KafkaServer(config, process_index=process_index)
     tune_garbage_collector()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(server.run)
+            if server.cluster is not None:
+                nursery.start_soon(stop_when_supervisor_exits, server)
+                await server.cluster.announce(server)
 
             async def stop_on_signal() -> None:
                 async for signum in signals:
@@ -107,18 +116,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(SUBCOMMANDS[arguments[0]])
         return int(module.main(arguments[1:]))
     args = _parser().parse_args(arguments)
-    configure_logging(args.log_level)
+    index = args.process_index
+    configure_logging(args.log_level, "" if index is None else f"(process {index}) ")
     try:
         config = load_config(args.config, args.override)
     except (ConfigError, OSError) as exc:
         log.error("invalid configuration: %s", exc)
         return 2
-    for key, value in config.effective().items():
-        log.info("config %s = %s", key, value)
+    count = resolve_process_count(config)
+    if index is None or index == 0:
+        for key, value in config.effective().items():
+            log.info("config %s = %s", key, value)
     failure: BaseException | None = None
     try:
-        trio.run(serve, config)
-    except* OSError as group:
+        if index is None and count > 1:
+            trio.run(run_cluster, config, args.config, args.override, args.log_level)
+        else:
+            if index is None:
+                reshard_for_single_process(Path(config.log_dirs[0]))
+            trio.run(serve, config, index)
+    except* (OSError, StartupError) as group:
         failure = _first_leaf(group)
     if failure is not None:
         log.error("fatal error during startup: %s", failure)

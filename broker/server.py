@@ -16,6 +16,7 @@ from typing import Protocol
 
 import trio
 
+from broker.cluster.member import ClusterMember, wire_cluster_member
 from broker.config import BrokerConfig
 from broker.coordinator.wiring import add_group_coordinator
 from broker.handlers.acl_apis import add_acl_apis, load_authorizer
@@ -56,10 +57,12 @@ class Service(Protocol):
 class KafkaServer:
     """One broker: everything it runs lives in the nursery of `run()`."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, *, process_index: int | None = None) -> None:
         self.config = config
         self.node_id = config.get_int("node.id")
         self.log_dirs = [Path(d) for d in config.get_list("log.dirs")]
+        # One process of a cluster under the supervisor (broker/cluster/), else None.
+        self.cluster = ClusterMember(config, process_index) if process_index is not None else None
         self.metrics = MetricsRegistry()
         self.apis = KafkaApis([])
         self.scram_credentials = ScramCredentialStore(self.log_dirs[0] / CREDENTIALS_FILE)
@@ -70,7 +73,7 @@ class KafkaServer:
             self.log_dirs[0], self.node_id, config.get_optional_str("cluster.id")
         )
         self.apis.add_handler(ApiVersionsHandler(self.apis.supported_versions))
-        self.acl_store = AclStore(self.log_dirs[0])
+        self.acl_store = AclStore(self.log_dirs[0]) if self.cluster is None else self.cluster.acls
         self.authorizer = load_authorizer(config, self.acl_store)
         self.metadata = MetadataHandler(
             self.node_id,
@@ -83,6 +86,8 @@ class KafkaServer:
         self.apis.add_handler(self.metadata)
         self.services: list[Service] = []
         self._add_subsystems()
+        if self.cluster is not None:
+            wire_cluster_member(self, self.cluster)
         self.data_handlers = RequestHandlerPool(
             self.socket_server.data_channel, self.apis, config.get_int("num.io.threads")
         )

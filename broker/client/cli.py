@@ -26,12 +26,13 @@ from broker.client import (
     cmd_raw,
     cmd_users,
 )
+from broker.client.routing_session import RoutingSession
 from broker.client.security_config import (
     SecurityConfig,
     SecurityConfigError,
     parse_security_properties,
 )
-from broker.client.session import DEFAULT_BOOTSTRAP, ClientError, ClientSession
+from broker.client.session import DEFAULT_BOOTSTRAP, ClientError
 from broker.config import parse_properties
 from broker.config_error import ConfigError
 
@@ -176,7 +177,7 @@ async def _cancel_on_signal(signals: AsyncIterator[int], scope: trio.CancelScope
 
 
 async def _run_command(args: argparse.Namespace) -> int:
-    session = await ClientSession.open(
+    session = await RoutingSession.open(
         args.bootstrap_server,
         negotiate=getattr(args, "negotiate", True),
         security=args.security,

@@ -90,6 +90,9 @@ class FindCoordinatorHandler:
         self._node_id = node_id
         self._advertised = advertised
         self._authorizer = authorizer
+        # In a cluster of processes: (node, host, port) of a group's coordinator, or None
+        # while that process is down (broker/cluster/member.py).
+        self.locate_group: Callable[[str, str], tuple[int, str, int] | None] | None = None
 
     def _coordinator(self, request: Request, key: str, key_type: int) -> Coordinator:
         refused = self._authorization_error(request, key, key_type)
@@ -97,6 +100,19 @@ class FindCoordinatorHandler:
             return Coordinator(
                 key=key, node_id=-1, host="", port=-1, error_code=refused, error_message=None
             )
+        if key_type == COORDINATOR_TYPE_GROUP and self.locate_group is not None:
+            found = self.locate_group(key, request.context.listener_name)
+            if found is None:
+                return Coordinator(
+                    key=key,
+                    node_id=-1,
+                    host="",
+                    port=-1,
+                    error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    error_message="the group's coordinator is not available",
+                )
+            node, host, port = found
+            return Coordinator(key=key, node_id=node, host=host, port=port, error_message=None)
         if key_type in (COORDINATOR_TYPE_GROUP, COORDINATOR_TYPE_TRANSACTION):
             host, port = self._advertised(request.context.listener_name)
             return Coordinator(

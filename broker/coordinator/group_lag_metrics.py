@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from broker.cluster.remote_partition import RemotePartition
 from broker.coordinator.offset_store import OffsetStore
 from broker.handlers.log_view import LogManagerView
 from broker.metrics import MetricSample
@@ -24,8 +25,8 @@ def group_lag_samples(store: OffsetStore, logs: LogManagerView) -> Iterator[Metr
     for group in sorted(store.groups()):
         for (topic, partition), committed in sorted(store.group_offsets(group).items()):
             log = logs.partition(topic, partition)
-            if log is None:
-                continue
+            if log is None or isinstance(log, RemotePartition):
+                continue  # gone, or led by another process of the cluster (its end is there)
             tags = (("group", group), ("partition", str(partition)), ("topic", topic))
             lag = max(log.log_end_offset - committed.offset, 0)
             for name, value in (("CommittedOffset", committed.offset), ("Lag", lag)):

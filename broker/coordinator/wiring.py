@@ -47,7 +47,12 @@ def coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
 
 
 def add_group_coordinator(server: KafkaServer) -> GroupCoordinatorService:
-    service = GroupCoordinatorService(coordinator_config(server.config), server.log_dirs[0])
+    settings = coordinator_config(server.config)
+    service = (
+        GroupCoordinatorService(settings, server.log_dirs[0])
+        if server.cluster is None
+        else server.cluster.coordinator_service(settings)
+    )
     server.services.append(service)
     server.metrics.add_collector(
         functools.partial(group_lag_samples, service.store, server.log_manager)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from broker.net.processor import valid_client_software
 from broker.net.request import Request
-from broker.protocol.api import ApiKey
+from broker.protocol.api import ApiKey, reuse_encoding
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from broker.protocol.messages.api_versions_response import ApiVersion
@@ -56,7 +56,7 @@ class ApiVersionsHandler:
                     for key, (low, high) in supported.items()
                 ),
             )
-            self._cached = (supported, response)
+            self._cached = (supported, reuse_encoding(response))
         return self._cached[1]
 
     def error_response(self, request: Request, error_code: int) -> ApiVersionsResponse:

@@ -39,13 +39,16 @@ if TYPE_CHECKING:
 
 def add_data_apis(server: KafkaServer) -> LogManager:
     """Create the log, register the data and admin APIs; returns the log for the server."""
-    log_manager = LogManager(server.config)
-    server.services.append(log_manager)
     config = server.config
     node_id = server.node_id
+    cluster = server.cluster
+    log_manager = LogManager(config) if cluster is None else cluster.log_manager
+    server.services.append(log_manager)
     brokers = BrokerConfigs(server)
     alterer = ConfigAlterer(log_manager, brokers)
-    server.metadata.topics = LogTopicSource(log_manager, node_id)
+    server.metadata.topics = (
+        LogTopicSource(log_manager, node_id) if cluster is None else cluster.topic_source()
+    )
     stats = BrokerTopicStats(server.metrics)
     server.metrics.add_collector(functools.partial(log_samples, log_manager))
     auth = server.authorizer

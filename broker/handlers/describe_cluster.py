@@ -33,6 +33,9 @@ class DescribeClusterHandler:
         self._node_id = node_id
         self._cluster_id = cluster_id
         self._advertised = advertised
+        # In a cluster of processes: see MetadataHandler.cluster_brokers.
+        self.cluster_brokers: Callable[[str], list[tuple[int, str, int]]] | None = None
+        self.controller_id: Callable[[], int] | None = None
 
     async def handle(self, request: Request) -> DescribeClusterResponse:
         body: DescribeClusterRequest = request.body
@@ -49,14 +52,20 @@ class DescribeClusterHandler:
                 controller_id=-1,
             )
         host, port = self._advertised(request.context.listener_name)
+        brokers: tuple[DescribeClusterBroker, ...] = (
+            DescribeClusterBroker(broker_id=self._node_id, host=host, port=port, rack=None),
+        )
+        if self.cluster_brokers is not None:
+            brokers = tuple(
+                DescribeClusterBroker(broker_id=n, host=h, port=p, rack=None)
+                for n, h, p in self.cluster_brokers(request.context.listener_name)
+            )
         return DescribeClusterResponse(
             error_code=ErrorCode.NONE,
             endpoint_type=BROKERS_ENDPOINT,
             cluster_id=self._cluster_id,
-            controller_id=self._node_id,
-            brokers=(
-                DescribeClusterBroker(broker_id=self._node_id, host=host, port=port, rack=None),
-            ),
+            controller_id=self._node_id if self.controller_id is None else self.controller_id(),
+            brokers=brokers,
             cluster_authorized_operations=cluster_authorized_operations(
                 self._authorizer, request, body.include_cluster_authorized_operations
             ),

@@ -101,6 +101,10 @@ class MetadataHandler:
         self.topics = topics
         self._authorizer = authorizer
         self._auto_create_topics = auto_create_topics
+        # In a cluster of processes: every live broker as (node, host, port) on a
+        # listener, and the controller's id (broker/cluster/member.py).
+        self.cluster_brokers: Callable[[str], list[tuple[int, str, int]]] | None = None
+        self.controller_id: Callable[[], int] | None = None
 
     async def handle(self, request: Request) -> MetadataResponse:
         body: MetadataRequest = request.body
@@ -135,10 +139,18 @@ class MetadataHandler:
             topics = await self.topics.describe_topics(
                 names, allow_auto_create, topic_ids, body.include_topic_authorized_operations
             )
+        brokers: tuple[MetadataResponseBroker, ...] = (
+            MetadataResponseBroker(node_id=self._node_id, host=host, port=port),
+        )
+        if self.cluster_brokers is not None:
+            brokers = tuple(
+                MetadataResponseBroker(node_id=n, host=h, port=p)
+                for n, h, p in self.cluster_brokers(request.context.listener_name)
+            )
         return MetadataResponse(
-            brokers=(MetadataResponseBroker(node_id=self._node_id, host=host, port=port),),
+            brokers=brokers,
             cluster_id=self._cluster_id,
-            controller_id=self._node_id,
+            controller_id=self._node_id if self.controller_id is None else self.controller_id(),
             topics=tuple(topics),
             cluster_authorized_operations=cluster_authorized_operations(
                 self._authorizer, request, body.include_cluster_authorized_operations

@@ -100,6 +100,11 @@ class LogManager:
     checkpoints, and closes cleanly (writing the clean-shutdown marker) on cancel.
     Tests may use `open` / `close` directly."""
 
+    # File names in each log dir; a cluster process uses its own (broker/cluster/).
+    recovery_point_file = RECOVERY_POINT_FILE
+    log_start_file = LOG_START_FILE
+    clean_shutdown_file = CLEAN_SHUTDOWN_FILE
+
     def __init__(self, config: BrokerConfig, *, clock: Callable[[], int] | None = None) -> None:
         self.config = config
         self.log_dirs = [Path(d) for d in config.log_dirs]
@@ -610,22 +615,22 @@ class LogManager:
                 entry[1][key] = log.log_start_offset
         return result
 
-    @staticmethod
     def _write_checkpoints(
+        self,
         offsets: Mapping[Path, tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]],
     ) -> None:
         for log_dir, (recovery_points, starts) in offsets.items():
-            write_offset_checkpoint(log_dir / RECOVERY_POINT_FILE, recovery_points)
-            write_offset_checkpoint(log_dir / LOG_START_FILE, starts)
+            write_offset_checkpoint(log_dir / self.recovery_point_file, recovery_points)
+            write_offset_checkpoint(log_dir / self.log_start_file, starts)
 
     def _write_clean_markers(self) -> None:
         for log_dir in self.log_dirs:
-            (log_dir / CLEAN_SHUTDOWN_FILE).write_bytes(b"")
+            (log_dir / self.clean_shutdown_file).write_bytes(b"")
             fsync_dir(log_dir)
 
     def _remove_clean_markers(self) -> None:
         for log_dir in self.log_dirs:
-            marker = log_dir / CLEAN_SHUTDOWN_FILE
+            marker = log_dir / self.clean_shutdown_file
             if marker.exists():
                 marker.unlink()
                 fsync_dir(log_dir)

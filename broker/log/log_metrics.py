@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from broker.cluster.remote_partition import RemotePartition
 from broker.log.log_manager import LogManager
 from broker.metrics import MetricSample
 
@@ -12,6 +13,8 @@ def log_samples(log_manager: LogManager) -> Iterator[MetricSample]:
     """One gauge of each kind per partition, read when the metrics are scraped."""
     for topic in list(log_manager.topics().values()):
         for partition in list(topic.partitions):
+            if isinstance(partition, RemotePartition):
+                continue  # another process of the cluster leads it and reports it
             tags = (("partition", str(partition.partition)), ("topic", topic.name))
             for name, value in (
                 ("Size", partition.size_bytes),

@@ -41,6 +41,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 from broker.pipeline.kafka_client import KafkaClient, KafkaClientError
 from broker.pipeline.offsets import EARLIEST, LATEST, TopicPartition
 from broker.pipeline.options import DEFAULT_COMMIT_TOPIC, LEGACY_COMMIT_TOPIC, SinkOptions
+from broker.pipeline.routed_client import RoutedKafkaClient
 from broker.protocol.records import Record, encode_batch, iter_batches, iter_records
 
 log = logging.getLogger("broker.pipeline.sink")
@@ -252,7 +253,7 @@ def write_batches(
     context = TaskContext.get()
     task = context.partitionId() if context is not None else 0
     idempotent = query_id is not None and batch_id is not None
-    with KafkaClient.connect(
+    with RoutedKafkaClient.connect(
         options.bootstrap_servers, client_id="trio-kafka-sink", security=options.security
     ) as client:
         if idempotent:
@@ -316,7 +317,7 @@ def _add_rows(producer: _Producer, rb: pa.RecordBatch, options: SinkOptions, tas
 
 def write_batch_marker(options: SinkOptions, query_id: str, batch_id: int) -> None:
     """The driver's record that every task of the batch wrote its rows."""
-    with KafkaClient.connect(options.bootstrap_servers, security=options.security) as client:
+    with RoutedKafkaClient.connect(options.bootstrap_servers, security=options.security) as client:
         ensure_commit_topic(client, options.commit_topic)
         record = marker_record(query_id, batch_id, None)
         client.produce({(options.commit_topic, 0): encode_batch([record])}, acks=-1)

@@ -38,6 +38,7 @@ from broker.pipeline.offsets import (
     rate_limit,
 )
 from broker.pipeline.options import SourceOptions, StartSpec
+from broker.pipeline.routed_client import RoutedKafkaClient
 from broker.protocol.error_codes import ErrorCode
 
 log = logging.getLogger("broker.pipeline.source")
@@ -82,8 +83,9 @@ class KafkaInputPartition(InputPartition):
 
 
 def connect(options: SourceOptions) -> KafkaClient:
-    """A client for the source's bootstrap servers, with its TLS and SASL settings."""
-    return KafkaClient.connect(options.bootstrap_servers, security=options.security)
+    """A client for the source's bootstrap servers, with its TLS and SASL settings, that
+    sends each partition's requests to its leader."""
+    return RoutedKafkaClient.connect(options.bootstrap_servers, security=options.security)
 
 
 def topic_partitions(client: KafkaClient, options: SourceOptions) -> list[TopicPartition]:

@@ -248,6 +248,21 @@ def encode_request(header: RequestHeader, body: Any) -> list[Buffer]:
     return _chunks(out, ext, True)
 
 
+_REUSED_LIMIT = 16
+_reused: dict[int, tuple[Any, dict[int, bytes]]] = {}
+
+
+def reuse_encoding(body: Any) -> Any:
+    """Mark a response body that a handler returns again and again (ApiVersions, asked
+    on every connection): `encode_response` then encodes it once per version and
+    reuses the bytes. The body must never change (they are immutable; a changed copy
+    is another object and is encoded as usual). Returns the body."""
+    if len(_reused) >= _REUSED_LIMIT:
+        _reused.pop(next(iter(_reused)))
+    _reused[id(body)] = (body, {})
+    return body
+
+
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> list[Buffer]:
     """Encode a whole response frame, including the size prefix and response header."""
     writer = _writer_for(body, api_version)
@@ -257,7 +272,18 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
         _RESP_HDR_WRITERS[response_header_version(api_key, api_version)](
             out, ext, ResponseHeader(correlation_id)
         )
-        writer(out, ext, body)
+        reused = _reused.get(id(body)) if _reused else None
+        if reused is not None and reused[0] is body:
+            encoded = reused[1].get(api_version)
+            if encoded is not None:
+                out += encoded
+            else:
+                start = len(out)
+                writer(out, ext, body)
+                if not ext:
+                    reused[1][api_version] = bytes(out[start:])
+        else:
+            writer(out, ext, body)
     except EncodeError:
         raise
     except _LOW_LEVEL_ENCODE_ERRORS as e:

@@ -54,15 +54,30 @@ class LazyCodecs(Mapping[type, tuple[dict[int, Reader], dict[int, Writer]]]):
 
     def __init__(self, modules: dict[str, str]) -> None:
         self._modules = modules  # class name -> module name
+        # Every request and response looks its codec up: resolve each class once.
+        self._resolved: dict[type, tuple[dict[int, Reader], dict[int, Writer]]] = {}
 
     def __getitem__(self, cls: type) -> tuple[dict[int, Reader], dict[int, Writer]]:
+        found = self._resolved.get(cls)
+        if found is not None:
+            return found
         module = self._modules.get(getattr(cls, "__name__", ""))
         if module is None or getattr(cls, "__module__", None) != f"{PACKAGE}.{module}":
             raise KeyError(cls)
         loaded = message_module(module)
         if getattr(loaded, cls.__name__) is not cls:
             raise KeyError(cls)
-        return loaded.READERS, loaded.WRITERS
+        found = self._resolved[cls] = (loaded.READERS, loaded.WRITERS)
+        return found
+
+    def get(self, cls: type, default: Any = None) -> Any:
+        found = self._resolved.get(cls)
+        if found is not None:
+            return found
+        try:
+            return self[cls]
+        except KeyError:
+            return default
 
     def __iter__(self) -> Iterator[type]:
         for name, module in self._modules.items():

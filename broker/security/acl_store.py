@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import trio
@@ -82,7 +83,8 @@ class AclStore:
 
     def __init__(self, log_dir: Path) -> None:
         self.path = log_dir / ACLS_FILE
-        self.lock = trio.Lock()
+        # Held while a change is computed and written (a cluster's store also locks the file).
+        self.lock: AbstractAsyncContextManager[object] = trio.Lock()
 
     def load(self) -> list[AclBinding]:
         """Every stored ACL; a missing file is none. Raises OSError or ValueError."""

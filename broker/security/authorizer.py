@@ -254,6 +254,15 @@ class StandardAuthorizer:
             if binding.entry not in entries:
                 self._set(binding.pattern, (*entries, binding.entry))
 
+    def replace_acls(self, bindings: Iterable[AclBinding]) -> None:
+        """Make the ACLs exactly `bindings` (another process of the cluster changed them)."""
+        self._acls.clear()
+        self._literal.clear()
+        self._prefixed.clear()
+        self._prefix_lengths.clear()
+        self._prefix_length_counts.clear()
+        self.add_acls(bindings)
+
     def remove_acls(self, binding_filter: AclBindingFilter) -> list[AclBinding]:
         """Remove and return every binding the filter matches."""
         removed = self.describe(binding_filter)

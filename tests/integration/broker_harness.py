@@ -24,6 +24,8 @@ from broker.config import BrokerConfig
 from broker.server import KafkaServer
 
 _LISTENING = re.compile(r"listening on (\w+)://[^ ]*:(\d+)")
+_REGISTERED = re.compile(r"node (\d+) registered in the cluster at \{'\w+': \('[^']*', (\d+)\)")
+_CLUSTER_STARTED = "broker processes started"
 
 
 def base_config(data_dir: Path, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
@@ -73,10 +75,19 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
+        """The broker's address; for a cluster, every process's (as last registered, so a
+        restarted process's new ephemeral port is included)."""
+        nodes = self.node_ports()
+        if nodes:
+            return ",".join(f"127.0.0.1:{port}" for port in nodes.values())
         return f"127.0.0.1:{self.port}"
 
     def log_text(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def node_ports(self) -> dict[int, int]:
+        """A cluster's nodes and the port of their first listener, as last registered."""
+        return {int(m.group(1)): int(m.group(2)) for m in _REGISTERED.finditer(self.log_text())}
 
 
 def start_broker_process(
@@ -86,11 +97,14 @@ def start_broker_process(
     config_file: Path | None = None,
     log_level: str | None = None,
 ) -> BrokerProcess:
-    """`python -m broker serve` as a user runs it; waits until it logs its listeners."""
+    """`python -m broker serve` as a user runs it; waits until it logs its listeners
+    (with `process.count` > 1: until the supervisor reports every process started).
+    Tests run one process unless they set `process.count`."""
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0",
         "log.dirs": str(data_dir),
         "metrics.port": "-1",
+        "process.count": "1",
     }
     settings.update(overrides or {})
     args = [sys.executable, "-m", "broker", "serve"]
@@ -106,10 +120,12 @@ def start_broker_process(
     process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT, text=True)
     log_file.close()
     expected = len(settings["listeners"].split(","))
+    ready = _CLUSTER_STARTED if int(settings["process.count"]) != 1 else "started"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        ports = {m.group(1): int(m.group(2)) for m in _LISTENING.finditer(log_path.read_text())}
-        if len(ports) >= expected and "started" in log_path.read_text():
+        text = log_path.read_text()
+        ports = {m.group(1): int(m.group(2)) for m in _LISTENING.finditer(text)}
+        if len(ports) >= expected and ready in text:
             return BrokerProcess(process, ports, log_path)
         if process.poll() is not None:
             raise RuntimeError(f"broker exited with {process.returncode}:\n{log_path.read_text()}")

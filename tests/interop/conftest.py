@@ -12,13 +12,23 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.broker_harness import BrokerProcess
-from tests.interop.kafka_clients import interop_broker_running, live_bootstrap
+from tests.interop.kafka_clients import (
+    PROCESS_COUNTS,
+    interop_broker_running,
+    live_bootstrap,
+    process_count_id,
+)
 
 
-@pytest.fixture(scope="module")
-def interop_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker shared by the tests of one module."""
-    with interop_broker_running(tmp_path_factory.mktemp("interop") / "data") as broker:
+@pytest.fixture(scope="module", params=PROCESS_COUNTS, ids=process_count_id)
+def interop_broker(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[BrokerProcess]:
+    """A broker shared by the tests of one module: a single process, then a cluster of
+    three processes (clients route by leadership, groups spread over coordinators)."""
+    with interop_broker_running(
+        tmp_path_factory.mktemp("interop") / "data", {"process.count": str(request.param)}
+    ) as broker:
         yield broker
 
 

@@ -37,6 +37,14 @@ INTEROP_BROKER_SETTINGS = {
 }
 
 
+PROCESS_COUNTS = (1, 3)
+"""The shared brokers of the suites run as one process and as a cluster of three."""
+
+
+def process_count_id(count: int) -> str:
+    return f"{count}-process" if count == 1 else f"{count}-processes"
+
+
 def start_interop_broker(
     data_dir: Path, overrides: Mapping[str, str] | None = None
 ) -> BrokerProcess:

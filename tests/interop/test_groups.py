@@ -19,7 +19,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.broker_harness import BrokerProcess
-from tests.interop.kafka_clients import interop_broker_running, live_bootstrap, unique_topic
+from tests.interop.kafka_clients import (
+    PROCESS_COUNTS,
+    interop_broker_running,
+    live_bootstrap,
+    process_count_id,
+    unique_topic,
+)
 
 pytestmark = pytest.mark.interop
 
@@ -30,10 +36,14 @@ GROUP_BROKER_SETTINGS = {
 WAIT_S = 30.0
 
 
-@pytest.fixture(scope="module")
-def group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+@pytest.fixture(scope="module", params=PROCESS_COUNTS, ids=process_count_id)
+def group_broker(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[BrokerProcess]:
+    """One process, then three: with three, the groups' coordinators are spread over them."""
     data = tmp_path_factory.mktemp("groups") / "data"
-    with interop_broker_running(data, GROUP_BROKER_SETTINGS) as broker:
+    settings = {**GROUP_BROKER_SETTINGS, "process.count": str(request.param)}
+    with interop_broker_running(data, settings) as broker:
         yield broker
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from broker.pipeline.kafka_client import KafkaClient
+from broker.pipeline.routed_client import RoutedKafkaClient
 from broker.protocol.records import Record, encode_batch
 from tests.integration.broker_harness import (
     BrokerProcess,
@@ -61,7 +61,7 @@ def topic_name() -> str:
 
 
 def create_topic(broker: BrokerProcess, name: str, partitions: int = 1) -> None:
-    with KafkaClient.connect(broker.bootstrap) as client:
+    with RoutedKafkaClient.connect(broker.bootstrap) as client:
         assert client.create_topic(name, partitions)
 
 
@@ -78,7 +78,7 @@ def produce(
     records = [
         Record(i, 0, keys[i] if keys else b"k%d" % i, value) for i, value in enumerate(values)
     ]
-    with KafkaClient.connect(broker.bootstrap) as client:
+    with RoutedKafkaClient.connect(broker.bootstrap) as client:
         result = client.produce(
             {(topic, partition): encode_batch(records, base_timestamp=timestamp_ms)}
         )
@@ -90,7 +90,7 @@ def read_topic(broker: BrokerProcess, topic: str, partitions: int = 1) -> list[A
     from broker.protocol.records import iter_batches, iter_records
 
     out = []
-    with KafkaClient.connect(broker.bootstrap) as client:
+    with RoutedKafkaClient.connect(broker.bootstrap) as client:
         for p in range(partitions):
             end = client.list_offsets({(topic, p): -1})[(topic, p)]
             offset = client.list_offsets({(topic, p): -2})[(topic, p)]

@@ -1,0 +1,221 @@
+"""A client session for a cluster: partition data to each leader, groups to their coordinator.
+
+`ClientSession` talks to its bootstrap broker, which is every partition's leader
+and every group's coordinator on a single broker. Against a cluster (a broker
+with `process.count` > 1, or any Kafka cluster) the commands would get
+NOT_LEADER_OR_FOLLOWER or NOT_COORDINATOR from it. This session keeps the same
+interface and routes underneath: Produce, Fetch and ListOffsets are split by
+partition leader (learnt with one Metadata request per topic) and sent to the
+leaders concurrently, their answers merged into one response; the group APIs go
+to the group's coordinator (FindCoordinator once per group). When Metadata lists
+one broker, everything goes over the bootstrap connection as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from broker.client.security_config import PLAINTEXT_CONFIG, SecurityConfig
+from broker.client.session import ClientSession, check_error
+from broker.protocol.messages import FindCoordinatorRequest, MetadataRequest
+from broker.protocol.messages.metadata_request import MetadataRequestTopic
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+FIND_COORDINATOR = 10
+# OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, LeaveGroup, SyncGroup, OffsetDelete
+GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 47})
+
+
+class RoutingSession(ClientSession):
+    def __init__(
+        self,
+        connection: Any,
+        broker_versions: dict[int, tuple[int, int]],
+        security: SecurityConfig = PLAINTEXT_CONFIG,
+    ) -> None:
+        super().__init__(connection, broker_versions, security)
+        self._bootstrap: tuple[str, int] | None = None
+        self._brokers: dict[int, tuple[str, int]] = {}
+        self._leaders: dict[tuple[str, int], int] = {}
+        self._names: dict[Any, str] = {}
+        self._peers: dict[tuple[str, int], ClientSession] = {}
+        self._coordinators: dict[str, tuple[str, int]] = {}
+        self._timeout_s = 10.0
+
+    @classmethod
+    async def open(
+        cls,
+        bootstrap: str,
+        timeout_s: float = 10.0,
+        *,
+        negotiate: bool = True,
+        security: SecurityConfig = PLAINTEXT_CONFIG,
+    ) -> RoutingSession:
+        session = await super().open(bootstrap, timeout_s, negotiate=negotiate, security=security)
+        assert isinstance(session, RoutingSession)
+        session._timeout_s = timeout_s
+        return session
+
+    async def aclose(self) -> None:
+        for peer in self._peers.values():
+            await peer.aclose()
+        self._peers.clear()
+        await super().aclose()
+
+    # ------------------------------------------------------------ where things are
+
+    async def _learn(self, topics: set[str] | None) -> None:
+        """Brokers and the leaders of `topics` (None: of every topic)."""
+        if not self.supports(METADATA):
+            return
+        body = MetadataRequest(
+            topics=None if topics is None else tuple(MetadataRequestTopic(name=t) for t in topics),
+            allow_auto_topic_creation=False,
+        )
+        response = await ClientSession.request(self, body, self.version_for(METADATA, 1))
+        self._brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+        for topic in response.topics:
+            if topic.name is None:
+                continue
+            self._names[getattr(topic, "topic_id", None)] = topic.name
+            for p in topic.partitions:
+                self._leaders[(topic.name, p.partition_index)] = p.leader_id
+
+    async def _session_at(self, address: tuple[str, int] | None) -> ClientSession:
+        if address is None or len(self._brokers) <= 1:
+            return self
+        peer = self._peers.get(address)
+        if peer is None:
+            peer = await ClientSession.open(
+                f"{address[0]}:{address[1]}", self._timeout_s, security=self.security
+            )
+            self._peers[address] = peer
+        return peer
+
+    async def _leader_session(self, topic: str, partition: int) -> ClientSession:
+        if (topic, partition) not in self._leaders:
+            await self._learn({topic})
+        leader = self._leaders.get((topic, partition), -1)
+        return await self._session_at(self._brokers.get(leader))
+
+    # ------------------------------------------------------------ requests
+
+    async def request(self, body: Any, version: int, timeout_s: float = 30.0) -> Any:
+        key = int(body.API_KEY)
+        if key == PRODUCE:
+            return await self._split(
+                body, version, timeout_s, "topic_data", "partition_data", "index", "responses"
+            )
+        if key == FETCH:
+            return await self._split(
+                body, version, timeout_s, "topics", "partitions", "partition", "responses"
+            )
+        if key == LIST_OFFSETS:
+            return await self._split(
+                body, version, timeout_s, "topics", "partitions", "partition_index", "topics"
+            )
+        if key in GROUP_APIS:
+            group = _group_of(body)
+            if group is not None:
+                session = await self._session_at(await self._coordinator(group))
+                return await ClientSession.request(session, body, version, timeout_s)
+        return await ClientSession.request(self, body, version, timeout_s)
+
+    async def send_without_response(self, body: Any, version: int) -> None:
+        if int(body.API_KEY) != PRODUCE:
+            await ClientSession.send_without_response(self, body, version)
+            return
+        for session, part in await self._parts(body, "topic_data", "partition_data", "index"):
+            await ClientSession.send_without_response(session, part, version)
+
+    async def _parts(
+        self, body: Any, topics_field: str, partitions_field: str, index_field: str
+    ) -> list[tuple[ClientSession, Any]]:
+        """The request cut into one request per leader (topic order kept)."""
+        by_session: dict[int, tuple[ClientSession, list[Any]]] = {}
+        for topic in getattr(body, topics_field):
+            name = _topic_name(topic)
+            if not name:  # Fetch by topic id
+                topic_id = getattr(topic, "topic_id", None)
+                if topic_id not in self._names:
+                    await self._learn(None)
+                name = self._names.get(topic_id, "")
+            per_session: dict[int, tuple[ClientSession, list[Any]]] = {}
+            for partition in getattr(topic, partitions_field):
+                session = await self._leader_session(name, getattr(partition, index_field))
+                per_session.setdefault(id(session), (session, []))[1].append(partition)
+            for ident, (session, partitions) in per_session.items():
+                entry = by_session.setdefault(ident, (session, []))
+                entry[1].append(topic._replace(**{partitions_field: tuple(partitions)}))
+        return [
+            (session, body._replace(**{topics_field: tuple(topics)}))
+            for session, topics in by_session.values()
+        ]
+
+    async def _split(
+        self,
+        body: Any,
+        version: int,
+        timeout_s: float,
+        topics_field: str,
+        partitions_field: str,
+        index_field: str,
+        response_field: str,
+    ) -> Any:
+        parts = await self._parts(body, topics_field, partitions_field, index_field)
+        if len(parts) == 1 and parts[0][0] is self:
+            return await ClientSession.request(self, body, version, timeout_s)
+        responses: list[Any] = [None] * len(parts)
+
+        async def one(index: int, session: ClientSession, part: Any) -> None:
+            responses[index] = await ClientSession.request(session, part, version, timeout_s)
+
+        async with trio.open_nursery() as nursery:
+            for index, (session, part) in enumerate(parts):
+                nursery.start_soon(one, index, session, part)
+        merged = [item for r in responses for item in getattr(r, response_field)]
+        first = responses[0]
+        errors = [r.error_code for r in responses if getattr(r, "error_code", 0)]
+        changes: dict[str, Any] = {response_field: tuple(merged)}
+        if errors:
+            changes["error_code"] = errors[0]
+        return first._replace(**changes)
+
+    async def _coordinator(self, group: str) -> tuple[str, int] | None:
+        if group in self._coordinators:
+            return self._coordinators[group]
+        if not self._brokers:
+            await self._learn(set())
+        if len(self._brokers) <= 1 or not self.supports(FIND_COORDINATOR):
+            return None
+        version = self.version_for(FIND_COORDINATOR)
+        if version >= 4:
+            body = FindCoordinatorRequest(key_type=0, coordinator_keys=(group,))
+            response = await ClientSession.request(self, body, version)
+            (found,) = response.coordinators
+        else:
+            found = await ClientSession.request(self, FindCoordinatorRequest(key=group), version)
+        check_error(found.error_code, f"FindCoordinator for group {group!r}")
+        address = (found.host, found.port)
+        self._coordinators[group] = address
+        return address
+
+
+def _topic_name(topic: Any) -> str:
+    for field in ("name", "topic"):
+        value = getattr(topic, field, None)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _group_of(body: Any) -> str | None:
+    group = getattr(body, "group_id", None)
+    if isinstance(group, str) and group:
+        return group
+    groups = getattr(body, "groups", None)
+    if groups and len(groups) == 1:
+        return str(groups[0].group_id)
+    return None

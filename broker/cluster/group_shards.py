@@ -1,0 +1,147 @@
+"""Committed offsets across a change of the process count.
+
+Kafka keeps offsets in `__consumer_offsets`, whose partitions move between
+brokers with their data. Here each process coordinates the groups whose hash
+falls on its index and keeps their journal in `group-coordinator/shard-<i>/`
+of the first log dir (a single process keeps its journal in the log dir
+itself, as before). When the count changes, the supervisor re-shards before
+any process starts: it merges every existing journal (the single-process one
+first, so shards win) and writes one snapshot per new shard, swapping
+directories so that a crash at any point leaves the old or the new layout.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from broker.cluster.placement import coordinator_shard
+from broker.coordinator.offset_store import (
+    JOURNAL_PREFIX,
+    JOURNAL_SUFFIX,
+    SNAPSHOT_NAME,
+    OffsetState,
+    OffsetStore,
+)
+from broker.log.log_manager import LOCK_FILE
+
+log = logging.getLogger(__name__)
+
+SHARDS = "group-coordinator"
+_NEW = SHARDS + ".new"
+_OLD = SHARDS + ".old"
+
+
+def _legacy_files(log_dir: Path) -> list[Path]:
+    return [
+        p
+        for p in log_dir.iterdir()
+        if p.name == SNAPSHOT_NAME
+        or (p.name.startswith(JOURNAL_PREFIX) and p.name.endswith(JOURNAL_SUFFIX))
+    ]
+
+
+def _shard_dirs(log_dir: Path) -> dict[int, Path]:
+    root = log_dir / SHARDS
+    if not root.is_dir():
+        return {}
+    found = {}
+    for entry in root.iterdir():
+        if entry.is_dir() and entry.name.startswith("shard-") and entry.name[6:].isdigit():
+            found[int(entry.name[6:])] = entry
+    return found
+
+
+def _load(directory: Path, merged: OffsetState) -> None:
+    store = OffsetStore(directory)
+    store.load()
+    try:
+        for record in store.state.to_records():
+            merged.apply(record)
+    finally:
+        store.close()
+
+
+def _write(directory: Path, state: OffsetState, groups: list[str]) -> None:
+    store = OffsetStore(directory)
+    store.load()
+    for group in groups:
+        record = state.groups.get(group)
+        if record is not None:
+            store.set_group_record(group, record)
+        offsets = state.offsets.get(group)
+        if offsets:
+            store.commit(group, dict(offsets))
+    store.snapshot()
+    store.close()
+
+
+def reshard_group_offsets(log_dir: Path, shards: int) -> bool:
+    """Bring the offsets layout to `shards` processes; True when anything moved."""
+    if not log_dir.is_dir():
+        return False
+    _finish_interrupted(log_dir)
+    legacy = _legacy_files(log_dir)
+    existing = _shard_dirs(log_dir)
+    if shards == 1 and not existing:
+        return False
+    if shards > 1 and not legacy and set(existing) == set(range(shards)):
+        return False
+    if shards > 1 and not legacy and not existing:
+        return False
+    merged = OffsetState()
+    if legacy:
+        _load(log_dir, merged)
+    for _, directory in sorted(existing.items()):
+        _load(directory, merged)
+    groups = sorted(set(merged.offsets) | set(merged.groups))
+    staging = log_dir / _NEW
+    shutil.rmtree(staging, ignore_errors=True)
+    if shards == 1:
+        _write(staging / "single", merged, groups)
+        for path in legacy:
+            path.unlink()
+        os.replace(staging / "single" / SNAPSHOT_NAME, log_dir / SNAPSHOT_NAME)
+        shutil.rmtree(log_dir / SHARDS, ignore_errors=True)
+    else:
+        for shard in range(shards):
+            mine = [g for g in groups if coordinator_shard(g, shards) == shard]
+            _write(staging / f"shard-{shard}", merged, mine)
+        if (log_dir / SHARDS).exists():
+            os.replace(log_dir / SHARDS, log_dir / _OLD)
+        os.replace(staging, log_dir / SHARDS)
+        for path in legacy:
+            path.unlink()
+        shutil.rmtree(log_dir / _OLD, ignore_errors=True)
+    shutil.rmtree(staging, ignore_errors=True)
+    log.info("re-sharded the offsets of %d groups over %d process(es)", len(groups), shards)
+    return True
+
+
+def _finish_interrupted(log_dir: Path) -> None:
+    shutil.rmtree(log_dir / _NEW, ignore_errors=True)
+    old = log_dir / _OLD
+    if old.exists():
+        if (log_dir / SHARDS).exists():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(old, log_dir / SHARDS)
+
+
+def reshard_for_single_process(log_dir: Path) -> bool:
+    """Before a single process starts: merge a cluster's shards back, unless the log dir
+    is in use (then the broker's own lock reports that, and nothing is touched)."""
+    if not log_dir.is_dir():
+        return False
+    fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return reshard_group_offsets(log_dir, 1)
+    finally:
+        os.close(fd)

@@ -1,0 +1,265 @@
+"""One broker process's membership in the cluster: wiring into KafkaServer.
+
+`ClusterMember` is created by `KafkaServer` when it runs under the supervisor
+(`broker serve --process-index I`). It swaps the log for a
+`ClusterLogManager`, makes Metadata and DescribeCluster list every live
+process, answers FindCoordinator with the group's coordinator process, and
+refuses group operations for groups another process coordinates
+(NOT_COORDINATOR, which makes clients look the coordinator up again).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import trio
+
+from broker.cluster.cluster_image import ClusterImage
+from broker.cluster.cluster_log_manager import ClusterLogManager
+from broker.cluster.metadata_store import SqliteMetadataStore
+from broker.cluster.placement import coordinator_shard
+from broker.cluster.remote_partition import RemotePartition
+from broker.cluster.shared_acls import SharedAclStore
+from broker.config import BrokerConfig
+from broker.coordinator.coordinator_service import GroupCoordinatorService
+from broker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
+from broker.errors import KafkaError
+from broker.handlers.log_topics import LogTopicSource
+from broker.handlers.log_view import TopicView
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages.metadata_response import (
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+
+if TYPE_CHECKING:
+    from broker.server import KafkaServer
+
+log = logging.getLogger(__name__)
+
+GROUP_SHARDS_DIR = "group-coordinator"
+
+
+def resolve_process_count(config: BrokerConfig) -> int:
+    """`process.count`, where 0 means one process per core this process may use."""
+    count = config.get_int("process.count")
+    if count > 0:
+        return count
+    return max(len(os.sched_getaffinity(0)), 1)
+
+
+async def stop_when_supervisor_exits(server: KafkaServer) -> None:
+    """The supervisor holds the write end of this process's stdin and never writes to it:
+    end of file means it is gone, even killed with SIGKILL, so no broker process outlives
+    it holding ports and partitions."""
+    async with trio.lowlevel.FdStream(os.dup(0)) as stdin:
+        while await stdin.receive_some(4096):
+            pass
+    log.warning("the supervisor is gone; shutting down")
+    server.shutdown()
+
+
+def shard_dir(log_dir: Path, shard: int) -> Path:
+    return log_dir / GROUP_SHARDS_DIR / f"shard-{shard}"
+
+
+class ClusterMember:
+    def __init__(self, config: BrokerConfig, process_index: int) -> None:
+        self.config = config
+        self.process_count = resolve_process_count(config)
+        self.index = process_index
+        self.node_id = config.node_id
+        self.base_node_id = self.node_id - process_index
+        self.log_dir = Path(config.log_dirs[0])
+        self.store = SqliteMetadataStore(self.log_dir)
+        poll_interval_s = config.get_int("cluster.metadata.poll.interval.ms") / 1000
+        self.log_manager = ClusterLogManager(
+            config, self.store, self.node_id, poll_interval_s=poll_interval_s
+        )
+        self.acls = SharedAclStore(self.log_dir, poll_interval_s)
+
+    @property
+    def image(self) -> ClusterImage:
+        return self.log_manager.image
+
+    def brokers(self, listener_name: str) -> list[tuple[int, str, int]]:
+        result = []
+        for broker in self.image.alive_brokers():
+            endpoint = broker.endpoints.get(listener_name)
+            if endpoint is not None:
+                result.append((broker.node_id, *endpoint))
+        return result
+
+    def controller_id(self) -> int:
+        """The lowest live node: the store serialises writes, any process may write."""
+        alive = self.image.alive_brokers()
+        return alive[0].node_id if alive else self.node_id
+
+    def coordinator_node(self, group_id: str) -> int:
+        return self.base_node_id + coordinator_shard(group_id, self.process_count)
+
+    def locate_group(self, group_id: str, listener_name: str) -> tuple[int, str, int] | None:
+        node = self.coordinator_node(group_id)
+        if not self.image.is_alive(node):
+            return None
+        endpoint = self.image.endpoint(node, listener_name)
+        return None if endpoint is None else (node, *endpoint)
+
+    def topic_source(self) -> ClusterTopicSource:
+        return ClusterTopicSource(self.log_manager, self)
+
+    def coordinator_service(self, config: CoordinatorConfig) -> ShardedCoordinatorService:
+        return ShardedCoordinatorService(config, shard_dir(self.log_dir, self.index), self)
+
+    async def announce(self, server: KafkaServer) -> None:
+        """Register this process's endpoints: it now serves, clients may come."""
+        endpoints = {
+            e.listener_name: server.socket_server.advertised_endpoint(e.listener_name)
+            for e in server.config.listeners
+        }
+        await _to_thread(self.store.register_broker, self.node_id, endpoints)
+        await self.log_manager.refresh()
+        log.info("node %d registered in the cluster at %s", self.node_id, endpoints)
+
+
+async def _to_thread(function: Any, *args: Any) -> Any:
+    return await trio.to_thread.run_sync(function, *args)
+
+
+class ClusterTopicSource(LogTopicSource):
+    """Metadata's topics with each partition's real leader; a partition whose leader
+    is down is LEADER_NOT_AVAILABLE (leader -1), as Kafka reports an offline one."""
+
+    def __init__(self, log_manager: ClusterLogManager, member: ClusterMember) -> None:
+        super().__init__(log_manager, member.node_id)
+        self._member = member
+
+    def describe(self, topic: TopicView, operations: int) -> MetadataResponseTopic:
+        image = self._member.image
+        partitions = []
+        for p in topic.partitions:
+            leader = p.leader if isinstance(p, RemotePartition) else self._member.node_id
+            if image.is_alive(leader):
+                partitions.append(
+                    MetadataResponsePartition(
+                        error_code=ErrorCode.NONE,
+                        partition_index=p.partition,
+                        leader_id=leader,
+                        leader_epoch=p.leader_epoch,
+                        replica_nodes=(leader,),
+                        isr_nodes=(leader,),
+                        offline_replicas=(),
+                    )
+                )
+            else:
+                partitions.append(
+                    MetadataResponsePartition(
+                        error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+                        partition_index=p.partition,
+                        leader_id=-1,
+                        leader_epoch=p.leader_epoch,
+                        replica_nodes=(leader,),
+                        isr_nodes=(),
+                        offline_replicas=(leader,),
+                    )
+                )
+        return MetadataResponseTopic(
+            error_code=ErrorCode.NONE,
+            name=topic.name,
+            topic_id=topic.topic_id,
+            is_internal=topic.is_internal or topic.name.startswith("__"),
+            partitions=tuple(partitions),
+            topic_authorized_operations=operations,
+        )
+
+
+class ShardedCoordinatorService(GroupCoordinatorService):
+    """The coordinator of the groups that hash to this process; its offsets journal is
+    the shard's directory, which the supervisor re-shards when the process count
+    changes (broker/cluster/group_shards.py)."""
+
+    def __init__(self, config: CoordinatorConfig, directory: Path, member: ClusterMember) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        super().__init__(config, directory)
+        self._member = member
+
+    @property
+    def coordinator(self) -> GroupCoordinator:
+        """OffsetFetch reads the coordinator directly: answer NOT_COORDINATOR there too."""
+        return cast(GroupCoordinator, _ShardView(super().coordinator, self._member))
+
+    def _check(self, group_id: str) -> None:
+        node = self._member.coordinator_node(group_id)
+        if node != self._member.node_id:
+            raise KafkaError(
+                ErrorCode.NOT_COORDINATOR, f"group {group_id!r} is coordinated by broker {node}"
+            )
+
+    def join(self, group_id: str, *args: Any, **kwargs: Any) -> None:
+        self._check(group_id)
+        super().join(group_id, *args, **kwargs)
+
+    def sync(self, group_id: str, *args: Any, **kwargs: Any) -> None:
+        self._check(group_id)
+        super().sync(group_id, *args, **kwargs)
+
+    def heartbeat(self, group_id: str, *args: Any, **kwargs: Any) -> ErrorCode:
+        self._check(group_id)
+        return super().heartbeat(group_id, *args, **kwargs)
+
+    def leave(self, group_id: str, *args: Any, **kwargs: Any) -> tuple[ErrorCode, list[ErrorCode]]:
+        self._check(group_id)
+        return super().leave(group_id, *args, **kwargs)
+
+    def commit_offsets(self, group_id: str, *args: Any, **kwargs: Any) -> Any:
+        self._check(group_id)
+        return super().commit_offsets(group_id, *args, **kwargs)
+
+    def delete_offsets(self, group_id: str, *args: Any, **kwargs: Any) -> Any:
+        self._check(group_id)
+        return super().delete_offsets(group_id, *args, **kwargs)
+
+    def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
+        mine = [g for g in group_ids if self._member.coordinator_node(g) == self._member.node_id]
+        result = super().delete_groups(mine)
+        for group_id in group_ids:
+            result.setdefault(group_id, ErrorCode.NOT_COORDINATOR)
+        return result
+
+
+def wire_cluster_member(server: KafkaServer, member: ClusterMember) -> None:
+    """After the subsystems are added: list every live process where Kafka lists brokers."""
+    from broker.coordinator.group_handlers import FindCoordinatorHandler
+    from broker.handlers.describe_cluster import DescribeClusterHandler
+
+    member.acls.authorizer = server.authorizer
+    server.services.append(member.acls)
+    server.metadata.cluster_brokers = member.brokers
+    server.metadata.controller_id = member.controller_id
+    describe = server.apis.handler(DescribeClusterHandler.api_key)
+    if isinstance(describe, DescribeClusterHandler):
+        describe.cluster_brokers = member.brokers
+        describe.controller_id = member.controller_id
+    find = server.apis.handler(FindCoordinatorHandler.api_key)
+    if isinstance(find, FindCoordinatorHandler):
+        find.locate_group = member.locate_group
+
+
+class _ShardView:
+    """The coordinator as the offset handlers read it, refusing another process's groups."""
+
+    def __init__(self, coordinator: GroupCoordinator, member: ClusterMember) -> None:
+        self._coordinator = coordinator
+        self._member = member
+
+    def fetch_offsets(self, group_id: str, partitions: Any) -> Any:
+        if self._member.coordinator_node(group_id) != self._member.node_id:
+            return ErrorCode.NOT_COORDINATOR, []
+        return self._coordinator.fetch_offsets(group_id, partitions)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._coordinator, name)

@@ -1,0 +1,315 @@
+"""The supervisor: `broker serve` with `process.count` > 1.
+
+It prepares the shared state while no broker runs (locks the log dirs, fixes
+the cluster id, brings the metadata store in line with the configured
+processes and the data dir, re-shards group offsets), then runs one
+`broker serve --process-index I` per process with `trio.run_process`, each
+with its own `node.id` (`node.id + I`) and ports (each listener's port + I;
+port 0 stays ephemeral). It reports ready once every process is registered
+in the store, restarts a process that dies (its partitions are
+LEADER_NOT_AVAILABLE until it is back; one that keeps dying right after its
+start waits twice as long each time, up to 30 s), and on SIGTERM/SIGINT stops them all
+with SIGTERM, waiting `broker.shutdown.timeout.ms` (plus a grace period for
+the processes to exit) before killing what is left. A process that fails
+before it was ever ready (a port in use, a bad log dir) fails the start-up.
+
+While it runs it mirrors the store's topics into `__topics.json`, so that a
+single-process broker started on the same data dir later finds them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import trio
+
+from broker.cluster.group_shards import reshard_group_offsets
+from broker.cluster.member import resolve_process_count
+from broker.cluster.metadata_store import SqliteMetadataStore
+from broker.config import BrokerConfig
+from broker.log.log_manager import CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogDirInUseError
+from broker.log.topic_store import TopicRecord, TopicStore
+from broker.meta_properties import load_or_create_cluster_id
+from broker.net.endpoint import Endpoint
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT_S = 120.0
+RESTART_DELAY_S = 0.25
+MAX_RESTART_DELAY_S = 30.0
+STABLE_AFTER_S = 30.0
+EXIT_GRACE_S = 5.0
+
+
+class StartupError(RuntimeError):
+    """The cluster could not start; the message says which process and why."""
+
+
+def shifted_listeners(endpoints: Sequence[Endpoint], index: int) -> str:
+    """Each listener's port plus the process index; port 0 stays ephemeral."""
+    return ",".join(
+        attrs_evolve_port(e, e.port + index if e.port > 0 else e.port).url() for e in endpoints
+    )
+
+
+def attrs_evolve_port(endpoint: Endpoint, port: int) -> Endpoint:
+    return Endpoint(endpoint.listener_name, endpoint.security_protocol, endpoint.host, port)
+
+
+def process_overrides(config: BrokerConfig, index: int) -> dict[str, str]:
+    """The settings that differ between the processes of one cluster."""
+    overrides = {
+        "node.id": str(config.node_id + index),
+        "listeners": shifted_listeners(config.listeners, index),
+    }
+    if config.get_optional_str("advertised.listeners") is not None:
+        overrides["advertised.listeners"] = shifted_listeners(config.advertised_listeners, index)
+    metrics_port = config.get_int("metrics.port")
+    if metrics_port > 0:
+        overrides["metrics.port"] = str(metrics_port + index)
+    return overrides
+
+
+class Supervisor:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        config_path: str | None,
+        overrides: Sequence[str],
+        log_level: str,
+    ) -> None:
+        self.config = config
+        self.count = resolve_process_count(config)
+        self.base_node_id = config.node_id
+        self.nodes = [self.base_node_id + i for i in range(self.count)]
+        self.log_dirs = [Path(d) for d in config.log_dirs]
+        self._command = [sys.executable, "-m", "broker", "serve", "--log-level", log_level]
+        if config_path is not None:
+            self._command.append(config_path)
+        for override in overrides:
+            self._command += ["--override", override]
+        self._lock_fds: list[int] = []
+        self._stopping = False
+        self._ever_ready = [False] * self.count
+        self.processes: list[trio.Process | None] = [None] * self.count
+        self.store: SqliteMetadataStore | None = None
+        self.ready = trio.Event()
+        self._stop_requested = trio.Event()
+
+    # ------------------------------------------------------------ preparation
+
+    def prepare(self) -> None:
+        """Everything that must happen before any process starts (blocking)."""
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise LogDirInUseError(
+                    f"log dir {log_dir} is in use by another broker process"
+                ) from None
+            self._lock_fds.append(fd)
+            # The single-process marker would vouch for partitions the cluster writes.
+            (log_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+        first = self.log_dirs[0]
+        cluster_id = load_or_create_cluster_id(
+            first, self.base_node_id, self.config.get_optional_str("cluster.id")
+        )
+        store = self.store = SqliteMetadataStore(first)
+        store.cluster_id(cluster_id)
+        previous = store.get("process.count")
+        if previous is not None and int(previous) != self.count:
+            for log_dir in self.log_dirs:
+                for marker in log_dir.glob(CLEAN_SHUTDOWN_FILE + ".node-*"):
+                    marker.unlink()
+        store.prepare_nodes(self.nodes)
+        topics = TopicStore(first).load()
+        self._reconcile_topics(store, topics)
+        reshard_group_offsets(first, self.count)
+        log.info(
+            "cluster %s: %d processes, nodes %d..%d",
+            cluster_id,
+            self.count,
+            self.nodes[0],
+            self.nodes[-1],
+        )
+
+    def _reconcile_topics(self, store: SqliteMetadataStore, topics: dict[str, TopicRecord]) -> None:
+        """`__topics.json` is what the last broker (single or cluster) left: the store
+        follows it, so topics created by a single-process run are adopted (their
+        partitions spread over the processes, data left where it is)."""
+        image = store.read_image()
+        for name, known in image.topics.items():
+            record = topics.get(name)
+            mirrored = TopicStore(self.log_dirs[0]).path.exists()
+            if mirrored and (record is None or record.topic_id != known.topic_id):
+                store.delete_topic(name)
+        image = store.read_image()
+        for name, record in topics.items():
+            found = image.topics.get(name)
+            if found is None:
+                store.create_topic(name, record.topic_id, record.num_partitions, record.configs)
+                log.info("adopted topic %s (%d partitions)", name, record.num_partitions)
+                continue
+            if record.num_partitions > len(found.leaders):
+                store.add_partitions(name, record.num_partitions)
+            if dict(record.configs) != dict(found.configs):
+                store.set_topic_configs(name, record.configs)
+
+    def _mirror_topics(self) -> None:
+        assert self.store is not None
+        image = self.store.read_image()
+        TopicStore(self.log_dirs[0]).save(
+            {
+                t.name: TopicRecord(t.name, t.topic_id, len(t.leaders), t.configs)
+                for t in image.topics.values()
+            }
+        )
+
+    # ------------------------------------------------------------ running
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await trio.to_thread.run_sync(self.prepare)
+            assert self.store is not None
+            async with trio.open_nursery() as nursery:
+                for index in range(self.count):
+                    nursery.start_soon(self._keep_running, index)
+                await self._wait_ready()
+                if not self._stop_requested.is_set():
+                    log.info("cluster of %d broker processes started", self.count)
+                    self.ready.set()
+                task_status.started()
+                nursery.start_soon(self._mirror_loop)
+                await self._stop_requested.wait()
+                await self._stop_all()
+                nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                if self.store is not None:
+                    with contextlib.suppress(Exception):
+                        await trio.to_thread.run_sync(self._mirror_topics)
+                    self.store.close()
+                for fd in self._lock_fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+
+    def shutdown(self) -> None:
+        self._stopping = True
+        self._stop_requested.set()
+
+    async def _wait_ready(self) -> None:
+        assert self.store is not None
+        with trio.move_on_after(READY_TIMEOUT_S):
+            while not self._stop_requested.is_set():
+                image = await trio.to_thread.run_sync(self.store.read_image)
+                if all(image.is_alive(node) for node in self.nodes):
+                    for index in range(self.count):
+                        self._ever_ready[index] = True
+                    return
+                await trio.sleep(0.05)
+            return
+        raise StartupError(f"the broker processes did not all start within {READY_TIMEOUT_S}s")
+
+    async def _keep_running(self, index: int) -> None:
+        assert self.store is not None
+        node = self.nodes[index]
+        command = [*self._command, "--process-index", str(index)]
+        for key, value in process_overrides(self.config, index).items():
+            command += ["--override", f"{key}={value}"]
+        delay = RESTART_DELAY_S
+        while True:
+            started = trio.current_time()
+            # The process's stdin: it stops when this end closes, i.e. when we are gone.
+            stdin, lifeline = os.pipe()
+            try:
+                async with trio.open_nursery() as nursery:
+                    # Cancelled (the supervisor failed): SIGTERM, then SIGKILL after 5 s.
+                    process: trio.Process = await nursery.start(
+                        functools.partial(trio.run_process, command, check=False, stdin=stdin)
+                    )
+                    os.close(stdin)
+                    stdin = -1
+                    self.processes[index] = process
+            finally:
+                for fd in (stdin, lifeline):
+                    if fd >= 0:
+                        os.close(fd)
+            self.processes[index] = None
+            code = process.returncode
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.store.set_alive, node, False)
+            if self._stopping:
+                return
+            if not self._ever_ready[index] and not self.ready.is_set():
+                raise StartupError(
+                    f"broker process {index} (node {node}) failed to start (exit code {code}); "
+                    "see its log above"
+                )
+            # A process that keeps dying soon after its start is restarted less and less often.
+            quick = trio.current_time() - started < STABLE_AFTER_S
+            delay = min(delay * 2, MAX_RESTART_DELAY_S) if quick else RESTART_DELAY_S
+            log.warning(
+                "broker process %d (node %d) exited with %s; restarting it in %.1f s",
+                index,
+                node,
+                code,
+                delay,
+            )
+            with trio.move_on_at(trio.current_time() + delay):
+                await self._stop_requested.wait()
+            if self._stop_requested.is_set():
+                return
+
+    async def _stop_all(self) -> None:
+        timeout_s = self.config.get_int("broker.shutdown.timeout.ms") / 1000 + EXIT_GRACE_S
+        for process in self.processes:
+            if process is not None and process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.send_signal(signal.SIGTERM)
+        with trio.move_on_after(timeout_s):
+            while any(p is not None and p.returncode is None for p in self.processes):
+                await trio.sleep(0.05)
+        for process in self.processes:
+            if process is not None and process.returncode is None:
+                log.warning("broker process %d did not stop in time; killing it", process.pid)
+                process.kill()
+
+    async def _mirror_loop(self) -> None:
+        assert self.store is not None
+        seen = -1
+        while True:
+            version = await trio.to_thread.run_sync(self.store.version)
+            if version != seen:
+                await trio.to_thread.run_sync(self._mirror_topics)
+                seen = version
+            await trio.sleep(self.config.get_int("cluster.metadata.poll.interval.ms") / 1000)
+
+
+async def run_cluster(
+    config: BrokerConfig, config_path: str | None, overrides: Sequence[str], log_level: str
+) -> None:
+    """`broker serve` for a cluster: until SIGTERM/SIGINT, then a graceful stop."""
+    supervisor = Supervisor(config, config_path, overrides, log_level)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def stop_on_signal() -> None:
+                async for signum in signals:
+                    log.info("received %s; stopping the cluster", signal.Signals(signum).name)
+                    supervisor.shutdown()
+                    return
+
+            nursery.start_soon(stop_on_signal)
+            await supervisor.run()
+            nursery.cancel_scope.cancel()
