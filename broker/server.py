@@ -113,7 +113,13 @@ class KafkaServer:
         add_metrics_exporter(self)
         self.log_manager = add_data_apis(self)
         groups = add_group_coordinator(self)
-        self.transaction_coordinator = add_transaction_coordinator(self, groups)
+        if self.cluster is None:
+            self.transaction_coordinator = add_transaction_coordinator(self, groups)
+        else:
+            # Its state and markers are one process's: with several, a transaction's
+            # partitions are led elsewhere (docs/cluster.md). Not advertised, so clients
+            # say at once that the broker does not support transactions.
+            log.warning("transactions are not available with process.count > 1 (yet)")
         add_acl_apis(self)
         add_security_apis(self)
         self.quotas = add_quota_apis(self)

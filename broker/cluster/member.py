@@ -24,6 +24,7 @@ from broker.cluster.metadata_store import SqliteMetadataStore
 from broker.cluster.placement import coordinator_shard
 from broker.cluster.remote_partition import RemotePartition
 from broker.cluster.shared_acls import SharedAclStore
+from broker.cluster.shared_file import SharedFileFollower
 from broker.config import BrokerConfig
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
@@ -35,6 +36,7 @@ from broker.protocol.messages.metadata_response import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
+from broker.quotas.quota_store import QuotaStore
 
 if TYPE_CHECKING:
     from broker.server import KafkaServer
@@ -81,6 +83,7 @@ class ClusterMember:
             config, self.store, self.node_id, poll_interval_s=poll_interval_s
         )
         self.acls = SharedAclStore(self.log_dir, poll_interval_s)
+        self.poll_interval_s = poll_interval_s
 
     @property
     def image(self) -> ClusterImage:
@@ -238,6 +241,7 @@ def wire_cluster_member(server: KafkaServer, member: ClusterMember) -> None:
 
     member.acls.authorizer = server.authorizer
     server.services.append(member.acls)
+    follow_shared_files(server, member)
     server.metadata.cluster_brokers = member.brokers
     server.metadata.controller_id = member.controller_id
     describe = server.apis.handler(DescribeClusterHandler.api_key)
@@ -263,3 +267,23 @@ class _ShardView:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._coordinator, name)
+
+
+def follow_shared_files(server: KafkaServer, member: ClusterMember) -> None:
+    """SCRAM credentials and client quotas changed through another process reach this
+    one within the poll interval (see broker/cluster/shared_file.py)."""
+    credentials = server.scram_credentials
+    quotas = server.quotas
+    quota_store = QuotaStore(server.log_dirs[0])
+
+    async def reload_credentials() -> None:
+        await trio.to_thread.run_sync(credentials.reload)
+
+    async def reload_quotas() -> None:
+        stored = await trio.to_thread.run_sync(quota_store.load)
+        for entity in {entity for entity, _ in quotas.configs} | set(stored):
+            quotas.set_quotas(entity, stored.get(entity, {}))
+
+    interval_s = member.poll_interval_s
+    server.services.append(SharedFileFollower(credentials.path, reload_credentials, interval_s))
+    server.services.append(SharedFileFollower(quota_store.path, reload_quotas, interval_s))

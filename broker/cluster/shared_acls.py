@@ -20,20 +20,11 @@ from pathlib import Path
 
 import trio
 
+from broker.cluster.shared_file import Signature, file_signature
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer, StandardAuthorizer
 
 log = logging.getLogger(__name__)
-
-Signature = tuple[int, int, int] | None
-
-
-def file_signature(path: Path) -> Signature:
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return None
-    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
 class SharedAclStore(AclStore):

@@ -9,11 +9,14 @@ a crash leaves the old or the new set, never a torn mix.
 from __future__ import annotations
 
 import base64
+import contextlib
+import fcntl
 import hashlib
 import hmac
 import json
 import logging
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -114,6 +117,11 @@ class ScramCredentialStore:
         log.info("loaded %d SCRAM credentials from %s", len(result), path)
         return result
 
+    def reload(self) -> None:
+        """Re-read the file (another process of a cluster changed it). Raises OSError or
+        ValueError, leaving what authentications see unchanged."""
+        self._credentials = self._load(self.path) if self.path.exists() else {}
+
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._credentials.get((user, mechanism))
 
@@ -136,14 +144,18 @@ class ScramCredentialStore:
         """Apply one AlterUserScramCredentials request's changes all together, durably.
 
         The file is written before memory changes, so a failed write (OSError) leaves
-        both the file and what authentications see unchanged.
+        both the file and what authentications see unchanged. The change is made under
+        an exclusive lock on `<file>.lock` from the file as it is now, so processes of
+        a cluster sharing the file never write over each other's changes.
         """
-        updated = dict(self._credentials)
-        for key in deletions:
-            updated.pop(key, None)
-        updated.update(upserts)
-        self._write(updated)
-        self._credentials = updated
+        with _exclusive(self.path.with_name(self.path.name + ".lock")):
+            current = self._load(self.path) if self.path.exists() else {}
+            updated = dict(current)
+            for key in deletions:
+                updated.pop(key, None)
+            updated.update(upserts)
+            self._write(updated)
+            self._credentials = updated
 
     def _write(self, credentials: Mapping[tuple[str, str], ScramCredential]) -> None:
         users: dict[str, dict[str, object]] = {}
@@ -152,3 +164,15 @@ class ScramCredentialStore:
         text = json.dumps({"version": _FORMAT_VERSION, "users": users}, indent=1, sort_keys=True)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.path, text.encode())
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """An exclusive `flock` on `lock_path` (blocking: call from a worker thread)."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -1,0 +1,77 @@
+"""What the processes of a cluster share beyond topics: SCRAM users and client quotas made
+through one process reach the others; transactions, one process's state, are not offered.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from broker.client.cmd_quotas import alter_client_quotas, describe_client_quotas
+from broker.client.session import ClientSession
+from broker.cluster.shared_file import SharedFileFollower
+from broker.protocol.api import ApiKey
+from broker.protocol.messages import DescribeUserScramCredentialsRequest
+from broker.security.scram_credentials import (
+    CREDENTIALS_FILE,
+    ScramCredential,
+    ScramCredentialStore,
+)
+from tests.integration.broker_harness import start_broker_process, stop_broker_process
+from tests.security.helpers import create_scram_user
+
+TRANSACTION_APIS = {
+    ApiKey.ADD_PARTITIONS_TO_TXN,
+    ApiKey.ADD_OFFSETS_TO_TXN,
+    ApiKey.END_TXN,
+    ApiKey.TXN_OFFSET_COMMIT,
+}
+
+
+def credential(iterations: int) -> ScramCredential:
+    return ScramCredential(salt=b"s" * 16, stored_key=b"k", server_key=b"v", iterations=iterations)
+
+
+async def test_a_stale_process_keeps_the_others_scram_change_and_follows_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / CREDENTIALS_FILE
+    first, second = ScramCredentialStore(path), ScramCredentialStore(path)
+
+    async def reload_first() -> None:
+        first.reload()
+
+    follower = SharedFileFollower(path, reload_first, poll_interval_s=0.01)
+    await trio.to_thread.run_sync(first.apply, {("alice", "SCRAM-SHA-256"): credential(4096)}, [])
+    assert second.get("alice", "SCRAM-SHA-256") is None  # not reloaded yet
+    await trio.to_thread.run_sync(second.apply, {("bob", "SCRAM-SHA-256"): credential(8192)}, [])
+    assert second.users() == ["alice", "bob"]  # built on the file, not on its stale memory
+    assert first.users() == ["alice"]
+    await follower.check()
+    assert first.users() == ["alice", "bob"]
+    assert first.mechanisms_of("bob") == [("SCRAM-SHA-256", 8192)]
+
+
+async def test_users_and_quotas_made_through_one_process_reach_the_other(tmp_path: Path) -> None:
+    cluster = start_broker_process(tmp_path / "data", {"process.count": "2"})
+    try:
+        first, second = sorted(cluster.node_ports().values())
+        async with (
+            await ClientSession.open(f"127.0.0.1:{first}") as one,
+            await ClientSession.open(f"127.0.0.1:{second}") as other,
+        ):
+            for session in (one, other):
+                assert not TRANSACTION_APIS & set(session.broker_versions)
+            await create_scram_user(one.connection, "carol", "carol-pw")
+            await alter_client_quotas(one, [("user", "carol")], [("producer_byte_rate", 2048)])
+            with trio.fail_after(20):
+                while True:
+                    users = await other.call(DescribeUserScramCredentialsRequest(users=None))
+                    quotas = await describe_client_quotas(other, [("user", "carol")])
+                    if [r.user for r in users.results] == ["carol"] and quotas:
+                        break
+                    await trio.sleep(0.05)
+            assert quotas == [([("user", "carol")], {"producer_byte_rate": 2048.0})]
+    finally:
+        assert stop_broker_process(cluster) == 0, cluster.log_text()[-4000:]
