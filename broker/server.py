@@ -22,6 +22,7 @@ from broker.coordinator.wiring import add_group_coordinator
 from broker.handlers.acl_apis import add_acl_apis, load_authorizer
 from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.data_apis import add_data_apis
+from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.kafka_apis import KafkaApis
 from broker.handlers.metadata import MetadataHandler, NoTopics
 from broker.handlers.quota_apis import add_quota_apis
@@ -32,6 +33,7 @@ from broker.metrics_http import add_metrics_exporter
 from broker.net.request_handler_pool import RequestHandlerPool
 from broker.net.socket_server import SocketServer, check_resize
 from broker.process_metrics import register_process_metrics
+from broker.protocol.error_codes import ErrorCode
 from broker.security.acl_store import AclStore
 from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialStore
 from broker.transaction.wiring import add_transaction_coordinator
@@ -120,6 +122,13 @@ class KafkaServer:
             # partitions are led elsewhere (docs/cluster.md). Not advertised, so clients
             # say at once that the broker does not support transactions.
             log.warning("transactions are not available with process.count > 1 (yet)")
+            self.apis.add_handler(
+                InitProducerIdHandler(
+                    self.log_manager,
+                    authorizer=self.authorizer,
+                    without_coordinator=ErrorCode.UNSUPPORTED_VERSION,
+                )
+            )
         add_acl_apis(self)
         add_security_apis(self)
         self.quotas = add_quota_apis(self)

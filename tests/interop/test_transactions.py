@@ -10,16 +10,30 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
-from tests.integration.broker_harness import env_without_proxies, stop_broker_process
+from tests.integration.broker_harness import (
+    BrokerProcess,
+    env_without_proxies,
+    stop_broker_process,
+)
 from tests.interop.kafka_clients import (
     consumer_settings,
     create_topic,
     interop_broker_running,
+    live_bootstrap,
+    rdkafka_settings,
     start_interop_broker,
     unique_topic,
 )
@@ -33,6 +47,27 @@ from tests.interop.txn_helpers import (
 pytestmark = pytest.mark.interop
 
 FAST_TIMEOUTS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
+
+
+@pytest.fixture(scope="module")
+def interop_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One process: transactions do not span the processes of a cluster yet (the
+    conftest's broker also runs as three; see the cluster test below)."""
+    with interop_broker_running(tmp_path_factory.mktemp("txn") / "data") as broker:
+        yield broker
+
+
+def test_a_cluster_of_processes_says_at_once_that_it_has_no_transactions(
+    tmp_path: Path,
+) -> None:
+    with interop_broker_running(tmp_path / "data", {"process.count": "3"}) as cluster:
+        producer = Producer(
+            rdkafka_settings(live_bootstrap(cluster), transactional_id=unique_topic("tid"))
+        )
+        with pytest.raises(KafkaException) as raised:
+            producer.init_transactions(20)
+        assert raised.value.args[0].code() == KafkaError.UNSUPPORTED_VERSION, raised.value
+        assert "transactions are not available" in cluster.log_text()
 
 
 def value_of(message: Message) -> bytes:
