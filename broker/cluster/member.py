@@ -236,8 +236,8 @@ class ShardedCoordinatorService(GroupCoordinatorService):
 
 def wire_cluster_member(server: KafkaServer, member: ClusterMember) -> None:
     """After the subsystems are added: list every live process where Kafka lists brokers."""
-    from broker.coordinator.group_handlers import FindCoordinatorHandler
     from broker.handlers.describe_cluster import DescribeClusterHandler
+    from broker.handlers.group_handlers import FindCoordinatorHandler
 
     member.acls.authorizer = server.authorizer
     server.services.append(member.acls)

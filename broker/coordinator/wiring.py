@@ -6,22 +6,22 @@ import functools
 from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig
-from broker.coordinator.admin_handlers import (
+from broker.coordinator.coordinator_service import GroupCoordinatorService
+from broker.coordinator.group_coordinator import CoordinatorConfig
+from broker.coordinator.group_lag_metrics import group_lag_samples
+from broker.handlers.group_admin_handlers import (
     DeleteGroupsHandler,
     DescribeGroupsHandler,
     ListGroupsHandler,
 )
-from broker.coordinator.coordinator_service import GroupCoordinatorService
-from broker.coordinator.group_coordinator import CoordinatorConfig
-from broker.coordinator.group_handlers import (
+from broker.handlers.group_handlers import (
     FindCoordinatorHandler,
     HeartbeatHandler,
     JoinGroupHandler,
     LeaveGroupHandler,
     SyncGroupHandler,
 )
-from broker.coordinator.group_lag_metrics import group_lag_samples
-from broker.coordinator.offset_handlers import (
+from broker.handlers.offset_handlers import (
     OffsetCommitHandler,
     OffsetDeleteHandler,
     OffsetFetchHandler,

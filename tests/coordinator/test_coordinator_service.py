@@ -11,8 +11,8 @@ import trio.testing
 
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.coordinator.group_coordinator import CoordinatorConfig, OffsetCommitItem
-from broker.coordinator.group_handlers import Pending
 from broker.coordinator.member_metadata import JoinResult, SyncResult
+from broker.handlers.group_handlers import Pending
 from broker.protocol.error_codes import ErrorCode
 from tests.coordinator.helpers import params
 

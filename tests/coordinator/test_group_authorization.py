@@ -13,26 +13,26 @@ import pytest
 import trio
 
 from broker.config import BrokerConfig
-from broker.coordinator.admin_handlers import (
+from broker.coordinator.coordinator_service import GroupCoordinatorService
+from broker.coordinator.wiring import coordinator_config
+from broker.errors import KafkaError
+from broker.handlers.group_admin_handlers import (
     DeleteGroupsHandler,
     DescribeGroupsHandler,
     ListGroupsHandler,
 )
-from broker.coordinator.coordinator_service import GroupCoordinatorService
-from broker.coordinator.group_handlers import (
+from broker.handlers.group_handlers import (
     FindCoordinatorHandler,
     HeartbeatHandler,
     JoinGroupHandler,
     LeaveGroupHandler,
     SyncGroupHandler,
 )
-from broker.coordinator.offset_handlers import (
+from broker.handlers.offset_handlers import (
     OffsetCommitHandler,
     OffsetDeleteHandler,
     OffsetFetchHandler,
 )
-from broker.coordinator.wiring import coordinator_config
-from broker.errors import KafkaError
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
     DeleteGroupsRequest,
