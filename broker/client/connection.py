@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import ssl
-import struct
 from collections import deque
 from typing import Any
 
@@ -20,8 +19,10 @@ from broker.protocol.api import (
     decode_response,
     encode_request,
 )
+from broker.protocol.framing import FrameDecoder
 
-_SIZE = struct.Struct(">i")
+# Responses are as large as the broker makes them (a Fetch's max_bytes); no cap here.
+_MAX_RESPONSE = 2**31 - 1
 
 
 class ConnectionClosed(Exception):
@@ -38,7 +39,7 @@ class KafkaConnection:
         self.client_id = client_id
         self._correlation = itertools.count(1)
         self._pending: deque[tuple[int, int, int]] = deque()
-        self._buffer = bytearray()
+        self._decoder = FrameDecoder(_MAX_RESPONSE)
 
     @classmethod
     async def connect(
@@ -108,14 +109,10 @@ class KafkaConnection:
 
     async def receive_frame(self) -> bytes:
         """One size-prefixed frame's payload; ConnectionClosed at end of stream."""
-        while True:
-            if len(self._buffer) >= 4:
-                (size,) = _SIZE.unpack_from(self._buffer)
-                if len(self._buffer) >= 4 + size:
-                    frame = bytes(self._buffer[4 : 4 + size])
-                    del self._buffer[: 4 + size]
-                    return frame
-            data = await self.stream.receive_some(1 << 20)
+        decoder = self._decoder
+        while (frame := decoder.next_frame()) is None:
+            data = await self.stream.receive_some(decoder.read_size())
             if not data:
                 raise ConnectionClosed("connection closed by the broker")
-            self._buffer += data
+            decoder.feed(data)
+        return frame if isinstance(frame, bytes) else bytes(frame)

@@ -30,10 +30,10 @@ from broker.net.authenticator import (
 )
 from broker.net.connection import Connection
 from broker.net.endpoint import Endpoint
-from broker.net.frame_decoder import Frame
 from broker.net.request import Buffer, Request
 from broker.net.tls_stream import HandshakeEof, TlsServerStream
 from broker.protocol.api import encode_response
+from broker.protocol.framing import Frame
 from broker.security.jaas import parse_jaas_config
 from broker.security.listener_config import effective_key
 from broker.security.principal_mapping import NoMatchingRule, SslPrincipalMapper

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from broker.net.frame_decoder import FrameDecoder
 from broker.net.mute_state import ChannelMuteStateMachine
 from broker.net.read_deadline import ReadDeadline
 from broker.net.request import ClientInformation, Request, RequestContext, Response
+from broker.protocol.framing import FrameDecoder
 
 if TYPE_CHECKING:
     from broker.net.channel_security import SaslChannel

@@ -27,7 +27,6 @@ from broker.metrics import Meter, WindowedShare
 from broker.net.channel_security import AuthMetrics, ConnectionIO, ListenerSecurity
 from broker.net.connection import Connection
 from broker.net.connection_quotas import ConnectionQuotas
-from broker.net.frame_decoder import Frame, InvalidFrameSize
 from broker.net.log_limiter import LogLimiter
 from broker.net.memory_pool import MemoryPool
 from broker.net.mute_state import IllegalMuteTransition, MuteEvent, MuteState
@@ -48,6 +47,7 @@ from broker.net.request_channel import RequestChannel
 from broker.net.request_metrics import RequestMetrics
 from broker.protocol.api import ApiKey, decode_request, decode_request_header
 from broker.protocol.errors import DecodeError
+from broker.protocol.framing import Frame, InvalidFrameSize
 
 log = logging.getLogger(__name__)
 # Closes a client can cause at will (bad frames, slow sends): rate-limited.

@@ -11,12 +11,13 @@ from __future__ import annotations
 import itertools
 import socket
 import ssl
-import struct
 from typing import Any
 
 from broker.protocol.api import RequestHeader, decode_response, encode_request
+from broker.protocol.framing import Frame, FrameDecoder
 
-_SIZE = struct.Struct(">i")
+# Responses are as large as the broker makes them (a Fetch's max_bytes); no cap here.
+_MAX_RESPONSE = 2**31 - 1
 
 
 class ConnectionClosed(Exception):
@@ -30,6 +31,7 @@ class BlockingConnection:
         self._sock = sock
         self.client_id = client_id
         self._correlation = itertools.count(1)
+        self._decoder = FrameDecoder(_MAX_RESPONSE)
 
     @classmethod
     def connect(
@@ -74,17 +76,11 @@ class BlockingConnection:
             raise ValueError(f"response correlation id {correlation_id}, expected {cid}")
         return response
 
-    def _receive_exactly(self, size: int) -> bytearray:
-        buffer = bytearray(size)
-        view = memoryview(buffer)
-        got = 0
-        while got < size:
-            n = self._sock.recv_into(view[got:])
-            if n == 0:
+    def _receive_frame(self) -> Frame:
+        decoder = self._decoder
+        while (frame := decoder.next_frame()) is None:
+            data = self._sock.recv(decoder.read_size())
+            if not data:
                 raise ConnectionClosed("connection closed by the broker")
-            got += n
-        return buffer
-
-    def _receive_frame(self) -> bytearray:
-        (size,) = _SIZE.unpack(self._receive_exactly(4))
-        return self._receive_exactly(size)
+            decoder.feed(data)
+        return frame

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.net.frame_decoder import READ_AHEAD, FrameDecoder, InvalidFrameSize
+from broker.protocol.framing import READ_AHEAD, FrameDecoder, InvalidFrameSize
 
 
 def framed(payload: bytes) -> bytes:
