@@ -43,3 +43,48 @@ def test_only_packages_whose_command_is_missing_are_installed(tmp_path: Path) ->
     assert calls[0] == "update -qq"
     assert calls[1].split()[-1] == "wanted-package"
     assert "should-not-install" not in log.read_text()
+
+
+# Import names that differ from the distribution names pyproject.toml lists.
+_DISTRIBUTION_OF = {"prometheus_client": "prometheus-client", "trio_util": "trio-util"}
+
+
+def _third_party_imports(package_dir: Path) -> set[str]:
+    import ast
+    import sys
+
+    names: set[str] = set()
+    for path in package_dir.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return {n for n in names if n not in sys.stdlib_module_names and n != "broker"}
+
+
+def _declared(extra: str | None = None) -> set[str]:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = project["optional-dependencies"][extra] if extra else project["dependencies"]
+    return {re.split(r"[<>=!~\[ ;]", r, maxsplit=1)[0].lower() for r in requirements}
+
+
+def test_the_broker_imports_only_what_its_image_installs() -> None:
+    """The broker image installs the main dependencies alone (docker/broker.lock): an
+    import only the dev extra provides passes every test and fails in the container."""
+    imported = _third_party_imports(ROOT / "broker") - _third_party_imports(
+        ROOT / "broker" / "pipeline"
+    )
+    needed = {_DISTRIBUTION_OF.get(name, name) for name in imported}
+    assert needed <= _declared(), sorted(needed - _declared())
+    pipeline = {
+        _DISTRIBUTION_OF.get(n, n) for n in _third_party_imports(ROOT / "broker" / "pipeline")
+    }
+    assert pipeline <= _declared() | _declared("pipeline"), sorted(
+        pipeline - _declared() - _declared("pipeline")
+    )
+    broker_lock = (ROOT / "docker" / "broker.lock").read_text()
+    for distribution in needed:
+        assert re.search(rf"^{re.escape(distribution)}==", broker_lock, re.M), distribution
