@@ -36,7 +36,7 @@ from broker.cluster.remote_partition import RemotePartition
 from broker.config import BrokerConfig
 from broker.errors import KafkaError
 from broker.log._files import read_offset_checkpoint
-from broker.log.log_config import LogConfig, validate_topic_configs
+from broker.log.log_config import LogConfig, altered_topic_configs
 from broker.log.log_manager import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_FILE,
@@ -308,11 +308,14 @@ class ClusterLogManager(LogManager):
         topic = self._topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-        new = {} if replace_all else dict(topic.configs())
-        new.update(set_)
-        for key in delete:
-            new.pop(key, None)
-        validate_topic_configs(new, topic=name, allow_compact=topic.is_internal)
+        new = altered_topic_configs(
+            name,
+            topic.configs(),
+            set_,
+            delete,
+            replace_all=replace_all,
+            internal=topic.is_internal,
+        )
         if validate_only:
             return
         version = await self._store_call(self.store.set_topic_configs, name, new)

@@ -7,7 +7,7 @@ reads on its hot path, rebuilt whenever a topic's configs change.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -67,6 +67,25 @@ def validate_topic_configs(
                 f"invalid value {value!r} for cleanup.policy of topic {topic}: "
                 f"{COMPACTION_UNSUPPORTED}",
             )
+
+
+def altered_topic_configs(
+    topic: str,
+    current: Mapping[str, str],
+    set_: Mapping[str, str],
+    delete: Iterable[str],
+    *,
+    replace_all: bool,
+    internal: bool,
+) -> dict[str, str]:
+    """A topic's overrides after an (Incremental)AlterConfigs, validated: `replace_all`
+    (AlterConfigs) starts from none. Raises KafkaError INVALID_CONFIG."""
+    new = {} if replace_all else dict(current)
+    new.update(set_)
+    for key in delete:
+        new.pop(key, None)
+    validate_topic_configs(new, topic=topic, allow_compact=internal)
+    return new
 
 
 @attrs.frozen(slots=True)

@@ -41,6 +41,7 @@ from broker.log._files import fsync_dir, read_offset_checkpoint, write_offset_ch
 from broker.log.log_config import (
     INTERNAL_TOPICS,
     LogConfig,
+    altered_topic_configs,
     broker_topic_defaults,
     validate_topic_configs,
 )
@@ -464,11 +465,14 @@ class LogManager:
             topic = self._topics.get(name)
             if topic is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-            new = {} if replace_all else dict(topic.configs())
-            new.update(set_)
-            for key in delete:
-                new.pop(key, None)
-            validate_topic_configs(new, topic=name, allow_compact=topic.is_internal)
+            new = altered_topic_configs(
+                name,
+                topic.configs(),
+                set_,
+                delete,
+                replace_all=replace_all,
+                internal=topic.is_internal,
+            )
             if validate_only:
                 return
             old = topic.configs()
