@@ -26,16 +26,14 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import CollectorRegistry, Metric
 
+from broker.config import BrokerConfig
 from broker.metrics import MetricSample, MetricsRegistry
-
-if TYPE_CHECKING:
-    from broker.server import KafkaServer
 
 log = logging.getLogger(__name__)
 
@@ -224,19 +222,18 @@ def _response(status: int, content_type: str, body: bytes, include_body: bool = 
     return head + body if include_body else head
 
 
-def find_exporter(server: KafkaServer) -> MetricsExporter | None:
-    """The broker's exporter (None when `metrics.port` is -1)."""
-    for service in server.services:
+def find_exporter(services: Iterable[object]) -> MetricsExporter | None:
+    """The broker's exporter among its services (None when `metrics.port` is -1)."""
+    for service in services:
         if isinstance(service, MetricsExporter):
             return service
     return None
 
 
-def add_metrics_exporter(server: KafkaServer) -> None:
-    """Serve `/metrics` on `metrics.port` (-1 disables, 0 picks a free port),
+def metrics_exporter(config: BrokerConfig, metrics: MetricsRegistry) -> MetricsExporter | None:
+    """Serve `/metrics` on `metrics.port` (-1 disables: None; 0 picks a free port),
     bound to the host of the first listener."""
-    port = server.config.get_int("metrics.port")
+    port = config.get_int("metrics.port")
     if port < 0:
-        return
-    host = server.config.listeners[0].host
-    server.services.append(MetricsExporter(server.metrics, host, port))
+        return None
+    return MetricsExporter(metrics, config.listeners[0].host, port)

@@ -12,24 +12,27 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Protocol
 
 import trio
 
+from broker.broker_context import BrokerContext, Service
 from broker.cluster.member import ClusterMember, wire_cluster_member
 from broker.config import BrokerConfig
-from broker.coordinator.wiring import add_group_coordinator
+from broker.coordinator.coordinator_service import GroupCoordinatorService
+from broker.coordinator.wiring import add_group_coordinator, coordinator_config
 from broker.handlers.acl_apis import add_acl_apis, load_authorizer
 from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.data_apis import add_data_apis
 from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.kafka_apis import KafkaApis
+from broker.handlers.log_topics import LogTopicSource
 from broker.handlers.metadata import MetadataHandler, NoTopics
 from broker.handlers.quota_apis import add_quota_apis
 from broker.handlers.security_apis import add_security_apis
+from broker.log import LogManager
 from broker.meta_properties import load_or_create_cluster_id
 from broker.metrics import MetricsRegistry
-from broker.metrics_http import add_metrics_exporter
+from broker.metrics_http import metrics_exporter
 from broker.net.request_handler_pool import RequestHandlerPool
 from broker.net.socket_server import SocketServer, check_resize
 from broker.process_metrics import register_process_metrics
@@ -39,21 +42,6 @@ from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialS
 from broker.transaction.wiring import add_transaction_coordinator
 
 log = logging.getLogger(__name__)
-
-
-class Service(Protocol):
-    """A subsystem living as long as the broker: the log, the group coordinator, ...
-
-    `run` is started (in registration order) before the network, reports
-    readiness through `task_status`, and runs until cancelled; it leaves its
-    state durable when cancelled (shielded clean-up in `finally`). Services
-    are cancelled only after the network has stopped and in-flight requests
-    have been answered.
-    """
-
-    async def run(
-        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-    ) -> None: ...
 
 
 class KafkaServer:
@@ -86,10 +74,18 @@ class KafkaServer:
             auto_create_topics=config.get_bool("auto.create.topics.enable"),
         )
         self.apis.add_handler(self.metadata)
+        self.context = BrokerContext(
+            config=config,
+            node_id=self.node_id,
+            cluster_id=self.cluster_id,
+            log_dirs=tuple(self.log_dirs),
+            metrics=self.metrics,
+            apis=self.apis,
+            authorizer=self.authorizer,
+            advertised_endpoint=self.socket_server.advertised_endpoint,
+        )
         self.services: list[Service] = []
         self._add_subsystems()
-        if self.cluster is not None:
-            wire_cluster_member(self, self.cluster)
         self.data_handlers = RequestHandlerPool(
             self.socket_server.data_channel, self.apis, config.get_int("num.io.threads")
         )
@@ -106,17 +102,34 @@ class KafkaServer:
         self.stopped = trio.Event()
 
     def _add_subsystems(self) -> None:
-        """Create the subsystems (services) and register their API handlers.
+        """Create the subsystems from explicit collaborators, in start-up order.
 
-        Each subsystem module exposes one function that takes this server,
-        appends its services and returns its handlers, so wiring a subsystem
-        is one line here.
+        Each subsystem's wiring function takes the broker's context (broker_context.py)
+        and its own collaborators, registers its handlers, and returns what has a
+        lifetime; the services are started in the order they are appended here.
         """
-        add_metrics_exporter(self)
-        self.log_manager = add_data_apis(self)
-        groups = add_group_coordinator(self)
-        if self.cluster is None:
-            self.transaction_coordinator = add_transaction_coordinator(self, groups)
+        context, config, cluster = self.context, self.config, self.cluster
+        exporter = metrics_exporter(config, self.metrics)
+        if exporter is not None:
+            self.services.append(exporter)
+        self.log_manager = LogManager(config) if cluster is None else cluster.log_manager
+        self.metadata.topics = (
+            LogTopicSource(self.log_manager, self.node_id)
+            if cluster is None
+            else cluster.topic_source()
+        )
+        self.services.append(self.log_manager)
+        add_data_apis(context, self.log_manager, self)
+        settings = coordinator_config(config)
+        groups = (
+            GroupCoordinatorService(settings, self.log_dirs[0])
+            if cluster is None
+            else cluster.coordinator_service(settings)
+        )
+        self.services.append(groups)
+        add_group_coordinator(context, groups, self.log_manager)
+        if cluster is None:
+            self.services.append(add_transaction_coordinator(context, self.log_manager, groups))
         else:
             # Its state and markers are one process's: with several, a transaction's
             # partitions are led elsewhere (docs/cluster.md). Not advertised, so clients
@@ -129,9 +142,15 @@ class KafkaServer:
                     without_coordinator=ErrorCode.UNSUPPORTED_VERSION,
                 )
             )
-        add_acl_apis(self)
-        add_security_apis(self)
-        self.quotas = add_quota_apis(self)
+        add_acl_apis(context, self.acl_store)
+        add_security_apis(context, self.scram_credentials)
+        self.quotas = add_quota_apis(
+            context, self.socket_server.quotas.update_ip_connection_rate_quota
+        )
+        if cluster is not None:
+            self.services += wire_cluster_member(
+                context, cluster, self.metadata, self.scram_credentials, self.quotas
+            )
 
     async def run(
         self, *, task_status: trio.TaskStatus[KafkaServer] = trio.TASK_STATUS_IGNORED

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import trio
 
+from broker.broker_context import BrokerContext, Service
 from broker.cluster.cluster_image import ClusterImage
 from broker.cluster.cluster_log_manager import ClusterLogManager
 from broker.cluster.metadata_store import SqliteMetadataStore
@@ -31,15 +32,18 @@ from broker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordin
 from broker.errors import KafkaError
 from broker.handlers.log_topics import LogTopicSource
 from broker.handlers.log_view import TopicView
+from broker.handlers.metadata import MetadataHandler
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages.metadata_response import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
+from broker.quotas.quota_managers import QuotaManagers
 from broker.quotas.quota_store import QuotaStore
+from broker.security.scram_credentials import ScramCredentialStore
 
 if TYPE_CHECKING:
-    from broker.server import KafkaServer
+    from broker.server import KafkaServer  # the process lifecycle below, not its wiring
 
 log = logging.getLogger(__name__)
 
@@ -234,23 +238,29 @@ class ShardedCoordinatorService(GroupCoordinatorService):
         return result
 
 
-def wire_cluster_member(server: KafkaServer, member: ClusterMember) -> None:
-    """After the subsystems are added: list every live process where Kafka lists brokers."""
+def wire_cluster_member(
+    context: BrokerContext,
+    member: ClusterMember,
+    metadata: MetadataHandler,
+    credentials: ScramCredentialStore,
+    quotas: QuotaManagers,
+) -> list[Service]:
+    """After the subsystems are added: list every live process where Kafka lists brokers,
+    locate groups by hash; returns the services that follow the shared files."""
     from broker.handlers.describe_cluster import DescribeClusterHandler
     from broker.handlers.group_handlers import FindCoordinatorHandler
 
-    member.acls.authorizer = server.authorizer
-    server.services.append(member.acls)
-    follow_shared_files(server, member)
-    server.metadata.cluster_brokers = member.brokers
-    server.metadata.controller_id = member.controller_id
-    describe = server.apis.handler(DescribeClusterHandler.api_key)
+    member.acls.authorizer = context.authorizer
+    metadata.cluster_brokers = member.brokers
+    metadata.controller_id = member.controller_id
+    describe = context.apis.handler(DescribeClusterHandler.api_key)
     if isinstance(describe, DescribeClusterHandler):
         describe.cluster_brokers = member.brokers
         describe.controller_id = member.controller_id
-    find = server.apis.handler(FindCoordinatorHandler.api_key)
+    find = context.apis.handler(FindCoordinatorHandler.api_key)
     if isinstance(find, FindCoordinatorHandler):
         find.locate_group = member.locate_group
+    return [member.acls, *shared_file_followers(context, member, credentials, quotas)]
 
 
 class _ShardView:
@@ -269,12 +279,15 @@ class _ShardView:
         return getattr(self._coordinator, name)
 
 
-def follow_shared_files(server: KafkaServer, member: ClusterMember) -> None:
+def shared_file_followers(
+    context: BrokerContext,
+    member: ClusterMember,
+    credentials: ScramCredentialStore,
+    quotas: QuotaManagers,
+) -> list[SharedFileFollower]:
     """SCRAM credentials and client quotas changed through another process reach this
     one within the poll interval (see broker/cluster/shared_file.py)."""
-    credentials = server.scram_credentials
-    quotas = server.quotas
-    quota_store = QuotaStore(server.log_dirs[0])
+    quota_store = QuotaStore(context.log_dirs[0])
 
     async def reload_credentials() -> None:
         await trio.to_thread.run_sync(credentials.reload)
@@ -285,5 +298,7 @@ def follow_shared_files(server: KafkaServer, member: ClusterMember) -> None:
             quotas.set_quotas(entity, stored.get(entity, {}))
 
     interval_s = member.poll_interval_s
-    server.services.append(SharedFileFollower(credentials.path, reload_credentials, interval_s))
-    server.services.append(SharedFileFollower(quota_store.path, reload_quotas, interval_s))
+    return [
+        SharedFileFollower(credentials.path, reload_credentials, interval_s),
+        SharedFileFollower(quota_store.path, reload_quotas, interval_s),
+    ]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
 
+from broker.broker_context import BrokerContext
 from broker.config import BrokerConfig
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.coordinator.group_coordinator import CoordinatorConfig
@@ -21,14 +21,12 @@ from broker.handlers.group_handlers import (
     LeaveGroupHandler,
     SyncGroupHandler,
 )
+from broker.handlers.log_view import LogManagerView
 from broker.handlers.offset_handlers import (
     OffsetCommitHandler,
     OffsetDeleteHandler,
     OffsetFetchHandler,
 )
-
-if TYPE_CHECKING:
-    from broker.server import KafkaServer
 
 
 def _int(config: BrokerConfig, key: str) -> int:
@@ -46,22 +44,14 @@ def coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
     )
 
 
-def add_group_coordinator(server: KafkaServer) -> GroupCoordinatorService:
-    settings = coordinator_config(server.config)
-    service = (
-        GroupCoordinatorService(settings, server.log_dirs[0])
-        if server.cluster is None
-        else server.cluster.coordinator_service(settings)
-    )
-    server.services.append(service)
-    server.metrics.add_collector(
-        functools.partial(group_lag_samples, service.store, server.log_manager)
-    )
-    auth = server.authorizer
+def add_group_coordinator(
+    context: BrokerContext, service: GroupCoordinatorService, logs: LogManagerView
+) -> None:
+    """Register the group APIs over `service` and its lag gauges over `logs`."""
+    context.metrics.add_collector(functools.partial(group_lag_samples, service.store, logs))
+    auth = context.authorizer
     for handler in (
-        FindCoordinatorHandler(
-            server.node_id, server.socket_server.advertised_endpoint, authorizer=auth
-        ),
+        FindCoordinatorHandler(context.node_id, context.advertised_endpoint, authorizer=auth),
         JoinGroupHandler(service, authorizer=auth),
         SyncGroupHandler(service, authorizer=auth),
         HeartbeatHandler(service, authorizer=auth),
@@ -73,5 +63,4 @@ def add_group_coordinator(server: KafkaServer) -> GroupCoordinatorService:
         ListGroupsHandler(service, authorizer=auth),
         DeleteGroupsHandler(service, authorizer=auth),
     ):
-        server.apis.add_handler(handler)
-    return service
+        context.apis.add_handler(handler)

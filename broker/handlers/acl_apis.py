@@ -9,17 +9,13 @@ when it is off).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from broker.broker_context import BrokerContext
 from broker.config import BrokerConfig
 from broker.handlers.create_acls import CreateAclsHandler
 from broker.handlers.delete_acls import DeleteAclsHandler
 from broker.handlers.describe_acls import DescribeAclsHandler
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer, create_authorizer
-
-if TYPE_CHECKING:
-    from broker.server import KafkaServer
 
 
 def load_authorizer(config: BrokerConfig, store: AclStore) -> Authorizer:
@@ -33,10 +29,10 @@ def load_authorizer(config: BrokerConfig, store: AclStore) -> Authorizer:
     )
 
 
-def add_acl_apis(server: KafkaServer) -> None:
+def add_acl_apis(context: BrokerContext, store: AclStore) -> None:
     for handler in (
-        CreateAclsHandler(server.authorizer, server.acl_store),
-        DescribeAclsHandler(server.authorizer),
-        DeleteAclsHandler(server.authorizer, server.acl_store),
+        CreateAclsHandler(context.authorizer, store),
+        DescribeAclsHandler(context.authorizer),
+        DeleteAclsHandler(context.authorizer, store),
     ):
-        server.apis.add_handler(handler)
+        context.apis.add_handler(handler)

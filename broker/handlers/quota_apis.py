@@ -8,30 +8,30 @@ quota sensors are published under Kafka's metric names.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from broker.broker_context import BrokerContext
 from broker.handlers.alter_client_quotas import AlterClientQuotasHandler
 from broker.handlers.describe_client_quotas import DescribeClientQuotasHandler
 from broker.quotas.client_quota_configs import ClientQuotaConfigs
-from broker.quotas.quota_managers import QuotaManagers
+from broker.quotas.quota_managers import IpRateListener, QuotaManagers
 from broker.quotas.quota_store import QuotaStore
 
-if TYPE_CHECKING:
-    from broker.server import KafkaServer
 
-
-def add_quota_apis(server: KafkaServer) -> QuotaManagers:
-    config = server.config
-    store = QuotaStore(server.log_dirs[0])
+def add_quota_apis(
+    context: BrokerContext, update_ip_connection_rate: IpRateListener
+) -> QuotaManagers:
+    """The quota managers, installed around every handler, with their APIs and metrics;
+    per-IP connection-rate quotas go to `update_ip_connection_rate` (the acceptors')."""
+    config = context.config
+    store = QuotaStore(context.log_dirs[0])
     quotas = QuotaManagers(
         float(config.get_int("quota.window.size.seconds")),
         config.get_int("quota.window.num"),
         configs=ClientQuotaConfigs(store.load()),
     )
-    quotas.add_ip_rate_listener(server.socket_server.quotas.update_ip_connection_rate_quota)
-    server.apis.quotas = quotas
-    server.metrics.add_collector(quotas.metric_samples)
-    auth = server.authorizer
-    server.apis.add_handler(DescribeClientQuotasHandler(quotas.configs, authorizer=auth))
-    server.apis.add_handler(AlterClientQuotasHandler(quotas, store, authorizer=auth))
+    quotas.add_ip_rate_listener(update_ip_connection_rate)
+    context.apis.quotas = quotas
+    context.metrics.add_collector(quotas.metric_samples)
+    auth = context.authorizer
+    context.apis.add_handler(DescribeClientQuotasHandler(quotas.configs, authorizer=auth))
+    context.apis.add_handler(AlterClientQuotasHandler(quotas, store, authorizer=auth))
     return quotas

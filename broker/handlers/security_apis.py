@@ -3,24 +3,20 @@ SCRAM credential management over the broker's credential store."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from broker.broker_context import BrokerContext
 from broker.handlers.sasl_apis import SaslAuthenticateHandler, SaslHandshakeHandler
 from broker.handlers.scram_credentials_apis import (
     AlterUserScramCredentialsHandler,
     DescribeUserScramCredentialsHandler,
 )
-
-if TYPE_CHECKING:
-    from broker.server import KafkaServer
+from broker.security.scram_credentials import ScramCredentialStore
 
 
-def add_security_apis(server: KafkaServer) -> None:
-    store = server.scram_credentials
+def add_security_apis(context: BrokerContext, store: ScramCredentialStore) -> None:
     for handler in (
         SaslHandshakeHandler(),
         SaslAuthenticateHandler(),
-        DescribeUserScramCredentialsHandler(store, authorizer=server.authorizer),
-        AlterUserScramCredentialsHandler(store, authorizer=server.authorizer),
+        DescribeUserScramCredentialsHandler(store, authorizer=context.authorizer),
+        AlterUserScramCredentialsHandler(store, authorizer=context.authorizer),
     ):
-        server.apis.add_handler(handler)
+        context.apis.add_handler(handler)

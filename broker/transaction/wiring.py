@@ -3,8 +3,7 @@ KafkaServer)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from broker.broker_context import BrokerContext
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.handlers.add_offsets_to_txn import AddOffsetsToTxnHandler
 from broker.handlers.add_partitions_to_txn import AddPartitionsToTxnHandler
@@ -15,44 +14,41 @@ from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.list_transactions import ListTransactionsHandler
 from broker.handlers.produce import ProduceHandler
 from broker.handlers.txn_offset_commit import TxnOffsetCommitHandler
+from broker.log import LogManager
 from broker.transaction.marker_writer import GroupOffsetSink, LocalMarkerWriter
 from broker.transaction.transaction_coordinator import TransactionConfig, TransactionCoordinator
 from broker.transaction.transaction_log import TransactionLog
 from broker.transaction.transaction_service import TransactionCoordinatorService, wall_ms
 
-if TYPE_CHECKING:
-    from broker.server import KafkaServer
-
 
 def add_transaction_coordinator(
-    server: KafkaServer, groups: GroupCoordinatorService
-) -> TransactionCoordinator:
-    config = server.config
-    log_manager = server.log_manager
+    context: BrokerContext, log_manager: LogManager, groups: GroupCoordinatorService
+) -> TransactionCoordinatorService:
+    """The transaction coordinator over the log and the group coordinator (whose offsets
+    transactions commit), its APIs registered; returns its service for the server."""
+    config = context.config
     coordinator = TransactionCoordinator(
         TransactionConfig(
             max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
             id_expiration_ms=config.get_int("transactional.id.expiration.ms"),
         ),
-        TransactionLog(server.log_dirs[0]),
+        TransactionLog(context.log_dirs[0]),
         LocalMarkerWriter(log_manager),
         GroupOffsetSink(groups),
         log_manager.allocate_producer_id,
         wall_ms,
     )
-    server.services.append(
-        TransactionCoordinatorService(
-            coordinator,
-            abort_interval_ms=config.get_int(
-                "transaction.abort.timed.out.transaction.cleanup.interval.ms"
-            ),
-            expiration_interval_ms=config.get_int(
-                "transaction.remove.expired.transaction.cleanup.interval.ms"
-            ),
-        )
+    service = TransactionCoordinatorService(
+        coordinator,
+        abort_interval_ms=config.get_int(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+        ),
+        expiration_interval_ms=config.get_int(
+            "transaction.remove.expired.transaction.cleanup.interval.ms"
+        ),
     )
     groups.pending_transactional_offsets = coordinator.pending_offsets
-    auth = server.authorizer
+    auth = context.authorizer
     for handler in (
         InitProducerIdHandler(log_manager, coordinator, authorizer=auth),
         AddPartitionsToTxnHandler(coordinator, log_manager, authorizer=auth),
@@ -63,8 +59,8 @@ def add_transaction_coordinator(
         ListTransactionsHandler(coordinator, authorizer=auth),
         DescribeProducersHandler(log_manager, authorizer=auth),
     ):
-        server.apis.add_handler(handler)
-    produce = server.apis.handler(ProduceHandler.api_key)
+        context.apis.add_handler(handler)
+    produce = context.apis.handler(ProduceHandler.api_key)
     if isinstance(produce, ProduceHandler):
         produce.transaction_verifier = coordinator.verify_partition
-    return coordinator
+    return service

@@ -27,7 +27,7 @@ def _get(url: str) -> tuple[int, str]:
 
 
 async def scrape(server: KafkaServer, path: str = "/metrics") -> tuple[int, str]:
-    exporter = find_exporter(server)
+    exporter = find_exporter(server.services)
     assert exporter is not None and exporter.bound_port
     url = f"http://127.0.0.1:{exporter.bound_port}{path}"
     return await trio.to_thread.run_sync(_get, url)
@@ -160,12 +160,12 @@ async def test_other_paths_are_not_found_and_the_root_points_to_metrics(tmp_path
 
 async def test_metrics_port_minus_one_disables_the_endpoint(tmp_path: Path) -> None:
     async with running_broker(tmp_path, {"metrics.port": "-1"}) as server:
-        assert find_exporter(server) is None
+        assert find_exporter(server.services) is None
 
 
 async def test_a_busy_metrics_port_leaves_the_broker_serving(tmp_path: Path) -> None:
     async with running_broker(tmp_path / "a", {"metrics.port": "0"}) as first:
-        exporter = find_exporter(first)
+        exporter = find_exporter(first.services)
         assert exporter is not None and exporter.bound_port
         overrides = {"metrics.port": str(exporter.bound_port)}
         async with running_broker(tmp_path / "b", overrides) as second:
