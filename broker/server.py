@@ -19,16 +19,11 @@ from broker.broker_context import BrokerContext, Service
 from broker.cluster.member import ClusterMember, wire_cluster_member
 from broker.config import BrokerConfig
 from broker.coordinator.coordinator_service import GroupCoordinatorService
-from broker.coordinator.wiring import add_group_coordinator, coordinator_config
-from broker.handlers.acl_apis import add_acl_apis, load_authorizer
 from broker.handlers.api_versions import ApiVersionsHandler
-from broker.handlers.data_apis import add_data_apis
 from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.kafka_apis import KafkaApis
 from broker.handlers.log_topics import LogTopicSource
 from broker.handlers.metadata import MetadataHandler, NoTopics
-from broker.handlers.quota_apis import add_quota_apis
-from broker.handlers.security_apis import add_security_apis
 from broker.log import LogManager
 from broker.meta_properties import load_or_create_cluster_id
 from broker.metrics import MetricsRegistry
@@ -39,7 +34,12 @@ from broker.process_metrics import register_process_metrics
 from broker.protocol.error_codes import ErrorCode
 from broker.security.acl_store import AclStore
 from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialStore
-from broker.transaction.wiring import add_transaction_coordinator
+from broker.wiring.acl_apis import add_acl_apis, load_authorizer
+from broker.wiring.data_apis import add_data_apis
+from broker.wiring.group_coordinator import add_group_coordinator, coordinator_config
+from broker.wiring.quota_apis import add_quota_apis
+from broker.wiring.security_apis import add_security_apis
+from broker.wiring.transaction_coordinator import add_transaction_coordinator
 
 log = logging.getLogger(__name__)
 

@@ -476,7 +476,7 @@ def test_broker_timestamp_and_index_keys_are_the_topic_defaults() -> None:
 
 
 def test_offset_keys_reach_the_group_coordinator() -> None:
-    from broker.coordinator.wiring import coordinator_config
+    from broker.wiring.group_coordinator import coordinator_config
 
     coordinator = coordinator_config(
         make({"offset.metadata.max.bytes": "10", "offsets.retention.check.interval.ms": "5"})
@@ -486,7 +486,7 @@ def test_offset_keys_reach_the_group_coordinator() -> None:
 
 
 def test_topic_keys_are_defined_once_with_broker_synonyms_that_exist() -> None:
-    from broker.handlers.config_catalogue import TOPIC_CONFIGS
+    from broker.config_catalogue import TOPIC_CONFIGS
     from broker.log.log_config import broker_topic_defaults, validate_topic_configs
 
     defaults = broker_topic_defaults(make({"log.segment.bytes": "2048"}))

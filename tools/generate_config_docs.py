@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from broker.config import CONFIG_DEFS
-from broker.handlers.config_catalogue import DYNAMIC_BROKER_CONFIGS
+from broker.config_catalogue import DYNAMIC_BROKER_CONFIGS
 
 OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 

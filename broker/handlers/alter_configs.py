@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 import attrs
 
+from broker.config_catalogue import LIST_TOPIC_CONFIGS, ResourceType
 from broker.errors import KafkaError
 from broker.handlers.auth_helper import check_config_resource
 from broker.handlers.broker_configs import BrokerConfigs
-from broker.handlers.config_catalogue import LIST_TOPIC_CONFIGS, ResourceType
 from broker.handlers.log_view import LogManagerView
 from broker.handlers.topic_resource import find_topic
 from broker.net.endpoint import split_list

@@ -19,13 +19,13 @@ from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from broker.config import CONFIG_DEFS, BrokerConfig, ConfigError
-from broker.errors import KafkaError
-from broker.handlers.config_catalogue import (
+from broker.config_catalogue import (
     BROKER_CONFIG_TYPES,
     DYNAMIC_BROKER_CONFIGS,
     ConfigSource,
     ConfigType,
 )
+from broker.errors import KafkaError
 from broker.net.socket_server import check_resize
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages.describe_configs_response import (

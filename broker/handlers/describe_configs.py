@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from broker.config import BrokerConfig
+from broker.config_catalogue import ResourceType
 from broker.errors import KafkaError
 from broker.handlers.auth_helper import check_config_resource
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.common import error_code_of, error_message_of
-from broker.handlers.config_catalogue import ResourceType
 from broker.handlers.log_view import LogManagerView
 from broker.handlers.topic_configs import topic_config_entries
 from broker.handlers.topic_resource import find_topic

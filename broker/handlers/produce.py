@@ -61,7 +61,7 @@ class ProduceHandler:
         self._logs = log_manager
         self._stats = stats if stats is not None else BrokerTopicStats()
         self._authorizer = authorizer
-        # Set when a transaction coordinator exists (broker/transaction/wiring.py).
+        # Set when a transaction coordinator exists (broker/wiring/transaction_coordinator.py).
         self.transaction_verifier: TransactionVerifier | None = None
 
     def _verify_transaction(self, header: rec.RecordBatchHeader, topic: str, index: int) -> None:

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from broker.config import BrokerConfig
+from broker.config_catalogue import LONG_MAX, TOPIC_CONFIGS
 from broker.errors import KafkaError
-from broker.handlers.config_catalogue import LONG_MAX, TOPIC_CONFIGS
 from broker.protocol.error_codes import ErrorCode
 
 COMPACTION_UNSUPPORTED = "log compaction is not supported yet"

@@ -14,7 +14,6 @@ import trio
 
 from broker.config import BrokerConfig
 from broker.coordinator.coordinator_service import GroupCoordinatorService
-from broker.coordinator.wiring import coordinator_config
 from broker.errors import KafkaError
 from broker.handlers.group_admin_handlers import (
     DeleteGroupsHandler,
@@ -61,6 +60,7 @@ from broker.protocol.messages.offset_fetch_request import (
 )
 from broker.security.acl import AclOperation, ResourceType, operations_bit_field
 from broker.security.authorizer import StandardAuthorizer
+from broker.wiring.group_coordinator import coordinator_config
 from tests.handlers.request_factory import ALICE, BOB, make_request
 from tests.security.acl_strategies import acl
 

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 
 from broker.config import ConfigError
-from broker.handlers.acl_apis import load_authorizer
 from broker.security.acl import AclBinding, AclOperation, ResourceType
 from broker.security.acl_store import ACLS_FILE, AclStore, decode_acls, encode_acls
 from broker.security.authorizer import StandardAuthorizer
+from broker.wiring.acl_apis import load_authorizer
 from tests.integration.broker_harness import base_config
 from tests.security.acl_strategies import acl, binding_lists
 
