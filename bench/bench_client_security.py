@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import re
 import sys
 import tempfile
 import time
@@ -22,13 +21,12 @@ from typing import Any
 
 import trustme
 
-from bench.servers import start_server, stop_server
+from bench.servers import start_broker_listeners, stop_server
 from broker.client.cli import main as client_main
 from broker.client.security_config import SecurityConfig, parse_security_properties
 from broker.pipeline.kafka_client import KafkaClient
 from broker.protocol.records import Record, encode_batch
 
-_LISTENING = re.compile(r"listening on (\w+)://[^ ]*:(\d+)")
 TOPIC = "bench-secure"
 VALUE_SIZE = 1024
 RECORDS_PER_BATCH = 1000
@@ -41,19 +39,14 @@ MAX_FETCHES = 1_000_000
 def _start_broker(work: Path, ca: trustme.CA) -> tuple[Any, dict[str, int]]:
     server_pem = work / "server.pem"
     ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(server_pem))
-    settings = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-        "log.dirs": str(work / "data"),
-        "metrics.port": "-1",
-        "ssl.keystore.location": str(server_pem),
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
-    }
-    args = [sys.executable, "-m", "broker", "serve"]
-    for key, value in settings.items():
-        args += ["--override", f"{key}={value}"]
-    log = work / "broker.log"
-    process, _ = start_server(args, log, ready="started")
-    return process, {m[1]: int(m[2]) for m in _LISTENING.finditer(log.read_text())}
+    return start_broker_listeners(
+        work,
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+            "ssl.keystore.location": str(server_pem),
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+        },
+    )
 
 
 def _fill(bootstrap: str) -> int:

