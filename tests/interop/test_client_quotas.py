@@ -54,13 +54,17 @@ def set_quota(bootstrap: str, entity: list[tuple[str, str | None]], key: str, va
 
 
 class ThrottleLog:
-    """librdkafka's throttle_cb: one event per response that carried throttle_time_ms."""
+    """librdkafka's throttle_cb: one event per response that carried throttle_time_ms.
+
+    The Python binding gives the throttle in seconds (a float), so it is scaled back to
+    milliseconds here; truncating it would turn every sub-second throttle into 0.
+    """
 
     def __init__(self) -> None:
-        self.times_ms: list[int] = []
+        self.times_ms: list[float] = []
 
     def __call__(self, event: Any) -> None:
-        self.times_ms.append(int(event.throttle_time))
+        self.times_ms.append(float(event.throttle_time) * 1000.0)
 
 
 def produce_for(
