@@ -3,7 +3,9 @@
 Needs ALTER_CONFIGS on the cluster, as in Kafka. Each entity succeeds or fails
 alone (INVALID_REQUEST for a bad entity, key or value). The new quotas are
 written to disk before they take effect, so an acknowledged change survives a
-restart and a failed write changes nothing; `validate_only` checks and stops.
+restart and a failed write changes nothing; `validate_only` checks and stops. The
+change is applied to the quotas as stored (under the file's lock), not to this
+process's copy, so concurrent changes through several processes all last.
 """
 
 from __future__ import annotations
@@ -41,36 +43,28 @@ class AlterClientQuotasHandler:
         body: AlterClientQuotasRequest = request.body
         if not authorize_cluster(self._authorizer, request, AclOperation.ALTER_CONFIGS):
             return self.error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-        async with self._store.lock:
-            configs = self._quotas.configs
-            results: list[tuple[int, str | None]] = []
-            changes: dict[ClientQuotaEntity, dict[str, float]] = {}
-            for entry in body.entries:
+        results: list[tuple[int, str | None]] = []
+        changes: dict[ClientQuotaEntity, list[QuotaOp]] = {}
+        for entry in body.entries:
+            try:
+                entity = ClientQuotaEntity.of((e.entity_type, e.entity_name) for e in entry.entity)
+                ops = validate_ops(entity, (QuotaOp(o.key, o.value, o.remove) for o in entry.ops))
+            except KafkaError as exc:
+                results.append((exc.error_code, str(exc)))
+                continue
+            changes.setdefault(entity, []).extend(ops)
+            results.append((ErrorCode.NONE, None))
+        if changes and not body.validate_only:
+            async with self._store.lock:
                 try:
-                    entity = ClientQuotaEntity.of(
-                        (e.entity_type, e.entity_name) for e in entry.entity
-                    )
-                    ops = validate_ops(
-                        entity, (QuotaOp(o.key, o.value, o.remove) for o in entry.ops)
-                    )
-                except KafkaError as exc:
-                    results.append((exc.error_code, str(exc)))
-                    continue
-                base = changes.get(entity)
-                values = configs.altered(entity, ops) if base is None else _apply(base, ops)
-                changes[entity] = values
-                results.append((ErrorCode.NONE, None))
-            if changes and not body.validate_only:
-                pending = {entity: dict(values) for entity, values in configs}
-                pending.update(changes)
-                try:
-                    await self._store.save((e, v) for e, v in pending.items() if v)
-                except OSError as exc:
+                    stored = await self._store.update(changes)
+                except (OSError, ValueError) as exc:
                     raise KafkaError(
                         ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot store client quotas: {exc}"
                     ) from exc
-                for entity, values in changes.items():
-                    self._quotas.set_quotas(entity, values)
+                # The file now also holds what other processes changed: take it all.
+                for entity in {entity for entity, _ in self._quotas.configs} | set(stored):
+                    self._quotas.set_quotas(entity, stored.get(entity, {}))
         return AlterClientQuotasResponse(
             entries=tuple(
                 EntryData(
@@ -94,13 +88,3 @@ class AlterClientQuotasHandler:
                 for entry in body.entries
             )
         )
-
-
-def _apply(values: dict[str, float], ops: list[QuotaOp]) -> dict[str, float]:
-    result = dict(values)
-    for op in ops:
-        if op.remove:
-            result.pop(op.key, None)
-        else:
-            result[op.key] = op.value
-    return result

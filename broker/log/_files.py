@@ -9,8 +9,9 @@ either the old or the new content, never a torn mix.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 TMP_SUFFIX = ".tmp"
@@ -83,3 +84,17 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
     except (IndexError, ValueError):
         return {}
     return result
+
+
+@contextlib.contextmanager
+def exclusive_flock(lock_path: Path) -> Iterator[None]:
+    """An exclusive `flock` on `lock_path`, so that the processes of a cluster sharing
+    a file make their read-modify-write changes one at a time (blocking: call from a
+    worker thread). The lock goes with the descriptor, so a process that dies frees it."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

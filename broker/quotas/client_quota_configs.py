@@ -135,13 +135,7 @@ class ClientQuotaConfigs:
 
     def altered(self, entity: ClientQuotaEntity, ops: Iterable[QuotaOp]) -> dict[str, float]:
         """The entity's values after `ops` (not applied)."""
-        values = dict(self._quotas.get(entity, {}))
-        for op in ops:
-            if op.remove:
-                values.pop(op.key, None)
-            else:
-                values[op.key] = op.value
-        return values
+        return apply_ops(self._quotas.get(entity, {}), ops)
 
     def set(self, entity: ClientQuotaEntity, values: Mapping[str, float]) -> None:
         if values:
@@ -165,3 +159,14 @@ class ClientQuotaConfigs:
             if all(c.matches(entity.name(c.entity_type)) for c in wanted):
                 found.append((entity, dict(values)))
         return found
+
+
+def apply_ops(values: Mapping[str, float], ops: Iterable[QuotaOp]) -> dict[str, float]:
+    """`values` after `ops`, in order (a later op on a key wins); `values` is unchanged."""
+    result = dict(values)
+    for op in ops:
+        if op.remove:
+            result.pop(op.key, None)
+        else:
+            result[op.key] = op.value
+    return result

@@ -2,18 +2,22 @@
 
 Kafka keeps quotas in its metadata log; a single broker keeps them like its ACLs:
 one JSON document replaced atomically and durably on every change, so a crash
-leaves the old or the new set, never a mix.
+leaves the old or the new set, never a mix. The processes of a cluster share the
+file: a change is read, applied and written under an exclusive lock on
+`__client_quotas.json.lock`, so two processes changing quotas at once never write
+over each other's change.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import trio
 
-from broker.log._files import atomic_write
+from broker.log._files import atomic_write, exclusive_flock
+from broker.quotas.client_quota_configs import QuotaOp, apply_ops
 from broker.quotas.client_quota_entity import ClientQuotaEntity
 
 QUOTAS_FILE = "__client_quotas.json"
@@ -61,7 +65,8 @@ def decode_quotas(data: bytes) -> dict[ClientQuotaEntity, dict[str, float]]:
 
 
 class QuotaStore:
-    """The file, and a lock so that concurrent changes are written in the order made."""
+    """The file, and a lock so that concurrent changes of this process are made in
+    order (the file lock orders them between processes)."""
 
     def __init__(self, log_dir: Path) -> None:
         self.path = log_dir / QUOTAS_FILE
@@ -82,7 +87,26 @@ class QuotaStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.path, encode_quotas(quotas))
 
-    async def save(self, quotas: Quotas) -> None:
-        """Write durably in a worker thread (fsync). Raises OSError."""
-        snapshot = [(entity, dict(values)) for entity, values in quotas]
-        await trio.to_thread.run_sync(self.save_sync, snapshot)
+    def update_sync(
+        self, changes: Mapping[ClientQuotaEntity, Sequence[QuotaOp]]
+    ) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """Apply `changes` to the quotas as stored now, durably, under the file lock;
+        returns every stored quota afterwards (other processes' changes included).
+        Raises OSError or ValueError (a file that is not ours: nothing is written)."""
+        with exclusive_flock(self.path.with_name(self.path.name + ".lock")):
+            stored = self.load()
+            for entity, ops in changes.items():
+                values = apply_ops(stored.get(entity, {}), ops)
+                if values:
+                    stored[entity] = values
+                else:
+                    stored.pop(entity, None)
+            self.save_sync(stored.items())
+            return stored
+
+    async def update(
+        self, changes: Mapping[ClientQuotaEntity, Sequence[QuotaOp]]
+    ) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """`update_sync` in a worker thread (the lock and fsync block)."""
+        snapshot = {entity: list(ops) for entity, ops in changes.items()}
+        return await trio.to_thread.run_sync(self.update_sync, snapshot)

@@ -9,19 +9,16 @@ a crash leaves the old or the new set, never a torn mix.
 from __future__ import annotations
 
 import base64
-import contextlib
-import fcntl
 import hashlib
 import hmac
 import json
 import logging
-import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import attrs
 
-from broker.log._files import atomic_write
+from broker.log._files import atomic_write, exclusive_flock
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +145,7 @@ class ScramCredentialStore:
         an exclusive lock on `<file>.lock` from the file as it is now, so processes of
         a cluster sharing the file never write over each other's changes.
         """
-        with _exclusive(self.path.with_name(self.path.name + ".lock")):
+        with exclusive_flock(self.path.with_name(self.path.name + ".lock")):
             current = self._load(self.path) if self.path.exists() else {}
             updated = dict(current)
             for key in deletions:
@@ -164,15 +161,3 @@ class ScramCredentialStore:
         text = json.dumps({"version": _FORMAT_VERSION, "users": users}, indent=1, sort_keys=True)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.path, text.encode())
-
-
-@contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    """An exclusive `flock` on `lock_path` (blocking: call from a worker thread)."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)

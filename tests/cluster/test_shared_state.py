@@ -75,3 +75,35 @@ async def test_users_and_quotas_made_through_one_process_reach_the_other(tmp_pat
             assert quotas == [([("user", "carol")], {"producer_byte_rate": 2048.0})]
     finally:
         assert stop_broker_process(cluster) == 0, cluster.log_text()[-4000:]
+
+
+async def test_quota_changes_made_at_once_through_two_processes_all_last(tmp_path: Path) -> None:
+    cluster = start_broker_process(tmp_path / "data", {"process.count": "2"})
+    users = [f"user-{n}" for n in range(8)]
+
+    async def alter(port: int, user: str, rate: int) -> None:
+        async with await ClientSession.open(f"127.0.0.1:{port}") as session:
+            await alter_client_quotas(session, [("user", user)], [("producer_byte_rate", rate)])
+
+    try:
+        ports = sorted(cluster.node_ports().values())
+        async with trio.open_nursery() as nursery:
+            for n, user in enumerate(users):
+                nursery.start_soon(alter, ports[n % 2], user, 1000 + n)
+        expected = sorted(
+            (
+                ([("user", user)], {"producer_byte_rate": float(1000 + n)})
+                for n, user in enumerate(users)
+            ),
+            key=repr,
+        )
+        for port in ports:
+            async with await ClientSession.open(f"127.0.0.1:{port}") as session:
+                with trio.fail_after(20):
+                    while True:
+                        described = sorted(await describe_client_quotas(session, []), key=repr)
+                        if described == expected:
+                            break
+                        await trio.sleep(0.05)
+    finally:
+        assert stop_broker_process(cluster) == 0, cluster.log_text()[-4000:]

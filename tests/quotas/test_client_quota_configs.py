@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,49 @@ def test_the_store_is_a_file_in_the_log_dir_and_missing_means_none(tmp_path: Pat
     store.path.write_text("{}")
     with pytest.raises(ValueError):
         store.load()
+
+
+def test_a_change_is_applied_to_the_stored_quotas_not_to_a_stale_copy(tmp_path: Path) -> None:
+    first, second = QuotaStore(tmp_path), QuotaStore(tmp_path)
+    first.update_sync({user_entity("a"): [QuotaOp("producer_byte_rate", 10.0)]})
+    stored = second.update_sync(
+        {
+            user_entity("a"): [QuotaOp("consumer_byte_rate", 20.0)],
+            user_entity("b"): [QuotaOp("producer_byte_rate", 30.0)],
+        }
+    )
+    assert stored == {
+        user_entity("a"): {"producer_byte_rate": 10.0, "consumer_byte_rate": 20.0},
+        user_entity("b"): {"producer_byte_rate": 30.0},
+    }
+    assert first.update_sync(
+        {user_entity("b"): [QuotaOp("producer_byte_rate", 0, remove=True)]}
+    ) == {user_entity("a"): {"producer_byte_rate": 10.0, "consumer_byte_rate": 20.0}}
+    assert QuotaStore(tmp_path).load() == {
+        user_entity("a"): {"producer_byte_rate": 10.0, "consumer_byte_rate": 20.0}
+    }
+
+
+def test_concurrent_changes_through_separate_stores_all_last(tmp_path: Path) -> None:
+    """Each thread holds its own store, as each process of a cluster does; the file lock
+    makes their read-modify-write changes one at a time."""
+    writers, changes_each = 4, 10
+
+    def write(writer: int) -> None:
+        store = QuotaStore(tmp_path)
+        for n in range(changes_each):
+            store.update_sync(
+                {user_entity(f"w{writer}-{n}"): [QuotaOp("producer_byte_rate", n + 1)]}
+            )
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads)
+    assert QuotaStore(tmp_path).load() == {
+        user_entity(f"w{w}-{n}"): {"producer_byte_rate": float(n + 1)}
+        for w in range(writers)
+        for n in range(changes_each)
+    }
