@@ -23,6 +23,7 @@ import trio
 
 from broker.cluster.group_shards import reshard_for_single_process
 from broker.cluster.member import resolve_process_count, stop_when_supervisor_exits
+from broker.cluster.process_ports import check_process_ports
 from broker.cluster.supervisor import StartupError, run_cluster
 from broker.config import BrokerConfig, ConfigError, load_config
 from broker.server import KafkaServer
@@ -120,10 +121,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.log_level, "" if index is None else f"(process {index}) ")
     try:
         config = load_config(args.config, args.override)
+        count = resolve_process_count(config)
+        if index is None:  # the supervisor plans every process's ports
+            check_process_ports(config, count)
     except (ConfigError, OSError) as exc:
         log.error("invalid configuration: %s", exc)
         return 2
-    count = resolve_process_count(config)
     if index is None or index == 0:
         for key, value in config.effective().items():
             log.info("config %s = %s", key, value)

@@ -225,6 +225,8 @@ _DEFS: list[ConfigDef] = [
     # ---- a cluster of processes on one machine (docs/cluster.md)
     _d("process.count", "int", 1, "Broker processes to run under one supervisor, each a node with its own node.id (node.id + i) and ports (each listener's port + i); 0 means one per available core; 1 (the default, until transactions span processes) runs a single process (ours, not Kafka's).", "read-only", at_least(0)),
     _d("cluster.metadata.poll.interval.ms", "int", 50, "How often each process of a cluster checks the shared metadata store's version for changes (ours, not Kafka's).", "read-only", at_least(1)),
+    _d("process.listener.ports", "list", [], "Explicit ports per listener for the processes of a cluster, NAME:FIRST-LAST (process i binds the i-th); a listener not named binds its port + i (ours, not Kafka's).", "read-only"),
+    _d("process.advertised.listener.ports", "list", [], "Like process.listener.ports for the ports advertised to clients (e.g. those a container platform publishes); a listener not named follows advertised.listeners' port + i (ours, not Kafka's).", "read-only"),
     # ---- socket server (spec §3, §4, §6)
     _d("num.network.threads", "int", 3, "Processors per listener (also listener.name.X.num.network.threads).", "cluster-wide", at_least(1)),
     _d("num.io.threads", "int", 8, "Request handler tasks.", "cluster-wide", at_least(1)),

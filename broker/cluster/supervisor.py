@@ -34,11 +34,11 @@ import trio
 from broker.cluster.group_shards import reshard_group_offsets
 from broker.cluster.member import resolve_process_count
 from broker.cluster.metadata_store import SqliteMetadataStore
+from broker.cluster.process_ports import process_listener_overrides
 from broker.config import BrokerConfig
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogDirInUseError
 from broker.log.topic_store import TopicRecord, TopicStore
 from broker.meta_properties import load_or_create_cluster_id
-from broker.net.endpoint import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -53,25 +53,10 @@ class StartupError(RuntimeError):
     """The cluster could not start; the message says which process and why."""
 
 
-def shifted_listeners(endpoints: Sequence[Endpoint], index: int) -> str:
-    """Each listener's port plus the process index; port 0 stays ephemeral."""
-    return ",".join(
-        attrs_evolve_port(e, e.port + index if e.port > 0 else e.port).url() for e in endpoints
-    )
-
-
-def attrs_evolve_port(endpoint: Endpoint, port: int) -> Endpoint:
-    return Endpoint(endpoint.listener_name, endpoint.security_protocol, endpoint.host, port)
-
-
 def process_overrides(config: BrokerConfig, index: int) -> dict[str, str]:
     """The settings that differ between the processes of one cluster."""
-    overrides = {
-        "node.id": str(config.node_id + index),
-        "listeners": shifted_listeners(config.listeners, index),
-    }
-    if config.get_optional_str("advertised.listeners") is not None:
-        overrides["advertised.listeners"] = shifted_listeners(config.advertised_listeners, index)
+    overrides = {"node.id": str(config.node_id + index)}
+    overrides |= process_listener_overrides(config, index)
     metrics_port = config.get_int("metrics.port")
     if metrics_port > 0:
         overrides["metrics.port"] = str(metrics_port + index)
