@@ -68,8 +68,7 @@ def _load(directory: Path, merged: OffsetState, pending: list[dict[str, Any]]) -
     finally:
         store.close()
     held = PendingTransactionalOffsets(directory)
-    held.load()
-    held.close()
+    held.replay()
     pending += held.records()
 
 

@@ -44,19 +44,23 @@ class PendingTransactionalOffsets:
 
     def load(self) -> None:
         """Replay the journal, rewrite it with what is still pending, open it."""
+        if self.replay():
+            self._rewrite()
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def replay(self) -> bool:
+        """Read the journal into memory only (re-sharding); whether there was one."""
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
-            data = b""
+            return False
         records, _ = decode_records(data)
         for record in records:
             try:
                 self._apply(record)
             except (KeyError, TypeError, ValueError) as exc:
                 log.error("skipping a malformed pending offset record: %s", exc)
-        if data:
-            self._rewrite()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        return True
 
     def _apply(self, record: dict[str, Any]) -> None:
         producer_id = int(record["pid"])
