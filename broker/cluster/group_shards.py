@@ -147,7 +147,8 @@ def _finish_interrupted(log_dir: Path) -> None:
 
 
 def reshard_for_single_process(log_dir: Path) -> bool:
-    """Before a single process starts: merge a cluster's shards back, unless the log dir
+    """Before a single process starts: merge a cluster's shards back (group offsets and
+    transaction state), unless the log dir
     is in use (then the broker's own lock reports that, and nothing is touched)."""
     if not log_dir.is_dir():
         return False
@@ -157,6 +158,9 @@ def reshard_for_single_process(log_dir: Path) -> bool:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
-        return reshard_group_offsets(log_dir, 1)
+        from broker.cluster.transaction_shards import reshard_transaction_state
+
+        moved = reshard_group_offsets(log_dir, 1)
+        return reshard_transaction_state(log_dir, 1) or moved
     finally:
         os.close(fd)
