@@ -223,7 +223,7 @@ _DEFS: list[ConfigDef] = [
     _d("controller.listener.names", "string", None, "KRaft controller listeners; accepted for compatibility, ignored."),
     _d("controller.quorum.voters", "list", [], "KRaft quorum voters; accepted for compatibility, ignored."),
     # ---- a cluster of processes on one machine (docs/cluster.md)
-    _d("process.count", "int", 1, "Broker processes to run under one supervisor, each a node with its own node.id (node.id + i) and ports (each listener's port + i); 0 means one per available core; 1 (the default, until transactions span processes) runs a single process (ours, not Kafka's).", "read-only", at_least(0)),
+    _d("process.count", "int", 0, "Broker processes to run under one supervisor, each a node with its own node.id (node.id + i) and ports (each listener's port + i); 0 (the default) means one per core this process may run on (a single process on one core); 1 runs a single process without a supervisor (ours, not Kafka's).", "read-only", at_least(0)),
     _d("cluster.metadata.poll.interval.ms", "int", 50, "How often each process of a cluster checks the shared metadata store's version for changes (ours, not Kafka's).", "read-only", at_least(1)),
     # ---- socket server (spec §3, §4, §6)
     _d("num.network.threads", "int", 3, "Processors per listener (also listener.name.X.num.network.threads).", "cluster-wide", at_least(1)),
