@@ -113,9 +113,7 @@ def measure_throughput(bootstrap: str, transactional: bool, duration_s: float) -
     }
 
 
-def measure_commit_latency(
-    bootstrap: str, duration_s: float, processes: int = 1
-) -> dict[str, Any]:
+def measure_commit_latency(bootstrap: str, duration_s: float, processes: int = 1) -> dict[str, Any]:
     topic = _create_topic(bootstrap)
     producer = _producer(bootstrap, True)
     latencies: list[float] = []
