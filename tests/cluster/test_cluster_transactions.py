@@ -4,7 +4,8 @@ The transactional id, the group and the partitions are chosen so that their
 coordinators and leaders are different processes: markers travel between
 processes (WriteTxnMarkers over the private channel), and transactional offsets
 wait on the group's process for the marker the transaction's process sends.
-Every test starts its own cluster: one kills a process.
+Every test starts its own cluster: one kills a process. Requests for an id sent to
+a process that does not coordinate it answer NOT_COORDINATOR, as Kafka's do.
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from broker.client.connection import KafkaConnection
 from broker.cluster.placement import coordinator_shard
+from broker.handlers.group_handlers import COORDINATOR_TYPE_TRANSACTION
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import (
+    DescribeTransactionsRequest,
+    FindCoordinatorRequest,
+    InitProducerIdRequest,
+)
 from tests.cluster.test_supervisor import child_pids, wait_until
 from tests.integration.broker_harness import start_broker_process, stop_broker_process
 from tests.interop.kafka_clients import admin, consumer_settings, create_topic
@@ -168,5 +177,31 @@ def test_a_leader_killed_with_markers_pending_gets_them_after_its_restart(
         )
         assert end_offsets(cluster.bootstrap, "crash", 3, "read_committed") == [11, 11, 11]
         assert "markers for producer" in cluster.log_text()
+    finally:
+        assert stop_broker_process(cluster) == 0
+
+
+async def test_transactional_ids_are_coordinated_by_the_process_their_hash_names(
+    tmp_path: Path,
+) -> None:
+    cluster = start_broker_process(tmp_path / "data", CLUSTER)
+    try:
+        tid = "some-transactional-id"
+        owner = BASE_NODE + coordinator_shard(tid, PROCESSES)
+        for node, port in cluster.node_ports().items():
+            async with await KafkaConnection.connect("127.0.0.1", port) as connection:
+                found = await connection.request(
+                    FindCoordinatorRequest(key=tid, key_type=COORDINATOR_TYPE_TRANSACTION), 2
+                )
+                assert (found.error_code, found.node_id) == (ErrorCode.NONE, owner)
+                init = await connection.request(
+                    InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=10_000), 4
+                )
+                described = await connection.request(
+                    DescribeTransactionsRequest(transactional_ids=(tid,)), 0
+                )
+                expected = ErrorCode.NONE if node == owner else ErrorCode.NOT_COORDINATOR
+                assert init.error_code == expected
+                assert described.transaction_states[0].error_code == expected
     finally:
         assert stop_broker_process(cluster) == 0
