@@ -8,7 +8,9 @@ transaction coordinator, which may be another process) until a WriteTxnMarkers
 for the group's shard commits or drops them. They are journalled next to the
 group's offsets (`pending-transactional-offsets.journal`): a restart between
 TxnOffsetCommit and the marker keeps them, and re-sharding moves them with
-their group (broker/cluster/group_shards.py).
+their group (broker/cluster/group_shards.py). The journal is rewritten with what
+is pending at load, and emptied when nothing is pending once it has grown past
+1 MiB.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from broker.log._files import fsync_dir
 log = logging.getLogger(__name__)
 
 PENDING_JOURNAL = "pending-transactional-offsets.journal"
+TRUNCATE_AFTER_BYTES = 1024 * 1024
 
 TopicPartition = tuple[str, int]
 PendingOffset = tuple[int, int, str]  # offset, leader epoch, metadata
@@ -41,12 +44,14 @@ class PendingTransactionalOffsets:
         self.epochs: dict[int, int] = {}
         self._fd = -1
         self._dirty = False
+        self._bytes = 0
 
     def load(self) -> None:
         """Replay the journal, rewrite it with what is still pending, open it."""
         if self.replay():
             self._rewrite()
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._bytes = os.fstat(self._fd).st_size
 
     def replay(self) -> bool:
         """Read the journal into memory only (re-sharding); whether there was one."""
@@ -111,6 +116,7 @@ class PendingTransactionalOffsets:
         data = encode_record(record)
         if os.write(self._fd, data) != len(data):
             raise OSError(f"short write to {self.path}")
+        self._bytes += len(data)
         self._dirty = True
 
     def add(
@@ -143,6 +149,12 @@ class PendingTransactionalOffsets:
         if producer_id in self.by_producer:
             self._append({"pid": producer_id, "done": True})
             self._apply({"pid": producer_id, "done": True})
+        if not self.by_producer and self._bytes > TRUNCATE_AFTER_BYTES:
+            # Nothing is pending: the journal's whole content is dead. Emptying it is
+            # right whenever it reaches the disk (the next appends follow it).
+            os.ftruncate(self._fd, 0)
+            self._bytes = 0
+            self._dirty = True
 
     def pending_partitions(self, group_id: str) -> set[TopicPartition]:
         return {tp for groups in self.by_producer.values() for tp in groups.get(group_id, {})}
