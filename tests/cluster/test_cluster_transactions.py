@@ -15,9 +15,18 @@ import signal
 import threading
 from pathlib import Path
 
+import trio
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from broker.client.connection import KafkaConnection
+from broker.cluster.marker_router import marker_request
 from broker.cluster.placement import coordinator_shard
 from broker.handlers.group_handlers import COORDINATOR_TYPE_TRANSACTION
 from broker.protocol.error_codes import ErrorCode
@@ -203,5 +212,55 @@ async def test_transactional_ids_are_coordinated_by_the_process_their_hash_names
                 expected = ErrorCode.NONE if node == owner else ErrorCode.NOT_COORDINATOR
                 assert init.error_code == expected
                 assert described.transaction_states[0].error_code == expected
+    finally:
+        assert stop_broker_process(cluster) == 0
+
+
+async def test_markers_cross_processes_with_acls_on_that_deny_clients_cluster_action(
+    tmp_path: Path,
+) -> None:
+    settings = {
+        **CLUSTER,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true",
+    }
+    cluster = start_broker_process(tmp_path / "data", settings)
+    try:
+        bootstrap = cluster.bootstrap
+        deny = AclBinding(
+            ResourceType.BROKER,  # librdkafka's name for the CLUSTER resource
+            "kafka-cluster",
+            ResourcePatternType.LITERAL,
+            "User:*",
+            "*",
+            AclOperation.CLUSTER_ACTION,
+            AclPermissionType.DENY,
+        )
+        client = admin(bootstrap)  # kept alive until the future resolves
+        for future in client.create_acls([deny], request_timeout=15).values():
+            assert future.result(timeout=20) is None
+        create_topic(bootstrap, "guarded", 3)
+        # A client may not write markers (every process applies the new ACL within its
+        # poll interval)...
+        request = marker_request(1, 0, True, [("no-such-topic", 0)], [])
+        for port in cluster.node_ports().values():
+            async with await KafkaConnection.connect("127.0.0.1", port) as connection:
+                with trio.move_on_after(10):
+                    while True:
+                        answer = await connection.request(request, 1)
+                        errors = {
+                            p.error_code for t in answer.markers[0].topics for p in t.partitions
+                        }
+                        if errors != {ErrorCode.NONE}:
+                            break
+                        await trio.sleep(0.05)
+                assert errors == {ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+        # ... while the processes write each other's over their private channel.
+        producer = transactional_producer(bootstrap, name_on_shard("tid", 0))
+        producer.begin_transaction()
+        produce_values(producer, "guarded", [b"a", b"b", b"c"], 3)
+        producer.commit_transaction(30)
+        assert sorted(read_to_end(bootstrap, "guarded", 3, "read_committed")) == [b"a", b"b", b"c"]
+        assert end_offsets(bootstrap, "guarded", 3, "read_committed") == [2, 2, 2]
     finally:
         assert stop_broker_process(cluster) == 0
