@@ -3,9 +3,10 @@
 `ClusterMember` is created by `KafkaServer` when it runs under the supervisor
 (`broker serve --process-index I`). It swaps the log for a
 `ClusterLogManager`, makes Metadata and DescribeCluster list every live
-process, answers FindCoordinator with the group's coordinator process, and
-refuses group operations for groups another process coordinates
-(NOT_COORDINATOR, which makes clients look the coordinator up again).
+process, answers FindCoordinator with the coordinator process of a group or
+transactional id, refuses group and transaction operations another process
+coordinates (NOT_COORDINATOR, which makes clients look the coordinator up
+again), and routes transaction markers to the leading processes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Kafka's TransactionCoordinator for one broker: the transaction APIs' decisions,
+"""Kafka's TransactionCoordinator for one process's transactional ids (all of them with
+one process, its hash shard in a cluster): the transaction APIs' decisions,
 the markers that end a transaction, timeouts and expiration.
 
 The markers go through a `MarkerWriter`: local appends with one process, and
@@ -40,7 +41,8 @@ from broker.transaction.transaction_state import TransactionState
 log = logging.getLogger(__name__)
 
 COORDINATOR_EPOCH = 0
-"""A single broker is always the coordinator, in its first and only epoch."""
+"""Coordinators never move while they run (a change of the process count restarts
+them all), so each is in its first and only epoch."""
 
 
 class MarkerWriter(Protocol):
