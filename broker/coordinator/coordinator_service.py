@@ -235,7 +235,7 @@ class GroupCoordinatorService:
         self._journal_changed.set()
         return ErrorCode.NONE if held else ErrorCode.PRODUCER_FENCED
 
-    def complete_transaction(self, producer_id: int, commit: bool) -> None:
+    def complete_transaction(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
         """The transaction's marker for this group shard: a commit makes the producer's
         pending offsets the groups' committed offsets, an abort drops them."""
         pending = self.pending_transactions.offsets_of(producer_id)
@@ -246,7 +246,7 @@ class GroupCoordinatorService:
                     {tp: OffsetAndMetadata(o, e, m) for tp, (o, e, m) in offsets.items()},
                 )
         try:
-            self.pending_transactions.forget(producer_id)
+            self.pending_transactions.forget(producer_id, producer_epoch)
         except OSError as exc:
             raise KafkaError(
                 ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot journal the marker: {exc}"

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 PENDING_JOURNAL = "pending-transactional-offsets.journal"
 TRUNCATE_AFTER_BYTES = 1024 * 1024
+REMEMBERED_EPOCHS = 100_000
+"""Producers whose last marker's epoch is remembered (in memory), oldest forgotten first."""
 
 TopicPartition = tuple[str, int]
 PendingOffset = tuple[int, int, str]  # offset, leader epoch, metadata
@@ -71,14 +73,22 @@ class PendingTransactionalOffsets:
         producer_id = int(record["pid"])
         if record.get("done"):
             self.by_producer.pop(producer_id, None)
-            self.epochs.pop(producer_id, None)
+            self._remember_epoch(producer_id, int(record.get("epoch", -1)))
             return
         group = str(record["group"])
         offsets = {
             (str(t), int(p)): (int(o), int(e), str(m)) for t, p, o, e, m in record["offsets"]
         }
         self.by_producer.setdefault(producer_id, {}).setdefault(group, {}).update(offsets)
-        self.epochs[producer_id] = int(record["epoch"])
+        self._remember_epoch(producer_id, int(record["epoch"]))
+
+    def _remember_epoch(self, producer_id: int, epoch: int) -> None:
+        self.epochs.pop(producer_id, None)  # re-inserted last: the most recent
+        self.epochs[producer_id] = epoch
+        if len(self.epochs) > REMEMBERED_EPOCHS:
+            for old in list(self.epochs)[: len(self.epochs) - REMEMBERED_EPOCHS]:
+                if old not in self.by_producer:
+                    del self.epochs[old]
 
     def records(self) -> list[dict[str, Any]]:
         """The live state as journal records (also what re-sharding moves)."""
@@ -127,7 +137,8 @@ class PendingTransactionalOffsets:
         offsets: dict[TopicPartition, PendingOffset],
     ) -> bool:
         """Hold the offsets; False (nothing held) when a newer epoch of the producer
-        already holds offsets here, i.e. this producer instance was fenced."""
+        held offsets or sent a marker here, i.e. this producer instance was fenced (a
+        zombie's offsets would otherwise wait for a marker that never comes)."""
         if self.epochs.get(producer_id, producer_epoch) > producer_epoch:
             return False
         record = {
@@ -143,12 +154,13 @@ class PendingTransactionalOffsets:
     def offsets_of(self, producer_id: int) -> GroupOffsets:
         return self.by_producer.get(producer_id, {})
 
-    def forget(self, producer_id: int) -> None:
+    def forget(self, producer_id: int, producer_epoch: int) -> None:
         """The producer's transaction ended here (after a commit made its offsets the
-        groups' committed offsets)."""
+        groups' committed offsets); the marker's epoch fences older instances."""
+        done = {"pid": producer_id, "done": True, "epoch": producer_epoch}
         if producer_id in self.by_producer:
-            self._append({"pid": producer_id, "done": True})
-            self._apply({"pid": producer_id, "done": True})
+            self._append(done)
+        self._apply(done)
         if not self.by_producer and self._bytes > TRUNCATE_AFTER_BYTES:
             # Nothing is pending: the journal's whole content is dead. Emptying it is
             # right whenever it reaches the disk (the next appends follow it).

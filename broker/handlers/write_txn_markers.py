@@ -85,7 +85,9 @@ class WriteTxnMarkersHandler:
             if topic == GROUP_MARKER_TOPIC:
                 if not self._owns_group_shard(index):
                     return ErrorCode.NOT_COORDINATOR
-                self._markers.write_group_marker(marker.producer_id, marker.transaction_result)
+                self._markers.write_group_marker(
+                    marker.producer_id, marker.producer_epoch, marker.transaction_result
+                )
             else:
                 await self._markers.write_partition_marker(
                     marker.producer_id,

