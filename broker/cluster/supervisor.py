@@ -225,7 +225,13 @@ class Supervisor:
         with trio.move_on_after(READY_TIMEOUT_S):
             while not self._stop_requested.is_set():
                 image = await trio.to_thread.run_sync(self.store.read_image)
-                if all(image.is_alive(node) for node in self.nodes):
+                # Every process registered, and every one has applied the image that
+                # says so: each then names the others as leaders and coordinators (one
+                # that had not yet would answer COORDINATOR_NOT_AVAILABLE for a moment).
+                if all(
+                    image.is_alive(node) and image.brokers[node].applied_version >= image.version
+                    for node in self.nodes
+                ):
                     for index in range(self.count):
                         self._ever_ready[index] = True
                     return
