@@ -48,6 +48,7 @@ def _broker_args(work: Path, overrides: Mapping[str, str]) -> list[str]:
         "listeners": "PLAINTEXT://127.0.0.1:0",
         "log.dirs": str(work / "data"),
         "metrics.port": "-1",
+        "process.count": "1",
         **overrides,
     }
     for key, value in settings.items():

@@ -4,7 +4,10 @@ librdkafka drives our broker (`python -m broker serve`, data in a temporary
 directory): the same load of 1 KiB values to a 3-partition topic, once from an
 idempotent producer and once from a transactional producer committing every
 `TXN_SIZE` messages, side by side in one run. A third measurement times
-begin → one message → commit round trips (EndTxn waits for the markers). Every
+begin → one message → commit round trips (EndTxn waits for the markers), against
+one process and against three (`process.count=3`: the topic's partitions are led
+by the three processes, so two of every three commits send their marker to another
+process over the private channel). Every
 load is bounded in time and in message count; 127.0.0.1 only.
 """
 
@@ -110,7 +113,7 @@ def measure_throughput(bootstrap: str, transactional: bool, duration_s: float) -
     }
 
 
-def measure_commit_latency(bootstrap: str, duration_s: float) -> dict[str, Any]:
+def measure_commit_latency(bootstrap: str, duration_s: float, processes: int = 1) -> dict[str, Any]:
     topic = _create_topic(bootstrap)
     producer = _producer(bootstrap, True)
     latencies: list[float] = []
@@ -123,7 +126,7 @@ def measure_commit_latency(bootstrap: str, duration_s: float) -> dict[str, Any]:
         latencies.append((time.perf_counter() - begin) * 1000)
     latencies.sort()
     return {
-        "measurement": "begin + 1 message + commit",
+        "measurement": f"begin + 1 message + commit ({processes} process(es))",
         "producer": "transactional",
         "messages": len(latencies),
         "commits": len(latencies),
@@ -134,11 +137,17 @@ def measure_commit_latency(bootstrap: str, duration_s: float) -> dict[str, Any]:
 
 def run(duration_s: float) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="bench-txn-") as work, our_broker(Path(work)) as bs:
-        return [
+        rows = [
             measure_throughput(bs, False, duration_s),
             measure_throughput(bs, True, duration_s),
             measure_commit_latency(bs, duration_s),
         ]
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-txn-") as work,
+        our_broker(Path(work), {"process.count": "3"}) as bs,
+    ):
+        rows.append(measure_commit_latency(bs, duration_s, processes=3))
+    return rows
 
 
 if __name__ == "__main__":

@@ -73,7 +73,9 @@ def our_broker(work: Path, overrides: Mapping[str, str] | None = None) -> Iterat
     }
     for key, value in settings.items():
         args += ["--override", f"{key}={value}"]
-    with running(args, work / "broker.log", ready="started") as port:
+    # A cluster is ready when the supervisor says so; its first process's port bootstraps.
+    ready = "started" if settings["process.count"] == "1" else "broker processes started"
+    with running(args, work / "broker.log", ready=ready) as port:
         yield f"127.0.0.1:{port}"
 
 

@@ -223,7 +223,7 @@ _DEFS: list[ConfigDef] = [
     _d("controller.listener.names", "string", None, "KRaft controller listeners; accepted for compatibility, ignored."),
     _d("controller.quorum.voters", "list", [], "KRaft quorum voters; accepted for compatibility, ignored."),
     # ---- a cluster of processes on one machine (docs/cluster.md)
-    _d("process.count", "int", 1, "Broker processes to run under one supervisor, each a node with its own node.id (node.id + i) and ports (each listener's port + i); 0 means one per available core; 1 (the default, until transactions span processes) runs a single process (ours, not Kafka's).", "read-only", at_least(0)),
+    _d("process.count", "int", 0, "Broker processes to run under one supervisor, each a node with its own node.id (node.id + i) and ports (each listener's port + i); 0 (the default) means one per core this process may run on (a single process on one core); 1 runs a single process without a supervisor (ours, not Kafka's).", "read-only", at_least(0)),
     _d("cluster.metadata.poll.interval.ms", "int", 50, "How often each process of a cluster checks the shared metadata store's version for changes (ours, not Kafka's).", "read-only", at_least(1)),
     _d("process.listener.ports", "list", [], "Explicit ports per listener for the processes of a cluster, NAME:FIRST-LAST (process i binds the i-th); a listener not named binds its port + i (ours, not Kafka's).", "read-only"),
     _d("process.advertised.listener.ports", "list", [], "Like process.listener.ports for the ports advertised to clients (e.g. those a container platform publishes); a listener not named follows advertised.listeners' port + i (ours, not Kafka's).", "read-only"),

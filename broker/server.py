@@ -20,7 +20,6 @@ from broker.cluster.member import ClusterMember, wire_cluster_member
 from broker.config import BrokerConfig
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.handlers.api_versions import ApiVersionsHandler
-from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.kafka_apis import KafkaApis
 from broker.handlers.log_topics import LogTopicSource
 from broker.handlers.metadata import MetadataHandler, NoTopics
@@ -31,9 +30,9 @@ from broker.metrics_http import metrics_exporter
 from broker.net.request_handler_pool import RequestHandlerPool
 from broker.net.socket_server import SocketServer, check_resize
 from broker.process_metrics import register_process_metrics
-from broker.protocol.error_codes import ErrorCode
 from broker.security.acl_store import AclStore
 from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialStore
+from broker.transaction.marker_writer import LocalMarkerWriter
 from broker.wiring.acl_apis import add_acl_apis, load_authorizer
 from broker.wiring.data_apis import add_data_apis
 from broker.wiring.group_coordinator import add_group_coordinator, coordinator_config
@@ -128,20 +127,16 @@ class KafkaServer:
         )
         self.services.append(groups)
         add_group_coordinator(context, groups, self.log_manager)
-        if cluster is None:
-            self.services.append(add_transaction_coordinator(context, self.log_manager, groups))
-        else:
-            # Its state and markers are one process's: with several, a transaction's
-            # partitions are led elsewhere (docs/cluster.md). Not advertised, so clients
-            # say at once that the broker does not support transactions.
-            log.warning("transactions are not available with process.count > 1 (yet)")
-            self.apis.add_handler(
-                InitProducerIdHandler(
-                    self.log_manager,
-                    authorizer=self.authorizer,
-                    without_coordinator=ErrorCode.UNSUPPORTED_VERSION,
-                )
+        local_markers = LocalMarkerWriter(self.log_manager, groups)
+        self.services.append(
+            add_transaction_coordinator(
+                context,
+                self.log_manager,
+                groups,
+                local_markers,
+                None if cluster is None else cluster.transaction_placement(local_markers),
             )
+        )
         add_acl_apis(context, self.acl_store)
         add_security_apis(context, self.scram_credentials)
         self.quotas = add_quota_apis(

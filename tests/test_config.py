@@ -445,7 +445,10 @@ def test_a_bad_value_for_a_formerly_untyped_key_stops_startup_naming_it(key: str
     with pytest.raises(ConfigError, match=rf"^{re.escape(key)}:"):
         make({key: bad})
     result = subprocess.run(
-        [sys.executable, "-m", "broker", "serve", "--override", f"{key}={bad}"],
+        [
+            *(sys.executable, "-m", "broker", "serve"),
+            *("--override", f"{key}={bad}", "--override", "process.count=1"),
+        ],
         capture_output=True,
         text=True,
         timeout=60,

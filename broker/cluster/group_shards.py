@@ -8,6 +8,8 @@ itself, as before). When the count changes, the supervisor re-shards before
 any process starts: it merges every existing journal (the single-process one
 first, so shards win) and writes one snapshot per new shard, swapping
 directories so that a crash at any point leaves the old or the new layout.
+Offsets held for open transactions (pending-transactional-offsets.journal)
+move with their group the same way.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from broker.cluster.placement import coordinator_shard
 from broker.coordinator.offset_store import (
@@ -26,6 +29,7 @@ from broker.coordinator.offset_store import (
     OffsetState,
     OffsetStore,
 )
+from broker.coordinator.pending_txn_offsets import PENDING_JOURNAL, PendingTransactionalOffsets
 from broker.log.log_manager import LOCK_FILE
 
 log = logging.getLogger(__name__)
@@ -39,7 +43,7 @@ def _legacy_files(log_dir: Path) -> list[Path]:
     return [
         p
         for p in log_dir.iterdir()
-        if p.name == SNAPSHOT_NAME
+        if p.name in (SNAPSHOT_NAME, PENDING_JOURNAL)
         or (p.name.startswith(JOURNAL_PREFIX) and p.name.endswith(JOURNAL_SUFFIX))
     ]
 
@@ -55,7 +59,7 @@ def _shard_dirs(log_dir: Path) -> dict[int, Path]:
     return found
 
 
-def _load(directory: Path, merged: OffsetState) -> None:
+def _load(directory: Path, merged: OffsetState, pending: list[dict[str, Any]]) -> None:
     store = OffsetStore(directory)
     store.load()
     try:
@@ -63,9 +67,18 @@ def _load(directory: Path, merged: OffsetState) -> None:
             merged.apply(record)
     finally:
         store.close()
+    held = PendingTransactionalOffsets(directory)
+    held.replay()
+    pending += held.records()
 
 
-def _write(directory: Path, state: OffsetState, groups: list[str]) -> None:
+def _write(
+    directory: Path, state: OffsetState, groups: list[str], pending: list[dict[str, Any]]
+) -> None:
+    mine = set(groups)
+    PendingTransactionalOffsets(directory).write_snapshot(
+        [r for r in pending if r["group"] in mine]
+    )
     store = OffsetStore(directory)
     store.load()
     for group in groups:
@@ -93,23 +106,25 @@ def reshard_group_offsets(log_dir: Path, shards: int) -> bool:
     if shards > 1 and not legacy and not existing:
         return False
     merged = OffsetState()
+    pending: list[dict[str, Any]] = []
     if legacy:
-        _load(log_dir, merged)
+        _load(log_dir, merged, pending)
     for _, directory in sorted(existing.items()):
-        _load(directory, merged)
-    groups = sorted(set(merged.offsets) | set(merged.groups))
+        _load(directory, merged, pending)
+    groups = sorted(set(merged.offsets) | set(merged.groups) | {r["group"] for r in pending})
     staging = log_dir / _NEW
     shutil.rmtree(staging, ignore_errors=True)
     if shards == 1:
-        _write(staging / "single", merged, groups)
+        _write(staging / "single", merged, groups, pending)
         for path in legacy:
             path.unlink()
         os.replace(staging / "single" / SNAPSHOT_NAME, log_dir / SNAPSHOT_NAME)
+        os.replace(staging / "single" / PENDING_JOURNAL, log_dir / PENDING_JOURNAL)
         shutil.rmtree(log_dir / SHARDS, ignore_errors=True)
     else:
         for shard in range(shards):
             mine = [g for g in groups if coordinator_shard(g, shards) == shard]
-            _write(staging / f"shard-{shard}", merged, mine)
+            _write(staging / f"shard-{shard}", merged, mine, pending)
         if (log_dir / SHARDS).exists():
             os.replace(log_dir / SHARDS, log_dir / _OLD)
         os.replace(staging, log_dir / SHARDS)
@@ -132,7 +147,8 @@ def _finish_interrupted(log_dir: Path) -> None:
 
 
 def reshard_for_single_process(log_dir: Path) -> bool:
-    """Before a single process starts: merge a cluster's shards back, unless the log dir
+    """Before a single process starts: merge a cluster's shards back (group offsets and
+    transaction state), unless the log dir
     is in use (then the broker's own lock reports that, and nothing is touched)."""
     if not log_dir.is_dir():
         return False
@@ -142,6 +158,9 @@ def reshard_for_single_process(log_dir: Path) -> bool:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
-        return reshard_group_offsets(log_dir, 1)
+        from broker.cluster.transaction_shards import reshard_transaction_state
+
+        moved = reshard_group_offsets(log_dir, 1)
+        return reshard_transaction_state(log_dir, 1) or moved
     finally:
         os.close(fd)

@@ -3,9 +3,10 @@
 `ClusterMember` is created by `KafkaServer` when it runs under the supervisor
 (`broker serve --process-index I`). It swaps the log for a
 `ClusterLogManager`, makes Metadata and DescribeCluster list every live
-process, answers FindCoordinator with the group's coordinator process, and
-refuses group operations for groups another process coordinates
-(NOT_COORDINATOR, which makes clients look the coordinator up again).
+process, answers FindCoordinator with the coordinator process of a group or
+transactional id, refuses group and transaction operations another process
+coordinates (NOT_COORDINATOR, which makes clients look the coordinator up
+again), and routes transaction markers to the leading processes.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ import trio
 from broker.broker_context import BrokerContext, Service
 from broker.cluster.cluster_image import ClusterImage
 from broker.cluster.cluster_log_manager import ClusterLogManager
+from broker.cluster.marker_router import RoutingMarkerWriter
 from broker.cluster.metadata_store import SqliteMetadataStore
+from broker.cluster.peer_channel import PeerClient, PeerServer, socket_path
 from broker.cluster.placement import coordinator_shard
 from broker.cluster.remote_partition import RemotePartition
 from broker.cluster.shared_acls import SharedAclStore
 from broker.cluster.shared_file import SharedFileFollower
+from broker.cluster.transaction_shards import transaction_shard_dir
 from broker.config import BrokerConfig
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
@@ -41,6 +45,8 @@ from broker.protocol.messages.metadata_response import (
 from broker.quotas.quota_managers import QuotaManagers
 from broker.quotas.quota_store import QuotaStore
 from broker.security.scram_credentials import ScramCredentialStore
+from broker.transaction.marker_writer import LocalMarkerWriter
+from broker.wiring.transaction_coordinator import TransactionPlacement
 
 if TYPE_CHECKING:
     from broker.server import KafkaServer  # the process lifecycle below, not its wiring
@@ -48,6 +54,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 GROUP_SHARDS_DIR = "group-coordinator"
+PEER_SOCKET_DIR_KEY = "peer.socket.dir"
+"""The metadata store's key for the directory of the processes' private sockets."""
 
 
 def resolve_process_count(config: BrokerConfig) -> int:
@@ -88,6 +96,9 @@ class ClusterMember:
         )
         self.acls = SharedAclStore(self.log_dir, poll_interval_s)
         self.poll_interval_s = poll_interval_s
+        peer_dir = self.store.get(PEER_SOCKET_DIR_KEY)
+        # Set by the supervisor; a short path, as Unix socket paths are (108 bytes).
+        self.peer_dir = Path(peer_dir) if peer_dir is not None else self.log_dir / ".peers"
 
     @property
     def image(self) -> ClusterImage:
@@ -108,6 +119,39 @@ class ClusterMember:
 
     def coordinator_node(self, group_id: str) -> int:
         return self.base_node_id + coordinator_shard(group_id, self.process_count)
+
+    def owns_transaction(self, transactional_id: str) -> bool:
+        """Transactional ids are placed by the groups' rule (Kafka hashes both onto
+        the partitions of their topic, `__transaction_state` and `__consumer_offsets`)."""
+        return self.coordinator_node(transactional_id) == self.node_id
+
+    def owns_group_shard(self, shard: int) -> bool:
+        return shard == self.index
+
+    def leader_of(self, topic: str, partition: int) -> int | None:
+        found = self.image.topics.get(topic)
+        if found is None or not 0 <= partition < len(found.leaders):
+            return None
+        return found.leaders[partition]
+
+    def transaction_placement(self, local: LocalMarkerWriter) -> TransactionPlacement:
+        """This process's transaction coordinator: its shard of the ids and its journal,
+        markers routed to the leading processes over the private channel."""
+        markers = RoutingMarkerWriter(
+            local,
+            PeerClient(self.peer_dir, self.node_id),
+            my_node=self.node_id,
+            leader_of=self.leader_of,
+            group_shard=lambda group_id: coordinator_shard(group_id, self.process_count),
+            base_node=self.base_node_id,
+        )
+        return TransactionPlacement(
+            journal_dir=transaction_shard_dir(self.log_dir, self.index),
+            markers=markers,
+            owns=self.owns_transaction,
+            owns_group_shard=self.owns_group_shard,
+            single_process=False,
+        )
 
     def locate_group(self, group_id: str, listener_name: str) -> tuple[int, str, int] | None:
         node = self.coordinator_node(group_id)
@@ -222,6 +266,14 @@ class ShardedCoordinatorService(GroupCoordinatorService):
         self._check(group_id)
         return super().leave(group_id, *args, **kwargs)
 
+    def validate_transactional_commit(self, group_id: str, *args: Any, **kwargs: Any) -> Any:
+        self._check(group_id)
+        return super().validate_transactional_commit(group_id, *args, **kwargs)
+
+    def add_transactional_offsets(self, group_id: str, *args: Any, **kwargs: Any) -> Any:
+        self._check(group_id)
+        return super().add_transactional_offsets(group_id, *args, **kwargs)
+
     def commit_offsets(self, group_id: str, *args: Any, **kwargs: Any) -> Any:
         self._check(group_id)
         return super().commit_offsets(group_id, *args, **kwargs)
@@ -246,9 +298,11 @@ def wire_cluster_member(
     quotas: QuotaManagers,
 ) -> list[Service]:
     """After the subsystems are added: list every live process where Kafka lists brokers,
-    locate groups by hash; returns the services that follow the shared files."""
+    locate groups and transactional ids by hash; returns the services that follow the
+    shared files and the private channel's server (WriteTxnMarkers from the others)."""
     from broker.handlers.describe_cluster import DescribeClusterHandler
     from broker.handlers.group_handlers import FindCoordinatorHandler
+    from broker.handlers.write_txn_markers import WriteTxnMarkersHandler
 
     member.acls.authorizer = context.authorizer
     metadata.cluster_brokers = member.brokers
@@ -260,7 +314,13 @@ def wire_cluster_member(
     find = context.apis.handler(FindCoordinatorHandler.api_key)
     if isinstance(find, FindCoordinatorHandler):
         find.locate_group = member.locate_group
-    return [member.acls, *shared_file_followers(context, member, credentials, quotas)]
+        find.locate_transaction = member.locate_group
+    services: list[Service] = [member.acls]
+    markers = context.apis.handler(WriteTxnMarkersHandler.api_key)
+    if isinstance(markers, WriteTxnMarkersHandler):
+        member.peer_dir.mkdir(mode=0o700, exist_ok=True)
+        services.append(PeerServer(socket_path(member.peer_dir, member.node_id), markers))
+    return [*services, *shared_file_followers(context, member, credentials, quotas)]
 
 
 class _ShardView:

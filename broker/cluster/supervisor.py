@@ -2,7 +2,8 @@
 
 It prepares the shared state while no broker runs (locks the log dirs, fixes
 the cluster id, brings the metadata store in line with the configured
-processes and the data dir, re-shards group offsets), then runs one
+processes and the data dir, re-shards group offsets and transaction state,
+makes the directory of the processes' private sockets), then runs one
 `broker serve --process-index I` per process with `trio.run_process`, each
 with its own `node.id` (`node.id + I`) and ports (each listener's port + I;
 port 0 stays ephemeral). It reports ready once every process is registered
@@ -24,17 +25,20 @@ import fcntl
 import functools
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import trio
 
 from broker.cluster.group_shards import reshard_group_offsets
-from broker.cluster.member import resolve_process_count
+from broker.cluster.member import PEER_SOCKET_DIR_KEY, resolve_process_count
 from broker.cluster.metadata_store import SqliteMetadataStore
 from broker.cluster.process_ports import process_listener_overrides
+from broker.cluster.transaction_shards import reshard_transaction_state
 from broker.config import BrokerConfig
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogDirInUseError
 from broker.log.topic_store import TopicRecord, TopicStore
@@ -86,6 +90,7 @@ class Supervisor:
         self._ever_ready = [False] * self.count
         self.processes: list[trio.Process | None] = [None] * self.count
         self.store: SqliteMetadataStore | None = None
+        self.peer_dir: Path | None = None
         self.ready = trio.Event()
         self._stop_requested = trio.Event()
 
@@ -121,6 +126,11 @@ class Supervisor:
         topics = TopicStore(first).load()
         self._reconcile_topics(store, topics)
         reshard_group_offsets(first, self.count)
+        reshard_transaction_state(first, self.count)
+        # The processes' private sockets (broker/cluster/peer_channel.py): a short path
+        # (socket paths are limited to 108 bytes) that only this user may enter.
+        self.peer_dir = Path(tempfile.mkdtemp(prefix="broker-peers-"))
+        store.set(PEER_SOCKET_DIR_KEY, str(self.peer_dir))
         log.info(
             "cluster %s: %d processes, nodes %d..%d",
             cluster_id,
@@ -188,6 +198,8 @@ class Supervisor:
                 for fd in self._lock_fds:
                     with contextlib.suppress(OSError):
                         os.close(fd)
+                if self.peer_dir is not None:
+                    shutil.rmtree(self.peer_dir, ignore_errors=True)
 
     def shutdown(self) -> None:
         self._stopping = True
@@ -198,7 +210,13 @@ class Supervisor:
         with trio.move_on_after(READY_TIMEOUT_S):
             while not self._stop_requested.is_set():
                 image = await trio.to_thread.run_sync(self.store.read_image)
-                if all(image.is_alive(node) for node in self.nodes):
+                # Every process registered, and every one has applied the image that
+                # says so: each then names the others as leaders and coordinators (one
+                # that had not yet would answer COORDINATOR_NOT_AVAILABLE for a moment).
+                if all(
+                    image.is_alive(node) and image.brokers[node].applied_version >= image.version
+                    for node in self.nodes
+                ):
                     for index in range(self.count):
                         self._ever_ready[index] = True
                     return

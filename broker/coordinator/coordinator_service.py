@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import trio
@@ -25,6 +25,8 @@ from broker.coordinator.group_coordinator import (
 )
 from broker.coordinator.member_metadata import JoinCallback, JoinParams, SyncCallback
 from broker.coordinator.offset_store import OffsetAndMetadata, OffsetStore, TopicPartition
+from broker.coordinator.pending_txn_offsets import PendingOffset, PendingTransactionalOffsets
+from broker.errors import KafkaError
 from broker.protocol.error_codes import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -46,11 +48,7 @@ class GroupCoordinatorService:
         self._wakeup = trio.Event()
         self._sleeping_until = math.inf
         self._journal_changed = trio.Event()
-        # Set by the transaction coordinator: partitions of a group with offsets
-        # waiting in an open transaction.
-        self.pending_transactional_offsets: Callable[[str], set[TopicPartition]] = lambda group_id: (
-            set()
-        )
+        self.pending_transactions = PendingTransactionalOffsets(directory)
 
     @property
     def coordinator(self) -> GroupCoordinator:
@@ -60,6 +58,7 @@ class GroupCoordinatorService:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await trio.to_thread.run_sync(self.store.load)
+        await trio.to_thread.run_sync(self.pending_transactions.load)
         self._coordinator = GroupCoordinator(self.config, self.store, wall_ms())
         log.info(
             "group coordinator loaded %d groups from %s",
@@ -75,6 +74,7 @@ class GroupCoordinatorService:
         finally:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.store.close)
+                await trio.to_thread.run_sync(self.pending_transactions.close)
 
     # -- timers ------------------------------------------------------------------------
     @staticmethod
@@ -116,6 +116,7 @@ class GroupCoordinatorService:
                 await trio.to_thread.run_sync(self.store.write_snapshot, *snapshot)
             else:
                 await trio.to_thread.run_sync(self.store.flush)
+            await trio.to_thread.run_sync(self.pending_transactions.flush)
 
     async def _run_offset_expiry(self) -> None:
         while True:
@@ -215,6 +216,47 @@ class GroupCoordinatorService:
             },
         )
         self._journal_changed.set()
+
+    # -- transactional offsets (Kafka's pendingTransactionalOffsetCommits) ------------------
+    def add_transactional_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[TopicPartition, PendingOffset],
+    ) -> ErrorCode:
+        """TxnOffsetCommit: hold the offsets until the transaction's marker."""
+        try:
+            held = self.pending_transactions.add(group_id, producer_id, producer_epoch, offsets)
+        except OSError as exc:
+            raise KafkaError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot journal the offsets: {exc}"
+            ) from exc
+        self._journal_changed.set()
+        return ErrorCode.NONE if held else ErrorCode.PRODUCER_FENCED
+
+    def complete_transaction(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """The transaction's marker for this group shard: a commit makes the producer's
+        pending offsets the groups' committed offsets, an abort drops them."""
+        pending = self.pending_transactions.offsets_of(producer_id)
+        if commit:
+            for group_id, offsets in pending.items():
+                self.commit_transactional_offsets(
+                    group_id,
+                    {tp: OffsetAndMetadata(o, e, m) for tp, (o, e, m) in offsets.items()},
+                )
+        try:
+            self.pending_transactions.forget(producer_id, producer_epoch)
+        except OSError as exc:
+            raise KafkaError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot journal the marker: {exc}"
+            ) from exc
+        self._journal_changed.set()
+
+    def pending_transactional_offsets(self, group_id: str) -> set[TopicPartition]:
+        """Partitions of the group whose offsets wait in an open transaction (OffsetFetch
+        with require_stable answers UNSTABLE_OFFSET_COMMIT for them)."""
+        return self.pending_transactions.pending_partitions(group_id)
 
     def delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition]

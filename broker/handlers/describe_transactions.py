@@ -38,6 +38,8 @@ class DescribeTransactionsHandler:
     def _describe(self, request: Request, tid: str) -> TransactionState:
         if not authorize(self._authorizer, request, AclOperation.DESCRIBE, TRANSACTIONAL_ID, tid):
             return _error(tid, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not self._coordinator.owns(tid):
+            return _error(tid, ErrorCode.NOT_COORDINATOR)
         metadata = self._coordinator.transactions.get(tid)
         if metadata is None:
             return _error(tid, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)

@@ -93,6 +93,8 @@ class FindCoordinatorHandler:
         # In a cluster of processes: (node, host, port) of a group's coordinator, or None
         # while that process is down (broker/cluster/member.py).
         self.locate_group: Callable[[str, str], tuple[int, str, int] | None] | None = None
+        # ... and a transactional id's (the same hash rule, broker/cluster/placement.py).
+        self.locate_transaction: Callable[[str, str], tuple[int, str, int] | None] | None = None
 
     def _coordinator(self, request: Request, key: str, key_type: int) -> Coordinator:
         refused = self._authorization_error(request, key, key_type)
@@ -100,8 +102,12 @@ class FindCoordinatorHandler:
             return Coordinator(
                 key=key, node_id=-1, host="", port=-1, error_code=refused, error_message=None
             )
-        if key_type == COORDINATOR_TYPE_GROUP and self.locate_group is not None:
-            found = self.locate_group(key, request.context.listener_name)
+        locate = {
+            COORDINATOR_TYPE_GROUP: self.locate_group,
+            COORDINATOR_TYPE_TRANSACTION: self.locate_transaction,
+        }.get(key_type)
+        if locate is not None:
+            found = locate(key, request.context.listener_name)
             if found is None:
                 return Coordinator(
                     key=key,
@@ -109,7 +115,7 @@ class FindCoordinatorHandler:
                     host="",
                     port=-1,
                     error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                    error_message="the group's coordinator is not available",
+                    error_message="the coordinator is not available",
                 )
             node, host, port = found
             return Coordinator(key=key, node_id=node, host=host, port=port, error_message=None)

@@ -44,14 +44,10 @@ class InitProducerIdHandler:
         coordinator: TransactionCoordinator | None = None,
         *,
         authorizer: Authorizer = ALLOW_ALL,
-        without_coordinator: int = ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ) -> None:
         self._logs = log_manager
         self._coordinator = coordinator
         self._authorizer = authorizer
-        # What a transactional id gets when there is no coordinator: retriable by
-        # default; a broker that will never have one says so with a fatal error.
-        self._without_coordinator = without_coordinator
 
     async def handle(self, request: Request) -> InitProducerIdResponse:
         body: InitProducerIdRequest = request.body
@@ -65,7 +61,8 @@ class InitProducerIdHandler:
             if body.transactional_id == "":
                 return self.error_response(request, ErrorCode.INVALID_REQUEST)
             if self._coordinator is None:
-                return self.error_response(request, self._without_coordinator)
+                # Registered before the transaction coordinator replaces it (data_apis).
+                return self.error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
             result = await self._coordinator.init_producer_id(
                 body.transactional_id,
                 body.transaction_timeout_ms,

@@ -1,8 +1,10 @@
 """TxnOffsetCommit (key 28), v0-3: a consumer group's offsets inside a transaction.
 
 KafkaApis: WRITE on the transactional id, READ on the group, READ on each topic.
-The offsets wait in the transaction coordinator and become the group's
-committed offsets only when the transaction commits (an abort drops them).
+It goes to the group's coordinator (in a cluster, possibly another process than
+the transaction's), which holds the offsets by producer id until the
+transaction's marker reaches it: a commit makes them the group's committed
+offsets, an abort drops them.
 """
 
 from __future__ import annotations
@@ -77,12 +79,12 @@ class TxnOffsetCommitHandler:
                 body.group_id, body.member_id, body.group_instance_id, body.generation_id
             )
             if error == ErrorCode.NONE:
-                error = await self._coordinator.txn_offset_commit(
-                    body.transactional_id,
-                    body.producer_id,
-                    body.producer_epoch,
-                    body.group_id,
-                    offsets,
+                error = self._coordinator.check_txn_offset_commit(
+                    body.transactional_id, body.producer_id, body.producer_epoch, body.group_id
+                )
+            if error == ErrorCode.NONE:
+                error = self._groups.add_transactional_offsets(
+                    body.group_id, body.producer_id, body.producer_epoch, offsets
                 )
             error = producer_fenced_for(request.api_version, FENCED_FROM, error)
             results.update(dict.fromkeys(offsets, error))

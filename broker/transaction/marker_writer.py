@@ -1,5 +1,9 @@
-"""The coordinator's WriteTxnMarkers, local: markers go straight into the partitions'
-logs, and a committed transaction's offsets straight into the group coordinator."""
+"""The coordinator's WriteTxnMarkers where the target is this process: markers go
+straight into the partitions' logs, and a group's marker straight to the group
+coordinator, which commits or drops the transaction's pending offsets.
+
+The WriteTxnMarkers handler (broker/handlers/write_txn_markers.py) uses the same
+appends for markers other processes send."""
 
 from __future__ import annotations
 
@@ -16,37 +20,53 @@ from broker.transaction.transaction_metadata import PendingOffset, TopicPartitio
 
 log = logging.getLogger(__name__)
 
+SKIPPED_MARKER_ERRORS = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH)
+"""Deleted meanwhile, or a newer epoch already wrote there: Kafka's marker handler drops
+the partition from the pending set too."""
+
 
 class LocalMarkerWriter:
-    def __init__(self, log_manager: LogManager) -> None:
+    def __init__(self, log_manager: LogManager, groups: GroupCoordinatorService) -> None:
         self._logs = log_manager
+        self._groups = groups
+
+    async def write_partition_marker(
+        self, producer_id: int, epoch: int, commit: bool, topic: str, index: int
+    ) -> None:
+        """One marker; KafkaError when it cannot be written (a skipped one is no error)."""
+        partition = self._logs.partition(topic, index)
+        if partition is None or partition.deleted:
+            log.info("no marker for %s-%d: the partition is gone", topic, index)
+            return
+        try:
+            await partition.append_control(
+                producer_id, epoch, commit=commit, coordinator_epoch=COORDINATOR_EPOCH
+            )
+        except KafkaError as exc:
+            if exc.error_code in SKIPPED_MARKER_ERRORS:
+                log.info("no marker for %s-%d: %s", topic, index, exc)
+                return
+            raise
+
+    def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None:
+        self._groups.complete_transaction(producer_id, epoch, commit)
 
     async def write_markers(
-        self, producer_id: int, epoch: int, commit: bool, partitions: Iterable[TopicPartition]
+        self,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        partitions: Iterable[TopicPartition],
+        groups: Iterable[str],
     ) -> None:
         for topic, index in partitions:
-            partition = self._logs.partition(topic, index)
-            if partition is None or partition.deleted:
-                log.info("no marker for %s-%d: the partition is gone", topic, index)
-                continue
-            try:
-                await partition.append_control(
-                    producer_id, epoch, commit=commit, coordinator_epoch=COORDINATOR_EPOCH
-                )
-            except KafkaError as exc:
-                if exc.error_code in (
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    ErrorCode.INVALID_PRODUCER_EPOCH,
-                ):
-                    # Deleted meanwhile, or a newer epoch already wrote here: Kafka's
-                    # marker handler drops the partition from the pending set too.
-                    log.info("no marker for %s-%d: %s", topic, index, exc)
-                    continue
-                raise
+            await self.write_partition_marker(producer_id, epoch, commit, topic, index)
+        if any(True for _ in groups):
+            self.write_group_marker(producer_id, epoch, commit)
 
 
 class GroupOffsetSink:
-    """Commits a transaction's offsets into the group coordinator's offset store."""
+    """Commits offsets that an earlier version held in the transaction's record."""
 
     def __init__(self, groups: GroupCoordinatorService) -> None:
         self._groups = groups

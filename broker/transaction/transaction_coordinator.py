@@ -1,8 +1,10 @@
-"""Kafka's TransactionCoordinator for one broker: the transaction APIs' decisions,
+"""Kafka's TransactionCoordinator for one process's transactional ids (all of them with
+one process, its hash shard in a cluster): the transaction APIs' decisions,
 the markers that end a transaction, timeouts and expiration.
 
-There is one broker, so the coordinator's WriteTxnMarkers to partition leaders
-is a local append (`MarkerWriter`), done before EndTxn is answered: the client
+The markers go through a `MarkerWriter`: local appends with one process, and
+WriteTxnMarkers to the leading process for partitions another process leads
+(broker/cluster/marker_router.py). They are written before EndTxn is answered: the client
 then sees its transaction complete, where Kafka answers after PrepareCommit and
 lets a retriable CONCURRENT_TRANSACTIONS cover the gap. The order of durable
 steps is Kafka's: the Prepare state is journalled before any marker, the
@@ -39,15 +41,23 @@ from broker.transaction.transaction_state import TransactionState
 log = logging.getLogger(__name__)
 
 COORDINATOR_EPOCH = 0
-"""A single broker is always the coordinator, in its first and only epoch."""
+"""Coordinators never move while they run (a change of the process count restarts
+them all), so each is in its first and only epoch."""
 
 
 class MarkerWriter(Protocol):
     async def write_markers(
-        self, producer_id: int, epoch: int, commit: bool, partitions: Iterable[TopicPartition]
+        self,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        partitions: Iterable[TopicPartition],
+        groups: Iterable[str],
     ) -> None:
-        """Append the COMMIT/ABORT marker to each partition (gone ones are skipped);
-        KafkaError when one cannot be written (the transaction stays prepared)."""
+        """Append the COMMIT/ABORT marker to each partition (gone ones are skipped) and
+        tell each group's coordinator, which commits or drops the offsets it holds
+        for the producer; KafkaError when one cannot be written (the transaction stays
+        prepared)."""
         ...
 
 
@@ -92,6 +102,12 @@ class TransactionCoordinator:
         self._locks: dict[str, trio.Lock] = {}
         self._by_producer: dict[int, str] = {}
         self.on_change: Callable[[], None] = lambda: None
+        # In a cluster of processes, whether this process coordinates an id (Kafka:
+        # leads its `__transaction_state` partition); others answer NOT_COORDINATOR.
+        self.owns: Callable[[str], bool] = lambda transactional_id: True
+        # Produce verification of a producer this coordinator does not know: with one
+        # process that is an error; in a cluster its coordinator is another process.
+        self.verify_unknown_producers = True
 
     def load(self, state: dict[str, TransactionMetadata]) -> None:
         self.transactions = dict(state)
@@ -121,6 +137,8 @@ class TransactionCoordinator:
         expected_producer_id: int = NO_PRODUCER_ID,
         expected_epoch: int = NO_PRODUCER_EPOCH,
     ) -> InitResult:
+        if not self.owns(transactional_id):
+            return InitResult(ErrorCode.NOT_COORDINATOR)
         if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
             return InitResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         async with self._lock(transactional_id):
@@ -173,6 +191,10 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int
     ) -> TransactionMetadata:
         """The id's metadata, ready for a new step of its transaction, or the error."""
+        if not self.owns(transactional_id):
+            raise KafkaError(
+                ErrorCode.NOT_COORDINATOR, f"{transactional_id!r} is not coordinated here"
+            )
         metadata = self.transactions.get(transactional_id)
         if metadata is None:
             raise KafkaError(
@@ -221,34 +243,32 @@ class TransactionCoordinator:
             self._persist(metadata)
             return ErrorCode.NONE
 
-    async def txn_offset_commit(
-        self,
-        transactional_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        group_id: str,
-        offsets: dict[TopicPartition, PendingOffset],
+    def check_txn_offset_commit(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
     ) -> ErrorCode:
-        """Hold the offsets until the transaction ends. The group must have been added
-        with AddOffsetsToTxn first (what makes Kafka's coordinator write the group's
-        markers); otherwise the offsets could never become visible."""
-        async with self._lock(transactional_id):
-            metadata = self.transactions.get(transactional_id)
-            if metadata is None:
-                return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-            error = metadata.check_producer(producer_id, producer_epoch)
-            if error is not ErrorCode.NONE:
-                return error
-            if metadata.state is not TransactionState.ONGOING or group_id not in metadata.groups:
-                return ErrorCode.INVALID_TXN_STATE
-            metadata.add_pending_offsets(group_id, offsets)
-            self._persist(metadata)
+        """TxnOffsetCommit on the process that also coordinates the transaction: the
+        group must have been added with AddOffsetsToTxn first (what makes this
+        coordinator send the group its marker), else the offsets would wait forever.
+        Kafka's group coordinator cannot check this; a transaction coordinated by
+        another process is not checked here either (NONE)."""
+        if not self.owns(transactional_id):
             return ErrorCode.NONE
+        metadata = self.transactions.get(transactional_id)
+        if metadata is None:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        error = metadata.check_producer(producer_id, producer_epoch)
+        if error is not ErrorCode.NONE:
+            return error
+        if metadata.state is not TransactionState.ONGOING or group_id not in metadata.groups:
+            return ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.NONE
 
     # -- EndTxn ---------------------------------------------------------------------------------
     async def end_txn(
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
     ) -> ErrorCode:
+        if not self.owns(transactional_id):
+            return ErrorCode.NOT_COORDINATOR
         async with self._lock(transactional_id):
             metadata = self.transactions.get(transactional_id)
             if metadata is None:
@@ -287,9 +307,15 @@ class TransactionCoordinator:
         (KafkaError when a marker could not be written: it stays prepared)."""
         commit = metadata.state is TransactionState.PREPARE_COMMIT
         await self.markers.write_markers(
-            metadata.producer_id, metadata.producer_epoch, commit, sorted(metadata.partitions)
+            metadata.producer_id,
+            metadata.producer_epoch,
+            commit,
+            sorted(metadata.partitions),
+            sorted(metadata.groups),
         )
         if commit:
+            # Offsets held in the transaction's own record by an earlier version of
+            # this broker (now the group coordinator holds them).
             for group_id, offsets in metadata.pending_offsets.items():
                 self.offsets.commit_transactional_offsets(group_id, offsets)
         metadata.complete(self._clock())
@@ -392,6 +418,8 @@ class TransactionCoordinator:
         transaction must be open and hold the partition, else the batch would open a
         transaction no marker ever closes (a hanging transaction)."""
         metadata = self.transaction_of_producer(producer_id)
+        if metadata is None and not self.verify_unknown_producers:
+            return ErrorCode.NONE
         if metadata is None or metadata.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if producer_epoch < metadata.producer_epoch:
@@ -399,13 +427,3 @@ class TransactionCoordinator:
         if metadata.state is not TransactionState.ONGOING or partition not in metadata.partitions:
             return ErrorCode.INVALID_TXN_STATE
         return ErrorCode.NONE
-
-    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
-        """Partitions of the group with offsets waiting in an open transaction
-        (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them)."""
-        return {
-            tp
-            for m in self.transactions.values()
-            for tp in m.pending_offsets.get(group_id, {})
-            if not m.state.is_complete
-        }

@@ -2,7 +2,8 @@
 
 Kafka keeps one compacted record per transactional id in `__transaction_state`.
 Here the same records go to an append-only journal in the root of the first log
-dir (`transaction-state.journal`): each state change appends the whole metadata
+dir (`transaction-state.journal`; in a cluster of processes, one per shard in
+`transaction-coordinator/shard-<i>/`): each state change appends the whole metadata
 of its id (`length:u32 crc32:u32 JSON`), a removal appends a tombstone; the
 last record of an id wins. The write reaches the page cache before the client
 is answered (what one replica with acks=all guarantees against a process crash);
@@ -82,6 +83,12 @@ class TransactionLog:
         os.replace(tmp, self.path)
         fsync_dir(self.directory)
         self._live_bytes = len(data)
+
+    def write_snapshot(self, entries: list[TransactionMetadata]) -> None:
+        """Re-sharding (broker/cluster/transaction_shards.py): make `entries` the whole
+        journal, durably, without opening it for appends."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._rewrite(entries)
 
     def write(self, metadata: TransactionMetadata) -> None:
         """Append the id's current state. Raises OSError (the caller answers an error)."""

@@ -6,11 +6,10 @@ The coordinator asks this class what a request may do (`check_producer`,
 move passes `transition_to`, which refuses the moves Kafka's state machine
 forbids (an IllegalTransition is a coordinator bug, never a client error).
 
-Offsets committed inside the transaction (TxnOffsetCommit) are held here, keyed
-by group, until the transaction completes: a commit hands them to the group
-coordinator, an abort drops them. Keeping them in this record makes them
-durable with the rest of the transaction's state (Kafka keeps them in
-`__consumer_offsets` as pending records instead).
+Offsets committed inside the transaction (TxnOffsetCommit) are held by the
+group's coordinator (broker/coordinator/pending_txn_offsets.py), as Kafka keeps
+them in `__consumer_offsets`; `pending_offsets` here is only read from journals
+of an earlier version that held them in this record (committed on completion).
 """
 
 from __future__ import annotations
@@ -122,12 +121,6 @@ class TransactionMetadata:
 
     def add_group(self, group_id: str, now_ms: int) -> None:
         self._begin(now_ms)
-        self.groups.add(group_id)
-
-    def add_pending_offsets(
-        self, group_id: str, offsets: dict[TopicPartition, PendingOffset]
-    ) -> None:
-        self.pending_offsets.setdefault(group_id, {}).update(offsets)
         self.groups.add(group_id)
 
     def _begin(self, now_ms: int) -> None:

@@ -1,7 +1,8 @@
 """The transaction coordinator as a broker service: load, timers, journal fsyncs.
 
 Start-up replays the journal and finishes transactions a crash left prepared
-before the network opens. Then, as Kafka does, one task aborts timed-out
+before the network opens (in a cluster of processes, right after: their markers
+may wait for processes that are starting too). Then, as Kafka does, one task aborts timed-out
 transactions every `transaction.abort.timed.out.transaction.cleanup.interval.ms`
 (also retrying prepared ones whose markers failed), one forgets idle ids every
 `transaction.remove.expired.transaction.cleanup.interval.ms`, and one fsyncs the
@@ -33,10 +34,12 @@ class TransactionCoordinatorService:
         *,
         abort_interval_ms: int,
         expiration_interval_ms: int,
+        complete_before_serving: bool = True,
     ) -> None:
         self.coordinator = coordinator
         self.abort_interval_ms = abort_interval_ms
         self.expiration_interval_ms = expiration_interval_ms
+        self.complete_before_serving = complete_before_serving
         self._changed = trio.Event()
         coordinator.on_change = self._on_change
 
@@ -49,8 +52,11 @@ class TransactionCoordinatorService:
         self.coordinator.load(state)
         log.info("transaction coordinator loaded %d transactional ids", len(state))
         try:
-            await self.coordinator.complete_pending()
+            if self.complete_before_serving:
+                await self.coordinator.complete_pending()
             async with trio.open_nursery() as nursery:
+                if not self.complete_before_serving:
+                    nursery.start_soon(self.coordinator.complete_pending)
                 nursery.start_soon(self._run_abort_timed_out)
                 nursery.start_soon(self._run_expiration)
                 nursery.start_soon(self._run_journal_flush)

@@ -155,7 +155,10 @@ def test_a_bind_failure_exits_non_zero_naming_the_address(tmp_path: Path) -> Non
 
 def test_an_invalid_config_value_is_rejected_naming_the_key(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "broker", "serve", "--override", "num.network.threads=0"],
+        [
+            *(sys.executable, "-m", "broker", "serve"),
+            *("--override", "num.network.threads=0", "--override", "process.count=1"),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -210,6 +213,7 @@ def test_a_second_broker_on_the_same_data_dir_fails_in_one_line(
             *(sys.executable, "-m", "broker", "serve"),
             *("--override", "listeners=PLAINTEXT://127.0.0.1:0"),
             *("--override", f"log.dirs={data_dir}", "--override", "metrics.port=-1"),
+            *("--override", "process.count=1"),
         ],
         capture_output=True,
         text=True,

@@ -16,10 +16,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import (
     Consumer,
-    KafkaError,
     KafkaException,
     Message,
-    Producer,
     TopicPartition,
 )
 
@@ -29,11 +27,11 @@ from tests.integration.broker_harness import (
     stop_broker_process,
 )
 from tests.interop.kafka_clients import (
+    PROCESS_COUNTS,
     consumer_settings,
     create_topic,
     interop_broker_running,
-    live_bootstrap,
-    rdkafka_settings,
+    process_count_id,
     start_interop_broker,
     unique_topic,
 )
@@ -49,25 +47,17 @@ pytestmark = pytest.mark.interop
 FAST_TIMEOUTS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
 
 
-@pytest.fixture(scope="module")
-def interop_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """One process: transactions do not span the processes of a cluster yet (the
-    conftest's broker also runs as three; see the cluster test below)."""
-    with interop_broker_running(tmp_path_factory.mktemp("txn") / "data") as broker:
+@pytest.fixture(scope="module", params=PROCESS_COUNTS, ids=process_count_id)
+def interop_broker(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[BrokerProcess]:
+    """One process, then three: with three, each test's partitions are led by different
+    processes and its transactional id and group are coordinated by any of them, so
+    markers and transactional offsets cross processes."""
+    with interop_broker_running(
+        tmp_path_factory.mktemp("txn") / "data", {"process.count": str(request.param)}
+    ) as broker:
         yield broker
-
-
-def test_a_cluster_of_processes_says_at_once_that_it_has_no_transactions(
-    tmp_path: Path,
-) -> None:
-    with interop_broker_running(tmp_path / "data", {"process.count": "3"}) as cluster:
-        producer = Producer(
-            rdkafka_settings(live_bootstrap(cluster), transactional_id=unique_topic("tid"))
-        )
-        with pytest.raises(KafkaException) as raised:
-            producer.init_transactions(20)
-        assert raised.value.args[0].code() == KafkaError.UNSUPPORTED_VERSION, raised.value
-        assert "transactions are not available" in cluster.log_text()
 
 
 def value_of(message: Message) -> bytes:

@@ -24,6 +24,7 @@ from tests.transaction.helpers import (
     RecordingMarkers,
     RecordingOffsets,
     make_coordinator,
+    txn_offset_commit,
 )
 
 T = TypeVar("T")
@@ -50,8 +51,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.directory = Path(tempfile.mkdtemp(prefix="txn-sm-"))
-        self.markers = RecordingMarkers()
         self.offsets = RecordingOffsets()
+        self.markers = RecordingMarkers(self.offsets)
         self.committed_offsets: dict[tuple[str, int], int] = {}
         self.clock = Clock()
         self.ids = Ids()
@@ -151,10 +152,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
         if m.state is not S.ONGOING:
             m.partitions, m.pending = set(), {}
         m.state = S.ONGOING
-        error = run(
-            lambda: self.coordinator.txn_offset_commit(
-                tid, m.producer_id, m.epoch, "g", {tp: (offset, -1, "")}
-            )
+        error = txn_offset_commit(
+            self.coordinator, self.markers, tid, m.producer_id, m.epoch, "g", {tp: (offset, -1, "")}
         )
         assert error == ErrorCode.NONE
         m.pending[tp] = offset
@@ -185,7 +184,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         committed = {tp: v[0] for tp, v in self.offsets.committed.get("g", {}).items()}
         assert committed == self.committed_offsets
         pending = {tp for m in self.model.values() for tp in m.pending}
-        assert self.coordinator.pending_offsets("g") == pending
+        assert self.markers.pending_offsets("g") == pending
 
     @invariant()
     def only_an_open_transaction_lets_its_partitions_be_produced_to(self) -> None:

@@ -9,7 +9,13 @@ from broker.protocol.error_codes import ErrorCode
 from broker.transaction.transaction_coordinator import TransactionCoordinator
 from broker.transaction.transaction_log import JOURNAL_NAME
 from broker.transaction.transaction_state import TransactionState
-from tests.transaction.helpers import Clock, RecordingMarkers, RecordingOffsets, make_coordinator
+from tests.transaction.helpers import (
+    Clock,
+    RecordingMarkers,
+    RecordingOffsets,
+    make_coordinator,
+    txn_offset_commit,
+)
 
 
 def state_of(coordinator: TransactionCoordinator, transactional_id: str) -> TransactionState:
@@ -39,19 +45,20 @@ async def test_a_timeout_above_the_maximum_is_refused(tmp_path: Path) -> None:
 async def test_commit_writes_commit_markers_to_every_partition_and_the_offsets(
     tmp_path: Path,
 ) -> None:
-    markers, offsets = RecordingMarkers(), RecordingOffsets()
+    offsets = RecordingOffsets()
+    markers = RecordingMarkers(offsets)
     c = make_coordinator(tmp_path, markers=markers, offsets=offsets)
     init = await c.init_producer_id("tx", 10_000)
     pid, epoch = init.producer_id, init.producer_epoch
     assert await c.add_partitions("tx", pid, epoch, [("a", 0), ("b", 1)]) == E.NONE
     assert await c.add_offsets("tx", pid, epoch, "g") == E.NONE
-    assert await c.txn_offset_commit("tx", pid, epoch, "g", {("in", 0): (42, -1, "")}) == E.NONE
-    assert c.pending_offsets("g") == {("in", 0)}
+    assert txn_offset_commit(c, markers, "tx", pid, epoch, "g", {("in", 0): (42, -1, "")}) == E.NONE
+    assert markers.pending_offsets("g") == {("in", 0)}
     assert offsets.committed == {}
     assert await c.end_txn("tx", pid, epoch, True) == E.NONE
     assert markers.markers == {("a", 0): [(pid, epoch, True)], ("b", 1): [(pid, epoch, True)]}
     assert offsets.committed == {"g": {("in", 0): (42, -1, "")}}
-    assert c.pending_offsets("g") == set()
+    assert markers.pending_offsets("g") == set()
     assert c.transactions["tx"].state is TransactionState.COMPLETE_COMMIT
     # A retried EndTxn(commit) is answered again; abort after commit is not allowed.
     assert await c.end_txn("tx", pid, epoch, True) == E.NONE
@@ -59,13 +66,14 @@ async def test_commit_writes_commit_markers_to_every_partition_and_the_offsets(
 
 
 async def test_abort_writes_abort_markers_and_drops_the_offsets(tmp_path: Path) -> None:
-    markers, offsets = RecordingMarkers(), RecordingOffsets()
+    offsets = RecordingOffsets()
+    markers = RecordingMarkers(offsets)
     c = make_coordinator(tmp_path, markers=markers, offsets=offsets)
     init = await c.init_producer_id("tx", 10_000)
     pid, epoch = init.producer_id, init.producer_epoch
     await c.add_partitions("tx", pid, epoch, [("a", 0)])
     await c.add_offsets("tx", pid, epoch, "g")
-    await c.txn_offset_commit("tx", pid, epoch, "g", {("in", 0): (7, -1, "")})
+    txn_offset_commit(c, markers, "tx", pid, epoch, "g", {("in", 0): (7, -1, "")})
     assert await c.end_txn("tx", pid, epoch, False) == E.NONE
     assert markers.markers == {("a", 0): [(pid, epoch, False)]}
     assert offsets.committed == {}
@@ -106,11 +114,12 @@ async def test_end_txn_without_a_transaction_is_an_invalid_state(tmp_path: Path)
 
 
 async def test_offsets_need_the_group_added_to_the_transaction(tmp_path: Path) -> None:
-    c = make_coordinator(tmp_path)
+    markers = RecordingMarkers()
+    c = make_coordinator(tmp_path, markers=markers)
     init = await c.init_producer_id("tx", 10_000)
     pid = init.producer_id
     await c.add_partitions("tx", pid, 0, [("a", 0)])
-    assert await c.txn_offset_commit("tx", pid, 0, "g", {("a", 0): (1, -1, "")}) == (
+    assert txn_offset_commit(c, markers, "tx", pid, 0, "g", {("a", 0): (1, -1, "")}) == (
         E.INVALID_TXN_STATE
     )
 
@@ -148,18 +157,21 @@ async def test_idle_transactional_ids_expire_and_open_ones_do_not(tmp_path: Path
 async def test_the_state_survives_a_restart_and_a_prepared_commit_is_finished(
     tmp_path: Path,
 ) -> None:
-    markers, offsets = RecordingMarkers(), RecordingOffsets()
+    offsets = RecordingOffsets()
+    markers = RecordingMarkers(offsets)
     c = make_coordinator(tmp_path, markers=markers, offsets=offsets)
     init = await c.init_producer_id("tx", 10_000)
     pid = init.producer_id
     await c.add_partitions("tx", pid, 0, [("a", 0)])
     await c.add_offsets("tx", pid, 0, "g")
-    await c.txn_offset_commit("tx", pid, 0, "g", {("in", 3): (9, 1, "m")})
+    txn_offset_commit(c, markers, "tx", pid, 0, "g", {("in", 3): (9, 1, "m")})
     markers.fail = True
     assert await c.end_txn("tx", pid, 0, True) == E.COORDINATOR_NOT_AVAILABLE
     assert c.transactions["tx"].state is TransactionState.PREPARE_COMMIT
     c.journal.close()
-    markers2, offsets2 = RecordingMarkers(), RecordingOffsets()
+    offsets2 = RecordingOffsets()
+    markers2 = RecordingMarkers(offsets2)
+    markers2.pending = markers.pending  # the group coordinator keeps them durably
     restarted = make_coordinator(tmp_path, markers=markers2, offsets=offsets2)
     assert state_of(restarted, "tx") is TransactionState.PREPARE_COMMIT
     await restarted.complete_pending()
