@@ -60,6 +60,7 @@ __all__ = [
     "set_max_timestamp",
     "set_partition_leader_epoch",
     "validate_record_set",
+    "validate_records",
 ]
 
 MAGIC_V2 = 2
@@ -329,14 +330,14 @@ def validate_record_set(
     partial batch (and so a lone truncated batch reads as "no batch"); here any
     truncation is CORRUPT_MESSAGE. An unknown codec id is
     UNSUPPORTED_COMPRESSION_TYPE (Kafka fails with an unexpected exception).
-    ``deep`` additionally decodes the records (bounded by
+    ``deep`` additionally checks every record (``validate_records``, bounded by
     ``max_decompressed_size``), as LogValidator's record loop does.
     """
     header = _validate_single_batch_framing(buf, api_version)
     _validate_append(buf, header, max_batch_size)
     _validate_client_batch(header)
     if deep:
-        decode_records(
+        validate_records(
             memoryview(buf)[: header.size_in_bytes],
             header,
             max_decompressed_size=max_decompressed_size,
@@ -551,6 +552,43 @@ def decode_records(
     return records
 
 
+def validate_records(
+    batch: bytes | bytearray | memoryview,
+    header: RecordBatchHeader | None = None,
+    *,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> None:
+    """Check every record of one batch exactly as ``decode_records`` would, building
+    nothing: what a Produce needs, since the broker stores the bytes it was sent.
+
+    Kafka's LogValidator likewise walks records with a skip-key-value iterator
+    instead of materialising them. Accepts and refuses (with the same codes) exactly
+    what ``decode_records`` does; tests/records/test_fast_validation.py holds the two
+    to that on valid, mutated and arbitrary batches.
+    """
+    if header is None:
+        header = read_batch_header(batch, 0)
+    view = memoryview(batch)[BATCH_HEADER_SIZE : header.size_in_bytes]
+    data = _records_payload(view, header, max_decompressed_size)
+    count = header.record_count
+    if count * _MIN_RECORD_SIZE > len(data):
+        raise InvalidRecordsError(
+            _RECORD_DECODE_ERROR,
+            f"batch declares {count} records but holds only {len(data)} bytes of records",
+        )
+    try:
+        pos = _skip_all(data, count)
+    except (_Truncated, IndexError):
+        raise InvalidRecordsError(
+            _RECORD_DECODE_ERROR, "record data ends before the declared record count"
+        ) from None
+    if pos != len(data):
+        raise InvalidRecordsError(
+            _RECORD_DECODE_ERROR,
+            f"incorrect declared batch size: {len(data) - pos} bytes remain after {count} records",
+        )
+
+
 def _records_payload(
     view: memoryview, header: RecordBatchHeader, max_decompressed_size: int
 ) -> bytes:
@@ -677,6 +715,94 @@ def _decode_all(data: bytes, count: int) -> tuple[list[Record], int]:
             )
         append(new_record(offset_delta, timestamp_delta, key, value, headers, attributes))
     return records, pos
+
+
+def _skip_all(data: bytes, count: int) -> int:
+    """``_decode_all`` reading the same bytes in the same order, but keeping nothing.
+
+    Varints whose values are not needed (timestamp and offset deltas) are only
+    stepped over; keys and values are skipped by length, never sliced; the attributes
+    byte needs no read, since a record is at least six bytes past its length. Any
+    change to what ``_decode_all`` accepts must be made here too (the equivalence
+    tests will say so).
+    """
+    slow = _read_varint_slow
+    pos = 0
+    end = len(data)
+    for _ in range(count):
+        b = data[pos]
+        if b < 0x80:
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            b = (b & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
+        else:
+            b, pos = slow(data, pos, 5)
+        length = (b >> 1) ^ -(b & 1)
+        record_end = pos + length
+        if length < _MIN_RECORD_SIZE - 1 or record_end > end:
+            raise InvalidRecordsError(
+                _RECORD_DECODE_ERROR, f"invalid record length {length} at position {pos}"
+            )
+        pos += 1  # attributes
+
+        # timestampDelta (varlong) and offsetDelta (varint): only their extent matters.
+        if data[pos] < 0x80:
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            pos += 2
+        else:
+            pos = slow(data, pos, 10)[1]
+        if data[pos] < 0x80:
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            pos += 2
+        else:
+            pos = slow(data, pos, 5)[1]
+
+        b = data[pos]
+        if b < 0x80:
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            b = (b & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
+        else:
+            b, pos = slow(data, pos, 5)
+        size = (b >> 1) ^ -(b & 1)
+        if size >= 0:
+            pos += size
+            if pos > record_end:
+                raise _Truncated
+        elif size != -1:
+            raise InvalidRecordsError(_RECORD_DECODE_ERROR, f"invalid key length {size}")
+
+        b = data[pos]
+        if b < 0x80:
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            b = (b & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
+        else:
+            b, pos = slow(data, pos, 5)
+        size = (b >> 1) ^ -(b & 1)
+        if size >= 0:
+            pos += size
+            if pos > record_end:
+                raise _Truncated
+        elif size != -1:
+            raise InvalidRecordsError(_RECORD_DECODE_ERROR, f"invalid value length {size}")
+
+        if data[pos] == 0:
+            pos += 1
+        else:
+            pos = _read_headers(data, pos, record_end)[1]
+        if pos != record_end:
+            raise InvalidRecordsError(
+                _RECORD_DECODE_ERROR,
+                f"invalid record size: expected to read {record_end - pos} more bytes in the "
+                "record payload",
+            )
+    return pos
 
 
 def _read_signed_varint(data: bytes, pos: int) -> tuple[int, int]:

@@ -1,0 +1,141 @@
+"""validate_records (the Produce path's record walk) agrees with decode_records exactly.
+
+The broker validates records without building them; these tests hold the walk to the
+reference decoder: same acceptance, same error code, on valid batches of every codec,
+on batches with mutated or truncated record bytes, and on arbitrary record sections.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from broker.protocol.compression import CompressionType
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.records import (
+    InvalidRecordsError,
+    Record,
+    decode_records,
+    encode_batch,
+    read_batch_header,
+    validate_records,
+)
+from tests.records.helpers import build_v2_batch, fix_crc, record_lists
+
+LIMIT = 1 << 20
+
+
+def _decoder_verdict(buf: bytes) -> ErrorCode | None:
+    try:
+        decode_records(buf, read_batch_header(buf), max_decompressed_size=LIMIT)
+    except InvalidRecordsError as exc:
+        return exc.error_code
+    return None
+
+
+def _walker_verdict(buf: bytes) -> ErrorCode | None:
+    try:
+        validate_records(buf, read_batch_header(buf), max_decompressed_size=LIMIT)
+    except InvalidRecordsError as exc:
+        return exc.error_code
+    return None
+
+
+def _with_records_section(section: bytes, count: int) -> bytes:
+    return build_v2_batch(section, record_count=count, last_offset_delta=max(count - 1, 0))
+
+
+@given(records=record_lists(), kind=st.sampled_from(list(CompressionType)))
+def test_every_valid_batch_is_accepted_by_both(
+    records: list[Record], kind: CompressionType
+) -> None:
+    buf = encode_batch(records, compression=kind, base_timestamp=1_700_000_000_000)
+    assert _decoder_verdict(buf) is None
+    assert _walker_verdict(buf) is None
+
+
+@given(records=record_lists(), kind=st.sampled_from(list(CompressionType)), data=st.data())
+def test_mutated_record_bytes_get_the_same_verdict(
+    records: list[Record], kind: CompressionType, data: st.DataObject
+) -> None:
+    buf = bytearray(encode_batch(records, compression=kind, base_timestamp=0))
+    for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
+        pos = data.draw(st.integers(min_value=61, max_value=len(buf) - 1))
+        buf[pos] = data.draw(st.integers(min_value=0, max_value=255))
+    mutated = fix_crc(buf)
+    assert _walker_verdict(mutated) == _decoder_verdict(mutated)
+
+
+@given(records=record_lists(), data=st.data())
+def test_truncated_or_padded_record_sections_get_the_same_verdict(
+    records: list[Record], data: st.DataObject
+) -> None:
+    section = encode_batch(records, base_timestamp=0)[61:]
+    cut = data.draw(st.integers(min_value=0, max_value=len(section)))
+    padding = data.draw(st.binary(max_size=8))
+    count = data.draw(st.sampled_from([len(records), len(records) - 1, len(records) + 1]))
+    buf = _with_records_section(section[:cut] + padding, max(count, 1))
+    assert _walker_verdict(buf) == _decoder_verdict(buf)
+
+
+@given(section=st.binary(max_size=120), count=st.integers(min_value=1, max_value=20))
+def test_arbitrary_record_sections_get_the_same_verdict(section: bytes, count: int) -> None:
+    buf = _with_records_section(section, count)
+    assert _walker_verdict(buf) == _decoder_verdict(buf)
+
+
+@given(
+    varints=st.lists(
+        st.integers(min_value=-(2**70), max_value=2**70).map(lambda v: v & (2**80 - 1)),
+        min_size=1,
+        max_size=8,
+    ),
+    count=st.integers(min_value=1, max_value=3),
+)
+def test_long_and_overlong_varints_get_the_same_verdict(varints: list[int], count: int) -> None:
+    # Raw varints of any length (up to 12 bytes) exercise the slow path's limits.
+    section = bytearray()
+    for value in varints:
+        while value >= 0x80:
+            section.append((value & 0x7F) | 0x80)
+            value >>= 7
+        section.append(value)
+    buf = _with_records_section(bytes(section), count)
+    assert _walker_verdict(buf) == _decoder_verdict(buf)
+
+
+def test_a_record_claiming_more_bytes_than_the_batch_holds_is_corrupt() -> None:
+    # Record length 100 (zigzag 200 = 0xC8 0x01), then only seven bytes.
+    buf = _with_records_section(bytes([0xC8, 0x01]) + bytes(7), 1)
+    assert _walker_verdict(buf) == ErrorCode.CORRUPT_MESSAGE
+    assert _decoder_verdict(buf) == ErrorCode.CORRUPT_MESSAGE
+
+
+def test_an_invalid_header_key_is_refused_by_both() -> None:
+    # One record: attributes, ts 0, offset 0, key null, value null, 1 header whose key
+    # is the invalid UTF-8 byte 0xFF and whose value is null.
+    body = bytes([0, 0, 0, 1, 1, 2, 2, 0xFF, 1])
+    buf = _with_records_section(bytes([len(body) * 2]) + body, 1)
+    assert _walker_verdict(buf) == ErrorCode.CORRUPT_MESSAGE
+    assert _decoder_verdict(buf) == ErrorCode.CORRUPT_MESSAGE
+
+
+def test_a_compressed_batch_over_the_decompression_limit_is_too_large_for_both() -> None:
+    records = [Record(i, 0, None, bytes(4096)) for i in range(300)]
+    buf = encode_batch(records, compression=CompressionType.GZIP, base_timestamp=0)
+    assert _walker_verdict(buf) == ErrorCode.MESSAGE_TOO_LARGE
+    assert _decoder_verdict(buf) == ErrorCode.MESSAGE_TOO_LARGE
+
+
+def _record_with_timestamp_varint(size: int) -> bytes:
+    """One record whose timestampDelta varint takes `size` bytes (continuation bits)."""
+    timestamp = bytes([0x80] * (size - 1) + [0x00])
+    body = bytes([0]) + timestamp + bytes([0, 1, 1, 0])
+    return _with_records_section(bytes([len(body) * 2]) + body, 1)
+
+
+def test_a_ten_byte_timestamp_varint_is_accepted_and_an_eleven_byte_one_refused() -> None:
+    assert _walker_verdict(_record_with_timestamp_varint(10)) is None
+    assert _decoder_verdict(_record_with_timestamp_varint(10)) is None
+    assert _walker_verdict(_record_with_timestamp_varint(11)) == ErrorCode.CORRUPT_MESSAGE
+    assert _decoder_verdict(_record_with_timestamp_varint(11)) == ErrorCode.CORRUPT_MESSAGE
