@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -405,7 +406,19 @@ class Processor:
         started = time.perf_counter_ns()
         stream = connection.stream
         if len(chunks) == 1:
-            await stream.send_all(chunks[0])
+            data = chunks[0]
+            if type(stream) is trio.SocketStream:
+                # One write(2) straight to the nonblocking socket: a small response
+                # usually goes whole, without send_all's trip through the scheduler
+                # (the connection yields anyway while it waits for its next response).
+                try:
+                    sent = os.write(stream.socket.fileno(), data)
+                except BlockingIOError:
+                    sent = 0
+                if sent < len(data):
+                    await stream.send_all(memoryview(data)[sent:])
+            else:
+                await stream.send_all(data)
         else:
             pending: list[Buffer] = []
             pending_size = 0
