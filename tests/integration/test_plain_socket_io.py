@@ -1,8 +1,9 @@
-"""Writing responses: a response the socket cannot take at once still arrives whole.
+"""Reads and writes on plain sockets, which the processor does with read(2)/write(2)
+first and Trio only when the socket is not ready.
 
-The processor writes a one-chunk response straight to the socket and hands what the
-kernel did not take to Trio; these tests hold both halves to the wire, with a client
-that does not read until the broker's socket buffer is full.
+A response the socket cannot take at once still arrives whole (the kernel takes part,
+Trio sends the rest); requests split over many reads, or many in one read, are all
+answered, in order.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import trio
 
 from broker.client.connection import KafkaConnection
 from broker.net.request import Request
+from broker.protocol.api import RequestHeader, decode_response, encode_request
 from broker.protocol.messages import ApiVersionsRequest, MetadataRequest, MetadataResponse
 from broker.protocol.messages.metadata_response import (
     MetadataResponsePartition,
@@ -25,6 +27,13 @@ from broker.protocol.messages.metadata_response import (
 from tests.integration.broker_harness import connect, running_broker
 
 TOPICS = 4000
+
+
+def request_bytes(body: Any, version: int, correlation_id: int) -> bytes:
+    header = RequestHeader(
+        api_key=body.API_KEY, api_version=version, correlation_id=correlation_id, client_id="t"
+    )
+    return b"".join(bytes(chunk) for chunk in encode_request(header, body))
 
 
 def _large_metadata() -> MetadataResponse:
@@ -104,4 +113,31 @@ async def test_many_small_responses_arrive_in_order_on_one_connection(tmp_path: 
             sent = [await conn.send(ApiVersionsRequest(), i % 4) for i in range(500)]
             received = [(await conn.receive())[0] for _ in sent]
         assert received == sent
+        await conn.aclose()
+
+
+async def test_a_request_sent_a_byte_at_a_time_is_answered(tmp_path: Path) -> None:
+    async with running_broker(tmp_path) as server:
+        conn = await connect(server)
+        body = ApiVersionsRequest(client_software_name="tests", client_software_version="1.0")
+        frame = request_bytes(body, 3, correlation_id=7)
+        with trio.fail_after(20):
+            for i in range(len(frame)):
+                await conn.stream.send_all(frame[i : i + 1])
+                await trio.sleep(0.001)
+            correlation_id, response = decode_response(18, 3, await conn.receive_frame())
+        assert correlation_id == 7
+        assert response.error_code == 0
+        await conn.aclose()
+
+
+async def test_many_requests_in_one_write_are_all_answered_in_order(tmp_path: Path) -> None:
+    async with running_broker(tmp_path) as server:
+        conn = await connect(server)
+        ids = list(range(100, 160))
+        frames = b"".join(request_bytes(ApiVersionsRequest(), 0, correlation_id=i) for i in ids)
+        with trio.fail_after(20):
+            await conn.stream.send_all(frames)
+            received = [decode_response(18, 0, await conn.receive_frame())[0] for _ in ids]
+        assert received == ids
         await conn.aclose()
