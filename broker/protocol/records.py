@@ -28,10 +28,12 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterator, Sequence
+from types import ModuleType
 
 import attrs
 import crc32c
 
+from broker.protocol import native, record_walk
 from broker.protocol.compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     CompressionError,
@@ -100,6 +102,12 @@ _MIN_RECORD_SIZE = 7
 # record structure", DefaultRecord.readFrom); this broker reports malformed
 # record data as CORRUPT_MESSAGE by design choice. One constant to flip.
 _RECORD_DECODE_ERROR = ErrorCode.CORRUPT_MESSAGE
+
+# The record walk of Produce validation: the mypyc build when one matches the source.
+_walker = native.load_native(record_walk)
+_walk_records = _walker.walk_records
+_WalkError: type[Exception] = _walker.RecordWalkError
+WALKER_BUILD = "native" if native.is_native(_walker) else "pure"
 
 
 class InvalidRecordsError(Exception):
@@ -557,14 +565,18 @@ def validate_records(
     header: RecordBatchHeader | None = None,
     *,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    walker: ModuleType | None = None,
 ) -> None:
     """Check every record of one batch exactly as ``decode_records`` would, building
     nothing: what a Produce needs, since the broker stores the bytes it was sent.
+    ``walker`` is the build of ``record_walk`` to use (tests run each); by default the
+    broker's.
 
     Kafka's LogValidator likewise walks records with a skip-key-value iterator
     instead of materialising them. Accepts and refuses (with the same codes) exactly
     what ``decode_records`` does; tests/records/test_fast_validation.py holds the two
-    to that on valid, mutated and arbitrary batches.
+    to that on valid, mutated and arbitrary batches. The walk is ``record_walk``,
+    compiled when a native build matches its source (``WALKER``).
     """
     if header is None:
         header = read_batch_header(batch, 0)
@@ -576,12 +588,17 @@ def validate_records(
             _RECORD_DECODE_ERROR,
             f"batch declares {count} records but holds only {len(data)} bytes of records",
         )
+    walk, walk_error = (
+        (_walk_records, _WalkError)
+        if walker is None
+        else (walker.walk_records, walker.RecordWalkError)
+    )
     try:
-        pos = _skip_all(data, count)
-    except (_Truncated, IndexError):
-        raise InvalidRecordsError(
-            _RECORD_DECODE_ERROR, "record data ends before the declared record count"
-        ) from None
+        pos = walk(data, count)
+    except IndexError:
+        raise InvalidRecordsError(_RECORD_DECODE_ERROR, record_walk.TRUNCATED) from None
+    except walk_error as exc:
+        raise InvalidRecordsError(_RECORD_DECODE_ERROR, str(exc)) from None
     if pos != len(data):
         raise InvalidRecordsError(
             _RECORD_DECODE_ERROR,
@@ -715,94 +732,6 @@ def _decode_all(data: bytes, count: int) -> tuple[list[Record], int]:
             )
         append(new_record(offset_delta, timestamp_delta, key, value, headers, attributes))
     return records, pos
-
-
-def _skip_all(data: bytes, count: int) -> int:
-    """``_decode_all`` reading the same bytes in the same order, but keeping nothing.
-
-    Varints whose values are not needed (timestamp and offset deltas) are only
-    stepped over; keys and values are skipped by length, never sliced; the attributes
-    byte needs no read, since a record is at least six bytes past its length. Any
-    change to what ``_decode_all`` accepts must be made here too (the equivalence
-    tests will say so).
-    """
-    slow = _read_varint_slow
-    pos = 0
-    end = len(data)
-    for _ in range(count):
-        b = data[pos]
-        if b < 0x80:
-            pos += 1
-        elif data[pos + 1] < 0x80:
-            b = (b & 0x7F) | (data[pos + 1] << 7)
-            pos += 2
-        else:
-            b, pos = slow(data, pos, 5)
-        length = (b >> 1) ^ -(b & 1)
-        record_end = pos + length
-        if length < _MIN_RECORD_SIZE - 1 or record_end > end:
-            raise InvalidRecordsError(
-                _RECORD_DECODE_ERROR, f"invalid record length {length} at position {pos}"
-            )
-        pos += 1  # attributes
-
-        # timestampDelta (varlong) and offsetDelta (varint): only their extent matters.
-        if data[pos] < 0x80:
-            pos += 1
-        elif data[pos + 1] < 0x80:
-            pos += 2
-        else:
-            pos = slow(data, pos, 10)[1]
-        if data[pos] < 0x80:
-            pos += 1
-        elif data[pos + 1] < 0x80:
-            pos += 2
-        else:
-            pos = slow(data, pos, 5)[1]
-
-        b = data[pos]
-        if b < 0x80:
-            pos += 1
-        elif data[pos + 1] < 0x80:
-            b = (b & 0x7F) | (data[pos + 1] << 7)
-            pos += 2
-        else:
-            b, pos = slow(data, pos, 5)
-        size = (b >> 1) ^ -(b & 1)
-        if size >= 0:
-            pos += size
-            if pos > record_end:
-                raise _Truncated
-        elif size != -1:
-            raise InvalidRecordsError(_RECORD_DECODE_ERROR, f"invalid key length {size}")
-
-        b = data[pos]
-        if b < 0x80:
-            pos += 1
-        elif data[pos + 1] < 0x80:
-            b = (b & 0x7F) | (data[pos + 1] << 7)
-            pos += 2
-        else:
-            b, pos = slow(data, pos, 5)
-        size = (b >> 1) ^ -(b & 1)
-        if size >= 0:
-            pos += size
-            if pos > record_end:
-                raise _Truncated
-        elif size != -1:
-            raise InvalidRecordsError(_RECORD_DECODE_ERROR, f"invalid value length {size}")
-
-        if data[pos] == 0:
-            pos += 1
-        else:
-            pos = _read_headers(data, pos, record_end)[1]
-        if pos != record_end:
-            raise InvalidRecordsError(
-                _RECORD_DECODE_ERROR,
-                f"invalid record size: expected to read {record_end - pos} more bytes in the "
-                "record payload",
-            )
-    return pos
 
 
 def _read_signed_varint(data: bytes, pos: int) -> tuple[int, int]:
