@@ -5,15 +5,16 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+NATIVE_STAMP := $(VENV)/.native
 UV_VERSION := 0.13.8
 # Debian packages the tests need, as command:package; each is installed only when its
 # command is missing. Java runs Spark (the pipeline and its tests).
 DEBIAN_PACKAGES := kcat:kcat java:default-jre-headless
 CONFIG ?= config/server.properties
 
-.PHONY: setup system-packages run test compose-test setup-check lint format typecheck unit bench generate clean lock
+.PHONY: setup native system-packages run test compose-test setup-check lint format typecheck unit bench generate clean lock
 
-setup: $(STAMP) system-packages
+setup: $(STAMP) $(NATIVE_STAMP) system-packages
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +22,15 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/uv pip sync --quiet --python $(BIN)/python requirements.lock
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
 	touch $(STAMP)
+
+# The optional mypyc build of the per-record hot loop (tools/build_native.py). Without a
+# C compiler it says so in one line and the broker runs the pure-Python module; a build
+# older than its source is never used.
+native: $(NATIVE_STAMP)
+
+$(NATIVE_STAMP): $(STAMP) broker/protocol/record_walk.py broker/protocol/native.py tools/build_native.py
+	$(BIN)/python tools/build_native.py
+	touch $(NATIVE_STAMP)
 
 # Debian tools the tests drive (kcat, and Java for Spark); installed only when missing.
 system-packages:

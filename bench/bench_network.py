@@ -3,7 +3,9 @@
 Each server runs in its own process; the load generator runs here (the
 machine has two cores: one for the server, one for the load). 64 connections
 keep 5 requests each in flight for a bounded duration; we count responses and
-time each request from its send to its response.
+time each request from its send to its response. The CPU each server process used
+while the load ran, divided by the requests answered, is the cost per round trip:
+unlike req/s it hardly depends on what else the machine runs.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import trio
 
-from bench.servers import our_broker, running
+from bench.servers import our_broker_process, process_cpu_seconds, running_process
 from broker.protocol.api import RequestHeader, encode_request
 from broker.protocol.messages import ApiVersionsRequest, MetadataRequest
 
@@ -102,31 +104,44 @@ def run(duration_s: float = 3.0, connections: int = 64, depth: int = 5) -> list[
     rows: list[dict[str, Any]] = []
     with (
         tempfile.TemporaryDirectory() as data,
-        our_broker(Path(data)) as bootstrap,
-        running(
+        our_broker_process(Path(data)) as (bootstrap, broker_pid),
+        running_process(
             [sys.executable, "-m", "bench.minimal_server", "0"], Path(data) / "minimal.log"
-        ) as minimal_port,
+        ) as (minimal_port, minimal_pid),
     ):
         broker_port = int(bootstrap.rsplit(":", 1)[1])
         # Warm both servers up (first connections, first-use allocations).
         for port in (minimal_port, broker_port):
             trio.run(load, port, workloads["ApiVersions v0"], connections, depth, 0.5)
-        ceiling = trio.run(
-            load, minimal_port, workloads["ApiVersions v0"], connections, depth, duration_s
+        ceiling = measured_load(
+            minimal_pid, minimal_port, workloads["ApiVersions v0"], connections, depth, duration_s
         )
         for name, template in workloads.items():
-            ours = trio.run(load, broker_port, template, connections, depth, duration_s)
+            ours = measured_load(broker_pid, broker_port, template, connections, depth, duration_s)
             rows.append(
                 {
                     "benchmark": f"small requests: {name}, {connections} conns x {depth} pipelined",
                     "broker req/s": round(ours["req_per_s"]),
+                    "broker CPU µs/request": round(ours["cpu_us_per_request"], 1),
                     "broker p50 ms": round(ours["p50_ms"], 2),
                     "broker p99 ms": round(ours["p99_ms"], 2),
                     "minimal trio req/s": round(ceiling["req_per_s"]),
+                    "minimal trio CPU µs/request": round(ceiling["cpu_us_per_request"], 1),
                     "ratio broker/minimal": round(ours["req_per_s"] / ceiling["req_per_s"], 2),
                 }
             )
     return rows
+
+
+def measured_load(
+    pid: int, port: int, template: bytes, connections: int, depth: int, duration_s: float
+) -> dict[str, float]:
+    """`load`, plus the server process's CPU µs per request answered."""
+    before = process_cpu_seconds(pid)
+    result = trio.run(load, port, template, connections, depth, duration_s)
+    used = process_cpu_seconds(pid) - before
+    result["cpu_us_per_request"] = used / max(result["requests"], 1.0) * 1e6
+    return result
 
 
 if __name__ == "__main__":

@@ -22,7 +22,12 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.servers import our_broker, tansu_binary, tansu_broker
+from bench.servers import (
+    our_broker_process,
+    process_cpu_seconds,
+    tansu_binary,
+    tansu_broker_process,
+)
 
 MAX_PRODUCE_BYTES = 256 * 1024 * 1024  # per produce run: bounds memory (tansu) and disk
 MAX_MESSAGES = 2_000_000
@@ -175,17 +180,24 @@ def measure_latency(bootstrap: str, topic: str, acks: str, duration_s: float) ->
     }
 
 
-def measure_broker(bootstrap: str, duration_s: float) -> dict[str, dict[str, float]]:
-    """Every workload against one broker, keyed by workload name."""
+def measure_broker(
+    bootstrap: str, duration_s: float, pid: int | None = None
+) -> dict[str, dict[str, float]]:
+    """Every workload against one broker, keyed by workload name; with the broker's
+    process id, produce results also hold its CPU µs per record."""
     results: dict[str, dict[str, float]] = {}
     for value_size in (1024, 100):
         for partitions in (1, 4):
             for acks in ("1", "all"):
                 topic = _create_topic(bootstrap, partitions)
                 name = f"{value_size} B values, {partitions} partition(s)"
+                cpu_before = process_cpu_seconds(pid) if pid is not None else 0.0
                 produced = measure_produce(
                     bootstrap, topic, partitions, value_size, acks, duration_s
                 )
+                if pid is not None:
+                    used = process_cpu_seconds(pid) - cpu_before
+                    produced["cpu_us_per_record"] = used / max(produced["messages"], 1) * 1e6
                 results[f"produce {name}, acks={acks}"] = produced
                 if acks == "1":
                     results[f"consume {name}"] = measure_consume(
@@ -213,13 +225,13 @@ def _ratio(ours: float, theirs: float | None) -> float | None:
 def run(duration_s: float = 5.0) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="bench-produce-consume-") as tmp:
         work = Path(tmp)
-        with our_broker(work) as bootstrap:
-            ours = measure_broker(bootstrap, duration_s)
+        with our_broker_process(work) as (bootstrap, pid):
+            ours = measure_broker(bootstrap, duration_s, pid)
         theirs: dict[str, dict[str, float]] = {}
         binary = tansu_binary()
         if binary is not None:
-            with tansu_broker(binary, work) as bootstrap:
-                theirs = measure_broker(bootstrap, duration_s)
+            with tansu_broker_process(binary, work) as (bootstrap, pid):
+                theirs = measure_broker(bootstrap, duration_s, pid)
     rows: list[dict[str, Any]] = []
     for name, result in ours.items():
         other = theirs.get(name, {})
@@ -237,7 +249,11 @@ def run(duration_s: float = 5.0) -> list[dict[str, Any]]:
                 "MB/s": round(result["mb_per_s"], 1),
                 "msgs/s": round(result["msgs_per_s"]),
             }
+            if "cpu_us_per_record" in result:
+                row["CPU µs/record"] = round(result["cpu_us_per_record"], 2)
             if other:
+                if "cpu_us_per_record" in other:
+                    row["tansu CPU µs/record"] = round(other["cpu_us_per_record"], 2)
                 row |= {
                     "tansu MB/s": round(other["mb_per_s"], 1),
                     "tansu msgs/s": round(other["msgs_per_s"]),

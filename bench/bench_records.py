@@ -9,7 +9,13 @@ import time
 from collections.abc import Callable
 
 from broker.protocol.compression import CompressionType
-from broker.protocol.records import Record, decode_records, encode_batch, validate_record_set
+from broker.protocol.records import (
+    Record,
+    decode_records,
+    encode_batch,
+    validate_record_set,
+    validate_records,
+)
 
 _VALUE_SIZE = 100
 _ROWS_PER_BATCH = 500
@@ -58,6 +64,24 @@ def _bench_validate(duration_s: float) -> dict[str, object]:
     }
 
 
+def _bench_produce_check(value_size: int, duration_s: float) -> dict[str, object]:
+    """What Produce pays per record to check a batch (validate_records, which builds
+    nothing), beside decoding it (decode_records, the reference it agrees with)."""
+    count = 1000
+    records = [Record(i, i, None, b"v" * value_size) for i in range(count)]
+    batch = encode_batch(records, base_timestamp=0)
+    walk_calls, walk_s = _timed(lambda: validate_records(batch), duration_s / 2)
+    decode_calls, decode_s = _timed(lambda: decode_records(batch), duration_s / 2)
+    walk_us = walk_s / walk_calls / count * 1e6
+    decode_us = decode_s / decode_calls / count * 1e6
+    return {
+        "name": f"produce record check [{value_size} B values, {count} records]",
+        "validate_records us_per_record": round(walk_us, 3),
+        "decode_records us_per_record": round(decode_us, 3),
+        "ratio decode/validate": round(decode_us / walk_us, 2),
+    }
+
+
 def run(duration_s: float = 1.0) -> list[dict[str, object]]:
     """One dict per measurement; each takes about ``duration_s``."""
     results = [
@@ -65,6 +89,7 @@ def run(duration_s: float = 1.0) -> list[dict[str, object]]:
         for kind in (CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD)
     ]
     results.append(_bench_validate(duration_s))
+    results += [_bench_produce_check(size, duration_s) for size in (100, 1024)]
     return results
 
 

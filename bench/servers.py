@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import re
 import socket
 import subprocess
@@ -49,19 +50,41 @@ def stop_server(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process (all its threads) so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
-def running(args: list[str], log_path: Path, ready: str = "") -> Iterator[int]:
-    """A server (see `start_server`) for the block; yields its port."""
+def running_process(args: list[str], log_path: Path, ready: str = "") -> Iterator[tuple[int, int]]:
+    """A server (see `start_server`) for the block; yields its port and process id."""
     process, port = start_server(args, log_path, ready)
     try:
-        yield port
+        yield port, process.pid
     finally:
         stop_server(process)
 
 
 @contextlib.contextmanager
+def running(args: list[str], log_path: Path, ready: str = "") -> Iterator[int]:
+    """A server (see `start_server`) for the block; yields its port."""
+    with running_process(args, log_path, ready) as (port, _):
+        yield port
+
+
+@contextlib.contextmanager
 def our_broker(work: Path, overrides: Mapping[str, str] | None = None) -> Iterator[str]:
     """Our broker on a free port with its data in `work`; yields its bootstrap address."""
+    with our_broker_process(work, overrides) as (bootstrap, _):
+        yield bootstrap
+
+
+@contextlib.contextmanager
+def our_broker_process(
+    work: Path, overrides: Mapping[str, str] | None = None
+) -> Iterator[tuple[str, int]]:
+    """`our_broker`, yielding the process id too (to read the CPU it used)."""
     args = [sys.executable, "-m", "broker", "serve"]
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0",
@@ -75,8 +98,8 @@ def our_broker(work: Path, overrides: Mapping[str, str] | None = None) -> Iterat
         args += ["--override", f"{key}={value}"]
     # A cluster is ready when the supervisor says so; its first process's port bootstraps.
     ready = "started" if settings["process.count"] == "1" else "broker processes started"
-    with running(args, work / "broker.log", ready=ready) as port:
-        yield f"127.0.0.1:{port}"
+    with running_process(args, work / "broker.log", ready=ready) as (port, pid):
+        yield f"127.0.0.1:{port}", pid
 
 
 _EVERY_LISTENER = re.compile(r"listening on (\w+)://[^ ]*:(\d+)")
@@ -130,6 +153,13 @@ def _wait_for_port(process: subprocess.Popen[bytes], port: int, log: Path) -> No
 @contextlib.contextmanager
 def tansu_broker(binary: Path, work: Path) -> Iterator[str]:
     """tansu (it logs no port: we pick a free one and wait until it accepts)."""
+    with tansu_broker_process(binary, work) as (bootstrap, _):
+        yield bootstrap
+
+
+@contextlib.contextmanager
+def tansu_broker_process(binary: Path, work: Path) -> Iterator[tuple[str, int]]:
+    """`tansu_broker`, yielding the process id too."""
     port = _free_port()
     url = f"tcp://127.0.0.1:{port}"
     log = work / "tansu.log"
@@ -139,6 +169,6 @@ def tansu_broker(binary: Path, work: Path) -> Iterator[str]:
         process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
     try:
         _wait_for_port(process, port, log)
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", process.pid
     finally:
         stop_server(process)

@@ -13,7 +13,7 @@ import itertools
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import attrs
@@ -76,9 +76,13 @@ class Meter:
 
 class Histogram:
     """Exact count, mean and max, with percentiles over the most recent
-    `reservoir_size` values so memory stays bounded on long-running brokers."""
+    `reservoir_size` values so memory stays bounded on long-running brokers.
 
-    __slots__ = ("_count", "_max", "_min", "_recent", "_sum")
+    A hot path may hold values back and hand them over in batches (`update_many`);
+    it registers a `flush` (`add_pending_source`) that every read calls first, so
+    readers always see every value."""
+
+    __slots__ = ("_count", "_max", "_min", "_pending_sources", "_recent", "_sum")
 
     def __init__(self, reservoir_size: int = 1028) -> None:
         self._recent: deque[float] = deque(maxlen=reservoir_size)
@@ -86,6 +90,7 @@ class Histogram:
         self._sum = 0.0
         self._max = -math.inf
         self._min = math.inf
+        self._pending_sources: tuple[Callable[[], None], ...] = ()
 
     def update(self, value: float) -> None:
         self._recent.append(value)
@@ -96,26 +101,53 @@ class Histogram:
         if value < self._min:
             self._min = value
 
+    def update_many(self, values: Sequence[float]) -> None:
+        """`update` each value in order, in one call."""
+        if not values:
+            return
+        self._recent.extend(values)
+        self._count += len(values)
+        self._sum = sum(values, self._sum)
+        high = max(values)
+        if high > self._max:
+            self._max = high
+        low = min(values)
+        if low < self._min:
+            self._min = low
+
+    def add_pending_source(self, flush: Callable[[], None]) -> None:
+        """`flush` hands over values held back elsewhere; it runs before every read."""
+        self._pending_sources += (flush,)
+
+    def _catch_up(self) -> None:
+        for flush in self._pending_sources:
+            flush()
+
     @property
     def count(self) -> int:
+        self._catch_up()
         return self._count
 
     @property
     def mean(self) -> float:
+        self._catch_up()
         return self._sum / self._count if self._count else 0.0
 
     @property
     def max(self) -> float:
+        self._catch_up()
         return self._max if self._count else 0.0
 
     @property
     def min(self) -> float:
+        self._catch_up()
         return self._min if self._count else 0.0
 
     def percentile(self, q: float) -> float:
         """The q-quantile (0 <= q <= 1) of recent values, linearly interpolated."""
         if not 0.0 <= q <= 1.0:
             raise ValueError(f"quantile must be within [0, 1], got {q}")
+        self._catch_up()
         if not self._recent:
             return 0.0
         values = sorted(self._recent)

@@ -43,7 +43,9 @@ API_KEY = ApiKey.PRODUCE
 TransactionVerifier = Callable[[int, int, tuple[str, int]], int]
 VALID_ACKS = (-1, 0, 1)
 LONG_MAX = 2**63 - 1
-DEEP_VALIDATION_IN_THREAD_FROM = 1000
+# Records validated in a worker thread from this batch size on: about 2 ms of the
+# event loop (validate_records walks a record in about 0.5 us).
+DEEP_VALIDATION_IN_THREAD_FROM = 4000
 
 
 class ProduceHandler:
@@ -206,17 +208,17 @@ async def validate_batch(
     batch: bytes | bytearray | memoryview, api_version: int, max_batch_size: int
 ) -> rec.RecordBatchHeader:
     """Framing and CRC first (cheap), then every record, as LogValidator does, so that
-    nothing a consumer cannot parse reaches the log. Decoding costs about 2 us a
-    record in Python; large batches decode in a worker thread so that one producer
-    does not stall every other connection for tens of milliseconds."""
+    nothing a consumer cannot parse reaches the log. Records are walked, not decoded
+    (the log stores the client's bytes); large batches are walked in a worker thread so
+    that one producer does not stall every other connection for milliseconds."""
     header = rec.validate_record_set(batch, api_version=api_version, max_batch_size=max_batch_size)[
         0
     ]
     whole = memoryview(batch)[: header.size_in_bytes]
     if header.record_count >= DEEP_VALIDATION_IN_THREAD_FROM:
-        await trio.to_thread.run_sync(rec.decode_records, whole, header)
+        await trio.to_thread.run_sync(rec.validate_records, whole, header)
     else:
-        rec.decode_records(whole, header)
+        rec.validate_records(whole, header)
     return header
 
 

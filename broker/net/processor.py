@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -305,7 +306,7 @@ class Processor:
                     return frame, allocated
                 if decoder.in_frame:
                     deadline.arm(time.monotonic(), timeout_s)
-                data = await connection.stream.receive_some(decoder.read_size())
+                data = await _receive_some(connection.stream, decoder.read_size())
                 if not data:
                     if allocated:
                         self._pool.release(allocated)
@@ -405,7 +406,19 @@ class Processor:
         started = time.perf_counter_ns()
         stream = connection.stream
         if len(chunks) == 1:
-            await stream.send_all(chunks[0])
+            data = chunks[0]
+            if type(stream) is trio.SocketStream:
+                # One write(2) straight to the nonblocking socket: a small response
+                # usually goes whole, without send_all's trip through the scheduler
+                # (the connection yields anyway while it waits for its next response).
+                try:
+                    sent = os.write(stream.socket.fileno(), data)
+                except BlockingIOError:
+                    sent = 0
+                if sent < len(data):
+                    await stream.send_all(memoryview(data)[sent:])
+            else:
+                await stream.send_all(data)
         else:
             pending: list[Buffer] = []
             pending_size = 0
@@ -511,6 +524,18 @@ class Processor:
 
     def connection_count(self) -> int:
         return len(self.connections)
+
+
+async def _receive_some(stream: trio.abc.Stream, max_bytes: int) -> bytes | bytearray:
+    """`stream.receive_some`, but bytes already waiting on a plain socket are read with one
+    read(2) and no trip through the scheduler (the connection yields while it waits for
+    its response; only a socket with nothing to read waits in Trio)."""
+    if type(stream) is trio.SocketStream:
+        try:
+            return os.read(stream.socket.fileno(), max_bytes)
+        except BlockingIOError:
+            pass
+    return await stream.receive_some(max_bytes)
 
 
 def idle_percent_mean(values: Sequence[float]) -> float:

@@ -263,8 +263,22 @@ def reuse_encoding(body: Any) -> Any:
     return body
 
 
+_SIZE_AND_HEADER_V0 = struct.Struct(">ii")
+_SIZE_AND_HEADER_V1 = struct.Struct(">iiB")  # correlation id, no tagged fields
+
+
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> list[Buffer]:
     """Encode a whole response frame, including the size prefix and response header."""
+    reused = _reused.get(id(body)) if _reused else None
+    if reused is not None and reused[0] is body:
+        encoded = reused[1].get(api_version)
+        if encoded is not None:
+            # A body encoded before: only the size prefix and header are new.
+            if response_header_version(api_key, api_version) == 0:
+                prefix = _SIZE_AND_HEADER_V0.pack(len(encoded) + 4, correlation_id)
+            else:
+                prefix = _SIZE_AND_HEADER_V1.pack(len(encoded) + 5, correlation_id, 0)
+            return [prefix + encoded]
     writer = _writer_for(body, api_version)
     out = bytearray(4)
     ext: Ext = []
@@ -272,16 +286,11 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
         _RESP_HDR_WRITERS[response_header_version(api_key, api_version)](
             out, ext, ResponseHeader(correlation_id)
         )
-        reused = _reused.get(id(body)) if _reused else None
         if reused is not None and reused[0] is body:
-            encoded = reused[1].get(api_version)
-            if encoded is not None:
-                out += encoded
-            else:
-                start = len(out)
-                writer(out, ext, body)
-                if not ext:
-                    reused[1][api_version] = bytes(out[start:])
+            start = len(out)
+            writer(out, ext, body)
+            if not ext:
+                reused[1][api_version] = bytes(out[start:])
         else:
             writer(out, ext, body)
     except EncodeError:

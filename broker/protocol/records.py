@@ -28,10 +28,12 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterator, Sequence
+from types import ModuleType
 
 import attrs
 import crc32c
 
+from broker.protocol import native, record_walk
 from broker.protocol.compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     CompressionError,
@@ -60,6 +62,7 @@ __all__ = [
     "set_max_timestamp",
     "set_partition_leader_epoch",
     "validate_record_set",
+    "validate_records",
 ]
 
 MAGIC_V2 = 2
@@ -99,6 +102,12 @@ _MIN_RECORD_SIZE = 7
 # record structure", DefaultRecord.readFrom); this broker reports malformed
 # record data as CORRUPT_MESSAGE by design choice. One constant to flip.
 _RECORD_DECODE_ERROR = ErrorCode.CORRUPT_MESSAGE
+
+# The record walk of Produce validation: the mypyc build when one matches the source.
+_walker = native.load_native(record_walk)
+_walk_records = _walker.walk_records
+_WalkError: type[Exception] = _walker.RecordWalkError
+WALKER_BUILD = "native" if native.is_native(_walker) else "pure"
 
 
 class InvalidRecordsError(Exception):
@@ -329,14 +338,14 @@ def validate_record_set(
     partial batch (and so a lone truncated batch reads as "no batch"); here any
     truncation is CORRUPT_MESSAGE. An unknown codec id is
     UNSUPPORTED_COMPRESSION_TYPE (Kafka fails with an unexpected exception).
-    ``deep`` additionally decodes the records (bounded by
+    ``deep`` additionally checks every record (``validate_records``, bounded by
     ``max_decompressed_size``), as LogValidator's record loop does.
     """
     header = _validate_single_batch_framing(buf, api_version)
     _validate_append(buf, header, max_batch_size)
     _validate_client_batch(header)
     if deep:
-        decode_records(
+        validate_records(
             memoryview(buf)[: header.size_in_bytes],
             header,
             max_decompressed_size=max_decompressed_size,
@@ -549,6 +558,52 @@ def decode_records(
             f"incorrect declared batch size: {len(data) - pos} bytes remain after {count} records",
         )
     return records
+
+
+def validate_records(
+    batch: bytes | bytearray | memoryview,
+    header: RecordBatchHeader | None = None,
+    *,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    walker: ModuleType | None = None,
+) -> None:
+    """Check every record of one batch exactly as ``decode_records`` would, building
+    nothing: what a Produce needs, since the broker stores the bytes it was sent.
+    ``walker`` is the build of ``record_walk`` to use (tests run each); by default the
+    broker's.
+
+    Kafka's LogValidator likewise walks records with a skip-key-value iterator
+    instead of materialising them. Accepts and refuses (with the same codes) exactly
+    what ``decode_records`` does; tests/records/test_fast_validation.py holds the two
+    to that on valid, mutated and arbitrary batches. The walk is ``record_walk``,
+    compiled when a native build matches its source (``WALKER``).
+    """
+    if header is None:
+        header = read_batch_header(batch, 0)
+    view = memoryview(batch)[BATCH_HEADER_SIZE : header.size_in_bytes]
+    data = _records_payload(view, header, max_decompressed_size)
+    count = header.record_count
+    if count * _MIN_RECORD_SIZE > len(data):
+        raise InvalidRecordsError(
+            _RECORD_DECODE_ERROR,
+            f"batch declares {count} records but holds only {len(data)} bytes of records",
+        )
+    walk, walk_error = (
+        (_walk_records, _WalkError)
+        if walker is None
+        else (walker.walk_records, walker.RecordWalkError)
+    )
+    try:
+        pos = walk(data, count)
+    except IndexError:
+        raise InvalidRecordsError(_RECORD_DECODE_ERROR, record_walk.TRUNCATED) from None
+    except walk_error as exc:
+        raise InvalidRecordsError(_RECORD_DECODE_ERROR, str(exc)) from None
+    if pos != len(data):
+        raise InvalidRecordsError(
+            _RECORD_DECODE_ERROR,
+            f"incorrect declared batch size: {len(data) - pos} bytes remain after {count} records",
+        )
 
 
 def _records_payload(

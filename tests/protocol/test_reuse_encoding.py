@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from broker.protocol.api import encode_response, reuse_encoding
-from broker.protocol.messages import ApiVersionsResponse
+from broker.protocol.messages import ApiVersionsResponse, MetadataResponse
 from broker.protocol.messages.api_versions_response import ApiVersion
+from broker.protocol.messages.metadata_response import MetadataResponseBroker
 
 
 def frame(chunks: Sequence[bytes | bytearray | memoryview]) -> bytes:
@@ -40,3 +41,20 @@ def test_a_changed_copy_of_a_reused_body_is_encoded_as_itself() -> None:
         encode_response(18, 3, 1, make_body(3)._replace(throttle_time_ms=250))
     )
     assert frame(encode_response(18, 3, 1, throttled)) != frame(encode_response(18, 3, 1, reused))
+
+
+def test_a_reused_body_of_a_flexible_api_keeps_its_tagged_response_header() -> None:
+    # Metadata v9+ answers with response header v1 (correlation id + tagged fields).
+    def body() -> MetadataResponse:
+        return MetadataResponse(
+            brokers=(MetadataResponseBroker(node_id=1, host="h", port=9092),),
+            cluster_id="c",
+            controller_id=1,
+        )
+
+    reused = reuse_encoding(body())
+    for version in (1, 8, 9, 12):
+        for correlation_id in (3, 2**31 - 1):
+            fresh = frame(encode_response(3, version, correlation_id, body()))
+            assert frame(encode_response(3, version, correlation_id, reused)) == fresh
+            assert frame(encode_response(3, version, correlation_id, reused)) == fresh
