@@ -39,14 +39,12 @@ class Acceptor:
         listen_socket: trio.socket.SocketType,
         processors: list[Processor],
         quotas: ConnectionQuotas,
-        send_buffer_bytes: int,
         blocked_meter: Meter,
     ) -> None:
         self.endpoint = endpoint
         self._socket = listen_socket
         self.processors = processors
         self._quotas = quotas
-        self._send_buffer_bytes = send_buffer_bytes
         self._blocked = blocked_meter
         self._next = 0
         self._scope = trio.CancelScope()
@@ -104,26 +102,15 @@ class Acceptor:
             log.info("rejected connection from %s: max.connections.per.ip reached", remote[0])
             sock.close()
             return
-        try:
-            self._configure(sock)
-            connection = NewConnection(
-                stream=trio.SocketStream(sock),
-                listener_name=listener,
-                security_protocol=self.endpoint.security_protocol,
-                local_address=(str(local[0]), int(local[1])),
-                remote_address=(str(remote[0]), int(remote[1])),
-            )
-        except OSError as exc:
-            log.info("dropping connection from %s: %s", remote[0], exc)
-            self._quotas.release(listener, remote[0])
-            sock.close()
-            return
+        # Socket options are set by the processor, once it keeps the connection.
+        connection = NewConnection(
+            socket=sock,
+            listener_name=listener,
+            security_protocol=self.endpoint.security_protocol,
+            local_address=(str(local[0]), int(local[1])),
+            remote_address=(str(remote[0]), int(remote[1])),
+        )
         await self._assign(connection)
-
-    def _configure(self, sock: trio.socket.SocketType) -> None:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        if self._send_buffer_bytes != -1:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer_bytes)
 
     async def _assign(self, connection: NewConnection) -> None:
         """Round-robin, never waiting unless every processor's queue is full."""
@@ -140,7 +127,7 @@ class Acceptor:
             await last.accept(connection)
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             self._quotas.release(connection.listener_name, connection.remote_address[0])
-            await trio.aclose_forcefully(connection.stream)
+            connection.socket.close()
         finally:
             self._blocked.mark(time.perf_counter_ns() - started)
         self._next = (self._next + count) % max(len(self.processors), 1)
