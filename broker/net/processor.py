@@ -50,6 +50,7 @@ from broker.net.request import (
 )
 from broker.net.request_channel import RequestChannel
 from broker.net.request_metrics import RequestMetrics
+from broker.net.request_queue import SMALL_REQUEST_BYTES
 from broker.protocol.api import ApiKey, RequestHeader, decode_request, decode_request_header
 from broker.protocol.errors import DecodeError
 from broker.protocol.framing import READ_AHEAD, Frame, FrameDecoder, InvalidFrameSize
@@ -61,6 +62,10 @@ _client_closes = LogLimiter(log)
 API_VERSIONS_KEY = ApiKey.API_VERSIONS
 NEW_CONNECTION_QUEUE_SIZE = 20
 _COALESCE_LIMIT = 256 * 1024
+MAX_READ = 64 * 1024
+"""The most one read into a large frame takes (see _receive_large)."""
+LARGE_READS = 1
+"""Reads into large frames a processor does at once."""
 _SOFTWARE_FIELD = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
@@ -149,6 +154,7 @@ class Processor:
         self._io = ConnectionIO(self._write, self._receive_frame, memory_pool.release)
         self.read_timeouts = Meter()
         self.invalid_request_closes = Meter()
+        self._large_reads = trio.Semaphore(LARGE_READS)
 
     # -- hand-off from the acceptor ------------------------------------------
     def try_accept(self, connection: NewConnection) -> bool:
@@ -468,7 +474,10 @@ class Processor:
                     return frame, allocated
                 if decoder.in_frame:
                     deadline.arm(time.monotonic(), timeout_s)
-                data = await connection.stream.receive_some(decoder.read_size())
+                if allocated > SMALL_REQUEST_BYTES:
+                    data = await self._receive_large(connection.stream, decoder.read_size())
+                else:
+                    data = await connection.stream.receive_some(decoder.read_size())
                 if not data:
                     if allocated:
                         self._pool.release(allocated)
@@ -479,6 +488,20 @@ class Processor:
             if allocated:
                 self._pool.release(allocated)
             raise
+
+    async def _receive_large(self, stream: trio.abc.Stream, wanted: int) -> Buffer:
+        """A read into a large frame, in turn with the processor's other large frames.
+
+        Every connection reading a large frame at once would make each scheduler
+        round as long as all their reads, and a small request on another connection
+        waits a few rounds; so large frames are read one short read at a time per
+        processor, and the turn is taken only once bytes are there (a slow sender
+        never holds it)."""
+        if type(stream) is trio.SocketStream:
+            await trio.lowlevel.wait_readable(stream.socket)
+            async with self._large_reads:
+                return await stream.receive_some(min(wanted, MAX_READ))
+        return await stream.receive_some(wanted)
 
     def _parse(self, connection: Connection, frame: Frame, memory: int) -> Request:
         return self._request(connection, frame, memory, self._decode(frame))
