@@ -74,7 +74,7 @@ class RequestChannel:
 
     # -- handlers ---------------------------------------------------------
     def set_handler_count(self, count: int) -> None:
-        """Large requests may occupy all handlers but one (see request_queue)."""
+        """Large requests may occupy a quarter of the handlers (see request_queue)."""
         self._queue.large_limit = max(1, count // 4)
         self._takers.unpark()
 

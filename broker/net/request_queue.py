@@ -9,8 +9,9 @@ bounds that keep the large lane moving and the small one fast:
 
 - after `small_burst` small requests taken in a row while a large one could have
   been taken, the large one goes next, so small requests cannot starve it;
-- at most `large_limit` large requests are in service at once (one less than the
-  handlers, set by the handler pool), so a handler is free for a small request.
+- at most `large_limit` large requests are in service at once (a quarter of the
+  handlers, set by the request channel), so handlers are free for small requests,
+  and a scheduler round (all handlers share one thread) holds few large requests.
 
 Per-connection order is untouched: a connection has at most one request in flight
 (its processor reads the next only after the response), so reordering between
