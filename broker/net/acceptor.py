@@ -6,6 +6,13 @@ connection per IP and reject it at once when the IP is over its limit.
 Hand-off is round-robin over the listener's processors, each with a bounded
 queue of 20: every processor is offered the connection without waiting, and
 only when all are full does the acceptor wait on the last one.
+
+Kafka's acceptor is a thread of its own; here it shares one event loop with the
+processors and handlers, and a flood of connections would take a turn in every
+scheduler round, delaying the requests of established connections. So new
+connections come after established work: one accept per round, and while other
+tasks are waiting to run the acceptor lets up to `DEFERRED_ROUNDS` rounds go by
+first (bounded, so that new connections are slowed, never starved).
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ log = logging.getLogger(__name__)
 # serve_listeners: log, back off briefly, keep the listener.
 _OVERLOAD_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 _OVERLOAD_SLEEP_S = 0.1
+DEFERRED_ROUNDS = 3
+"""Scheduler rounds the acceptor may let go by while other tasks are runnable."""
 
 
 class Acceptor:
@@ -61,6 +70,7 @@ class Acceptor:
                 self._delayed_closes = delayed_closes
                 task_status.started()
                 while True:
+                    await _defer_to_runnable_tasks()
                     await self._accept_one()
 
     def stop(self) -> None:
@@ -131,6 +141,13 @@ class Acceptor:
         finally:
             self._blocked.mark(time.perf_counter_ns() - started)
         self._next = (self._next + count) % max(len(self.processors), 1)
+
+
+async def _defer_to_runnable_tasks() -> None:
+    for _ in range(DEFERRED_ROUNDS):
+        if not trio.lowlevel.current_statistics().tasks_runnable:
+            return
+        await trio.lowlevel.checkpoint()
 
 
 async def _close_after(sock: trio.socket.SocketType, delay_s: float) -> None:

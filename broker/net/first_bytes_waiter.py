@@ -25,6 +25,10 @@ FIRST_BYTES_GRACE_S = 0.2
 """How long a new connection may wait for its first bytes before it is registered
 anyway (then served like any connection, under connections.max.idle.ms)."""
 
+BATCH = 20
+"""Connections handed back per turn at most, as Kafka's processor registers at most 20
+new connections per poll: the rest wait for the next round, after established work."""
+
 AVAILABLE = hasattr(select, "epoll")
 """Linux: elsewhere new connections are registered at once."""
 
@@ -65,7 +69,7 @@ class FirstBytesWaiter(Generic[T]):
                 _, deadline = next(iter(self._waiting.values()))
                 with trio.move_on_at(deadline):
                     await trio.lowlevel.wait_readable(self._epoll.fileno())
-                for fd, _ in self._epoll.poll(0):
+                for fd, _ in self._epoll.poll(0, BATCH):
                     if fd in self._waiting:
                         ready(self._take(fd))
                 now = trio.current_time()

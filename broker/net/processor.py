@@ -164,7 +164,7 @@ class Processor:
         the new-connection queue (Kafka's, for a selector on another thread) would cost
         a task switch per connection. The queue is for a processor not yet running."""
         nursery = self._nursery
-        if nursery is not None and not self._new_receive.statistics().current_buffer_used:
+        if nursery is not None:
             self._admit(nursery, connection)
             return True
         try:
