@@ -252,6 +252,11 @@ class Processor:
         except (InvalidFrameSize, DecodeError, _CloseConnection) as exc:
             self._reject(new, exc)
             return
+        except Exception:
+            # A bug in decoding: it runs in the acceptor's task, which must not die of it.
+            log.exception("closing connection from %s: unexpected error", new.remote_address)
+            self._reject(new, None)
+            return
         finally:
             self._busy_ns += time.perf_counter_ns() - started
         if verdict is FirstBytes.HUNG_UP:
