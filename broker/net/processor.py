@@ -171,6 +171,8 @@ class Processor:
             self._new_send.send_nowait(connection)
         except trio.WouldBlock:
             return False
+        except trio.ClosedResourceError:
+            self._drop(connection)  # stopped: nothing will ever serve it
         return True
 
     async def accept(self, connection: NewConnection) -> None:
