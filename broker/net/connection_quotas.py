@@ -181,8 +181,7 @@ class ConnectionQuotas:
         """The inter-broker listener is protected only when there is another
         listener it could be starved by."""
         return (
-            listener_name.upper() == self._inter_broker_listener
-            and len(self._listener_counts) > 1
+            listener_name.upper() == self._inter_broker_listener and len(self._listener_counts) > 1
         )
 
     def max_connections_exceeded(self, listener_name: str | None = None) -> bool:
