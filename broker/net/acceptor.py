@@ -70,7 +70,7 @@ class Acceptor:
                 self._delayed_closes = delayed_closes
                 task_status.started()
                 while True:
-                    await _defer_to_runnable_tasks()
+                    await defer_to_runnable_tasks()
                     await self._accept_one()
 
     def stop(self) -> None:
@@ -143,7 +143,8 @@ class Acceptor:
         self._next = (self._next + count) % max(len(self.processors), 1)
 
 
-async def _defer_to_runnable_tasks() -> None:
+async def defer_to_runnable_tasks() -> None:
+    """Let up to DEFERRED_ROUNDS scheduler rounds go by while other tasks are runnable."""
     for _ in range(DEFERRED_ROUNDS):
         if not trio.lowlevel.current_statistics().tasks_runnable:
             return
