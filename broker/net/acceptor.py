@@ -12,7 +12,9 @@ processors and handlers, and a flood of connections would take a turn in every
 scheduler round, delaying the requests of established connections. So new
 connections come after established work: one accept per round, and while other
 tasks are waiting to run the acceptor lets up to `DEFERRED_ROUNDS` rounds go by
-first (bounded, so that new connections are slowed, never starved).
+first (bounded, so that new connections are slowed, never starved). Trio counts as
+runnable the tasks queued for the next round, not those later in the current one, so
+this sees most, not all, of the established work.
 """
 
 from __future__ import annotations
