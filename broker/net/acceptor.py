@@ -6,6 +6,15 @@ connection per IP and reject it at once when the IP is over its limit.
 Hand-off is round-robin over the listener's processors, each with a bounded
 queue of 20: every processor is offered the connection without waiting, and
 only when all are full does the acceptor wait on the last one.
+
+Kafka's acceptor is a thread of its own; here it shares one event loop with the
+processors and handlers, and a flood of connections would take a turn in every
+scheduler round, delaying the requests of established connections. So new
+connections come after established work: one accept per round, and while other
+tasks are waiting to run the acceptor lets up to `DEFERRED_ROUNDS` rounds go by
+first (bounded, so that new connections are slowed, never starved). Trio counts as
+runnable the tasks queued for the next round, not those later in the current one, so
+this sees most, not all, of the established work.
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ log = logging.getLogger(__name__)
 # serve_listeners: log, back off briefly, keep the listener.
 _OVERLOAD_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 _OVERLOAD_SLEEP_S = 0.1
+DEFERRED_ROUNDS = 3
+"""Scheduler rounds the acceptor may let go by while other tasks are runnable."""
 
 
 class Acceptor:
@@ -39,14 +50,12 @@ class Acceptor:
         listen_socket: trio.socket.SocketType,
         processors: list[Processor],
         quotas: ConnectionQuotas,
-        send_buffer_bytes: int,
         blocked_meter: Meter,
     ) -> None:
         self.endpoint = endpoint
         self._socket = listen_socket
         self.processors = processors
         self._quotas = quotas
-        self._send_buffer_bytes = send_buffer_bytes
         self._blocked = blocked_meter
         self._next = 0
         self._scope = trio.CancelScope()
@@ -63,6 +72,7 @@ class Acceptor:
                 self._delayed_closes = delayed_closes
                 task_status.started()
                 while True:
+                    await defer_to_runnable_tasks()
                     await self._accept_one()
 
     def stop(self) -> None:
@@ -104,26 +114,15 @@ class Acceptor:
             log.info("rejected connection from %s: max.connections.per.ip reached", remote[0])
             sock.close()
             return
-        try:
-            self._configure(sock)
-            connection = NewConnection(
-                stream=trio.SocketStream(sock),
-                listener_name=listener,
-                security_protocol=self.endpoint.security_protocol,
-                local_address=(str(local[0]), int(local[1])),
-                remote_address=(str(remote[0]), int(remote[1])),
-            )
-        except OSError as exc:
-            log.info("dropping connection from %s: %s", remote[0], exc)
-            self._quotas.release(listener, remote[0])
-            sock.close()
-            return
+        # Socket options are set by the processor, once it keeps the connection.
+        connection = NewConnection(
+            socket=sock,
+            listener_name=listener,
+            security_protocol=self.endpoint.security_protocol,
+            local_address=(str(local[0]), int(local[1])),
+            remote_address=(str(remote[0]), int(remote[1])),
+        )
         await self._assign(connection)
-
-    def _configure(self, sock: trio.socket.SocketType) -> None:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        if self._send_buffer_bytes != -1:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer_bytes)
 
     async def _assign(self, connection: NewConnection) -> None:
         """Round-robin, never waiting unless every processor's queue is full."""
@@ -140,10 +139,18 @@ class Acceptor:
             await last.accept(connection)
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             self._quotas.release(connection.listener_name, connection.remote_address[0])
-            await trio.aclose_forcefully(connection.stream)
+            connection.socket.close()
         finally:
             self._blocked.mark(time.perf_counter_ns() - started)
         self._next = (self._next + count) % max(len(self.processors), 1)
+
+
+async def defer_to_runnable_tasks() -> None:
+    """Let up to DEFERRED_ROUNDS scheduler rounds go by while other tasks are runnable."""
+    for _ in range(DEFERRED_ROUNDS):
+        if not trio.lowlevel.current_statistics().tasks_runnable:
+            return
+        await trio.lowlevel.checkpoint()
 
 
 async def _close_after(sock: trio.socket.SocketType, delay_s: float) -> None:

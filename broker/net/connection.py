@@ -33,6 +33,7 @@ class Connection:
         "context",
         "decoder",
         "expired",
+        "first_request",
         "id",
         "in_flight",
         "last_active",
@@ -56,18 +57,21 @@ class Connection:
         local_address: tuple[str, int],
         remote_address: tuple[str, int],
         max_request_size: int,
+        decoder: FrameDecoder | None = None,
     ) -> None:
         self.id = connection_id
         self.stream = stream
         self.listener_name = listener_name
         self.local_address = local_address
         self.remote_address = remote_address
-        self.decoder = FrameDecoder(max_request_size)
+        self.decoder = decoder if decoder is not None else FrameDecoder(max_request_size)
         self.mute = ChannelMuteStateMachine()
         self.read_deadline = ReadDeadline()
         self.client_information = ClientInformation()
         self.context: RequestContext  # set by the processor at registration
         self.in_flight: Request | None = None
+        # Decoded before the connection's task started (first_read), not yet dispatched.
+        self.first_request: Request | None = None
         self.sasl: SaslChannel | None = None  # SASL listeners: screens requests (authenticator)
         self.closing = False
         self.expired = False

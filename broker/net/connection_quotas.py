@@ -86,6 +86,10 @@ class ConnectionQuotas:
         self._changed = trio.Event()
         self._ip_rate_quotas: dict[str | None, float] = {}
         self._ip_rates: dict[str, tuple[SampledRate, float]] = {}  # rate, bound
+        # Limits as resolved from the config, read on every accept: looked up once per
+        # config (a flood of connections paid several microseconds each for them).
+        self._listener_limits: dict[tuple[str, str], int] = {}
+        self._inter_broker_listener = config.inter_broker_listener_name
 
     # ---- configuration
 
@@ -107,6 +111,8 @@ class ConnectionQuotas:
         """Apply new limits (dynamic config); blocked acceptors re-check at once."""
         self._config = config
         self._overrides = _resolve_overrides(config.max_connections_per_ip_overrides)
+        self._listener_limits = {}
+        self._inter_broker_listener = config.inter_broker_listener_name
         self._notify()
 
     def update_ip_connection_rate_quota(self, ip: str | None, rate: float | None) -> None:
@@ -175,8 +181,7 @@ class ConnectionQuotas:
         """The inter-broker listener is protected only when there is another
         listener it could be starved by."""
         return (
-            listener_name.upper() == self._config.inter_broker_listener_name
-            and len(self._listener_counts) > 1
+            listener_name.upper() == self._inter_broker_listener and len(self._listener_counts) > 1
         )
 
     def max_connections_exceeded(self, listener_name: str | None = None) -> bool:
@@ -189,7 +194,13 @@ class ConnectionQuotas:
         return self._total > self._config.get_int("max.connections")
 
     def _listener_max(self, name: str) -> int:
-        return self._config.listener_int(name, "max.connections")
+        return self._listener_int(name, "max.connections")
+
+    def _listener_int(self, name: str, key: str) -> int:
+        value = self._listener_limits.get((name, key))
+        if value is None:
+            value = self._listener_limits[name, key] = self._config.listener_int(name, key)
+        return value
 
     def slot_available(self, listener_name: str) -> bool:
         name = self._known(listener_name)
@@ -219,7 +230,7 @@ class ConnectionQuotas:
                 delay = self._broker_rate.throttle_time(bound, now)
         listener_rate = self._listener_rates[name]
         listener_rate.record(1.0, now)
-        bound = self._config.listener_int(name, "max.connection.creation.rate")
+        bound = self._listener_int(name, "max.connection.creation.rate")
         if bound < INT_MAX:
             delay = max(delay, listener_rate.throttle_time(bound, now))
         return min(delay, self._window_s)

@@ -18,8 +18,10 @@ import logging
 import math
 import os
 import re
+import socket
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 import trio
@@ -28,6 +30,9 @@ from broker.metrics import Meter, WindowedShare
 from broker.net.channel_security import AuthMetrics, ConnectionIO, ListenerSecurity
 from broker.net.connection import Connection
 from broker.net.connection_quotas import ConnectionQuotas
+from broker.net.first_bytes_waiter import AVAILABLE as waiter_available
+from broker.net.first_bytes_waiter import FirstBytesWaiter
+from broker.net.first_read import FirstBytes, classify, read_nowait
 from broker.net.log_limiter import LogLimiter
 from broker.net.memory_pool import MemoryPool
 from broker.net.mute_state import IllegalMuteTransition, MuteEvent, MuteState
@@ -46,9 +51,10 @@ from broker.net.request import (
 )
 from broker.net.request_channel import RequestChannel
 from broker.net.request_metrics import RequestMetrics
-from broker.protocol.api import ApiKey, decode_request, decode_request_header
+from broker.net.request_queue import SMALL_REQUEST_BYTES
+from broker.protocol.api import ApiKey, RequestHeader, decode_request, decode_request_header
 from broker.protocol.errors import DecodeError
-from broker.protocol.framing import Frame, InvalidFrameSize
+from broker.protocol.framing import READ_AHEAD, Frame, FrameDecoder, InvalidFrameSize
 
 log = logging.getLogger(__name__)
 # Closes a client can cause at will (bad frames, slow sends): rate-limited.
@@ -57,14 +63,19 @@ _client_closes = LogLimiter(log)
 API_VERSIONS_KEY = ApiKey.API_VERSIONS
 NEW_CONNECTION_QUEUE_SIZE = 20
 _COALESCE_LIMIT = 256 * 1024
+MAX_READ = 64 * 1024
+"""The most one read into a large frame takes (see _receive_large)."""
+LARGE_READS = 1
+"""Reads into large frames a processor does at once."""
 _SOFTWARE_FIELD = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 @attrs.frozen
 class NewConnection:
-    """An accepted, admitted connection on its way to a processor."""
+    """An accepted, admitted connection on its way to a processor; its socket is
+    configured and wrapped in a stream only once the processor keeps it."""
 
-    stream: trio.abc.Stream
+    socket: trio.socket.SocketType
     listener_name: str
     security_protocol: str
     local_address: tuple[str, int]
@@ -79,10 +90,20 @@ class ProcessorSettings:
     idle_timeout_ms: int
     security: ListenerSecurity | None = None  # TLS / SASL; None for PLAINTEXT
     read_timeout_ms: int = -1
+    send_buffer_bytes: int = -1  # SO_SNDBUF of accepted sockets; -1 keeps the OS default
 
 
 class _CloseConnection(Exception):
     """Internal: stop serving this connection (already logged)."""
+
+
+class _UnsupportedApi(_CloseConnection):
+    """An api key or version the broker does not serve: Kafka closes the connection."""
+
+
+Decoded = tuple[RequestHeader, Any, int, bool]
+"""A request's header, body, the body's offset in its frame, and whether its version is
+unsupported (an ApiVersions answered with v0, KIP-511)."""
 
 
 def valid_client_software(value: str) -> bool:
@@ -118,6 +139,10 @@ class Processor:
         channel.add_processor(processor_id, self.deliver, self.queued_responses)
         self.connections: dict[str, Connection] = {}
         self._index = 0
+        self._nursery: trio.Nursery | None = None
+        self._waiter: FirstBytesWaiter[tuple[NewConnection, FrameDecoder]] | None = (
+            FirstBytesWaiter() if waiter_available and settings.security is None else None
+        )
         self._draining = False
         self._drained = trio.Event()
         self._scope = trio.CancelScope()
@@ -129,14 +154,26 @@ class Processor:
         self.auth_metrics = AuthMetrics()
         self._io = ConnectionIO(self._write, self._receive_frame, memory_pool.release)
         self.read_timeouts = Meter()
+        self.invalid_request_closes = Meter()
+        self._large_reads = trio.Semaphore(LARGE_READS)
 
     # -- hand-off from the acceptor ------------------------------------------
     def try_accept(self, connection: NewConnection) -> bool:
-        """Offer a connection without waiting; False when the queue is full."""
+        """Take a connection without waiting; False when it cannot be taken now.
+
+        A running processor takes it at once, in the caller's task: the hop through
+        the new-connection queue (Kafka's, for a selector on another thread) would cost
+        a task switch per connection. The queue is for a processor not yet running."""
+        nursery = self._nursery
+        if nursery is not None:
+            self._admit(nursery, connection)
+            return True
         try:
             self._new_send.send_nowait(connection)
         except trio.WouldBlock:
             return False
+        except trio.ClosedResourceError:
+            self._drop(connection)  # stopped: nothing will ever serve it
         return True
 
     async def accept(self, connection: NewConnection) -> None:
@@ -151,10 +188,16 @@ class Processor:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._reap_idle_connections)
                     nursery.start_soon(self._reap_slow_senders)
+                    if self._waiter is not None:
+                        nursery.start_soon(self._waiter.run, self._first_bytes_arrived)
+                    self._nursery = nursery
                     task_status.started()
                     async for new in self._new_receive:
-                        self._register(nursery, new)
+                        self._admit(nursery, new)
+                self._nursery = None
             finally:
+                self._nursery = None
+                self._drop_waiting()
                 self._channel.remove_processor(self.id)
                 self._drained.set()
 
@@ -166,6 +209,7 @@ class Processor:
         """Stop reading new requests; return once in-flight ones are answered."""
         self._draining = True
         self._new_send.close()
+        self._drop_waiting()
         for connection in list(self.connections.values()):
             if connection.in_flight is None:
                 # Between requests: nothing to answer, stop reading now.
@@ -176,22 +220,149 @@ class Processor:
         await self._drained.wait()
 
     # -- connections --------------------------------------------------------------
-    def _register(self, nursery: trio.Nursery, new: NewConnection) -> None:
+    def _admit(self, nursery: trio.Nursery, new: NewConnection) -> None:
+        """Register a new connection, unless what it has sent says to close it.
+
+        On a plaintext listener the bytes already received are read first (see
+        first_read): a connection whose first frame is invalid, or that hung up
+        before sending one, is closed without a task, stream or registration; a valid
+        first frame is decoded once, here, and becomes the connection's first request.
+        A connection without a whole first frame yet waits for more bytes, once, with
+        the others in the same state (first_bytes_waiter).
+        """
         if self._draining:
-            nursery.start_soon(trio.aclose_forcefully, new.stream)
-            self._quotas.release(new.listener_name, new.remote_address[0])
+            self._drop(new)
             return
+        decoder = FrameDecoder(self._settings.max_request_size)
+        if self._settings.security is None:
+            self._screen(nursery, new, decoder, self._waiter is not None)
+        else:
+            self._promote(nursery, new, decoder, None)
+
+    def _screen(
+        self, nursery: trio.Nursery, new: NewConnection, decoder: FrameDecoder, may_wait: bool
+    ) -> None:
+        started = time.perf_counter_ns()
+        sock = new.socket
+        first: tuple[Frame, int, Decoded] | None = None
+        try:
+            data, eof = read_nowait(sock.fileno(), max(READ_AHEAD - decoder.buffered, 0))
+            verdict = classify(decoder, data, eof)
+            if verdict is FirstBytes.FRAME:
+                # Decoded now; when the pool cannot take it at once, the
+                # connection's task waits for the pool as for any frame.
+                first = self._first_request(decoder)
+        except (InvalidFrameSize, DecodeError, _CloseConnection) as exc:
+            self._reject(new, exc)
+            return
+        except Exception:
+            # A bug in decoding: it runs in the acceptor's task, which must not die of it.
+            log.exception("closing connection from %s: unexpected error", new.remote_address)
+            self._reject(new, None)
+            return
+        finally:
+            self._busy_ns += time.perf_counter_ns() - started
+        if verdict is FirstBytes.HUNG_UP:
+            self._reject(new, None)
+        elif verdict is FirstBytes.SERVE and may_wait and self._waiter is not None:
+            self._waiter.add(sock.fileno(), (new, decoder))
+        else:
+            self._promote(nursery, new, decoder, first)
+
+    def _first_bytes_arrived(self, parked: tuple[NewConnection, FrameDecoder]) -> None:
+        """The waiter's hand-back: screen again (without waiting again), or drop."""
+        new, decoder = parked
+        nursery = self._nursery
+        if nursery is None or self._draining:
+            self._drop(new)
+        else:
+            self._screen(nursery, new, decoder, False)
+
+    def _drop(self, new: NewConnection) -> None:
+        new.socket.close()
+        self._quotas.release(new.listener_name, new.remote_address[0])
+
+    def _drop_waiting(self) -> None:
+        if self._waiter is not None:
+            for new, _ in self._waiter.take_all():
+                self._drop(new)
+
+    def _promote(
+        self,
+        nursery: trio.Nursery,
+        new: NewConnection,
+        decoder: FrameDecoder,
+        first: tuple[Frame, int, Decoded] | None,
+    ) -> None:
+        """Keep the connection: socket options, a stream, a task."""
+        sock = new.socket
+        try:
+            self._configure(sock)
+            stream = trio.SocketStream(sock)
+        except OSError as exc:
+            log.debug("dropping connection from %s: %s", new.remote_address[0], exc)
+            if first is not None:
+                self._pool.release(first[1])
+            self._reject(new, None)
+            return
+        connection = self._register(nursery, new, stream, decoder)
+        if first is not None:
+            frame, memory, decoded = first
+            connection.first_request = self._request(connection, frame, memory, decoded)
+
+    def _first_request(self, decoder: FrameDecoder) -> tuple[Frame, int, Decoded] | None:
+        """Take and decode the whole first frame, when the pool admits it at once
+        (else the connection's task waits for the pool as for any frame)."""
+        size = decoder.next_size()
+        assert size is not None
+        if not self._pool.try_allocate(size):
+            return None
+        try:
+            frame = decoder.next_frame()
+            assert frame is not None
+            return frame, size, self._decode(frame)
+        except BaseException:
+            self._pool.release(size)
+            raise
+
+    def _reject(self, new: NewConnection, reason: Exception | None) -> None:
+        """Close a connection that was never registered (counted as created and closed)."""
+        self.connections_created.mark()
+        if reason is not None:
+            self._log_invalid(new.remote_address, reason)
+        new.socket.close()
+        self._quotas.release(new.listener_name, new.remote_address[0])
+        self.connections_closed.mark()
+
+    def _log_invalid(self, peer: object, exc: Exception) -> None:
+        self.invalid_request_closes.mark()
+        level = logging.WARNING if isinstance(exc, InvalidFrameSize) else logging.INFO
+        _client_closes.log(level, "closing connection %s: %s", peer, exc)
+
+    def _configure(self, sock: trio.socket.SocketType) -> None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if self._settings.send_buffer_bytes != -1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._settings.send_buffer_bytes)
+
+    def _register(
+        self,
+        nursery: trio.Nursery,
+        new: NewConnection,
+        stream: trio.abc.Stream,
+        decoder: FrameDecoder,
+    ) -> Connection:
         local_ip, local_port = new.local_address[:2]
         remote_ip, remote_port = new.remote_address[:2]
         connection_id = f"{local_ip}:{local_port}-{remote_ip}:{remote_port}-{self.id}-{self._index}"
         self._index = 0 if self._index == 2**31 - 1 else self._index + 1
         connection = Connection(
             connection_id,
-            new.stream,
+            stream,
             new.listener_name,
             (local_ip, local_port),
             (remote_ip, remote_port),
             self._settings.max_request_size,
+            decoder,
         )
         connection.context = RequestContext(
             connection_id=connection_id,
@@ -209,6 +380,7 @@ class Processor:
             # Only a protected listener admits past the broker-wide limit; the
             # socket server then closes an excess connection elsewhere (spec §3.5).
             self._on_excess()
+        return connection
 
     def excess_candidate(self) -> Connection | None:
         """The connection this processor would close for excess: closing ones first,
@@ -252,9 +424,9 @@ class Processor:
                     if not keep_serving:
                         break
             idle = connection.scope.cancelled_caught and connection.expired
-        except InvalidFrameSize as exc:
-            _client_closes.log(logging.WARNING, "closing connection %s: %s", connection.id, exc)
-        except (DecodeError, _CloseConnection, IllegalMuteTransition) as exc:
+        except (InvalidFrameSize, DecodeError, _UnsupportedApi) as exc:
+            self._log_invalid(connection.id, exc)
+        except (_CloseConnection, IllegalMuteTransition) as exc:
             _client_closes.log(logging.INFO, "closing connection %s: %s", connection.id, exc)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.debug("connection %s lost: %r", connection.id, exc)
@@ -265,6 +437,10 @@ class Processor:
 
     async def _read_request(self, connection: Connection) -> Request | None:
         """The next request of the connection, or None at end of stream."""
+        first = connection.first_request
+        if first is not None:
+            connection.first_request = None
+            return first
         frame_and_memory = await self._receive_frame(connection)
         if frame_and_memory is None:
             return None
@@ -306,7 +482,10 @@ class Processor:
                     return frame, allocated
                 if decoder.in_frame:
                     deadline.arm(time.monotonic(), timeout_s)
-                data = await _receive_some(connection.stream, decoder.read_size())
+                if allocated > SMALL_REQUEST_BYTES:
+                    data = await self._receive_large(connection.stream, decoder.read_size())
+                else:
+                    data = await _receive_some(connection.stream, decoder.read_size())
                 if not data:
                     if allocated:
                         self._pool.release(allocated)
@@ -318,21 +497,41 @@ class Processor:
                 self._pool.release(allocated)
             raise
 
+    async def _receive_large(self, stream: trio.abc.Stream, wanted: int) -> Buffer:
+        """A read into a large frame, in turn with the processor's other large frames.
+
+        Every connection reading a large frame at once would make each scheduler
+        round as long as all their reads, and a small request on another connection
+        waits a few rounds; so large frames are read one short read at a time per
+        processor, and the turn is taken only once bytes are there (a slow sender
+        never holds it)."""
+        if type(stream) is trio.SocketStream:
+            await trio.lowlevel.wait_readable(stream.socket)
+            async with self._large_reads:
+                return await stream.receive_some(min(wanted, MAX_READ))
+        return await stream.receive_some(wanted)
+
     def _parse(self, connection: Connection, frame: Frame, memory: int) -> Request:
+        return self._request(connection, frame, memory, self._decode(frame))
+
+    def _decode(self, frame: Frame) -> Decoded:
+        """Decode a frame, or raise what closes its connection (nothing else is touched)."""
         header, offset = decode_request_header(frame)
         api_key = header.api_key
         version = header.api_version
-        unsupported = False
-        body = None
-        if api_key == API_VERSIONS_KEY and not self._is_enabled(api_key, version):
-            # KIP-511: answer with a v0 body instead of closing.
-            unsupported = True
-        elif not self._is_enabled(api_key, version):
-            raise _CloseConnection(f"unsupported api key {api_key} version {version}")
-        else:
-            body = decode_request(header, frame, offset)
-            if api_key == API_VERSIONS_KEY and version >= 3:
-                self._record_client_information(connection, body)
+        if not self._is_enabled(api_key, version):
+            if api_key == API_VERSIONS_KEY:
+                # KIP-511: answer with a v0 body instead of closing.
+                return header, None, offset, True
+            raise _UnsupportedApi(f"unsupported api key {api_key} version {version}")
+        return header, decode_request(header, frame, offset), offset, False
+
+    def _request(
+        self, connection: Connection, frame: Frame, memory: int, decoded: Decoded
+    ) -> Request:
+        header, body, offset, unsupported = decoded
+        if header.api_key == API_VERSIONS_KEY and header.api_version >= 3 and not unsupported:
+            self._record_client_information(connection, body)
         request = Request(
             header=header,
             body=body,
@@ -442,6 +641,8 @@ class Processor:
         connection.closing = True
         if connection.in_flight is not None:
             connection.in_flight.release_memory()
+        if connection.first_request is not None:
+            connection.first_request.release_memory()
         connection.responses_out.close()
         self._quotas.release(connection.listener_name, connection.remote_ip)
         self.connections_closed.mark()
@@ -523,7 +724,7 @@ class Processor:
         return 1.0 - self._busy_share.share(self._busy_ns)
 
     def connection_count(self) -> int:
-        return len(self.connections)
+        return len(self.connections) + (0 if self._waiter is None else len(self._waiter))
 
 
 async def _receive_some(stream: trio.abc.Stream, max_bytes: int) -> bytes | bytearray:

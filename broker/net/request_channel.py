@@ -1,9 +1,10 @@
 """The request channel: a bounded queue of requests, a response queue per processor.
 
-Kafka's RequestChannel maps onto Trio memory channels. The request queue is
-bounded by `queued.max.requests`, so a processor that enqueues into a full
-channel waits, and with it every connection that processor serves: that is
-the back-pressure Kafka relies on.
+The request queue is bounded by `queued.max.requests`, so a processor that
+enqueues into a full channel waits, and with it every connection that processor
+serves: that is the back-pressure Kafka relies on. Unlike Kafka's FIFO, handlers
+take small requests before large ones (see request_queue for the policy and its
+bounds), so that a flood of large Produce requests does not hold up a Metadata.
 
 Responses go back through the owning processor: the channel hands each one
 to the processor's `deliver`, which queues it on the connection it belongs
@@ -27,6 +28,7 @@ from broker.net.request import (
     Response,
     StartThrottlingResponse,
 )
+from broker.net.request_queue import RequestQueue
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +39,9 @@ class RequestChannel:
     def __init__(self, queue_size: int, name: str = "data-plane") -> None:
         self.name = name
         self.queue_size = queue_size
-        send, receive = trio.open_memory_channel[Request](queue_size)
-        self._request_send = send
-        self._request_receive = receive
+        self._queue = RequestQueue[Request](queue_size)
+        self._senders = trio.lowlevel.ParkingLot()  # processors waiting for room
+        self._takers = trio.lowlevel.ParkingLot()  # handlers waiting for a request
         self._processors: dict[int, Callable[[Response], None]] = {}
         self._response_queue_sizes: dict[int, Callable[[], int]] = {}
         self._timers: trio.Nursery | None = None
@@ -65,15 +67,39 @@ class RequestChannel:
         The common case, a queue with room, does not yield to the scheduler:
         the caller waits for its response right after, and that wait yields.
         """
-        try:
-            self._request_send.send_nowait(request)
-        except trio.WouldBlock:
-            await self._request_send.send(request)
+        while self._queue.is_full:
+            await self._senders.park()
+        self._queue.put(request, request.size_bytes)
+        self._takers.unpark()
 
     # -- handlers ---------------------------------------------------------
-    @property
-    def requests(self) -> trio.MemoryReceiveChannel[Request]:
-        return self._request_receive
+    def set_handler_count(self, count: int) -> None:
+        """Large requests may occupy a quarter of the handlers (see request_queue)."""
+        self._queue.large_limit = max(1, count // 4)
+        self._takers.unpark()
+
+    def receive_request_nowait(self) -> Request:
+        """The request a free handler takes now; raises trio.WouldBlock if none."""
+        request = self._queue.take()
+        if request is None:
+            raise trio.WouldBlock
+        self._senders.unpark()
+        return request
+
+    async def receive_request(self) -> Request:
+        """Wait for the next request a handler may take (always a checkpoint)."""
+        await trio.lowlevel.checkpoint()
+        while True:
+            try:
+                return self.receive_request_nowait()
+            except trio.WouldBlock:
+                await self._takers.park()
+
+    def request_done(self, request: Request) -> None:
+        """A handler is done with `request` (a large one frees its place in service)."""
+        if self._queue.is_large(request.size_bytes):
+            self._queue.done(request.size_bytes)
+            self._takers.unpark()
 
     def send_response(self, response: Response) -> None:
         """Route a response to the processor that owns the request's connection."""
@@ -113,7 +139,7 @@ class RequestChannel:
 
     # -- metrics ----------------------------------------------------------
     def request_queue_size(self) -> int:
-        return self._request_send.statistics().current_buffer_used
+        return len(self._queue)
 
     def response_queue_size(self, processor_id: int | None = None) -> int:
         if processor_id is not None:
@@ -123,11 +149,8 @@ class RequestChannel:
 
     def clear(self) -> int:
         """Drop queued requests that no handler took (shutdown); returns how many."""
-        dropped = 0
-        while True:
-            try:
-                request = self._request_receive.receive_nowait()
-            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                return dropped
+        dropped = self._queue.take_all()
+        for request in dropped:
             request.release_memory()
-            dropped += 1
+        self._senders.unpark_all()
+        return len(dropped)

@@ -18,6 +18,7 @@ import trio
 from broker.metrics import WindowedShare
 from broker.net.request import Request
 from broker.net.request_channel import RequestChannel
+from broker.net.request_queue import SMALL_REQUEST_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +79,10 @@ class RequestHandlerPool:
             if handler.waiting:
                 # Only a waiting handler is interrupted; a busy one finishes its request.
                 handler.scope.cancel()
+        self._channel.set_handler_count(new_size)
 
     async def _run_handler(self, handler: _Handler) -> None:
-        requests = self._channel.requests
+        channel = self._channel
         without_yield = 0
         with handler.scope:
             while not handler.stopped:
@@ -92,27 +94,31 @@ class RequestHandlerPool:
                     # yield every so often so a busy handler cannot starve the network.
                     if without_yield < _MAX_WITHOUT_YIELD:
                         try:
-                            request = requests.receive_nowait()
+                            request = channel.receive_request_nowait()
                             without_yield += 1
                         except trio.WouldBlock:
-                            request = await requests.receive()
+                            request = await channel.receive_request()
                             without_yield = 0
                     else:
-                        request = await requests.receive()
+                        request = await channel.receive_request()
                         without_yield = 0
-                except (trio.EndOfChannel, trio.ClosedResourceError):
-                    return
                 finally:
                     handler.waiting = False
                 now = time.perf_counter_ns()
                 self._idle_ns += now - waited
                 request.dequeue_ns = now
                 try:
-                    await self._apis.handle(request, self._channel)
+                    await self._apis.handle(request, channel)
                 except Exception:
                     # The API layer answers its own errors; anything reaching here is a bug
                     # in it, and must not take the handler down with it.
                     log.exception("unexpected error handling request %s", request.header)
+                finally:
+                    channel.request_done(request)
+                if request.size_bytes > SMALL_REQUEST_BYTES:
+                    # A large request is work enough for one turn: the next one waits
+                    # for the network (and everyone else) to have a turn.
+                    without_yield = _MAX_WITHOUT_YIELD
                 # Not kept alive (with its frame) while waiting for the next one.
                 del request
 

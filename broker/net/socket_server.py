@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 CONTROL_PLANE_QUEUE_SIZE = 20
 READ_TIMEOUT_METRIC = "read-timeout-connections-killed"
 """Connections closed by socket.request.read.timeout.ms (a meter: -rate and -total)."""
+INVALID_REQUEST_METRIC = "invalid-request-connections-closed"
+"""Connections closed for a frame Kafka closes them for: a bad size, an undecodable
+header or body, an unsupported api key or version (a meter: -rate and -total)."""
 
 IsEnabled = Callable[[int, int], bool]
 
@@ -109,7 +112,6 @@ class SocketServer:
                         sockets.pop(endpoint.listener_name),
                         self.processors[endpoint.listener_name],
                         self.quotas,
-                        self.config.get_int("socket.send.buffer.bytes"),
                         self.metrics.meter(
                             "kafka.network",
                             "Acceptor",
@@ -161,6 +163,7 @@ class SocketServer:
             idle_timeout_ms=self.config.get_int("connections.max.idle.ms"),
             security=self.security.get(name),
             read_timeout_ms=self.config.get_int("socket.request.read.timeout.ms"),
+            send_buffer_bytes=self.config.get_int("socket.send.buffer.bytes"),
         )
         for _ in range(count):
             processor = Processor(
@@ -311,9 +314,18 @@ class SocketServer:
                 group, type_, event.value, **tags
             )
         processor.read_timeouts = self.metrics.meter(group, type_, READ_TIMEOUT_METRIC, **tags)
+        processor.invalid_request_closes = self.metrics.meter(
+            group, type_, INVALID_REQUEST_METRIC, **tags
+        )
 
     def _remove_processor_metrics(self, listener: str, processor: Processor) -> None:
         tags = {"listener": listener, "networkProcessor": str(processor.id)}
-        names = ["connection-count", "connection-creation", "connection-close", READ_TIMEOUT_METRIC]
+        names = [
+            "connection-count",
+            "connection-creation",
+            "connection-close",
+            READ_TIMEOUT_METRIC,
+            INVALID_REQUEST_METRIC,
+        ]
         for name in [*names, *(event.value for event in Event)]:
             self.metrics.remove("kafka.server", "socket-server-metrics", name, **tags)
