@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.cluster.placement import coordinator_shard
+from broker.cluster.shard_layout import ShardLayout
 from broker.coordinator.offset_store import (
     JOURNAL_PREFIX,
     JOURNAL_SUFFIX,
@@ -35,8 +36,6 @@ from broker.log.log_manager import LOCK_FILE
 log = logging.getLogger(__name__)
 
 SHARDS = "group-coordinator"
-_NEW = SHARDS + ".new"
-_OLD = SHARDS + ".old"
 
 
 def _legacy_files(log_dir: Path) -> list[Path]:
@@ -46,17 +45,6 @@ def _legacy_files(log_dir: Path) -> list[Path]:
         if p.name in (SNAPSHOT_NAME, PENDING_JOURNAL)
         or (p.name.startswith(JOURNAL_PREFIX) and p.name.endswith(JOURNAL_SUFFIX))
     ]
-
-
-def _shard_dirs(log_dir: Path) -> dict[int, Path]:
-    root = log_dir / SHARDS
-    if not root.is_dir():
-        return {}
-    found = {}
-    for entry in root.iterdir():
-        if entry.is_dir() and entry.name.startswith("shard-") and entry.name[6:].isdigit():
-            found[int(entry.name[6:])] = entry
-    return found
 
 
 def _load(directory: Path, merged: OffsetState, pending: list[dict[str, Any]]) -> None:
@@ -96,9 +84,10 @@ def reshard_group_offsets(log_dir: Path, shards: int) -> bool:
     """Bring the offsets layout to `shards` processes; True when anything moved."""
     if not log_dir.is_dir():
         return False
-    _finish_interrupted(log_dir)
+    layout = ShardLayout(log_dir, SHARDS)
+    layout.finish_interrupted()
     legacy = _legacy_files(log_dir)
-    existing = _shard_dirs(log_dir)
+    existing = layout.shard_dirs()
     if shards == 1 and not existing:
         return False
     if shards > 1 and not legacy and set(existing) == set(range(shards)):
@@ -112,38 +101,25 @@ def reshard_group_offsets(log_dir: Path, shards: int) -> bool:
     for _, directory in sorted(existing.items()):
         _load(directory, merged, pending)
     groups = sorted(set(merged.offsets) | set(merged.groups) | {r["group"] for r in pending})
-    staging = log_dir / _NEW
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = layout.staging
     if shards == 1:
         _write(staging / "single", merged, groups, pending)
         for path in legacy:
             path.unlink()
         os.replace(staging / "single" / SNAPSHOT_NAME, log_dir / SNAPSHOT_NAME)
         os.replace(staging / "single" / PENDING_JOURNAL, log_dir / PENDING_JOURNAL)
-        shutil.rmtree(log_dir / SHARDS, ignore_errors=True)
+        shutil.rmtree(layout.root, ignore_errors=True)
     else:
         for shard in range(shards):
             mine = [g for g in groups if coordinator_shard(g, shards) == shard]
             _write(staging / f"shard-{shard}", merged, mine, pending)
-        if (log_dir / SHARDS).exists():
-            os.replace(log_dir / SHARDS, log_dir / _OLD)
-        os.replace(staging, log_dir / SHARDS)
+        layout.swap_in_staged()
         for path in legacy:
             path.unlink()
-        shutil.rmtree(log_dir / _OLD, ignore_errors=True)
+        layout.drop_old()
     shutil.rmtree(staging, ignore_errors=True)
     log.info("re-sharded the offsets of %d groups over %d process(es)", len(groups), shards)
     return True
-
-
-def _finish_interrupted(log_dir: Path) -> None:
-    shutil.rmtree(log_dir / _NEW, ignore_errors=True)
-    old = log_dir / _OLD
-    if old.exists():
-        if (log_dir / SHARDS).exists():
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(old, log_dir / SHARDS)
 
 
 def reshard_for_single_process(log_dir: Path) -> bool:

@@ -22,11 +22,13 @@ import trio
 from broker.broker_context import BrokerContext, Service
 from broker.cluster.cluster_image import ClusterImage
 from broker.cluster.cluster_log_manager import ClusterLogManager
+from broker.cluster.group_shards import SHARDS as GROUP_SHARDS
 from broker.cluster.marker_router import RoutingMarkerWriter
 from broker.cluster.metadata_store import SqliteMetadataStore
 from broker.cluster.peer_channel import PeerClient, PeerServer, socket_path
 from broker.cluster.placement import coordinator_shard
 from broker.cluster.remote_partition import RemotePartition
+from broker.cluster.shard_layout import ShardLayout
 from broker.cluster.shared_acls import SharedAclStore
 from broker.cluster.shared_file import SharedFileFollower
 from broker.cluster.transaction_shards import transaction_shard_dir
@@ -53,7 +55,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-GROUP_SHARDS_DIR = "group-coordinator"
 PEER_SOCKET_DIR_KEY = "peer.socket.dir"
 """The metadata store's key for the directory of the processes' private sockets."""
 
@@ -78,7 +79,8 @@ async def stop_when_supervisor_exits(server: KafkaServer) -> None:
 
 
 def shard_dir(log_dir: Path, shard: int) -> Path:
-    return log_dir / GROUP_SHARDS_DIR / f"shard-{shard}"
+    """The directory of the group offsets of coordinator shard `shard`."""
+    return ShardLayout(log_dir, GROUP_SHARDS).shard_dir(shard)
 
 
 class ClusterMember:

@@ -25,29 +25,17 @@ import shutil
 from pathlib import Path
 
 from broker.cluster.placement import coordinator_shard
+from broker.cluster.shard_layout import ShardLayout
 from broker.transaction.transaction_log import JOURNAL_NAME, TransactionLog
 from broker.transaction.transaction_metadata import TransactionMetadata
 
 log = logging.getLogger(__name__)
 
 SHARDS = "transaction-coordinator"
-_NEW = SHARDS + ".new"
-_OLD = SHARDS + ".old"
 
 
 def transaction_shard_dir(log_dir: Path, shard: int) -> Path:
-    return log_dir / SHARDS / f"shard-{shard}"
-
-
-def _shard_dirs(log_dir: Path) -> dict[int, Path]:
-    root = log_dir / SHARDS
-    if not root.is_dir():
-        return {}
-    return {
-        int(entry.name[6:]): entry
-        for entry in root.iterdir()
-        if entry.is_dir() and entry.name.startswith("shard-") and entry.name[6:].isdigit()
-    }
+    return ShardLayout(log_dir, SHARDS).shard_dir(shard)
 
 
 def _load(directory: Path, merged: dict[str, TransactionMetadata]) -> None:
@@ -66,23 +54,14 @@ def _write(directory: Path, entries: list[TransactionMetadata]) -> None:
     TransactionLog(directory).write_snapshot(entries)
 
 
-def _finish_interrupted(log_dir: Path) -> None:
-    shutil.rmtree(log_dir / _NEW, ignore_errors=True)
-    old = log_dir / _OLD
-    if old.exists():
-        if (log_dir / SHARDS).exists():
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(old, log_dir / SHARDS)
-
-
 def reshard_transaction_state(log_dir: Path, shards: int) -> bool:
     """Bring the transaction state's layout to `shards` processes; True when it moved."""
     if not log_dir.is_dir():
         return False
-    _finish_interrupted(log_dir)
+    layout = ShardLayout(log_dir, SHARDS)
+    layout.finish_interrupted()
     single = log_dir / JOURNAL_NAME
-    existing = _shard_dirs(log_dir)
+    existing = layout.shard_dirs()
     if shards == 1 and not existing:
         return False
     if shards > 1 and not single.exists() and set(existing) in (set(range(shards)), set()):
@@ -92,23 +71,20 @@ def reshard_transaction_state(log_dir: Path, shards: int) -> bool:
         _load(log_dir, merged)
     for _, directory in sorted(existing.items()):
         _load(directory, merged)
-    staging = log_dir / _NEW
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = layout.staging
     if shards == 1:
         _write(staging, list(merged.values()))
         os.replace(staging / JOURNAL_NAME, single)
-        shutil.rmtree(log_dir / SHARDS, ignore_errors=True)
+        shutil.rmtree(layout.root, ignore_errors=True)
     else:
         for shard in range(shards):
             _write(
                 staging / f"shard-{shard}",
                 [m for tid, m in merged.items() if coordinator_shard(tid, shards) == shard],
             )
-        if (log_dir / SHARDS).exists():
-            os.replace(log_dir / SHARDS, log_dir / _OLD)
-        os.replace(staging, log_dir / SHARDS)
+        layout.swap_in_staged()
         single.unlink(missing_ok=True)
-        shutil.rmtree(log_dir / _OLD, ignore_errors=True)
+        layout.drop_old()
     shutil.rmtree(staging, ignore_errors=True)
     log.info(
         "re-sharded the state of %d transactional ids over %d process(es)", len(merged), shards
