@@ -158,5 +158,16 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in (
 
 LIST_TOPIC_CONFIGS = frozenset(d.name for d in TOPIC_CONFIGS.values() if d.type == ConfigType.LIST)
 
-DYNAMIC_BROKER_CONFIGS = frozenset({"num.network.threads", "num.io.threads"})
+THREAD_COUNT_CONFIGS = frozenset({"num.network.threads", "num.io.threads"})
+"""Dynamic keys that resize a pool (Kafka's half..double rule applies)."""
+CONNECTION_QUOTA_CONFIGS = frozenset(
+    {
+        "max.connections",
+        "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
+        "max.connection.creation.rate",
+    }
+)
+"""Dynamic keys of the acceptors' connection quotas (Kafka's DynamicConnectionQuota)."""
+DYNAMIC_BROKER_CONFIGS = THREAD_COUNT_CONFIGS | CONNECTION_QUOTA_CONFIGS
 """Broker keys this broker can change at runtime (IncrementalAlterConfigs/AlterConfigs)."""

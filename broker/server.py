@@ -208,6 +208,10 @@ class KafkaServer:
         check_resize("num.io.threads", self.data_handlers.size, new_count)
         self.data_handlers.resize(new_count)
 
+    def update_connection_quotas(self, config: BrokerConfig) -> None:
+        """New connection limits for the acceptors; blocked ones re-check at once."""
+        self.socket_server.quotas.update_config(config)
+
     def bound_port(self, listener_name: str | None = None) -> int:
         """The port a listener is bound to (the first listener by default)."""
         name = listener_name or self.config.listeners[0].listener_name

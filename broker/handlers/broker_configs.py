@@ -4,8 +4,11 @@ Dynamic broker configs live in memory here (not persisted across restarts):
 a per-broker layer (resource name = this node's id) over a cluster-wide
 default layer (resource name ""), over server.properties, over the built-in
 defaults, which is Kafka's precedence. Only the keys in
-DYNAMIC_BROKER_CONFIGS can change at runtime; they are applied through the
-server's resize methods, which enforce Kafka's half..double rule.
+DYNAMIC_BROKER_CONFIGS can change at runtime: thread counts through the server's
+resize methods, which enforce Kafka's half..double rule, and the connection limits
+(max.connections, max.connections.per.ip and its overrides,
+max.connection.creation.rate) by handing the acceptors' connection quotas the
+effective config, as Kafka's DynamicConnectionQuota does.
 
 Validation failures on the broker resource answer INVALID_REQUEST with the
 reason, as Kafka does (ConfigAdminManager.validateBrokerConfigChange wraps
@@ -21,7 +24,9 @@ from typing import Protocol
 from broker.config import CONFIG_DEFS, BrokerConfig, ConfigError
 from broker.config_catalogue import (
     BROKER_CONFIG_TYPES,
+    CONNECTION_QUOTA_CONFIGS,
     DYNAMIC_BROKER_CONFIGS,
+    THREAD_COUNT_CONFIGS,
     ConfigSource,
     ConfigType,
 )
@@ -45,6 +50,8 @@ class Resizable(Protocol):
     async def resize_network_threads(self, new_count: int) -> None: ...
 
     def resize_io_threads(self, new_count: int) -> None: ...
+
+    def update_connection_quotas(self, config: BrokerConfig) -> None: ...
 
 
 class BrokerConfigs:
@@ -184,15 +191,20 @@ class BrokerConfigs:
         for name in deleted:
             new_layer.pop(name, None)
         new_layer.update({k: v.strip() for k, v in set_.items()})
-        before = {name: self._effective_int(name) for name in DYNAMIC_BROKER_CONFIGS}
+        before = {name: self._effective_int(name) for name in THREAD_COUNT_CONFIGS}
+        limits_before = {name: self.value(name) for name in CONNECTION_QUOTA_CONFIGS}
         old_layer = dict(layer)
         layer.clear()
         layer.update(new_layer)
-        after = {name: self._effective_int(name) for name in DYNAMIC_BROKER_CONFIGS}
+        after = {name: self._effective_int(name) for name in THREAD_COUNT_CONFIGS}
+        limits_after = {name: self.value(name) for name in CONNECTION_QUOTA_CONFIGS}
         try:
             for name, count in after.items():
                 if count != before[name]:
                     check_resize(name, before[name], count)
+            quota_config = (
+                self._with_dynamic_limits(limits_after) if limits_after != limits_before else None
+            )
             if validate_only:
                 layer.clear()
                 layer.update(old_layer)
@@ -201,10 +213,23 @@ class BrokerConfigs:
                 await self._server.resize_network_threads(after["num.network.threads"])
             if after["num.io.threads"] != before["num.io.threads"]:
                 self._server.resize_io_threads(after["num.io.threads"])
+            if quota_config is not None:
+                self._server.update_connection_quotas(quota_config)
         except ConfigError as exc:
             layer.clear()
             layer.update(old_layer)
             raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+
+    def _with_dynamic_limits(self, limits: Mapping[str, str | None]) -> BrokerConfig:
+        """The static config with the effective connection limits over it (validated as a
+        whole, e.g. the overrides' syntax: raises ConfigError)."""
+        raw = dict(self._server.config.raw)
+        for name, value in limits.items():
+            if value is None:
+                raw.pop(name, None)
+            else:
+                raw[name] = value
+        return BrokerConfig(raw)
 
     def _effective_int(self, name: str) -> int:
         value = self.value(name)

@@ -240,12 +240,47 @@ class FakeServer:
         self.node_id = 1
         self.io_threads = 4
         self.network_threads = 3
+        self.quota_configs: list[BrokerConfig] = []
 
     async def resize_network_threads(self, new_count: int) -> None:
         self.network_threads = new_count
 
     def resize_io_threads(self, new_count: int) -> None:
         self.io_threads = new_count
+
+    def update_connection_quotas(self, config: BrokerConfig) -> None:
+        self.quota_configs.append(config)
+
+
+async def test_connection_limits_change_at_runtime_and_fall_back_when_deleted() -> None:
+    server = FakeServer()
+    configs = BrokerConfigs(server)
+    await configs.alter("", {"max.connections": "100", "max.connections.per.ip": "7"})
+    assert [
+        (c.get_int("max.connections"), c.get_int("max.connections.per.ip"))
+        for c in server.quota_configs
+    ] == [(100, 7)]
+    await configs.alter("1", {"max.connections": "50"})
+    assert server.quota_configs[-1].get_int("max.connections") == 50
+    await configs.alter("1", {}, ["max.connections"])
+    assert server.quota_configs[-1].get_int("max.connections") == 100  # the cluster default
+    await configs.alter("", {"num.io.threads": "5"})
+    assert len(server.quota_configs) == 3, "a thread count change leaves the limits alone"
+    await configs.alter("", {"max.connections": "10"}, validate_only=True)
+    assert len(server.quota_configs) == 3 and configs.value("max.connections") == "100"
+
+
+async def test_a_connection_limit_change_that_does_not_validate_changes_nothing() -> None:
+    server = FakeServer()
+    configs = BrokerConfigs(server)
+    with pytest.raises(KafkaError) as raised:
+        await configs.alter("", {"max.connections.per.ip": "0"})
+    assert raised.value.error_code == ErrorCode.INVALID_REQUEST
+    assert "overrides" in str(raised.value)
+    assert server.quota_configs == [] and configs.value("max.connections.per.ip") == str(2**31 - 1)
+    with pytest.raises(KafkaError):
+        await configs.alter("", {"max.connections.per.ip.overrides": "host:notanumber"})
+    assert server.quota_configs == []
 
 
 async def test_broker_config_layers_and_resize_validation() -> None:
