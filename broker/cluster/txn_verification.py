@@ -79,14 +79,17 @@ class VerificationGuards:
 
     def __init__(self, max_verified: int = MAX_VERIFIED) -> None:
         self._max_verified = max_verified
-        self._verified: dict[tuple[int, TopicPartition], int] = {}  # -> producer epoch
+        # -> (transactional id, producer epoch) of the transaction verified
+        self._verified: dict[tuple[int, TopicPartition], tuple[str, int]] = {}
         self._pending: dict[tuple[int, TopicPartition], set[object]] = {}
 
     def __len__(self) -> int:
         return len(self._verified)
 
-    def is_verified(self, producer_id: int, epoch: int, partition: TopicPartition) -> bool:
-        return self._verified.get((producer_id, partition)) == epoch
+    def is_verified(
+        self, transactional_id: str, producer_id: int, epoch: int, partition: TopicPartition
+    ) -> bool:
+        return self._verified.get((producer_id, partition)) == (transactional_id, epoch)
 
     def begin(self, producer_id: int, partition: TopicPartition) -> object:
         token = object()
@@ -95,6 +98,7 @@ class VerificationGuards:
 
     def complete(
         self,
+        transactional_id: str,
         producer_id: int,
         epoch: int,
         partition: TopicPartition,
@@ -113,7 +117,7 @@ class VerificationGuards:
         if verified:
             if len(self._verified) >= self._max_verified:
                 self._verified.clear()
-            self._verified[key] = epoch
+            self._verified[key] = (transactional_id, epoch)
         return True
 
     def invalidate(self, producer_id: int, partition: TopicPartition) -> None:
@@ -252,12 +256,12 @@ class TransactionVerifier:
         node = self._coordinator_node(transactional_id)
         if node == self._my_node:
             return await self._local(transactional_id, producer_id, epoch, partition)
-        if self.guards.is_verified(producer_id, epoch, partition):
+        if self.guards.is_verified(transactional_id, producer_id, epoch, partition):
             return ErrorCode.NONE
         token = self.guards.begin(producer_id, partition)
         error = await self._ask(node, VerifyItem(transactional_id, producer_id, epoch, partition))
         current = self.guards.complete(
-            producer_id, epoch, partition, token, verified=error == ErrorCode.NONE
+            transactional_id, producer_id, epoch, partition, token, verified=error == ErrorCode.NONE
         )
         if error == ErrorCode.NONE and not current:
             return ErrorCode.INVALID_TXN_STATE  # the transaction ended meanwhile
