@@ -141,6 +141,7 @@ class ClusterMember:
     def transaction_placement(self, local: LocalMarkerWriter) -> TransactionPlacement:
         """This process's transaction coordinator: its shard of the ids and its journal,
         markers routed to the leading processes over the private channel."""
+        self.local_markers = local  # Produce's verifier listens to its markers
         markers = RoutingMarkerWriter(
             local,
             PeerClient(self.peer_dir, self.node_id),
