@@ -89,6 +89,33 @@ class ProduceHandler:
                 f"transaction holding {topic}-{index}",
             )
 
+    async def _verify_ahead(self, body: ProduceRequest, writable: set[str]) -> None:
+        """Asks about every transactional partition of the request at once, so that where
+        each question is a round trip to another process (broker/cluster/txn_verification.py)
+        the partitions do not wait in turn; the appends that follow find the answers kept
+        (a refusal is asked again there and reported with its partition)."""
+        verifier = self.transaction_verifier
+        if verifier is None:
+            return
+        questions = []
+        for topic in body.topic_data:
+            if topic.name not in writable:
+                continue
+            for data in topic.partition_data:
+                try:
+                    header = rec.read_batch_header(data.records or b"", verify_crc=False)
+                except rec.InvalidRecordsError:
+                    continue  # refused with its reason by the partition's own checks
+                if header.is_transactional and header.producer_id >= 0:
+                    questions.append(
+                        (header.producer_id, header.producer_epoch, (topic.name, data.index))
+                    )
+        if len(questions) < 2:
+            return
+        async with trio.open_nursery() as nursery:
+            for producer_id, epoch, partition in questions:
+                nursery.start_soon(verifier, body.transactional_id, producer_id, epoch, partition)
+
     async def handle(self, request: Request) -> ProduceResponse | NoResponse | CloseConnection:
         body: ProduceRequest = request.body
         if body.transactional_id is not None and not authorize(
@@ -101,6 +128,8 @@ class ProduceHandler:
         writable = authorized_names(
             self._authorizer, request, AclOperation.WRITE, TOPIC, (t.name for t in body.topic_data)
         )
+        if body.transactional_id is not None:
+            await self._verify_ahead(body, writable)
         topics = []
         for topic_data in body.topic_data:
             if topic_data.name not in writable:

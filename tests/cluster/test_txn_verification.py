@@ -27,7 +27,10 @@ from broker.cluster.txn_verification import (
     verify_only_request,
 )
 from broker.handlers.add_partitions_to_txn import AddPartitionsToTxnHandler
+from broker.handlers.produce import ProduceHandler
+from broker.protocol import records as rec
 from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import ProduceRequest, ProduceResponse
 from broker.protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
 from broker.protocol.messages.add_partitions_to_txn_response import (
     AddPartitionsToTxnPartitionResult,
@@ -35,9 +38,11 @@ from broker.protocol.messages.add_partitions_to_txn_response import (
     AddPartitionsToTxnResult,
     AddPartitionsToTxnTopicResult,
 )
+from broker.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.security.authorizer import StandardAuthorizer
 from broker.transaction.transaction_metadata import TopicPartition
+from tests.handlers.fake_log import FakeLog, FakeTopic
 from tests.handlers.request_factory import make_request
 from tests.security.acl_strategies import acl
 from tests.transaction.helpers import make_coordinator
@@ -379,3 +384,56 @@ async def test_over_a_client_listener_verify_only_needs_cluster_action(tmp_path:
     )
     granted = await handler(allowed).handle(make_request(request, 24, 4))
     assert response_errors(granted, [item]) == {item: ErrorCode.NONE}
+
+
+# -- Produce: the partitions of one request are asked about together ----------------------
+
+
+class SlowVerifier:
+    """Answers NONE after a short wait, counting the questions in flight at once."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.calls: list[tuple[str | None, TopicPartition]] = []
+
+    async def __call__(
+        self, tid: str | None, producer_id: int, epoch: int, partition: TopicPartition
+    ) -> int:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        self.calls.append((tid, partition))
+        await trio.sleep(0.01)
+        self.in_flight -= 1
+        return ErrorCode.NONE
+
+
+async def test_a_produce_request_asks_about_its_transactional_partitions_together() -> None:
+    log = FakeLog(FakeTopic("t", 3))
+    handler = ProduceHandler(log)
+    verifier = SlowVerifier()
+    handler.transaction_verifier = verifier
+    batch = rec.encode_batch(
+        [rec.Record(0, 0, None, b"v")],
+        producer_id=7,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    body = ProduceRequest(
+        transactional_id="tx",
+        acks=-1,
+        topic_data=(
+            TopicProduceData(
+                name="t",
+                partition_data=tuple(
+                    PartitionProduceData(index=i, records=batch) for i in range(3)
+                ),
+            ),
+        ),
+    )
+    response = await handler.handle(make_request(body, 0, 9))
+    assert isinstance(response, ProduceResponse)
+    assert [p.error_code for p in response.responses[0].partition_responses] == [ErrorCode.NONE] * 3
+    assert verifier.most_in_flight == 3  # not one round trip after another
+    assert sorted(verifier.calls) == sorted([("tx", ("t", i)) for i in range(3)] * 2)
