@@ -437,3 +437,22 @@ async def test_a_produce_request_asks_about_its_transactional_partitions_togethe
     assert [p.error_code for p in response.responses[0].partition_responses] == [ErrorCode.NONE] * 3
     assert verifier.most_in_flight == 3  # not one round trip after another
     assert sorted(verifier.calls) == sorted([("tx", ("t", i)) for i in range(3)] * 2)
+
+
+async def test_v4_without_verify_only_adds_the_partitions(tmp_path: Path) -> None:
+    coordinator = make_coordinator(tmp_path)
+    init = await coordinator.init_producer_id("tx", 60_000)
+    pid, epoch = init.producer_id, init.producer_epoch
+    item = VerifyItem("tx", pid, epoch, ("t", 4))
+    verify_only = verify_only_request([item])
+    adding = verify_only._replace(
+        transactions=tuple(t._replace(verify_only=False) for t in verify_only.transactions)
+    )
+    handler = AddPartitionsToTxnHandler(coordinator, AllPartitions())  # type: ignore[arg-type]
+    before = await handler.handle(make_request(verify_only, 24, 4))
+    assert response_errors(before, [item]) == {item: ErrorCode.INVALID_TXN_STATE}
+    added = await handler.handle(make_request(adding, 24, 4))
+    assert response_errors(added, [item]) == {item: ErrorCode.NONE}
+    assert coordinator.transactions["tx"].partitions == {("t", 4)}
+    after = await handler.handle(make_request(verify_only, 24, 4))
+    assert response_errors(after, [item]) == {item: ErrorCode.NONE}
