@@ -32,6 +32,7 @@ from broker.cluster.shard_layout import ShardLayout
 from broker.cluster.shared_acls import SharedAclStore
 from broker.cluster.shared_file import SharedFileFollower
 from broker.cluster.transaction_shards import transaction_shard_dir
+from broker.cluster.txn_verification import TransactionVerifier
 from broker.config import BrokerConfig
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
@@ -101,6 +102,7 @@ class ClusterMember:
         peer_dir = self.store.get(PEER_SOCKET_DIR_KEY)
         # Set by the supervisor; a short path, as Unix socket paths are (108 bytes).
         self.peer_dir = Path(peer_dir) if peer_dir is not None else self.log_dir / ".peers"
+        self.local_markers: LocalMarkerWriter | None = None
 
     @property
     def image(self) -> ClusterImage:
@@ -139,6 +141,7 @@ class ClusterMember:
     def transaction_placement(self, local: LocalMarkerWriter) -> TransactionPlacement:
         """This process's transaction coordinator: its shard of the ids and its journal,
         markers routed to the leading processes over the private channel."""
+        self.local_markers = local  # Produce's verifier listens to its markers
         markers = RoutingMarkerWriter(
             local,
             PeerClient(self.peer_dir, self.node_id),
@@ -301,9 +304,13 @@ def wire_cluster_member(
 ) -> list[Service]:
     """After the subsystems are added: list every live process where Kafka lists brokers,
     locate groups and transactional ids by hash; returns the services that follow the
-    shared files and the private channel's server (WriteTxnMarkers from the others)."""
+    shared files, the private channel's server (WriteTxnMarkers and verify-only
+    AddPartitionsToTxn from the others) and Produce's verification against them."""
+    from broker.handlers.add_partitions_to_txn import AddPartitionsToTxnHandler
+    from broker.handlers.api_handler import ApiHandler
     from broker.handlers.describe_cluster import DescribeClusterHandler
     from broker.handlers.group_handlers import FindCoordinatorHandler
+    from broker.handlers.produce import ProduceHandler
     from broker.handlers.write_txn_markers import WriteTxnMarkersHandler
 
     member.acls.authorizer = context.authorizer
@@ -318,10 +325,26 @@ def wire_cluster_member(
         find.locate_group = member.locate_group
         find.locate_transaction = member.locate_group
     services: list[Service] = [member.acls]
+    produce = context.apis.handler(ProduceHandler.api_key)
+    if isinstance(produce, ProduceHandler) and produce.transaction_verifier is not None:
+        verifier = TransactionVerifier(
+            PeerClient(member.peer_dir, member.node_id),
+            my_node=member.node_id,
+            coordinator_node=member.coordinator_node,
+            local=produce.transaction_verifier,
+        )
+        produce.transaction_verifier = verifier
+        if member.local_markers is not None:
+            member.local_markers.marker_listeners.append(verifier.on_marker)
+        services.append(verifier)
     markers = context.apis.handler(WriteTxnMarkersHandler.api_key)
+    add_partitions = context.apis.handler(AddPartitionsToTxnHandler.api_key)
     if isinstance(markers, WriteTxnMarkersHandler):
         member.peer_dir.mkdir(mode=0o700, exist_ok=True)
-        services.append(PeerServer(socket_path(member.peer_dir, member.node_id), markers))
+        peer_handlers: list[ApiHandler] = [markers]
+        if isinstance(add_partitions, AddPartitionsToTxnHandler):
+            peer_handlers.append(add_partitions)
+        services.append(PeerServer(socket_path(member.peer_dir, member.node_id), *peer_handlers))
     return [*services, *shared_file_followers(context, member, credentials, quotas)]
 
 

@@ -1,22 +1,40 @@
-"""AddPartitionsToTxn (key 24), v0-3: the client's form, one transaction per request.
+"""AddPartitionsToTxn (key 24), v0-3: the client's form, one transaction per request;
+v4: the brokers' batched form (KIP-890), several transactions per request.
 
-v4+ is the broker-to-broker batched form (KIP-890) and is not advertised. As in
-KafkaApis: WRITE on the transactional id first; then WRITE on each topic and
-existence of each partition; if any partition fails, the others answer
+v0-3, as in KafkaApis: WRITE on the transactional id first; then WRITE on each
+topic and existence of each partition; if any partition fails, the others answer
 OPERATION_NOT_ATTEMPTED and nothing is added.
+
+v4 is what a partition leader sends a transaction's coordinator: with
+`verify_only` it asks whether the producer's open transaction holds the
+partitions (before appending a transactional batch) and adds nothing. Kafka
+takes it only from a principal with CLUSTER_ACTION on the cluster; the cluster's
+processes send it over their private channel (`PEER_LISTENER`, which stands for
+that principal, as for WriteTxnMarkers). v5 (TRANSACTION_ABORTABLE) is not served.
 """
 
 from __future__ import annotations
 
-from broker.handlers.auth_helper import TOPIC, TRANSACTIONAL_ID, authorize, authorized_names
+from broker.handlers.auth_helper import (
+    TOPIC,
+    TRANSACTIONAL_ID,
+    authorize,
+    authorize_cluster,
+    authorized_names,
+)
 from broker.handlers.log_view import LogManagerView
 from broker.handlers.txn_errors import producer_fenced_for
+from broker.handlers.write_txn_markers import PEER_LISTENER
 from broker.net.request import Request
 from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+from broker.protocol.messages.add_partitions_to_txn_request import (
+    AddPartitionsToTxnTransaction,
+)
 from broker.protocol.messages.add_partitions_to_txn_response import (
     AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnResult,
     AddPartitionsToTxnTopicResult,
 )
 from broker.security.acl import AclOperation
@@ -24,12 +42,13 @@ from broker.security.authorizer import ALLOW_ALL, Authorizer
 from broker.transaction.transaction_coordinator import TransactionCoordinator
 
 FENCED_FROM = 2
+BATCHED_FROM = 4
 
 
 class AddPartitionsToTxnHandler:
     api_key = ApiKey.ADD_PARTITIONS_TO_TXN
     min_version = 0
-    max_version = 3
+    max_version = 4
 
     def __init__(
         self,
@@ -43,6 +62,8 @@ class AddPartitionsToTxnHandler:
         self._authorizer = authorizer
 
     async def handle(self, request: Request) -> AddPartitionsToTxnResponse:
+        if request.api_version >= BATCHED_FROM:
+            return await self._handle_batched(request)
         body: AddPartitionsToTxnRequest = request.body
         tid = body.v3_and_below_transactional_id
         wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
@@ -69,6 +90,35 @@ class AddPartitionsToTxnHandler:
         code = producer_fenced_for(request.api_version, FENCED_FROM, error)
         return self._response(wanted, dict.fromkeys(wanted, code))
 
+    async def _handle_batched(self, request: Request) -> AddPartitionsToTxnResponse:
+        body: AddPartitionsToTxnRequest = request.body
+        if request.context.listener_name != PEER_LISTENER and not authorize_cluster(
+            self._authorizer, request, AclOperation.CLUSTER_ACTION
+        ):
+            return AddPartitionsToTxnResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        results = [await self._transaction(t) for t in body.transactions]
+        return AddPartitionsToTxnResponse(results_by_transaction=tuple(results))
+
+    async def _transaction(self, txn: AddPartitionsToTxnTransaction) -> AddPartitionsToTxnResult:
+        """One transaction of a v4 request; its partitions' topics are the leader's
+        business (it has checked them), so only the coordinator's state answers."""
+        wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
+        if txn.verify_only:
+            errors = self._coordinator.verify_transaction(
+                txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted
+            )
+        else:
+            error = await self._coordinator.add_partitions(
+                txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted
+            )
+            errors = dict.fromkeys(wanted, error)
+        return AddPartitionsToTxnResult(
+            transactional_id=txn.transactional_id,
+            topic_results=self._response(
+                wanted, {tp: int(code) for tp, code in errors.items()}
+            ).results_by_topic_v3_and_below,
+        )
+
     @staticmethod
     def _response(
         wanted: list[tuple[str, int]], errors: dict[tuple[str, int], int]
@@ -89,5 +139,7 @@ class AddPartitionsToTxnHandler:
 
     def error_response(self, request: Request, error_code: int) -> AddPartitionsToTxnResponse:
         body: AddPartitionsToTxnRequest = request.body
+        if request.api_version >= BATCHED_FROM:
+            return AddPartitionsToTxnResponse(error_code=error_code)
         wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
         return self._response(wanted, dict.fromkeys(wanted, error_code))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -40,7 +40,8 @@ from broker.security.authorizer import ALLOW_ALL, Authorizer
 log = logging.getLogger(__name__)
 
 API_KEY = ApiKey.PRODUCE
-TransactionVerifier = Callable[[int, int, tuple[str, int]], int]
+TransactionVerifier = Callable[[str | None, int, int, tuple[str, int]], Awaitable[int]]
+"""(transactional id, producer id, epoch, partition) -> the error code for the batch."""
 VALID_ACKS = (-1, 0, 1)
 LONG_MAX = 2**63 - 1
 # Records validated in a worker thread from this batch size on: about 2 ms of the
@@ -66,7 +67,9 @@ class ProduceHandler:
         # Set when a transaction coordinator exists (broker/wiring/transaction_coordinator.py).
         self.transaction_verifier: TransactionVerifier | None = None
 
-    def _verify_transaction(self, header: rec.RecordBatchHeader, topic: str, index: int) -> None:
+    async def _verify_transaction(
+        self, transactional_id: str | None, header: rec.RecordBatchHeader, topic: str, index: int
+    ) -> None:
         """A transactional batch must belong to an open transaction holding this
         partition (KIP-890's verification), else it would open a transaction in the
         log that no marker ever closes, holding the last stable offset back forever."""
@@ -76,13 +79,42 @@ class ProduceHandler:
             raise KafkaError(
                 ErrorCode.INVALID_TXN_STATE, "this broker has no transaction coordinator"
             )
-        error = self.transaction_verifier(header.producer_id, header.producer_epoch, (topic, index))
+        error = await self.transaction_verifier(
+            transactional_id, header.producer_id, header.producer_epoch, (topic, index)
+        )
         if error != ErrorCode.NONE:
             raise KafkaError(
                 ErrorCode(error),
                 f"producer {header.producer_id} epoch {header.producer_epoch} has no open "
                 f"transaction holding {topic}-{index}",
             )
+
+    async def _verify_ahead(self, body: ProduceRequest, writable: set[str]) -> None:
+        """Asks about every transactional partition of the request at once, so that where
+        each question is a round trip to another process (broker/cluster/txn_verification.py)
+        the partitions do not wait in turn; the appends that follow find the answers kept
+        (a refusal is asked again there and reported with its partition)."""
+        verifier = self.transaction_verifier
+        if verifier is None:
+            return
+        questions = []
+        for topic in body.topic_data:
+            if topic.name not in writable:
+                continue
+            for data in topic.partition_data:
+                try:
+                    header = rec.read_batch_header(data.records or b"", verify_crc=False)
+                except rec.InvalidRecordsError:
+                    continue  # refused with its reason by the partition's own checks
+                if header.is_transactional and header.producer_id >= 0:
+                    questions.append(
+                        (header.producer_id, header.producer_epoch, (topic.name, data.index))
+                    )
+        if len(questions) < 2:
+            return
+        async with trio.open_nursery() as nursery:
+            for producer_id, epoch, partition in questions:
+                nursery.start_soon(verifier, body.transactional_id, producer_id, epoch, partition)
 
     async def handle(self, request: Request) -> ProduceResponse | NoResponse | CloseConnection:
         body: ProduceRequest = request.body
@@ -96,6 +128,8 @@ class ProduceHandler:
         writable = authorized_names(
             self._authorizer, request, AclOperation.WRITE, TOPIC, (t.name for t in body.topic_data)
         )
+        if body.transactional_id is not None:
+            await self._verify_ahead(body, writable)
         topics = []
         for topic_data in body.topic_data:
             if topic_data.name not in writable:
@@ -106,7 +140,7 @@ class ProduceHandler:
             else:
                 partitions = [
                     await self._produce_partition(
-                        request.api_version, body.acks, topic_data.name, p
+                        request.api_version, body.acks, body.transactional_id, topic_data.name, p
                     )
                     for p in topic_data.partition_data
                 ]
@@ -119,7 +153,12 @@ class ProduceHandler:
         return response
 
     async def _produce_partition(
-        self, api_version: int, acks: int, topic_name: str, data: PartitionProduceData
+        self,
+        api_version: int,
+        acks: int,
+        transactional_id: str | None,
+        topic_name: str,
+        data: PartitionProduceData,
     ) -> PartitionProduceResponse:
         topic = self._logs.topic(topic_name)
         partition = self._logs.partition(topic_name, data.index) if topic else None
@@ -128,7 +167,7 @@ class ProduceHandler:
         if acks not in VALID_ACKS:
             return partition_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS)
         try:
-            return await self._append(api_version, acks, topic, partition, data)
+            return await self._append(api_version, acks, transactional_id, topic, partition, data)
         except (KafkaError, rec.InvalidRecordsError) as exc:
             log.debug("produce to %s-%d refused: %s", topic_name, data.index, exc)
             return partition_error(data.index, error_code_of(exc), error_message_of(exc))
@@ -137,6 +176,7 @@ class ProduceHandler:
         self,
         api_version: int,
         acks: int,
+        transactional_id: str | None,
         topic: TopicView,
         partition: PartitionView,
         data: PartitionProduceData,
@@ -149,7 +189,7 @@ class ProduceHandler:
         header = await validate_batch(batch, api_version, int(topic.config("max.message.bytes")))
         check_batch_fits_segment(header, int(topic.config("segment.bytes")))
         if header.is_transactional:
-            self._verify_transaction(header, topic.name, data.index)
+            await self._verify_transaction(transactional_id, header, topic.name, data.index)
         if acks == -1 and int(topic.config("min.insync.replicas")) > 1:
             raise KafkaError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,

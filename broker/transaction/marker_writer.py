@@ -8,7 +8,7 @@ appends for markers other processes send."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.coordinator.offset_store import OffsetAndMetadata
@@ -29,11 +29,16 @@ class LocalMarkerWriter:
     def __init__(self, log_manager: LogManager, groups: GroupCoordinatorService) -> None:
         self._logs = log_manager
         self._groups = groups
+        # Told of each partition marker before it is written: a transaction verified
+        # there (KIP-890, broker/cluster/txn_verification.py) must be verified again.
+        self.marker_listeners: list[Callable[[int, str, int], None]] = []
 
     async def write_partition_marker(
         self, producer_id: int, epoch: int, commit: bool, topic: str, index: int
     ) -> None:
         """One marker; KafkaError when it cannot be written (a skipped one is no error)."""
+        for listener in self.marker_listeners:
+            listener(producer_id, topic, index)
         partition = self._logs.partition(topic, index)
         if partition is None or partition.deleted:
             log.info("no marker for %s-%d: the partition is gone", topic, index)

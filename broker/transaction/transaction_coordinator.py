@@ -427,3 +427,37 @@ class TransactionCoordinator:
         if metadata.state is not TransactionState.ONGOING or partition not in metadata.partitions:
             return ErrorCode.INVALID_TXN_STATE
         return ErrorCode.NONE
+
+    def verify_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn verify-only (KIP-890, what a partition leader in another
+        process asks before it appends a transactional batch): Kafka's
+        handleVerifyPartitionsInTransaction, by transactional id. Adds nothing."""
+        wanted = list(partitions)
+
+        def every(error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+            return dict.fromkeys(wanted, error)
+
+        if not transactional_id:
+            return every(ErrorCode.INVALID_REQUEST)
+        if not self.owns(transactional_id):
+            return every(ErrorCode.NOT_COORDINATOR)
+        metadata = self.transactions.get(transactional_id)
+        if metadata is None or metadata.producer_id != producer_id:
+            return every(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if metadata.producer_epoch != producer_epoch:
+            return every(ErrorCode.PRODUCER_FENCED)
+        if metadata.state.is_prepare or metadata.state is TransactionState.PREPARE_EPOCH_FENCE:
+            return every(ErrorCode.CONCURRENT_TRANSACTIONS)
+        ongoing = metadata.state is TransactionState.ONGOING
+        return {
+            tp: ErrorCode.NONE
+            if ongoing and tp in metadata.partitions
+            else ErrorCode.INVALID_TXN_STATE
+            for tp in wanted
+        }

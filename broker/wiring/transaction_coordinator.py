@@ -17,7 +17,7 @@ from broker.handlers.describe_transactions import DescribeTransactionsHandler
 from broker.handlers.end_txn import EndTxnHandler
 from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.list_transactions import ListTransactionsHandler
-from broker.handlers.produce import ProduceHandler
+from broker.handlers.produce import ProduceHandler, TransactionVerifier
 from broker.handlers.txn_offset_commit import TxnOffsetCommitHandler
 from broker.handlers.write_txn_markers import WriteTxnMarkersHandler
 from broker.log import LogManager
@@ -28,6 +28,7 @@ from broker.transaction.transaction_coordinator import (
     TransactionCoordinator,
 )
 from broker.transaction.transaction_log import TransactionLog
+from broker.transaction.transaction_metadata import TopicPartition
 from broker.transaction.transaction_service import TransactionCoordinatorService, wall_ms
 
 
@@ -77,9 +78,10 @@ def add_transaction_coordinator(
         wall_ms,
     )
     coordinator.owns = placement.owns
-    # KIP-890 verification where this process coordinates the producer's transaction;
-    # a producer coordinated by another process is not verified (docs/transactions.md).
-    coordinator.verify_unknown_producers = placement.single_process
+    # KIP-890 verification: a producer this coordinator does not know has no open
+    # transaction here. In a cluster, Produce asks the coordinator process of the
+    # producer's transactional id (broker/cluster/txn_verification.py).
+    coordinator.verify_unknown_producers = True
     service = TransactionCoordinatorService(
         coordinator,
         abort_interval_ms=config.get_int(
@@ -106,5 +108,16 @@ def add_transaction_coordinator(
         context.apis.add_handler(handler)
     produce = context.apis.handler(ProduceHandler.api_key)
     if isinstance(produce, ProduceHandler):
-        produce.transaction_verifier = coordinator.verify_partition
+        produce.transaction_verifier = local_verifier(coordinator)
     return service
+
+
+def local_verifier(coordinator: TransactionCoordinator) -> TransactionVerifier:
+    """Produce's verification against this process's coordinator (by producer id)."""
+
+    async def verify(
+        transactional_id: str | None, producer_id: int, epoch: int, partition: TopicPartition
+    ) -> int:
+        return coordinator.verify_partition(producer_id, epoch, partition)
+
+    return verify

@@ -237,7 +237,7 @@ async def test_the_transaction_apis_are_advertised_and_find_coordinator_answers(
         ranges = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
         assert {key: ranges[key] for key in (22, 24, 25, 26, 28, 61, 65, 66)} == {
             22: (0, 4),
-            24: (0, 3),
+            24: (0, 4),
             25: (0, 3),
             26: (0, 3),
             28: (0, 3),
