@@ -39,6 +39,8 @@ POOL_BYTES = 50_000_000
 READ_TIMEOUT_MS = 2000
 DEFAULT_MAX_REQUEST = 104857600
 HOSTILE_RATE = 1500
+FETCH_TOPIC_BYTES = 16 * MIB
+FETCH_CONNECTIONS = 50
 
 Attack = Callable[[int, float], Awaitable[dict[str, Any]]]
 
@@ -161,6 +163,14 @@ async def _large_frames(port: int, deadline: float) -> dict[str, Any]:
     return {"frames sent": sent[0]}
 
 
+async def _large_fetches(port: int, deadline: float) -> dict[str, Any]:
+    await hc.fill_topic(port, TOPIC, FETCH_TOPIC_BYTES)
+    sent = [0]
+    frame = hc.large_fetch_frame(TOPIC, 2 * FETCH_TOPIC_BYTES)
+    await hc.fetch_without_reading(port, frame, FETCH_CONNECTIONS, deadline, sent)
+    return {"frames sent": sent[0]}
+
+
 async def _slow(port: int, deadline: float) -> dict[str, Any]:
     closed: list[float] = []
     await hc.slow_senders(port, 150, MIB, 1.0, deadline + 2 * READ_TIMEOUT_MS / 1000, closed)
@@ -204,6 +214,14 @@ def run(duration_s: float = 4.0) -> list[dict[str, Any]]:
             _large_frames,
         ),
         ("50 conns pipelining 900 KiB, default pool (-1)", {}, _large_frames),
+        (
+            f"{FETCH_CONNECTIONS} conns fetching 16 MiB, never reading, pool 50 MB",
+            {
+                "queued.max.request.bytes": str(POOL_BYTES),
+                "socket.request.max.bytes": str(10 * MIB),
+            },
+            _large_fetches,
+        ),
         (
             "150 slow senders (1 B/s)",
             {"socket.request.read.timeout.ms": str(READ_TIMEOUT_MS)},

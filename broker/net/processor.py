@@ -539,6 +539,7 @@ class Processor:
             size_bytes=len(frame) - offset,
             memory_bytes=memory,
             unsupported_version=unsupported,
+            response_memory=self._pool.responses,
         )
         if memory:
             pool = self._pool
