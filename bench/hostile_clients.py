@@ -176,9 +176,13 @@ async def pipeline_without_reading(
 
 
 def large_fetch_frame(topic: str, max_bytes: int) -> bytes:
-    """A Fetch from offset 0 of partition 0 that may answer up to `max_bytes`."""
+    """A Fetch (v11) from offset 0 of partition 0 that may answer up to `max_bytes`."""
+    return frame_of(fetch_body(topic, max_bytes), 11)
+
+
+def fetch_body(topic: str, max_bytes: int) -> FetchRequest:
     partition = FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=max_bytes)
-    fetch = FetchRequest(
+    return FetchRequest(
         replica_id=-1,
         max_wait_ms=0,
         min_bytes=1,
@@ -188,7 +192,6 @@ def large_fetch_frame(topic: str, max_bytes: int) -> bytes:
         session_epoch=-1,
         topics=(FetchTopic(topic=topic, partitions=(partition,)),),
     )
-    return frame_of(fetch, 11)
 
 
 async def fill_topic(
