@@ -7,7 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker.net.memory_pool import MemoryPool
+from broker.net.request import ClientInformation, Request, RequestContext
 from broker.net.response_memory import ResponseMemory
+from broker.protocol.api import RequestHeader
 
 
 def test_a_grant_is_what_is_left_up_to_what_is_wanted() -> None:
@@ -77,3 +79,38 @@ def test_the_budget_is_exceeded_by_at_most_one_batch_per_held_response(
         if written:
             budget.release(held.pop(0)[0])
     assert budget.used == sum(size for size, _ in held)
+
+
+def _request(budget: ResponseMemory) -> Request:
+    context = RequestContext(
+        connection_id="c",
+        processor_id=0,
+        listener_name="PLAINTEXT",
+        security_protocol="PLAINTEXT",
+        client_address="127.0.0.1",
+        client_port=1,
+        client_information=ClientInformation(),
+    )
+    header = RequestHeader(api_key=1, api_version=11, correlation_id=1, client_id="t")
+    return Request(header=header, body=None, context=context, size_bytes=0, response_memory=budget)
+
+
+def test_a_request_holds_what_its_response_read_until_released_once() -> None:
+    budget = ResponseMemory(1000)
+    request = _request(budget)
+    assert request.reserve_response_memory(800) == 800
+    request.keep_response_memory(300)
+    assert budget.used == 300
+    request.release_memory()
+    request.release_memory()
+    assert budget.used == 0
+
+
+def test_reading_again_replaces_the_earlier_reservation() -> None:
+    budget = ResponseMemory(1000)
+    request = _request(budget)
+    request.reserve_response_memory(600)
+    request.keep_response_memory(600)
+    assert request.reserve_response_memory(1000) == 1000, "its own earlier read is given back"
+    request.keep_response_memory(0)
+    assert budget.used == 0
