@@ -8,16 +8,24 @@ from hypothesis import strategies as st
 
 from broker.net.memory_pool import MemoryPool
 from broker.net.request import ClientInformation, Request, RequestContext
-from broker.net.response_memory import ResponseMemory
+from broker.net.response_memory import MIN_GRANT, ResponseMemory
 from broker.protocol.api import RequestHeader
 
 
 def test_a_grant_is_what_is_left_up_to_what_is_wanted() -> None:
-    budget = ResponseMemory(100)
-    assert budget.grant(60) == 60
-    assert budget.grant(60) == 40
-    assert budget.grant(10) == 0
-    assert budget.used == 100 and budget.available == 0
+    limit = 4 * MIN_GRANT
+    budget = ResponseMemory(limit)
+    assert budget.grant(3 * MIN_GRANT) == 3 * MIN_GRANT
+    assert budget.grant(3 * MIN_GRANT) == MIN_GRANT
+    assert budget.used == limit and budget.available == 0
+
+
+def test_an_exhausted_budget_still_grants_the_floor() -> None:
+    budget = ResponseMemory(MIN_GRANT)
+    budget.grant(MIN_GRANT)
+    assert budget.grant(10) == 10
+    assert budget.grant(5 * MIN_GRANT) == MIN_GRANT
+    assert budget.used == 2 * MIN_GRANT + 10 and budget.available == 0
 
 
 def test_settling_keeps_what_was_used_and_frees_the_rest() -> None:
@@ -29,11 +37,10 @@ def test_settling_keeps_what_was_used_and_frees_the_rest() -> None:
 
 def test_a_first_batch_beyond_the_grant_overdraws_the_budget_until_released() -> None:
     budget = ResponseMemory(100)
-    budget.grant(100)
-    held = budget.settle(budget.grant(50), 40)  # granted nothing, read one batch
-    assert held == 40 and budget.used == 140 and budget.available == 0
+    held = budget.settle(budget.grant(50), 3 * MIN_GRANT)  # one batch above the grant
+    assert held == 3 * MIN_GRANT and budget.used == held and budget.available == 0
     budget.release(held)
-    assert budget.used == 100
+    assert budget.used == 0
 
 
 def test_without_a_limit_everything_is_granted() -> None:
@@ -56,29 +63,31 @@ def test_the_memory_pool_gives_responses_a_budget_of_its_own_size() -> None:
 
 
 @given(
-    limit=st.integers(min_value=1, max_value=10_000),
+    limit=st.integers(min_value=1, max_value=8 * MIN_GRANT),
     reads=st.lists(
-        st.tuples(st.integers(0, 5_000), st.integers(0, 5_000), st.booleans()), max_size=50
+        st.tuples(st.integers(0, 4 * MIN_GRANT), st.integers(0, 2 * MIN_GRANT), st.booleans()),
+        max_size=50,
     ),
 )
-def test_the_budget_is_exceeded_by_at_most_one_batch_per_held_response(
+def test_the_budget_is_exceeded_by_at_most_the_floor_or_a_batch_per_held_response(
     limit: int, reads: list[tuple[int, int, bool]]
 ) -> None:
-    """Each read wants some bytes and reads at most its grant, or one batch when granted
-    nothing; some responses are written (released) before the next read."""
+    """Each read wants some bytes and reads its first batch, then whole batches of the
+    same size within its grant; some responses are written (released) before the next."""
     budget = ResponseMemory(limit)
-    held: list[tuple[int, bool]] = []  # bytes held, whether granted nothing
+    held: list[int] = []
+    largest_batch = 0
     for wanted, batch, written in reads:
         granted = budget.grant(wanted)
-        assert granted <= wanted
-        used = min(batch, granted) if granted else batch
-        held.append((budget.settle(granted, used), granted == 0))
-        first_batches = sum(size for size, ungranted in held if ungranted)
-        assert budget.used == sum(size for size, _ in held)
-        assert budget.used <= limit + first_batches
+        assert min(wanted, MIN_GRANT) <= granted <= wanted
+        used = batch if batch > granted else granted // batch * batch if batch else 0
+        largest_batch = max(largest_batch, batch)
+        held.append(budget.settle(granted, used))
+        assert budget.used == sum(held)
+        assert budget.used <= limit + len(held) * max(MIN_GRANT, largest_batch)
         if written:
-            budget.release(held.pop(0)[0])
-    assert budget.used == sum(size for size, _ in held)
+            budget.release(held.pop(0))
+    assert budget.used == sum(held)
 
 
 def _request(budget: ResponseMemory) -> Request:
@@ -96,9 +105,9 @@ def _request(budget: ResponseMemory) -> Request:
 
 
 def test_a_request_holds_what_its_response_read_until_released_once() -> None:
-    budget = ResponseMemory(1000)
+    budget = ResponseMemory(4 * MIN_GRANT)
     request = _request(budget)
-    assert request.reserve_response_memory(800) == 800
+    assert request.reserve_response_memory(3 * MIN_GRANT) == 3 * MIN_GRANT
     request.keep_response_memory(300)
     assert budget.used == 300
     request.release_memory()
@@ -107,10 +116,12 @@ def test_a_request_holds_what_its_response_read_until_released_once() -> None:
 
 
 def test_reading_again_replaces_the_earlier_reservation() -> None:
-    budget = ResponseMemory(1000)
+    budget = ResponseMemory(2 * MIN_GRANT)
     request = _request(budget)
-    request.reserve_response_memory(600)
-    request.keep_response_memory(600)
-    assert request.reserve_response_memory(1000) == 1000, "its own earlier read is given back"
+    request.reserve_response_memory(2 * MIN_GRANT)
+    request.keep_response_memory(2 * MIN_GRANT)
+    assert request.reserve_response_memory(2 * MIN_GRANT) == 2 * MIN_GRANT, (
+        "its own earlier read is given back"
+    )
     request.keep_response_memory(0)
     assert budget.used == 0
