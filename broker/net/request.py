@@ -87,6 +87,9 @@ class Request:
         if release is not None:
             release()
         self._release_response_memory()
+        # Done (answered, or its connection closed): a long poll still running reads for
+        # a response that will be dropped, and must not count it where no one releases it.
+        self.response_memory = None
 
     def reserve_response_memory(self, wanted: int) -> int:
         """Up to `wanted` bytes of response budget (see response_memory), replacing any

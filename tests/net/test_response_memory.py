@@ -125,3 +125,14 @@ def test_reading_again_replaces_the_earlier_reservation() -> None:
     )
     request.keep_response_memory(0)
     assert budget.used == 0
+
+
+def test_a_read_after_its_connection_closed_is_not_counted() -> None:
+    budget = ResponseMemory(4 * MIN_GRANT)
+    request = _request(budget)
+    request.reserve_response_memory(MIN_GRANT)
+    request.release_memory()  # the connection closed while a long poll waits
+    request.reserve_response_memory(MIN_GRANT)
+    request.keep_response_memory(MIN_GRANT)
+    request.release_memory()
+    assert budget.used == 0
