@@ -16,6 +16,7 @@ from broker.client.connection import KafkaConnection
 from broker.net.response_memory import MIN_GRANT
 from tests.integration.broker_harness import broker_process, running_broker
 from tests.integration.test_socket_server import wait_until
+from tests.product.test_metrics import samples, value
 
 MIB = 1 << 20
 TOPIC = "fetched"
@@ -33,7 +34,11 @@ async def _consume_once(port: int) -> int:
 
 async def test_fetches_never_read_stay_within_the_response_budget(tmp_path: Path) -> None:
     pool_bytes = 2 * MIB
-    overrides = {"queued.max.request.bytes": str(pool_bytes), "socket.request.max.bytes": str(MIB)}
+    overrides = {
+        "queued.max.request.bytes": str(pool_bytes),
+        "socket.request.max.bytes": str(MIB),
+        "metrics.port": "0",
+    }
     async with running_broker(tmp_path, overrides) as server:
         port = server.bound_port()
         budget = server.socket_server.memory_pool.responses
@@ -45,9 +50,11 @@ async def test_fetches_never_read_stay_within_the_response_budget(tmp_path: Path
             deadline = trio.current_time() + 2.0
             nursery.start_soon(hc.fetch_without_reading, port, frame, ATTACKERS, deadline, sent)
             await wait_until(lambda: budget.used >= pool_bytes)
+            gauge = value(await samples(server), "kafka_network_socketserver_responsememoryused")
             consumed = await _consume_once(port)
             await trio.sleep_until(deadline)
         assert sent[0] >= ATTACKERS
+        assert gauge is not None and gauge >= pool_bytes, "ResponseMemoryUsed shows the hold"
         assert consumed >= RECORD, "a consumer still gets at least one batch"
         # Unbounded, 16 connections would hold 8 MiB each; beyond the budget, each
         # response (the consumer's included) holds at most the floor or one batch.
