@@ -172,6 +172,48 @@ async def pipeline_without_reading(
             nursery.start_soon(one)
 
 
+# -- attack 1b: large fetches, responses never read ------------------------------------
+
+
+def large_fetch_frame(topic: str, max_bytes: int) -> bytes:
+    """A Fetch (v11) from offset 0 of partition 0 that may answer up to `max_bytes`."""
+    return frame_of(fetch_body(topic, max_bytes), 11)
+
+
+def fetch_body(topic: str, max_bytes: int) -> FetchRequest:
+    partition = FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=max_bytes)
+    return FetchRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(FetchTopic(topic=topic, partitions=(partition,)),),
+    )
+
+
+async def fill_topic(
+    port: int, topic: str, total_bytes: int, record_bytes: int = 512 * 1024
+) -> int:
+    """Append about `total_bytes` of incompressible records (acks=1); returns how many."""
+    records = 0
+    async with await KafkaConnection.connect("127.0.0.1", port, "filler") as conn:
+        while records * record_bytes < total_bytes:
+            await conn.request(produce_body(topic, [os.urandom(record_bytes)], acks=1), 9)
+            records += 1
+    return records
+
+
+async def fetch_without_reading(
+    port: int, frame: bytes, connections: int, deadline: float, sent: list[int]
+) -> None:
+    """Each connection writes the Fetch `frame` back to back and never reads its
+    responses, until `deadline`: each large response waits in the broker until written."""
+    await pipeline_without_reading(port, frame, connections, deadline, sent)
+
+
 # -- attack 2: slow senders -----------------------------------------------------------------
 
 

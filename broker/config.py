@@ -231,7 +231,7 @@ _DEFS: list[ConfigDef] = [
     _d("num.network.threads", "int", 3, "Processors per listener (also listener.name.X.num.network.threads).", "cluster-wide", at_least(1)),
     _d("num.io.threads", "int", 8, "Request handler tasks.", "cluster-wide", at_least(1)),
     _d("queued.max.requests", "int", 500, "Capacity of the request queue; a full queue blocks processors.", "read-only", at_least(1)),
-    _d("queued.max.request.bytes", "long", -1, "Memory pool for received requests, held from a request's size prefix until its response is written; waiting connections are served in order, small requests from the pool's last tenth. Above 0: the pool's size, at least socket.request.max.bytes. <= 0 (the default) is not unbounded as in Kafka: the pool is then max(socket.request.max.bytes, 104857600) bytes."),
+    _d("queued.max.request.bytes", "long", -1, "Memory pool for received requests, held from a request's size prefix until its response is written; waiting connections are served in order, small requests from the pool's last tenth. Above 0: the pool's size, at least socket.request.max.bytes. <= 0 (the default) is not unbounded as in Kafka: the pool is then max(socket.request.max.bytes, 104857600) bytes. Fetch responses waiting to be written get a second budget of the same size (each granted at least 1 MiB or one batch)."),
     _d("socket.request.max.bytes", "int", 104857600, "Largest request frame; bigger frames close the connection.", "read-only", at_least(1)),
     _d("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF of accepted sockets; -1 keeps the OS default."),
     _d("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF of listening sockets; -1 keeps the OS default."),

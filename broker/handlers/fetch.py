@@ -81,15 +81,17 @@ class FetchHandler:
             return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
         deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
         denied = self._unreadable_topics(request, body, version)
-        outcome = await self.read_once(body, version, denied)
+        outcome = await self._read(request, body, version, denied)
         if self._complete(body, outcome):
             return self._answer(outcome)
 
         async def wait() -> FetchResponse:
-            return self._answer(await self._long_poll(body, version, outcome, deadline, denied))
+            return self._answer(
+                await self._long_poll(request, body, version, outcome, deadline, denied)
+            )
 
         async def early() -> FetchResponse:
-            return self._answer(await self.read_once(body, version, denied))
+            return self._answer(await self._read(request, body, version, denied))
 
         return Deferred(wait, early)
 
@@ -120,8 +122,20 @@ class FetchHandler:
         readable = authorized_names(self._authorizer, request, AclOperation.READ, TOPIC, names)
         return frozenset(names - readable)
 
+    async def _read(
+        self, request: Request, body: FetchRequest, version: int, denied: frozenset[str]
+    ) -> FetchOutcome:
+        """One read within what the response budget grants (broker/net/response_memory.py):
+        a response waits in memory until its client reads it, and clients that never
+        read must not make the broker's memory grow with every large fetch."""
+        granted = request.reserve_response_memory(max(body.max_bytes, 0))
+        outcome = await self.read_once(body, version, denied, max_bytes=granted)
+        request.keep_response_memory(outcome.bytes_read)
+        return outcome
+
     async def _long_poll(
         self,
+        request: Request,
         body: FetchRequest,
         version: int,
         outcome: FetchOutcome,
@@ -131,16 +145,21 @@ class FetchHandler:
         while trio.current_time() < deadline:
             with trio.move_on_at(deadline):
                 await wait_any(outcome.wakeups)
-            outcome = await self.read_once(body, version, denied)
+            outcome = await self._read(request, body, version, denied)
             if self._complete(body, outcome):
                 break
         return outcome
 
     async def read_once(
-        self, body: FetchRequest, version: int, denied: frozenset[str] = frozenset()
+        self,
+        body: FetchRequest,
+        version: int,
+        denied: frozenset[str] = frozenset(),
+        max_bytes: int | None = None,
     ) -> FetchOutcome:
-        """Read every requested partition within the request's byte budget (KIP-74)."""
-        remaining = max(body.max_bytes, 0)
+        """Read every requested partition within the request's byte budget (KIP-74), or
+        within `max_bytes` when smaller (what the response budget granted)."""
+        remaining = max(body.max_bytes, 0) if max_bytes is None else max_bytes
         min_one_batch = True
         bytes_read = 0
         has_error = False

@@ -20,6 +20,7 @@ this sees most, not all, of the established work.
 from __future__ import annotations
 
 import errno
+import ipaddress
 import logging
 import socket
 import time
@@ -60,6 +61,7 @@ class Acceptor:
         self._next = 0
         self._scope = trio.CancelScope()
         self._delayed_closes: trio.Nursery | None = None
+        self._local = _specific_address(self._socket)
 
     @property
     def bound_port(self) -> int:
@@ -80,7 +82,7 @@ class Acceptor:
 
     async def _accept_one(self) -> None:
         try:
-            sock, _ = await self._socket.accept()
+            sock, peer = await self._socket.accept()
         except OSError as exc:
             if exc.errno in _OVERLOAD_ERRNOS:
                 log.error(
@@ -97,8 +99,10 @@ class Acceptor:
             started = time.perf_counter_ns()
             await self._quotas.wait_for_slot(listener)
             self._blocked.mark(time.perf_counter_ns() - started)
-            remote = sock.getpeername()
-            local = sock.getsockname()
+            # accept(2) already gave the peer; the local address is the listener's
+            # unless it listens on a wildcard address.
+            remote = peer if peer else sock.getpeername()
+            local = self._local if self._local is not None else sock.getsockname()
         except OSError:
             sock.close()
             return
@@ -143,6 +147,17 @@ class Acceptor:
         finally:
             self._blocked.mark(time.perf_counter_ns() - started)
         self._next = (self._next + count) % max(len(self.processors), 1)
+
+
+def _specific_address(sock: trio.socket.SocketType) -> tuple[str, int] | None:
+    """The listener's address when every accepted socket shares it (not a wildcard)."""
+    try:
+        host, port = sock.getsockname()[:2]
+        if ipaddress.ip_address(host).is_unspecified:
+            return None
+    except (OSError, ValueError):
+        return None
+    return str(host), int(port)
 
 
 async def defer_to_runnable_tasks() -> None:

@@ -293,5 +293,8 @@ class ConnectionQuotas:
         self._notify()
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
+        # Only an acceptor blocked in wait_for_slot needs waking: no new Event for every
+        # close of a flood of short connections.
+        if self._changed.statistics().tasks_waiting:
+            self._changed.set()
+            self._changed = trio.Event()

@@ -29,6 +29,7 @@ from collections.abc import Callable
 import trio
 
 from broker.metrics import SampledRate
+from broker.net.response_memory import ResponseMemory
 
 UNBOUNDED_AVAILABLE = 2**63 - 1
 """What Kafka reports as MemoryPoolAvailable without a pool (Long.MAX_VALUE)."""
@@ -79,6 +80,8 @@ class MemoryPool:
         self._available_event = trio.Event()
         if self._size is not None:
             self._available_event.set()
+        # Responses waiting to be written get a budget of their own, the pool's size.
+        self.responses = ResponseMemory(self._size)
 
     # ---- state
 

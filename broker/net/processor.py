@@ -330,7 +330,9 @@ class Processor:
         self.connections_created.mark()
         if reason is not None:
             self._log_invalid(new.remote_address, reason)
-        new.socket.close()
+        # Never registered with Trio's I/O manager: a plain close(2), without Trio's
+        # notify_closing (a flood of bad frames is a flood of closes).
+        os.close(new.socket.detach())
         self._quotas.release(new.listener_name, new.remote_address[0])
         self.connections_closed.mark()
 
@@ -539,6 +541,7 @@ class Processor:
             size_bytes=len(frame) - offset,
             memory_bytes=memory,
             unsupported_version=unsupported,
+            response_memory=self._pool.responses,
         )
         if memory:
             pool = self._pool

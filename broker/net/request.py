@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from broker.net.response_memory import ResponseMemory
 from broker.protocol.api import RequestHeader
 
 Buffer = bytes | bytearray | memoryview
@@ -64,6 +65,8 @@ class Request:
     response_dequeue_ns: int = 0
     throttle_ms: int = 0
     release: Callable[[], None] | None = None
+    response_memory: ResponseMemory | None = None
+    response_memory_bytes: int = 0
 
     @property
     def api_key(self) -> int:
@@ -78,10 +81,37 @@ class Request:
         return self.header.correlation_id
 
     def release_memory(self) -> None:
-        """Give the request's bytes back to the memory pool, at most once."""
+        """Give the request's bytes back to the memory pool, and its response's to the
+        response budget, at most once."""
         release, self.release = self.release, None
         if release is not None:
             release()
+        self._release_response_memory()
+        # Done (answered, or its connection closed): a long poll still running reads for
+        # a response that will be dropped, and must not count it where no one releases it.
+        self.response_memory = None
+
+    def reserve_response_memory(self, wanted: int) -> int:
+        """Up to `wanted` bytes of response budget (see response_memory), replacing any
+        earlier reservation of this request (a long poll reads again)."""
+        self._release_response_memory()
+        budget = self.response_memory
+        if budget is None:
+            return wanted
+        granted = budget.grant(wanted)
+        self.response_memory_bytes = granted
+        return granted
+
+    def keep_response_memory(self, used: int) -> None:
+        """Hold what the response actually took, until the response is written."""
+        budget = self.response_memory
+        if budget is not None:
+            self.response_memory_bytes = budget.settle(self.response_memory_bytes, used)
+
+    def _release_response_memory(self) -> None:
+        held, self.response_memory_bytes = self.response_memory_bytes, 0
+        if held and self.response_memory is not None:
+            self.response_memory.release(held)
 
 
 @attrs.frozen

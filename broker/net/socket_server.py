@@ -281,6 +281,12 @@ class SocketServer:
         m.gauge(
             "kafka.network", "SocketServer", "MemoryPoolUsed", lambda: float(self.memory_pool.used)
         )
+        m.gauge(
+            "kafka.network",
+            "SocketServer",
+            "ResponseMemoryUsed",
+            lambda: float(self.memory_pool.responses.used),
+        )
         m.add_collector(
             lambda: tls_connection_samples(
                 (name, p.id, p.connections.values())

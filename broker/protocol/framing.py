@@ -63,6 +63,11 @@ class FrameDecoder:
         return len(self._buffer) - self._start + (0 if self._frame is None else len(self._frame))
 
     @property
+    def held_bytes(self) -> int:
+        """Bytes the decoder's buffers hold, taken or not (what it costs in memory)."""
+        return len(self._buffer) + (0 if self._frame is None else len(self._frame))
+
+    @property
     def in_frame(self) -> bool:
         """Whether part of a frame (its prefix included) has been received."""
         return self._frame is not None or len(self._buffer) > self._start
@@ -124,7 +129,13 @@ class FrameDecoder:
         available = len(self._buffer) - start
         if available >= size:
             payload = bytes(self._buffer[start : start + size])
-            self._start = start + size
+            if start + size == len(self._buffer):
+                # All taken: an idle connection keeps no read-ahead buffer (up to
+                # READ_AHEAD bytes each, outside the memory pool) between requests.
+                self._buffer = bytearray()
+                self._start = 0
+            else:
+                self._start = start + size
             return payload
         # Incomplete: what has arrived moves to the frame's own buffer, which grows as
         # bytes arrive (so a slow sender costs what it sent, not what it announced; a

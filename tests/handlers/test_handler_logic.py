@@ -37,6 +37,12 @@ class FakeRequest:
         self.body = body
         self.api_version = api_version
 
+    def reserve_response_memory(self, wanted: int) -> int:
+        return wanted
+
+    def keep_response_memory(self, used: int) -> None:
+        pass
+
 
 def one_batch(size: int) -> bytes:
     return rec.encode_batch(

@@ -78,3 +78,22 @@ def test_any_split_of_the_stream_yields_the_same_frames(payloads: list[bytes], c
         position += len(data)
     assert out == payloads
     assert position == len(wire)
+
+
+def test_a_decoder_whose_frames_were_all_taken_holds_no_read_ahead() -> None:
+    decoder = FrameDecoder(1 << 20)
+    frames = [struct.pack(">i", n) + b"x" * n for n in (10, 300, 5000)]
+    decoder.feed(b"".join(frames))
+    assert decoder.held_bytes == sum(len(f) for f in frames)
+    taken = [decoder.next_frame() for _ in frames]
+    assert [len(t) for t in taken if t is not None] == [10, 300, 5000]
+    assert decoder.held_bytes == 0
+
+
+def test_a_decoder_keeps_only_the_bytes_of_a_frame_not_yet_whole() -> None:
+    decoder = FrameDecoder(1 << 20)
+    decoder.feed(struct.pack(">i", 4) + b"abcd" + struct.pack(">i", 100) + b"12")
+    assert decoder.next_frame() == b"abcd"
+    assert decoder.buffered == 6
+    assert decoder.next_frame() is None
+    assert decoder.held_bytes == 2  # moved to the frame's own buffer
