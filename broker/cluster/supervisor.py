@@ -53,6 +53,9 @@ STABLE_AFTER_S = 30.0
 EXIT_GRACE_S = 5.0
 
 
+PEER_DIR_PREFIX = "broker-peers-"
+
+
 class StartupError(RuntimeError):
     """The cluster could not start; the message says which process and why."""
 
@@ -128,8 +131,12 @@ class Supervisor:
         reshard_group_offsets(first, self.count)
         reshard_transaction_state(first, self.count)
         # The processes' private sockets (broker/cluster/peer_channel.py): a short path
-        # (socket paths are limited to 108 bytes) that only this user may enter.
-        self.peer_dir = Path(tempfile.mkdtemp(prefix="broker-peers-"))
+        # (socket paths are limited to 108 bytes) that only this user may enter. One left
+        # by a supervisor that was killed goes now: the log dir locks say it is over.
+        stale = store.get(PEER_SOCKET_DIR_KEY)
+        if stale is not None and Path(stale).name.startswith(PEER_DIR_PREFIX):
+            shutil.rmtree(stale, ignore_errors=True)
+        self.peer_dir = Path(tempfile.mkdtemp(prefix=PEER_DIR_PREFIX))
         store.set(PEER_SOCKET_DIR_KEY, str(self.peer_dir))
         log.info(
             "cluster %s: %d processes, nodes %d..%d",

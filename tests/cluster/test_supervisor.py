@@ -8,8 +8,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
+from broker.cluster.member import PEER_SOCKET_DIR_KEY
 from broker.cluster.metadata_store import SqliteMetadataStore
 from tests.integration.broker_harness import (
     start_broker_process,
@@ -154,18 +156,48 @@ def test_the_processes_stop_when_the_supervisor_is_killed(tmp_path: Path) -> Non
     children = child_pids(cluster.process.pid)
     assert len(children) == 2
     assert stop_broker_process(cluster, signal.SIGKILL) == -signal.SIGKILL
+    wait_until(lambda: all_exited(children.values()))
 
-    def gone() -> bool:
-        for pid in children.values():
-            try:
-                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if state != "Z":
-                return False
-        return True
 
-    wait_until(gone)
+def all_exited(pids: Iterable[int]) -> bool:
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            return False
+    return True
+
+
+def peer_socket_dir(data_dir: Path) -> Path:
+    store = SqliteMetadataStore(data_dir)
+    try:
+        return Path(str(store.get(PEER_SOCKET_DIR_KEY)))
+    finally:
+        store.close()
+
+
+def test_a_restart_after_the_supervisor_was_killed_removes_its_peer_sockets(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    settings = {**CLUSTER, "process.count": "2"}
+    cluster = start_broker_process(data, settings)
+    children = child_pids(cluster.process.pid)
+    stale = peer_socket_dir(data)
+    assert stale.is_dir()
+    assert stop_broker_process(cluster, signal.SIGKILL) == -signal.SIGKILL
+    wait_until(lambda: all_exited(children.values()))
+    assert stale.is_dir(), "nobody was left to remove it"
+    again = start_broker_process(data, settings)
+    try:
+        assert not stale.exists()
+        fresh = peer_socket_dir(data)
+        assert fresh.is_dir() and fresh != stale
+    finally:
+        assert stop_broker_process(again) == 0
+    assert not fresh.exists()
 
 
 def consecutive_free_ports(count: int) -> int:
