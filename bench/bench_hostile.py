@@ -1,8 +1,9 @@
 """Hostile load: what attacks cost a well-behaved neighbour, and what they cost in memory.
 
 For each attack a fresh `broker serve` process runs; the bystander (ApiVersions+Metadata
-on its own connection) is timed first alone, then during the attack, while a producer
-sends acks=all records whose count is checked against the log end offset afterwards.
+on its own connection) is timed first without the attack, then during it, both times
+beside a producer sending acks=all records (their count is checked against the log end
+offset afterwards) and an RSS sampler, so that only the attack differs.
 Attacks (see bench/hostile_clients.py): 50 connections pipelining ~900 KiB Produce
 frames without reading responses, with a 50 MB pool and with the default; 50 connections
 pipelining Fetches of a 16 MiB log without reading the responses (the response budget,
@@ -65,13 +66,15 @@ def _broker_args(work: Path, overrides: Mapping[str, str]) -> list[str]:
 
 async def _measure(pid: int, port: int, attack: Attack, duration_s: float) -> dict[str, Any]:
     await hc.create_topic(port, TOPIC)
+    tally = hc.ProducerTally()
     before: list[float] = []
-    await hc.bystander(port, trio.current_time() + duration_s, before, 0.005)
+    # The baseline runs with the same companions as the attack phase (the producer and
+    # the RSS sampler share the bystander's process): only the attack differs.
+    await _well_behaved(pid, port, trio.current_time() + duration_s, before, tally, [0])
     rss_before = hc.rss_bytes(pid)
     cpu_before = hc.cpu_seconds(pid)
     during: list[float] = []
     peak = [rss_before]
-    tally = hc.ProducerTally()
     row: dict[str, Any] = {}
     started = trio.Event()
 
@@ -89,16 +92,13 @@ async def _measure(pid: int, port: int, attack: Attack, duration_s: float) -> di
         )
         cancel_scope.cancel()
 
-    async def well_behaved(deadline: float) -> None:
+    async def while_attacked(deadline: float) -> None:
         await started.wait()
-        async with trio.open_nursery() as inner:
-            inner.start_soon(hc.sample_rss, pid, deadline, peak)
-            inner.start_soon(hc.acks_all_producer, port, TOPIC, deadline, tally)
-            inner.start_soon(hc.bystander, port, deadline, during, 0.005)
+        await _well_behaved(pid, port, deadline, during, tally, peak)
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(attack_then_stop, nursery.cancel_scope)
-        nursery.start_soon(well_behaved, trio.current_time() + 10 * duration_s + 60)
+        nursery.start_soon(while_attacked, trio.current_time() + 10 * duration_s + 60)
     cpu = hc.cpu_seconds(pid) - cpu_before
     end_offset = await hc.log_end_offset(port, TOPIC)
     p50_before, p99_before = hc.percentile(before, 0.5), hc.percentile(before, 0.99)
@@ -116,6 +116,21 @@ async def _measure(pid: int, port: int, attack: Attack, duration_s: float) -> di
         "broker cpu s": cpu,
         **row,
     }
+
+
+async def _well_behaved(
+    pid: int,
+    port: int,
+    deadline: float,
+    latencies: list[float],
+    tally: hc.ProducerTally,
+    peak: list[int],
+) -> None:
+    """The bystander timed, beside an acks=all producer and the RSS sampler."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hc.sample_rss, pid, deadline, peak)
+        nursery.start_soon(hc.acks_all_producer, port, TOPIC, deadline, tally)
+        nursery.start_soon(hc.bystander, port, deadline, latencies, 0.005)
 
 
 def _attack_main(attack: Attack, port: int, duration_s: float, results: Any) -> None:
