@@ -31,6 +31,7 @@ from broker.metrics import Meter
 from broker.net.connection_quotas import ConnectionQuotas
 from broker.net.endpoint import Endpoint
 from broker.net.processor import NewConnection, Processor
+from broker.net.run_queue import runnable_tasks
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ def _specific_address(sock: trio.socket.SocketType) -> tuple[str, int] | None:
 async def defer_to_runnable_tasks() -> None:
     """Let up to DEFERRED_ROUNDS scheduler rounds go by while other tasks are runnable."""
     for _ in range(DEFERRED_ROUNDS):
-        if not trio.lowlevel.current_statistics().tasks_runnable:
+        if not runnable_tasks():
             return
         await trio.lowlevel.checkpoint()
 
