@@ -49,6 +49,21 @@ LONG_MAX = 2**63 - 1
 DEEP_VALIDATION_IN_THREAD_FROM = 4000
 
 
+def has_transactional_records(body: ProduceRequest) -> bool:
+    """Whether any partition's batch is marked transactional (Kafka's
+    RequestUtils.hasTransactionalRecords); records too broken to say are refused later,
+    each with its partition's own error."""
+    for topic in body.topic_data:
+        for data in topic.partition_data:
+            try:
+                header = rec.read_batch_header(data.records or b"", verify_crc=False)
+            except rec.InvalidRecordsError:
+                continue
+            if header.is_transactional:
+                return True
+    return False
+
+
 class ProduceHandler:
     api_key = API_KEY
     min_version = 3  # message format v2 only
@@ -118,9 +133,19 @@ class ProduceHandler:
 
     async def handle(self, request: Request) -> ProduceResponse | NoResponse | CloseConnection:
         body: ProduceRequest = request.body
-        if body.transactional_id is not None and not authorize(
-            self._authorizer, request, AclOperation.WRITE, TRANSACTIONAL_ID, body.transactional_id
+        if has_transactional_records(body) and (
+            body.transactional_id is None
+            or not authorize(
+                self._authorizer,
+                request,
+                AclOperation.WRITE,
+                TRANSACTIONAL_ID,
+                body.transactional_id,
+            )
         ):
+            # Kafka's KafkaApis: transactional records need a transactional id the
+            # principal may WRITE; without one the whole request is refused, not appended
+            # as if the producer id alone made it a transaction.
             response = self.error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
             if response is None:  # acks=0: closing is the only way to tell the client
                 return CloseConnection("acks=0 produce failed: transactional id not authorized")

@@ -133,14 +133,54 @@ async def test_produce_needs_write_on_each_topic_and_appends_only_where_allowed(
     assert unknown.responses[0].partition_responses[0].error_code == TAF
 
 
+def transactional_body(topic: str, transactional_id: str | None) -> ProduceRequest:
+    batch = rec.encode_batch(
+        [rec.Record(offset_delta=0, timestamp_delta=0, key=None, value=b"v")],
+        producer_id=7,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    return ProduceRequest(
+        acks=-1,
+        transactional_id=transactional_id,
+        topic_data=(
+            TopicProduceData(
+                name=topic, partition_data=(PartitionProduceData(index=0, records=batch),)
+            ),
+        ),
+    )
+
+
 async def test_transactional_produce_needs_write_on_the_transactional_id() -> None:
     log = FakeLog(FakeTopic("t", 1))
     handler = ProduceHandler(log, authorizer=StandardAuthorizer([acl("t", Op.WRITE)]))
-    response = await handler.handle(make_request(produce_body("t", transactional_id="tx"), 0, 9))
+    response = await handler.handle(make_request(transactional_body("t", "tx"), 0, 9))
     assert isinstance(response, ProduceResponse)
     code = response.responses[0].partition_responses[0].error_code
     assert code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert log.partition("t", 0).batches == []  # type: ignore[union-attr]
+
+
+async def test_transactional_records_without_a_transactional_id_are_refused() -> None:
+    # Kafka refuses them whatever the authorizer: a producer id alone is no transaction.
+    log = FakeLog(FakeTopic("t", 1))
+    handler = ProduceHandler(log, authorizer=ALLOW_ALL)
+    response = await handler.handle(make_request(transactional_body("t", None), 0, 9))
+    assert isinstance(response, ProduceResponse)
+    code = response.responses[0].partition_responses[0].error_code
+    assert code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert log.partition("t", 0).batches == []  # type: ignore[union-attr]
+
+
+async def test_plain_records_are_not_checked_against_a_transactional_id() -> None:
+    # As Kafka: only transactional records ask for WRITE on the transactional id.
+    log = FakeLog(FakeTopic("t", 1))
+    handler = ProduceHandler(log, authorizer=StandardAuthorizer([acl("t", Op.WRITE)]))
+    response = await handler.handle(make_request(produce_body("t", transactional_id="tx"), 0, 9))
+    assert isinstance(response, ProduceResponse)
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    assert len(log.partition("t", 0).batches) == 1  # type: ignore[union-attr]
 
 
 def fetch_body(*topics: str) -> FetchRequest:
