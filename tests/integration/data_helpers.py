@@ -47,11 +47,16 @@ def batch(
 
 
 def produce_request(
-    topic: str, partitions: Mapping[int, bytes | None], acks: int = -1
+    topic: str,
+    partitions: Mapping[int, bytes | None],
+    acks: int = -1,
+    *,
+    transactional_id: str | None = None,
 ) -> ProduceRequest:
     return ProduceRequest(
         acks=acks,
         timeout_ms=5000,
+        transactional_id=transactional_id,
         topic_data=(
             TopicProduceData(
                 name=topic,
@@ -70,9 +75,12 @@ async def produce(
     partition: int = 0,
     acks: int = -1,
     version: int = PRODUCE_VERSION,
+    *,
+    transactional_id: str | None = None,
 ) -> Any:
     """The one partition's response of a single-partition produce."""
-    response = await conn.request(produce_request(topic, {partition: records}, acks), version)
+    request = produce_request(topic, {partition: records}, acks, transactional_id=transactional_id)
+    response = await conn.request(request, version)
     return response.responses[0].partition_responses[0]
 
 

@@ -111,10 +111,14 @@ async def test_fetch_read_committed_returns_aborted_transactions_and_stops_at_th
         await create_topic(conn, "t")
         pid, epoch = await init(conn, "tx")
         assert await add_partition(conn, "tx", pid, epoch, "t") == ErrorCode.NONE
-        assert (await produce(conn, "t", txn_batch([b"a", b"b"], pid, epoch, 0))).error_code == 0
+        assert (
+            await produce(conn, "t", txn_batch([b"a", b"b"], pid, epoch, 0), transactional_id="tx")
+        ).error_code == 0
         assert await end(conn, "tx", pid, epoch, False) == ErrorCode.NONE
         assert await add_partition(conn, "tx", pid, epoch, "t") == ErrorCode.NONE
-        assert (await produce(conn, "t", txn_batch([b"c"], pid, epoch, 2))).error_code == 0
+        assert (
+            await produce(conn, "t", txn_batch([b"c"], pid, epoch, 2), transactional_id="tx")
+        ).error_code == 0
         open_data = await committed_fetch(conn, "t", 0)
         assert open_data.last_stable_offset == 3 and open_data.high_watermark == 4
         assert [(a.producer_id, a.first_offset) for a in open_data.aborted_transactions] == [
@@ -138,9 +142,11 @@ async def test_a_transactional_batch_outside_an_open_transaction_is_refused(
     async with running_broker(tmp_path) as server, await connect(server) as conn:
         await create_topic(conn, "t")
         pid, epoch = await init(conn, "tx")
-        refused = await produce(conn, "t", txn_batch([b"x"], pid, epoch, 0))
+        refused = await produce(conn, "t", txn_batch([b"x"], pid, epoch, 0), transactional_id="tx")
         assert refused.error_code == ErrorCode.INVALID_TXN_STATE
-        stranger = await produce(conn, "t", txn_batch([b"x"], pid + 100, 0, 0))
+        stranger = await produce(
+            conn, "t", txn_batch([b"x"], pid + 100, 0, 0), transactional_id="tx"
+        )
         assert stranger.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
         assert await latest(conn, "t", 0) == 0
 
@@ -201,7 +207,7 @@ async def test_describe_and_list_transactions_and_producers(tmp_path: Path) -> N
         pid, epoch = await init(conn, "tx")
         await init(conn, "idle")
         await add_partition(conn, "tx", pid, epoch, "t")
-        await produce(conn, "t", txn_batch([b"x"], pid, epoch, 0))
+        await produce(conn, "t", txn_batch([b"x"], pid, epoch, 0), transactional_id="tx")
         described = await conn.request(
             DescribeTransactionsRequest(transactional_ids=("tx", "missing")), 0
         )
