@@ -85,7 +85,7 @@ from broker.security.acl import (
     operations_bit_field,
 )
 from broker.security.acl_store import AclStore
-from broker.security.authorizer import ALLOW_ALL, StandardAuthorizer
+from broker.security.authorizer import ALLOW_ALL, Authorizer, StandardAuthorizer
 from tests.handlers.fake_log import FakeLog, FakeTopic
 from tests.handlers.request_factory import ALICE, BOB, make_request
 from tests.security.acl_strategies import acl
@@ -152,21 +152,22 @@ def transactional_body(topic: str, transactional_id: str | None) -> ProduceReque
     )
 
 
-async def test_transactional_produce_needs_write_on_the_transactional_id() -> None:
+@pytest.mark.parametrize(
+    ("authorizer", "transactional_id"),
+    [
+        (StandardAuthorizer([acl("t", Op.WRITE)]), "tx"),  # no WRITE on "tx"
+        # Kafka refuses them whatever the authorizer: a producer id is no transaction.
+        (ALLOW_ALL, None),
+    ],
+    ids=["without-write-on-the-id", "without-an-id"],
+)
+async def test_transactional_records_need_write_on_a_transactional_id(
+    authorizer: Authorizer, transactional_id: str | None
+) -> None:
     log = FakeLog(FakeTopic("t", 1))
-    handler = ProduceHandler(log, authorizer=StandardAuthorizer([acl("t", Op.WRITE)]))
-    response = await handler.handle(make_request(transactional_body("t", "tx"), 0, 9))
-    assert isinstance(response, ProduceResponse)
-    code = response.responses[0].partition_responses[0].error_code
-    assert code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    assert log.partition("t", 0).batches == []  # type: ignore[union-attr]
-
-
-async def test_transactional_records_without_a_transactional_id_are_refused() -> None:
-    # Kafka refuses them whatever the authorizer: a producer id alone is no transaction.
-    log = FakeLog(FakeTopic("t", 1))
-    handler = ProduceHandler(log, authorizer=ALLOW_ALL)
-    response = await handler.handle(make_request(transactional_body("t", None), 0, 9))
+    handler = ProduceHandler(log, authorizer=authorizer)
+    body = transactional_body("t", transactional_id)
+    response = await handler.handle(make_request(body, 0, 9))
     assert isinstance(response, ProduceResponse)
     code = response.responses[0].partition_responses[0].error_code
     assert code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
