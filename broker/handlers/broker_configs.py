@@ -82,6 +82,8 @@ class BrokerConfigs:
         stored = store.load()
         self.per_broker: dict[str, str] = dict(stored.for_node(server.node_id))
         self.cluster_default: dict[str, str] = dict(stored.cluster_default)
+        # What the pools run: a stored count that could not take effect is not running.
+        self._threads = {name: self._effective_int(name) for name in THREAD_COUNT_CONFIGS}
 
     # -- resource names ----------------------------------------------------------------
     def is_cluster_default(self, resource_name: str) -> bool:
@@ -259,7 +261,9 @@ class BrokerConfigs:
             return self._effective_config(DYNAMIC_BROKER_CONFIGS)
         except ConfigError as exc:
             log.error("stored dynamic broker configs not in effect at startup: %s", exc)
-            return self._server.config
+            static = self._server.config
+            self._threads = {name: static.get_int(name) for name in THREAD_COUNT_CONFIGS}
+            return static
 
     def _stored_here(self) -> StoredBrokerConfigs:
         return StoredBrokerConfigs(self.cluster_default, {self._server.node_id: self.per_broker})
@@ -270,7 +274,7 @@ class BrokerConfigs:
         ConfigError."""
         own = proposed.for_node(self._server.node_id)
         for name in THREAD_COUNT_CONFIGS:
-            before = self._effective_int(name)
+            before = self._threads[name]
             after = _int(self._value_in(name, own, proposed.cluster_default))
             if after != before:
                 check_resize(name, before, after)
@@ -285,22 +289,24 @@ class BrokerConfigs:
         """Make `stored` the layers here and put what changed into effect. A value that
         cannot take effect is logged and the rest still applies: a process never stops
         over a change another one stored."""
-        threads_before = {name: self._effective_int(name) for name in THREAD_COUNT_CONFIGS}
         limits_before = {name: self.value(name) for name in CONNECTION_QUOTA_CONFIGS}
         self.cluster_default = dict(stored.cluster_default)
         self.per_broker = dict(stored.for_node(self._server.node_id))
         threads_after = {name: self._effective_int(name) for name in THREAD_COUNT_CONFIGS}
         limits_after = {name: self.value(name) for name in CONNECTION_QUOTA_CONFIGS}
-        try:
-            if threads_after["num.network.threads"] != threads_before["num.network.threads"]:
-                await self._server.resize_network_threads(threads_after["num.network.threads"])
-        except ConfigError as exc:
-            log.error("dynamic broker config not applied: %s", exc)
-        try:
-            if threads_after["num.io.threads"] != threads_before["num.io.threads"]:
-                self._server.resize_io_threads(threads_after["num.io.threads"])
-        except ConfigError as exc:
-            log.error("dynamic broker config not applied: %s", exc)
+        for name in ("num.network.threads", "num.io.threads"):
+            before, after = self._threads[name], threads_after[name]
+            if after == before:
+                continue
+            try:
+                check_resize(name, before, after)
+                if name == "num.network.threads":
+                    await self._server.resize_network_threads(after)
+                else:
+                    self._server.resize_io_threads(after)
+                self._threads[name] = after
+            except ConfigError as exc:
+                log.error("dynamic broker config not applied: %s", exc)
         try:
             if limits_after != limits_before:
                 self._server.update_connection_quotas(self._with_values(limits_after))

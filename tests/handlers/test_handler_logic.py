@@ -260,7 +260,9 @@ class FakeServer:
         self.quota_configs.append(config)
 
 
-async def test_connection_limits_change_at_runtime_and_fall_back_when_deleted(tmp_path: Path) -> None:
+async def test_connection_limits_change_at_runtime_and_fall_back_when_deleted(
+    tmp_path: Path,
+) -> None:
     server = FakeServer()
     configs = BrokerConfigs(server, DynamicBrokerConfigStore(tmp_path))
     await configs.alter("", {"max.connections": "100", "max.connections.per.ip": "7"})
@@ -278,7 +280,9 @@ async def test_connection_limits_change_at_runtime_and_fall_back_when_deleted(tm
     assert len(server.quota_configs) == 3 and configs.value("max.connections") == "100"
 
 
-async def test_a_connection_limit_change_that_does_not_validate_changes_nothing(tmp_path: Path) -> None:
+async def test_a_connection_limit_change_that_does_not_validate_changes_nothing(
+    tmp_path: Path,
+) -> None:
     server = FakeServer()
     configs = BrokerConfigs(server, DynamicBrokerConfigStore(tmp_path))
     with pytest.raises(KafkaError) as raised:
