@@ -22,10 +22,10 @@ from broker.dynamic_broker_config_store import (
     is_sensitive,
 )
 
-names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20).filter(
+names = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=20).filter(
     lambda n: not is_sensitive(n)
 )
-values = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
+values = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=20)
 layers = st.dictionaries(names, values, max_size=4)
 stored_configs = st.builds(
     StoredBrokerConfigs,

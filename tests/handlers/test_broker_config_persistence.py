@@ -16,6 +16,7 @@ from broker.dynamic_broker_config_store import (
     DynamicBrokerConfigStore,
     LayerChange,
     StoredBrokerConfigs,
+    is_sensitive,
 )
 from broker.errors import KafkaError
 from broker.handlers import broker_configs as broker_configs_module
@@ -97,7 +98,7 @@ async def test_a_sensitive_dynamic_key_would_be_refused_not_stored(
 
 
 def test_no_dynamic_broker_config_is_a_password() -> None:
-    assert not [n for n in DYNAMIC_BROKER_CONFIGS if broker_configs_module.is_sensitive(n)]
+    assert not [n for n in DYNAMIC_BROKER_CONFIGS if is_sensitive(n)]
 
 
 async def test_layers_stored_by_another_process_apply_as_far_as_they_can(
