@@ -14,7 +14,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from broker.client.connection import KafkaConnection
 from broker.config_catalogue import ConfigSource
 from broker.protocol.error_codes import ErrorCode
-from tests.integration.broker_harness import broker_process
+from tests.integration.broker_harness import broker_process, connect, running_broker
 from tests.integration.test_admin_apis import BROKER, SET, describe, incremental
 from tests.integration.test_socket_server import api_versions_ok, assert_closed
 from tests.interop.kafka_clients import admin
@@ -77,3 +77,28 @@ async def test_a_connection_limit_set_with_an_admin_client_survives_a_restart(
                     await api_versions_ok(conn)  # those within the limit stay open
                 for conn in others:
                     await conn.aclose()
+
+
+async def test_stored_thread_counts_are_what_the_restarted_broker_starts_with(
+    tmp_path: Path,
+) -> None:
+    """base_config runs 2 and 2; stored counts of 4 (network, per broker) and 3 (io,
+    cluster default) are running right after the restart, with no resize."""
+    async with running_broker(tmp_path) as server, await connect(server) as admin_conn:
+        changes = (
+            await incremental(admin_conn, BROKER, "1", ("num.network.threads", SET, "4")),
+            await incremental(admin_conn, BROKER, "", ("num.io.threads", SET, "3")),
+        )
+        assert [c.error_code for c in changes] == [ErrorCode.NONE] * 2
+    async with running_broker(tmp_path) as server, await connect(server) as conn:
+        assert [len(p) for p in server.socket_server.processors.values()] == [4]
+        assert server.data_handlers.size == 3
+        assert server.config.get_int("num.io.threads") == 2, "the static layer is unchanged"
+        result = await describe(conn, BROKER, "1", ["num.io.threads", "num.network.threads"])
+        assert {c.name: (c.value, c.config_source) for c in result.configs} == {
+            "num.io.threads": ("3", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+            "num.network.threads": ("4", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        }
+        doubled = await incremental(conn, BROKER, "1", ("num.io.threads", SET, "6"))
+        assert doubled.error_code == ErrorCode.NONE, "half..double is measured from 3"
+        assert server.data_handlers.size == 6
