@@ -19,7 +19,9 @@ from broker.broker_context import BrokerContext, Service
 from broker.cluster.member import ClusterMember, wire_cluster_member
 from broker.config import BrokerConfig
 from broker.coordinator.coordinator_service import GroupCoordinatorService
+from broker.dynamic_broker_config_store import DynamicBrokerConfigStore
 from broker.handlers.api_versions import ApiVersionsHandler
+from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.kafka_apis import KafkaApis
 from broker.handlers.log_topics import LogTopicSource
 from broker.handlers.metadata import MetadataHandler, NoTopics
@@ -55,8 +57,12 @@ class KafkaServer:
         self.metrics = MetricsRegistry()
         self.apis = KafkaApis([])
         self.scram_credentials = ScramCredentialStore(self.log_dirs[0] / CREDENTIALS_FILE)
+        # The stored dynamic broker configs, over server.properties: the network and the
+        # handler pool start with them (Kafka's DynamicBrokerConfig at startup).
+        self.broker_configs = BrokerConfigs(self, DynamicBrokerConfigStore(self.log_dirs[0]))
+        running = self.broker_configs.startup_config()
         self.socket_server = SocketServer(
-            config, self.metrics, self.apis.is_enabled, self.scram_credentials
+            running, self.metrics, self.apis.is_enabled, self.scram_credentials
         )
         self.cluster_id = load_or_create_cluster_id(
             self.log_dirs[0], self.node_id, config.get_optional_str("cluster.id")
@@ -86,7 +92,7 @@ class KafkaServer:
         self.services: list[Service] = []
         self._add_subsystems()
         self.data_handlers = RequestHandlerPool(
-            self.socket_server.data_channel, self.apis, config.get_int("num.io.threads")
+            self.socket_server.data_channel, self.apis, running.get_int("num.io.threads")
         )
         control = self.socket_server.control_channel
         self.control_handlers = RequestHandlerPool(control, self.apis, 1) if control else None
@@ -118,7 +124,7 @@ class KafkaServer:
             else cluster.topic_source()
         )
         self.services.append(self.log_manager)
-        add_data_apis(context, self.log_manager, self)
+        add_data_apis(context, self.log_manager, self.broker_configs)
         settings = coordinator_config(config)
         groups = (
             GroupCoordinatorService(settings, self.log_dirs[0])
@@ -144,7 +150,12 @@ class KafkaServer:
         )
         if cluster is not None:
             self.services += wire_cluster_member(
-                context, cluster, self.metadata, self.scram_credentials, self.quotas
+                context,
+                cluster,
+                self.metadata,
+                self.scram_credentials,
+                self.quotas,
+                self.broker_configs,
             )
 
     async def run(

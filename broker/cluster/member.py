@@ -36,7 +36,9 @@ from broker.cluster.txn_verification import TransactionVerifier
 from broker.config import BrokerConfig
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
+from broker.dynamic_broker_config_store import DynamicBrokerConfigStore
 from broker.errors import KafkaError
+from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.log_topics import LogTopicSource
 from broker.handlers.log_view import TopicView
 from broker.handlers.metadata import MetadataHandler
@@ -301,6 +303,7 @@ def wire_cluster_member(
     metadata: MetadataHandler,
     credentials: ScramCredentialStore,
     quotas: QuotaManagers,
+    broker_configs: BrokerConfigs,
 ) -> list[Service]:
     """After the subsystems are added: list every live process where Kafka lists brokers,
     locate groups and transactional ids by hash; returns the services that follow the
@@ -345,7 +348,10 @@ def wire_cluster_member(
         if isinstance(add_partitions, AddPartitionsToTxnHandler):
             peer_handlers.append(add_partitions)
         services.append(PeerServer(socket_path(member.peer_dir, member.node_id), *peer_handlers))
-    return [*services, *shared_file_followers(context, member, credentials, quotas)]
+    return [
+        *services,
+        *shared_file_followers(context, member, credentials, quotas, broker_configs),
+    ]
 
 
 class _ShardView:
@@ -369,10 +375,13 @@ def shared_file_followers(
     member: ClusterMember,
     credentials: ScramCredentialStore,
     quotas: QuotaManagers,
+    broker_configs: BrokerConfigs,
 ) -> list[SharedFileFollower]:
-    """SCRAM credentials and client quotas changed through another process reach this
-    one within the poll interval (see broker/cluster/shared_file.py)."""
+    """SCRAM credentials, client quotas and dynamic broker configs changed through
+    another process reach this one within the poll interval (see
+    broker/cluster/shared_file.py)."""
     quota_store = QuotaStore(context.log_dirs[0])
+    config_store = DynamicBrokerConfigStore(context.log_dirs[0])
 
     async def reload_credentials() -> None:
         await trio.to_thread.run_sync(credentials.reload)
@@ -382,8 +391,13 @@ def shared_file_followers(
         for entity in {entity for entity, _ in quotas.configs} | set(stored):
             quotas.set_quotas(entity, stored.get(entity, {}))
 
+    async def reload_broker_configs() -> None:
+        # The cluster default and this node's layer; the others' layers are theirs.
+        await broker_configs.apply_stored(await trio.to_thread.run_sync(config_store.load))
+
     interval_s = member.poll_interval_s
     return [
         SharedFileFollower(credentials.path, reload_credentials, interval_s),
         SharedFileFollower(quota_store.path, reload_quotas, interval_s),
+        SharedFileFollower(config_store.path, reload_broker_configs, interval_s),
     ]

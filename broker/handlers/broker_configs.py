@@ -1,9 +1,16 @@
 """The broker resource of Describe/Alter/IncrementalAlterConfigs.
 
-Dynamic broker configs live in memory here (not persisted across restarts):
-a per-broker layer (resource name = this node's id) over a cluster-wide
-default layer (resource name ""), over server.properties, over the built-in
-defaults, which is Kafka's precedence. Only the keys in
+Dynamic broker configs are layered as Kafka layers them: a per-broker layer
+(resource name = this node's id) over a cluster-wide default layer (resource
+name ""), over server.properties, over the built-in defaults. Kafka keeps the
+dynamic layers in its metadata log; here they are stored in
+`__broker_configs.json` in the first log dir (broker/dynamic_broker_config_store.py)
+before they take effect, so they survive a restart (loaded before the broker
+serves: the network and handler pool start with them) and reach every process of
+a cluster (each follows the file and applies the default layer and its own node's
+layer; see broker/cluster/member.py). A change that cannot be stored is refused,
+never kept in memory only; a password would be refused rather than written in
+plain text (none of the runtime keys is one). Only the keys in
 DYNAMIC_BROKER_CONFIGS can change at runtime: thread counts through the server's
 resize methods, which enforce Kafka's half..double rule, and the connection limits
 (max.connections, max.connections.per.ip and its overrides,
@@ -17,9 +24,11 @@ every ConfigException in InvalidRequestException, see KAFKA-13609).
 
 from __future__ import annotations
 
-import re
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Protocol
+
+import trio
 
 from broker.config import CONFIG_DEFS, BrokerConfig, ConfigError
 from broker.config_catalogue import (
@@ -30,6 +39,13 @@ from broker.config_catalogue import (
     ConfigSource,
     ConfigType,
 )
+from broker.dynamic_broker_config_store import (
+    DynamicBrokerConfigStore,
+    LayerChange,
+    StoredBrokerConfigs,
+    apply_change,
+    is_sensitive,
+)
 from broker.errors import KafkaError
 from broker.net.socket_server import check_resize
 from broker.protocol.error_codes import ErrorCode
@@ -38,7 +54,7 @@ from broker.protocol.messages.describe_configs_response import (
     DescribeConfigsSynonym,
 )
 
-_SENSITIVE = re.compile(r"(password|secret|jaas\.config|keystore\.key$)", re.IGNORECASE)
+log = logging.getLogger(__name__)
 
 
 class Resizable(Protocol):
@@ -55,10 +71,19 @@ class Resizable(Protocol):
 
 
 class BrokerConfigs:
-    def __init__(self, server: Resizable) -> None:
+    """The dynamic layers of this node, kept in `store` and loaded from it at once (a
+    stored file that is not ours stops the broker at startup: OSError or ValueError)."""
+
+    def __init__(self, server: Resizable, store: DynamicBrokerConfigStore) -> None:
         self._server = server
-        self.per_broker: dict[str, str] = {}
-        self.cluster_default: dict[str, str] = {}
+        self._store = store
+        # One change at a time in this process: validated, stored and applied together.
+        self._lock = trio.Lock()
+        stored = store.load()
+        self.per_broker: dict[str, str] = dict(stored.for_node(server.node_id))
+        self.cluster_default: dict[str, str] = dict(stored.cluster_default)
+        # What the pools run: a stored count that could not take effect is not running.
+        self._threads = {name: self._effective_int(name) for name in THREAD_COUNT_CONFIGS}
 
     # -- resource names ----------------------------------------------------------------
     def is_cluster_default(self, resource_name: str) -> bool:
@@ -105,7 +130,7 @@ class BrokerConfigs:
         definition = CONFIG_DEFS[name]
         synonyms = self._synonyms(name)
         source = synonyms[0].source
-        sensitive = definition.type == "password" or bool(_SENSITIVE.search(name))
+        sensitive = is_sensitive(name)
         return DescribeConfigsResourceResult(
             name=name,
             value=None if sensitive else synonyms[0].value,
@@ -133,11 +158,18 @@ class BrokerConfigs:
             (self.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
             (self.cluster_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
         )
-        synonyms = [
-            DescribeConfigsSynonym(name=name, value=layer[name], source=source)
-            for layer, source in layers
-            if name in layer
+        return [
+            *(
+                DescribeConfigsSynonym(name=name, value=layer[name], source=source)
+                for layer, source in layers
+                if name in layer
+            ),
+            *self._static_synonyms(name),
         ]
+
+    def _static_synonyms(self, name: str) -> list[DescribeConfigsSynonym]:
+        """server.properties (when it sets `name`), then the built-in default."""
+        synonyms = []
         config = self._server.config
         if config.is_set(name):
             synonyms.append(
@@ -170,7 +202,10 @@ class BrokerConfigs:
         replace_all: bool = False,
         validate_only: bool = False,
     ) -> None:
-        """Validate every change first, then apply them; nothing changes on failure."""
+        """Validate every change first, store it, then apply it; nothing changes on failure.
+
+        The change is written to the stored layers as they are on disk (under the file's
+        lock), so what other processes stored meanwhile is kept and applied here too."""
         layer_is_default = self.is_cluster_default(resource_name)
         deleted = list(delete)
         for name in [*set_, *deleted]:
@@ -181,50 +216,121 @@ class BrokerConfigs:
                     else "cannot be updated dynamically"
                 )
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"{name}: {reason}")
+            if is_sensitive(name):
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"{name}: a password is not stored in plain text, "
+                    "so it cannot be changed dynamically",
+                )
         for name, raw in set_.items():
             try:
                 CONFIG_DEFS[name].parse(raw)
             except ConfigError as exc:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
-        layer = self.cluster_default if layer_is_default else self.per_broker
-        new_layer = {} if replace_all else dict(layer)
-        for name in deleted:
-            new_layer.pop(name, None)
-        new_layer.update({k: v.strip() for k, v in set_.items()})
-        before = {name: self._effective_int(name) for name in THREAD_COUNT_CONFIGS}
-        limits_before = {name: self.value(name) for name in CONNECTION_QUOTA_CONFIGS}
-        old_layer = dict(layer)
-        layer.clear()
-        layer.update(new_layer)
-        after = {name: self._effective_int(name) for name in THREAD_COUNT_CONFIGS}
-        limits_after = {name: self.value(name) for name in CONNECTION_QUOTA_CONFIGS}
-        try:
-            for name, count in after.items():
-                if count != before[name]:
-                    check_resize(name, before[name], count)
-            quota_config = (
-                self._with_dynamic_limits(limits_after) if limits_after != limits_before else None
-            )
+        change = LayerChange(
+            None if layer_is_default else self._server.node_id,
+            {k: v.strip() for k, v in set_.items()},
+            tuple(deleted),
+            replace_all,
+        )
+        async with self._lock:
+            try:
+                self._check_applicable(apply_change(self._stored_here(), change))
+            except ConfigError as exc:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
             if validate_only:
-                layer.clear()
-                layer.update(old_layer)
                 return
-            if after["num.network.threads"] != before["num.network.threads"]:
-                await self._server.resize_network_threads(after["num.network.threads"])
-            if after["num.io.threads"] != before["num.io.threads"]:
-                self._server.resize_io_threads(after["num.io.threads"])
-            if quota_config is not None:
-                self._server.update_connection_quotas(quota_config)
-        except ConfigError as exc:
-            layer.clear()
-            layer.update(old_layer)
-            raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+            try:
+                stored = await self._store.update(change)
+            except (OSError, ValueError) as exc:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot store the broker config change: {exc}"
+                ) from exc
+            await self._apply(stored)
 
-    def _with_dynamic_limits(self, limits: Mapping[str, str | None]) -> BrokerConfig:
-        """The static config with the effective connection limits over it (validated as a
-        whole, e.g. the overrides' syntax: raises ConfigError)."""
+    async def apply_stored(self, stored: StoredBrokerConfigs) -> None:
+        """Take the layers another process stored (the default and this node's own)."""
+        async with self._lock:
+            await self._apply(stored)
+
+    def startup_config(self) -> BrokerConfig:
+        """The static config with the stored dynamic values over it: what the network
+        and the handler pool start with, so stored thread counts and connection limits
+        are in effect from the first connection (no half..double rule at startup)."""
+        try:
+            return self._effective_config(DYNAMIC_BROKER_CONFIGS)
+        except ConfigError as exc:
+            log.error("stored dynamic broker configs not in effect at startup: %s", exc)
+            static = self._server.config
+            self._threads = {name: static.get_int(name) for name in THREAD_COUNT_CONFIGS}
+            return static
+
+    def _stored_here(self) -> StoredBrokerConfigs:
+        return StoredBrokerConfigs(self.cluster_default, {self._server.node_id: self.per_broker})
+
+    def _check_applicable(self, proposed: StoredBrokerConfigs) -> None:
+        """What `proposed` would change here must be possible: thread counts within
+        Kafka's half..double rule, the connection limits valid as a whole. Raises
+        ConfigError."""
+        own = proposed.for_node(self._server.node_id)
+        for name in THREAD_COUNT_CONFIGS:
+            before = self._threads[name]
+            after = _int(self._value_in(name, own, proposed.cluster_default))
+            if after != before:
+                check_resize(name, before, after)
+        limits = {
+            name: self._value_in(name, own, proposed.cluster_default)
+            for name in CONNECTION_QUOTA_CONFIGS
+        }
+        if limits != {name: self.value(name) for name in CONNECTION_QUOTA_CONFIGS}:
+            self._with_values(limits)
+
+    async def _apply(self, stored: StoredBrokerConfigs) -> None:
+        """Make `stored` the layers here and put what changed into effect. A value that
+        cannot take effect is logged and the rest still applies: a process never stops
+        over a change another one stored."""
+        limits_before = {name: self.value(name) for name in CONNECTION_QUOTA_CONFIGS}
+        self.cluster_default = dict(stored.cluster_default)
+        self.per_broker = dict(stored.for_node(self._server.node_id))
+        threads_after = {name: self._effective_int(name) for name in THREAD_COUNT_CONFIGS}
+        limits_after = {name: self.value(name) for name in CONNECTION_QUOTA_CONFIGS}
+        for name in ("num.network.threads", "num.io.threads"):
+            before, after = self._threads[name], threads_after[name]
+            if after == before:
+                continue
+            try:
+                check_resize(name, before, after)
+                if name == "num.network.threads":
+                    await self._server.resize_network_threads(after)
+                else:
+                    self._server.resize_io_threads(after)
+                self._threads[name] = after
+            except ConfigError as exc:
+                log.error("dynamic broker config not applied: %s", exc)
+        try:
+            if limits_after != limits_before:
+                self._server.update_connection_quotas(self._with_values(limits_after))
+        except ConfigError as exc:
+            log.error("dynamic connection limits not applied: %s", exc)
+
+    def _value_in(
+        self, name: str, own: Mapping[str, str], default: Mapping[str, str]
+    ) -> str | None:
+        """`name`'s effective value were `own` and `default` the dynamic layers."""
+        if name in own:
+            return own[name]
+        if name in default:
+            return default[name]
+        return self._static_synonyms(name)[0].value
+
+    def _effective_config(self, names: Iterable[str]) -> BrokerConfig:
+        return self._with_values({name: self.value(name) for name in names})
+
+    def _with_values(self, values: Mapping[str, str | None]) -> BrokerConfig:
+        """The static config with `values` over it (validated as a whole, e.g. the
+        overrides' syntax: raises ConfigError)."""
         raw = dict(self._server.config.raw)
-        for name, value in limits.items():
+        for name, value in values.items():
             if value is None:
                 raw.pop(name, None)
             else:
@@ -232,8 +338,11 @@ class BrokerConfigs:
         return BrokerConfig(raw)
 
     def _effective_int(self, name: str) -> int:
-        value = self.value(name)
-        return int(value) if value is not None else 0
+        return _int(self.value(name))
+
+
+def _int(value: str | None) -> int:
+    return int(value) if value is not None else 0
 
 
 def _render(value: object) -> str:

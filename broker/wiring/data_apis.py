@@ -17,7 +17,7 @@ from broker.handlers.alter_configs import (
     ConfigAlterer,
     IncrementalAlterConfigsHandler,
 )
-from broker.handlers.broker_configs import BrokerConfigs, Resizable
+from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.create_partitions import CreatePartitionsHandler
 from broker.handlers.create_topics import CreateTopicsHandler
 from broker.handlers.delete_records import DeleteRecordsHandler
@@ -33,12 +33,11 @@ from broker.log import LogManager
 from broker.log.log_metrics import log_samples
 
 
-def add_data_apis(context: BrokerContext, log_manager: LogManager, resizable: Resizable) -> None:
-    """Register the data and admin APIs over `log_manager`; `resizable` is what the broker
-    resource's dynamic configs change (the thread pools)."""
+def add_data_apis(context: BrokerContext, log_manager: LogManager, brokers: BrokerConfigs) -> None:
+    """Register the data and admin APIs over `log_manager`; `brokers` is the broker
+    resource's dynamic configs (stored, and changing the running server)."""
     config = context.config
     node_id = context.node_id
-    brokers = BrokerConfigs(resizable)
     alterer = ConfigAlterer(log_manager, brokers)
     stats = BrokerTopicStats(context.metrics)
     context.metrics.add_collector(functools.partial(log_samples, log_manager))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
 from broker.config import BrokerConfig
+from broker.dynamic_broker_config_store import DynamicBrokerConfigStore
 from broker.errors import KafkaError
 from broker.handlers.api_handler import CloseConnection, Deferred, NoResponse
 from broker.handlers.broker_configs import BrokerConfigs
@@ -258,9 +260,11 @@ class FakeServer:
         self.quota_configs.append(config)
 
 
-async def test_connection_limits_change_at_runtime_and_fall_back_when_deleted() -> None:
+async def test_connection_limits_change_at_runtime_and_fall_back_when_deleted(
+    tmp_path: Path,
+) -> None:
     server = FakeServer()
-    configs = BrokerConfigs(server)
+    configs = BrokerConfigs(server, DynamicBrokerConfigStore(tmp_path))
     await configs.alter("", {"max.connections": "100", "max.connections.per.ip": "7"})
     assert [
         (c.get_int("max.connections"), c.get_int("max.connections.per.ip"))
@@ -276,9 +280,11 @@ async def test_connection_limits_change_at_runtime_and_fall_back_when_deleted() 
     assert len(server.quota_configs) == 3 and configs.value("max.connections") == "100"
 
 
-async def test_a_connection_limit_change_that_does_not_validate_changes_nothing() -> None:
+async def test_a_connection_limit_change_that_does_not_validate_changes_nothing(
+    tmp_path: Path,
+) -> None:
     server = FakeServer()
-    configs = BrokerConfigs(server)
+    configs = BrokerConfigs(server, DynamicBrokerConfigStore(tmp_path))
     with pytest.raises(KafkaError) as raised:
         await configs.alter("", {"max.connections.per.ip": "0"})
     assert raised.value.error_code == ErrorCode.INVALID_REQUEST
@@ -289,9 +295,9 @@ async def test_a_connection_limit_change_that_does_not_validate_changes_nothing(
     assert server.quota_configs == []
 
 
-async def test_broker_config_layers_and_resize_validation() -> None:
+async def test_broker_config_layers_and_resize_validation(tmp_path: Path) -> None:
     server = FakeServer()
-    configs = BrokerConfigs(server)
+    configs = BrokerConfigs(server, DynamicBrokerConfigStore(tmp_path))
     entries = {
         e.name: e
         for e in configs.describe("1", None, include_synonyms=True, include_documentation=False)
