@@ -8,8 +8,8 @@ Attacks (see bench/hostile_clients.py): 50 connections pipelining ~900 KiB Produ
 frames without reading responses, with a 50 MB pool and with the default; 50 connections
 pipelining Fetches of a 16 MiB log without reading the responses (the response budget,
 broker/net/response_memory.py); 150 slow senders trickling a 1 MiB frame; random and
-mutated frames, one per connection (as fast as answered: HOSTILE_RUNS runs, the
-bystander's samples pooled, with the spread of each run's ratios).
+mutated frames, one per connection. Each attack runs RUNS times (as fast as answered:
+HOSTILE_RUNS), the bystander's samples pooled, with the spread of each run's ratios.
 The attacker runs in its own process at the lowest CPU priority (SCHED_IDLE on Linux): a
 real one would be on another machine.
 
@@ -44,6 +44,9 @@ POOL_BYTES = 50_000_000
 READ_TIMEOUT_MS = 2000
 DEFAULT_MAX_REQUEST = 104857600
 HOSTILE_RATE = 1500
+RUNS = 3
+"""Runs of each attack, the bystander's samples pooled: one run's p99 is its sixth-worst
+sample of some 600, and single runs of one attack ranged from 1.6x to 6.1x."""
 HOSTILE_RUNS = 5
 FETCH_TOPIC_BYTES = 16 * MIB
 FETCH_CONNECTIONS = 50
@@ -235,20 +238,32 @@ def _combine_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
     For several runs (each with its own before and during), the latency columns are
     percentiles of all runs' samples pooled: a run's p99 is its sixth-worst of some 600
-    pairs, and on a shared machine that swings by 1.5x from run to run. The other columns
-    are the run of median p99 ratio's, and the spread of the runs' own ratios is shown."""
+    pairs, and on a shared machine that swings by 1.5x from run to run. Memory is the
+    highest peak, records are counted over all runs, the CPU and frame columns are the
+    run of median p99 ratio's, and the spread of the runs' own ratios is shown."""
     before = [x for run in runs for x in run.pop("_before")]
     during = [x for run in runs for x in run.pop("_during")]
     if len(runs) == 1:
         return runs[0]
     ordered = sorted(runs, key=lambda r: float(r["p99 ratio"]))
     spread = {
-        f"{q} ratio of each of {len(runs)} runs (min / median / max)": " / ".join(
+        f"{q} ratio of each run (min / median / max)": " / ".join(
             f"{v:.2f}" for v in _min_median_max([float(r[f"{q} ratio"]) for r in runs])
         )
         for q in ("p90", "p99")
     }
-    return {**ordered[len(ordered) // 2], **_latency_columns(before, during), **spread}
+    highest = max(runs, key=lambda r: float(r["rss peak MB"]))
+    return {
+        **ordered[len(ordered) // 2],
+        "runs": len(runs),
+        # Memory: the highest peak of all runs; records: all runs' together.
+        "rss before MB": highest["rss before MB"],
+        "rss peak MB": highest["rss peak MB"],
+        "records acked": sum(int(r["records acked"]) for r in runs),
+        "records lost": sum(int(r["records lost"]) for r in runs),
+        **_latency_columns(before, during),
+        **spread,
+    }
 
 
 def _min_median_max(values: list[float]) -> tuple[float, float, float]:
@@ -272,9 +287,9 @@ def run(duration_s: float = 4.0) -> list[dict[str, Any]]:
                 "socket.request.max.bytes": str(10 * MIB),
             },
             _large_frames,
-            1,
+            RUNS,
         ),
-        ("50 conns pipelining 900 KiB, default pool (-1)", {}, _large_frames, 1),
+        ("50 conns pipelining 900 KiB, default pool (-1)", {}, _large_frames, RUNS),
         (
             f"{FETCH_CONNECTIONS} conns fetching 16 MiB, never reading, pool 50 MB",
             {
@@ -282,13 +297,13 @@ def run(duration_s: float = 4.0) -> list[dict[str, Any]]:
                 "socket.request.max.bytes": str(10 * MIB),
             },
             _large_fetches,
-            1,
+            RUNS,
         ),
         (
             "150 slow senders (1 B/s)",
             {"socket.request.read.timeout.ms": str(READ_TIMEOUT_MS)},
             _slow,
-            1,
+            RUNS,
         ),
         (
             "hostile frames, one per connection, as fast as answered",
@@ -296,7 +311,7 @@ def run(duration_s: float = 4.0) -> list[dict[str, Any]]:
             _hostile,
             HOSTILE_RUNS,
         ),
-        (f"hostile frames, one per connection, {HOSTILE_RATE}/s", {}, _hostile_at_fixed_rate, 1),
+        (f"hostile frames, one per connection, {HOSTILE_RATE}/s", {}, _hostile_at_fixed_rate, RUNS),
     ]
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
