@@ -19,6 +19,7 @@ import trio
 log = logging.getLogger(__name__)
 
 Signature = tuple[int, int, int] | None
+_NOT_CHECKED: object = object()
 
 
 def file_signature(path: Path) -> Signature:
@@ -33,8 +34,11 @@ def file_signature(path: Path) -> Signature:
 class SharedFileFollower:
     """A service: calls `reload` whenever `path` changes, until cancelled.
 
-    A failed reload (a file caught mid-replace reads whole, since writers replace it
-    atomically; a malformed file) is logged and tried again at the next change."""
+    The first check always reloads: the process loaded the file before its follower
+    started, and a change another process made in between would otherwise look like the
+    file already seen. A failed reload (a file caught mid-replace reads whole, since
+    writers replace it atomically; a malformed file) is logged and tried again at the
+    next change."""
 
     def __init__(
         self, path: Path, reload: Callable[[], Awaitable[None]], poll_interval_s: float
@@ -42,7 +46,7 @@ class SharedFileFollower:
         self.path = path
         self._reload = reload
         self._poll_interval_s = poll_interval_s
-        self._seen = file_signature(path)
+        self._seen: Signature | object = _NOT_CHECKED
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()

@@ -53,6 +53,27 @@ async def test_a_stale_process_keeps_the_others_scram_change_and_follows_it(
     assert first.mechanisms_of("bob") == [("SCRAM-SHA-256", 8192)]
 
 
+async def test_a_change_made_before_the_follower_started_is_still_followed(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / CREDENTIALS_FILE
+    first, second = ScramCredentialStore(path), ScramCredentialStore(path)
+    # `first` has loaded the file; another process changes it before `first` follows it.
+    await trio.to_thread.run_sync(second.apply, {("bob", "SCRAM-SHA-256"): credential(8192)}, [])
+    reloads = 0
+
+    async def reload_first() -> None:
+        nonlocal reloads
+        reloads += 1
+        first.reload()
+
+    follower = SharedFileFollower(path, reload_first, poll_interval_s=0.01)
+    await follower.check()
+    assert first.users() == ["bob"]
+    await follower.check()  # unchanged since: no second reload
+    assert reloads == 1
+
+
 async def test_users_and_quotas_made_through_one_process_reach_the_other(tmp_path: Path) -> None:
     cluster = start_broker_process(tmp_path / "data", {"process.count": "2"})
     try:
