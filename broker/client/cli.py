@@ -20,10 +20,15 @@ import trio
 from broker.client import (
     cmd_acls,
     cmd_admin,
+    cmd_configs,
     cmd_consume,
+    cmd_group_admin,
+    cmd_perf,
     cmd_produce,
     cmd_quotas,
     cmd_raw,
+    cmd_records,
+    cmd_transactions,
     cmd_users,
 )
 from broker.client.routing_session import RoutingSession
@@ -73,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_quotas.add_parser(commands, common)
     cmd_acls.add_parsers(commands, common)
     cmd_users.add_parsers(commands, common)
+    for admin in (cmd_configs, cmd_group_admin, cmd_records, cmd_transactions, cmd_perf):
+        admin.add_parsers(commands, common)
     return parser
 
 
