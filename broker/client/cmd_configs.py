@@ -247,7 +247,7 @@ async def configs_describe(session: ClientSession, args: argparse.Namespace) -> 
     kind = "Configs" if args.all else "Dynamic configs"
     print(f"{kind} for {resource_text(resource_type, name)} are:")
     for e in entries:
-        value = "<sensitive>" if e["sensitive"] else e["value"]
+        value = "<sensitive>" if e["sensitive"] else "null" if e["value"] is None else e["value"]
         print(f"  {e['name']}={value} ({e['source']})")
     return 0
 

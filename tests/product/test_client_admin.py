@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import trio
 
+from broker.client.cli import build_parser
 from broker.client.cmd_configs import parse_delete_configs, parse_set_configs
 from broker.client.connection import KafkaConnection
 from broker.client.group_member import GroupMember
@@ -47,6 +48,32 @@ class AdminClient(Client):
 async def client(tmp_path: Path) -> AsyncIterator[AdminClient]:
     async with running_broker(tmp_path, {"group.initial.rebalance.delay.ms": "0"}) as server:
         yield AdminClient(server)
+
+
+ADMIN_COMMANDS = [
+    ["topics", "alter"],
+    ["configs", "describe"],
+    ["configs", "alter"],
+    ["groups", "reset-offsets"],
+    ["groups", "delete"],
+    ["delete-records"],
+    ["transactions", "list"],
+    ["transactions", "describe"],
+    ["transactions", "abort"],
+    ["perf", "produce"],
+    ["perf", "consume"],
+]
+
+
+@pytest.mark.parametrize("command", ADMIN_COMMANDS, ids="-".join)
+def test_every_admin_command_has_help_with_an_example(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args([*command, "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "example" in out and "--json" in out
 
 
 def test_config_lists_keep_commas_inside_brackets_as_kafka_configs_does() -> None:
