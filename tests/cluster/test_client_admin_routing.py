@@ -18,6 +18,7 @@ from broker.client.admin_routing import TRANSACTION_KEY, coordinator_session
 from broker.client.cli import main
 from broker.client.group_offsets import fetch_committed
 from broker.client.routing_session import RoutingSession
+from broker.client.session import ClientSession
 from broker.cluster.placement import coordinator_shard
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
@@ -57,7 +58,7 @@ def one_per_shard(prefix: str) -> list[str]:
     return [names[0], names[1]]
 
 
-async def open_transaction(session: RoutingSession, tid: str, partition: int) -> int:
+async def open_transaction(session: ClientSession, tid: str, partition: int) -> int:
     """A transaction left open on routed-`partition`; its producer id."""
     _, coordinator = await coordinator_session(session, tid, TRANSACTION_KEY)
     init = await coordinator.request(
@@ -84,7 +85,7 @@ async def open_transaction(session: RoutingSession, tid: str, partition: int) ->
 
 
 async def last_stable_offsets(
-    session: RoutingSession, topic: str, partitions: list[int]
+    session: ClientSession, topic: str, partitions: list[int]
 ) -> dict[int, int]:
     body = ListOffsetsRequest(
         replica_id=-1,
