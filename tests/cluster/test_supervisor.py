@@ -13,6 +13,7 @@ from pathlib import Path
 
 from broker.cluster.member import PEER_SOCKET_DIR_KEY
 from broker.cluster.metadata_store import SqliteMetadataStore
+from broker.cluster.supervisor import MAX_RESTART_DELAY_S, RESTART_DELAY_S, restart_delay
 from tests.integration.broker_harness import (
     start_broker_process,
     stop_broker_process,
@@ -259,3 +260,16 @@ def _try_bind(sock: socket.socket, port: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def test_a_dead_process_waits_the_documented_delay_doubling_while_it_keeps_dying() -> None:
+    delays = [restart_delay(None, quick=True)]
+    for _ in range(8):
+        delays.append(restart_delay(delays[-1], quick=True))
+    assert delays == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, MAX_RESTART_DELAY_S, 30.0, 30.0]
+    # Dying after it had run stably: the first delay again, not a shorter one.
+    assert restart_delay(16.0, quick=False) == RESTART_DELAY_S
+    documented = (Path(__file__).parents[2] / "docs" / "cluster.md").read_text()
+    assert f"restarted after {RESTART_DELAY_S:g} s (doubling, up\nto {MAX_RESTART_DELAY_S:g} s" in (
+        documented
+    )
