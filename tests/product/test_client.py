@@ -234,6 +234,18 @@ async def test_a_group_consumer_leaves_its_group_on_sigterm(client: Client) -> N
                 not in (await client.in_process("groups", "describe", "termers", "--state")).out
             ):
                 await trio.sleep(0.2)
+        table = (await client.ok("groups", "describe", "termers")).decode().splitlines()
+        group, topic, partition, current, end, lag, member, host, client_id = table[2].split()
+        assert (group, topic, partition, current, end, lag) == (
+            "termers",
+            "term",
+            "0",
+            "-",
+            "0",
+            "-",
+        )
+        assert member.startswith("broker-client-") and client_id == "broker-client"
+        assert host.endswith("127.0.0.1"), table
         process.send_signal(signal.SIGTERM)
         with trio.fail_after(15):
             code = await process.wait()
