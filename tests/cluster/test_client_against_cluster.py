@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from broker.client.group_description import OFFSETS_HEADER
 from broker.cluster.placement import coordinator_shard
 from tests.client.cli_runner import run_cli
 from tests.integration.broker_harness import (
@@ -106,14 +107,7 @@ def test_groups_are_described_and_listed_wherever_their_coordinator_is(
     assert {first, second} <= set(listed) and len(listed) == len(set(listed))
     # Committed offsets from the coordinator, log end offsets from each partition's leader.
     table = ok(bootstrap, "groups", "describe", first).splitlines()
-    assert table[1].split()[:6] == [
-        "GROUP",
-        "TOPIC",
-        "PARTITION",
-        "CURRENT-OFFSET",
-        "LOG-END-OFFSET",
-        "LAG",
-    ]
+    assert table[1].split() == list(OFFSETS_HEADER)
     assert [row.split() for row in table[2:]] == [
         [first, "lagged", "0", "2", "3", "1", "-", "-", "-"],
         [first, "lagged", "1", "2", "2", "0", "-", "-", "-"],
