@@ -3,7 +3,8 @@
 Each command group lives in its own module (`cmd_*.py`) and registers its
 parser here; every command shares `--bootstrap-server`, `--json` and
 `--verbose`. Expected failures (cannot connect, a Kafka error code, bad
-input) print one line on stderr and exit 1; usage errors exit 2.
+input) print one line on stderr and exit 1; usage errors exit 2; Ctrl-C exits
+130 and SIGTERM 143, quietly, however many brokers the command was talking to.
 """
 
 from __future__ import annotations
@@ -86,8 +87,8 @@ def _add_bootstrap_option(parser: argparse.ArgumentParser) -> None:
         "-b",
         "--bootstrap-server",
         default=argparse.SUPPRESS,
-        metavar="HOST:PORT",
-        help=f"broker to talk to (default {DEFAULT_BOOTSTRAP})",
+        metavar="HOST[:PORT][,...]",
+        help=f"brokers to try in order (default {DEFAULT_BOOTSTRAP}; port 9092 if none given)",
     )
 
 

@@ -63,7 +63,9 @@ def test_rows_follow_kafka_consumer_groups_assigned_then_committed_then_idle_mem
 
 
 @given(st.binary(max_size=64))
-def test_assignment_bytes_that_do_not_decode_assign_nothing(data: bytes) -> None:
+def test_any_assignment_bytes_are_read_without_failing_and_other_protocols_are_not(
+    data: bytes,
+) -> None:
     partitions = assigned_partitions("consumer", data)
     assert all(isinstance(p, int) for _, p in partitions)
     assert assigned_partitions("connect", assignment(0)) == []
