@@ -129,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, OSError) as exc:
         log.error("invalid configuration: %s", exc)
         return 2
-    if index is None or index == 0:
+    if index is None:  # once: the supervisor's processes differ only as it logs
         for key, value in config.effective().items():
             log.info("config %s = %s", key, value)
     failure: BaseException | None = None

@@ -124,7 +124,12 @@ class KafkaServer:
             else cluster.topic_source()
         )
         self.services.append(self.log_manager)
-        add_data_apis(context, self.log_manager, self.broker_configs)
+        add_data_apis(
+            context,
+            self.log_manager,
+            self.broker_configs,
+            registered_brokers=None if cluster is None else cluster.registered_brokers,
+        )
         settings = coordinator_config(config)
         groups = (
             GroupCoordinatorService(settings, self.log_dirs[0])

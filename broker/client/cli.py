@@ -3,7 +3,8 @@
 Each command group lives in its own module (`cmd_*.py`) and registers its
 parser here; every command shares `--bootstrap-server`, `--json` and
 `--verbose`. Expected failures (cannot connect, a Kafka error code, bad
-input) print one line on stderr and exit 1; usage errors exit 2.
+input) print one line on stderr and exit 1; usage errors exit 2; Ctrl-C exits
+130 and SIGTERM 143, quietly, however many brokers the command was talking to.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
 import trio
 
@@ -93,8 +94,8 @@ def _add_bootstrap_option(parser: argparse.ArgumentParser) -> None:
         "-b",
         "--bootstrap-server",
         default=argparse.SUPPRESS,
-        metavar="HOST:PORT",
-        help=f"broker to talk to (default {DEFAULT_BOOTSTRAP})",
+        metavar="HOST[:PORT][,...]",
+        help=f"brokers to try in order (default {DEFAULT_BOOTSTRAP}; port 9092 if none given)",
     )
 
 
@@ -164,23 +165,28 @@ async def run(args: argparse.Namespace) -> int:
     """Run the command; SIGTERM cancels it as Ctrl-C does, so cleanup (leaving a group) runs.
 
     The signal watcher is a system task cancelling a plain scope rather than a nursery
-    sibling, so the command's own errors reach main() unwrapped.
+    sibling, so the command's own errors reach main() unwrapped. The watcher owns its
+    signal receiver and the command starts once it is open: however the tasks are
+    scheduled, a command failing at once never closes the receiver under the watcher.
     """
     if threading.current_thread() is not threading.main_thread():
         return await _run_command(args)  # signal handlers exist only in the main thread
-    with trio.open_signal_receiver(signal.SIGTERM) as signals, trio.CancelScope() as scope:
-        trio.lowlevel.spawn_system_task(_cancel_on_signal, signals, scope)
-        # Let the watcher start iterating: a command failing before its first checkpoint
-        # would otherwise close the receiver under a task that has not yet begun.
-        await trio.lowlevel.checkpoint()
+    scope = trio.CancelScope()
+    watching = trio.Event()
+    trio.lowlevel.spawn_system_task(_cancel_on_signal, scope, watching)
+    await watching.wait()
+    with scope:
         return await _run_command(args)
     return EXIT_ON_SIGTERM
 
 
-async def _cancel_on_signal(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
-    async for _ in signals:
-        scope.cancel()
-        return
+async def _cancel_on_signal(scope: trio.CancelScope, watching: trio.Event) -> None:
+    """Until the run ends (system tasks are cancelled when the main task returns)."""
+    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+        watching.set()
+        async for _ in signals:
+            scope.cancel()
+            return
 
 
 async def _run_command(args: argparse.Namespace) -> int:
@@ -199,13 +205,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args.security = security_config(args)
         return trio.run(run, args)
-    except ClientError as exc:
+    except BaseExceptionGroup as group:
+        # Raised inside concurrent requests (one per partition leader): the same endings.
+        leaf = _first_leaf(group)
+        if not isinstance(leaf, _USER_ENDINGS):
+            raise
+        return _ended(leaf)
+    except _USER_ENDINGS as exc:
+        return _ended(exc)
+
+
+# How a user ends or fails a command: one line (or none), never a traceback.
+_USER_ENDINGS = (ClientError, KeyboardInterrupt, BrokenPipeError)
+
+
+def _ended(exc: BaseException) -> int:
+    """The exit status: 1 with the error's line, 130 for Ctrl-C, 0 for a closed pipe."""
+    if isinstance(exc, ClientError):
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    if isinstance(exc, KeyboardInterrupt):
         return 130
-    except BrokenPipeError:
-        # The reader went away (e.g. `| head`): stop quietly, as kcat does.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
+    # The reader went away (e.g. `| head`): stop quietly, as kcat does.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 0
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """Ctrl-C first: it ended the command whatever else its requests raised."""
+    interrupted, _ = group.split(KeyboardInterrupt)
+    error: BaseException = interrupted if interrupted is not None else group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
-from broker.client.group_offsets import group_lag
+import attrs
+
+from broker.client.group_description import (
+    OFFSETS_HEADER,
+    OFFSETS_MIN_WIDTHS,
+    STATE_HEADER,
+    describe_partitions,
+    table,
+)
 from broker.client.jsonify import to_json
+from broker.client.routing_session import find_coordinator
 from broker.client.session import ClientError, ClientSession, check_error, error_name
 from broker.client.topics import fetch_metadata
 from broker.protocol.api import SUPPORTED_VERSIONS
@@ -118,10 +128,18 @@ def add_parsers(commands: Parsers, common: argparse.ArgumentParser) -> None:
         groups,
         "describe",
         groups_describe,
-        "state, protocol and members of groups",
-        "example: broker client groups describe my-group --json",
+        "per partition: committed offset, log end, lag and consumer (as kafka-consumer-groups)",
+        "examples:\n  broker client groups describe my-group\n"
+        "  broker client groups describe my-group --state\n"
+        "  broker client groups describe my-group --json",
+        formatter_class=raw,
     )
     p.add_argument("names", nargs="+", metavar="GROUP")
+    p.add_argument(
+        "--state",
+        action="store_true",
+        help="the group's coordinator, assignment strategy, state and member count",
+    )
 
 
 async def api_versions(session: ClientSession, args: argparse.Namespace) -> int:
@@ -275,7 +293,9 @@ async def groups_list(session: ClientSession, args: argparse.Namespace) -> int:
 
 
 async def groups_describe(session: ClientSession, args: argparse.Namespace) -> int:
-    """State, members, and per partition the committed offset, log end and lag.
+    """Per partition the committed offset, log end and lag, and who consumes it; with
+    --state the group's coordinator, assignor, state and member count. The layout is
+    kafka-consumer-groups.sh --describe's, one table per group.
 
     A group the coordinator does not know answers DescribeGroups with state Dead and no
     error; like kafka-consumer-groups.sh we call that an error ("does not exist").
@@ -286,38 +306,31 @@ async def groups_describe(session: ClientSession, args: argparse.Namespace) -> i
         check_error(group.error_code, f"group {group.group_id!r}")
         if group.group_state == "Dead":
             raise ClientError(f"group {group.group_id!r} does not exist")
-        lag = await group_lag(session, group.group_id)
-        if args.json:
-            entry = to_json(group)
-            entry["offsets"] = [
-                {
-                    "topic": row.topic,
-                    "partition": row.partition,
-                    "committed_offset": row.committed,
-                    "log_end_offset": row.log_end,
-                    "lag": row.lag,
-                }
-                for row in lag
-            ]
-            described.append(entry)
+        if args.state:
+            coordinator = await find_coordinator(session, group.group_id)
+            if args.json:
+                described.append({**to_json(group), "coordinator": attrs.asdict(coordinator)})
+                continue
+            print()
+            row = (
+                group.group_id,
+                f"{coordinator.host}:{coordinator.port} ({coordinator.node_id})",
+                group.protocol_data or "",
+                group.group_state,
+                str(len(group.members)),
+            )
+            print("\n".join(table(STATE_HEADER, [row])))
             continue
-        print(
-            f"group {group.group_id}: state {group.group_state}, "
-            f"protocol {group.protocol_type or '-'}/{group.protocol_data or '-'}, "
-            f"{len(group.members)} members"
-        )
-        for m in group.members:
-            print(f"  member {m.member_id} client {m.client_id} host {m.client_host}")
-        if lag:
-            print(
-                f"  {'TOPIC':<24} {'PARTITION':>9} {'CURRENT-OFFSET':>14} "
-                f"{'LOG-END-OFFSET':>14} {'LAG':>8}"
-            )
-        for row in lag:
-            print(
-                f"  {row.topic:<24} {row.partition:>9} {row.committed:>14} "
-                f"{row.log_end:>14} {row.lag:>8}"
-            )
+        rows = await describe_partitions(session, group)
+        if args.json:
+            described.append({**to_json(group), "offsets": [r.to_json() for r in rows]})
+            continue
+        if group.group_state == "Empty":
+            print(f"\nConsumer group '{group.group_id}' has no active members.", file=sys.stderr)
+        elif group.group_state in ("PreparingRebalance", "CompletingRebalance"):
+            print(f"\nWarning: Consumer group '{group.group_id}' is rebalancing.", file=sys.stderr)
+        print()
+        print("\n".join(table(OFFSETS_HEADER, [r.cells() for r in rows], OFFSETS_MIN_WIDTHS)))
     if args.json:
         print(json.dumps(described, indent=2, sort_keys=False))
     return 0

@@ -136,6 +136,12 @@ def parse_delete_config(values: Sequence[str]) -> list[str]:
     return [k.strip() for value in values for k in value.split(",") if k.strip()]
 
 
+def quota_number(value: float) -> int | float:
+    """Quotas travel as doubles; a whole number is shown whole (1048576, not 1.04858e+06)
+    and a fraction in full (0.125), in text and JSON alike."""
+    return int(value) if value.is_integer() else value
+
+
 def entity_text(entity: Sequence[tuple[str, str | None]]) -> str:
     return ", ".join(f"{t}={'<default>' if n is None else n}" for t, n in entity)
 
@@ -212,7 +218,10 @@ async def quotas_describe(session: ClientSession, args: argparse.Namespace) -> i
         print(
             json.dumps(
                 [
-                    {"entity": {t: n for t, n in entity}, "quotas": values}
+                    {
+                        "entity": {t: n for t, n in entity},
+                        "quotas": {k: quota_number(v) for k, v in values.items()},
+                    }
                     for entity, values in found
                 ],
                 indent=2,
@@ -220,6 +229,6 @@ async def quotas_describe(session: ClientSession, args: argparse.Namespace) -> i
         )
         return 0
     for entity, values in found:
-        shown = ", ".join(f"{k}={v:g}" for k, v in sorted(values.items()))
+        shown = ", ".join(f"{k}={quota_number(v)}" for k, v in sorted(values.items()))
         print(f"Quota configs for {entity_text(entity)} are {shown}")
     return 0

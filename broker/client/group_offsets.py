@@ -1,10 +1,7 @@
-"""A group's committed offsets against the log end: what kafka-consumer-groups.sh shows."""
+"""A group's committed offsets (OffsetFetch), as `groups describe` and the consumer read them."""
 
 from __future__ import annotations
 
-import attrs
-
-from broker.client.fetcher import LATEST, list_offsets
 from broker.client.session import ClientSession, check_error
 from broker.protocol.api import ApiKey
 from broker.protocol.messages import OffsetFetchRequest
@@ -13,18 +10,6 @@ from broker.protocol.messages.offset_fetch_request import (
     OffsetFetchRequestTopic,
     OffsetFetchRequestTopics,
 )
-
-
-@attrs.frozen
-class PartitionLag:
-    topic: str
-    partition: int
-    committed: int
-    log_end: int
-
-    @property
-    def lag(self) -> int:
-        return max(self.log_end - self.committed, 0)
 
 
 async def fetch_committed(
@@ -62,18 +47,3 @@ async def fetch_committed(
             check_error(p.error_code, f"OffsetFetch {t.name}-{p.partition_index}")
             offsets[(t.name, p.partition_index)] = p.committed_offset
     return offsets
-
-
-async def group_lag(session: ClientSession, group_id: str) -> list[PartitionLag]:
-    """Committed offset, log end offset and lag per partition the group has committed."""
-    committed = {k: v for k, v in (await fetch_committed(session, group_id)).items() if v >= 0}
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in committed:
-        by_topic.setdefault(topic, []).append(partition)
-    rows: list[PartitionLag] = []
-    for topic, partitions in sorted(by_topic.items()):
-        ends = await list_offsets(session, topic, sorted(partitions), LATEST)
-        rows.extend(
-            PartitionLag(topic, p, committed[(topic, p)], ends[p]) for p in sorted(partitions)
-        )
-    return rows

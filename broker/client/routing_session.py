@@ -7,14 +7,17 @@ NOT_LEADER_OR_FOLLOWER or NOT_COORDINATOR from it. This session keeps the same
 interface and routes underneath: Produce, Fetch and ListOffsets are split by
 partition leader (learnt with one Metadata request per topic) and sent to the
 leaders concurrently, their answers merged into one response; the group APIs go
-to the group's coordinator (FindCoordinator once per group). When Metadata lists
-one broker, everything goes over the bootstrap connection as before.
+to the group's coordinator (FindCoordinator once per group): DescribeGroups is
+split by coordinator like the partition APIs, and ListGroups asks every broker and
+merges the answers, as Kafka's admin client does. When Metadata lists one broker,
+everything goes over the bootstrap connection as before.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import trio
 
 from broker.client.security_config import PLAINTEXT_CONFIG, SecurityConfig
@@ -24,6 +27,7 @@ from broker.protocol.messages.metadata_request import MetadataRequestTopic
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 FIND_COORDINATOR = 10
+DESCRIBE_GROUPS, LIST_GROUPS = 15, 16
 # OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, LeaveGroup, SyncGroup, OffsetDelete
 GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 47})
 
@@ -116,6 +120,10 @@ class RoutingSession(ClientSession):
             return await self._split(
                 body, version, timeout_s, "topics", "partitions", "partition_index", "topics"
             )
+        if key == DESCRIBE_GROUPS:
+            return await self._describe_groups(body, version, timeout_s)
+        if key == LIST_GROUPS:
+            return await self._list_groups(body, version, timeout_s)
         if key in GROUP_APIS:
             group = _group_of(body)
             if group is not None:
@@ -167,14 +175,7 @@ class RoutingSession(ClientSession):
         parts = await self._parts(body, topics_field, partitions_field, index_field)
         if len(parts) == 1 and parts[0][0] is self:
             return await ClientSession.request(self, body, version, timeout_s)
-        responses: list[Any] = [None] * len(parts)
-
-        async def one(index: int, session: ClientSession, part: Any) -> None:
-            responses[index] = await ClientSession.request(session, part, version, timeout_s)
-
-        async with trio.open_nursery() as nursery:
-            for index, (session, part) in enumerate(parts):
-                nursery.start_soon(one, index, session, part)
+        responses = await self._gather(parts, version, timeout_s)
         merged = [item for r in responses for item in getattr(r, response_field)]
         first = responses[0]
         errors = [r.error_code for r in responses if getattr(r, "error_code", 0)]
@@ -183,6 +184,52 @@ class RoutingSession(ClientSession):
             changes["error_code"] = errors[0]
         return first._replace(**changes)
 
+    async def _describe_groups(self, body: Any, version: int, timeout_s: float) -> Any:
+        """Each group asked of its coordinator; the answers in the order asked."""
+        by_address: dict[tuple[str, int] | None, list[str]] = {}
+        for group in body.groups:
+            by_address.setdefault(await self._coordinator(group), []).append(group)
+        if len(by_address) <= 1:
+            session = await self._session_at(next(iter(by_address), None))
+            return await ClientSession.request(session, body, version, timeout_s)
+        parts = [
+            (await self._session_at(address), body._replace(groups=tuple(groups)))
+            for address, groups in by_address.items()
+        ]
+        responses = await self._gather(parts, version, timeout_s)
+        described = {g.group_id: g for r in responses for g in r.groups}
+        return responses[0]._replace(groups=tuple(described[g] for g in body.groups))
+
+    async def _list_groups(self, body: Any, version: int, timeout_s: float) -> Any:
+        """Every broker's groups: each coordinator lists only its own."""
+        if not self._brokers:
+            await self._learn(set())
+        sessions = {id(s): s for s in [await self._session_at(a) for a in self._brokers.values()]}
+        if len(sessions) <= 1:
+            return await ClientSession.request(self, body, version, timeout_s)
+        responses = await self._gather(
+            [(session, body) for session in sessions.values()], version, timeout_s
+        )
+        errors = [r.error_code for r in responses if r.error_code]
+        return responses[0]._replace(
+            groups=tuple(g for r in responses for g in r.groups),
+            error_code=errors[0] if errors else 0,
+        )
+
+    async def _gather(
+        self, parts: list[tuple[ClientSession, Any]], version: int, timeout_s: float
+    ) -> list[Any]:
+        """The requests sent concurrently, one per session; their answers in order."""
+        responses: list[Any] = [None] * len(parts)
+
+        async def one(index: int, session: ClientSession, part: Any) -> None:
+            responses[index] = await ClientSession.request(session, part, version, timeout_s)
+
+        async with trio.open_nursery() as nursery:
+            for index, (session, part) in enumerate(parts):
+                nursery.start_soon(one, index, session, part)
+        return responses
+
     async def _coordinator(self, group: str) -> tuple[str, int] | None:
         if group in self._coordinators:
             return self._coordinators[group]
@@ -190,17 +237,30 @@ class RoutingSession(ClientSession):
             await self._learn(set())
         if len(self._brokers) <= 1 or not self.supports(FIND_COORDINATOR):
             return None
-        version = self.version_for(FIND_COORDINATOR)
-        if version >= 4:
-            body = FindCoordinatorRequest(key_type=0, coordinator_keys=(group,))
-            response = await ClientSession.request(self, body, version)
-            (found,) = response.coordinators
-        else:
-            found = await ClientSession.request(self, FindCoordinatorRequest(key=group), version)
-        check_error(found.error_code, f"FindCoordinator for group {group!r}")
+        found = await find_coordinator(self, group)
         address = (found.host, found.port)
         self._coordinators[group] = address
         return address
+
+
+@attrs.frozen
+class Coordinator:
+    node_id: int
+    host: str
+    port: int
+
+
+async def find_coordinator(session: ClientSession, group: str) -> Coordinator:
+    """The group's coordinator, as any broker names it (FindCoordinator)."""
+    version = session.version_for(FIND_COORDINATOR)
+    if version >= 4:
+        body = FindCoordinatorRequest(key_type=0, coordinator_keys=(group,))
+        response = await ClientSession.request(session, body, version)
+        (found,) = response.coordinators
+    else:
+        found = await ClientSession.request(session, FindCoordinatorRequest(key=group), version)
+    check_error(found.error_code, f"FindCoordinator for group {group!r}")
+    return Coordinator(found.node_id, found.host, found.port)
 
 
 def _topic_name(topic: Any) -> str:

@@ -42,7 +42,8 @@ from broker.protocol.messages import (
 )
 from broker.protocol.messages.registry import API_NAMES
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_PORT = 9092
+DEFAULT_BOOTSTRAP = f"127.0.0.1:{DEFAULT_PORT}"
 CLIENT_ID = "broker-client"
 # ApiVersions v3+ carries the client software name (KIP-511).
 _SOFTWARE_NAME = "broker-client"
@@ -67,12 +68,24 @@ def check_error(code: int, what: str, message: str | None = None) -> None:
         raise ClientError(f"{what}: {error_name(code)}{detail}")
 
 
-def parse_bootstrap(value: str) -> tuple[str, int]:
-    first = value.split(",")[0].strip()
-    host, sep, port = first.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ClientError(f"bad --bootstrap-server {value!r}: expected HOST:PORT")
-    return host.strip("[]") or "127.0.0.1", int(port)
+def parse_bootstrap(value: str) -> list[tuple[str, int]]:
+    """``host[:port][,host[:port]...]``, IPv6 as ``[addr]:port``; a missing port is
+    Kafka's 9092 (as kcat takes `-b localhost`), an empty host 127.0.0.1."""
+    addresses = []
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        if item.startswith("[") and "]" in item:  # [v6 address] or [v6 address]:port
+            host, _, rest = item[1:].partition("]")
+            port = rest[1:] if rest.startswith(":") else rest or str(DEFAULT_PORT)
+        elif item.count(":") == 1:
+            host, _, port = item.partition(":")
+        else:  # a name, a v4 address, or a bare v6 address: no port
+            host, port = item, str(DEFAULT_PORT)
+        if not port.isdigit() or int(port) > 65535:
+            raise ClientError(f"bad --bootstrap-server {value!r}: expected HOST[:PORT][,...]")
+        addresses.append((host or "127.0.0.1", int(port)))
+    if not addresses:
+        raise ClientError("bad --bootstrap-server '': expected HOST[:PORT][,...]")
+    return addresses
 
 
 def tls_failure(error: BaseException) -> str:
@@ -83,6 +96,38 @@ def tls_failure(error: BaseException) -> str:
     if isinstance(cause, ssl.SSLError):
         return f"{cause.reason or cause} (is the listener SSL or SASL_SSL?)"
     return str(cause) or type(cause).__name__
+
+
+async def _connect_first(
+    addresses: list[tuple[str, int]], context: ssl.SSLContext | None, timeout_s: float
+) -> KafkaConnection:
+    """A connection to the first address that accepts one, as Kafka's clients use their
+    bootstrap list; the error names every address tried when none does."""
+    failures = []
+    for host, port in addresses:
+        try:
+            return await _connect(host, port, context, timeout_s)
+        except ClientError as exc:
+            failures.append(str(exc))
+    if len(failures) == 1:
+        raise ClientError(failures[0])
+    raise ClientError(f"no bootstrap server reachable ({'; '.join(failures)})")
+
+
+async def _connect(
+    host: str, port: int, context: ssl.SSLContext | None, timeout_s: float
+) -> KafkaConnection:
+    with trio.move_on_after(timeout_s):
+        try:
+            return await KafkaConnection.connect(host, port, CLIENT_ID, context)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise ClientError(f"cannot connect to {host}:{port}: {reason}") from None
+        except trio.BrokenResourceError as exc:
+            raise ClientError(
+                f"TLS handshake with {host}:{port} failed: {tls_failure(exc)}"
+            ) from None
+    raise ClientError(f"cannot connect to {host}:{port}: timed out after {timeout_s}s")
 
 
 class ClientSession:
@@ -115,25 +160,13 @@ class ClientSession:
 
         ``negotiate=False`` skips ApiVersions for raw requests, unless SASL needs it.
         """
-        host, port = parse_bootstrap(bootstrap)
         context = None
         if security.tls is not None:
             try:
                 context = build_ssl_context(security.tls)
             except SecurityConfigError as exc:
                 raise ClientError(str(exc)) from None
-        with trio.move_on_after(timeout_s) as scope:
-            try:
-                connection = await KafkaConnection.connect(host, port, CLIENT_ID, context)
-            except OSError as exc:
-                reason = exc.strerror or str(exc)
-                raise ClientError(f"cannot connect to {host}:{port}: {reason}") from None
-            except trio.BrokenResourceError as exc:
-                raise ClientError(
-                    f"TLS handshake with {host}:{port} failed: {tls_failure(exc)}"
-                ) from None
-        if scope.cancelled_caught:
-            raise ClientError(f"cannot connect to {host}:{port}: timed out after {timeout_s}s")
+        connection = await _connect_first(parse_bootstrap(bootstrap), context, timeout_s)
         session = cls(connection, {}, security)
         if not negotiate and security.sasl is None:
             return session

@@ -118,6 +118,10 @@ class ClusterMember:
                 result.append((broker.node_id, *endpoint))
         return result
 
+    def registered_brokers(self) -> int:
+        """The live processes, as Metadata lists them (Kafka's registered brokers)."""
+        return len(self.image.alive_brokers())
+
     def controller_id(self) -> int:
         """The lowest live node: the store serialises writes, any process may write."""
         alive = self.image.alive_brokers()

@@ -36,7 +36,8 @@ class SharedFileFollower:
 
     The first check always reloads: the process loaded the file before its follower
     started, and a change another process made in between would otherwise look like the
-    file already seen. A failed reload (a file caught mid-replace reads whole, since
+    file already seen. That reload is reported as a change only when the file differs
+    from the one there at construction (at start-up, nothing changed). A failed reload (a file caught mid-replace reads whole, since
     writers replace it atomically; a malformed file) is logged and tried again at the
     next change."""
 
@@ -47,6 +48,7 @@ class SharedFileFollower:
         self._reload = reload
         self._poll_interval_s = poll_interval_s
         self._seen: Signature | object = _NOT_CHECKED
+        self._at_start = file_signature(path)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -58,10 +60,12 @@ class SharedFileFollower:
         signature = file_signature(self.path)
         if signature == self._seen:
             return
+        changed = self._seen is not _NOT_CHECKED or signature != self._at_start
         self._seen = signature
         try:
             await self._reload()
         except (OSError, ValueError):
             log.exception("cannot reload %s changed by another process", self.path)
         else:
-            log.info("reloaded %s changed by another process", self.path)
+            if changed:
+                log.info("reloaded %s changed by another process", self.path)

@@ -47,7 +47,7 @@ from broker.meta_properties import load_or_create_cluster_id
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 120.0
-RESTART_DELAY_S = 0.25
+RESTART_DELAY_S = 0.5
 MAX_RESTART_DELAY_S = 30.0
 STABLE_AFTER_S = 30.0
 EXIT_GRACE_S = 5.0
@@ -58,6 +58,14 @@ PEER_DIR_PREFIX = "broker-peers-"
 
 class StartupError(RuntimeError):
     """The cluster could not start; the message says which process and why."""
+
+
+def restart_delay(previous: float | None, quick: bool) -> float:
+    """The wait before restarting a process that died: RESTART_DELAY_S, doubled (up to
+    MAX_RESTART_DELAY_S) each time it dies again within STABLE_AFTER_S of its start."""
+    if previous is None or not quick:
+        return RESTART_DELAY_S
+    return min(previous * 2, MAX_RESTART_DELAY_S)
 
 
 def process_overrides(config: BrokerConfig, index: int) -> dict[str, str]:
@@ -235,9 +243,15 @@ class Supervisor:
         assert self.store is not None
         node = self.nodes[index]
         command = [*self._command, "--process-index", str(index)]
-        for key, value in process_overrides(self.config, index).items():
+        overrides = process_overrides(self.config, index)
+        for key, value in overrides.items():
             command += ["--override", f"{key}={value}"]
-        delay = RESTART_DELAY_S
+        log.info(
+            "broker process %d: %s",
+            index,
+            ", ".join(f"{key}={value}" for key, value in overrides.items()),
+        )
+        delay: float | None = None
         while True:
             started = trio.current_time()
             # The process's stdin: it stops when this end closes, i.e. when we are gone.
@@ -267,8 +281,7 @@ class Supervisor:
                     "see its log above"
                 )
             # A process that keeps dying soon after its start is restarted less and less often.
-            quick = trio.current_time() - started < STABLE_AFTER_S
-            delay = min(delay * 2, MAX_RESTART_DELAY_S) if quick else RESTART_DELAY_S
+            delay = restart_delay(delay, trio.current_time() - started < STABLE_AFTER_S)
             log.warning(
                 "broker process %d (node %d) exited with %s; restarting it in %.1f s",
                 index,

@@ -1,7 +1,10 @@
 """CreateTopics (key 19): topics on this single broker, per-topic errors with messages.
 
-Replication factor 1 (or -1, the default) is the only one a single broker can
-honour; anything else is INVALID_REPLICATION_FACTOR with Kafka's wording.
+Replication factor 1 (or -1, the default) is the only one honoured: a partition
+has one replica, on its leader. A larger factor is INVALID_REPLICATION_FACTOR,
+with Kafka's wording when it exceeds the registered brokers (the processes of a
+cluster, each a broker in Metadata) and saying replication is not supported
+when there would be brokers enough.
 Manual assignments are accepted when they describe what we would do anyway:
 partitions 0..n-1, each on this broker alone. v5+ answers with the resulting
 partition count, replication factor and configs.
@@ -10,6 +13,7 @@ partition count, replication factor and configs.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 from broker.config import BrokerConfig
 from broker.errors import KafkaError
@@ -42,8 +46,10 @@ class CreateTopicsHandler:
         broker_config: BrokerConfig,
         *,
         authorizer: Authorizer = ALLOW_ALL,
+        registered_brokers: Callable[[], int] | None = None,
     ) -> None:
         self._logs = log_manager
+        self._registered_brokers = registered_brokers or (lambda: 1)
         self._config = broker_config
         self._node_id = broker_config.node_id
         self._authorizer = authorizer
@@ -109,9 +115,7 @@ class CreateTopicsHandler:
         if replication != 1:
             raise KafkaError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {replication} time(s): The target "
-                f"replication factor of {replication} cannot be reached because only 1 "
-                "broker(s) are registered.",
+                replication_refused(replication, self._registered_brokers()),
             )
         configs = {}
         for config in wanted.configs:
@@ -188,4 +192,21 @@ def error_result(name: str, error_code: int, message: str | None = None) -> Crea
         num_partitions=-1,
         replication_factor=-1,
         configs=(),
+    )
+
+
+def replication_refused(replication: int, brokers: int) -> str:
+    """Why a replication factor other than 1 is refused, with both numbers true."""
+    if replication < 1:
+        return "Replication factor must be larger than 0, or -1 to use the default value."
+    if replication > brokers:
+        return (
+            f"Unable to replicate the partition {replication} time(s): The target "
+            f"replication factor of {replication} cannot be reached because only "
+            f"{brokers} broker(s) are registered."
+        )
+    return (
+        f"Replication factor {replication} is not supported: {brokers} broker(s) are "
+        "registered, but partitions are not replicated here (each has one replica, on "
+        "its leader); use replication factor 1."
     )

@@ -9,6 +9,7 @@ recovered every partition before the first request.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 from broker.broker_context import BrokerContext
 from broker.broker_topic_stats import BrokerTopicStats
@@ -33,9 +34,16 @@ from broker.log import LogManager
 from broker.log.log_metrics import log_samples
 
 
-def add_data_apis(context: BrokerContext, log_manager: LogManager, brokers: BrokerConfigs) -> None:
+def add_data_apis(
+    context: BrokerContext,
+    log_manager: LogManager,
+    brokers: BrokerConfigs,
+    *,
+    registered_brokers: Callable[[], int] | None = None,
+) -> None:
     """Register the data and admin APIs over `log_manager`; `brokers` is the broker
-    resource's dynamic configs (stored, and changing the running server)."""
+    resource's dynamic configs (stored, and changing the running server);
+    `registered_brokers` counts a cluster's live processes (None: this one broker)."""
     config = context.config
     node_id = context.node_id
     alterer = ConfigAlterer(log_manager, brokers)
@@ -48,7 +56,9 @@ def add_data_apis(context: BrokerContext, log_manager: LogManager, brokers: Brok
         ListOffsetsHandler(log_manager, authorizer=auth),
         OffsetForLeaderEpochHandler(log_manager, authorizer=auth),
         InitProducerIdHandler(log_manager, authorizer=auth),
-        CreateTopicsHandler(log_manager, config, authorizer=auth),
+        CreateTopicsHandler(
+            log_manager, config, authorizer=auth, registered_brokers=registered_brokers
+        ),
         DeleteTopicsHandler(
             log_manager,
             config.get_bool("delete.topic.enable"),

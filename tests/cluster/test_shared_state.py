@@ -4,8 +4,10 @@ through one process reach the others; every process offers the transaction APIs.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+import pytest
 import trio
 
 from broker.client.cmd_quotas import alter_client_quotas, describe_client_quotas
@@ -72,6 +74,26 @@ async def test_a_change_made_before_the_follower_started_is_still_followed(
     assert first.users() == ["bob"]
     await follower.check()  # unchanged since: no second reload
     assert reloads == 1
+
+
+async def test_only_a_real_change_is_logged_as_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / CREDENTIALS_FILE
+    store = ScramCredentialStore(path)
+    await trio.to_thread.run_sync(store.apply, {("bob", "SCRAM-SHA-256"): credential(8192)}, [])
+
+    async def reload() -> None:
+        store.reload()
+
+    caplog.set_level(logging.INFO, logger="broker.cluster.shared_file")
+    quiet = SharedFileFollower(path, reload, poll_interval_s=0.01)
+    await quiet.check()  # the first check reloads, as a precaution: nothing changed
+    assert "changed by another process" not in caplog.text
+    followed = SharedFileFollower(path, reload, poll_interval_s=0.01)
+    await trio.to_thread.run_sync(store.apply, {("eve", "SCRAM-SHA-256"): credential(4096)}, [])
+    await followed.check()
+    assert caplog.text.count(f"reloaded {path} changed by another process") == 1
 
 
 async def test_users_and_quotas_made_through_one_process_reach_the_other(tmp_path: Path) -> None:

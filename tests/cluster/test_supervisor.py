@@ -13,6 +13,7 @@ from pathlib import Path
 
 from broker.cluster.member import PEER_SOCKET_DIR_KEY
 from broker.cluster.metadata_store import SqliteMetadataStore
+from broker.cluster.supervisor import MAX_RESTART_DELAY_S, RESTART_DELAY_S, restart_delay
 from tests.integration.broker_harness import (
     start_broker_process,
     stop_broker_process,
@@ -66,6 +67,14 @@ def test_the_supervisor_starts_every_process_with_its_own_node_id_and_port(
         assert len(set(ports.values())) == 3
         assert alive_nodes(data) == [10, 11, 12]
         assert sorted(child_pids(cluster.process.pid)) == [0, 1, 2]
+        time.sleep(1.0)  # 20 times the followers' poll interval: their first checks are done
+        text = cluster.log_text()
+        # The config once (by the supervisor), each process's own settings in one line.
+        assert text.count("config node.id = 10\n") == 1
+        assert text.count("config num.io.threads = 2\n") == 1
+        assert "broker process 2: node.id=12, listeners=" in text
+        # Nothing changed the shared files on a fresh start: no "reloaded" line says so.
+        assert "changed by another process" not in text
     finally:
         assert stop_broker_process(cluster) == 0
 
@@ -89,7 +98,8 @@ def test_a_killed_process_is_restarted_and_registers_again(tmp_path: Path) -> No
     try:
         before = child_pids(cluster.process.pid)
         os.kill(before[1], signal.SIGKILL)
-        wait_until(lambda: "exited with -9; restarting" in cluster.log_text())
+        # The delay docs/cluster.md gives, logged as it is waited.
+        wait_until(lambda: "exited with -9; restarting it in 0.5 s" in cluster.log_text())
         wait_until(lambda: child_pids(cluster.process.pid).get(1) not in (None, before[1]))
         wait_until(lambda: alive_nodes(data) == [1, 2, 3])
         assert cluster.process.poll() is None
@@ -250,3 +260,16 @@ def _try_bind(sock: socket.socket, port: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def test_a_dead_process_waits_the_documented_delay_doubling_while_it_keeps_dying() -> None:
+    delays = [restart_delay(None, quick=True)]
+    for _ in range(8):
+        delays.append(restart_delay(delays[-1], quick=True))
+    assert delays == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, MAX_RESTART_DELAY_S, 30.0, 30.0]
+    # Dying after it had run stably: the first delay again, not a shorter one.
+    assert restart_delay(16.0, quick=False) == RESTART_DELAY_S
+    documented = (Path(__file__).parents[2] / "docs" / "cluster.md").read_text()
+    assert f"restarted after {RESTART_DELAY_S:g} s (doubling, up\nto {MAX_RESTART_DELAY_S:g} s" in (
+        documented
+    )

@@ -11,8 +11,8 @@ from pathlib import Path
 import trio
 
 from broker.server import KafkaServer
+from tests.client.cli_runner import run_cli
 from tests.integration.broker_harness import running_broker
-from tests.integration.test_security_end_to_end import _run_main
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
@@ -36,7 +36,8 @@ class Users:
         ]
 
     async def run(self, *argv: str, stdin: bytes = b"") -> tuple[int, bytes, str]:
-        return await trio.to_thread.run_sync(_run_main, list(argv), stdin)
+        result = await trio.to_thread.run_sync(run_cli, list(argv), stdin)
+        return result.code, result.out, result.err
 
     async def ok(self, *argv: str, stdin: bytes = b"") -> bytes:
         code, out, err = await self.run(*argv, stdin=stdin)

@@ -4,8 +4,6 @@ PLAINTEXT listener, then produce/consume over SASL_SSL and SSL."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import time
 from collections.abc import AsyncIterator
@@ -15,13 +13,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.client.cli import main
 from broker.client.security_config import parse_security_properties
 from broker.client.session import ClientSession
 from broker.pipeline.kafka_client import KafkaClient, KafkaClientError
 from broker.protocol.messages import MetadataRequest
 from broker.protocol.records import Record, encode_batch, iter_batches, iter_records
 from broker.server import KafkaServer
+from tests.client.cli_runner import run_cli
 from tests.integration.broker_harness import running_broker
 from tests.security.helpers import (
     PLAIN_JAAS,
@@ -67,30 +65,13 @@ class Cli:
         ]
 
     async def run(self, *argv: str, stdin: bytes = b"") -> tuple[int, bytes, str]:
-        return await trio.to_thread.run_sync(_run_main, list(argv), stdin)
+        result = await trio.to_thread.run_sync(run_cli, list(argv), stdin)
+        return result.code, result.out, result.err
 
     async def ok(self, *argv: str, stdin: bytes = b"") -> bytes:
         code, out, err = await self.run(*argv, stdin=stdin)
         assert code == 0, err
         return out
-
-
-def _run_main(argv: list[str], stdin: bytes) -> tuple[int, bytes, str]:
-    import sys
-
-    fake_in = io.TextIOWrapper(io.BytesIO(stdin))
-    fake_out = io.TextIOWrapper(io.BytesIO(), write_through=True)
-    err = io.StringIO()
-    saved = sys.stdin, sys.stdout
-    sys.stdin, sys.stdout = fake_in, fake_out
-    try:
-        with contextlib.redirect_stderr(err):
-            code = main(argv)
-    finally:
-        sys.stdin, sys.stdout = saved
-    raw = fake_out.buffer
-    assert isinstance(raw, io.BytesIO)
-    return code, raw.getvalue(), err.getvalue()
 
 
 @asynccontextmanager

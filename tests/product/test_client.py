@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
 import json
 import os
 import signal
@@ -16,8 +14,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.client.cli import build_parser, main
+from broker.client.cli import build_parser
 from broker.server import KafkaServer
+from tests.client.cli_runner import CliResult, run_cli
 from tests.integration.broker_harness import running_broker
 
 ENV = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
@@ -42,27 +41,17 @@ class Client:
                 env=ENV,
             )
 
-    async def ok(self, *args: str, stdin: bytes = b"") -> bytes:
+    async def ok(self, *args: str, stdin: bytes = b"", bootstrap: str | None = None) -> bytes:
         """In-process (the codec's import time makes each process cost ~1.5 s)."""
-        code, out, err = await trio.to_thread.run_sync(self._in_process, list(args), stdin)
-        assert code == 0, err
-        return out
+        result = await self.in_process(*args, stdin=stdin, bootstrap=bootstrap)
+        assert result.code == 0, result.err
+        return result.out
 
-    def _in_process(self, args: list[str], stdin: bytes) -> tuple[int, bytes, str]:
-        fake_in = io.TextIOWrapper(io.BytesIO(stdin))
-        fake_out = io.TextIOWrapper(io.BytesIO(), write_through=True)
-        err = io.StringIO()
-        saved = sys.stdin, sys.stdout
-        sys.stdin, sys.stdout = fake_in, fake_out
-        try:
-            with contextlib.redirect_stderr(err):
-                code = main([*args, "--bootstrap-server", self.bootstrap])
-        finally:
-            sys.stdin, sys.stdout = saved
-        fake_out.flush()
-        raw = fake_out.buffer
-        assert isinstance(raw, io.BytesIO)
-        return code, raw.getvalue(), err.getvalue()
+    async def in_process(
+        self, *args: str, stdin: bytes = b"", bootstrap: str | None = None
+    ) -> CliResult:
+        argv = [*args, "--bootstrap-server", bootstrap or self.bootstrap]
+        return await trio.to_thread.run_sync(run_cli, argv, stdin)
 
 
 @pytest.fixture
@@ -240,8 +229,23 @@ async def test_a_group_consumer_leaves_its_group_on_sigterm(client: Client) -> N
             functools.partial(trio.run_process, command, check=False, env=ENV)
         )
         with trio.fail_after(30):
-            while b"Stable" not in (await client.run("groups", "describe", "termers")).stdout:
+            while (
+                b"Stable"
+                not in (await client.in_process("groups", "describe", "termers", "--state")).out
+            ):
                 await trio.sleep(0.2)
+        table = (await client.ok("groups", "describe", "termers")).decode().splitlines()
+        group, topic, partition, current, end, lag, member, host, client_id = table[2].split()
+        assert (group, topic, partition, current, end, lag) == (
+            "termers",
+            "term",
+            "0",
+            "-",
+            "0",
+            "-",
+        )
+        assert member.startswith("broker-client-") and client_id == "broker-client"
+        assert host.endswith("127.0.0.1"), table
         process.send_signal(signal.SIGTERM)
         with trio.fail_after(15):
             code = await process.wait()
@@ -258,13 +262,125 @@ async def test_groups_describe_shows_committed_offsets_and_lag(client: Client) -
     await client.ok("produce", "lagging", "-p", "0", stdin=b"d\ne\nf\n")
     described = json.loads(await client.ok("groups", "describe", "lag1", "--json"))
     assert described[0]["group_id"] == "lag1"
+    no_member = {"consumer_id": None, "host": None, "client_id": None}
     assert described[0]["offsets"] == [
-        {"topic": "lagging", "partition": 0, "committed_offset": 2, "log_end_offset": 5, "lag": 3},
-        {"topic": "lagging", "partition": 1, "committed_offset": 1, "log_end_offset": 1, "lag": 0},
+        {"topic": "lagging", "partition": 0, "committed_offset": 2, "log_end_offset": 5, "lag": 3}
+        | no_member,
+        {"topic": "lagging", "partition": 1, "committed_offset": 1, "log_end_offset": 1, "lag": 0}
+        | no_member,
     ]
-    table = (await client.ok("groups", "describe", "lag1")).decode().splitlines()
-    assert table[-3].split() == ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]
-    assert table[-2].split() == ["lagging", "0", "2", "5", "3"]
+    result = await client.in_process("groups", "describe", "lag1")
+    assert result.err == "\nConsumer group 'lag1' has no active members.\n"
+    table = result.out.decode().splitlines()
+    assert table[0] == ""
+    assert table[1].split() == [
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ]
+    assert [row.split() for row in table[2:]] == [
+        ["lag1", "lagging", "0", "2", "5", "3", "-", "-", "-"],
+        ["lag1", "lagging", "1", "1", "1", "0", "-", "-", "-"],
+    ]
+    # Columns line up under their headings, as kafka-consumer-groups.sh prints them.
+    assert table[2].index(" 5 ") + 1 == table[1].index("LOG-END-OFFSET")
+
+
+async def test_quotas_are_described_as_the_numbers_they_were_set_to(client: Client) -> None:
+    await client.ok(
+        "quotas", "alter", "--entity-type", "users", "--entity-name", "alice",
+        "--add-config", "producer_byte_rate=1048576,request_percentage=12.5",
+    )  # fmt: skip
+    described = await client.ok("quotas", "describe", "--entity-type", "users")
+    assert described == (
+        b"Quota configs for user=alice are producer_byte_rate=1048576, request_percentage=12.5\n"
+    )
+    as_json = json.loads(await client.ok("quotas", "describe", "--json"))
+    assert as_json == [
+        {
+            "entity": {"user": "alice"},
+            "quotas": {"producer_byte_rate": 1048576, "request_percentage": 12.5},
+        }
+    ]
+    assert type(as_json[0]["quotas"]["producer_byte_rate"]) is int
+
+
+async def test_produce_reports_each_refused_record_and_writes_the_rest(client: Client) -> None:
+    await client.ok("topics", "create", "picky", "--config", "max.message.bytes=2000")
+    lines = [b"line %d" % n for n in range(1, 31)]
+    lines[14] = b"x" * 5000  # line 15: too large alone
+    lines[22] = b"y" * 5000  # line 23
+    result = await client.in_process(
+        "produce", "picky", "--batch-size", "10", stdin=b"\n".join(lines) + b"\n"
+    )
+    assert result.code == 1
+    report = result.err.splitlines()
+    assert [line.split(" (")[0] for line in report[:2]] == [
+        "% delivery failed for line 15",
+        "% delivery failed for line 23",
+    ]
+    assert "picky-0): MESSAGE_TOO_LARGE" in report[0]
+    assert report[2:] == ["error: 28 of 30 records written to picky, 2 failed (lines 15, 23)"]
+    consumed = await client.ok("consume", "picky", "--from-beginning", "-e")
+    assert consumed.splitlines() == [line for n, line in enumerate(lines, 1) if n not in (15, 23)]
+    stopped = await client.in_process(
+        "produce", "picky", "--batch-size", "10", "--stop-on-error",
+        stdin=b"\n".join(lines) + b"\n",
+    )  # fmt: skip
+    assert stopped.code == 1
+    assert stopped.err.splitlines()[-1] == (
+        "error: 19 of 20 records written to picky, 1 failed (line 15)"
+    )
+
+
+async def test_the_next_bootstrap_address_is_tried_when_one_refuses(client: Client) -> None:
+    closed = await free_port()
+    both = f"127.0.0.1:{closed},{client.bootstrap}"
+    assert b"ApiVersions(18)" in await client.ok("api-versions", bootstrap=both)
+    nobody = await client.in_process("api-versions", bootstrap=f"127.0.0.1:{closed},[::1]:{closed}")
+    assert nobody.code == 1
+    assert nobody.err.startswith(
+        "error: no bootstrap server reachable (cannot connect to 127.0.0.1:"
+    )
+    assert f"cannot connect to ::1:{closed}" in nobody.err and nobody.err.count("\n") == 1
+
+
+async def free_port() -> int:
+    with trio.socket.socket() as sock:
+        await sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def test_a_bootstrap_address_without_a_port_means_9092() -> None:
+    from broker.client.session import parse_bootstrap
+
+    assert parse_bootstrap("localhost") == [("localhost", 9092)]
+    assert parse_bootstrap("a:1, b ,[::1],[::1]:7,::1") == [
+        ("a", 1),
+        ("b", 9092),
+        ("::1", 9092),
+        ("::1", 7),
+        ("::1", 9092),
+    ]
+    assert parse_bootstrap(":5") == [("127.0.0.1", 5)]
+
+
+def test_a_command_failing_before_its_first_request_exits_one_every_time() -> None:
+    # In the main thread, where the SIGTERM watcher runs: an error raised before the
+    # watcher task had started used to end in TrioInternalError about 6 times in 10.
+    for _ in range(20):
+        result = run_cli(["api-versions", "-b", "localhost:port"])
+        assert (result.code, result.err) == (
+            1,
+            "error: bad --bootstrap-server 'localhost:port': expected HOST[:PORT][,...]\n",
+        )
 
 
 COMMANDS = [
