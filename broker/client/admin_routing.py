@@ -24,33 +24,28 @@ async def leader_session(session: ClientSession, topic: str, partition: int) -> 
     """The session to the partition's leader."""
     if not isinstance(session, RoutingSession):
         return session
-    return await session._leader_session(topic, partition)
-
-
-async def _brokers(session: RoutingSession) -> dict[int, tuple[str, int]]:
-    await session._learn(set())
-    return dict(session._brokers)
+    return await session.leader_session(topic, partition)
 
 
 async def broker_session(session: ClientSession, node_id: int) -> ClientSession:
     """The session to broker `node_id`'s own process; ClientError if there is none."""
     if not isinstance(session, RoutingSession):
         return session
-    brokers = await _brokers(session)
+    brokers = await session.brokers()
     if node_id not in brokers:
         known = ", ".join(map(str, sorted(brokers))) or "none"
         raise ClientError(f"no broker {node_id} in the cluster (brokers: {known})")
-    return await session._session_at(brokers[node_id])
+    return await session.session_at(brokers[node_id])
 
 
 async def every_broker(session: ClientSession) -> list[tuple[int, ClientSession]]:
     """(node id, session) for each broker Metadata lists, in node order."""
     if not isinstance(session, RoutingSession):
         return [(-1, session)]
-    brokers = await _brokers(session)
+    brokers = await session.brokers()
     if len(brokers) <= 1:
         return [(next(iter(brokers), -1), session)]
-    return [(node, await session._session_at(address)) for node, address in sorted(brokers.items())]
+    return [(node, await session.session_at(address)) for node, address in sorted(brokers.items())]
 
 
 async def coordinator_session(
@@ -67,5 +62,5 @@ async def coordinator_session(
     check_error(found.error_code, f"FindCoordinator for {what} {key!r}", found.error_message)
     if not isinstance(session, RoutingSession):
         return found.node_id, session
-    await _brokers(session)
-    return found.node_id, await session._session_at((found.host, found.port))
+    await session.brokers()
+    return found.node_id, await session.session_at((found.host, found.port))

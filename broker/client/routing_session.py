@@ -87,7 +87,13 @@ class RoutingSession(ClientSession):
             for p in topic.partitions:
                 self._leaders[(topic.name, p.partition_index)] = p.leader_id
 
-    async def _session_at(self, address: tuple[str, int] | None) -> ClientSession:
+    async def brokers(self) -> dict[int, tuple[str, int]]:
+        """Every broker Metadata lists now, by node id."""
+        await self._learn(set())
+        return dict(self._brokers)
+
+    async def session_at(self, address: tuple[str, int] | None) -> ClientSession:
+        """The session to `address`, opened on first use; this one on a single broker."""
         if address is None or len(self._brokers) <= 1:
             return self
         peer = self._peers.get(address)
@@ -98,11 +104,12 @@ class RoutingSession(ClientSession):
             self._peers[address] = peer
         return peer
 
-    async def _leader_session(self, topic: str, partition: int) -> ClientSession:
+    async def leader_session(self, topic: str, partition: int) -> ClientSession:
+        """The session to the partition's leader, learning it when unknown."""
         if (topic, partition) not in self._leaders:
             await self._learn({topic})
         leader = self._leaders.get((topic, partition), -1)
-        return await self._session_at(self._brokers.get(leader))
+        return await self.session_at(self._brokers.get(leader))
 
     # ------------------------------------------------------------ requests
 
@@ -127,7 +134,7 @@ class RoutingSession(ClientSession):
         if key in GROUP_APIS:
             group = _group_of(body)
             if group is not None:
-                session = await self._session_at(await self._coordinator(group))
+                session = await self.session_at(await self._coordinator(group))
                 return await ClientSession.request(session, body, version, timeout_s)
         return await ClientSession.request(self, body, version, timeout_s)
 
@@ -152,7 +159,7 @@ class RoutingSession(ClientSession):
                 name = self._names.get(topic_id, "")
             per_session: dict[int, tuple[ClientSession, list[Any]]] = {}
             for partition in getattr(topic, partitions_field):
-                session = await self._leader_session(name, getattr(partition, index_field))
+                session = await self.leader_session(name, getattr(partition, index_field))
                 per_session.setdefault(id(session), (session, []))[1].append(partition)
             for ident, (session, partitions) in per_session.items():
                 entry = by_session.setdefault(ident, (session, []))
@@ -190,10 +197,10 @@ class RoutingSession(ClientSession):
         for group in body.groups:
             by_address.setdefault(await self._coordinator(group), []).append(group)
         if len(by_address) <= 1:
-            session = await self._session_at(next(iter(by_address), None))
+            session = await self.session_at(next(iter(by_address), None))
             return await ClientSession.request(session, body, version, timeout_s)
         parts = [
-            (await self._session_at(address), body._replace(groups=tuple(groups)))
+            (await self.session_at(address), body._replace(groups=tuple(groups)))
             for address, groups in by_address.items()
         ]
         responses = await self._gather(parts, version, timeout_s)
@@ -204,7 +211,7 @@ class RoutingSession(ClientSession):
         """Every broker's groups: each coordinator lists only its own."""
         if not self._brokers:
             await self._learn(set())
-        sessions = {id(s): s for s in [await self._session_at(a) for a in self._brokers.values()]}
+        sessions = {id(s): s for s in [await self.session_at(a) for a in self._brokers.values()]}
         if len(sessions) <= 1:
             return await ClientSession.request(self, body, version, timeout_s)
         responses = await self._gather(

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
 from broker.client.cli import build_parser
 from broker.client.cmd_configs import parse_delete_configs, parse_set_configs
@@ -36,9 +35,9 @@ class AdminClient(Client):
         return json.loads(await self.ok(*args, "--json"))
 
     async def fails(self, *args: str) -> str:
-        code, _, err = await trio.to_thread.run_sync(self._in_process, list(args), b"")
-        assert code == 1, err
-        return err
+        result = await self.in_process(*args)
+        assert result.code == 1, result.err
+        return result.err
 
     async def session(self) -> ClientSession:
         return await ClientSession.open(self.bootstrap)
