@@ -172,19 +172,19 @@ class ConsumerGroup:
             joined = self._join(params)
             if isinstance(joined, HeartbeatResult):
                 return joined
-            member, previous = joined, None
+            member, previous = joined
+            bump = previous is None
         else:
             found = self._existing(params)
             if isinstance(found, HeartbeatResult):
                 return found
             member = previous = found
+            bump = False
         member = self._update_subscription(member, params)
         self.members[member.member_id] = member
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
-        if self._subscription_changed(previous, member):
-            self.group_epoch += 1
-        self._refresh_target()
+        self._refresh_target(bump or self._subscription_changed(previous, member))
         member = self._reconcile(member, params.owned, now)
         self.members[member.member_id] = member
         self.session_deadlines[member.member_id] = now + self.config.session_timeout_ms
@@ -206,7 +206,10 @@ class ConsumerGroup:
             member.assigned if (changed or full_request or params.member_epoch == 0) else None,
         )
 
-    def _join(self, params: HeartbeatParams) -> ConsumerGroupMember | HeartbeatResult:
+    def _join(
+        self, params: HeartbeatParams
+    ) -> tuple[ConsumerGroupMember, ConsumerGroupMember | None] | HeartbeatResult:
+        """The joining member, and the one it replaces (a returning static member)."""
         member_id = params.member_id or uuid.uuid4().hex
         if params.instance_id is not None:
             old_id = self.static_members.get(params.instance_id)
@@ -232,16 +235,16 @@ class ConsumerGroup:
                     self.owners[tp] = member_id
                 if old.member_id in self.target:
                     self.target[member_id] = self.target.pop(old.member_id)
-                return replaced
+                return replaced, replaced
         if member_id in self.members:
             # A member that lost its state rejoins from scratch: its partitions are freed.
             self._remove(member_id)
-        self.group_epoch += 1
-        return ConsumerGroupMember(
+        joining = ConsumerGroupMember(
             member_id=member_id,
             instance_id=params.instance_id,
             rebalance_timeout_ms=params.rebalance_timeout_ms,
         )
+        return joining, None
 
     def _existing(self, params: HeartbeatParams) -> ConsumerGroupMember | HeartbeatResult:
         member = self.members.get(params.member_id)
@@ -295,7 +298,7 @@ class ConsumerGroup:
         before: ConsumerGroupMember | None, after: ConsumerGroupMember
     ) -> bool:
         if before is None:
-            return False  # a join has bumped the epoch already
+            return True
         return (
             before.subscribed_topic_names != after.subscribed_topic_names
             or before.subscribed_topic_regex != after.subscribed_topic_regex
@@ -303,15 +306,17 @@ class ConsumerGroup:
         )
 
     # -- target assignment -----------------------------------------------------------------
-    def _refresh_target(self) -> None:
-        """Bump the epoch if a subscribed topic changed; recompute the target if behind."""
+    def _refresh_target(self, bump: bool) -> None:
+        """Bump the epoch once if the members (`bump`) or a subscribed topic changed, then
+        recompute the target if it is behind."""
         subscribed = {
             t: self._topics[t] for t in sorted(self.subscribed_topics()) if t in self._topics
         }
         if subscribed != self.subscribed_partitions:
             self.subscribed_partitions = subscribed
-            if self.members:
-                self.group_epoch += 1
+            bump = True
+        if bump:
+            self.group_epoch += 1
         if self.group_epoch <= self.assignment_epoch:
             return
         assignor = ASSIGNORS.get(self.assignor_name, ASSIGNORS[self.config.assignors[0]])
@@ -392,7 +397,7 @@ class ConsumerGroup:
             )
         else:
             self._remove(member.member_id)
-            self._refresh_target()
+            self._refresh_target(True)
         return HeartbeatResult(ErrorCode.NONE, None, member.member_id, params.member_epoch)
 
     def _forget(self, member_id: str) -> ConsumerGroupMember | None:
@@ -405,7 +410,7 @@ class ConsumerGroup:
         return member
 
     def _remove(self, member_id: str) -> None:
-        """The member is gone: its partitions are free and the group rebalances."""
+        """The member is gone and its partitions are free (the caller bumps the epoch)."""
         member = self._forget(member_id)
         if member is None:
             return
@@ -413,7 +418,6 @@ class ConsumerGroup:
             if self.owners.get(tp) == member_id:
                 del self.owners[tp]
         self.target.pop(member_id, None)
-        self.group_epoch += 1
 
     def on_timeout(self, now: float) -> list[str]:
         """Fence members whose session or rebalance timeout passed; their ids."""
@@ -424,12 +428,8 @@ class ConsumerGroup:
         for member_id in expired:
             self._remove(member_id)
         if expired:
-            self._refresh_target()
+            self._refresh_target(True)
         return expired
-
-    def remove_all(self) -> None:
-        for member_id in list(self.members):
-            self._remove(member_id)
 
     # -- offsets --------------------------------------------------------------------------
     def validate_offset_commit(
