@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from broker.client.consumer_group_describe import consumer_group_lines, describe_consumer_groups
 from broker.client.group_offsets import group_lag
 from broker.client.jsonify import to_json
 from broker.client.session import ClientError, ClientSession, check_error, error_name
@@ -270,7 +271,7 @@ async def groups_list(session: ClientSession, args: argparse.Namespace) -> int:
         return 0
     for group in sorted(response.groups, key=lambda g: str(g.group_id)):
         state = group.group_state or "-"
-        print(f"{group.group_id}\t{state}\t{group.protocol_type or '-'}")
+        print(f"{group.group_id}\t{state}\t{group.protocol_type or '-'}\t{group.group_type or '-'}")
     return 0
 
 
@@ -280,15 +281,18 @@ async def groups_describe(session: ClientSession, args: argparse.Namespace) -> i
     A group the coordinator does not know answers DescribeGroups with state Dead and no
     error; like kafka-consumer-groups.sh we call that an error ("does not exist").
     """
-    response = await session.call(DescribeGroupsRequest(groups=tuple(args.names)))
+    consumer_groups = await describe_consumer_groups(session, args.names)
+    classic = tuple(n for n in args.names if n not in consumer_groups)
+    response = await session.call(DescribeGroupsRequest(groups=classic))
     described: list[dict[str, Any]] = []
-    for group in response.groups:
+    for group in [*consumer_groups.values(), *response.groups]:
         check_error(group.error_code, f"group {group.group_id!r}")
         if group.group_state == "Dead":
             raise ClientError(f"group {group.group_id!r} does not exist")
         lag = await group_lag(session, group.group_id)
         if args.json:
             entry = to_json(group)
+            entry["group_type"] = "consumer" if group.group_id in consumer_groups else "classic"
             entry["offsets"] = [
                 {
                     "topic": row.topic,
@@ -301,13 +305,16 @@ async def groups_describe(session: ClientSession, args: argparse.Namespace) -> i
             ]
             described.append(entry)
             continue
-        print(
-            f"group {group.group_id}: state {group.group_state}, "
-            f"protocol {group.protocol_type or '-'}/{group.protocol_data or '-'}, "
-            f"{len(group.members)} members"
-        )
-        for m in group.members:
-            print(f"  member {m.member_id} client {m.client_id} host {m.client_host}")
+        if group.group_id in consumer_groups:
+            print("\n".join(consumer_group_lines(group)))
+        else:
+            print(
+                f"group {group.group_id}: state {group.group_state}, "
+                f"protocol {group.protocol_type or '-'}/{group.protocol_data or '-'}, "
+                f"{len(group.members)} members"
+            )
+            for m in group.members:
+                print(f"  member {m.member_id} client {m.client_id} host {m.client_host}")
         if lag:
             print(
                 f"  {'TOPIC':<24} {'PARTITION':>9} {'CURRENT-OFFSET':>14} "
