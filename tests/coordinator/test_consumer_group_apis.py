@@ -6,7 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import trio
+import trio.testing
+
 from broker.client.connection import KafkaConnection
+from broker.coordinator.consumer_group import ConsumerGroupConfig, HeartbeatParams
+from broker.coordinator.coordinator_service import GroupCoordinatorService
+from broker.coordinator.group_coordinator import CoordinatorConfig
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
     ConsumerGroupDescribeRequest,
@@ -25,7 +31,7 @@ from broker.protocol.messages.offset_commit_request import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
-from broker.protocol.messages.offset_fetch_request import OffsetFetchRequestTopics
+from broker.protocol.messages.offset_fetch_request import OffsetFetchRequestTopic
 from tests.integration.broker_harness import connect, running_broker
 from tests.product.test_client import Client
 
@@ -136,7 +142,7 @@ async def test_consumer_group_apis_end_to_end(tmp_path: Path) -> None:
         assert unknown.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_MEMBER_ID
         fetched = await conn.request(
             OffsetFetchRequest(
-                group_id="g", topics=(OffsetFetchRequestTopics(name="t", partition_indexes=(0,)),)
+                group_id="g", topics=(OffsetFetchRequestTopic(name="t", partition_indexes=(0,)),)
             ),
             7,
         )
@@ -225,3 +231,40 @@ async def test_malformed_heartbeats_get_kafkas_errors(tmp_path: Path) -> None:
             assert response.error_code == expected, fields
             assert response.error_message
         await conn.aclose()
+
+
+async def test_the_service_fences_a_silent_consumer_group_member_on_trios_clock(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    config = CoordinatorConfig(consumer=ConsumerGroupConfig(session_timeout_ms=3000))
+    service = GroupCoordinatorService(config, tmp_path)
+    topics = {"t": 2}
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        for member in ("m1", "m2"):
+            joined = service.consumer_group_heartbeat(
+                "g",
+                HeartbeatParams(
+                    member,
+                    0,
+                    rebalance_timeout_ms=10000,
+                    subscribed_topic_names=("t",),
+                    owned=frozenset(),
+                ),
+                1,
+                topics,
+            )
+            assert joined.error is ErrorCode.NONE
+        group = service.consumer_groups.groups["g"]
+        epoch, owned = group.members["m1"].member_epoch, group.members["m1"].assigned
+        for _ in range(3):  # m1 keeps beating (and revoking when told); m2 goes silent
+            await trio.sleep(2)
+            alive = service.consumer_group_heartbeat(
+                "g", HeartbeatParams("m1", epoch, owned=owned), 1, topics
+            )
+            assert alive.error is ErrorCode.NONE
+            epoch = alive.member_epoch
+            owned = owned if alive.assignment is None else alive.assignment
+        assert sorted(group.members) == ["m1"]
+        assert trio.current_time() < 7
+        nursery.cancel_scope.cancel()

@@ -150,7 +150,9 @@ def test_consumer_protocol_splits_rebalances_and_resumes_after_a_crash(
         def resumed() -> bool:
             msg = first.poll(0.1)
             if msg is not None and not msg.error():
-                first_offsets.setdefault(msg.partition(), msg.offset())
+                partition, offset = msg.partition(), msg.offset()
+                assert partition is not None and offset is not None
+                first_offsets.setdefault(partition, offset)
             return owned(first) == everything and theirs <= set(first_offsets)
 
         poll_until([], resumed, "the survivor to take over the crashed member's partitions")
