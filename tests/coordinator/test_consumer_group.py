@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import attrs
 import hypothesis.strategies as st
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from broker.coordinator.consumer_group import (
@@ -23,6 +23,7 @@ from broker.coordinator.consumer_group import (
     HeartbeatResult,
 )
 from broker.coordinator.consumer_group_assignors import uniform_assign
+from broker.coordinator.consumer_group_coordinator import ConsumerGroupCoordinator
 from broker.coordinator.consumer_group_member import MemberState, TopicPartitionSet
 from broker.protocol.error_codes import ErrorCode
 
@@ -364,3 +365,44 @@ def test_the_uniform_assignor_gives_each_topic_only_to_its_subscribers() -> None
     assert "u" not in result["m1"]
     assert result["m2"]["u"] == frozenset(range(4))
     assert sum(len(p) for p in result["m1"].values()) == 4
+
+
+@given(
+    calls=st.lists(
+        st.tuples(
+            st.sampled_from(["", "g", "h"]),
+            st.builds(
+                HeartbeatParams,
+                member_id=st.sampled_from(["", "m1", "m2", "x" * 300]),
+                member_epoch=st.integers(-5, 5) | st.integers(-(2**31), 2**31 - 1),
+                instance_id=st.none() | st.sampled_from(["", "i1"]),
+                rack_id=st.none() | st.sampled_from(["", "r"]),
+                rebalance_timeout_ms=st.integers(-2, 10**6),
+                subscribed_topic_names=st.none() | st.tuples(st.sampled_from(["a", "b", "", "zz"])),
+                subscribed_topic_regex=st.none() | st.sampled_from(["", "a.*", "(", "[b-", "\\"]),
+                server_assignor=st.none() | st.sampled_from(["uniform", "range", "", "x"]),
+                owned=st.none()
+                | st.frozensets(st.tuples(st.sampled_from(["a", "b", "q"]), st.integers(-1, 9))),
+            ),
+            st.integers(0, 1),
+            st.floats(0, 10**7),
+        ),
+        max_size=12,
+    )
+)
+def test_any_heartbeat_gets_an_error_code_and_never_breaks_the_group(
+    calls: list[tuple[str, HeartbeatParams, int, float]],
+) -> None:
+    coordinator = ConsumerGroupCoordinator(CONFIG)
+    now = 0.0
+    for group_id, params, version, step in calls:
+        now += step
+        coordinator.fire_timers(now)
+        result = coordinator.heartbeat(group_id, params, version, now, TOPICS)
+        assert isinstance(result.error, ErrorCode)
+        assert result.error is ErrorCode.NONE or result.message
+    for group in coordinator.groups.values():
+        seen: set[tuple[str, int]] = set()
+        for member in group.members.values():
+            assert not member.owned & seen
+            seen |= member.owned
