@@ -249,11 +249,7 @@ class ConsumerGroup:
     def _existing(self, params: HeartbeatParams) -> ConsumerGroupMember | HeartbeatResult:
         member = self.members.get(params.member_id)
         if member is None:
-            return _error(
-                ErrorCode.UNKNOWN_MEMBER_ID,
-                f"member {params.member_id} is not in group {self.group_id}",
-                params.member_id,
-            )
+            return self._unknown(params.member_id)
         epoch = params.member_epoch
         if epoch > member.member_epoch:
             return self._fenced(member, epoch)
@@ -266,6 +262,10 @@ class ConsumerGroup:
             # and that owns nothing it no longer has.
             return self._fenced(member, epoch)
         return member
+
+    def _unknown(self, member_id: str, epoch: int = 0) -> HeartbeatResult:
+        message = f"member {member_id} is not in group {self.group_id}"
+        return _error(ErrorCode.UNKNOWN_MEMBER_ID, message, member_id, epoch)
 
     def _fenced(self, member: ConsumerGroupMember, epoch: int) -> HeartbeatResult:
         return _error(
@@ -379,12 +379,7 @@ class ConsumerGroup:
     def _leave(self, params: HeartbeatParams) -> HeartbeatResult:
         member = self.members.get(params.member_id)
         if member is None:
-            return _error(
-                ErrorCode.UNKNOWN_MEMBER_ID,
-                f"member {params.member_id} is not in group {self.group_id}",
-                params.member_id,
-                params.member_epoch,
-            )
+            return self._unknown(params.member_id, params.member_epoch)
         if (
             params.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH
             and member.instance_id is not None

@@ -52,6 +52,18 @@ async def join(conn: KafkaConnection, group: str, member: str, topic: str) -> An
     )
 
 
+async def classic_join(conn: KafkaConnection, group: str, member: str) -> Any:
+    request = JoinGroupRequest(
+        group_id=group,
+        session_timeout_ms=10000,
+        rebalance_timeout_ms=10000,
+        member_id=member,
+        protocol_type="consumer",
+        protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),),
+    )
+    return await conn.request(request, 5)
+
+
 async def test_consumer_group_apis_end_to_end(tmp_path: Path) -> None:
     async with running_broker(tmp_path) as server:
         conn = await connect(server)
@@ -149,47 +161,17 @@ async def test_consumer_group_apis_end_to_end(tmp_path: Path) -> None:
         assert fetched.topics[0].partitions[0].committed_offset == 7
 
         # A classic member cannot join the consumer group while it has members.
-        refused = await conn.request(
-            JoinGroupRequest(
-                group_id="g",
-                session_timeout_ms=10000,
-                rebalance_timeout_ms=10000,
-                member_id="",
-                protocol_type="consumer",
-                protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),),
-            ),
-            5,
-        )
+        refused = await classic_join(conn, "g", "")
         assert refused.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
         # Both leave; the empty group keeps its offsets and may become classic.
         for member in ("m1", "m2"):
             left = await heartbeat(conn, group_id="g", member_id=member, member_epoch=-1)
             assert (left.error_code, left.member_epoch) == (ErrorCode.NONE, -1)
-        classic = await conn.request(
-            JoinGroupRequest(
-                group_id="g",
-                session_timeout_ms=10000,
-                rebalance_timeout_ms=10000,
-                member_id="",
-                protocol_type="consumer",
-                protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),),
-            ),
-            5,
-        )
+        classic = await classic_join(conn, "g", "")
         assert classic.error_code == ErrorCode.MEMBER_ID_REQUIRED
         # ...and a consumer-protocol member cannot join a classic group with members.
-        await conn.request(
-            JoinGroupRequest(
-                group_id="g",
-                session_timeout_ms=10000,
-                rebalance_timeout_ms=10000,
-                member_id=classic.member_id,
-                protocol_type="consumer",
-                protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),),
-            ),
-            5,
-        )
+        await classic_join(conn, "g", classic.member_id)
         not_consumer = await join(conn, "g", "m3", "t")
         assert not_consumer.error_code == ErrorCode.GROUP_ID_NOT_FOUND
         await conn.aclose()
