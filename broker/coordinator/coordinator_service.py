@@ -278,6 +278,9 @@ class GroupCoordinatorService:
     def delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        consumer_group = self.consumer_groups.groups.get(group_id)
+        if consumer_group is not None:
+            return ErrorCode.NONE, self._delete_consumer_group_offsets(consumer_group, partitions)
         result = self.coordinator.delete_offsets(group_id, partitions)
         self._after_change()
         return result
@@ -328,6 +331,21 @@ class GroupCoordinatorService:
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         """The consumer group to describe (ConsumerGroupDescribe), or None."""
         return self.consumer_groups.groups.get(group_id)
+
+    def _delete_consumer_group_offsets(
+        self, group: ConsumerGroup, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Kafka's OffsetDelete: offsets of topics the group subscribes to stay."""
+        subscribed = group.subscribed_topics()
+        results = {
+            tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed else ErrorCode.NONE
+            for tp in partitions
+        }
+        self.store.delete_offsets(
+            group.group_id, [tp for tp, e in results.items() if e is ErrorCode.NONE]
+        )
+        self._journal_changed.set()
+        return results
 
     def _commit_consumer_group_offsets(
         self,

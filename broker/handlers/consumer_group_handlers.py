@@ -15,7 +15,14 @@ from broker.coordinator.consumer_group import HeartbeatParams
 from broker.coordinator.consumer_group_member import TopicPartitionSet
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.errors import KafkaError
-from broker.handlers.auth_helper import GROUP, authorize, authorized_operations, check_group
+from broker.handlers.auth_helper import (
+    GROUP,
+    TOPIC,
+    authorize,
+    authorized_names,
+    authorized_operations,
+    check_group,
+)
 from broker.handlers.group_handlers import client_host
 from broker.handlers.log_view import LogManagerView
 from broker.net.request import Request
@@ -69,6 +76,15 @@ class ConsumerGroupHeartbeatHandler:
     async def handle(self, request: Request) -> ConsumerGroupHeartbeatResponse:
         body: ConsumerGroupHeartbeatRequest = request.body
         check_group(self._authorizer, request, AclOperation.READ, body.group_id)
+        names = body.subscribed_topic_names or ()
+        allowed = authorized_names(self._authorizer, request, AclOperation.DESCRIBE, TOPIC, names)
+        denied = sorted(set(names) - allowed)
+        if denied:
+            # KafkaApis: DESCRIBE on every topic subscribed by name.
+            return ConsumerGroupHeartbeatResponse(
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                error_message=f"The following topics are unauthorized: {', '.join(denied)}",
+            )
         params = HeartbeatParams(
             member_id=body.member_id,
             member_epoch=body.member_epoch,

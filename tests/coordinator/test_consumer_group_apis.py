@@ -22,6 +22,7 @@ from broker.protocol.messages import (
     JoinGroupRequest,
     ListGroupsRequest,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
     OffsetFetchRequest,
 )
 from broker.protocol.messages.consumer_group_heartbeat_request import TopicPartitions
@@ -30,6 +31,10 @@ from broker.protocol.messages.join_group_request import JoinGroupRequestProtocol
 from broker.protocol.messages.offset_commit_request import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
+)
+from broker.protocol.messages.offset_delete_request import (
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
 )
 from broker.protocol.messages.offset_fetch_request import OffsetFetchRequestTopic
 from tests.integration.broker_harness import connect, running_broker
@@ -159,6 +164,19 @@ async def test_consumer_group_apis_end_to_end(tmp_path: Path) -> None:
             7,
         )
         assert fetched.topics[0].partitions[0].committed_offset == 7
+        deleted = await conn.request(
+            OffsetDeleteRequest(
+                group_id="g",
+                topics=(
+                    OffsetDeleteRequestTopic(
+                        name="t", partitions=(OffsetDeleteRequestPartition(partition_index=0),)
+                    ),
+                ),
+            ),
+            0,
+        )
+        subscribed = deleted.topics[0].partitions[0].error_code
+        assert subscribed == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
 
         # A classic member cannot join the consumer group while it has members.
         refused = await classic_join(conn, "g", "")
