@@ -51,7 +51,7 @@ async def test_heartbeats_need_the_group_and_every_named_topic(tmp_path: Path) -
         assert denied.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
         assert denied.error_message == "The following topics are unauthorized: secret"
         joined = await beat.handle(make_request(join_body("t"), 68, 1))
-        assert joined.error_code == ErrorCode.NONE
+        assert joined.error_code == ErrorCode.NONE and joined.assignment is not None
         assert joined.assignment.topic_partitions[0].partitions == (0, 1)
         with pytest.raises(KafkaError) as refused:
             await beat.handle(make_request(join_body("t"), 68, 1, principal=BOB))
