@@ -308,6 +308,9 @@ _DEFS: list[ConfigDef] = [
     _d("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, "How often expired transactional ids are removed.", "read-only", at_least(1)),
     _d("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for."),
     _d("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for."),
+    _d("group.consumer.session.timeout.ms", "int", 45000, "Session timeout of consumer-protocol (KIP-848) group members: one missing its heartbeats this long is fenced.", "read-only", at_least(1)),
+    _d("group.consumer.heartbeat.interval.ms", "int", 5000, "Heartbeat interval the coordinator gives consumer-protocol (KIP-848) group members.", "read-only", at_least(1)),
+    _d("group.consumer.assignors", "list", ["uniform", "range"], "Server-side assignors of consumer-protocol (KIP-848) groups; the first is the default.", "read-only", each_one_of("uniform", "range")),
     # ---- authorization (issue 11)
     _d("authorizer.class.name", "string", "", "Turns ACL authorization on: org.apache.kafka.metadata.authorizer.StandardAuthorizer or kafka.security.authorizer.AclAuthorizer (both are the standard ACL authorizer here); empty allows everything.", "read-only", _authorizer_class_validator),
     _d("super.users", "string", None, "Principals (User:name) separated by semicolons that every ACL check allows."),

@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from broker.client.consumer_group_describe import consumer_group_lines, describe_consumer_groups
 from broker.client.group_description import (
     OFFSETS_HEADER,
     OFFSETS_MIN_WIDTHS,
@@ -288,7 +289,7 @@ async def groups_list(session: ClientSession, args: argparse.Namespace) -> int:
         return 0
     for group in sorted(response.groups, key=lambda g: str(g.group_id)):
         state = group.group_state or "-"
-        print(f"{group.group_id}\t{state}\t{group.protocol_type or '-'}")
+        print(f"{group.group_id}\t{state}\t{group.protocol_type or '-'}\t{group.group_type or '-'}")
     return 0
 
 
@@ -300,18 +301,30 @@ async def groups_describe(session: ClientSession, args: argparse.Namespace) -> i
     A group the coordinator does not know answers DescribeGroups with state Dead and no
     error; like kafka-consumer-groups.sh we call that an error ("does not exist").
     """
-    response = await session.call(DescribeGroupsRequest(groups=tuple(args.names)))
+    consumer_groups = await describe_consumer_groups(session, args.names)
+    classic = tuple(n for n in args.names if n not in consumer_groups)
+    response = await session.call(DescribeGroupsRequest(groups=classic))
     described: list[dict[str, Any]] = []
-    for group in response.groups:
+    for group in [*consumer_groups.values(), *response.groups]:
         check_error(group.error_code, f"group {group.group_id!r}")
         if group.group_state == "Dead":
             raise ClientError(f"group {group.group_id!r} does not exist")
+        kind = "consumer" if group.group_id in consumer_groups else "classic"
         if args.state:
             coordinator = await find_coordinator(session, group.group_id)
             if args.json:
-                described.append({**to_json(group), "coordinator": attrs.asdict(coordinator)})
+                described.append(
+                    {
+                        **to_json(group),
+                        "group_type": kind,
+                        "coordinator": attrs.asdict(coordinator),
+                    }
+                )
                 continue
             print()
+            if kind == "consumer":
+                print("\n".join(consumer_group_lines(group)))
+                continue
             row = (
                 group.group_id,
                 f"{coordinator.host}:{coordinator.port} ({coordinator.node_id})",
@@ -323,11 +336,13 @@ async def groups_describe(session: ClientSession, args: argparse.Namespace) -> i
             continue
         rows = await describe_partitions(session, group)
         if args.json:
-            described.append({**to_json(group), "offsets": [r.to_json() for r in rows]})
+            described.append(
+                {**to_json(group), "group_type": kind, "offsets": [r.to_json() for r in rows]}
+            )
             continue
         if group.group_state == "Empty":
             print(f"\nConsumer group '{group.group_id}' has no active members.", file=sys.stderr)
-        elif group.group_state in ("PreparingRebalance", "CompletingRebalance"):
+        elif group.group_state in ("PreparingRebalance", "CompletingRebalance", "Reconciling"):
             print(f"\nWarning: Consumer group '{group.group_id}' is rebalancing.", file=sys.stderr)
         print()
         print("\n".join(table(OFFSETS_HEADER, [r.cells() for r in rows], OFFSETS_MIN_WIDTHS)))

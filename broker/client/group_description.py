@@ -88,13 +88,21 @@ class PartitionRow:
         }
 
 
-def assigned_partitions(protocol_type: str, assignment: bytes) -> list[tuple[str, int]]:
-    """A consumer's partitions from its assignment bytes; none for another protocol's
-    member or bytes that do not decode (a member's bytes are its client's business)."""
-    if protocol_type != "consumer":
+def assigned_partitions(group: Any, member: Any) -> list[tuple[str, int]]:
+    """A member's partitions: a KIP-848 member's from its described assignment, a classic
+    consumer's from its assignment bytes; none for another protocol's member or bytes that
+    do not decode (a member's bytes are its client's business)."""
+    assignment = getattr(member, "assignment", None)
+    if assignment is not None:
+        return [
+            (tp.topic_name, partition)
+            for tp in assignment.topic_partitions
+            for partition in tp.partitions
+        ]
+    if getattr(group, "protocol_type", None) != "consumer":
         return []
     try:
-        decoded = decode_versioned(ConsumerProtocolAssignment, assignment)
+        decoded = decode_versioned(ConsumerProtocolAssignment, member.member_assignment)
     except DecodeError:
         return []
     return [
@@ -114,7 +122,7 @@ def partition_rows(
     idle: list[MemberInfo] = []
     for m in group.members:
         member = MemberInfo(m.member_id, m.client_host, m.client_id)
-        partitions = sorted(assigned_partitions(group.protocol_type, m.member_assignment))
+        partitions = sorted(assigned_partitions(group, m))
         if not partitions:
             idle.append(member)
         for key in partitions:
@@ -159,7 +167,7 @@ async def describe_partitions(session: ClientSession, group: Any) -> list[Partit
     }
     wanted = set(committed)
     for m in group.members:
-        wanted.update(assigned_partitions(group.protocol_type, m.member_assignment))
+        wanted.update(assigned_partitions(group, m))
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(wanted):
         by_topic.setdefault(topic, []).append(partition)

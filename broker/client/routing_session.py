@@ -28,8 +28,9 @@ from broker.protocol.messages.metadata_request import MetadataRequestTopic
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 FIND_COORDINATOR = 10
 DESCRIBE_GROUPS, LIST_GROUPS = 15, 16
-# OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, LeaveGroup, SyncGroup, OffsetDelete
-GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 47})
+# OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, LeaveGroup, SyncGroup, OffsetDelete,
+# ConsumerGroupHeartbeat, ConsumerGroupDescribe
+GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 47, 68, 69})
 
 
 class RoutingSession(ClientSession):
@@ -285,4 +286,7 @@ def _group_of(body: Any) -> str | None:
     groups = getattr(body, "groups", None)
     if groups and len(groups) == 1:
         return str(groups[0].group_id)
+    group_ids = getattr(body, "group_ids", None)
+    if group_ids and len(group_ids) == 1:
+        return str(group_ids[0])
     return None

@@ -293,6 +293,14 @@ class ShardedCoordinatorService(GroupCoordinatorService):
         self._check(group_id)
         return super().delete_offsets(group_id, *args, **kwargs)
 
+    def consumer_group_heartbeat(self, group_id: str, *args: Any, **kwargs: Any) -> Any:
+        self._check(group_id)
+        return super().consumer_group_heartbeat(group_id, *args, **kwargs)
+
+    def consumer_group(self, group_id: str) -> Any:
+        self._check(group_id)
+        return super().consumer_group(group_id)
+
     def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
         mine = [g for g in group_ids if self._member.coordinator_node(g) == self._member.node_id]
         result = super().delete_groups(mine)

@@ -18,12 +18,15 @@ from pathlib import Path
 
 import trio
 
+from broker.coordinator.consumer_group import ConsumerGroup, HeartbeatParams, HeartbeatResult
+from broker.coordinator.consumer_group_coordinator import ConsumerGroupCoordinator
 from broker.coordinator.group_coordinator import (
     CoordinatorConfig,
     GroupCoordinator,
+    GroupOverview,
     OffsetCommitItem,
 )
-from broker.coordinator.member_metadata import JoinCallback, JoinParams, SyncCallback
+from broker.coordinator.member_metadata import JoinCallback, JoinParams, JoinResult, SyncCallback
 from broker.coordinator.offset_store import OffsetAndMetadata, OffsetStore, TopicPartition
 from broker.coordinator.pending_txn_offsets import PendingOffset, PendingTransactionalOffsets
 from broker.errors import KafkaError
@@ -49,6 +52,7 @@ class GroupCoordinatorService:
         self._sleeping_until = math.inf
         self._journal_changed = trio.Event()
         self.pending_transactions = PendingTransactionalOffsets(directory)
+        self.consumer_groups = ConsumerGroupCoordinator(config.consumer)
 
     @property
     def coordinator(self) -> GroupCoordinator:
@@ -86,21 +90,23 @@ class GroupCoordinatorService:
         coordinator = self.coordinator
         while True:
             self._wakeup = trio.Event()
-            deadline = coordinator.next_timer()
+            deadline = self._next_timer()
             self._sleeping_until = math.inf if deadline is None else deadline
             with trio.move_on_at(self._sleeping_until / 1000):
                 await self._wakeup.wait()
             self._sleeping_until = -math.inf
             coordinator.fire_timers(self.now(), wall_ms())
+            self._fire_consumer_group_timers()
             self._after_change()
 
     def _after_change(self) -> None:
         """Run what is due now; wake the timer task if it sleeps past the next deadline."""
         coordinator = self.coordinator
-        deadline = coordinator.next_timer()
+        deadline = self._next_timer()
         if deadline is not None and deadline <= self.now():
             coordinator.fire_timers(self.now(), wall_ms())
-            deadline = coordinator.next_timer()
+            self._fire_consumer_group_timers()
+            deadline = self._next_timer()
         if deadline is not None and deadline < self._sleeping_until:
             self._wakeup.set()
         self._journal_changed.set()
@@ -128,6 +134,10 @@ class GroupCoordinatorService:
 
     # -- operations (called by the API handlers) ------------------------------------------
     def join(self, group_id: str, params: JoinParams, callback: JoinCallback) -> None:
+        if self.consumer_groups.is_active(group_id):
+            callback(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, params.member_id))
+            return
+        self.consumer_groups.forget_empty(group_id)
         self.coordinator.join(group_id, params, self.now(), wall_ms(), callback)
         self._after_change()
 
@@ -181,6 +191,10 @@ class GroupCoordinatorService:
         offsets: dict[TopicPartition, OffsetCommitItem],
         api_version: int,
     ) -> dict[TopicPartition, ErrorCode]:
+        if group_id in self.consumer_groups.groups:
+            return self._commit_consumer_group_offsets(
+                group_id, generation_id, member_id, offsets, api_version
+            )
         result = self.coordinator.commit_offsets(
             group_id,
             generation_id,
@@ -199,6 +213,9 @@ class GroupCoordinatorService:
     ) -> ErrorCode:
         """TxnOffsetCommit v3+ names the member and generation (KIP-447): the same
         checks as OffsetCommit; an unknown group accepts generation -1."""
+        consumer_group = self.consumer_groups.groups.get(group_id)
+        if consumer_group is not None:
+            return consumer_group.validate_offset_commit(member_id, generation_id, 9, True)
         return self.coordinator.validate_transactional_commit(
             group_id, member_id, group_instance_id, generation_id
         )
@@ -261,11 +278,107 @@ class GroupCoordinatorService:
     def delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        consumer_group = self.consumer_groups.groups.get(group_id)
+        if consumer_group is not None:
+            return ErrorCode.NONE, self._delete_consumer_group_offsets(consumer_group, partitions)
         result = self.coordinator.delete_offsets(group_id, partitions)
         self._after_change()
         return result
 
     def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
-        result = self.coordinator.delete_groups(group_ids)
+        consumer = [g for g in group_ids if g in self.consumer_groups.groups]
+        result = self.coordinator.delete_groups([g for g in group_ids if g not in consumer])
+        for group_id in consumer:
+            result[group_id] = self.consumer_groups.delete_group(group_id)
+            if result[group_id] is ErrorCode.NONE:
+                self.store.delete_group(group_id)
         self._after_change()
         return result
+
+    # -- KIP-848 consumer groups (broker/coordinator/consumer_group.py) ---------------------
+    def _next_timer(self) -> float | None:
+        deadlines = [
+            d
+            for d in (self.coordinator.next_timer(), self.consumer_groups.next_timer())
+            if d is not None
+        ]
+        return min(deadlines) if deadlines else None
+
+    def _fire_consumer_group_timers(self) -> None:
+        for group_id, member_id in self.consumer_groups.fire_timers(self.now()):
+            log.info("consumer group %s: member %s fenced (timed out)", group_id, member_id)
+
+    def consumer_group_heartbeat(
+        self,
+        group_id: str,
+        params: HeartbeatParams,
+        api_version: int,
+        topics: dict[str, int],
+    ) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat; `topics` maps every topic to its partition count. A
+        classic group with members keeps its id (Kafka's GROUP_ID_NOT_FOUND); an empty
+        one becomes a consumer group, its committed offsets kept."""
+        if group_id not in self.consumer_groups.groups and not (
+            self.coordinator.remove_empty_group(group_id)
+        ):
+            return HeartbeatResult(
+                ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
+            )
+        result = self.consumer_groups.heartbeat(group_id, params, api_version, self.now(), topics)
+        self._after_change()
+        return result
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group to describe (ConsumerGroupDescribe), or None."""
+        return self.consumer_groups.groups.get(group_id)
+
+    def _delete_consumer_group_offsets(
+        self, group: ConsumerGroup, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Kafka's OffsetDelete: offsets of topics the group subscribes to stay."""
+        subscribed = group.subscribed_topics()
+        results = {
+            tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed else ErrorCode.NONE
+            for tp in partitions
+        }
+        self.store.delete_offsets(
+            group.group_id, [tp for tp, e in results.items() if e is ErrorCode.NONE]
+        )
+        self._journal_changed.set()
+        return results
+
+    def _commit_consumer_group_offsets(
+        self,
+        group_id: str,
+        member_epoch: int,
+        member_id: str,
+        offsets: dict[TopicPartition, OffsetCommitItem],
+        api_version: int,
+    ) -> dict[TopicPartition, ErrorCode]:
+        group = self.consumer_groups.groups[group_id]
+        error = group.validate_offset_commit(member_id, member_epoch, api_version, False)
+        if error is not ErrorCode.NONE:
+            return dict.fromkeys(offsets, error)
+        now_ms = wall_ms()
+        limit = self.config.offset_metadata_max_bytes
+        results: dict[TopicPartition, ErrorCode] = {}
+        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, item in offsets.items():
+            metadata = item.metadata or ""
+            too_large = len(metadata.encode()) > limit
+            results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE if too_large else ErrorCode.NONE
+            if not too_large:
+                accepted[tp] = OffsetAndMetadata(item.offset, item.leader_epoch, metadata, now_ms)
+        self.store.commit(group_id, accepted)
+        self._journal_changed.set()
+        return results
+
+    def list_groups(
+        self, states: Sequence[str] = (), types: Sequence[str] = ()
+    ) -> list[GroupOverview]:
+        """Classic and consumer groups (ListGroups v5 filters on the type)."""
+        classic = self.coordinator.list_groups(states, types)
+        shadowed = set(self.consumer_groups.groups)
+        return [g for g in classic if g.group_id not in shadowed] + (
+            self.consumer_groups.list_groups(states, types)
+        )

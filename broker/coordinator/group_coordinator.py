@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from broker.coordinator.classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
+from broker.coordinator.consumer_group import ConsumerGroupConfig
 from broker.coordinator.group_state import GroupState
 from broker.coordinator.member_metadata import JoinCallback, JoinParams, JoinResult, SyncCallback
 from broker.coordinator.member_metadata import SyncResult as SyncResult
@@ -41,6 +42,7 @@ class CoordinatorConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offset_metadata_max_bytes: int = 4096
     retention_check_interval_ms: int = 600000
+    consumer: ConsumerGroupConfig = attrs.field(factory=ConsumerGroupConfig)
 
 
 @attrs.frozen
@@ -442,3 +444,15 @@ class GroupCoordinator:
             ):
                 self._remove_group(group)
         return expired_count
+
+    def remove_empty_group(self, group_id: str) -> bool:
+        """An empty classic group gives way to a consumer group of the same id (its
+        committed offsets stay); False when it has members."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return True
+        if group.state is not GroupState.EMPTY or group.members or group.pending_members:
+            return False
+        del self.groups[group_id]
+        self._empty_since.pop(group_id, None)
+        return True

@@ -93,7 +93,7 @@ class ListGroupsHandler:
 
     async def handle(self, request: Request) -> ListGroupsResponse:
         body: ListGroupsRequest = request.body
-        groups = self._service.coordinator.list_groups(body.states_filter, body.types_filter)
+        groups = self._service.list_groups(body.states_filter, body.types_filter)
         auth = self._authorizer
         if not authorize_cluster(auth, request, AclOperation.DESCRIBE):
             # KafkaApis: without DESCRIBE on the cluster, only the groups one may describe.

@@ -6,9 +6,14 @@ import functools
 
 from broker.broker_context import BrokerContext
 from broker.config import BrokerConfig
+from broker.coordinator.consumer_group import ConsumerGroupConfig
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.coordinator.group_coordinator import CoordinatorConfig
 from broker.coordinator.group_lag_metrics import group_lag_samples
+from broker.handlers.consumer_group_handlers import (
+    ConsumerGroupDescribeHandler,
+    ConsumerGroupHeartbeatHandler,
+)
 from broker.handlers.group_admin_handlers import (
     DeleteGroupsHandler,
     DescribeGroupsHandler,
@@ -41,6 +46,11 @@ def coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
         offsets_retention_ms=_int(config, "offsets.retention.minutes") * 60 * 1000,
         offset_metadata_max_bytes=_int(config, "offset.metadata.max.bytes"),
         retention_check_interval_ms=_int(config, "offsets.retention.check.interval.ms"),
+        consumer=ConsumerGroupConfig(
+            session_timeout_ms=_int(config, "group.consumer.session.timeout.ms"),
+            heartbeat_interval_ms=_int(config, "group.consumer.heartbeat.interval.ms"),
+            assignors=tuple(config.get_list("group.consumer.assignors")) or ("uniform", "range"),
+        ),
     )
 
 
@@ -62,5 +72,7 @@ def add_group_coordinator(
         DescribeGroupsHandler(service, authorizer=auth),
         ListGroupsHandler(service, authorizer=auth),
         DeleteGroupsHandler(service, authorizer=auth),
+        ConsumerGroupHeartbeatHandler(service, logs, authorizer=auth),
+        ConsumerGroupDescribeHandler(service, logs, authorizer=auth),
     ):
         context.apis.add_handler(handler)

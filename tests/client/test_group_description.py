@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -66,6 +68,16 @@ def test_rows_follow_kafka_consumer_groups_assigned_then_committed_then_idle_mem
 def test_any_assignment_bytes_are_read_without_failing_and_other_protocols_are_not(
     data: bytes,
 ) -> None:
-    partitions = assigned_partitions("consumer", data)
+    member = SimpleNamespace(member_assignment=data)
+    partitions = assigned_partitions(SimpleNamespace(protocol_type="consumer"), member)
     assert all(isinstance(p, int) for _, p in partitions)
-    assert assigned_partitions("connect", assignment(0)) == []
+    other = SimpleNamespace(member_assignment=assignment(0))
+    assert assigned_partitions(SimpleNamespace(protocol_type="connect"), other) == []
+
+
+def test_a_kip848_members_partitions_come_from_its_described_assignment() -> None:
+    described = SimpleNamespace(
+        topic_partitions=(SimpleNamespace(topic_name="t", partitions=(2, 0)),)
+    )
+    member = SimpleNamespace(assignment=described)
+    assert assigned_partitions(SimpleNamespace(), member) == [("t", 2), ("t", 0)]

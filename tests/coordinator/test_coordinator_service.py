@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import trio
 import trio.testing
@@ -18,7 +19,7 @@ from tests.coordinator.helpers import params
 
 
 @asynccontextmanager
-async def running_service(directory: Path, **config: int) -> AsyncIterator[GroupCoordinatorService]:
+async def running_service(directory: Path, **config: Any) -> AsyncIterator[GroupCoordinatorService]:
     service = GroupCoordinatorService(CoordinatorConfig(**config), directory)
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)
