@@ -112,7 +112,7 @@ def tail_read_bytes(bootstrap: str, commit_topic: str) -> int:
     return read
 
 
-def _next_offset(records: bytes, offset: int) -> int:
+def _next_offset(records: bytes | bytearray | memoryview, offset: int) -> int:
     from broker.protocol.records import iter_batches
 
     for header, _ in iter_batches(records, allow_partial_tail=True):

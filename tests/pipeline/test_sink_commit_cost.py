@@ -8,6 +8,7 @@ measures the same), against a real broker process whose commit log holds a histo
 from __future__ import annotations
 
 from bench.bench_sink_commit import micro_batch, task_rows, write_history
+from broker.pipeline.kafka_client import KafkaClient
 from broker.pipeline.options import SinkOptions
 from broker.pipeline.routed_client import RoutedKafkaClient
 from broker.pipeline.sink import append_batch_marker, write_task
@@ -59,7 +60,7 @@ def test_a_replayed_task_after_a_long_history_writes_nothing(
     create_topic(broker, commit_topic, 1)
     options = _options(broker, out, commit_topic)
 
-    def task(client: RoutedKafkaClient, index: int) -> bool:
+    def task(client: KafkaClient, index: int) -> bool:
         rows = iter([task_rows(index, 7, ROWS_PER_TASK)])
         return write_task(client, options, rows, index, query_id=query_id, batch_id=7).skipped
 
