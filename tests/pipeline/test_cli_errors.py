@@ -237,3 +237,19 @@ def test_the_aggregate_shuffles_over_the_cores_unless_the_session_chose() -> Non
     assert jobs.shuffle_partitions(jobs.SPARK_DEFAULT_SHUFFLE_PARTITIONS, 4) == "4"
     assert jobs.shuffle_partitions(jobs.SPARK_DEFAULT_SHUFFLE_PARTITIONS, 0) == "1"
     assert jobs.shuffle_partitions("7", 4) == "7"
+
+
+def test_a_failed_querys_line_is_the_python_cause_not_sparks_wrapper() -> None:
+    prefix = "[STREAM_FAILED] Query [id = 1f, runId = 2e] terminated with exception: "
+    task_failure = (
+        f"{prefix}Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times, most "
+        "recent failure: org.apache.spark.api.python.PythonException: Traceback (most recent "
+        'call last):\n  File "/repo/broker/pipeline/sink.py", line 300, in write\n'
+        "    client.produce(batches)\n"
+        "broker.pipeline.kafka_client.KafkaClientError: produce to out-0: NOT_LEADER\n\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(x.scala:1)\n"
+    )
+    assert cli._one_line(Exception(task_failure)) == (
+        "broker.pipeline.kafka_client.KafkaClientError: produce to out-0: NOT_LEADER"
+    )
+    assert cli._one_line(Exception(f"{prefix}disk full\nat org.apache...")) == "disk full"
