@@ -21,12 +21,15 @@ TASKS = 2
 ROWS_PER_TASK = 40
 
 
-def _options(broker: BrokerProcess, out: str, commit_topic: str) -> SinkOptions:
+def _sink(broker: BrokerProcess, out: str, partitions: int) -> SinkOptions:
+    """An output topic and a commit log of the test's own."""
+    create_topic(broker, out, partitions)
+    create_topic(broker, f"{out}-commits", 1)
     return SinkOptions.parse(
         {
             "kafka.bootstrap.servers": broker.bootstrap,
             "topic": out,
-            "sink.commitTopic": commit_topic,
+            "sink.commitTopic": f"{out}-commits",
         }
     )
 
@@ -34,12 +37,10 @@ def _options(broker: BrokerProcess, out: str, commit_topic: str) -> SinkOptions:
 def test_a_micro_batch_reads_back_at_most_twice_what_it_writes(
     broker: BrokerProcess, topic_name: str
 ) -> None:
-    out, commit_topic, query_id = topic_name, f"{topic_name}-commits", "query-under-test"
-    create_topic(broker, out, 2)
-    create_topic(broker, commit_topic, 1)
-    options = _options(broker, out, commit_topic)
+    out, query_id = topic_name, "query-under-test"
+    options = _sink(broker, out, 2)
     with RoutedKafkaClient.connect(broker.bootstrap) as client:
-        write_history(client, commit_topic, query_id, HISTORY_MARKERS)
+        write_history(client, options.commit_topic, query_id, HISTORY_MARKERS)
         append_batch_marker(client, options, query_id, HISTORY_MARKERS)
 
     ratios = []
@@ -55,10 +56,8 @@ def test_a_micro_batch_reads_back_at_most_twice_what_it_writes(
 def test_a_replayed_task_after_a_long_history_writes_nothing(
     broker: BrokerProcess, topic_name: str
 ) -> None:
-    out, commit_topic, query_id = topic_name, f"{topic_name}-commits", "replayed-query"
-    create_topic(broker, out, 1)
-    create_topic(broker, commit_topic, 1)
-    options = _options(broker, out, commit_topic)
+    out, query_id = topic_name, "replayed-query"
+    options = _sink(broker, out, 1)
 
     def task(client: KafkaClient, index: int) -> bool:
         rows = iter([task_rows(index, 7, ROWS_PER_TASK)])
@@ -68,7 +67,7 @@ def test_a_replayed_task_after_a_long_history_writes_nothing(
         append_batch_marker(client, options, query_id, 6)
         first = task(client, 0)
         # Other queries keep writing markers before this query's restart replays batch 7.
-        write_history(client, commit_topic, "unrelated", HISTORY_MARKERS)
+        write_history(client, options.commit_topic, "unrelated", HISTORY_MARKERS)
         again = task(client, 0)
         other_task = task(client, 1)
     assert not first and again and not other_task
