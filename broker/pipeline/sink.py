@@ -172,9 +172,16 @@ def read_markers(
     while stop > floor:
         start = max(floor, stop - span)
         chunk = _markers_between(client, topic, query_id, start, stop)
+        anchors = [
+            i
+            for i, m in enumerate(chunk)
+            if m.get("task") is None and m.get("batch", -2) >= batch_id - 1
+        ]
+        if anchors:
+            # Markers before the newest anchor belong to earlier batches (or to an earlier
+            # checkpoint at the same path, whose batch ids started at 0 too).
+            return chunk[anchors[-1] :] + markers, True
         markers = chunk + markers
-        if any(m.get("task") is None and m.get("batch", -2) >= batch_id - 1 for m in chunk):
-            return markers, True
         stop, span = start, span * 2
     return markers, False
 

@@ -72,3 +72,22 @@ def test_a_replayed_task_after_a_long_history_writes_nothing(
         other_task = task(client, 1)
     assert not first and again and not other_task
     assert len(read_topic(broker, out)) == 2 * ROWS_PER_TASK
+
+
+def test_a_new_checkpoint_at_the_same_path_writes_its_batch_0(
+    broker: BrokerProcess, topic_name: str
+) -> None:
+    """foreachBatch keys markers by checkpoint path, and batch ids restart at 0 in a new
+    checkpoint: the earlier checkpoint's markers of batch 0 must not make it skip."""
+    out, query_id = topic_name, "/checkpoints/aggregate"
+    options = _sink(broker, out, 1)
+    with RoutedKafkaClient.connect(broker.bootstrap) as client:
+        for batch_id in range(3):
+            rows = iter([task_rows(0, batch_id, 1)])
+            write_task(client, options, rows, 0, query_id=query_id, batch_id=batch_id)
+            append_batch_marker(client, options, query_id, batch_id)
+        restarted = write_task(
+            client, options, iter([task_rows(0, 0, 1)]), 0, query_id=query_id, batch_id=0
+        )
+    assert not restarted.skipped
+    assert len(read_topic(broker, out)) == 4
