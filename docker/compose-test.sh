@@ -126,10 +126,16 @@ prove() {
   seq 1 100 | sed 's/^/record-/' | "$BROKER" client produce "$topic" -b 127.0.0.1:9092 || return 1
   got=$("$BROKER" client consume "$topic" -b 127.0.0.1:9092 --from-beginning -e | wc -l)
   [ "$got" -eq 100 ] || { echo "compose-test: $tool: consumed $got of 100 records"; return 1; }
-  sleep 5  # the pipeline, started with the broker, is waiting for `events` meanwhile
+  # The pipeline, started with the broker, waits for `events` (no topic yet) and says so.
+  for _ in $(seq 1 60); do
+    compose logs pipeline 2>&1 | grep -q "waiting: topic events" && break
+    sleep 1
+  done
+  compose logs pipeline 2>&1 | grep -q "waiting: topic events" \
+    || { echo "compose-test: $tool: the pipeline did not wait for events"; compose logs --tail 50 pipeline; return 1; }
   seq 1 100 | sed 's/^/record-/' | "$BROKER" client produce events -b 127.0.0.1:9092 || return 1
 
-  for _ in $(seq 1 60); do
+  for _ in $(seq 1 150); do
     # The archive is partitioned: archive/topic=<topic>/date=<day>/part-*.parquet.
     if compose exec -T pipeline \
       sh -c 'find /var/lib/pipeline/archive -name "*.parquet" | grep -q .' >/dev/null 2>&1; then
@@ -140,7 +146,7 @@ prove() {
       echo "compose-test: $tool: passed (fresh up, 100 records through localhost:9092, archive written without restarts, base $BASE_IMAGE)"
       return 0
     fi
-    sleep 5
+    sleep 2
   done
   echo "compose-test: $tool: the archive job wrote no Parquet within 300 s"
   compose logs --tail 50 pipeline
