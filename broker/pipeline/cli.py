@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import runpy
 import signal
 import sys
@@ -42,6 +43,12 @@ def _parser() -> argparse.ArgumentParser:
             help="process what is there now, then stop (default: run until SIGTERM)",
         )
         sub.add_argument("--trigger-interval", help="processing-time trigger, e.g. '5 seconds'")
+        sub.add_argument(
+            "--wait-for-topics",
+            action="store_true",
+            help="wait until the broker answers and the subscribed topics exist (default: "
+            "fail at once), e.g. in a container started with the broker",
+        )
         sub.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
         verbose(sub)
         sub.add_argument(
@@ -87,12 +94,34 @@ class PipelineError(Exception):
     """A problem the user can fix, reported as one line on stderr."""
 
 
+class WaitableError(PipelineError):
+    """A missing topic or an unreachable broker: ``--wait-for-topics`` waits these out."""
+
+
+WAIT_RETRY_S = 2.0
+
+
 def _preflight(args: argparse.Namespace) -> None:
     """Check what Spark would only report deep in its log: job file, broker, topics."""
     if args.job == "run":
         if not Path(args.job_file).is_file():
             raise PipelineError(f"job file {args.job_file} does not exist")
         return
+    said = ""
+    while True:
+        try:
+            _check_broker(args)
+            return
+        except WaitableError as exc:
+            if not args.wait_for_topics:
+                raise
+            if str(exc) != said:
+                said = str(exc)
+                print(f"broker pipeline {args.job}: waiting: {exc}", file=sys.stderr)
+            time.sleep(WAIT_RETRY_S)
+
+
+def _check_broker(args: argparse.Namespace) -> None:
     from broker.client.security_config import SecurityConfigError
     from broker.pipeline.kafka_client import KafkaClient, KafkaClientError
     from broker.pipeline.options import OptionError, security_from_options
@@ -110,7 +139,7 @@ def _preflight(args: argparse.Namespace) -> None:
             found = client.partitions_for(topics)
             missing = [t for t in topics if t not in found]
             if missing:
-                raise PipelineError(
+                raise WaitableError(
                     f"topic {', '.join(missing)} does not exist on {args.bootstrap_servers}"
                 )
             if args.job == "aggregate":
@@ -122,7 +151,9 @@ def _preflight(args: argparse.Namespace) -> None:
                     )
     except SecurityConfigError as exc:
         raise PipelineError(str(exc)) from exc
-    except (OSError, ValueError, KafkaClientError) as exc:
+    except OSError as exc:
+        raise WaitableError(f"bootstrap server {args.bootstrap_servers}: {exc}") from exc
+    except (ValueError, KafkaClientError) as exc:
         raise PipelineError(f"bootstrap server {args.bootstrap_servers}: {exc}") from exc
 
 
@@ -137,9 +168,20 @@ def _quiet_spark_log() -> str:
     return path
 
 
+_SPARK_PREFIX = re.compile(r"^\[STREAM_FAILED\] Query \[[^\]]*\] terminated with exception: ")
+
+
 def _one_line(error: BaseException) -> str:
+    """The cause in one line: the Python exception at the end of the last traceback in
+    Spark's message (a source or sink error wrapped in ``[STREAM_FAILED] ...``), else the
+    message's first line."""
     text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0]
+    _, found, traceback = text.rpartition("Traceback (most recent call last):")
+    if found:
+        for line in traceback.splitlines():
+            if line.strip() and not line[0].isspace():
+                return line.strip()
+    return _SPARK_PREFIX.sub("", text.splitlines()[0])
 
 
 def main(argv: list[str]) -> int:
@@ -156,12 +198,16 @@ def main(argv: list[str]) -> int:
     spark_log = None if args.verbose else _quiet_spark_log()
     where = "" if spark_log is None else f" (Spark's log: {spark_log})"
     try:
-        return _run(args, where)
+        code = _run(args, where)
     except Exception as exc:  # one line for the user, the rest is in the log
         if args.verbose:
             raise
         print(f"broker pipeline {args.job}: error: {_one_line(exc)}{where}", file=sys.stderr)
         return 1
+    if code == 0 and spark_log is not None:
+        # Kept only when it explains a failure (the error line names it).
+        Path(spark_log).unlink(missing_ok=True)
+    return code
 
 
 def _run(args: argparse.Namespace, where: str) -> int:

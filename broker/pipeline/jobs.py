@@ -7,6 +7,20 @@ from typing import Any
 
 from broker.pipeline.options import FORMAT_NAME, security_options
 
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+SPARK_DEFAULT_SHUFFLE_PARTITIONS = "200"
+
+
+def shuffle_partitions(configured: str, default_parallelism: int) -> str:
+    """The aggregate's shuffle width: the cores Spark has, unless the session set its own.
+
+    Spark's default of 200 made every micro-batch of a few hundred rows run 200 tasks, each
+    with its own sink connection. A stateful query keeps the width its checkpoint began with.
+    """
+    if configured != SPARK_DEFAULT_SHUFFLE_PARTITIONS:
+        return configured
+    return str(max(1, default_parallelism))
+
 
 def kafka_stream(
     spark: Any, bootstrap: str, subscribe: str, options: Mapping[str, str] | None = None
@@ -73,6 +87,10 @@ def start_aggregate(
     """
     from pyspark.sql import functions as F
 
+    current = spark.conf.get(SHUFFLE_PARTITIONS)
+    partitions = shuffle_partitions(current, spark.sparkContext.defaultParallelism)
+    if partitions != current:
+        spark.conf.set(SHUFFLE_PARTITIONS, partitions)
     events = kafka_stream(spark, bootstrap, subscribe, options)
     # The sink talks to the same broker: the source's TLS and SASL options apply to it too.
     security = security_options(options or {})

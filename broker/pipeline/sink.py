@@ -12,8 +12,11 @@ the streaming query id, which Spark keeps in the checkpoint:
 * a task of micro-batch B writes its last data request together with a
   *task marker* ``{query, batch: B, task: t}`` in the same Produce request;
 * the driver's ``commit(messages, B)`` appends a *batch marker* ``{query, batch: B}``;
-* before writing anything, a task reads the tail of the commit log and writes
-  nothing when the batch marker of B, or its own task marker, is there.
+* before writing anything, a task with rows reads the commit log backwards from
+  its end down to the query's batch marker of B-1 (everything about B lies after
+  it) and writes nothing when the batch marker of B, or its own task marker, is
+  there. What a batch reads back is what was logged since the previous batch, not
+  the log's history (docs/pipeline.md gives the measured bytes).
 
 So a batch Spark runs again after a restart (its sink commit happened, or some
 of its tasks finished, before the checkpoint recorded it) does not write twice.
@@ -22,6 +25,7 @@ See docs/pipeline.md for the window this leaves open.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import time
@@ -48,8 +52,13 @@ log = logging.getLogger("broker.pipeline.sink")
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
-# How far back a task looks in the commit log for its markers.
+# How far back a task looks in the commit log for its markers when it finds no anchor.
 COMMIT_LOG_TAIL = 20_000
+# The first span of the backward scan, in records: the markers written since the last
+# batch marker are about one per task of the batch.
+FIRST_SPAN = 8
+# A Fetch for n markers asks for n * MARKER_BYTES (a marker's batch is ~150-250 bytes).
+MARKER_BYTES = 256
 
 
 @dataclass
@@ -142,28 +151,77 @@ def commit_topics_to_read(client: KafkaClient, topic: str) -> list[str]:
     return [topic, LEGACY_COMMIT_TOPIC]
 
 
-def read_markers(client: KafkaClient, topic: str, query_id: str) -> list[dict[str, Any]]:
-    """This query's markers among the last COMMIT_LOG_TAIL records of the commit log."""
+def read_markers(
+    client: KafkaClient, topic: str, query_id: str, batch_id: int
+) -> tuple[list[dict[str, Any]], bool]:
+    """This query's markers that can concern batch ``batch_id``, read backwards from the end.
+
+    Spark runs a query's micro-batches one after another and the driver's batch marker of
+    B-1 is written before any task of B starts, so every marker of B lies after it: the
+    scan stops at that *anchor* (the second value, True when found). It reads spans of
+    ``FIRST_SPAN`` records, doubling, so a batch pays for what was written since the last
+    one, not for the log's history. Without an anchor (a query's first batch) it goes back
+    at most ``COMMIT_LOG_TAIL`` records.
+    """
     tp = (topic, 0)
     earliest = client.list_offsets({tp: EARLIEST})[tp]
-    end = client.list_offsets({tp: LATEST})[tp]
-    offset = max(earliest, end - COMMIT_LOG_TAIL)
+    stop = client.list_offsets({tp: LATEST})[tp]
+    floor = max(earliest, stop - COMMIT_LOG_TAIL)
+    span = FIRST_SPAN
+    markers: list[dict[str, Any]] = []
+    while stop > floor:
+        start = max(floor, stop - span)
+        chunk = _markers_between(client, topic, query_id, start, stop)
+        anchors = [
+            i
+            for i, m in enumerate(chunk)
+            if m.get("task") is None and m.get("batch", -2) >= batch_id - 1
+        ]
+        if anchors:
+            # Markers before the newest anchor belong to earlier batches (or to an earlier
+            # checkpoint at the same path, whose batch ids started at 0 too).
+            return chunk[anchors[-1] :] + markers, True
+        markers = chunk + markers
+        stop, span = start, span * 2
+    return markers, False
+
+
+def _markers_between(
+    client: KafkaClient, topic: str, query_id: str, start: int, stop: int
+) -> list[dict[str, Any]]:
+    """The query's markers at offsets [start, stop); Fetch sized to the span, not the log."""
     key = query_id.encode()
     markers = []
-    while offset < end:
-        fetched = client.fetch(topic, 0, offset, max_bytes=1 << 20, max_wait_ms=0)
+    offset = start
+    while offset < stop:
+        max_bytes = max(MARKER_BYTES, (stop - offset) * MARKER_BYTES)
+        fetched = client.fetch(topic, 0, offset, max_bytes=max_bytes, max_wait_ms=0)
         if fetched.error_code:
             raise KafkaClientError(fetched.error_code, f"read commit log {topic}")
         progressed = False
         for header, batch in iter_batches(fetched.records, allow_partial_tail=True):
             for record in iter_records(batch, header):
-                if record.offset >= offset and record.key == key and record.value is not None:
+                if offset <= record.offset < stop and record.key == key and record.value:
                     markers.append(json.loads(record.value))
             offset = max(offset, header.last_offset + 1)
             progressed = True
         if not progressed:
             break
     return markers
+
+
+def batch_already_written(
+    client: KafkaClient, options: SinkOptions, query_id: str, batch_id: int, task: int
+) -> bool:
+    """Whether the batch marker of ``batch_id``, or this task's marker of it, is logged."""
+    ensure_commit_topic(client, options.commit_topic)
+    markers, anchored = read_markers(client, options.commit_topic, query_id, batch_id)
+    if not anchored:
+        # A query that has no marker in the commit log yet may have older ones under the
+        # old name (checkpoints from before the rename).
+        for older in commit_topics_to_read(client, options.commit_topic)[1:]:
+            markers += read_markers(client, older, query_id, batch_id)[0]
+    return any(m.get("batch") == batch_id and m.get("task") in (None, task) for m in markers)
 
 
 def marker_record(query_id: str, batch_id: int, task: int | None) -> Record:
@@ -249,38 +307,45 @@ def write_batches(
     query_id: str | None = None,
     batch_id: int | None = None,
 ) -> SinkCommitMessage:
-    """One task's rows to the broker; with a query and batch id, at most once per batch."""
+    """One task's rows to the broker; with a query and batch id, at most once per batch.
+
+    A task without rows connects to nothing (an aggregate's shuffle leaves many empty).
+    """
     context = TaskContext.get()
     task = context.partitionId() if context is not None else 0
-    idempotent = query_id is not None and batch_id is not None
+    first = next((rb for rb in batches if rb.num_rows), None)
+    if first is None:
+        return SinkCommitMessage(task, 0, False, query_id)
     with RoutedKafkaClient.connect(
         options.bootstrap_servers, client_id="trio-kafka-sink", security=options.security
     ) as client:
-        if idempotent:
-            assert query_id is not None and batch_id is not None
-            ensure_commit_topic(client, options.commit_topic)
-            markers = [
-                marker
-                for commit_topic in commit_topics_to_read(client, options.commit_topic)
-                for marker in read_markers(client, commit_topic, query_id)
-            ]
-            for marker in markers:
-                if marker.get("batch") == batch_id and marker.get("task") in (None, task):
-                    log.info(
-                        "batch %s task %s of query %s already written", batch_id, task, query_id
-                    )
-                    for _ in batches:
-                        pass
-                    return SinkCommitMessage(task, 0, True, query_id)
-        producer = _Producer(client, options)
-        for rb in batches:
-            _add_rows(producer, rb, options, task)
-        extra = None
-        if idempotent:
-            assert query_id is not None and batch_id is not None
-            extra = {(options.commit_topic, 0): [marker_record(query_id, batch_id, task)]}
-        producer.flush(extra)
-        return SinkCommitMessage(task, producer.written, False, query_id)
+        rows = itertools.chain([first], batches)
+        return write_task(client, options, rows, task, query_id=query_id, batch_id=batch_id)
+
+
+def write_task(
+    client: KafkaClient,
+    options: SinkOptions,
+    batches: Iterator[pa.RecordBatch],
+    task: int,
+    *,
+    query_id: str | None = None,
+    batch_id: int | None = None,
+) -> SinkCommitMessage:
+    """``write_batches`` over a connected client (tests count what it reads and writes)."""
+    marker = None
+    if query_id is not None and batch_id is not None:
+        if batch_already_written(client, options, query_id, batch_id, task):
+            log.info("batch %s task %s of query %s already written", batch_id, task, query_id)
+            for _ in batches:
+                pass
+            return SinkCommitMessage(task, 0, True, query_id)
+        marker = {(options.commit_topic, 0): [marker_record(query_id, batch_id, task)]}
+    producer = _Producer(client, options)
+    for rb in batches:
+        _add_rows(producer, rb, options, task)
+    producer.flush(marker)
+    return SinkCommitMessage(task, producer.written, False, query_id)
 
 
 def _add_rows(producer: _Producer, rb: pa.RecordBatch, options: SinkOptions, task: int) -> None:
@@ -318,9 +383,15 @@ def _add_rows(producer: _Producer, rb: pa.RecordBatch, options: SinkOptions, tas
 def write_batch_marker(options: SinkOptions, query_id: str, batch_id: int) -> None:
     """The driver's record that every task of the batch wrote its rows."""
     with RoutedKafkaClient.connect(options.bootstrap_servers, security=options.security) as client:
-        ensure_commit_topic(client, options.commit_topic)
-        record = marker_record(query_id, batch_id, None)
-        client.produce({(options.commit_topic, 0): encode_batch([record])}, acks=-1)
+        append_batch_marker(client, options, query_id, batch_id)
+
+
+def append_batch_marker(
+    client: KafkaClient, options: SinkOptions, query_id: str, batch_id: int
+) -> None:
+    ensure_commit_topic(client, options.commit_topic)
+    record = marker_record(query_id, batch_id, None)
+    client.produce({(options.commit_topic, 0): encode_batch([record])}, acks=-1)
 
 
 def _task_ids() -> tuple[str | None, int | None]:

@@ -50,10 +50,15 @@ def _archive_cli(broker: BrokerProcess, topic: str, tmp_path: Path, master: str)
         "--master",
         master,
     ]
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = _env() | {"TMPDIR": str(temp)}
     result = subprocess.run(
-        args, env=_env(), capture_output=True, text=True, timeout=JOB_TIMEOUT_S, check=False
+        args, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, check=False
     )
     assert result.returncode == 0, result.stderr[-4000:]
+    # Spark's log file explains failures only: a successful run leaves none behind.
+    assert not list(temp.glob("broker-pipeline-*.log"))
 
 
 def _archived_offsets(tmp_path: Path) -> list[tuple[int, int]]:

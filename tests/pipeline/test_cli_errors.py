@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from broker.pipeline import cli, jobs, sink
 from broker.pipeline import options as pipeline_options
-from broker.pipeline import sink
 from broker.pipeline.kafka_client import KafkaClient
 from broker.pipeline.options import SinkOptions
 from broker.pipeline.sink import _Producer, ensure_commit_topic
@@ -173,3 +176,80 @@ def test_markers_under_the_old_commit_topic_name_are_still_read(broker: BrokerPr
             pipeline_options.DEFAULT_COMMIT_TOPIC,
             legacy,
         ]
+
+
+def _archive_args(bootstrap: str, topic: str, tmp_path: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "broker", "pipeline", "archive", "--bootstrap-servers", bootstrap,
+        "--subscribe", topic, "--output", str(tmp_path / "out"),
+        "--checkpoint", str(tmp_path / "cp"), *extra,
+    ]  # fmt: skip
+
+
+def test_a_broker_dying_mid_stream_fails_in_one_line_naming_the_cause(tmp_path: Path) -> None:
+    broker = start_broker_process(tmp_path / "data")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    try:
+        create_topic(broker, "events")
+        job = subprocess.Popen(
+            _archive_args(broker.bootstrap, "events", tmp_path, "--trigger-interval", "1 second"),
+            env=env_without_proxies() | {"TMPDIR": str(temp)},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + CLI_TIMEOUT_S * 2
+        while not (tmp_path / "cp" / "commits" / "0").exists():
+            assert job.poll() is None and time.monotonic() < deadline, "no first micro-batch"
+            time.sleep(0.5)
+    finally:
+        stop_broker_process(broker)
+    try:
+        _, stderr = job.communicate(timeout=CLI_TIMEOUT_S * 2)
+    finally:
+        job.kill()
+    line = _one_error_line(subprocess.CompletedProcess(job.args, job.returncode, "", stderr))
+    assert "STREAM_FAILED" not in line and "Traceback" not in line
+    assert broker.bootstrap in line and "refused" in line.lower(), line
+    (log_file,) = temp.glob("broker-pipeline-*.log")
+    assert str(log_file) in line
+
+
+def test_wait_for_topics_starts_once_the_topic_exists(
+    broker: BrokerProcess, topic_name: str, tmp_path: Path
+) -> None:
+    args = cli._parser().parse_args(
+        _archive_args(broker.bootstrap, topic_name, tmp_path, "--wait-for-topics")[4:]
+    )
+    without_waiting = argparse.Namespace(**{**vars(args), "wait_for_topics": False})
+    with pytest.raises(cli.PipelineError, match=f"topic {topic_name} does not exist"):
+        cli._preflight(without_waiting)
+    waiter = threading.Thread(target=cli._preflight, args=(args,))
+    waiter.start()
+    time.sleep(cli.WAIT_RETRY_S)
+    assert waiter.is_alive()
+    create_topic(broker, topic_name)
+    waiter.join(timeout=CLI_TIMEOUT_S)
+    assert not waiter.is_alive()
+
+
+def test_the_aggregate_shuffles_over_the_cores_unless_the_session_chose() -> None:
+    assert jobs.shuffle_partitions(jobs.SPARK_DEFAULT_SHUFFLE_PARTITIONS, 4) == "4"
+    assert jobs.shuffle_partitions(jobs.SPARK_DEFAULT_SHUFFLE_PARTITIONS, 0) == "1"
+    assert jobs.shuffle_partitions("7", 4) == "7"
+
+
+def test_a_failed_querys_line_is_the_python_cause_not_sparks_wrapper() -> None:
+    prefix = "[STREAM_FAILED] Query [id = 1f, runId = 2e] terminated with exception: "
+    task_failure = (
+        f"{prefix}Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times, most "
+        "recent failure: org.apache.spark.api.python.PythonException: Traceback (most recent "
+        'call last):\n  File "/repo/broker/pipeline/sink.py", line 300, in write\n'
+        "    client.produce(batches)\n"
+        "broker.pipeline.kafka_client.KafkaClientError: produce to out-0: NOT_LEADER\n\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(x.scala:1)\n"
+    )
+    assert cli._one_line(Exception(task_failure)) == (
+        "broker.pipeline.kafka_client.KafkaClientError: produce to out-0: NOT_LEADER"
+    )
+    assert cli._one_line(Exception(f"{prefix}disk full\nat org.apache...")) == "disk full"

@@ -298,3 +298,71 @@ def test_images_build_on_a_base_given_by_argument_defaulting_to_the_public_one()
         assert SERVICES[service]["build"]["args"] == ["BASE_IMAGE"]
     standin = (ROOT / "docker" / "standin-base.sh").read_text()
     assert "debootstrap" in standin and "PIP_BREAK_SYSTEM_PACKAGES" in standin
+
+
+def test_compose_file_is_one_docker_compose_1_29_reads_too() -> None:
+    """Debian 12's docker-compose 1.29 rejects top-level keys the v2 spec added (`name:`);
+    the project name comes from .env, which v1 and v2 both read."""
+    top_level = {key for key in COMPOSE if not key.startswith("x-")}
+    assert top_level <= {"services", "volumes", "networks", "secrets", "configs"}, top_level
+    env = dict(
+        line.split("=", 1)
+        for line in (ROOT / ".env").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    )
+    assert env == {"COMPOSE_PROJECT_NAME": "trio-kafka"}
+
+
+def test_the_pipeline_service_waits_for_its_topic_instead_of_restarting() -> None:
+    assert "--wait-for-topics" in SERVICES["pipeline"]["command"]
+
+
+_FAKE_DOCKER = """#!/bin/bash
+echo "$(basename "$0") $*" >> "$CALLS"
+case "$*" in
+  *"inspect -f {{.State.Health.Status}}"*) echo healthy ;;
+  *"inspect -f {{.RestartCount}}"*) echo 0 ;;
+  *" ps -q "*) echo container-id ;;
+  *" logs pipeline"*) echo "broker pipeline archive: waiting: topic events does not exist" ;;
+esac
+exit 0
+"""
+_FAKE_BROKER = """#!/bin/bash
+case "$*" in *consume*) seq 1 100 ;; *) cat >/dev/null ;; esac
+"""
+
+
+def test_compose_test_proves_the_file_with_both_compose_tools(tmp_path: Path) -> None:
+    """Both tools, each a fresh `up` of the default services; images built once."""
+    bin_dir = Path(_path_without_docker(tmp_path))
+    for tool in ("wc", "basename", "timeout", "cat"):
+        found = subprocess.run(["which", tool], capture_output=True, text=True, check=True)
+        (bin_dir / tool).symlink_to(found.stdout.strip())
+    for name, text in {
+        "docker": _FAKE_DOCKER,
+        "docker-compose": _FAKE_DOCKER,
+        "broker": _FAKE_BROKER,
+        "sleep": "#!/bin/bash\n",  # nothing to wait for
+    }.items():
+        (bin_dir / name).unlink(missing_ok=True)
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    calls = tmp_path / "calls"
+    result = subprocess.run(
+        ["bash", str(ROOT / "docker" / "compose-test.sh")],
+        env={"PATH": str(bin_dir), "CALLS": str(calls), "COMPOSE_TEST_BROKER": "broker"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    passed = [line for line in result.stdout.splitlines() if ": passed" in line]
+    assert [line.split(":")[1].strip() for line in passed] == ["docker compose", "docker-compose"]
+    log = calls.read_text().splitlines()
+    ups = [line for line in log if "up -d --no-build" in line]
+    assert ups == [
+        "docker compose -p trio-kafka-compose-test up -d --no-build",
+        "docker-compose -p trio-kafka-compose-test up -d --no-build",
+    ]
+    assert sum(" build -q" in line for line in log) == 1
