@@ -152,11 +152,11 @@ const pages = {
   },
 };
 
-async function showLogin(message = "") {
+async function showLogin(message = "", user = "") {
   clearInterval(timer);
   main.innerHTML = `<h1>Log in</h1><p>This cluster has SASL users: log in with a SCRAM user.</p>
     ${message ? `<p class="error" role="alert">${esc(message)}</p>` : ""}
-    <form id="login" aria-label="Log in"><label>User <input name="username" autocomplete="username" required></label>
+    <form id="login" aria-label="Log in"><label>User <input name="username" autocomplete="username" value="${esc(user)}" required></label>
     <label>Password <input name="password" type="password" autocomplete="current-password" required></label><button>Log in</button></form>`;
   document.getElementById("login").onsubmit = async (e) => {
     e.preventDefault();
@@ -164,7 +164,7 @@ async function showLogin(message = "") {
     try {
       await api("login", {method: "POST", json: {username: d.get("username"), password: d.get("password")}});
       await start();
-    } catch (err) { showLogin(err.message); }
+    } catch (err) { showLogin(err.message, d.get("username")); }
   };
 }
 
