@@ -150,6 +150,6 @@ class _Families:
 def exposition_of(families: Iterable[Metric]) -> bytes:
     """The text exposition of metric families (what /metrics answers)."""
     collectors = CollectorRegistry(auto_describe=False)
-    collectors.register(_Families(families))  # type: ignore[arg-type]
+    collectors.register(_Families(families))
     body: bytes = generate_latest(collectors)
     return body

@@ -134,7 +134,7 @@ async def list_topics(session: ConsoleSession) -> dict[str, Any]:
 
 async def describe_topic(session: ConsoleSession, name: str) -> dict[str, Any]:
     response = await metadata(session, [name])
-    (topic,) = [t for t in response.topics if t.name == name] or [None]
+    topic = next((t for t in response.topics if t.name == name), None)
     if topic is None:
         raise ClientError(f"topic {name!r}: UNKNOWN_TOPIC_OR_PARTITION")
     check_error(topic.error_code, f"topic {name!r}")

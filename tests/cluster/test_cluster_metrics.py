@@ -25,6 +25,10 @@ def _cli(broker: BrokerProcess, *argv: str, stdin: bytes = b"") -> str:
     return out.decode()
 
 
+def _produce(broker: BrokerProcess, partition: str, lines: bytes) -> None:
+    _cli(broker, "produce", "orders", "-p", partition, stdin=lines)
+
+
 def _http_port(broker: BrokerProcess) -> int:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -54,16 +58,12 @@ async def test_the_supervisor_serves_every_process_and_lag_of_every_partition(
             lambda: _cli(broker, "topics", "create", "orders", "--partitions", "2")
         )
         for partition in ("0", "1"):
-            await trio.to_thread.run_sync(
-                lambda p=partition: _cli(broker, "produce", "orders", "-p", p, stdin=b"a\nb\n")
-            )
+            await trio.to_thread.run_sync(_produce, broker, partition, b"a\nb\n")
         await trio.to_thread.run_sync(
             lambda: _cli(broker, "consume", "orders", "-g", "g", "--from-beginning", "-e")
         )
         for partition in ("0", "1"):
-            await trio.to_thread.run_sync(
-                lambda p=partition: _cli(broker, "produce", "orders", "-p", p, stdin=b"c\nd\ne\n")
-            )
+            await trio.to_thread.run_sync(_produce, broker, partition, b"c\nd\ne\n")
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=20) as http:
             with trio.fail_after(30):
                 while True:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import httpx
@@ -132,7 +133,9 @@ async def test_a_principal_sees_only_the_topics_it_may_describe(tmp_path: Path) 
         for topic in ("public", "secret"):
             await trio.to_thread.run_sync(admin_cli, server, "topics", "create", topic)
             await trio.to_thread.run_sync(
-                lambda t=topic: admin_cli(server, "produce", t, stdin=f"{t}-record\n".encode())
+                functools.partial(
+                    admin_cli, server, "produce", topic, stdin=f"{topic}-record\n".encode()
+                )
             )
         await trio.to_thread.run_sync(
             admin_cli,
