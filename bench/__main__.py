@@ -50,6 +50,7 @@ BENCHMARKS: list[tuple[str, str, float]] = [
     ),
     ("bench.bench_pipeline", "Spark pipeline", 10.0),
     ("bench.bench_hostile", "Hostile load: memory, bystander latency, slow senders", 4.0),
+    ("bench.bench_console", "Produce with a web console page refreshing and without", 4.0),
 ]
 
 REPO = Path(__file__).resolve().parents[1]
