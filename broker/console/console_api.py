@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from broker.client.session import ClientError
-from broker.console import cluster_changes, cluster_reads, messages
+from broker.console import cluster_changes, cluster_reads, messages, security_admin
 from broker.console.console_session import ConsoleSession
 from broker.console.logins import Login, Logins
 from broker.console.metrics_summary import (
@@ -103,6 +103,12 @@ class ConsoleApi:
             Route("/api/groups/{group}", act(self.group), methods=["GET"]),
             Route("/api/groups/{group}", act(self.delete_group), methods=["DELETE"]),
             Route("/api/groups/{group}/reset", act(self.reset_offsets), methods=["POST"]),
+            Route("/api/security", act(self.security), methods=["GET"]),
+            Route("/api/security/users", act(self.set_user), methods=["POST"]),
+            Route("/api/security/users/{user}", act(self.delete_user), methods=["DELETE"]),
+            Route("/api/security/acls", act(self.add_acl), methods=["POST"]),
+            Route("/api/security/acls/remove", act(self.remove_acl), methods=["POST"]),
+            Route("/api/security/quotas", act(self.set_quota), methods=["POST"]),
         ]
 
     # ------------------------------------------------------------ logins
@@ -295,3 +301,39 @@ class ConsoleApi:
             None if offset in (None, "") else _int(body, "offset"),
         )
         return {"offsets": {str(p): o for p, o in targets.items()}}
+
+    # ------------------------------------------------------------ security
+
+    async def security(self, session: ConsoleSession, request: Request) -> Any:
+        shown = await security_admin.overview(session)
+        response = await cluster_reads.metadata(session, [])
+        shown["may_alter"] = cluster_reads.cluster_permissions(response)["alter_cluster"]
+        return shown
+
+    async def set_user(self, session: ConsoleSession, request: Request) -> Any:
+        body = await _json_body(request)
+        user = str(body.get("user", ""))
+        await security_admin.set_user(
+            session,
+            user,
+            str(body.get("password", "")),
+            str(body.get("mechanism", "SCRAM-SHA-256")),
+        )
+        return {"user": user}
+
+    async def delete_user(self, session: ConsoleSession, request: Request) -> Any:
+        user = request.path_params["user"]
+        mechanism = request.query_params.get("mechanism", "SCRAM-SHA-256")
+        await security_admin.delete_user(session, user, mechanism)
+        return {"deleted": user}
+
+    async def add_acl(self, session: ConsoleSession, request: Request) -> Any:
+        await security_admin.add_acl(session, await _json_body(request))
+        return {"added": 1}
+
+    async def remove_acl(self, session: ConsoleSession, request: Request) -> Any:
+        return {"removed": await security_admin.remove_acl(session, await _json_body(request))}
+
+    async def set_quota(self, session: ConsoleSession, request: Request) -> Any:
+        await security_admin.set_quota(session, await _json_body(request))
+        return {"set": True}

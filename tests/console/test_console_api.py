@@ -173,6 +173,14 @@ async def test_a_principal_sees_only_the_topics_it_may_describe(tmp_path: Path) 
         assert hidden.status_code == 400 and "secret-record" not in hidden.text
         described = await http.get("/console/api/topics/secret")
         assert described.status_code == 400 and "AUTHORIZATION_FAILED" in described.text
+        security = await _ok(await http.get("/console/api/security"))
+        assert security["may_alter"] is False
+        assert "AUTHORIZATION_FAILED" in security["users"]["error"]
+        assert "AUTHORIZATION_FAILED" in security["acls"]["error"]
+        refused_user = await http.post(
+            "/console/api/security/users", json={"user": "mallory", "password": "x"}
+        )
+        assert refused_user.status_code == 400 and "AUTHORIZATION_FAILED" in refused_user.text
         created = await http.post("/console/api/topics", json={"name": "mine"})
         assert created.status_code == 400 and "AUTHORIZATION_FAILED" in created.text
         await _ok(await http.post("/console/api/logout"))
@@ -185,3 +193,38 @@ async def test_a_principal_sees_only_the_topics_it_may_describe(tmp_path: Path) 
         )
         listed = await _ok(await http.get("/console/api/topics"))
         assert [t["name"] for t in listed["topics"]] == ["public", "secret"]
+
+        security = await _ok(await http.get("/console/api/security"))
+        assert security["may_alter"] is True
+        assert [u["user"] for u in security["users"]["rows"]] == ["admin", "alice"]
+        acl = {
+            "principal": "User:bob",
+            "operation": "Read",
+            "resource_type": "topic",
+            "resource_name": "public",
+        }
+        await _ok(await http.post("/console/api/security/acls", json=acl))
+        quota = {"entity_type": "user", "entity_name": "bob", "key": "producer_byte_rate"}
+        await _ok(await http.post("/console/api/security/quotas", json={**quota, "value": "1024"}))
+        await _ok(
+            await http.post("/console/api/security/users", json={"user": "bob", "password": "pw"})
+        )
+        security = await _ok(await http.get("/console/api/security"))
+        assert {
+            "principal": "User:bob",
+            "operation": "READ",
+            "resource_name": "public",
+        }.items() <= {
+            k: v
+            for a in security["acls"]["rows"]
+            if a["principal"] == "User:bob"
+            for k, v in a.items()
+        }.items()
+        assert security["quotas"]["rows"] == [
+            {"entity": {"user": "bob"}, "values": {"producer_byte_rate": 1024.0}}
+        ]
+        assert "bob" in [u["user"] for u in security["users"]["rows"]]
+        bad = await http.post("/console/api/security/acls", json={**acl, "operation": "Fly"})
+        assert bad.status_code == 400 and "operation must be one of" in bad.json()["error"]
+        removed = await _ok(await http.post("/console/api/security/acls/remove", json=acl))
+        assert removed == {"removed": 1}

@@ -66,6 +66,7 @@ def _walk_through(
             expect(page.locator("#lag")).to_have_text("1")
             lag_zero_after.set()
             expect(page.locator("#lag")).to_have_text("0")  # refreshed live
+            expect(page.get_by_role("button", name="Reset offsets")).to_be_visible()
             _shot(page, "4-group")
         finally:
             browser.close()
@@ -90,7 +91,12 @@ def _restricted_user(url: str) -> list[str]:
             expect(page.get_by_role("link", name="public")).to_be_visible()
             expect(page.get_by_role("button", name="Create topic")).to_have_count(0)
             _shot(page, "6-restricted-topics")
-            return [str(x) for x in page.locator("table a").all_inner_texts()]
+            shown = [str(x) for x in page.locator("table a").all_inner_texts()]
+            page.get_by_role("link", name="Security").click()
+            expect(page.locator(".error").first).to_contain_text("AUTHORIZATION_FAILED")
+            expect(page.get_by_role("button", name="Add ACL")).to_have_count(0)
+            _shot(page, "7-restricted-security")
+            return shown
         finally:
             browser.close()
 

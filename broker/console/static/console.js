@@ -143,12 +143,57 @@ const pages = {
   },
   async group(id) {
     const g = await api("groups/" + enc(id));
-    main.innerHTML = `<h1>Group ${esc(id)}</h1><p>State ${esc(g.state)}, protocol ${esc(g.protocol_type)}/${esc(g.protocol)}, total lag <output id="lag">${esc(g.total_lag)}</output></p>
+    // The forms stay while the figures above them refresh.
+    if (document.getElementById("group-forms")?.dataset.group !== id) {
+      main.innerHTML = `<div id="group-live"></div><div id="group-forms" data-group="${esc(id)}">
+        <form id="reset" aria-label="Reset offsets"><label>Topic <input name="topic" required></label>
+          <label>Reset to <select name="to"><option value="earliest">earliest</option><option value="latest">latest</option><option value="offset">offset</option></select></label>
+          <label>Offset <input name="offset" type="number" min="0"></label><button>Reset offsets</button></form>
+        <form id="delete-group" aria-label="Delete the group"><label>Type the group's id to delete it <input name="confirm" required></label><button>Delete group</button></form></div>`;
+      const on = (formId, f) => { const form = document.getElementById(formId); form.onsubmit = async (e) => {
+        e.preventDefault(); try { await f(new FormData(form)); } catch (err) { fail(err); } }; };
+      on("reset", async (d) => { await api(`groups/${enc(id)}/reset`, {method: "POST", json: {topic: d.get("topic"), to: d.get("to"), offset: d.get("offset")}});
+        document.getElementById("status").textContent = "offsets reset"; });
+      on("delete-group", async (d) => { if (d.get("confirm") !== id) throw new Error("type the group's id to confirm");
+        await api(`groups/${enc(id)}`, {method: "DELETE"}); location.hash = "#/groups"; });
+    }
+    document.getElementById("group-live").innerHTML = `<h1>Group ${esc(id)}</h1><p>State ${esc(g.state)}, protocol ${esc(g.protocol_type)}/${esc(g.protocol)}, total lag <output id="lag">${esc(g.total_lag)}</output></p>
       ${chart(g.lag_history, ["lag"], "total lag")}
       <h2>Members</h2>${table(["Member", "Client", "Host", "Assignment"], g.members.map((m) => [esc(m.member_id), esc(m.client_id), esc(m.host),
         esc(m.assignment.map((a) => `${a.topic}: ${a.partitions.join(",")}`).join("; "))]))}
       <h2>Offsets</h2>${table(["Topic", "Partition", "Committed", "Log end", "Lag"], g.offsets.map((o) => [
         esc(o.topic), esc(o.partition), esc(o.committed), esc(o.log_end), esc(o.lag)]))}`;
+  },
+  async security() {
+    const s = await api("security");
+    const section = (title, part, headers, row) => `<h2>${esc(title)}</h2>` +
+      (part.error ? `<p class="error">${esc(part.error)}</p>` : table(headers, part.rows.map(row)));
+    main.innerHTML = `<h1>Security</h1>
+      ${section("SCRAM users", s.users, ["User", "Mechanisms"], (u) => [esc(u.user), esc(u.mechanisms.join(", "))])}
+      ${s.may_alter ? `<form id="user" aria-label="Set a user's password"><label>User <input name="user" required></label>
+        <label>Password <input name="password" type="password" required></label>
+        <label>Mechanism <select name="mechanism"><option>SCRAM-SHA-256</option><option>SCRAM-SHA-512</option></select></label><button>Set password</button></form>` : ""}
+      ${section("ACLs", s.acls, ["Principal", "Permission", "Operation", "Resource", "Pattern", "Host"], (a) => [esc(a.principal),
+        esc(a.permission_type), esc(a.operation), `${esc(a.resource_type)} ${esc(a.resource_name)}`, esc(a.pattern_type), esc(a.host)])}
+      ${s.may_alter ? `<form id="acl" aria-label="Add an ACL"><label>Principal <input name="principal" placeholder="User:alice" required></label>
+        <label>Permission <select name="permission_type"><option>ALLOW</option><option>DENY</option></select></label>
+        <label>Operation <select name="operation">${["READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "ALL"].map((o) => `<option>${o}</option>`).join("")}</select></label>
+        <label>Resource type <select name="resource_type"><option>TOPIC</option><option>GROUP</option><option>CLUSTER</option><option>TRANSACTIONAL_ID</option></select></label>
+        <label>Resource name <input name="resource_name" value="*"></label>
+        <label>Pattern <select name="pattern_type"><option>LITERAL</option><option>PREFIXED</option></select></label>
+        <button name="add">Add ACL</button><button name="remove" value="1">Remove ACL</button></form>` : ""}
+      ${section("Client quotas", s.quotas, ["Entity", "Quotas"], (q) => [esc(Object.entries(q.entity).map(([k, v]) => `${k}=${v ?? "<default>"}`).join(", ")),
+        esc(Object.entries(q.values).map(([k, v]) => `${k}=${v}`).join(", "))])}
+      ${s.may_alter ? `<form id="quota" aria-label="Set a client quota"><label>Entity type <select name="entity_type"><option>user</option><option>client-id</option></select></label>
+        <label>Entity name (empty: default) <input name="entity_name"></label>
+        <label>Quota <select name="key"><option>producer_byte_rate</option><option>consumer_byte_rate</option><option>request_percentage</option></select></label>
+        <label>Value (empty: remove) <input name="value"></label><button>Set quota</button></form>` : ""}`;
+    const on = (id, f) => { const form = document.getElementById(id); if (form) form.onsubmit = async (e) => {
+      e.preventDefault(); try { await f(Object.fromEntries(new FormData(form)), e.submitter); route(); } catch (err) { fail(err); } }; };
+    on("user", (d) => api("security/users", {method: "POST", json: d}));
+    on("acl", (d, button) => api(button?.name === "remove" ? "security/acls/remove" : "security/acls", {method: "POST", json: d}));
+    on("quota", (d) => api("security/quotas", {method: "POST", json: d}));
+    return false;
   },
 };
 
