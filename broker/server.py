@@ -19,7 +19,6 @@ from broker.broker_context import BrokerContext, Service
 from broker.cluster.cluster_metrics import metrics_socket
 from broker.cluster.member import ClusterMember, wire_cluster_member
 from broker.config import BrokerConfig
-from broker.console.console_service import connect_host, http_port_for
 from broker.console.web_app import web_app
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.dynamic_broker_config_store import DynamicBrokerConfigStore
@@ -126,6 +125,9 @@ class KafkaServer:
                 HttpPort(web_app(local_metrics, None), "", 0, unix_path=socket_path)
             )
         else:
+            # Imported here: a cluster process, started often, serves no console.
+            from broker.console.console_service import http_port_for
+
             http_port = http_port_for(config, local_metrics, self._listener_address)
             if http_port is not None:
                 self.services.append(http_port)
@@ -241,7 +243,8 @@ class KafkaServer:
         if port is None:
             return None
         endpoint = next(e for e in self.config.listeners if e.listener_name == listener_name)
-        return f"{connect_host(endpoint.host)}:{port}"
+        host = endpoint.host if endpoint.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+        return f"{host}:{port}"
 
     def bound_port(self, listener_name: str | None = None) -> int:
         """The port a listener is bound to (the first listener by default)."""

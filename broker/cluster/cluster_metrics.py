@@ -18,7 +18,6 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import httpx
 import trio
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
@@ -39,6 +38,8 @@ def metrics_socket(peer_dir: Path, node_id: int) -> Path:
 
 async def scrape_unix(path: Path) -> str | None:
     """GET /metrics over a Unix socket; None when nothing answers."""
+    import httpx  # only the supervisor scrapes: the processes need not import it
+
     transport = httpx.AsyncHTTPTransport(uds=str(path))
     try:
         async with httpx.AsyncClient(transport=transport, timeout=SCRAPE_TIMEOUT_S) as client:

@@ -104,17 +104,23 @@ class Supervisor:
         return None if self.peer_dir is None else metrics_socket(self.peer_dir, node)
 
     def _listener_address(self, listener_name: str) -> str | None:
-        """A live process's listener, learnt from the store once the cluster is up."""
+        """A live process's listener (read from the store when the console connects, so a
+        restarted process's new ephemeral port, or another live process, is found)."""
+        if self.ready.is_set():
+            self._learn_addresses()
         return self._addresses.get(listener_name)
 
     def _learn_addresses(self) -> None:
+        """The listeners of the lowest live process (one indexed read of the store)."""
         assert self.store is not None
         image = self.store.read_image()
         for node in self.nodes:
             broker = image.brokers.get(node)
             if broker is not None and broker.alive:
-                for name, (host, port) in broker.endpoints.items():
-                    self._addresses[name] = f"{connect_host(host)}:{port}"
+                self._addresses = {
+                    name: f"{connect_host(host)}:{port}"
+                    for name, (host, port) in broker.endpoints.items()
+                }
                 return
 
     # ------------------------------------------------------------ preparation
@@ -210,7 +216,6 @@ class Supervisor:
                 await self._wait_ready()
                 if not self._stop_requested.is_set():
                     log.info("cluster of %d broker processes started", self.count)
-                    await trio.to_thread.run_sync(self._learn_addresses)
                     self.ready.set()
                 if self.http_port is not None:
                     await nursery.start(self.http_port.run)

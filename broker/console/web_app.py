@@ -8,6 +8,7 @@ this package (`static/`): nothing to build, nothing fetched from elsewhere.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
@@ -16,8 +17,10 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from broker.console.console_api import ConsoleApi
 from broker.metrics_http import MetricsSource, exposition_of
+
+if TYPE_CHECKING:  # a cluster process serves no console: it need not import one
+    from broker.console.console_api import ConsoleApi
 
 STATIC = Path(__file__).parent / "static"
 
