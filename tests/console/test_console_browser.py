@@ -8,6 +8,8 @@ the broker runs in the test's Trio loop.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import trio
@@ -22,6 +24,19 @@ SHOTS = Path(__file__).resolve().parents[2] / "test-screenshots" / "console"
 TIMEOUT_MS = 20_000
 
 
+@contextmanager
+def chromium_page() -> Iterator[Page]:
+    """A laptop-sized page of Debian's chromium (no browser downloaded by Playwright)."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1366, "height": 800})
+            page.set_default_timeout(TIMEOUT_MS)
+            yield page
+        finally:
+            browser.close()
+
+
 def _shot(page: Page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
@@ -30,75 +45,63 @@ def _shot(page: Page, name: str) -> None:
 def _walk_through(
     url: str, produced: threading.Event, consumed: threading.Event, lag_zero_after: threading.Event
 ) -> None:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1366, "height": 800})
-            page.set_default_timeout(TIMEOUT_MS)
-            page.goto(url + "/console/")
-            expect(page.get_by_role("heading", name="Overview")).to_be_visible()
-            expect(page.get_by_role("cell", name="127.0.0.1")).to_be_visible()
-            _shot(page, "1-overview")
+    with chromium_page() as page:
+        page.goto(url + "/console/")
+        expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+        expect(page.get_by_role("cell", name="127.0.0.1")).to_be_visible()
+        _shot(page, "1-overview")
 
-            page.get_by_role("link", name="Topics").click()
-            page.get_by_label("Name").fill("orders")
-            page.get_by_label("Partitions").fill("1")
-            page.get_by_role("button", name="Create topic").click()
-            expect(page.get_by_role("heading", name="Topic orders")).to_be_visible()
-            _shot(page, "2-topic")
+        page.get_by_role("link", name="Topics").click()
+        page.get_by_label("Name").fill("orders")
+        page.get_by_label("Partitions").fill("1")
+        page.get_by_role("button", name="Create topic").click()
+        expect(page.get_by_role("heading", name="Topic orders")).to_be_visible()
+        _shot(page, "2-topic")
 
-            page.get_by_role("link", name="Browse messages").click()
-            form = page.get_by_role("form", name="Produce a test message")
-            form.get_by_label("Key").fill("k1")
-            form.get_by_label("Value").fill('{"item": "tea"}')
-            form.get_by_role("button", name="Produce").click()
-            expect(page.get_by_role("status")).to_contain_text("offset 0")
-            produced.set()
-            expect(page.locator("#records pre").filter(has_text='"item": "tea"')).to_be_visible()
-            _shot(page, "3-messages")
+        page.get_by_role("link", name="Browse messages").click()
+        form = page.get_by_role("form", name="Produce a test message")
+        form.get_by_label("Key").fill("k1")
+        form.get_by_label("Value").fill('{"item": "tea"}')
+        form.get_by_role("button", name="Produce").click()
+        expect(page.get_by_role("status")).to_contain_text("offset 0")
+        produced.set()
+        expect(page.locator("#records pre").filter(has_text='"item": "tea"')).to_be_visible()
+        _shot(page, "3-messages")
 
-            page.get_by_role("textbox", name="From offset").fill("5")
-            page.get_by_role("button", name="Show").click()
-            expect(page.get_by_role("alert")).to_contain_text("beyond the end")
+        page.get_by_role("textbox", name="From offset").fill("5")
+        page.get_by_role("button", name="Show").click()
+        expect(page.get_by_role("alert")).to_contain_text("beyond the end")
 
-            assert consumed.wait(60)
-            page.goto(url + "/console/#/group/readers")
-            expect(page.locator("#lag")).to_have_text("1")
-            lag_zero_after.set()
-            expect(page.locator("#lag")).to_have_text("0")  # refreshed live
-            expect(page.get_by_role("button", name="Reset offsets")).to_be_visible()
-            _shot(page, "4-group")
-        finally:
-            browser.close()
+        assert consumed.wait(60)
+        page.goto(url + "/console/#/group/readers")
+        expect(page.locator("#lag")).to_have_text("1")
+        lag_zero_after.set()
+        expect(page.locator("#lag")).to_have_text("0")  # refreshed live
+        expect(page.get_by_role("button", name="Reset offsets")).to_be_visible()
+        _shot(page, "4-group")
 
 
 def _restricted_user(url: str) -> list[str]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1366, "height": 800})
-            page.set_default_timeout(TIMEOUT_MS)
-            page.goto(url + "/console/#/topics")
-            page.get_by_label("User").fill("alice")
-            page.get_by_label("Password").fill("wrong")
-            page.get_by_role("button", name="Log in").click()
-            expect(page.get_by_role("alert")).to_have_text("wrong user name or password")
-            expect(page.get_by_role("table")).to_have_count(0)
-            _shot(page, "5-wrong-password")
-            page.get_by_label("Password").fill("alice-secret")
-            page.get_by_role("button", name="Log in").click()
-            page.get_by_role("link", name="Topics").click()
-            expect(page.get_by_role("link", name="public")).to_be_visible()
-            expect(page.get_by_role("button", name="Create topic")).to_have_count(0)
-            _shot(page, "6-restricted-topics")
-            shown = [str(x) for x in page.locator("table a").all_inner_texts()]
-            page.get_by_role("link", name="Security").click()
-            expect(page.locator(".error").first).to_contain_text("AUTHORIZATION_FAILED")
-            expect(page.get_by_role("button", name="Add ACL")).to_have_count(0)
-            _shot(page, "7-restricted-security")
-            return shown
-        finally:
-            browser.close()
+    with chromium_page() as page:
+        page.goto(url + "/console/#/topics")
+        page.get_by_label("User").fill("alice")
+        page.get_by_label("Password").fill("wrong")
+        page.get_by_role("button", name="Log in").click()
+        expect(page.get_by_role("alert")).to_have_text("wrong user name or password")
+        expect(page.get_by_role("table")).to_have_count(0)
+        _shot(page, "5-wrong-password")
+        page.get_by_label("Password").fill("alice-secret")
+        page.get_by_role("button", name="Log in").click()
+        page.get_by_role("link", name="Topics").click()
+        expect(page.get_by_role("link", name="public")).to_be_visible()
+        expect(page.get_by_role("button", name="Create topic")).to_have_count(0)
+        _shot(page, "6-restricted-topics")
+        shown = [str(x) for x in page.locator("table a").all_inner_texts()]
+        page.get_by_role("link", name="Security").click()
+        expect(page.locator(".error").first).to_contain_text("AUTHORIZATION_FAILED")
+        expect(page.get_by_role("button", name="Add ACL")).to_have_count(0)
+        _shot(page, "7-restricted-security")
+        return shown
 
 
 async def _consume(server: KafkaServer, count: int) -> None:
