@@ -75,6 +75,14 @@ async def test_the_supervisor_serves_every_process_and_lag_of_every_partition(
                     if lag == {"0": 3.0, "1": 3.0}:
                         break
                     await trio.sleep(0.1)
+            # The console beside it sees the whole cluster through the Kafka API.
+            overview = (await http.get("/console/api/overview")).json()
+            assert [b["node_id"] for b in overview["brokers"]] == [1, 2]
+            assert sorted(b["leaders"] for b in overview["brokers"]) == [1, 1]
+            group = (await http.get("/console/api/groups/g")).json()
+            assert [(o["partition"], o["lag"]) for o in group["offsets"]] == [(0, 3), (1, 3)]
+            groups = (await http.get("/console/api/groups")).json()["groups"]
+            assert [g["group_id"] for g in groups] == ["g"]
         up = _series(text, "broker_process_up")
         assert up == {(("node", "1"),): 1.0, (("node", "2"),): 1.0}
         led = _series(text, "kafka_log_log_logendoffset")
