@@ -9,7 +9,7 @@ NATIVE_STAMP := $(VENV)/.native
 UV_VERSION := 0.13.8
 # Debian packages the tests need, as command:package; each is installed only when its
 # command is missing. Java runs Spark (the pipeline and its tests).
-DEBIAN_PACKAGES := kcat:kcat java:default-jre-headless
+DEBIAN_PACKAGES := kcat:kcat java:default-jre-headless chromium:chromium
 CONFIG ?= config/server.properties
 
 .PHONY: setup native system-packages run test compose-test setup-check lint format typecheck unit bench generate clean lock
@@ -32,7 +32,7 @@ $(NATIVE_STAMP): $(STAMP) broker/protocol/record_walk.py broker/protocol/native.
 	$(BIN)/python tools/build_native.py
 	touch $(NATIVE_STAMP)
 
-# Debian tools the tests drive (kcat, and Java for Spark); installed only when missing.
+# Debian tools the tests drive (kcat, Java for Spark, chromium for the console); installed only when missing.
 system-packages:
 	@missing=""; for entry in $(DEBIAN_PACKAGES); do \
 	  command -v $${entry%%:*} >/dev/null 2>&1 || missing="$$missing $${entry#*:}"; done; \

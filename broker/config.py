@@ -264,7 +264,8 @@ _DEFS: list[ConfigDef] = [
     _d("quota.window.num", "int", 11, "Number of quota sample windows a client-quota rate is measured over; a new client may burst (num - 1) windows' worth before it is throttled.", "read-only", at_least(1)),
     _d("unstable.api.versions.enable", "bool", False, "Advertise unreleased API versions (internal)."),
     _d("broker.shutdown.timeout.ms", "long", 30000, "How long a graceful shutdown may take before remaining tasks are cancelled (ours, not Kafka's).", "read-only", at_least(0)),
-    _d("metrics.port", "int", 9404, "Port of the Prometheus metrics endpoint; 0 picks a free port, -1 disables it (ours, not Kafka's).", "read-only", between(-1, 65535)),
+    _d("metrics.port", "int", 9404, "Port of the HTTP endpoint serving /metrics (every process of a cluster, from the supervisor) and the web console; 0 picks a free port, -1 disables it (ours, not Kafka's).", "read-only", between(-1, 65535)),
+    _d("console.enable", "bool", True, "Serve the web console at /console/ on the metrics.port endpoint (docs/console.md; ours, not Kafka's).", "read-only"),
     # ---- log
     _d("log.dirs", "list", None, "Directories holding the log; takes precedence over log.dir.", "read-only", non_empty_list),
     _d("log.dir", "string", "/tmp/kafka-logs", "Log directory used when log.dirs is unset."),

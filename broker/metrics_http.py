@@ -14,33 +14,26 @@ exporter's Kafka rules), derived mechanically from the registry's
   ``_sum``, plus the gauges ``<base>_max`` and ``<base>_mean``;
 - Gauge: a gauge ``<base>``; tags become labels unchanged.
 
-The HTTP side is a minimal HTTP/1.1 responder on `trio.serve_tcp` (one
-request per connection, `Connection: close`), not a thread: `GET /metrics`
-answers the exposition, `GET /` a pointer to it, anything else 404.
+The HTTP side is `broker/http_port.py` (hypercorn on Trio) with the routes of
+`broker/console/web_app.py`; a cluster's supervisor serves every process's series
+there, each labelled with its `node` (`broker/cluster/cluster_metrics.py`).
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
-import trio
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import generate_latest
 from prometheus_client.core import CollectorRegistry, Metric
 
-from broker.config import BrokerConfig
 from broker.metrics import MetricSample, MetricsRegistry
-
-log = logging.getLogger(__name__)
 
 _UNSAFE = re.compile(r"[^a-z0-9]+")
 _LABEL_UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
-_MAX_REQUEST_HEAD = 8192
-_REQUEST_TIMEOUT_S = 10.0
 _QUANTILES = (("0.5", "p50"), ("0.99", "p99"))
 
 
@@ -56,8 +49,9 @@ def _labels(tags: Iterable[tuple[str, str]]) -> dict[str, str]:
 class RegistryCollector:
     """A prometheus_client collector translating `MetricsRegistry.snapshot()`."""
 
-    def __init__(self, registry: MetricsRegistry) -> None:
+    def __init__(self, registry: MetricsRegistry, labels: dict[str, str] | None = None) -> None:
         self._registry = registry
+        self._extra = labels or {}
 
     def describe(self) -> list[Metric]:
         # Metrics come and go with processors and APIs: no fixed description.
@@ -75,8 +69,13 @@ class RegistryCollector:
                 return  # two kinds under one name: keep the first, never emit invalid text
             samples[family].append((sample, labels, value))
 
+        extra = self._extra
+
+        def labelled(family: str, kind: str, sample: str, labels: dict[str, str], v: float) -> None:
+            add(family, kind, sample, {**labels, **extra}, v)
+
         for metric in self._registry.snapshot():
-            self._translate(metric, add, helps)
+            self._translate(metric, labelled, helps)
         for family, entries in samples.items():
             kind = by_kind[family]
             out = Metric(family, helps.get(family, family), kind)
@@ -124,116 +123,33 @@ def exposition(registry: MetricsRegistry) -> bytes:
     return body
 
 
-class MetricsExporter:
-    """The `/metrics` endpoint as a broker Service.
+class MetricsSource(Protocol):
+    """What /metrics and the console read: this process's series, or a cluster's."""
 
-    `bound_port` is the port actually served (useful with `metrics.port=0`);
-    it is set before the service reports itself started.
-    """
-
-    def __init__(self, registry: MetricsRegistry, host: str, port: int) -> None:
-        self.registry = registry
-        self.host = host
-        self.port = port
-        self.bound_port: int | None = None
-
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        try:
-            listeners = await trio.open_tcp_listeners(self.port, host=self.host or None)
-        except OSError as exc:
-            # Metrics are an aid, not the service: a busy port must not stop the broker.
-            log.error(
-                "metrics endpoint disabled: cannot bind %s:%d: %s",
-                self.host or "0.0.0.0",
-                self.port,
-                exc.strerror or exc,
-            )
-            task_status.started()
-            return
-        try:
-            self.bound_port = listeners[0].socket.getsockname()[1]
-            log.info(
-                "serving Prometheus metrics on http://%s:%d/metrics",
-                self.host or "0.0.0.0",
-                self.bound_port,
-            )
-            async with trio.open_nursery() as nursery:
-                task_status.started()
-                await nursery.start(trio.serve_listeners, self._serve_one, listeners)
-        finally:
-            for listener in listeners:
-                with trio.CancelScope(shield=True):
-                    await listener.aclose()
-
-    async def _serve_one(self, stream: trio.SocketStream) -> None:
-        try:
-            with trio.move_on_after(_REQUEST_TIMEOUT_S):
-                head = await _read_head(stream)
-                if head is None:
-                    return
-                await stream.send_all(self._respond(head))
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            pass
-        finally:
-            await trio.aclose_forcefully(stream)
-
-    def _respond(self, head: bytes) -> bytes:
-        request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
-        parts = request_line.split()
-        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
-            return _response(400, "text/plain", b"bad request\n")
-        method, target = parts[0], parts[1].split("?", 1)[0]
-        if method not in ("GET", "HEAD"):
-            return _response(405, "text/plain", b"method not allowed\n")
-        if target == "/metrics":
-            body = exposition(self.registry)
-            status, content_type = 200, CONTENT_TYPE_LATEST
-        elif target == "/":
-            body, status, content_type = b"see /metrics\n", 200, "text/plain"
-        else:
-            body, status, content_type = b"not found\n", 404, "text/plain"
-        return _response(status, content_type, body, include_body=method == "GET")
+    async def families(self) -> list[Metric]: ...
 
 
-async def _read_head(stream: trio.SocketStream) -> bytes | None:
-    buffer = bytearray()
-    while b"\r\n\r\n" not in buffer and b"\n\n" not in buffer:
-        if len(buffer) > _MAX_REQUEST_HEAD:
-            return None
-        data = await stream.receive_some(4096)
-        if not data:
-            return None if not buffer else bytes(buffer)
-        buffer += data
-    return (
-        bytes(buffer).replace(b"\n\n", b"\r\n\r\n", 1) if b"\r\n" not in buffer else bytes(buffer)
-    )
+class LocalMetrics:
+    """This process's registry as metric families, each series labelled with its node."""
+
+    def __init__(self, registry: MetricsRegistry, node_id: int) -> None:
+        self._collector = RegistryCollector(registry, {"node": str(node_id)})
+
+    async def families(self) -> list[Metric]:
+        return list(self._collector.collect())
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+class _Families:
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families
 
 
-def _response(status: int, content_type: str, body: bytes, include_body: bool = True) -> bytes:
-    head = (
-        f"HTTP/1.1 {status} {_REASONS[status]}\r\n"
-        f"Content-Type: {content_type}\r\n"
-        f"Content-Length: {len(body)}\r\n"
-        "Connection: close\r\n\r\n"
-    ).encode("latin-1")
-    return head + body if include_body else head
-
-
-def find_exporter(services: Iterable[object]) -> MetricsExporter | None:
-    """The broker's exporter among its services (None when `metrics.port` is -1)."""
-    for service in services:
-        if isinstance(service, MetricsExporter):
-            return service
-    return None
-
-
-def metrics_exporter(config: BrokerConfig, metrics: MetricsRegistry) -> MetricsExporter | None:
-    """Serve `/metrics` on `metrics.port` (-1 disables: None; 0 picks a free port),
-    bound to the host of the first listener."""
-    port = config.get_int("metrics.port")
-    if port < 0:
-        return None
-    return MetricsExporter(metrics, config.listeners[0].host, port)
+def exposition_of(families: Iterable[Metric]) -> bytes:
+    """The text exposition of metric families (what /metrics answers)."""
+    collectors = CollectorRegistry(auto_describe=False)
+    collectors.register(_Families(families))
+    body: bytes = generate_latest(collectors)
+    return body

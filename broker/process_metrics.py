@@ -46,3 +46,5 @@ def register_process_metrics(registry: MetricsRegistry) -> None:
     registry.gauge("process", "", "resident_memory_bytes", resident_memory_bytes)
     registry.gauge("process", "", "open_fds", open_fds)
     registry.gauge("process", "", "max_fds", max_fds)
+    started = time.time()
+    registry.gauge("process", "", "start_time_seconds", lambda: started)

@@ -16,8 +16,10 @@ from pathlib import Path
 import trio
 
 from broker.broker_context import BrokerContext, Service
+from broker.cluster.cluster_metrics import metrics_socket
 from broker.cluster.member import ClusterMember, wire_cluster_member
 from broker.config import BrokerConfig
+from broker.console.web_app import web_app
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.dynamic_broker_config_store import DynamicBrokerConfigStore
 from broker.handlers.api_versions import ApiVersionsHandler
@@ -25,10 +27,11 @@ from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.kafka_apis import KafkaApis
 from broker.handlers.log_topics import LogTopicSource
 from broker.handlers.metadata import MetadataHandler, NoTopics
+from broker.http_port import HttpPort
 from broker.log import LogManager
 from broker.meta_properties import load_or_create_cluster_id
 from broker.metrics import MetricsRegistry
-from broker.metrics_http import metrics_exporter
+from broker.metrics_http import LocalMetrics
 from broker.net.request_handler_pool import RequestHandlerPool
 from broker.net.socket_server import SocketServer, check_resize
 from broker.process_metrics import register_process_metrics
@@ -114,9 +117,20 @@ class KafkaServer:
         lifetime; the services are started in the order they are appended here.
         """
         context, config, cluster = self.context, self.config, self.cluster
-        exporter = metrics_exporter(config, self.metrics)
-        if exporter is not None:
-            self.services.append(exporter)
+        local_metrics = LocalMetrics(self.metrics, self.node_id)
+        if cluster is not None:
+            # The supervisor serves the cluster's /metrics and console; it reads ours here.
+            socket_path = metrics_socket(cluster.peer_dir, self.node_id)
+            self.services.append(
+                HttpPort(web_app(local_metrics, None), "", 0, unix_path=socket_path)
+            )
+        else:
+            # Imported here: a cluster process, started often, serves no console.
+            from broker.console.console_service import http_port_for
+
+            http_port = http_port_for(config, local_metrics, self._listener_address)
+            if http_port is not None:
+                self.services.append(http_port)
         self.log_manager = LogManager(config) if cluster is None else cluster.log_manager
         self.metadata.topics = (
             LogTopicSource(self.log_manager, self.node_id)
@@ -227,6 +241,15 @@ class KafkaServer:
     def update_connection_quotas(self, config: BrokerConfig) -> None:
         """New connection limits for the acceptors; blocked ones re-check at once."""
         self.socket_server.quotas.update_config(config)
+
+    def _listener_address(self, listener_name: str) -> str | None:
+        """HOST:PORT to reach a listener of this broker (None before it is bound)."""
+        port = self.socket_server.bound_ports.get(listener_name)
+        if port is None:
+            return None
+        endpoint = next(e for e in self.config.listeners if e.listener_name == listener_name)
+        host = endpoint.host if endpoint.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+        return f"{host}:{port}"
 
     def bound_port(self, listener_name: str | None = None) -> int:
         """The port a listener is bound to (the first listener by default)."""

@@ -34,12 +34,14 @@ from pathlib import Path
 
 import trio
 
+from broker.cluster.cluster_metrics import ClusterMetrics, metrics_socket
 from broker.cluster.group_shards import reshard_group_offsets
 from broker.cluster.member import PEER_SOCKET_DIR_KEY, resolve_process_count
 from broker.cluster.metadata_store import SqliteMetadataStore
 from broker.cluster.process_ports import process_listener_overrides
 from broker.cluster.transaction_shards import reshard_transaction_state
 from broker.config import BrokerConfig
+from broker.console.console_service import connect_host, http_port_for
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogDirInUseError
 from broker.log.topic_store import TopicRecord, TopicStore
 from broker.meta_properties import load_or_create_cluster_id
@@ -72,9 +74,6 @@ def process_overrides(config: BrokerConfig, index: int) -> dict[str, str]:
     """The settings that differ between the processes of one cluster."""
     overrides = {"node.id": str(config.node_id + index)}
     overrides |= process_listener_overrides(config, index)
-    metrics_port = config.get_int("metrics.port")
-    if metrics_port > 0:
-        overrides["metrics.port"] = str(metrics_port + index)
     return overrides
 
 
@@ -104,6 +103,33 @@ class Supervisor:
         self.peer_dir: Path | None = None
         self.ready = trio.Event()
         self._stop_requested = trio.Event()
+        # One HTTP port for the cluster: every process's /metrics, and the console.
+        self.metrics = ClusterMetrics(self.nodes, self._metrics_socket)
+        self.http_port = http_port_for(config, self.metrics, self._listener_address)
+        self._addresses: dict[str, str] = {}
+
+    def _metrics_socket(self, node: int) -> Path | None:
+        return None if self.peer_dir is None else metrics_socket(self.peer_dir, node)
+
+    def _listener_address(self, listener_name: str) -> str | None:
+        """A live process's listener (read from the store when the console connects, so a
+        restarted process's new ephemeral port, or another live process, is found)."""
+        if self.ready.is_set():
+            self._learn_addresses()
+        return self._addresses.get(listener_name)
+
+    def _learn_addresses(self) -> None:
+        """The listeners of the lowest live process (one indexed read of the store)."""
+        assert self.store is not None
+        image = self.store.read_image()
+        for node in self.nodes:
+            broker = image.brokers.get(node)
+            if broker is not None and broker.alive:
+                self._addresses = {
+                    name: f"{connect_host(host)}:{port}"
+                    for name, (host, port) in broker.endpoints.items()
+                }
+                return
 
     # ------------------------------------------------------------ preparation
 
@@ -199,6 +225,8 @@ class Supervisor:
                 if not self._stop_requested.is_set():
                     log.info("cluster of %d broker processes started", self.count)
                     self.ready.set()
+                if self.http_port is not None:
+                    await nursery.start(self.http_port.run)
                 task_status.started()
                 nursery.start_soon(self._mirror_loop)
                 await self._stop_requested.wait()

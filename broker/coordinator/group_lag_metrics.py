@@ -20,14 +20,19 @@ TYPE = "ConsumerGroupLag"
 
 
 def group_lag_samples(store: OffsetStore, logs: LogManagerView) -> Iterator[MetricSample]:
-    """`CommittedOffset` and `Lag` (log end offset minus committed offset, never below 0)
-    for each committed offset of each group whose partition still exists."""
+    """`CommittedOffset` for each committed offset of each group whose partition still
+    exists, and `Lag` (log end offset minus committed offset, never below 0) where this
+    process leads the partition. Of a partition another process of a cluster leads, the
+    end is there: the supervisor's /metrics joins the two (broker/cluster/cluster_metrics.py).
+    """
     for group in sorted(store.groups()):
         for (topic, partition), committed in sorted(store.group_offsets(group).items()):
             log = logs.partition(topic, partition)
-            if log is None or isinstance(log, RemotePartition):
-                continue  # gone, or led by another process of the cluster (its end is there)
+            if log is None:
+                continue
             tags = (("group", group), ("partition", str(partition)), ("topic", topic))
-            lag = max(log.log_end_offset - committed.offset, 0)
-            for name, value in (("CommittedOffset", committed.offset), ("Lag", lag)):
+            values = [("CommittedOffset", committed.offset)]
+            if not isinstance(log, RemotePartition):
+                values.append(("Lag", max(log.log_end_offset - committed.offset, 0)))
+            for name, value in values:
                 yield MetricSample(GROUP, TYPE, name, tags, "gauge", {"value": float(value)})

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jsonschema
 import pytest
 import trio
@@ -197,7 +198,8 @@ async def test_broker_service_command_serves_the_mapped_listeners(tmp_path: Path
         )
     try:
         deadline = time.monotonic() + 30
-        while "started" not in log_path.read_text():
+        serving = f"on http://127.0.0.1:{metrics}/"
+        while "started" not in (text := log_path.read_text()) or serving not in text:
             assert process.poll() is None, log_path.read_text()
             assert time.monotonic() < deadline, log_path.read_text()
             await trio.sleep(0.05)
@@ -210,8 +212,9 @@ async def test_broker_service_command_serves_the_mapped_listeners(tmp_path: Path
         assert b"ApiVersions(18)" in result.stdout
         assert await _advertised(external) == [("localhost", external)]
         assert await _advertised(internal) == [("broker", internal)]
-        log_text = log_path.read_text()
-        assert f"Prometheus metrics on http://127.0.0.1:{metrics}/metrics" in log_text
+        async with httpx.AsyncClient() as http:
+            scraped = await http.get(f"http://127.0.0.1:{metrics}/metrics")
+        assert scraped.status_code == 200 and "process_start_time_seconds{node=" in scraped.text
     finally:
         process.send_signal(signal.SIGTERM)
         try:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import urllib.request
 from pathlib import Path
 
+import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
+from broker.http_port import find_http_port as find_exporter
 from broker.metrics import MetricsRegistry
-from broker.metrics_http import RegistryCollector, exposition, find_exporter
+from broker.metrics_http import RegistryCollector, exposition
 from broker.protocol.messages import ApiVersionsRequest
 from broker.server import KafkaServer
 from tests.integration.broker_harness import connect, running_broker
@@ -39,7 +41,10 @@ async def samples(server: KafkaServer) -> Samples:
     out: Samples = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+            # Every series names its node (one process here): compared without it.
+            assert s.name == "broker_process_up" or s.labels.get("node") == "1", s
+            labels = {k: v for k, v in s.labels.items() if k != "node"}
+            out[(s.name, tuple(sorted(labels.items())))] = s.value
     return out
 
 
@@ -163,7 +168,9 @@ async def test_metrics_port_minus_one_disables_the_endpoint(tmp_path: Path) -> N
         assert find_exporter(server.services) is None
 
 
-async def test_a_busy_metrics_port_leaves_the_broker_serving(tmp_path: Path) -> None:
+async def test_a_busy_metrics_port_leaves_the_broker_serving(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     async with running_broker(tmp_path / "a", {"metrics.port": "0"}) as first:
         exporter = find_exporter(first.services)
         assert exporter is not None and exporter.bound_port
@@ -175,6 +182,9 @@ async def test_a_busy_metrics_port_leaves_the_broker_serving(tmp_path: Path) -> 
                     ApiVersionsRequest(client_software_name="test", client_software_version="1"), 3
                 )
             assert response.error_code == 0
+            assert find_exporter(second.services) is not None
+    refused = [r.getMessage() for r in caplog.records if "cannot bind" in r.getMessage()]
+    assert len(refused) == 1 and str(exporter.bound_port) in refused[0], refused
 
 
 def test_names_follow_the_kafka_derived_rule() -> None:

@@ -1,0 +1,230 @@
+"""The console's JSON endpoints over its real HTTP port (hypercorn), against a broker."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import httpx
+import trio
+
+from broker.client.cli import main as client_main
+from tests.console.console_harness import SECURED, admin_cli, console_broker
+
+
+async def _ok(response: httpx.Response) -> dict:  # type: ignore[type-arg]
+    assert response.status_code == 200, response.text
+    body: dict = response.json()  # type: ignore[type-arg]
+    return body
+
+
+async def test_topics_messages_and_groups_round_trip_through_the_console(tmp_path: Path) -> None:
+    async with console_broker(tmp_path) as (server, http):
+        session = await _ok(await http.get("/console/api/session"))
+        assert session == {"login_required": False, "principal": "ANONYMOUS"}
+        page = await http.get("/console/")
+        assert page.status_code == 200 and "console.js" in page.text
+        assert (await http.get("/console/static/console.js")).status_code == 200
+
+        created = await http.post("/console/api/topics", json={"name": "orders", "partitions": 2})
+        assert (await _ok(created)) == {"created": "orders"}
+        listed = await _ok(await http.get("/console/api/topics"))
+        (orders,) = [t for t in listed["topics"] if t["name"] == "orders"]
+        assert orders["partitions"] == 2 and orders["configs"]["cleanup.policy"] == "delete"
+        assert listed["permissions"]["create_topics"] is True
+
+        for value in ('{"id": 1, "item": "tea"}', "plain text"):
+            produced = await http.post(
+                "/console/api/topics/orders/messages",
+                json={
+                    "partition": 1,
+                    "key": "k1",
+                    "value": value,
+                    "headers": [{"key": "h", "value": "v"}],
+                },
+            )
+            assert "offset" in await _ok(produced)
+        browsed = await _ok(await http.get("/console/api/topics/orders/messages?partition=1"))
+        assert [r["offset"] for r in browsed["records"]] == [1, 0]  # newest first
+        newest, oldest = browsed["records"]
+        assert newest["value"] == {"format": "text", "text": "plain text", "size": 10}
+        assert oldest["value"]["format"] == "json" and '"item": "tea"' in oldest["value"]["text"]
+        assert oldest["headers"] == [
+            {"key": "h", "value": {"format": "text", "text": "v", "size": 1}}
+        ]
+        filtered = await _ok(
+            await http.get(
+                "/console/api/topics/orders/messages?partition=1&order=oldest&contains=tea"
+            )
+        )
+        assert [r["offset"] for r in filtered["records"]] == [0]
+
+        beyond = await http.get("/console/api/topics/orders/messages?partition=1&offset=99")
+        assert beyond.status_code == 400 and "beyond the end" in beyond.json()["error"]
+        malformed = await http.get("/console/api/topics/orders/messages?partition=x")
+        assert malformed.status_code == 400 and "whole number" in malformed.json()["error"]
+
+        described = await _ok(await http.get("/console/api/topics/orders"))
+        assert [(p["partition"], p["end_offset"]) for p in described["partitions"]] == [
+            (0, 0),
+            (1, 2),
+        ]
+        assert await _ok(
+            await http.post("/console/api/topics/orders/partitions", json={"count": 3})
+        )
+        altered = await http.post(
+            "/console/api/topics/orders/configs", json={"set": {"retention.ms": "60000"}}
+        )
+        await _ok(altered)
+        described = await _ok(await http.get("/console/api/topics/orders"))
+        assert len(described["partitions"]) == 3 and described["configs"]["retention.ms"] == "60000"
+
+        # A group that consumed partition 1 up to offset 1: lag 1, then reset to the end.
+        code = await trio.to_thread.run_sync(
+            client_main,
+            [
+                "-b",
+                f"127.0.0.1:{server.bound_port()}",
+                "consume",
+                "orders",
+                "-g",
+                "readers",
+                "--from-beginning",
+                "-e",
+                "-c",
+                "1",
+                "-p",
+                "1",
+            ],
+        )
+        assert code == 0
+        groups = await _ok(await http.get("/console/api/groups"))
+        assert "readers" in [g["group_id"] for g in groups["groups"]]
+        group = await _ok(await http.get("/console/api/groups/readers"))
+        assert [(o["partition"], o["lag"]) for o in group["offsets"]] == [(1, 1)]
+        reset = await http.post(
+            "/console/api/groups/readers/reset", json={"topic": "orders", "to": "latest"}
+        )
+        assert (await _ok(reset))["offsets"] == {"1": 2}
+        group = await _ok(await http.get("/console/api/groups/readers"))
+        assert group["total_lag"] == 0 and len(group["lag_history"]) >= 1
+        await _ok(await http.delete("/console/api/groups/readers"))
+
+        refused = await http.delete("/console/api/topics/orders")
+        assert refused.status_code == 400 and "confirm" in refused.json()["error"]
+        await _ok(await http.delete("/console/api/topics/orders?confirm=orders"))
+        listed = await _ok(await http.get("/console/api/topics"))
+        assert "orders" not in [t["name"] for t in listed["topics"]]
+
+        overview = await _ok(await http.get("/console/api/overview"))
+        assert [b["node_id"] for b in overview["brokers"]] == [server.node_id]
+        assert overview["brokers"][0]["up_since"] > 0
+        assert "Produce" in [r["api"] for r in overview["requests"]]
+        metrics = await http.get("/metrics")
+        assert 'node="1"' in metrics.text
+
+
+async def test_a_principal_sees_only_the_topics_it_may_describe(tmp_path: Path) -> None:
+    async with console_broker(tmp_path, SECURED) as (server, http):
+        for user in ("admin", "alice"):
+            await trio.to_thread.run_sync(
+                admin_cli, server, "users", "scram", "set", user, "--password", f"{user}-secret"
+            )
+        for topic in ("public", "secret"):
+            await trio.to_thread.run_sync(admin_cli, server, "topics", "create", topic)
+            await trio.to_thread.run_sync(
+                functools.partial(
+                    admin_cli, server, "produce", topic, stdin=f"{topic}-record\n".encode()
+                )
+            )
+        await trio.to_thread.run_sync(
+            admin_cli,
+            server,
+            "acls",
+            "add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Read",
+            "--operation",
+            "Describe",
+            "--topic",
+            "public",
+        )
+        assert (await http.get("/console/api/topics")).status_code == 401
+        assert (await _ok(await http.get("/console/api/session")))["login_required"] is True
+        wrong = await http.post(
+            "/console/api/login", json={"username": "alice", "password": "nope"}
+        )
+        assert wrong.status_code == 401 and wrong.json() == {"error": "wrong user name or password"}
+        assert (await http.get("/console/api/topics")).status_code == 401
+
+        await _ok(
+            await http.post(
+                "/console/api/login", json={"username": "alice", "password": "alice-secret"}
+            )
+        )
+        listed = await _ok(await http.get("/console/api/topics"))
+        assert [t["name"] for t in listed["topics"]] == ["public"]
+        assert listed["permissions"]["create_topics"] is False
+        messages = await _ok(await http.get("/console/api/topics/public/messages?partition=0"))
+        assert [r["value"]["text"] for r in messages["records"]] == ["public-record"]
+        hidden = await http.get("/console/api/topics/secret/messages?partition=0")
+        assert hidden.status_code == 400 and "secret-record" not in hidden.text
+        described = await http.get("/console/api/topics/secret")
+        assert described.status_code == 400 and "AUTHORIZATION_FAILED" in described.text
+        security = await _ok(await http.get("/console/api/security"))
+        assert security["may_alter"] is False
+        assert "AUTHORIZATION_FAILED" in security["users"]["error"]
+        assert "AUTHORIZATION_FAILED" in security["acls"]["error"]
+        refused_user = await http.post(
+            "/console/api/security/users", json={"user": "mallory", "password": "x"}
+        )
+        assert refused_user.status_code == 400 and "AUTHORIZATION_FAILED" in refused_user.text
+        created = await http.post("/console/api/topics", json={"name": "mine"})
+        assert created.status_code == 400 and "AUTHORIZATION_FAILED" in created.text
+        await _ok(await http.post("/console/api/logout"))
+        assert (await http.get("/console/api/topics")).status_code == 401
+
+        await _ok(
+            await http.post(
+                "/console/api/login", json={"username": "admin", "password": "admin-secret"}
+            )
+        )
+        listed = await _ok(await http.get("/console/api/topics"))
+        assert [t["name"] for t in listed["topics"]] == ["public", "secret"]
+
+        security = await _ok(await http.get("/console/api/security"))
+        assert security["may_alter"] is True
+        assert [u["user"] for u in security["users"]["rows"]] == ["admin", "alice"]
+        acl = {
+            "principal": "User:bob",
+            "operation": "Read",
+            "resource_type": "topic",
+            "resource_name": "public",
+        }
+        await _ok(await http.post("/console/api/security/acls", json=acl))
+        quota = {"entity_type": "user", "entity_name": "bob", "key": "producer_byte_rate"}
+        await _ok(await http.post("/console/api/security/quotas", json={**quota, "value": "1024"}))
+        await _ok(
+            await http.post("/console/api/security/users", json={"user": "bob", "password": "pw"})
+        )
+        security = await _ok(await http.get("/console/api/security"))
+        assert {
+            "principal": "User:bob",
+            "operation": "READ",
+            "resource_name": "public",
+        }.items() <= {
+            k: v
+            for a in security["acls"]["rows"]
+            if a["principal"] == "User:bob"
+            for k, v in a.items()
+        }.items()
+        assert security["quotas"]["rows"] == [
+            {"entity": {"user": "bob"}, "values": {"producer_byte_rate": 1024.0}}
+        ]
+        assert "bob" in [u["user"] for u in security["users"]["rows"]]
+        bad = await http.post("/console/api/security/acls", json={**acl, "operation": "Fly"})
+        assert bad.status_code == 400 and "operation must be one of" in bad.json()["error"]
+        removed = await _ok(await http.post("/console/api/security/acls/remove", json=acl))
+        assert removed == {"removed": 1}
