@@ -1,0 +1,136 @@
+"""Controller election through Kafka 2.x's `/controller` and `/controller_epoch`.
+
+As KafkaController.elect does: read `/controller` (leaving a watch); when no
+broker holds it, create it as an ephemeral znode and, in the same store
+transaction, set `/controller_epoch` to the epoch read plus one, conditional on
+the version read. Two brokers racing both read the same epoch version, so only
+one transaction commits: exactly one controller per epoch, and the epoch grows
+by one per election. When the controller's session ends its `/controller`
+disappears, the watch fires on every other broker, and they elect again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import time
+
+import attrs
+import trio
+import trio_util
+
+from broker.coordination.store import (
+    BadVersionError,
+    CoordinationStore,
+    CreateOp,
+    NodeExistsError,
+    SetOp,
+    Versioned,
+    WatchedChange,
+    WatchEvent,
+    WatchSink,
+)
+
+log = logging.getLogger(__name__)
+
+CONTROLLER_PATH = "/controller"
+CONTROLLER_EPOCH_PATH = "/controller_epoch"
+NO_CONTROLLER = -1
+INITIAL_CONTROLLER_EPOCH = 0
+
+
+def controller_json(node_id: int, timestamp_ms: int) -> bytes:
+    document = {"version": 1, "brokerid": node_id, "timestamp": str(timestamp_ms)}
+    return json.dumps(document, separators=(",", ":")).encode()
+
+
+def controller_id_of(node: Versioned | None) -> int:
+    if node is None:
+        return NO_CONTROLLER
+    return int(json.loads(node.data)["brokerid"])
+
+
+@attrs.frozen
+class ControllerView:
+    """The controller this broker knows of, and the epoch of its own election (0 if none)."""
+
+    controller_id: int = NO_CONTROLLER
+    own_epoch: int = INITIAL_CONTROLLER_EPOCH
+
+
+class ControllerElection:
+    def __init__(self, store: CoordinationStore, node_id: int) -> None:
+        self._store = store
+        self._node_id = node_id
+        self.view: trio_util.AsyncValue[ControllerView] = trio_util.AsyncValue(ControllerView())
+        self._events_in, self._events = trio.open_memory_channel[WatchEvent](math.inf)
+
+    @property
+    def is_controller(self) -> bool:
+        view: ControllerView = self.view.value
+        return view.controller_id == self._node_id
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Elect at once, then follow `/controller` through its watch until cancelled."""
+        await self.elect()
+        task_status.started()
+        async for event in self._events:
+            if event.change is WatchedChange.DELETED:
+                await self.elect()
+            else:
+                self._follow(await self._store.get(CONTROLLER_PATH, watch=self._watch))
+
+    async def elect(self) -> None:
+        """One election round; leaves exactly one watch on `/controller`."""
+        current = await self._store.get(CONTROLLER_PATH, watch=self._watch)
+        if current is not None:
+            self._follow(current)
+            return
+        epoch_node = await self._controller_epoch()
+        new_epoch = int(epoch_node.data) + 1
+        try:
+            await self._store.commit(
+                [
+                    CreateOp(
+                        CONTROLLER_PATH,
+                        controller_json(self._node_id, int(time.time() * 1000)),
+                        ephemeral=True,
+                    ),
+                    SetOp(CONTROLLER_EPOCH_PATH, str(new_epoch).encode(), epoch_node.version),
+                ]
+            )
+        except (NodeExistsError, BadVersionError):
+            # Another broker won this round; the watch left above reports its znode.
+            log.info("controller election: another broker was elected first")
+            return
+        log.info("broker %d is the controller (controller epoch %d)", self._node_id, new_epoch)
+        self.view.value = ControllerView(self._node_id, new_epoch)
+
+    def resign(self) -> None:
+        """The session ended: whatever this broker held in it is gone."""
+        view: ControllerView = self.view.value
+        if view.controller_id == self._node_id:
+            log.warning("broker %d resigns as controller: its session ended", self._node_id)
+        self.view.value = ControllerView()
+
+    @property
+    def _watch(self) -> WatchSink:
+        return self._events_in
+
+    def _follow(self, node: Versioned | None) -> None:
+        controller_id = controller_id_of(node)
+        view: ControllerView = self.view.value
+        own_epoch = view.own_epoch if controller_id == self._node_id else INITIAL_CONTROLLER_EPOCH
+        self.view.value = ControllerView(controller_id, own_epoch)
+
+    async def _controller_epoch(self) -> Versioned:
+        node = await self._store.get(CONTROLLER_EPOCH_PATH)
+        if node is not None:
+            return node
+        with contextlib.suppress(NodeExistsError):
+            await self._store.create(CONTROLLER_EPOCH_PATH, str(INITIAL_CONTROLLER_EPOCH).encode())
+        node = await self._store.get(CONTROLLER_EPOCH_PATH)
+        assert node is not None, "/controller_epoch is never deleted"
+        return node
