@@ -131,3 +131,17 @@ def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKe
 def zookeeper_connect(zookeeper_server: ZooKeeperServer) -> str:
     """`zookeeper.connect` with a chroot of this test's own (created by the broker)."""
     return f"{zookeeper_server.hosts}/test-{uuid.uuid4().hex[:12]}"
+
+
+def expire_session(hosts: str, session: tuple[int, bytes]) -> None:
+    """End a client's session from outside, as a broker stopped past its timeout sees it.
+
+    ZooKeeper's own way: a second client attaches to the session (its id and password)
+    and closes it; the first client finds it expired when it reconnects.
+    """
+    from kazoo.client import KazooClient
+
+    intruder = KazooClient(hosts=hosts, client_id=session)
+    intruder.start(timeout=30)
+    intruder.stop()
+    intruder.close()

@@ -38,7 +38,8 @@ class BrokerEndpoint:
 
     @property
     def url(self) -> str:
-        return f"{self.listener_name}://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # Utils.formatAddress
+        return f"{self.listener_name}://{host}:{self.port}"
 
 
 @attrs.frozen

@@ -25,6 +25,8 @@ from broker.coordination.store import (
     WatchEvent,
 )
 
+from tests.zookeeper_fixture import expire_session
+
 WAIT_S = 30  # generous: the machine may be loaded; nothing waits this long when all is well
 
 
@@ -46,9 +48,11 @@ async def bound() -> None:
     """The listeners of these brokers are bound at once."""
 
 
-def membership(connect: str, node_id: int, rack: str | None = None) -> ClusterMembership:
+def membership(
+    connect: str, node_id: int, rack: str | None = None, store: CoordinationStore | None = None
+) -> ClusterMembership:
     return ClusterMembership(
-        store_for(connect), node_id, lambda: registration(node_id, rack), bound
+        store or store_for(connect), node_id, lambda: registration(node_id, rack), bound
     )
 
 
@@ -167,3 +171,24 @@ async def test_watches_are_delivered_into_trio(zookeeper_connect: str) -> None:
         assert await writer.set("/watched/a", b"z", version=node.version) == node.version + 1
         with trio.fail_after(WAIT_S):
             assert await receive.receive() == WatchEvent("/watched/a", WatchedChange.DATA_CHANGED)
+
+
+async def test_a_broker_whose_session_expired_registers_again_and_is_re_elected(
+    zookeeper_connect: str,
+) -> None:
+    store = store_for(zookeeper_connect)
+    member = membership(zookeeper_connect, 3, store=store)
+    async with running(member), connected(zookeeper_connect) as observer:
+        with trio.fail_after(WAIT_S):
+            await member.election.view.wait_value(lambda v: v == ControllerView(3, 1))
+        first_registration = await observer.get("/brokers/ids/3")
+        assert first_registration is not None
+        session = store._client.client_id  # fault injection needs the engine's session
+        await trio.to_thread.run_sync(expire_session, zookeeper_connect.split("/")[0], session)
+        with trio.fail_after(WAIT_S):
+            await member.election.view.wait_value(lambda v: v == ControllerView(3, 2))
+        again = await observer.get("/brokers/ids/3")
+        assert again is not None and again.data != first_registration.data
+        assert store._client.client_id != session
+        epoch = await observer.get("/controller_epoch")
+        assert epoch is not None and epoch.data == b"2"
