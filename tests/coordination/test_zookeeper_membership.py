@@ -24,7 +24,6 @@ from broker.coordination.store import (
     WatchedChange,
     WatchEvent,
 )
-
 from tests.zookeeper_fixture import expire_session
 
 WAIT_S = 30  # generous: the machine may be loaded; nothing waits this long when all is well
