@@ -25,8 +25,12 @@ def broker_path(node_id: int) -> str:
     return f"{BROKER_IDS_PATH}/{node_id}"
 
 
-class DuplicateBrokerId(RuntimeError):
-    """Another live broker holds this id (Kafka: NodeExistsException at registration)."""
+class DuplicateBrokerId(FileExistsError):
+    """Another live broker holds this id (Kafka: NodeExistsException at registration).
+
+    An OSError (EEXIST), so that the broker reports it in one line and exits non-zero
+    as it does any resource it cannot take at start-up.
+    """
 
 
 @attrs.frozen

@@ -24,6 +24,7 @@ import trio_util
 from broker.coordination.store import (
     BadVersionError,
     CoordinationStore,
+    CoordinationUnavailable,
     CreateOp,
     NodeExistsError,
     SetOp,
@@ -73,14 +74,26 @@ class ControllerElection:
         return view.controller_id == self._node_id
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Elect at once, then follow `/controller` through its watch until cancelled."""
-        await self.elect()
+        """Elect, then follow `/controller` through its watch until cancelled.
+
+        All election work happens in this task, one event at a time, so exactly one
+        watch is left on `/controller` after each. Without ZooKeeper the round is
+        dropped: the next session event (`session_renewed`) starts it again.
+        """
+        self.session_renewed()
         task_status.started()
         async for event in self._events:
-            if event.change is WatchedChange.DELETED:
-                await self.elect()
-            else:
-                self._follow(await self._store.get(CONTROLLER_PATH, watch=self._watch))
+            try:
+                if event.change is WatchedChange.DELETED:
+                    await self.elect()
+                else:
+                    self._follow(await self._store.get(CONTROLLER_PATH, watch=self._watch))
+            except CoordinationUnavailable as exc:
+                log.warning("controller election waits for ZooKeeper: %s", exc)
+
+    def session_renewed(self) -> None:
+        """Elect again: the session came back, perhaps without this broker's watches."""
+        self._events_in.send_nowait(WatchEvent(CONTROLLER_PATH, WatchedChange.DELETED))
 
     async def elect(self) -> None:
         """One election round; leaves exactly one watch on `/controller`."""

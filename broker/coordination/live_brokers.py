@@ -6,6 +6,7 @@ the view is never older than the last watch event delivered.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 
@@ -17,7 +18,14 @@ from broker.coordination.broker_registration import (
     BrokerRegistration,
     broker_path,
 )
-from broker.coordination.store import CoordinationStore, WatchEvent
+from broker.coordination.store import (
+    CoordinationStore,
+    CoordinationUnavailable,
+    WatchedChange,
+    WatchEvent,
+)
+
+log = logging.getLogger(__name__)
 
 
 class LiveBrokers:
@@ -29,10 +37,18 @@ class LiveBrokers:
         self._events_in, self._events = trio.open_memory_channel[WatchEvent](math.inf)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        await self.refresh()
+        """Read the set, then again on each watch event, in this task only (one watch)."""
+        self.session_renewed()
         task_status.started()
         async for _event in self._events:
-            await self.refresh()
+            try:
+                await self.refresh()
+            except CoordinationUnavailable as exc:
+                log.warning("live brokers not refreshed, ZooKeeper unavailable: %s", exc)
+
+    def session_renewed(self) -> None:
+        """Read the set again: the session came back, perhaps without the watch."""
+        self._events_in.send_nowait(WatchEvent(BROKER_IDS_PATH, WatchedChange.CHILDREN_CHANGED))
 
     async def refresh(self) -> None:
         """Read the set again, leaving one watch on it."""

@@ -24,7 +24,7 @@ from broker.coordination.broker_registration import (
 )
 from broker.coordination.controller_election import ControllerElection
 from broker.coordination.live_brokers import LiveBrokers
-from broker.coordination.store import CoordinationStore, SessionState
+from broker.coordination.store import CoordinationStore, CoordinationUnavailable, SessionState
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +51,8 @@ class ClusterMembership:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         sessions_in, sessions = trio.open_memory_channel[SessionState](math.inf)
         self._store.watch_session(sessions_in)
-        await self._store.connect()
         try:
+            await self._store.connect()
             for path in PERSISTENT_PATHS:
                 await self._store.ensure_path(path)
             task_status.started()
@@ -68,17 +68,25 @@ class ClusterMembership:
                 await self._store.close()
 
     async def _follow_session(self, sessions: trio.MemoryReceiveChannel[SessionState]) -> None:
-        lost = False
+        """Register again after a lost session; re-read the views after any disruption."""
+        registered, disrupted = True, False
         async for state in sessions:
             if state is SessionState.LOST:
                 log.warning("ZooKeeper session expired: registering again once reconnected")
                 self.election.resign()
-                lost = True
+                registered, disrupted = False, True
             elif state is SessionState.SUSPENDED:
                 log.warning("ZooKeeper connection lost; the session may still be alive")
-            elif lost:
-                lost = False
-                await register_broker(self._store, self._registration())
-                await self.live_brokers.refresh()
-                await self.election.elect()
-                log.info("registered again with ZooKeeper in a new session")
+                disrupted = True
+            elif disrupted:
+                if not registered:
+                    try:
+                        await register_broker(self._store, self._registration())
+                    except CoordinationUnavailable as exc:
+                        log.warning("registration waits for ZooKeeper: %s", exc)
+                        continue
+                    registered = True
+                    log.info("registered again with ZooKeeper in a new session")
+                disrupted = False
+                self.live_brokers.session_renewed()
+                self.election.session_renewed()

@@ -10,8 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 
+from broker.coordination.broker_registration import DuplicateBrokerId
 from broker.coordination.kazoo_store import KazooCoordinationStore, ZooKeeperSettings
 from tests.integration.broker_harness import running_broker
 
@@ -47,6 +49,15 @@ async def test_brokers_register_their_bound_listeners_and_elect_one_controller(
             [True, False],
             [False, True],
         )
+        # A third broker claiming node.id 1 stops: an OSError, which `broker serve`
+        # reports in one line with a non-zero exit, as an unreachable ZooKeeper.
+        refused = pytest.RaisesExc(DuplicateBrokerId, match=r"^node\.id 1 is already registered")
+        with pytest.RaisesGroup(refused, flatten_subgroups=True), trio.fail_after(WAIT_S):
+            async with running_broker(tmp_path / "three", overrides(1)):
+                await trio.sleep_forever()
+        assert issubclass(DuplicateBrokerId, OSError)
+        assert one.membership.election.view.value.controller_id > 0
+
         store = KazooCoordinationStore(ZooKeeperSettings(zookeeper_connect))
         await store.connect()
         try:
