@@ -17,10 +17,12 @@ from pathlib import Path
 
 import attrs
 import pytest
+from kazoo.client import KazooClient
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")  # its manifest lists the other jars
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
+START_ATTEMPTS = 3
 
 
 @attrs.frozen
@@ -71,34 +73,39 @@ def _write_config(data_dir: Path, host: str, port: int) -> Path:
     return config
 
 
+class ZooKeeperExited(RuntimeError):
+    """The server stopped before answering (its free port taken meanwhile, most likely)."""
+
+
 def start_zookeeper(data_dir: Path, host: str = "127.0.0.1") -> ZooKeeperServer:
     java = shutil.which("java")
     if java is None or not ZOOKEEPER_JAR.exists():
         raise RuntimeError("ZooKeeper or Java is missing: run `make setup`")
     port = _free_port(host)
     config = _write_config(data_dir, host, port)
-    log_file = (data_dir / "zookeeper.log").open("wb")
-    process = subprocess.Popen(
-        [
-            java,
-            "-Xmx256m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            f"-Dzookeeper.log.dir={data_dir}",
-            "-Dzookeeper.admin.enableServer=false",
-            "-cp",
-            str(ZOOKEEPER_JAR),
-            "org.apache.zookeeper.server.ZooKeeperServerMain",
-            str(config),
-        ],
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-    )
+    log_path = data_dir / "zookeeper.log"
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            [
+                java,
+                "-Xmx256m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                f"-Dzookeeper.log.dir={data_dir}",
+                "-Dzookeeper.admin.enableServer=false",
+                "-cp",
+                str(ZOOKEEPER_JAR),
+                "org.apache.zookeeper.server.ZooKeeperServerMain",
+                str(config),
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
     server = ZooKeeperServer(host, port, process)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"ZooKeeper exited with {process.returncode}: see {log_file.name}")
+            raise ZooKeeperExited(f"ZooKeeper exited with {process.returncode}: see {log_path}")
         try:
             if four_letter_word(host, port, b"ruok") == b"imok":
                 return server
@@ -120,7 +127,13 @@ def stop_zookeeper(server: ZooKeeperServer) -> None:
 
 @pytest.fixture(scope="session")
 def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    server = start_zookeeper(tmp_path_factory.mktemp("zookeeper"))
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            server = start_zookeeper(tmp_path_factory.mktemp("zookeeper"))
+            break
+        except ZooKeeperExited:
+            if attempt == START_ATTEMPTS:
+                raise
     try:
         yield server
     finally:
@@ -139,8 +152,6 @@ def expire_session(hosts: str, session: tuple[int, bytes]) -> None:
     ZooKeeper's own way: a second client attaches to the session (its id and password)
     and closes it; the first client finds it expired when it reconnects.
     """
-    from kazoo.client import KazooClient
-
     intruder = KazooClient(hosts=hosts, client_id=session)
     intruder.start(timeout=30)
     intruder.stop()

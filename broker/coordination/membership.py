@@ -57,7 +57,9 @@ class ClusterMembership:
                 await self._store.ensure_path(path)
             task_status.started()
             await self._listening()
-            await register_broker(self._store, self._registration())
+            registration = self._registration()
+            await register_broker(self._store, registration)
+            log.info("registered in ZooKeeper as /brokers/ids/%d", registration.node_id)
             self.registered.set()
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.live_brokers.run)
