@@ -15,7 +15,7 @@ import trio
 
 from broker.coordination.broker_registration import DuplicateBrokerId
 from broker.coordination.kazoo_store import KazooCoordinationStore, ZooKeeperSettings
-from tests.integration.broker_harness import running_broker
+from tests.integration.broker_harness import broker_process, running_broker
 
 WAIT_S = 30
 
@@ -95,3 +95,27 @@ def test_an_unreachable_zookeeper_stops_start_up_with_one_line(tmp_path: Path) -
     assert "zookeeper.connection.timeout.ms=1500" in errors[0]
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "__topics.json").exists()  # failed before the log was opened
+
+
+async def test_every_process_of_a_host_registers_as_its_own_broker(
+    tmp_path: Path, zookeeper_connect: str
+) -> None:
+    overrides = {"process.count": "2", "node.id": "11", "zookeeper.connect": zookeeper_connect}
+    with broker_process(tmp_path, overrides) as broker:
+        store = KazooCoordinationStore(ZooKeeperSettings(zookeeper_connect))
+        await store.connect()
+        try:
+            with trio.fail_after(WAIT_S):
+                while len(await store.children("/brokers/ids")) < 2:
+                    await trio.sleep(0.1)
+            assert await store.children("/brokers/ids") == ["11", "12"]
+            ports = broker.node_ports()
+            assert set(ports) == {11, 12}
+            for node_id, port in ports.items():
+                node = await store.get(f"/brokers/ids/{node_id}")
+                assert node is not None and json.loads(node.data)["port"] == port
+            controller = await store.get("/controller")
+            assert controller is not None
+            assert json.loads(controller.data)["brokerid"] in (11, 12)
+        finally:
+            await store.close()
