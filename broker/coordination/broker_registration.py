@@ -25,6 +25,10 @@ def broker_path(node_id: int) -> str:
     return f"{BROKER_IDS_PATH}/{node_id}"
 
 
+class MalformedZnode(ValueError):
+    """A znode of Kafka's layout whose content is not Kafka's document."""
+
+
 class DuplicateBrokerId(FileExistsError):
     """Another live broker holds this id (Kafka: NodeExistsException at registration).
 
@@ -72,6 +76,14 @@ class BrokerRegistration:
 
     @classmethod
     def from_json(cls, node_id: int, data: bytes) -> BrokerRegistration:
+        """Parse Kafka's document; MalformedZnode for anything else (another tool wrote it)."""
+        try:
+            return cls._parse(node_id, data)
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:
+            raise MalformedZnode(f"{broker_path(node_id)}: not a broker registration") from exc
+
+    @classmethod
+    def _parse(cls, node_id: int, data: bytes) -> BrokerRegistration:
         document = json.loads(data)
         protocols: Mapping[str, str] = document.get("listener_security_protocol_map") or {}
         endpoints = []
@@ -84,7 +96,7 @@ class BrokerRegistration:
         return cls(
             node_id=node_id,
             endpoints=tuple(endpoints),
-            rack=document.get("rack"),
+            rack=None if document.get("rack") is None else str(document["rack"]),
             timestamp_ms=int(document.get("timestamp", 0)),
         )
 

@@ -21,6 +21,7 @@ import attrs
 import trio
 import trio_util
 
+from broker.coordination.broker_registration import MalformedZnode
 from broker.coordination.store import (
     BadVersionError,
     CoordinationStore,
@@ -48,9 +49,16 @@ def controller_json(node_id: int, timestamp_ms: int) -> bytes:
 
 
 def controller_id_of(node: Versioned | None) -> int:
+    """The controller's id; NO_CONTROLLER when missing or not Kafka's document (as Kafka's
+    ControllerZNode.decode: the node still blocks an election until its owner goes)."""
     if node is None:
         return NO_CONTROLLER
-    return int(json.loads(node.data)["brokerid"])
+    try:
+        document = json.loads(node.data)
+        broker_id = document["brokerid"]
+    except (ValueError, TypeError, KeyError):
+        return NO_CONTROLLER
+    return broker_id if isinstance(broker_id, int) else NO_CONTROLLER
 
 
 @attrs.frozen
@@ -90,6 +98,8 @@ class ControllerElection:
                     self._follow(await self._store.get(CONTROLLER_PATH, watch=self._watch))
             except CoordinationUnavailable as exc:
                 log.warning("controller election waits for ZooKeeper: %s", exc)
+            except MalformedZnode as exc:  # someone else's write; an operator must repair it
+                log.error("controller election stopped until the next change: %s", exc)
 
     def session_renewed(self) -> None:
         """Elect again: the session came back, perhaps without this broker's watches."""
@@ -102,6 +112,8 @@ class ControllerElection:
             self._follow(current)
             return
         epoch_node = await self._controller_epoch()
+        if not epoch_node.data.strip().isdigit():
+            raise MalformedZnode(f"{CONTROLLER_EPOCH_PATH}: {epoch_node.data[:40]!r} is no epoch")
         new_epoch = int(epoch_node.data) + 1
         try:
             await self._store.commit(

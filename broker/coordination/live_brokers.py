@@ -16,6 +16,7 @@ import trio_util
 from broker.coordination.broker_registration import (
     BROKER_IDS_PATH,
     BrokerRegistration,
+    MalformedZnode,
     broker_path,
 )
 from broker.coordination.store import (
@@ -55,9 +56,16 @@ class LiveBrokers:
         names = await self._store.children(BROKER_IDS_PATH, watch=self._events_in)
         brokers: dict[int, BrokerRegistration] = {}
         for name in names:
+            if not name.isdigit():
+                log.warning("ignored %s/%s: not a broker id", BROKER_IDS_PATH, name)
+                continue
             node_id = int(name)
             # Read every time: a broker may have left and registered again with new endpoints.
             node = await self._store.get(broker_path(node_id))
-            if node is not None:  # else it went away meanwhile; the watch says so
+            if node is None:  # it went away meanwhile; the watch says so
+                continue
+            try:
                 brokers[node_id] = BrokerRegistration.from_json(node_id, node.data)
+            except MalformedZnode as exc:
+                log.warning("ignored %s", exc)
         self.brokers.value = brokers

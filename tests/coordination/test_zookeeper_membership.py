@@ -191,3 +191,25 @@ async def test_a_broker_whose_session_expired_registers_again_and_is_re_elected(
         assert store._client.client_id != session
         epoch = await observer.get("/controller_epoch")
         assert epoch is not None and epoch.data == b"2"
+
+
+async def test_znodes_another_tool_wrote_badly_are_ignored_not_fatal(
+    zookeeper_connect: str,
+) -> None:
+    async with connected(zookeeper_connect) as tool:
+        await tool.ensure_path("/brokers/ids")
+        await tool.create("/brokers/ids/99", b"not json")
+        await tool.create("/brokers/ids/zz", b"{}")
+        await tool.create("/controller_epoch", b"garbage")
+        member = membership(zookeeper_connect, 4)
+        async with running(member):
+            with trio.fail_after(WAIT_S):
+                await member.live_brokers.brokers.wait_value(lambda b: set(b) == {4})
+            # The epoch cannot be read, so nobody is elected; once repaired, the next
+            # change of /controller elects.
+            assert member.election.view.value.controller_id == -1
+            await tool.set("/controller_epoch", b"7")
+            await tool.create("/controller", b'{"version":1,"brokerid":99,"timestamp":"0"}')
+            await tool.delete("/controller")
+            with trio.fail_after(WAIT_S):
+                await member.election.view.wait_value(lambda v: v == ControllerView(4, 8))
