@@ -90,12 +90,11 @@ class ControllerElection:
         """
         self.session_renewed()
         task_status.started()
-        async for event in self._events:
+        async for _event in self._events:
             try:
-                if event.change is WatchedChange.DELETED:
-                    await self.elect()
-                else:
-                    self._follow(await self._store.get(CONTROLLER_PATH, watch=self._watch))
+                # Every change, not only a deletion: a controller may have come and gone
+                # between the event and the read, and then this broker must stand.
+                await self.elect()
             except CoordinationUnavailable as exc:
                 log.warning("controller election waits for ZooKeeper: %s", exc)
             except MalformedZnode as exc:  # someone else's write; an operator must repair it
