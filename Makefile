@@ -7,9 +7,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NATIVE_STAMP := $(VENV)/.native
 UV_VERSION := 0.13.8
-# Debian packages the tests need, as command:package; each is installed only when its
-# command is missing. Java runs Spark (the pipeline and its tests).
-DEBIAN_PACKAGES := kcat:kcat java:default-jre-headless chromium:chromium
+# Debian packages the tests need, as check:package; each is installed only when its check
+# fails: a command missing from PATH, or (a check starting with /) a file that is absent.
+# Java runs Spark (the pipeline and its tests); `zookeeper` gives ZooKeeper's server jars to
+# the tests' fixture (tests/zookeeper_fixture.py) without `zookeeperd`'s system service;
+# chromium drives the console's browser test.
+DEBIAN_PACKAGES := kcat:kcat java:default-jre-headless /usr/share/java/zookeeper.jar:zookeeper chromium:chromium
 CONFIG ?= config/server.properties
 
 .PHONY: setup native system-packages run test compose-test setup-check lint format typecheck unit bench generate clean lock
@@ -32,10 +35,12 @@ $(NATIVE_STAMP): $(STAMP) broker/protocol/record_walk.py broker/protocol/native.
 	$(BIN)/python tools/build_native.py
 	touch $(NATIVE_STAMP)
 
-# Debian tools the tests drive (kcat, Java for Spark, chromium for the console); installed only when missing.
+# Debian tools the tests drive (kcat, Java for Spark, ZooKeeper, chromium for the console);
+# installed only when missing.
 system-packages:
-	@missing=""; for entry in $(DEBIAN_PACKAGES); do \
-	  command -v $${entry%%:*} >/dev/null 2>&1 || missing="$$missing $${entry#*:}"; done; \
+	@missing=""; for entry in $(DEBIAN_PACKAGES); do check=$${entry%%:*}; \
+	  case $$check in /*) test -e $$check ;; *) command -v $$check >/dev/null 2>&1 ;; esac \
+	    || missing="$$missing $${entry#*:}"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \

@@ -82,6 +82,17 @@ def one_of(*choices: str) -> Validator:
     return check
 
 
+def _zookeeper_connect_validator(value: Any) -> None:
+    """host:port[,host:port...][/chroot], as Kafka's zookeeper.connect."""
+    if value is None:
+        return
+    hosts = str(value).split("/", 1)[0]
+    for entry in hosts.split(","):
+        host, _, port = entry.strip().rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"expected host:port[,host:port...][/chroot], got {value!r}")
+
+
 def each_one_of(*choices: str) -> Validator:
     def check(value: Any) -> None:
         for item in value or ():
@@ -227,6 +238,11 @@ _DEFS: list[ConfigDef] = [
     _d("cluster.metadata.poll.interval.ms", "int", 50, "How often each process of a cluster checks the shared metadata store's version for changes (ours, not Kafka's).", "read-only", at_least(1)),
     _d("process.listener.ports", "list", [], "Explicit ports per listener for the processes of a cluster, NAME:FIRST-LAST (process i binds the i-th); a listener not named binds its port + i (ours, not Kafka's).", "read-only"),
     _d("process.advertised.listener.ports", "list", [], "Like process.listener.ports for the ports advertised to clients (e.g. those a container platform publishes); a listener not named follows advertised.listeners' port + i (ours, not Kafka's).", "read-only"),
+    # ---- brokers on several hosts, through ZooKeeper (docs/replication.md)
+    _d("zookeeper.connect", "string", None, "ZooKeeper servers as host:port[,host:port...][/chroot] (the chroot is created if missing); when set, the broker registers in /brokers/ids and takes part in the controller election. Unset: the single-host cluster, no ZooKeeper.", "read-only", _zookeeper_connect_validator),
+    _d("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout: a broker silent this long loses its registration (and the controllership).", "read-only", at_least(1)),
+    _d("zookeeper.connection.timeout.ms", "int", None, "How long to wait for a ZooKeeper connection at start-up; defaults to zookeeper.session.timeout.ms.", "read-only", at_least(1)),
+    _d("broker.rack", "string", None, "The rack of this broker, published in its /brokers/ids registration."),
     # ---- socket server (spec §3, §4, §6)
     _d("num.network.threads", "int", 3, "Processors per listener (also listener.name.X.num.network.threads).", "cluster-wide", at_least(1)),
     _d("num.io.threads", "int", 8, "Request handler tasks.", "cluster-wide", at_least(1)),

@@ -39,6 +39,7 @@ from broker.security.acl_store import AclStore
 from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialStore
 from broker.transaction.marker_writer import LocalMarkerWriter
 from broker.wiring.acl_apis import add_acl_apis, load_authorizer
+from broker.wiring.cluster_membership import add_cluster_membership
 from broker.wiring.data_apis import add_data_apis
 from broker.wiring.group_coordinator import add_group_coordinator, coordinator_config
 from broker.wiring.quota_apis import add_quota_apis
@@ -93,6 +94,8 @@ class KafkaServer:
             advertised_endpoint=self.socket_server.advertised_endpoint,
         )
         self.services: list[Service] = []
+        # Set once every listener is bound: the ports a registration publishes are known.
+        self.listening = trio.Event()
         self._add_subsystems()
         self.data_handlers = RequestHandlerPool(
             self.socket_server.data_channel, self.apis, running.get_int("num.io.threads")
@@ -131,6 +134,10 @@ class KafkaServer:
             http_port = http_port_for(config, local_metrics, self._listener_address)
             if http_port is not None:
                 self.services.append(http_port)
+        # Hosts forming one cluster through ZooKeeper (only with zookeeper.connect).
+        self.membership = add_cluster_membership(context, self.listening.wait)
+        if self.membership is not None:
+            self.services.append(self.membership)
         self.log_manager = LogManager(config) if cluster is None else cluster.log_manager
         self.metadata.topics = (
             LogTopicSource(self.log_manager, self.node_id)
@@ -206,6 +213,7 @@ class KafkaServer:
                     self.socket_server.bound_ports[endpoint.listener_name],
                     *self.socket_server.advertised_endpoint(endpoint.listener_name),
                 )
+            self.listening.set()
             log.info("broker %d of cluster %s started", self.node_id, self.cluster_id)
             task_status.started(self)
             await self._shutdown_requested.wait()

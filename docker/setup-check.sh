@@ -33,8 +33,9 @@ cp -r /src /work && cd /work
 ! command -v kcat >/dev/null && ! command -v java >/dev/null
 make setup
 command -v kcat >/dev/null && command -v java >/dev/null
+test -e /usr/share/java/zookeeper.jar
 .venv/bin/broker --help >/dev/null
-.venv/bin/python -c "import pyspark, confluent_kafka, scramp, trustme"
+.venv/bin/python -c "import pyspark, confluent_kafka, scramp, trustme, kazoo"
 INNER
 # The host's CA settings travel, for networks whose TLS is inspected by a proxy.
 env_args=()
@@ -44,4 +45,4 @@ done
 echo "setup-check: make setup in a clean $base container"
 docker run --rm "${env_args[@]}" -v "$work/clone:/src:ro" -v "$work/check.sh:/check.sh:ro" \
   "$base" bash /check.sh
-echo "setup-check: passed (venv, pinned packages, kcat and Java installed by make setup)"
+echo "setup-check: passed (venv, pinned packages, kcat, Java and ZooKeeper installed by make setup)"

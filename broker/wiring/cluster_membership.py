@@ -1,0 +1,56 @@
+"""Wiring of the multi-host cluster's membership: only when `zookeeper.connect` is set.
+
+Without it nothing is added, so a single host (and `make run`) needs no
+ZooKeeper. With it, the broker runs `ClusterMembership` first among its
+services: ZooKeeper unreachable fails start-up before any log is opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from broker.broker_context import BrokerContext
+from broker.coordination.broker_registration import BrokerEndpoint, BrokerRegistration
+from broker.coordination.kazoo_store import KazooCoordinationStore, ZooKeeperSettings
+from broker.coordination.membership import ClusterMembership
+
+
+def zookeeper_settings(context: BrokerContext) -> ZooKeeperSettings | None:
+    config = context.config
+    connect = config.get_optional_str("zookeeper.connect")
+    if connect is None:
+        return None
+    session_timeout_ms = config.get_int("zookeeper.session.timeout.ms")
+    connection_timeout_ms = config.get_optional_int("zookeeper.connection.timeout.ms")
+    return ZooKeeperSettings(
+        connect=connect,
+        session_timeout_ms=session_timeout_ms,
+        connection_timeout_ms=connection_timeout_ms or session_timeout_ms,
+    )
+
+
+def add_cluster_membership(
+    context: BrokerContext, listening: Callable[[], Awaitable[object]]
+) -> ClusterMembership | None:
+    """The membership Service, registering once `listening` returns (ports bound)."""
+    settings = zookeeper_settings(context)
+    if settings is None:
+        return None
+    config = context.config
+
+    def registration() -> BrokerRegistration:
+        endpoints = tuple(
+            BrokerEndpoint(
+                endpoint.listener_name,
+                endpoint.security_protocol,
+                *context.advertised_endpoint(endpoint.listener_name),
+            )
+            for endpoint in config.advertised_listeners
+        )
+        return BrokerRegistration(
+            context.node_id, endpoints, rack=config.get_optional_str("broker.rack")
+        )
+
+    return ClusterMembership(
+        KazooCoordinationStore(settings), context.node_id, registration, listening
+    )
