@@ -60,17 +60,20 @@ def consume_until_error(bootstrap: str, group: str, start: int) -> tuple[list[in
     )
     consumer.assign([TopicPartition(TOPIC, 0, start)])
     offsets: list[int] = []
-    error = None
+    error: int | None = None
     deadline = time.monotonic() + 30
     try:
         while time.monotonic() < deadline and error is None and RECORDS - 1 not in offsets[-1:]:
             message = consumer.poll(0.5)
             if message is None:
                 continue
-            if message.error() is not None:
-                error = message.error().code()
+            failure = message.error()
+            if failure is not None:
+                error = failure.code()
             else:
-                offsets.append(message.offset())
+                offset = message.offset()
+                assert offset is not None
+                offsets.append(offset)
     finally:
         consumer.close()
     return offsets, error

@@ -118,7 +118,8 @@ async def test_a_bad_last_batch_of_an_older_segment_is_skipped_to_the_next_segme
         assert isinstance(error, KafkaError)
         next_base = log.segments[1].base_offset
         assert error.message.endswith(f"(next readable: {next_base})")
-        assert (await outcome(log, next_base))[:1] == [next_base]
+        after = await outcome(log, next_base)
+        assert isinstance(after, list) and after[0] == next_base
 
 
 @settings(
