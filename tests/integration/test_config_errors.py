@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 
-def serve(*arguments: str) -> subprocess.CompletedProcess[str]:
+def serve(*arguments: str, options: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """`broker serve OPTIONS --override ARGUMENT...`, to its end."""
     overrides = [item for argument in arguments for item in ("--override", argument)]
     return subprocess.run(
-        [sys.executable, "-m", "broker", "serve", *overrides],
+        [sys.executable, "-m", "broker", "serve", *options, *overrides],
         capture_output=True,
         text=True,
         timeout=60,
@@ -68,17 +69,10 @@ def test_a_config_error_is_one_line_naming_the_key_and_exit_code_2(
 
 
 def test_a_process_of_a_cluster_reports_its_own_config_error_in_one_line(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            *(sys.executable, "-m", "broker", "serve", "--process-index", "1"),
-            *("--override", "listeners=SSL://127.0.0.1:0", "--override", "metrics.port=-1"),
-            *("--override", f"log.dirs={tmp_path / 'data'}"),
-            *("--override", f"ssl.keystore.location={tmp_path}"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    result = serve(
+        *("listeners=SSL://127.0.0.1:0", "metrics.port=-1", f"log.dirs={tmp_path / 'data'}"),
+        f"ssl.keystore.location={tmp_path}",
+        options=("--process-index", "1"),
     )
     assert result.returncode == 2, result.stderr
     assert error_lines(result.stderr) == [

@@ -19,8 +19,6 @@ from pathlib import Path
 import trio
 
 from bench import hostile_clients as hc
-from broker.protocol.messages import FetchRequest
-from broker.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from broker.server import KafkaServer
 from tests.integration.broker_harness import running_broker
 from tests.integration.test_socket_server import wait_until
@@ -32,23 +30,7 @@ MIB = 1 << 20
 
 def long_poll_frame(max_wait_ms: int = 600_000) -> bytes:
     """A Fetch that waits for 1 GiB of records: answered only after `max_wait_ms`."""
-    fetch = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=max_wait_ms,
-        min_bytes=1 << 30,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=(
-            FetchTopic(
-                topic=TOPIC,
-                partitions=(
-                    FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20),
-                ),
-            ),
-        ),
-    )
+    fetch = hc.fetch_body(TOPIC, MIB)._replace(max_wait_ms=max_wait_ms, min_bytes=1 << 30)
     return hc.frame_of(fetch, 12)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -85,14 +87,21 @@ async def test_a_destroyed_header_answers_corrupt_message_until_the_next_readabl
         assert after[-1] == positions[-1][1], "everything after it reads as before"
 
 
-async def test_a_bad_length_in_an_older_segment_without_index_entries_loses_only_its_batch(
-    tmp_path: Path,
-) -> None:
+@asynccontextmanager
+async def segmented_log(tmp_path: Path) -> AsyncIterator[PartitionLog]:
+    """A filled log of several small segments without offset index entries."""
     cfg = config(tmp_path, log_segment_bytes="1000", log_index_interval_bytes="100000")
     async with open_manager(cfg) as manager:
         log = (await manager.create_topic("t", 1)).partitions[0]
         await fill(log)
         assert len(log.segments) > 2
+        yield log
+
+
+async def test_a_bad_length_in_an_older_segment_without_index_entries_loses_only_its_batch(
+    tmp_path: Path,
+) -> None:
+    async with segmented_log(tmp_path) as log:
         positions = batch_positions(log, 0)
         position, first_bad, _ = positions[3]
         destroy(log, position + 8, (2**31 - 1).to_bytes(4, "big"))  # its length field
@@ -107,10 +116,7 @@ async def test_a_bad_length_in_an_older_segment_without_index_entries_loses_only
 async def test_a_bad_last_batch_of_an_older_segment_is_skipped_to_the_next_segment(
     tmp_path: Path,
 ) -> None:
-    cfg = config(tmp_path, log_segment_bytes="1000", log_index_interval_bytes="100000")
-    async with open_manager(cfg) as manager:
-        log = (await manager.create_topic("t", 1)).partitions[0]
-        await fill(log)
+    async with segmented_log(tmp_path) as log:
         position, first_bad, _ = batch_positions(log, 0)[-1]
         destroy(log, position, bytes(61))
 
