@@ -26,9 +26,16 @@ import trio
 from broker.cluster.group_shards import reshard_for_single_process
 from broker.cluster.member import resolve_process_count, stop_when_supervisor_exits
 from broker.cluster.process_ports import check_process_ports
-from broker.cluster.supervisor import StartupError, run_cluster
+from broker.cluster.supervisor import (
+    ProcessConfigError,
+    StartupError,
+    check_process_configs,
+    run_cluster,
+)
 from broker.config import BrokerConfig, ConfigError, load_config
+from broker.config_error import CONFIG_ERROR_EXIT_CODE
 from broker.server import KafkaServer
+from broker.startup_checks import check_startup_config
 
 log = logging.getLogger("broker")
 
@@ -126,13 +133,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         count = resolve_process_count(config)
         if index is None:  # the supervisor plans every process's ports
             check_process_ports(config, count)
+            check_process_configs(config, count)
+        check_startup_config(config)
     except (ConfigError, OSError) as exc:
         log.error("invalid configuration: %s", exc)
-        return 2
+        return CONFIG_ERROR_EXIT_CODE
     if index is None:  # once: the supervisor's processes differ only as it logs
         for key, value in config.effective().items():
             log.info("config %s = %s", key, value)
     failure: BaseException | None = None
+    config_error: BaseException | None = None
     try:
         if index is None and count > 1:
             trio.run(run_cluster, config, args.config, args.override, args.log_level)
@@ -140,8 +150,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             if index is None:
                 reshard_for_single_process(Path(config.log_dirs[0]))
             _run_profiled(serve, config, index)
+    except* ProcessConfigError as group:  # the process has logged its error
+        config_error = _first_leaf(group)
+    except* ConfigError as group:  # found by a check the start-up checks do not make
+        config_error = _first_leaf(group)
+        log.error("invalid configuration: %s", config_error)
     except* (OSError, StartupError) as group:
         failure = _first_leaf(group)
+    if config_error is not None:
+        return CONFIG_ERROR_EXIT_CODE
     if failure is not None:
         log.error("fatal error during startup: %s", failure)
         return 1

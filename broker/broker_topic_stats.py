@@ -42,6 +42,12 @@ class BrokerTopicStats:
         for meter in self._pair("BytesOutPerSec", topic):
             meter.mark(size)
 
+    def record_corrupt_fetch(self, topic: str) -> None:
+        """A Fetch of `topic` met a corrupt batch and answered CORRUPT_MESSAGE (ours, not
+        Kafka's, whose FailedFetchRequestsPerSec counts every fetch error alike)."""
+        for meter in self._pair("CorruptBatchFetchesPerSec", topic):
+            meter.mark()
+
     def remove_topic(self, topic: str) -> None:
         """A deleted topic's meters leave the registry; the totals keep their counts."""
         for name, _topic in [key for key in self._meters if key[1] == topic]:

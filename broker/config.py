@@ -9,6 +9,7 @@ built, so a bad value stops the broker at start-up rather than at first use.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import math
 import re
@@ -18,6 +19,7 @@ from typing import Any
 
 import attrs
 
+from broker.config_catalogue import TOPIC_CONFIGS
 from broker.config_error import ConfigError
 from broker.net.endpoint import (
     DEFAULT_PROTOCOL_MAP,
@@ -801,7 +803,30 @@ def _render(value: object, definition: ConfigDef) -> str:
 def _warn_unknown(raw: Mapping[str, str]) -> None:
     for key in raw:
         if _find_def(key.strip()) is None:
-            logger.warning("%s: unknown config key; it is kept but has no effect", key)
+            logger.warning("%s", unknown_key_warning(key.strip()))
+
+
+def unknown_key_warning(key: str) -> str:
+    """The warning for a key no definition knows, with the likely intended key: a
+    typo's nearest known key, or the broker-wide default of a topic key."""
+    topic = TOPIC_CONFIGS.get(key)
+    if topic is not None and topic.synonyms:
+        hint = f"; did you mean {topic.synonyms[0]}? ({key} is a topic config)"
+    else:
+        suggestion = _closest_key(key)
+        hint = f"; did you mean {suggestion}?" if suggestion else ""
+    return f"{key}: unknown config key, kept but without effect{hint}"
+
+
+def _closest_key(key: str) -> str | None:
+    match = _LISTENER_PREFIX_RE.match(key)
+    if match:
+        prefix, known = f"listener.name.{match.group(1)}.", PER_LISTENER_KEYS
+        key = match.group(2)
+    else:
+        prefix, known = "", frozenset(CONFIG_DEFS)
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
+    return prefix + close[0] if close else None
 
 
 def load_config(path: str | None, overrides: Sequence[str] = ()) -> BrokerConfig:

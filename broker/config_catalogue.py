@@ -63,7 +63,10 @@ Parser = Callable[[str], object]
 
 def int_in(low: int, high: int) -> Parser:
     def parse(text: str) -> object:
-        value = int(text.strip())
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise ValueError("expected an integer") from None
         if not low <= value <= high:
             raise ValueError(f"must be between {low} and {high}")
         return value
@@ -95,7 +98,10 @@ def boolean(text: str) -> object:
 
 
 def double(text: str) -> object:
-    return float(text)
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError("expected a number") from None
 
 
 @attrs.frozen

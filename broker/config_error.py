@@ -9,3 +9,8 @@ class ConfigError(ValueError):
     ``num.network.threads: must be >= 1, got 0``, so that an operator can find
     the line in server.properties without reading a traceback.
     """
+
+
+CONFIG_ERROR_EXIT_CODE = 2
+"""`broker serve`'s exit code for a configuration error, whichever process found it: a
+cluster's supervisor exits with it when one of its processes did."""

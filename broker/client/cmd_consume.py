@@ -7,6 +7,7 @@ import sys
 
 import trio
 
+from broker.client.corrupt_range import CorruptRangeError
 from broker.client.fetcher import EARLIEST, LATEST, Cursor, Fetcher, list_offsets
 from broker.client.group_member import GroupMember, RebalanceNeeded
 from broker.client.output_format import compile_format, render, render_json
@@ -132,7 +133,10 @@ async def consume(session: ClientSession, args: argparse.Namespace) -> int:
                         await trio.sleep(_MAX_WAIT_MS / 1000)
                         records = []
                     else:
-                        records = await fetcher.fetch(cursors, _MAX_WAIT_MS)
+                        try:
+                            records = await fetcher.fetch(cursors, _MAX_WAIT_MS)
+                        except CorruptRangeError as exc:
+                            raise ClientError(exc.advice(args.group)) from None
                     positions: dict[int, int] = {}
                     for partition, record in records:
                         if args.json:

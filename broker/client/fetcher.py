@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import attrs
 
+from broker.client.corrupt_range import CorruptRangeError, next_readable_offset
 from broker.client.session import ClientError, ClientSession, check_error
 from broker.client.topics import TopicInfo
 from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
-from broker.protocol.messages import FetchRequest, ListOffsetsRequest
+from broker.protocol.messages import FetchRequest, FetchResponse, ListOffsetsRequest
 from broker.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from broker.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 from broker.protocol.records import DecodedRecord, InvalidRecordsError, iter_batches, iter_records
@@ -72,6 +73,25 @@ class Fetcher:
     ) -> list[tuple[int, DecodedRecord]]:
         """Records after each cursor (advancing it), in partition order."""
         by_partition = {c.partition: c for c in cursors}
+        response = await self._request(cursors, max_wait_ms, _PARTITION_MAX_BYTES)
+        out: list[tuple[int, DecodedRecord]] = []
+        for t in response.responses:
+            for p in t.partitions:
+                cursor = by_partition.get(p.partition_index)
+                if cursor is None:
+                    continue
+                if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    raise await self._out_of_range(cursor.offset, p.partition_index)
+                if p.error_code == ErrorCode.CORRUPT_MESSAGE:
+                    raise await self._corrupt(cursor.offset, p.partition_index)
+                check_error(p.error_code, f"Fetch {self.info.name}-{p.partition_index}")
+                cursor.high_watermark = p.high_watermark
+                out.extend((p.partition_index, r) for r in _records_from(cursor, p.records))
+        return out
+
+    async def _request(
+        self, cursors: list[Cursor], max_wait_ms: int, partition_max_bytes: int
+    ) -> FetchResponse:
         topic = FetchTopic(
             topic=self.info.name,
             topic_id=self.info.topic_id,
@@ -79,7 +99,7 @@ class Fetcher:
                 FetchPartition(
                     partition=c.partition,
                     fetch_offset=c.offset,
-                    partition_max_bytes=_PARTITION_MAX_BYTES,
+                    partition_max_bytes=partition_max_bytes,
                 )
                 for c in cursors
             ),
@@ -94,20 +114,23 @@ class Fetcher:
             session_epoch=-1,
             topics=(topic,),
         )
-        response = await self.session.request(body, self.version, max_wait_ms / 1000 + 30)
+        response: FetchResponse = await self.session.request(
+            body, self.version, max_wait_ms / 1000 + 30
+        )
         check_error(response.error_code, "Fetch failed")
-        out: list[tuple[int, DecodedRecord]] = []
-        for t in response.responses:
-            for p in t.partitions:
-                cursor = by_partition.get(p.partition_index)
-                if cursor is None:
-                    continue
-                if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    raise await self._out_of_range(cursor.offset, p.partition_index)
-                check_error(p.error_code, f"Fetch {self.info.name}-{p.partition_index}")
-                cursor.high_watermark = p.high_watermark
-                out.extend((p.partition_index, r) for r in _records_from(cursor, p.records))
-        return out
+        return response
+
+    async def _corrupt(self, offset: int, partition: int) -> CorruptRangeError:
+        """The error with the offsets lost, probed (broker/client/corrupt_range.py)."""
+
+        async def readable(probe: int) -> bool:
+            response = await self._request([Cursor(partition, probe)], 0, 1)
+            codes = [p.error_code for t in response.responses for p in t.partitions]
+            return ErrorCode.CORRUPT_MESSAGE not in codes
+
+        end = await list_offsets(self.session, self.info.name, [partition], LATEST)
+        next_offset = await next_readable_offset(readable, offset, end[partition])
+        return CorruptRangeError(self.info.name, partition, offset, next_offset)
 
     async def _out_of_range(self, offset: int, partition: int) -> ClientError:
         """The error with the log's real range: an error answer carries no high watermark."""

@@ -40,7 +40,8 @@ from broker.cluster.member import PEER_SOCKET_DIR_KEY, resolve_process_count
 from broker.cluster.metadata_store import SqliteMetadataStore
 from broker.cluster.process_ports import process_listener_overrides
 from broker.cluster.transaction_shards import reshard_transaction_state
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, ConfigError
+from broker.config_error import CONFIG_ERROR_EXIT_CODE
 from broker.console.console_service import connect_host, http_port_for
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogDirInUseError
 from broker.log.topic_store import TopicRecord, TopicStore
@@ -70,11 +71,26 @@ def restart_delay(previous: float | None, quick: bool) -> float:
     return min(previous * 2, MAX_RESTART_DELAY_S)
 
 
+class ProcessConfigError(StartupError):
+    """A process stopped on a configuration error before it was ever ready: it logged
+    the one line that says which key, so the supervisor adds none and exits as it did."""
+
+
 def process_overrides(config: BrokerConfig, index: int) -> dict[str, str]:
     """The settings that differ between the processes of one cluster."""
     overrides = {"node.id": str(config.node_id + index)}
     overrides |= process_listener_overrides(config, index)
     return overrides
+
+
+def check_process_configs(config: BrokerConfig, count: int) -> None:
+    """Each process's config (with its own node id and ports) is valid, checked by the
+    supervisor so that an error is reported once, not by every process it starts."""
+    for index in range(1, count):
+        try:
+            config.with_updates(process_overrides(config, index))
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (for process {index} of the cluster)") from None
 
 
 class Supervisor:
@@ -304,6 +320,8 @@ class Supervisor:
             if self._stopping:
                 return
             if not self._ever_ready[index] and not self.ready.is_set():
+                if code == CONFIG_ERROR_EXIT_CODE:
+                    raise ProcessConfigError(f"broker process {index}: configuration error")
                 raise StartupError(
                     f"broker process {index} (node {node}) failed to start (exit code {code}); "
                     "see its log above"

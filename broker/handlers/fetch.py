@@ -15,6 +15,7 @@ Clients then keep sending full fetches.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import attrs
@@ -26,6 +27,7 @@ from broker.handlers.api_handler import Deferred
 from broker.handlers.auth_helper import TOPIC, authorized_names
 from broker.handlers.common import check_leader_epoch, error_code_of
 from broker.handlers.log_view import LogManagerView, PartitionView
+from broker.net.log_limiter import LogLimiter
 from broker.net.request import Request
 from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
@@ -38,6 +40,8 @@ from broker.protocol.messages.fetch_response import (
 )
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
+
+log = logging.getLogger(__name__)
 
 API_KEY = ApiKey.FETCH
 TOPIC_IDS_FROM = 13
@@ -73,6 +77,7 @@ class FetchHandler:
         self._logs = log_manager
         self._stats = stats if stats is not None else BrokerTopicStats()
         self._authorizer = authorizer
+        self._corrupt_log = LogLimiter(log, burst=5, interval_s=60.0, what="corrupt batch reports")
 
     async def handle(self, request: Request) -> FetchResponse | Deferred:
         body: FetchRequest = request.body
@@ -189,6 +194,8 @@ class FetchHandler:
                     )
                 except KafkaError as exc:
                     has_error = True
+                    if exc.error_code == ErrorCode.CORRUPT_MESSAGE:
+                        self._report_corrupt(name, exc)
                     partitions.append(error_partition(wanted.partition, error_code_of(exc)))
                     continue
                 size = record_bytes(data.records)
@@ -214,6 +221,12 @@ class FetchHandler:
             tuple(wakeups),
             tuple(bytes_by_topic),
         )
+
+    def _report_corrupt(self, topic: str, error: KafkaError) -> None:
+        """Counted and logged, the log rate-limited: each consumer retries the same
+        offset until an operator moves it past (docs/corrupt-data.md)."""
+        self._stats.record_corrupt_fetch(topic)
+        self._corrupt_log.log(logging.ERROR, "Fetch answered CORRUPT_MESSAGE: %s", error.message)
 
     def _topic_name(self, fetch_topic: FetchTopic, version: int) -> tuple[str, int]:
         """The topic's name ("" if unknown) and the code for an unknown topic."""

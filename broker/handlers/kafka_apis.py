@@ -111,7 +111,7 @@ class KafkaApis:
     ) -> None:
         self.deferred_waiting += 1
         try:
-            outcome = await self._await_deferred(deferred)
+            outcome = await self._await_deferred(request, deferred)
         except Exception as exc:
             self._answer_error(handler, request, channel, exc)
             return
@@ -119,15 +119,20 @@ class KafkaApis:
             self.deferred_waiting -= 1
         self._send(handler, request, channel, outcome)
 
-    async def _await_deferred(self, deferred: Deferred) -> Any:
+    async def _await_deferred(self, request: Request, deferred: Deferred) -> Any:
+        if request.on_deferred is not None:
+            request.on_deferred()
         if deferred.early is None:
             return await deferred.wait()
         if not self._hurrying:
             with trio.CancelScope() as scope:
                 self._hurryable.add(scope)
+                # The processor hurries it when the client hangs up (hang_up_watcher).
+                request.hurry = scope.cancel
                 try:
                     return await deferred.wait()
                 finally:
+                    request.hurry = None
                     self._hurryable.discard(scope)
         return await deferred.early()
 

@@ -20,6 +20,13 @@ import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from broker.log.batch_framing import (
+    LOG_OVERHEAD,
+    CorruptBatchError,
+    framing_problem,
+    resync_position,
+)
+from broker.log.batch_framing import parse_header as parse_header  # re-exported: its old home
 from broker.log.offset_index import OffsetIndex
 from broker.log.sparse_index import CorruptIndexError
 from broker.log.time_index import TimeIndex
@@ -35,9 +42,7 @@ from broker.protocol.records import (
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-LOG_OVERHEAD = 12
 INT32_MAX = 2**31 - 1
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _LENGTH = struct.Struct(">i")
 _RECOVERY_CHUNK = 1 << 20
 _SCAN_CHUNK = 16 << 10
@@ -48,11 +53,6 @@ DEFAULT_INDEX_BYTES = 10 * 1024 * 1024
 def segment_file_name(base_offset: int, suffix: str) -> str:
     """Kafka's names: the base offset zero-padded to 20 digits."""
     return f"{base_offset:020d}{suffix}"
-
-
-def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordBatchHeader:
-    """Unpack a header of a batch already on disk (recovered, so trusted)."""
-    return RecordBatchHeader(*_HEADER.unpack_from(buf, pos))
 
 
 class LogSegment:
@@ -385,6 +385,63 @@ class LogSegment:
                 return pos, header
         return None
 
+    def find_batch_checked(self, offset: int) -> tuple[int, RecordBatchHeader] | None:
+        """`find_batch` for reads served to clients: every header walked must be framed
+        as this segment says (`broker/log/batch_framing.py`). Past one that is not, the
+        scan resumes at the next offset index entry; raises CorruptBatchError when
+        ``offset`` lies before the first valid batch found there (the segment's next
+        offset when none is), so a reader is told rather than given nothing."""
+        indexed_last, pos = self.offset_index.lookup(offset)
+        anchor: int | None = indexed_last if pos > 0 else None
+        min_base = self.base_offset
+        corrupt: tuple[int, str] | None = None
+        reader = _HeaderReader(self._fd)
+        while pos < self.size:
+            header = reader.at(pos)
+            problem = (
+                "a batch header cut short by the segment's end"
+                if header is None
+                else framing_problem(
+                    header,
+                    pos,
+                    file_size=self.size,
+                    min_base_offset=min_base,
+                    next_offset=self.next_offset,
+                    indexed_last_offset=anchor,
+                )
+            )
+            if header is None or problem is not None:
+                corrupt = corrupt or (pos, problem or "")
+                resume = self._resume_after(pos, min_base)
+                if resume is None:
+                    break
+                pos, anchor = resume
+                continue
+            if corrupt is not None:
+                if offset < header.base_offset:
+                    raise CorruptBatchError(self.log_path, *corrupt, header.base_offset)
+                corrupt = None
+            if header.last_offset >= offset:
+                return pos, header
+            anchor = None
+            min_base = header.last_offset + 1
+            pos += header.batch_length + LOG_OVERHEAD
+        if corrupt is not None and offset < self.next_offset:
+            raise CorruptBatchError(self.log_path, *corrupt, self.next_offset)
+        return None
+
+    def _resume_after(self, bad: int, min_base: int) -> tuple[int, int | None] | None:
+        """Where a scan can go on past the bad header at ``bad``: the first batch after
+        it from which whole batches chain to the next index entry (or the segment's
+        end), else that entry itself (with the last offset it records), else None."""
+        entry = self.offset_index.entry_after(bad)
+        limit = entry[1] if entry is not None else self.size
+        window = os.pread(self._fd, limit - bad - 1, bad + 1)
+        found = resync_position(window, min_base_offset=min_base, next_offset=self.next_offset)
+        if found is not None:
+            return bad + 1 + found, None
+        return (entry[1], entry[0]) if entry is not None else None
+
     def read_into(self, buf: bytearray, position: int) -> int:
         """Fill ``buf`` from ``position`` with preadv (no intermediate copy).
 
@@ -422,3 +479,25 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path}, size={self.size}, next={self.next_offset})"
+
+
+class _HeaderReader:
+    """Batch headers at arbitrary positions, read in chunks: a scan of one index
+    interval of small batches is one pread, not one per batch."""
+
+    __slots__ = ("_chunk", "_chunk_pos", "_fd")
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._chunk = b""
+        self._chunk_pos = 0
+
+    def at(self, pos: int) -> RecordBatchHeader | None:
+        """The header at ``pos``; None when the file ends before a whole header."""
+        rel = pos - self._chunk_pos
+        if rel < 0 or rel + BATCH_HEADER_SIZE > len(self._chunk):
+            self._chunk = os.pread(self._fd, _SCAN_CHUNK, pos)
+            self._chunk_pos, rel = pos, 0
+            if len(self._chunk) < BATCH_HEADER_SIZE:
+                return None
+        return parse_header(self._chunk, rel)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import struct
 
 from broker.log.sparse_index import CorruptIndexError, SparseIndex
@@ -27,6 +28,12 @@ class OffsetIndex(SparseIndex):
         else the segment's start."""
         entry = self.floor(offset)
         return entry if entry is not None else (self.base_offset, 0)
+
+    def entry_after(self, position: int) -> tuple[int, int] | None:
+        """The first (offset, position) entry past ``position``: where a scan can resume
+        after a batch it cannot read (positions increase with offsets)."""
+        i = bisect.bisect_right(self._values, position)
+        return (self._keys[i], self._values[i]) if i < len(self._values) else None
 
     def check(self, log_size: int) -> None:
         """Cheap consistency check against the segment; raises CorruptIndexError."""

@@ -25,6 +25,7 @@ import trio
 
 from broker.errors import KafkaError
 from broker.log._files import atomic_write
+from broker.log.batch_framing import CorruptBatchError
 from broker.log.log_config import LogConfig
 from broker.log.log_segment import LOG_SUFFIX, LogSegment, parse_header
 from broker.log.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, snapshot_file_name
@@ -33,6 +34,8 @@ from broker.log.sparse_index import CorruptIndexError
 from broker.log.transaction_index import AbortedTxn, merge_unique
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.records import (
+    BATCH_HEADER_SIZE,
+    MAGIC_V2,
     Record,
     RecordBatchHeader,
     encode_batch,
@@ -48,6 +51,8 @@ logger = logging.getLogger(__name__)
 # pread from the page cache, cheaper than a thread round trip (bench/bench_log.py).
 THREAD_READ_THRESHOLD = 64 * 1024
 _LENGTH = struct.Struct(">i")
+_BASE_AND_LENGTH = struct.Struct(">qi")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
 _KEEP_SNAPSHOTS = 2
 _LEFTOVER_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
 _CONTROL_KEY = struct.Struct(">hh")
@@ -58,13 +63,20 @@ CONTROL_COMMIT = 1
 Clock = Callable[[], int]
 
 
-def _whole_batches_end(buf: bytearray, length: int) -> int:
-    """Bytes of ``buf[:length]`` that form whole batches."""
+def _whole_batches_end(buf: bytearray, length: int, min_base_offset: int, next_offset: int) -> int:
+    """Bytes of ``buf[:length]`` that form whole batches, up to the first whose header
+    is not framed as a batch of the segment (offsets from ``min_base_offset``, below
+    ``next_offset``): a read starting there reports it (`LogSegment.find_batch_checked`)."""
     pos = 0
-    while pos + 12 <= length:
-        size = _LENGTH.unpack_from(buf, pos + 8)[0] + 12
-        if size < 12 or pos + size > length:
+    while pos + BATCH_HEADER_SIZE <= length:
+        base, batch_length = _BASE_AND_LENGTH.unpack_from(buf, pos)
+        size = batch_length + 12
+        if size < BATCH_HEADER_SIZE or pos + size > length or buf[pos + 16] != MAGIC_V2:
             break
+        last = base + _LAST_OFFSET_DELTA.unpack_from(buf, pos + 23)[0]
+        if base < min_base_offset or last < base or last >= next_offset:
+            break
+        min_base_offset = last + 1
         pos += size
     return pos
 
@@ -619,7 +631,7 @@ class PartitionLog:
         index = max(bisect.bisect_right(self._bases, offset) - 1, 0)
         try:
             for segment in self.segments[index:]:
-                found = segment.find_batch(offset)
+                found = segment.find_batch_checked(offset)
                 if found is not None:
                     break
             else:
@@ -650,7 +662,13 @@ class PartitionLog:
                 read = segment.read_into(buf, position)
         except OSError as exc:
             raise _storage_error(exc, f"cannot read {self.topic}-{self.partition}") from exc
-        end = _whole_batches_end(buf, read)
+        except CorruptBatchError as exc:
+            raise KafkaError(
+                ErrorCode.CORRUPT_MESSAGE,
+                f"{self.topic}-{self.partition}: {exc}; offsets {offset} to "
+                f"{exc.next_readable - 1} cannot be read (next readable: {exc.next_readable})",
+            ) from None
+        end = _whole_batches_end(buf, read, first.base_offset, segment.next_offset)
         aborted = None
         if read_committed:
             last = _whole_batches_last_offset(buf, end)

@@ -24,6 +24,7 @@ class LogLimiter:
         "_interval_s",
         "_logger",
         "_suppressed",
+        "_what",
         "_window_end",
         "_written",
     )
@@ -34,8 +35,10 @@ class LogLimiter:
         burst: int = 20,
         interval_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        what: str = "connection messages",
     ) -> None:
         self._logger = logger
+        self._what = what
         self._burst = burst
         self._interval_s = interval_s
         self._clock = clock
@@ -56,8 +59,9 @@ class LogLimiter:
             if self._suppressed:
                 self._logger.log(
                     level,
-                    "%d similar connection messages were not logged in the last %.0f s",
+                    "%d similar %s were not logged in the last %.0f s",
                     self._suppressed,
+                    self._what,
                     self._interval_s,
                 )
             self._window_end = now + self._interval_s

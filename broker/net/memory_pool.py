@@ -10,14 +10,19 @@ Kafka's pool is also a free-for-all: every muted connection retries on each
 poll, so under a flood of large frames whoever polls first wins, a small
 request from a well-behaved client can wait for many seconds, and the
 overshoot allowed by non-strictness adds up. Here waiters are served in
-arrival order, in two lanes, and every grant is strict: large requests share
-the pool but its last tenth (the reserve); small ones (at most a sixteenth of
-the reserve) may use whatever is left, reserve included. A flood of large
-frames then never holds a small request up for longer than the small ones
-ahead of it, small ones cannot starve a large one (they do not count in its
-lane), and use stays within the pool. The one exception keeps every frame
-admissible: a request larger than the large lane is granted when no other
-large request holds memory and it fits in what is left.
+arrival order, in two lanes, and grants are strict but for one case: large
+requests share the pool but its last tenth (the reserve); small ones (at most a
+sixteenth of the reserve) always have the reserve, and may use whatever else is
+left while no large request waits. A flood of large frames then never holds a
+small request up for longer than the small ones ahead of it, small ones cannot
+starve a large one (they do not count in its lane), and use stays within the
+pool. The one exception keeps every frame admissible: a request larger than the
+large lane is granted when no other large request holds memory and small ones hold
+no more than the reserve; it borrows from the reserve without taking it from small
+requests, which may then overshoot the pool by what it borrowed (at most the
+reserve, so use stays within 1.1 times the pool). Before this, such a frame (one as
+large as the pool) took the reserve, and a small request that arrived before the
+next one waited behind it (issue 22, item 1).
 """
 
 from __future__ import annotations
@@ -42,10 +47,11 @@ MAX_SMALL_ALLOCATION = 1 << 20
 
 
 class _Waiter:
-    __slots__ = ("event", "granted", "size")
+    __slots__ = ("arrival", "event", "granted", "size")
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, arrival: int) -> None:
         self.size = size
+        self.arrival = arrival
         self.granted = False
         self.event = trio.Event()
 
@@ -71,6 +77,7 @@ class MemoryPool:
         self.reserve = size // RESERVE_SHARE
         self.small_allocation = min(self.reserve // SMALL_SHARE, MAX_SMALL_ALLOCATION)
         self._large_used = 0
+        self._arrivals = 0
         self._large_waiters: deque[_Waiter] = deque()
         self._small_waiters: deque[_Waiter] = deque()
         self._clock = clock
@@ -95,8 +102,8 @@ class MemoryPool:
 
     @property
     def available(self) -> int:
-        """Bytes left."""
-        return UNBOUNDED_AVAILABLE if self._size is None else self._available
+        """Bytes left (none while small requests overshoot the pool, see above)."""
+        return UNBOUNDED_AVAILABLE if self._size is None else max(self._available, 0)
 
     @property
     def used(self) -> int:
@@ -138,17 +145,21 @@ class MemoryPool:
 
     def _fits(self, n: int) -> bool:
         assert self._size is not None
+        lane = self._size - self.reserve
+        small_used = self._size - self._available - self._large_used
         if self.is_small(n):
-            # While a large request waits, small ones keep to the reserve, so that they
-            # cannot hold up the large lane for ever.
-            small_used = self._size - self._available - self._large_used
-            return n <= self._available and (
-                not self._large_waiters or small_used + n <= self.reserve
-            )
-        # A request larger than the large lane still gets through once the lane is empty.
-        return self._large_used + n <= self._size - self.reserve or (
-            self._large_used == 0 and n <= self._available
-        )
+            # The reserve is always theirs; the large lane's free bytes only while no
+            # large request waits, so that they cannot hold it up for ever.
+            if small_used + n <= self.reserve:
+                return True
+            return not self._large_waiters and n <= self._available
+        # Small requests beyond the reserve hold bytes of the large lane.
+        lane_used = self._large_used + max(small_used - self.reserve, 0)
+        if lane_used + n <= lane:
+            return True
+        # Larger than the lane: once no other large request holds memory, borrowing
+        # from the reserve, which small requests keep (see the module's docstring).
+        return n > lane and lane_used == 0
 
     def _check(self, n: int) -> None:
         if n < 0:
@@ -180,7 +191,8 @@ class MemoryPool:
         Cancelled while waiting, it leaves the line and holds nothing."""
         if self.try_allocate(n):
             return
-        waiter = _Waiter(n)
+        self._arrivals += 1
+        waiter = _Waiter(n, self._arrivals)
         queue = self._small_waiters if self.is_small(n) else self._large_waiters
         queue.append(waiter)
         try:
@@ -201,7 +213,7 @@ class MemoryPool:
         self._available += n
         if not self.is_small(n):
             self._large_used -= n
-        if self._available > self._size:
+        if self._available > self._size or self._large_used < 0:
             raise AssertionError(
                 f"released more than was allocated: available {self._available} > size {self._size}"
             )
@@ -223,16 +235,21 @@ class MemoryPool:
             self._available_event = trio.Event()
 
     def _serve_waiters(self) -> None:
-        progress = True
-        while progress:
-            progress = False
-            for queue in (self._large_waiters, self._small_waiters):
-                while queue and self._fits(queue[0].size):
+        """Grant what fits, in arrival order across both lanes (in order within each):
+        of the two lanes' first waiters, the one that came first goes first when it
+        fits, and a lane whose first waiter does not fit waits as a whole."""
+        while True:
+            heads = [q for q in (self._large_waiters, self._small_waiters) if q]
+            heads.sort(key=lambda q: q[0].arrival)
+            for queue in heads:
+                if self._fits(queue[0].size):
                     waiter = queue.popleft()
                     self._take(waiter.size)
                     waiter.granted = True
                     waiter.event.set()
-                    progress = True
+                    break
+            else:
+                return
 
     def _end_dry_spell(self) -> None:
         # Like SimpleMemoryPool, a dry spell ends with the next successful allocation.

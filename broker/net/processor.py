@@ -14,11 +14,14 @@ never escape the processor.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import math
 import os
 import re
 import socket
+import struct
+import termios
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,6 +36,8 @@ from broker.net.connection_quotas import ConnectionQuotas
 from broker.net.first_bytes_waiter import AVAILABLE as waiter_available
 from broker.net.first_bytes_waiter import FirstBytesWaiter
 from broker.net.first_read import FirstBytes, classify, read_nowait
+from broker.net.hang_up_watcher import AVAILABLE as hang_up_watch_available
+from broker.net.hang_up_watcher import HangUpWatcher
 from broker.net.log_limiter import LogLimiter
 from broker.net.memory_pool import MemoryPool
 from broker.net.mute_state import IllegalMuteTransition, MuteEvent, MuteState
@@ -143,6 +148,9 @@ class Processor:
         self._waiter: FirstBytesWaiter[tuple[NewConnection, FrameDecoder]] | None = (
             FirstBytesWaiter() if waiter_available and settings.security is None else None
         )
+        self._hang_ups: HangUpWatcher[Connection] | None = (
+            HangUpWatcher() if hang_up_watch_available else None
+        )
         self._draining = False
         self._drained = trio.Event()
         self._scope = trio.CancelScope()
@@ -190,6 +198,8 @@ class Processor:
                     nursery.start_soon(self._reap_slow_senders)
                     if self._waiter is not None:
                         nursery.start_soon(self._waiter.run, self._first_bytes_arrived)
+                    if self._hang_ups is not None:
+                        nursery.start_soon(self._hang_ups.run, self._peer_hung_up)
                     self._nursery = nursery
                     task_status.started()
                     async for new in self._new_receive:
@@ -476,7 +486,11 @@ class Processor:
                     if size is not None:
                         if not self._pool.try_allocate(size):
                             deadline.disarm()
-                            await self._pool.allocate(size)
+                            self._watch_hang_up(connection)
+                            try:
+                                await self._pool.allocate(size)
+                            finally:
+                                self._unwatch_hang_up(connection)
                         allocated, admitted = size, True
                 frame = decoder.next_frame() if admitted else None
                 if frame is not None:
@@ -546,6 +560,8 @@ class Processor:
         if memory:
             pool = self._pool
             request.release = lambda: pool.release(memory)
+        if self._hang_ups is not None:
+            request.on_deferred = lambda: self._watch_hang_up(connection)
         return request
 
     @staticmethod
@@ -576,6 +592,7 @@ class Processor:
         # does not read its responses holds memory, and the pool counts it.
         request.release_memory()
         connection.in_flight = None
+        self._unwatch_hang_up(connection)
         return True
 
     async def _apply(self, connection: Connection, response: Response) -> bool:
@@ -649,6 +666,7 @@ class Processor:
         connection.responses_out.close()
         self._quotas.release(connection.listener_name, connection.remote_ip)
         self.connections_closed.mark()
+        self._unwatch_hang_up(connection)
         stream = connection.stream
         if type(stream) is trio.SocketStream:
             # What aclose_forcefully does for a plain socket, without raising and
@@ -658,6 +676,35 @@ class Processor:
             await trio.aclose_forcefully(stream)
         if self._draining and not self.connections:
             self.shutdown()
+
+    # -- a peer hanging up while its connection is not read (hang_up_watcher) ------
+    def _watch_hang_up(self, connection: Connection) -> None:
+        stream = connection.stream
+        if self._hang_ups is not None and type(stream) is trio.SocketStream:
+            self._hang_ups.watch(stream.socket.fileno(), connection)
+
+    def _unwatch_hang_up(self, connection: Connection) -> None:
+        stream = connection.stream
+        if self._hang_ups is not None and type(stream) is trio.SocketStream:
+            self._hang_ups.unwatch(stream.socket.fileno())
+
+    def _peer_hung_up(self, connection: Connection, reset: bool) -> None:
+        """The peer stopped sending while its connection waits. A request in flight is
+        answered now if it can be (a long poll gives what it has): a peer that only
+        half-closed still gets its answer, one that is gone makes the write or the next
+        read fail, and either way the connection then closes. A frame waiting for pool
+        memory that can no longer arrive whole, or a reset, closes it at once."""
+        if connection.closing:
+            return
+        request = connection.in_flight
+        if request is not None and not reset:
+            if request.hurry is not None:
+                request.hurry()
+            return
+        if reset or _unread_bytes(connection.stream) < connection.decoder.missing():
+            log.debug("closing connection %s: the peer hung up", connection.id)
+            connection.closing = True
+            connection.scope.cancel()
 
     def deliver(self, response: Response) -> None:
         """Queue a response on its connection; responses for closed ones are dropped."""
@@ -740,6 +787,17 @@ async def _receive_some(stream: trio.abc.Stream, max_bytes: int) -> bytes | byte
         except BlockingIOError:
             pass
     return await stream.receive_some(max_bytes)
+
+
+def _unread_bytes(stream: trio.abc.Stream) -> int:
+    """Bytes the kernel holds for a plain socket, not yet read (FIONREAD)."""
+    if type(stream) is not trio.SocketStream:
+        return 0
+    try:
+        packed = fcntl.ioctl(stream.socket.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return 0
+    return int(struct.unpack("i", packed)[0])
 
 
 def idle_percent_mean(values: Sequence[float]) -> float:

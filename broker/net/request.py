@@ -67,6 +67,11 @@ class Request:
     release: Callable[[], None] | None = None
     response_memory: ResponseMemory | None = None
     response_memory_bytes: int = 0
+    on_deferred: Callable[[], None] | None = None
+    """Set by the processor: called when the answer is deferred (a long wait begins,
+    during which the connection is watched for its peer hanging up)."""
+    hurry: Callable[[], None] | None = None
+    """Set by the API layer while a deferred answer can be given early, at once."""
 
     @property
     def api_key(self) -> int:

@@ -49,6 +49,14 @@ def _load_inline_chain(context: ssl.SSLContext, chain: str, key: str, password: 
         Path(path).unlink(missing_ok=True)
 
 
+def _why(source: str, error: OSError) -> str:
+    """`<file>: <reason>` in one line: the file is what the operator must go and fix
+    (an SSLError is an OSError whose strerror is None)."""
+    if isinstance(error, ssl.SSLError):
+        return f"{source}: not a usable PEM file ({error.reason or error})"
+    return f"{source}: {error.strerror or error}"
+
+
 def build_server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     """The listener's server-side SSLContext; ConfigError names the key that is wrong."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -70,8 +78,11 @@ def build_server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
                 f"{listener} uses TLS but has no key store (set ssl.keystore.location, or "
                 "ssl.keystore.certificate.chain and ssl.keystore.key)"
             )
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"{location_key}: cannot load the key store: {exc}") from None
+    except OSError as exc:
+        source = location or "the inline ssl.keystore.key and ssl.keystore.certificate.chain"
+        raise ConfigError(
+            f"{location_key}: cannot load the key store {_why(source, exc)}"
+        ) from None
 
     trust_key, trust_location = _get(config, listener, "ssl.truststore.location")
     _, trust_inline = _get(config, listener, "ssl.truststore.certificates")
@@ -80,8 +91,9 @@ def build_server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
             context.load_verify_locations(cafile=trust_location)
         elif trust_inline:
             context.load_verify_locations(cadata=trust_inline)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"{trust_key}: cannot load the trust store: {exc}") from None
+    except OSError as exc:
+        source = trust_location or "the inline ssl.truststore.certificates"
+        raise ConfigError(f"{trust_key}: cannot load the trust store {_why(source, exc)}") from None
 
     auth_key, client_auth = _get(config, listener, "ssl.client.auth")
     mode = _CLIENT_AUTH.get((client_auth or "none").lower())
