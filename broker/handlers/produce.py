@@ -242,6 +242,24 @@ class ProduceHandler:
                     ),
                     error_message=message,
                 )
+        if "compact" in topic.config("cleanup.policy"):
+            keyless = await keyless_record(batch, header)
+            if keyless is not None:
+                message = (
+                    "Compacted topic cannot accept message without key in topic partition "
+                    f"{topic.name}-{data.index}."
+                )
+                return PartitionProduceResponse(
+                    index=data.index,
+                    error_code=ErrorCode.INVALID_RECORD,
+                    base_offset=-1,
+                    record_errors=(
+                        BatchIndexAndErrorMessage(
+                            batch_index=keyless, batch_index_error_message=message
+                        ),
+                    ),
+                    error_message=message,
+                )
         result = await partition.append(batch, header, log_append_time=log_append_time)
         self._stats.record_produced(topic.name, len(batch), header.record_count)
         return PartitionProduceResponse(
@@ -285,6 +303,21 @@ async def validate_batch(
     else:
         rec.validate_records(whole, header)
     return header
+
+
+async def keyless_record(
+    batch: bytes | bytearray | memoryview, header: rec.RecordBatchHeader
+) -> int | None:
+    """Index of the first record without a key (LogValidator.validateKey: a compacted
+    topic keeps records by key, so a keyless one could never be cleaned), or None."""
+
+    def find() -> int | None:
+        records = rec.decode_records(memoryview(batch)[: header.size_in_bytes], header)
+        return next((i for i, record in enumerate(records) if record.key is None), None)
+
+    if header.record_count >= DEEP_VALIDATION_IN_THREAD_FROM:
+        return await trio.to_thread.run_sync(find)
+    return find()
 
 
 def partition_error(

@@ -39,7 +39,6 @@ from broker.config import BrokerConfig
 from broker.errors import KafkaError
 from broker.log._files import fsync_dir, read_offset_checkpoint, write_offset_checkpoint
 from broker.log.log_config import (
-    INTERNAL_TOPICS,
     LogConfig,
     altered_topic_configs,
     broker_topic_defaults,
@@ -123,6 +122,11 @@ class LogManager:
         self._schedule_changed = trio.Event()
         self._lock_fds: list[int] = []
         self._open = False
+
+    @property
+    def clock(self) -> Callable[[], int]:
+        """Milliseconds, the log's clock (the cleaner's horizons use it too)."""
+        return self._clock
 
     # ------------------------------------------------------------ lifecycle
 
@@ -405,7 +409,7 @@ class LogManager:
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 f"replication factor {replication_factor} is larger than the 1 available broker",
             )
-        validate_topic_configs(configs, topic=name, allow_compact=name in INTERNAL_TOPICS)
+        validate_topic_configs(configs, topic=name)
 
     async def delete_topic(self, name: str) -> None:
         """Remove the topic: appends and fetches on it stop at once (fetchers are

@@ -1,0 +1,300 @@
+"""Log compaction (broker/log/log_cleaner.py and its pass): what survives a pass, that
+offsets and producer fields are kept, tombstones and transaction markers until their
+delete horizon, aborted records removed, crash safety of the swap, corrupt segments."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from broker.log import LogManager, PartitionLog
+from broker.log.cleaner_pass import FaultHook
+from broker.log.log_cleaner import CleanerSettings, LogCleaner
+from broker.protocol.records import (
+    Record,
+    encode_batch,
+    iter_batches,
+    iter_records,
+    read_batch_header,
+)
+from tests.log.helpers import FakeClock, config, crash, open_manager
+
+DAY_MS = 86_400_000
+KEYS = [f"k{i}".encode() for i in range(8)]
+Op = tuple[int, bytes | None]  # (key index, value or tombstone)
+
+
+class InjectedCrash(Exception):
+    pass
+
+
+def cleaner_for(manager: LogManager, fault: FaultHook | None = None) -> LogCleaner:
+    settings_ = CleanerSettings(
+        threads=1, io_max_bytes_per_second=float("inf"), backoff_ms=10, dedupe_buffer_size=1 << 20
+    )
+
+    def logs() -> list[PartitionLog]:
+        return [p for t in manager.topics().values() for p in t.partitions]
+
+    return LogCleaner(settings_, lambda: iter(logs()), clock=manager.clock, fault=fault)
+
+
+@asynccontextmanager
+async def compacted_log(
+    tmp_path: Path, clock: FakeClock, **topic_configs: str
+) -> AsyncIterator[tuple[LogManager, PartitionLog]]:
+    configs = {
+        "cleanup.policy": "compact",
+        "segment.bytes": "600",
+        "min.cleanable.dirty.ratio": "0",
+    }
+    configs.update({k.replace("_", "."): v for k, v in topic_configs.items()})
+    async with open_manager(config(tmp_path, log_roll_ms=str(10**15)), clock) as manager:
+        log = (await manager.create_topic("c", 1, configs=configs)).partitions[0]
+        yield manager, log
+
+
+async def append_ops(log: PartitionLog, ops: Sequence[Op], clock: FakeClock, **kw: int) -> None:
+    records = [Record(i, i, KEYS[key], value) for i, (key, value) in enumerate(ops)]
+    data = encode_batch(records, base_timestamp=clock.now, **kw)
+    await log.append(data, read_batch_header(data))
+
+
+async def read_all(log: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every record from the log start, fetch after fetch."""
+    out: list[tuple[int, bytes | None, bytes | None]] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        result = await log.read(offset, 1 << 16)
+        batches = list(iter_batches(result.records))
+        assert batches, f"no progress at {offset}"
+        for header, view in batches:
+            if header.is_control:
+                offset = header.last_offset + 1
+                continue
+            out.extend((r.offset, r.key, r.value) for r in iter_records(view, header))
+            offset = header.last_offset + 1
+    return out
+
+
+async def clean_once(cleaner: LogCleaner, log: PartitionLog) -> None:
+    await cleaner.clean(log, cleaner.describe(log))
+
+
+ops_strategy = st.lists(
+    st.lists(
+        st.tuples(
+            st.integers(0, len(KEYS) - 1), st.one_of(st.none(), st.binary(min_size=1, max_size=20))
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(batches=ops_strategy)
+def test_a_pass_keeps_exactly_the_latest_record_of_each_key_at_its_offset(
+    tmp_path_factory: pytest.TempPathFactory, batches: list[list[Op]]
+) -> None:
+    tmp_path = tmp_path_factory.mktemp("clean")
+    clock = FakeClock()
+
+    async def scenario() -> None:
+        async with compacted_log(tmp_path, clock) as (manager, log):
+            for ops in batches:
+                await append_ops(log, ops, clock)
+            before = await read_all(log)
+            original = {offset: (key, value) for offset, key, value in before}
+            latest = {key: (offset, value) for offset, key, value in before}
+            await clean_once(cleaner_for(manager), log)
+            after = await read_all(log)
+            offsets = [offset for offset, _, _ in after]
+            assert offsets == sorted(set(offsets)), "offsets ascend, each once"
+            for offset, key, value in after:
+                assert original[offset] == (key, value), "records keep their offsets"
+            # Every key's last record, tombstones included (delete.retention.ms not over).
+            assert {key: (o, v) for o, key, v in after} == latest
+            # Below the cleaned range's end, a key appears at most once.
+            cleaned_end = log.active.base_offset
+            cleaned_keys = [key for o, key, _ in after if o < cleaned_end]
+            assert len(cleaned_keys) == len(set(cleaned_keys))
+            # The active segment is never touched.
+            assert [r for r in after if r[0] >= cleaned_end] == [
+                r for r in before if r[0] >= cleaned_end
+            ]
+            # And a restart reads the same.
+            crash(manager)
+            await manager.open()
+            reloaded = manager.partition("c", 0)
+            assert reloaded is not None
+            assert await read_all(reloaded) == after
+
+    trio.run(scenario)
+
+
+async def test_tombstones_stay_for_delete_retention_ms_then_go(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with compacted_log(tmp_path, clock, delete_retention_ms=str(DAY_MS)) as (manager, log):
+        await append_ops(log, [(0, b"a"), (1, b"b")], clock)
+        await append_ops(log, [(0, None)], clock)
+        while log.active.base_offset <= 2:
+            await append_ops(log, [(2, b"x" * 50)], clock)
+        cleaner = cleaner_for(manager)
+        await clean_once(cleaner, log)
+        assert (2, KEYS[0], None) in await read_all(log), "the tombstone is kept"
+        clock.now += DAY_MS - 1
+        await clean_once(cleaner, log)
+        assert (2, KEYS[0], None) in await read_all(log), "still inside delete.retention.ms"
+        clock.now += 2
+        await clean_once(cleaner, log)
+        records = await read_all(log)
+        assert all(key != KEYS[0] for _, key, _ in records), "the key is gone entirely"
+        assert (1, KEYS[1], b"b") in records
+
+
+async def test_rewritten_batches_keep_producer_fields_and_duplicates_are_still_detected(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    async with compacted_log(tmp_path, clock) as (manager, log):
+        pid = await manager.allocate_producer_id()
+        for seq in range(12):
+            await append_ops(
+                log, [(0, b"v%d" % seq), (1, b"w")], clock,
+                producer_id=pid, producer_epoch=3, base_sequence=seq * 2,
+            )  # fmt: skip
+        cleaner = cleaner_for(manager)
+        await clean_once(cleaner, log)
+        result = await log.read(log.log_start_offset, 1 << 20)
+        headers = [h for h, _ in iter_batches(result.records)]
+        assert headers and all((h.producer_id, h.producer_epoch) == (pid, 3) for h in headers)
+        assert all(h.base_sequence == h.base_offset for h in headers), "sequence = offset here"
+        # The last batch is a duplicate after cleaning and after a restart.
+        last = encode_batch(
+            [Record(0, 0, KEYS[0], b"v11"), Record(1, 1, KEYS[1], b"w")],
+            base_timestamp=clock.now, producer_id=pid, producer_epoch=3, base_sequence=22,
+        )  # fmt: skip
+        crash(manager)
+        await manager.open()
+        reloaded = manager.partition("c", 0)
+        assert reloaded is not None
+        assert (await reloaded.append(last, read_batch_header(last))).duplicate
+
+
+async def test_aborted_records_go_and_markers_go_after_the_delete_horizon(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with compacted_log(tmp_path, clock, delete_retention_ms="1000") as (manager, log):
+        aborted_pid = await manager.allocate_producer_id()
+        committed_pid = await manager.allocate_producer_id()
+        for pid in (aborted_pid, committed_pid):
+            await append_ops(
+                log, [(0, b"txn-%d" % pid)], clock,
+                producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True,
+            )  # fmt: skip
+        await log.append_control(aborted_pid, 0, commit=False)
+        await log.append_control(committed_pid, 0, commit=True)
+        while log.active.base_offset <= 3:
+            await append_ops(log, [(3, b"y" * 50)], clock)
+        cleaner = cleaner_for(manager)
+        await clean_once(cleaner, log)
+
+        def batches() -> list[tuple[int, bool, int]]:
+            return [(h.producer_id, h.is_control, h.record_count) for h, _ in found]
+
+        found = list(iter_batches((await log.read(0, 1 << 20)).records))
+        assert (aborted_pid, False, 1) not in batches(), "aborted records removed"
+        assert (committed_pid, False, 1) in batches()
+        assert (aborted_pid, True, 1) in batches(), "the emptied transaction's marker waits"
+        clock.now += 1001
+        await clean_once(cleaner, log)
+        found = list(iter_batches((await log.read(0, 1 << 20)).records))
+        assert (aborted_pid, True, 1) not in batches(), "removed after delete.retention.ms"
+        assert (committed_pid, True, 1) in batches(), "a marker with records stays"
+        assert (1, KEYS[0], b"txn-%d" % committed_pid) in await read_all(log)
+
+
+@pytest.mark.parametrize("step", ["cleaned-written", "swap-committed", "swap-half-replaced"])
+async def test_a_crash_between_the_steps_of_a_pass_loses_nothing(tmp_path: Path, step: str) -> None:
+    clock = FakeClock()
+
+    def fault(at: str) -> None:
+        if at == step or (step == "swap-half-replaced" and at == "swap-committed"):
+            raise InjectedCrash(at)
+
+    async with compacted_log(tmp_path, clock) as (manager, log):
+        for i in range(60):
+            await append_ops(log, [(i % 5, b"v%d" % i)], clock)
+        before = await read_all(log)
+        latest = {key: (offset, value) for offset, key, value in before}
+        with pytest.raises(InjectedCrash):
+            await clean_once(cleaner_for(manager, fault), log)
+        directory = log.directory
+        if step == "swap-half-replaced":  # the index replaced, the .log not yet
+            swap = next(directory.glob("*.index.swap"))
+            os.replace(swap, directory / swap.name.removesuffix(".swap"))
+        crash(manager)
+        await manager.open()
+        reloaded = manager.partition("c", 0)
+        assert reloaded is not None
+        after = await read_all(reloaded)
+        assert {key: (o, v) for o, key, v in after} == latest
+        assert not list(directory.glob("*.swap")) and not list(directory.glob("*.cleaned"))
+        # A later pass completes the work.
+        await clean_once(cleaner_for(manager), reloaded)
+        assert {key: (o, v) for o, key, v in await read_all(reloaded)} == latest
+
+
+async def test_a_corrupt_segment_marks_the_partition_uncleanable_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    async with compacted_log(tmp_path, clock) as (manager, log):
+        for i in range(60):
+            await append_ops(log, [(i % 5, b"value-%d" % i)], clock)
+        first = log.segments[0]
+        with open(first.log_path, "r+b") as f:  # inside the last batch's records
+            f.seek(first.size - 3)
+            byte = f.read(1)
+            f.seek(first.size - 3)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        cleaner = cleaner_for(manager)
+        assert await cleaner.clean_filthiest()
+        assert ("c", 0) in cleaner.uncleanable
+        assert not await cleaner.clean_filthiest(), "skipped from now on"
+        assert not list(log.directory.glob("*.cleaned"))
+        await append_ops(log, [(0, b"still-writable")], clock)
+        samples = {s.name: s.values["value"] for s in cleaner.samples()}
+        assert samples["uncleanable-partitions-count"] == 1
+
+
+async def test_dirty_ratio_min_compaction_lag_and_max_compaction_lag_decide_what_is_cleaned(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    configs = {"min_cleanable_dirty_ratio": "0.9", "min_compaction_lag_ms": "5000"}
+    async with compacted_log(tmp_path, clock, **configs) as (manager, log):
+        for i in range(40):
+            await append_ops(log, [(i % 3, b"v%d" % i)], clock)
+        cleaner = cleaner_for(manager)
+        found = cleaner.describe(log)
+        assert found.segments == () and found.first_uncleanable_offset == 0, "too recent"
+        clock.now += 5001
+        found = cleaner.describe(log)
+        assert found.dirty_ratio == 1.0 and found.segments
+        assert await cleaner.clean_filthiest()
+        after = cleaner.describe(log)
+        assert after.dirty_bytes == 0 and after.first_dirty_offset == log.active.base_offset
+        assert not await cleaner.clean_filthiest(), "nothing dirty left"
+        assert cleaner.states[("c", 0)].last_cleaned_ms == clock.now
