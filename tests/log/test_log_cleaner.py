@@ -61,9 +61,25 @@ async def compacted_log(
         yield manager, log
 
 
-async def append_ops(log: PartitionLog, ops: Sequence[Op], clock: FakeClock, **kw: int) -> None:
+async def append_ops(
+    log: PartitionLog,
+    ops: Sequence[Op],
+    clock: FakeClock,
+    *,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+) -> None:
     records = [Record(i, i, KEYS[key], value) for i, (key, value) in enumerate(ops)]
-    data = encode_batch(records, base_timestamp=clock.now, **kw)
+    data = encode_batch(
+        records,
+        base_timestamp=clock.now,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        is_transactional=is_transactional,
+    )
     await log.append(data, read_batch_header(data))
 
 
