@@ -265,11 +265,25 @@ class LogCleaner:
             return None
         except PassAborted:
             return None
+        except OSError as exc:
+            if not log.deleted:  # a deleted topic's directory vanishes under the pass
+                logger.warning("%s-%d: cleaning failed: %s", log.topic, log.partition, exc)
+            return None
+        except Exception:
+            self.uncleanable.add(key)
+            logger.exception("%s-%d: not cleaned until restart", log.topic, log.partition)
+            return None
         finally:
             for segment in found.segments:
                 segment.release()
-        dropped = log.install_cleaned([(c.base_offset, c.replaced) for c in outcome.cleaned])
-        await trio.to_thread.run_sync(_finish_install, log.directory, dropped)
+        try:
+            dropped = log.install_cleaned([(c.base_offset, c.replaced) for c in outcome.cleaned])
+            await trio.to_thread.run_sync(_finish_install, log.directory, dropped)
+        except OSError:
+            # What was renamed is complete; a restart finishes the rest (segment_swap.py).
+            self.uncleanable.add(key)
+            logger.exception("%s-%d: installing the cleaned segments failed", *key)
+            return None
         await self._save_first_dirty(log, outcome.end_offset)
         elapsed = time.monotonic() - started
         self.max_clean_time_s = max(self.max_clean_time_s, elapsed)

@@ -31,8 +31,8 @@ KEYS = [f"k{i}".encode() for i in range(8)]
 Op = tuple[int, bytes | None]  # (key index, value or tombstone)
 
 
-class InjectedCrash(Exception):
-    pass
+class InjectedCrash(BaseException):
+    """A kill -9 between two steps: nothing after it runs, not even error handling."""
 
 
 def cleaner_for(manager: LogManager, fault: FaultHook | None = None) -> LogCleaner:
