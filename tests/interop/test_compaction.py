@@ -36,10 +36,13 @@ def read_from_start(bootstrap: str, topic: str) -> list[tuple[int, bytes | None,
             msg = consumer.poll(0.2)
             if msg is None:
                 continue
-            if msg.error() is not None:
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+            error = msg.error()
+            if error is not None:
+                assert error.code() == KafkaError._PARTITION_EOF, error
                 return got
-            got.append((msg.offset(), msg.key(), msg.value()))
+            offset = msg.offset()
+            assert offset is not None
+            got.append((offset, msg.key(), msg.value()))
     finally:
         consumer.close()
     raise AssertionError(f"no end of partition within 20 s ({len(got)} records)")
@@ -90,8 +93,9 @@ def test_confluent_consumer_reads_the_latest_value_of_each_key_from_a_cleaned_to
         assert {key: value for _, key, value in records} == latest
         assert records[-1] == (len(messages) - 1, b"key-0", None), "the tombstone is kept"
 
-        failures: list[KafkaError] = []
+        failures: list[KafkaError | None] = []
         producer = Producer(rdkafka_settings(bootstrap, retries=0))
         producer.produce(topic, value=b"no key", on_delivery=lambda err, _: failures.append(err))
         assert producer.flush(20) == 0
-        assert failures and failures[0].code() == KafkaError.INVALID_RECORD
+        assert failures and failures[0] is not None
+        assert failures[0].code() == KafkaError.INVALID_RECORD
