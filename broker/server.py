@@ -38,7 +38,7 @@ from broker.transaction.marker_writer import LocalMarkerWriter
 from broker.wiring.acl_apis import add_acl_apis, load_authorizer
 from broker.wiring.data_apis import add_data_apis
 from broker.wiring.group_coordinator import add_group_coordinator, coordinator_config
-from broker.wiring.log_cleaner import add_log_cleaner
+from broker.wiring.log_cleaner import add_log_cleaner_metrics
 from broker.wiring.quota_apis import add_quota_apis
 from broker.wiring.security_apis import add_security_apis
 from broker.wiring.transaction_coordinator import add_transaction_coordinator
@@ -125,9 +125,7 @@ class KafkaServer:
             else cluster.topic_source()
         )
         self.services.append(self.log_manager)
-        cleaner = add_log_cleaner(context, self.log_manager)
-        if cleaner is not None:
-            self.services.append(cleaner)
+        add_log_cleaner_metrics(context, self.log_manager)
         add_data_apis(context, self.log_manager, self.broker_configs)
         settings = coordinator_config(config)
         groups = (

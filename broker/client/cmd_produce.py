@@ -38,6 +38,7 @@ EXAMPLES = """examples:
   printf 'a\\nb\\n' | broker client produce orders
   printf 'k1:v1\\n' | broker client produce orders -K : -H source=cli --compression zstd
   broker client produce orders --partition 2 --acks 1 < lines.txt
+  printf 'k1:\n' | broker client produce compacted -K : -Z   # a tombstone for k1
 """
 
 
@@ -62,6 +63,12 @@ def add_parser(commands: object, common: argparse.ArgumentParser) -> None:
     p.add_argument("--compression", choices=sorted(_COMPRESSIONS), default="none")
     p.add_argument("-p", "--partition", type=int, help="produce to this partition only")
     p.add_argument("--batch-size", type=int, default=1000, help="records per batch (default 1000)")
+    p.add_argument(
+        "-Z",
+        "--null-empty",
+        action="store_true",
+        help="send an empty value as null: a tombstone on a compacted topic (kcat -Z)",
+    )
     p.set_defaults(run=produce)
 
 
@@ -110,7 +117,8 @@ async def produce(session: ClientSession, args: argparse.Namespace) -> int:
         else:
             partition = sticky
         batch = pending.setdefault(partition, [])
-        batch.append(Record(len(batch), 0, key, value, headers))
+        stored = None if args.null_empty and not value else value
+        batch.append(Record(len(batch), 0, key, stored, headers))
         produced += 1
         if len(batch) >= args.batch_size:
             await _send(session, version, args, compression, {partition: pending.pop(partition)})

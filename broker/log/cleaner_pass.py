@@ -45,9 +45,12 @@ class Throttler:
         self._start = time.monotonic()
         self._bytes = 0.0
 
-    def maybe_throttle(self, nbytes: int) -> None:
+    def check_stop(self) -> None:
         if self._stop.is_set():
             raise PassAborted
+
+    def maybe_throttle(self, nbytes: int) -> None:
+        self.check_stop()
         self._bytes += nbytes
         if self.bytes_per_second <= 0 or self.bytes_per_second == float("inf"):
             return
@@ -156,6 +159,7 @@ def _batches(
                 f"expected at least {expected}"
             )
         expected = header.last_offset + 1
+        throttler.check_stop()
         data = segment.read_bytes(position, header.size_in_bytes)
         if len(data) < header.size_in_bytes:
             raise CorruptSegmentError(f"{segment.log_path}: batch at {position} is cut short")

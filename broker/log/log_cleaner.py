@@ -156,11 +156,17 @@ class LogCleaner:
     # ------------------------------------------------------------ service
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._stop_passes_on_cancel)
+            for i in range(self.settings.threads):
+                nursery.start_soon(self._cleaner_task, i)
+            task_status.started()
+
+    async def _stop_passes_on_cancel(self) -> None:
+        """A pass in its thread is not abandoned on cancel (it reads descriptors the
+        log closes at shutdown): the stop flag makes it end at its next batch."""
         try:
-            async with trio.open_nursery() as nursery:
-                for i in range(self.settings.threads):
-                    nursery.start_soon(self._cleaner_task, i)
-                task_status.started()
+            await trio.sleep_forever()
         finally:
             self._stop.set()
 
@@ -257,7 +263,7 @@ class LogCleaner:
             segment.acquire()
         try:
             outcome = await trio.to_thread.run_sync(
-                functools.partial(run_pass, plan, throttler, self._fault), abandon_on_cancel=True
+                functools.partial(run_pass, plan, throttler, self._fault)
             )
         except CorruptSegmentError as exc:
             self.uncleanable.add(key)
@@ -313,6 +319,18 @@ class LogCleaner:
             await trio.to_thread.run_sync(
                 write_offset_checkpoint, log_dir / CLEANER_CHECKPOINT_FILE, dict(checkpoint)
             )
+
+    def state_of(self, log: PartitionLog) -> dict[str, object]:
+        """One partition's cleaner state, as `topics describe` prints it."""
+        found = self.describe(log)
+        state = self.states.get((log.topic, log.partition))
+        return {
+            "dirty_ratio": round(found.dirty_ratio, 4),
+            "first_dirty_offset": found.first_dirty_offset,
+            "first_uncleanable_offset": found.first_uncleanable_offset,
+            "last_cleaned_ms": state.last_cleaned_ms if state is not None else -1,
+            "uncleanable": (log.topic, log.partition) in self.uncleanable,
+        }
 
     # ------------------------------------------------------------ metrics
 

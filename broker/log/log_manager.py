@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import json
 import logging
 import math
 import os
@@ -30,7 +31,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 import trio
@@ -38,6 +39,7 @@ import trio
 from broker.config import BrokerConfig
 from broker.errors import KafkaError
 from broker.log._files import fsync_dir, read_offset_checkpoint, write_offset_checkpoint
+from broker.log.log_cleaner import CleanerSettings, LogCleaner
 from broker.log.log_config import (
     LogConfig,
     altered_topic_configs,
@@ -122,19 +124,46 @@ class LogManager:
         self._schedule_changed = trio.Event()
         self._lock_fds: list[int] = []
         self._open = False
+        # Kafka's LogManager owns its LogCleaner (none with log.cleaner.enable=false).
+        self.cleaner = (
+            LogCleaner(CleanerSettings.from_config(config), self._local_logs, clock=self._clock)
+            if config.get_bool("log.cleaner.enable")
+            else None
+        )
 
     @property
     def clock(self) -> Callable[[], int]:
         """Milliseconds, the log's clock (the cleaner's horizons use it too)."""
         return self._clock
 
+    def _local_logs(self) -> Iterator[PartitionLog]:
+        """The partitions whose log is here (not another process's, in a cluster)."""
+        for topic in list(self._topics.values()):
+            for partition in list(topic.partitions):
+                if isinstance(partition, PartitionLog):
+                    yield partition
+
+    def cleaner_state(self, topic_name: str) -> str | None:
+        """The cleaner's view of each partition of a compacted topic as JSON (what
+        `topics describe` shows); None for other topics or without a cleaner."""
+        topic = self._topics.get(topic_name)
+        if topic is None or self.cleaner is None:
+            return None
+        logs = [p for p in topic.partitions if isinstance(p, PartitionLog) and p.config.compact]
+        if not logs:
+            return None
+        return json.dumps({str(log.partition): self.cleaner.state_of(log) for log in logs})
+
     # ------------------------------------------------------------ lifecycle
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await self.open()
         try:
-            task_status.started()
-            await self._background()
+            async with trio.open_nursery() as nursery:
+                if self.cleaner is not None:
+                    await nursery.start(self.cleaner.run)
+                task_status.started()
+                await self._background()
         finally:
             with trio.CancelScope(shield=True):
                 await self.close()
