@@ -287,6 +287,7 @@ _DEFS: list[ConfigDef] = [
     _d("log.cleaner.enable", "bool", True, "Run the log cleaner (compaction of cleanup.policy=compact topics).", "read-only"),
     _d("log.cleaner.threads", "int", 1, "Cleaner tasks, each cleaning one partition at a time in a worker thread.", "read-only", at_least(1)),
     _d("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, "Cleaner I/O (read plus written) per second, all cleaner threads together.", "read-only", at_least(0)),
+    _d("log.cleaner.worker", "string", "process", "Where a cleaning pass runs: process (a child process, so the pass never holds the event loop's GIL) or thread (a worker thread; appends wait on the GIL while it runs). Not a Kafka key.", "read-only", one_of("process", "thread")),
     _d("log.cleaner.backoff.ms", "long", 15000, "Sleep of a cleaner with nothing to clean.", "read-only", at_least(0)),
     _d("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory for the offset map of a pass (24 bytes a key here); a pass stops its dirty range where the map fills.", "read-only", at_least(24)),
     _d("log.cleaner.min.cleanable.ratio", "double", 0.5, "Default min.cleanable.dirty.ratio.", "cluster-wide"),

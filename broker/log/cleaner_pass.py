@@ -10,17 +10,28 @@ else opens, so it shares nothing mutable with the request path.
 
 from __future__ import annotations
 
+import os
+import struct
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import attrs
 
 from broker.log.cleaner_filter import CleanResult, OffsetMap, PassState, clean_batch
-from broker.log.log_segment import INT32_MAX, LogSegment
+from broker.log.log_segment import INT32_MAX, LOG_SUFFIX, LogSegment, segment_file_name
 from broker.log.segment_swap import CLEANED_SUFFIX, commit_cleaned, discard_cleaned
 from broker.log.transaction_index import AbortedTxn
-from broker.protocol.records import InvalidRecordsError, RecordBatchHeader, read_batch_header
+from broker.protocol.records import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    InvalidRecordsError,
+    RecordBatchHeader,
+    read_batch_header,
+)
+
+_LENGTH = struct.Struct(">i")
 
 FaultHook = Callable[[str], None]
 """Tests inject a crash between the steps of a pass (called with the step's name)."""
@@ -61,11 +72,40 @@ class Throttler:
 
 
 @attrs.frozen
+class SegmentSource:
+    """An inactive segment as the pass reads it: by path, through its own descriptor
+    (so the pass can run in another process; retention unlinking the file meanwhile
+    is harmless once it is open, an OSError before)."""
+
+    directory: str
+    base_offset: int
+    next_offset: int
+    size: int
+    created_ms: int
+    aborted: tuple[AbortedTxn, ...]  # its `.txnindex` entries
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.directory, segment_file_name(self.base_offset, LOG_SUFFIX))
+
+    @classmethod
+    def of(cls, segment: LogSegment) -> SegmentSource:
+        return cls(
+            str(segment.directory),
+            segment.base_offset,
+            segment.next_offset,
+            segment.size,
+            segment.created_ms,
+            tuple(segment.txn_index.entries),
+        )
+
+
+@attrs.frozen
 class PassPlan:
-    """What the event loop hands the thread: the segments to clean (all below the
+    """What the event loop hands the worker: the segments to clean (all below the
     first uncleanable offset, oldest first) and where the dirty range starts."""
 
-    segments: Sequence[LogSegment]
+    segments: tuple[SegmentSource, ...]
     first_dirty_offset: int
     aborted: tuple[AbortedTxn, ...]
     last_batch_of_producer: dict[int, int]
@@ -127,17 +167,18 @@ def run_pass(plan: PassPlan, throttler: Throttler, fault: FaultHook | None = Non
             cleaned.close()
             if fault is not None:
                 fault("cleaned-written")
+            directory = Path(segment.directory)
             if keep:
-                commit_cleaned(segment.directory, segment.base_offset)
+                commit_cleaned(directory, segment.base_offset)
                 if fault is not None:
                     fault("swap-committed")
             else:
-                discard_cleaned(segment.directory, segment.base_offset)
+                discard_cleaned(directory, segment.base_offset)
             outcome.append(CleanedSegment(segment.base_offset, keep))
     except BaseException:
         if fault is None:  # an injected crash leaves the files as a kill -9 would
             for segment in targets:
-                discard_cleaned(segment.directory, segment.base_offset)
+                discard_cleaned(Path(segment.directory), segment.base_offset)
         raise
     utilization = len(offsets.latest) / offsets.max_entries
     read, written, records_in, records_out = totals
@@ -147,32 +188,47 @@ def run_pass(plan: PassPlan, throttler: Throttler, fault: FaultHook | None = Non
 
 
 def _batches(
-    segment: LogSegment, throttler: Throttler
+    segment: SegmentSource, throttler: Throttler
 ) -> Iterator[tuple[bytes, RecordBatchHeader]]:
-    """Every batch of a segment, CRC checked, its reads counted by the throttler.
-    Raises CorruptSegmentError for a batch that fails its checks."""
-    expected = segment.base_offset
-    for position, header in segment.iter_headers(0):
-        if header.base_offset < expected or header.last_offset - segment.base_offset > INT32_MAX:
-            raise CorruptSegmentError(
-                f"{segment.log_path}: batch at {position} has offset {header.base_offset}, "
-                f"expected at least {expected}"
-            )
-        expected = header.last_offset + 1
-        throttler.check_stop()
-        data = segment.read_bytes(position, header.size_in_bytes)
-        if len(data) < header.size_in_bytes:
-            raise CorruptSegmentError(f"{segment.log_path}: batch at {position} is cut short")
-        try:
-            checked = read_batch_header(data, 0, verify_crc=True)
-        except InvalidRecordsError as exc:
-            raise CorruptSegmentError(f"{segment.log_path}: batch at {position}: {exc}") from exc
-        throttler.maybe_throttle(len(data))
-        yield data, checked
+    """Every batch of a segment, CRC checked and offsets ascending, its reads counted by
+    the throttler. Raises CorruptSegmentError for a batch that fails its checks."""
+    fd = os.open(segment.log_path, os.O_RDONLY)
+    try:
+        expected = segment.base_offset
+        position = 0
+        while position < segment.size:
+            throttler.check_stop()
+            head = os.pread(fd, LOG_OVERHEAD, position)
+            if len(head) < LOG_OVERHEAD:
+                raise CorruptSegmentError(f"{segment.log_path}: cut short at {position}")
+            size = _LENGTH.unpack_from(head, 8)[0] + LOG_OVERHEAD
+            data = os.pread(fd, size, position) if size >= BATCH_HEADER_SIZE else b""
+            if len(data) < max(size, BATCH_HEADER_SIZE):
+                raise CorruptSegmentError(f"{segment.log_path}: batch at {position} is cut short")
+            try:
+                header = read_batch_header(data, 0, verify_crc=True)
+            except InvalidRecordsError as exc:
+                raise CorruptSegmentError(
+                    f"{segment.log_path}: batch at {position}: {exc}"
+                ) from exc
+            if (
+                header.base_offset < expected
+                or header.last_offset - segment.base_offset > INT32_MAX
+            ):
+                raise CorruptSegmentError(
+                    f"{segment.log_path}: batch at {position} has offset {header.base_offset}, "
+                    f"expected at least {expected}"
+                )
+            expected = header.last_offset + 1
+            throttler.maybe_throttle(size)
+            yield data, header
+            position += size
+    finally:
+        os.close(fd)
 
 
 def _clean_segment(
-    segment: LogSegment,
+    segment: SegmentSource,
     plan: PassPlan,
     offsets: OffsetMap,
     state: PassState,
@@ -181,15 +237,16 @@ def _clean_segment(
 ) -> LogSegment:
     """Write the retained batches of ``segment`` into its `.cleaned` replacement,
     with the aborted-transaction entries of the segment."""
+    directory = Path(segment.directory)
     cleaned = LogSegment(
-        segment.directory,
+        directory,
         segment.base_offset,
         index_interval_bytes=plan.index_interval_bytes,
         created_ms=segment.created_ms,
         max_index_entries=plan.max_index_entries,
         file_suffix=CLEANED_SUFFIX,
     )
-    discard_cleaned(segment.directory, segment.base_offset)
+    discard_cleaned(directory, segment.base_offset)
     cleaned.open()
     try:
         for data, header in _batches(segment, throttler):
@@ -212,7 +269,7 @@ def _clean_segment(
                 cleaned.append(out, read_batch_header(out, 0, verify_crc=False))
                 totals[1] += len(out)
                 throttler.maybe_throttle(len(out))
-        for entry in segment.txn_index.entries:
+        for entry in segment.aborted:
             cleaned.txn_index.append(entry)
     except BaseException:
         cleaned.close()

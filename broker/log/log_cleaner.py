@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,11 +42,14 @@ from broker.log.cleaner_pass import (
     PassAborted,
     PassOutcome,
     PassPlan,
+    SegmentSource,
     Throttler,
     run_pass,
 )
+from broker.log.cleaner_worker import EXIT_CORRUPT, outcome_from_json, plan_to_json
 from broker.log.log_segment import LogSegment
 from broker.log.partition_log import PartitionLog
+from broker.log.segment_swap import discard_cleaned
 from broker.metrics import MetricSample
 
 logger = logging.getLogger(__name__)
@@ -64,6 +68,7 @@ class CleanerSettings:
     io_max_bytes_per_second: float
     backoff_ms: int
     dedupe_buffer_size: int
+    worker: str = "process"  # or "thread" (broker/log/cleaner_worker.py says why)
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> CleanerSettings:
@@ -72,6 +77,7 @@ class CleanerSettings:
             io_max_bytes_per_second=config.get_double("log.cleaner.io.max.bytes.per.second"),
             backoff_ms=config.get_int("log.cleaner.backoff.ms"),
             dedupe_buffer_size=config.get_int("log.cleaner.dedupe.buffer.size"),
+            worker=config.get_str("log.cleaner.worker"),
         )
 
 
@@ -244,7 +250,7 @@ class LogCleaner:
         now = self._clock()
         config = log.config
         plan = PassPlan(
-            segments=found.segments,
+            segments=tuple(SegmentSource.of(segment) for segment in found.segments),
             first_dirty_offset=found.first_dirty_offset,
             aborted=log.collect_aborted_transactions(log.log_start_offset, log.log_end_offset),
             last_batch_of_producer={
@@ -257,14 +263,9 @@ class LogCleaner:
             max_index_entries=max(config.segment_index_bytes // 12, 1),
         )
         rate = self.settings.io_max_bytes_per_second / max(self.settings.threads, 1)
-        throttler = Throttler(rate, self._stop)
         started = time.monotonic()
-        for segment in found.segments:
-            segment.acquire()
         try:
-            outcome = await trio.to_thread.run_sync(
-                functools.partial(run_pass, plan, throttler, self._fault)
-            )
+            outcome = await self._run_pass(plan, rate)
         except CorruptSegmentError as exc:
             self.uncleanable.add(key)
             logger.error("%s-%d: not cleaned until restart: %s", log.topic, log.partition, exc)
@@ -279,9 +280,6 @@ class LogCleaner:
             self.uncleanable.add(key)
             logger.exception("%s-%d: not cleaned until restart", log.topic, log.partition)
             return None
-        finally:
-            for segment in found.segments:
-                segment.release()
         try:
             dropped = log.install_cleaned([(c.base_offset, c.replaced) for c in outcome.cleaned])
             await trio.to_thread.run_sync(_finish_install, log.directory, dropped)
@@ -310,6 +308,35 @@ class LogCleaner:
             outcome.bytes_read / 1e6 / elapsed if elapsed > 0 else math.inf,
         )
         return outcome
+
+    async def _run_pass(self, plan: PassPlan, rate: float) -> PassOutcome:
+        """The pass in a child process or a worker thread. A failed pass leaves no
+        `.cleaned` or `.swap` file behind (a later load must not install it)."""
+        if self.settings.worker == "thread" or self._fault is not None:
+            return await trio.to_thread.run_sync(
+                functools.partial(run_pass, plan, Throttler(rate, self._stop), self._fault)
+            )
+        try:
+            done = await trio.run_process(
+                [sys.executable, "-m", "broker.log.cleaner_worker"],
+                stdin=plan_to_json(plan, rate),
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(_discard_all, plan)
+            raise
+        if done.returncode == 0:
+            return outcome_from_json(done.stdout)
+        await trio.to_thread.run_sync(_discard_all, plan)
+        if done.returncode == EXIT_CORRUPT:
+            raise CorruptSegmentError(done.stdout.decode(errors="replace"))
+        raise RuntimeError(
+            f"cleaner worker exited with {done.returncode}: "
+            f"{done.stderr.decode(errors='replace')[-2000:]}"
+        )
 
     async def _save_first_dirty(self, log: PartitionLog, offset: int) -> None:
         log_dir = log.directory.parent
@@ -353,6 +380,11 @@ class LogCleaner:
             ),
         ):
             yield MetricSample("kafka.log", type_, name, (), "gauge", {"value": float(value)})
+
+
+def _discard_all(plan: PassPlan) -> None:
+    for segment in plan.segments:
+        discard_cleaned(Path(segment.directory), segment.base_offset)
 
 
 def _finish_install(directory: Path, dropped: list[LogSegment]) -> None:

@@ -35,9 +35,17 @@ class InjectedCrash(BaseException):
     """A kill -9 between two steps: nothing after it runs, not even error handling."""
 
 
-def cleaner_for(manager: LogManager, fault: FaultHook | None = None) -> LogCleaner:
+def cleaner_for(
+    manager: LogManager, fault: FaultHook | None = None, *, worker: str = "thread"
+) -> LogCleaner:
+    """Passes in a thread (a process costs a Python start per pass), except where the
+    worker process itself is under test."""
     settings_ = CleanerSettings(
-        threads=1, io_max_bytes_per_second=float("inf"), backoff_ms=10, dedupe_buffer_size=1 << 20
+        threads=1,
+        io_max_bytes_per_second=float("inf"),
+        backoff_ms=10,
+        dedupe_buffer_size=1 << 20,
+        worker=worker,
     )
 
     def logs() -> list[PartitionLog]:
@@ -160,6 +168,25 @@ def test_a_pass_keeps_exactly_the_latest_record_of_each_key_at_its_offset(
     trio.run(scenario)
 
 
+async def test_a_pass_in_a_worker_process_gives_what_a_pass_in_a_thread_gives(
+    tmp_path: Path,
+) -> None:
+    results = []
+    for worker in ("process", "thread"):
+        clock = FakeClock()
+        async with compacted_log(tmp_path / worker, clock) as (manager, log):
+            pid = await manager.allocate_producer_id()
+            for i in range(40):
+                await append_ops(
+                    log, [(i % 4, b"v%d" % i), (5, None if i % 2 else b"x")], clock,
+                    producer_id=pid, producer_epoch=0, base_sequence=2 * i,
+                )  # fmt: skip
+            await clean_once(cleaner_for(manager, worker=worker), log)
+            results.append(await read_all(log))
+            assert len(results[-1]) < 80
+    assert results[0] == results[1]
+
+
 async def test_tombstones_stay_for_delete_retention_ms_then_go(tmp_path: Path) -> None:
     clock = FakeClock()
     async with compacted_log(tmp_path, clock, delete_retention_ms=str(DAY_MS)) as (manager, log):
@@ -272,8 +299,9 @@ async def test_a_crash_between_the_steps_of_a_pass_loses_nothing(tmp_path: Path,
         assert {key: (o, v) for o, key, v in await read_all(reloaded)} == latest
 
 
+@pytest.mark.parametrize("worker", ["thread", "process"])
 async def test_a_corrupt_segment_marks_the_partition_uncleanable_and_nothing_else(
-    tmp_path: Path,
+    tmp_path: Path, worker: str
 ) -> None:
     clock = FakeClock()
     async with compacted_log(tmp_path, clock) as (manager, log):
@@ -285,7 +313,7 @@ async def test_a_corrupt_segment_marks_the_partition_uncleanable_and_nothing_els
             byte = f.read(1)
             f.seek(first.size - 3)
             f.write(bytes([byte[0] ^ 0xFF]))
-        cleaner = cleaner_for(manager)
+        cleaner = cleaner_for(manager, worker=worker)
         assert await cleaner.clean_filthiest()
         assert ("c", 0) in cleaner.uncleanable
         assert not await cleaner.clean_filthiest(), "skipped from now on"
