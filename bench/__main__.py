@@ -50,6 +50,11 @@ BENCHMARKS: list[tuple[str, str, float]] = [
     ),
     ("bench.bench_pipeline", "Spark pipeline", 10.0),
     ("bench.bench_hostile", "Hostile load: memory, bystander latency, slow senders", 4.0),
+    (
+        "bench.bench_compaction",
+        "Log compaction: cleaner MB/s, append p99 while a pass runs, 1M updates to 10k keys",
+        3.0,
+    ),
 ]
 
 REPO = Path(__file__).resolve().parents[1]
