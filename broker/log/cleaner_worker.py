@@ -6,80 +6,47 @@ interpreter's switch interval at each hand-over: measured, the p99 of appends wh
 pass runs grew 30-fold (bench/bench_compaction.py). In a child process the event loop
 only shares the disk. The child gets the plan as JSON on stdin, writes the `.cleaned`
 and `.swap` files (the same code and protocol as in a thread, broker/log/cleaner_pass.py)
-and answers the outcome as JSON on stdout; it dies with the broker (PR_SET_PDEATHSIG).
+and answers the outcome as JSON on stdout; orphaned (the broker killed), it stops at
+its next batch.
 
-Exit codes: 0 outcome, 3 corrupt segment (message on stdout), anything else a failure
-(traceback on stderr).
+Exit codes: 0 outcome, 3 corrupt segment (message on stdout), 4 stopped, anything else
+a failure (traceback on stderr).
 """
 
 from __future__ import annotations
 
-import ctypes
-import json
-import signal
+import os
 import sys
 import threading
-from typing import Any
 
-import attrs
+from broker.log.cleaner_messages import EXIT_CORRUPT, outcome_to_json, plan_from_json
+from broker.log.cleaner_pass import CorruptSegmentError, PassAborted, Throttler, run_pass
 
-from broker.log.cleaner_pass import (
-    CleanedSegment,
-    CorruptSegmentError,
-    PassOutcome,
-    PassPlan,
-    SegmentSource,
-    Throttler,
-    run_pass,
-)
-from broker.log.transaction_index import AbortedTxn
-
-EXIT_CORRUPT = 3
-_PR_SET_PDEATHSIG = 1
+EXIT_ABORTED = 4
+_ORPHAN_CHECK_S = 1.0
 
 
-def plan_to_json(plan: PassPlan, bytes_per_second: float) -> bytes:
-    data = attrs.asdict(plan)
-    data["last_batch_of_producer"] = list(plan.last_batch_of_producer.items())
-    data["bytes_per_second"] = bytes_per_second if bytes_per_second < float("inf") else None
-    return json.dumps(data).encode()
-
-
-def plan_from_json(raw: bytes) -> tuple[PassPlan, float]:
-    data: dict[str, Any] = json.loads(raw)
-    rate = data.pop("bytes_per_second")
-    data["segments"] = tuple(
-        SegmentSource(**{**s, "aborted": tuple(AbortedTxn(**a) for a in s["aborted"])})
-        for s in data["segments"]
-    )
-    data["aborted"] = tuple(AbortedTxn(**a) for a in data["aborted"])
-    data["last_batch_of_producer"] = {int(p): int(o) for p, o in data["last_batch_of_producer"]}
-    return PassPlan(**data), float("inf") if rate is None else float(rate)
-
-
-def outcome_from_json(raw: bytes) -> PassOutcome:
-    data: dict[str, Any] = json.loads(raw)
-    data["cleaned"] = tuple(CleanedSegment(**c) for c in data["cleaned"])
-    return PassOutcome(**data)
-
-
-def _die_with_parent() -> None:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the parent still kills it on cancel
-        pass
+def _stop_when_orphaned(stop: threading.Event, parent: int) -> None:
+    """The broker died (kill -9): end the pass at its next batch. (PR_SET_PDEATHSIG
+    would fire when the *thread* that started the child ends, and Trio starts
+    processes from worker threads that come and go.)"""
+    while not stop.wait(_ORPHAN_CHECK_S):
+        if os.getppid() != parent:
+            stop.set()
 
 
 def main() -> int:
-    _die_with_parent()
+    stop = threading.Event()
+    threading.Thread(target=_stop_when_orphaned, args=(stop, os.getppid()), daemon=True).start()
     plan, rate = plan_from_json(sys.stdin.buffer.read())
     try:
-        outcome = run_pass(plan, Throttler(rate, threading.Event()))
+        outcome = run_pass(plan, Throttler(rate, stop))
     except CorruptSegmentError as exc:
         sys.stdout.write(str(exc))
         return EXIT_CORRUPT
-    sys.stdout.write(json.dumps(attrs.asdict(outcome)))
+    except PassAborted:
+        return EXIT_ABORTED
+    sys.stdout.write(outcome_to_json(outcome))
     return 0
 
 

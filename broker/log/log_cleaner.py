@@ -36,6 +36,7 @@ import trio
 
 from broker.config import BrokerConfig
 from broker.log._files import fsync_dir, read_offset_checkpoint, write_offset_checkpoint
+from broker.log.cleaner_messages import EXIT_CORRUPT, outcome_from_json, plan_to_json
 from broker.log.cleaner_pass import (
     CorruptSegmentError,
     FaultHook,
@@ -46,7 +47,6 @@ from broker.log.cleaner_pass import (
     Throttler,
     run_pass,
 )
-from broker.log.cleaner_worker import EXIT_CORRUPT, outcome_from_json, plan_to_json
 from broker.log.log_segment import LogSegment
 from broker.log.partition_log import PartitionLog
 from broker.log.segment_swap import discard_cleaned
@@ -141,8 +141,11 @@ class LogCleaner:
         *,
         clock: Callable[[], int],
         fault: FaultHook | None = None,
+        checkpoint_file: Callable[[], str] = lambda: CLEANER_CHECKPOINT_FILE,
     ) -> None:
+        # checkpoint_file: a process of a cluster names its own (broker/cluster/).
         self.settings = settings
+        self._checkpoint_file = checkpoint_file
         self._logs = logs
         self._clock = clock
         self._fault = fault
@@ -196,8 +199,19 @@ class LogCleaner:
 
     def _checkpoint(self, log_dir: Path) -> dict[PartitionKey, int]:
         if log_dir not in self._first_dirty:
-            self._first_dirty[log_dir] = read_offset_checkpoint(log_dir / CLEANER_CHECKPOINT_FILE)
+            path = log_dir / self._checkpoint_file()
+            self._first_dirty[log_dir] = read_offset_checkpoint(path)
         return self._first_dirty[log_dir]
+
+    def forget_topic(self, topic: str) -> None:
+        """A deleted topic's first dirty offsets must not apply to a new topic of the
+        same name (written out with the next checkpoint)."""
+        for checkpoint in self._first_dirty.values():
+            for key in [k for k in checkpoint if k[0] == topic]:
+                del checkpoint[key]
+        self.uncleanable = {k for k in self.uncleanable if k[0] != topic}
+        for key in [k for k in self.states if k[0] == topic]:
+            del self.states[key]
 
     def describe(self, log: PartitionLog) -> CleanableRange:
         return cleanable_range(log, self.first_dirty_offset(log), self._clock())
@@ -343,9 +357,12 @@ class LogCleaner:
         async with self._checkpoint_lock:
             checkpoint = self._checkpoint(log_dir)
             checkpoint[(log.topic, log.partition)] = offset
-            await trio.to_thread.run_sync(
-                write_offset_checkpoint, log_dir / CLEANER_CHECKPOINT_FILE, dict(checkpoint)
-            )
+            try:
+                await trio.to_thread.run_sync(
+                    write_offset_checkpoint, log_dir / self._checkpoint_file(), dict(checkpoint)
+                )
+            except OSError as exc:  # costs only a pass over clean data after a restart
+                logger.warning("cannot write the cleaner checkpoint in %s: %s", log_dir, exc)
 
     def state_of(self, log: PartitionLog) -> dict[str, object]:
         """One partition's cleaner state, as `topics describe` prints it."""

@@ -39,7 +39,7 @@ import trio
 from broker.config import BrokerConfig
 from broker.errors import KafkaError
 from broker.log._files import fsync_dir, read_offset_checkpoint, write_offset_checkpoint
-from broker.log.log_cleaner import CleanerSettings, LogCleaner
+from broker.log.log_cleaner import CLEANER_CHECKPOINT_FILE, CleanerSettings, LogCleaner
 from broker.log.log_config import (
     LogConfig,
     altered_topic_configs,
@@ -106,6 +106,7 @@ class LogManager:
     recovery_point_file = RECOVERY_POINT_FILE
     log_start_file = LOG_START_FILE
     clean_shutdown_file = CLEAN_SHUTDOWN_FILE
+    cleaner_checkpoint_file = CLEANER_CHECKPOINT_FILE
 
     def __init__(self, config: BrokerConfig, *, clock: Callable[[], int] | None = None) -> None:
         self.config = config
@@ -126,7 +127,12 @@ class LogManager:
         self._open = False
         # Kafka's LogManager owns its LogCleaner (none with log.cleaner.enable=false).
         self.cleaner = (
-            LogCleaner(CleanerSettings.from_config(config), self._local_logs, clock=self._clock)
+            LogCleaner(
+                CleanerSettings.from_config(config),
+                self._local_logs,
+                clock=self._clock,
+                checkpoint_file=lambda: self.cleaner_checkpoint_file,
+            )
             if config.get_bool("log.cleaner.enable")
             else None
         )
@@ -454,6 +460,8 @@ class LogManager:
             self._unregister(topic)
             for log in topic.partitions:
                 log.mark_deleted()
+            if self.cleaner is not None:
+                self.cleaner.forget_topic(name)
             await self._save_metadata()
             await self._remove_partitions(list(topic.partitions))
             logger.info("deleted topic %s (%s)", name, topic.topic_id)
