@@ -342,3 +342,31 @@ async def test_dirty_ratio_min_compaction_lag_and_max_compaction_lag_decide_what
         assert after.dirty_bytes == 0 and after.first_dirty_offset == log.active.base_offset
         assert not await cleaner.clean_filthiest(), "nothing dirty left"
         assert cleaner.states[("c", 0)].last_cleaned_ms == clock.now
+
+
+async def test_a_compacted_log_rolls_its_active_segment_by_max_compaction_lag_ms(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    configs = {"max_compaction_lag_ms": "1000", "segment_bytes": str(1 << 20)}
+    async with compacted_log(tmp_path, clock, **configs) as (manager, log):
+        assert log.config.segment_ms == 1000, "Kafka's maxSegmentMs"
+        await append_ops(log, [(0, b"a"), (0, b"b")], clock)
+        clock.now += 1500
+        await append_ops(log, [(1, b"c")], clock)
+        assert log.active.base_offset == 2, "rolled by age, so the old records can be cleaned"
+        cleaner = cleaner_for(manager)
+        found = cleaner.describe(log)
+        assert found.must_clean, "dirty data older than max.compaction.lag.ms"
+        assert await cleaner.clean_filthiest()
+        assert [(o, v) for o, _, v in await read_all(log)] == [(1, b"b"), (2, b"c")]
+        # Now with clean bytes the ratio is below 1.0: only the lag makes the log due.
+        await manager.alter_topic_configs("c", {"min.cleanable.dirty.ratio": "1.0"})
+        clock.now += 1500
+        await append_ops(log, [(0, b"d")], clock)
+        found = cleaner.describe(log)
+        assert 0 < found.dirty_ratio < 1.0 and found.must_clean
+        assert await cleaner.clean_filthiest(), "cleaned whatever its dirty ratio"
+        assert cleaner.describe(log).first_dirty_offset == 3 == log.active.base_offset
+        # k0@1 stays: its newer value is in the active segment, which is never cleaned.
+        assert [(o, v) for o, _, v in await read_all(log)] == [(1, b"b"), (2, b"c"), (3, b"d")]
