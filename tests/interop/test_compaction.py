@@ -12,12 +12,14 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from confluent_kafka.admin import NewTopic
 
 from tests.interop.kafka_clients import (
+    PROCESS_COUNTS,
     Message,
     admin,
     confluent_produce,
     consumer_settings,
     create_topic,
     interop_broker_running,
+    process_count_id,
     rdkafka_settings,
     unique_topic,
 )
@@ -48,10 +50,11 @@ def read_from_start(bootstrap: str, topic: str) -> list[tuple[int, bytes | None,
     raise AssertionError(f"no end of partition within 20 s ({len(got)} records)")
 
 
+@pytest.mark.parametrize("processes", PROCESS_COUNTS, ids=process_count_id)
 def test_confluent_consumer_reads_the_latest_value_of_each_key_from_a_cleaned_topic(
-    tmp_path: Path,
+    tmp_path: Path, processes: int
 ) -> None:
-    overrides = {"log.cleaner.backoff.ms": "100", "process.count": "1"}
+    overrides = {"log.cleaner.backoff.ms": "100", "process.count": str(processes)}
     with interop_broker_running(tmp_path / "data", overrides) as broker:
         bootstrap = broker.bootstrap
         client = admin(bootstrap)  # alive until the future resolves
