@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.log import LogManager, PartitionLog
+from broker.protocol.compression import CompressionType
 from broker.log.cleaner_pass import FaultHook
 from broker.log.log_cleaner import CleanerSettings, LogCleaner
 from broker.protocol.records import (
@@ -78,10 +79,12 @@ async def append_ops(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     is_transactional: bool = False,
+    compression: CompressionType = CompressionType.NONE,
 ) -> None:
     records = [Record(i, i, KEYS[key], value) for i, (key, value) in enumerate(ops)]
     data = encode_batch(
         records,
+        compression=compression,
         base_timestamp=clock.now,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
@@ -128,9 +131,12 @@ ops_strategy = st.lists(
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(batches=ops_strategy)
+@given(
+    batches=ops_strategy,
+    codec=st.sampled_from([CompressionType.NONE, CompressionType.GZIP, CompressionType.ZSTD]),
+)
 def test_a_pass_keeps_exactly_the_latest_record_of_each_key_at_its_offset(
-    tmp_path_factory: pytest.TempPathFactory, batches: list[list[Op]]
+    tmp_path_factory: pytest.TempPathFactory, batches: list[list[Op]], codec: CompressionType
 ) -> None:
     tmp_path = tmp_path_factory.mktemp("clean")
     clock = FakeClock()
@@ -138,7 +144,7 @@ def test_a_pass_keeps_exactly_the_latest_record_of_each_key_at_its_offset(
     async def scenario() -> None:
         async with compacted_log(tmp_path, clock) as (manager, log):
             for ops in batches:
-                await append_ops(log, ops, clock)
+                await append_ops(log, ops, clock, compression=codec)
             before = await read_all(log)
             original = {offset: (key, value) for offset, key, value in before}
             latest = {key: (offset, value) for offset, key, value in before}
@@ -158,6 +164,10 @@ def test_a_pass_keeps_exactly_the_latest_record_of_each_key_at_its_offset(
             assert [r for r in after if r[0] >= cleaned_end] == [
                 r for r in before if r[0] >= cleaned_end
             ]
+            result = await log.read(log.log_start_offset, 1 << 20)
+            assert all(
+                h.compression == codec for h, _ in iter_batches(result.records) if h.record_count
+            )
             # And a restart reads the same.
             crash(manager)
             await manager.open()
