@@ -74,17 +74,19 @@ class OffsetMap:
         if not header.is_control:
             base = header.base_offset
             latest = self.latest
-            for key, offset_delta in record_keys(batch, header):
-                latest[key] = base + offset_delta
+            for key, offset_delta, _ in record_keys(batch, header):
+                if key is not None:
+                    latest[key] = base + offset_delta
         self.last_offset = max(self.last_offset, header.last_offset)
 
 
 def record_keys(
     batch: bytes | bytearray | memoryview, header: RecordBatchHeader
-) -> Iterator[tuple[bytes, int]]:
-    """(key, offset delta) of each keyed record, walking only the varints in front of
-    the key (the offset map needs nothing else; building whole records costs about
-    twice as much). Raises InvalidRecordsError when the records do not parse."""
+) -> Iterator[tuple[bytes | None, int, bool]]:
+    """(key, offset delta, value is null) of each record, walking only the varints up
+    to the value's length (the offset map and the all-kept check need nothing else;
+    building whole records costs about twice as much). Raises InvalidRecordsError when
+    the records do not parse; values and headers are not checked (the batch's CRC was)."""
     payload = memoryview(batch)[BATCH_HEADER_SIZE : header.size_in_bytes]
     codec = header.attributes & _CODEC_MASK
     try:
@@ -107,8 +109,9 @@ def record_keys(
             key_length, pos = _varint(data, pos)
             if record_end > end or length < 0 or pos + max(key_length, 0) > record_end:
                 raise InvalidRecordsError(ErrorCode.CORRUPT_MESSAGE, "record past its end")
-            if key_length >= 0:
-                yield data[pos : pos + key_length], offset_delta
+            key = data[pos : pos + key_length] if key_length >= 0 else None
+            value_length, _ = _varint(data, pos + max(key_length, 0))
+            yield key, offset_delta, value_length < 0
             pos = record_end
     except IndexError:
         raise InvalidRecordsError(ErrorCode.CORRUPT_MESSAGE, "records cut short") from None
@@ -176,6 +179,12 @@ def clean_batch(
     horizon_passed = header.has_delete_horizon and now_ms >= header.base_timestamp
     if header.is_control:
         return _clean_marker(batch, header, state, now_ms, delete_retention_ms, horizon_passed)
+    if not (header.is_transactional and state.is_aborted(header)) and _all_kept(
+        batch, header, offsets, horizon_passed
+    ):
+        if header.is_transactional and header.record_count:
+            state.txn_has_records[header.producer_id] = True
+        return CleanResult(batch, header.record_count, header.record_count)
     records = decode_records(batch, header)
     keep_producer_batch = (
         header.producer_id >= 0
@@ -202,6 +211,25 @@ def clean_batch(
         return CleanResult(None, len(records), 0)
     horizon = now_ms + delete_retention_ms if needs_horizon else None
     return CleanResult(_rebuild(header, kept, horizon), len(records), len(kept))
+
+
+def _all_kept(
+    batch: bytes | bytearray | memoryview,
+    header: RecordBatchHeader,
+    offsets: OffsetMap,
+    horizon_passed: bool,
+) -> bool:
+    """Whether the batch stays as it is: every record keyed and latest, and no
+    tombstone that is due to go or still needs its delete horizon (the common case
+    of a clean section cleaned again, decided without decoding the records)."""
+    base = header.base_offset
+    latest = offsets.latest
+    for key, offset_delta, tombstone in record_keys(batch, header):
+        if key is None or latest.get(key, -1) > base + offset_delta:
+            return False
+        if tombstone and (horizon_passed or not header.has_delete_horizon):
+            return False
+    return True
 
 
 def _clean_marker(

@@ -234,9 +234,7 @@ def test_the_offset_maps_key_walk_agrees_with_the_record_decoder(
     except InvalidRecordsError:
         walked = None  # the only error it may raise
     try:
-        decoded = [
-            (r.key, r.offset_delta) for r in decode_records(batch, header) if r.key is not None
-        ]
+        decoded = [(r.key, r.offset_delta, r.value is None) for r in decode_records(batch, header)]
     except InvalidRecordsError:
         # Corrupt: the walk (keys only) may miss what the decoder sees; the rewrite that
         # follows decodes every record and reports it.
