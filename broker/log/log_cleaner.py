@@ -296,20 +296,22 @@ class LogCleaner:
             return None
         try:
             dropped = log.install_cleaned([(c.base_offset, c.replaced) for c in outcome.cleaned])
+            # What describe shows changes with the segments, before any await.
+            self._checkpoint(log.directory.parent)[key] = outcome.end_offset
+            self.last_run_ms = self._clock()
+            self.states[key] = PartitionCleanerState(self.last_run_ms, outcome)
             await trio.to_thread.run_sync(_finish_install, log.directory, dropped)
         except OSError:
             # What was renamed is complete; a restart finishes the rest (segment_swap.py).
             self.uncleanable.add(key)
             logger.exception("%s-%d: installing the cleaned segments failed", *key)
             return None
-        await self._save_first_dirty(log, outcome.end_offset)
+        await self._save_checkpoint(log.directory.parent)
         elapsed = time.monotonic() - started
         self.max_clean_time_s = max(self.max_clean_time_s, elapsed)
         self.max_buffer_utilization = max(self.max_buffer_utilization, outcome.buffer_utilization)
         read = outcome.bytes_read
         self.last_recopy_ratio = outcome.bytes_written / read if read else 0.0
-        self.last_run_ms = self._clock()
-        self.states[key] = PartitionCleanerState(self.last_run_ms, outcome)
         logger.info(
             "%s-%d cleaned: %d -> %d bytes, %d -> %d records in %.2f s (%.1f MB/s)",
             log.topic,
@@ -352,14 +354,12 @@ class LogCleaner:
             f"{done.stderr.decode(errors='replace')[-2000:]}"
         )
 
-    async def _save_first_dirty(self, log: PartitionLog, offset: int) -> None:
-        log_dir = log.directory.parent
+    async def _save_checkpoint(self, log_dir: Path) -> None:
         async with self._checkpoint_lock:
-            checkpoint = self._checkpoint(log_dir)
-            checkpoint[(log.topic, log.partition)] = offset
+            checkpoint = dict(self._checkpoint(log_dir))
             try:
                 await trio.to_thread.run_sync(
-                    write_offset_checkpoint, log_dir / self._checkpoint_file(), dict(checkpoint)
+                    write_offset_checkpoint, log_dir / self._checkpoint_file(), checkpoint
                 )
             except OSError as exc:  # costs only a pass over clean data after a restart
                 logger.warning("cannot write the cleaner checkpoint in %s: %s", log_dir, exc)
