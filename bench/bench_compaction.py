@@ -120,7 +120,6 @@ async def _clean_with_probe(
 
 async def _bench(duration_s: float, directory: str, updates: int) -> list[dict[str, object]]:
     results: list[dict[str, object]] = []
-    baseline: list[float] = []
     for worker, throttle in (("thread", None), ("process", None), ("process", 20e6)):
         raw = {"log.dirs": f"{directory}/{worker}-{throttle}", "log.cleaner.worker": worker}
         if throttle is not None:
@@ -137,8 +136,9 @@ async def _bench(duration_s: float, directory: str, updates: int) -> list[dict[s
             table = (await manager.create_topic("table", 1, configs=table_configs)).partitions[0]
             await _fill(table, updates, latest)
             probe = (await manager.create_topic("probe", 1)).partitions[0]
-            if not baseline:  # appends with no cleaner running, the reference
-                baseline = await _probe_appends(probe, trio.Event(), duration_s)
+            # The reference: appends with no pass running, just before this one's pass
+            # (on a shared machine the load drifts between configurations).
+            baseline = await _probe_appends(probe, trio.Event(), duration_s)
             before = table.size_bytes
             assert manager.cleaner is not None
             with_cleaner, clean_s, cleaned_bytes = await _clean_with_probe(
