@@ -4,7 +4,8 @@ and the cleaner tasks that clean it without stalling the request path.
 Each of `log.cleaner.threads` Trio tasks takes the filthiest cleanable partition
 (highest dirty ratio at or above `min.cleanable.dirty.ratio`, or any whose dirty data
 is older than `max.compaction.lag.ms`), runs the pass in a worker thread
-(broker/log/cleaner_pass.py: all reading, filtering, writing and fsyncing), then
+(broker/log/cleaner_pass.py: all reading, filtering, writing and fsyncing) in a child
+process by default (log.cleaner.worker, broker/log/cleaner_worker.py says why), then
 installs the result on the event loop in one step with no await. A task with nothing
 to clean sleeps `log.cleaner.backoff.ms`.
 
@@ -259,7 +260,8 @@ class LogCleaner:
         return True
 
     async def clean(self, log: PartitionLog, found: CleanableRange) -> PassOutcome | None:
-        """One pass over ``log``: thread for the work, event loop for the swap."""
+        """One pass over ``log``: a worker process or thread for the work, the event
+        loop for the swap."""
         key = (log.topic, log.partition)
         now = self._clock()
         config = log.config
