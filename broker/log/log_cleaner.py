@@ -3,9 +3,9 @@ and the cleaner tasks that clean it without stalling the request path.
 
 Each of `log.cleaner.threads` Trio tasks takes the filthiest cleanable partition
 (highest dirty ratio at or above `min.cleanable.dirty.ratio`, or any whose dirty data
-is older than `max.compaction.lag.ms`), runs the pass in a worker thread
-(broker/log/cleaner_pass.py: all reading, filtering, writing and fsyncing) in a child
-process by default (log.cleaner.worker, broker/log/cleaner_worker.py says why), then
+is older than `max.compaction.lag.ms`), runs the pass (broker/log/cleaner_pass.py: all
+reading, filtering, writing and fsyncing) in a child process, or a worker thread with
+`log.cleaner.worker=thread` (broker/log/cleaner_worker.py says why not by default), then
 installs the result on the event loop in one step with no await. A task with nothing
 to clean sleeps `log.cleaner.backoff.ms`.
 
