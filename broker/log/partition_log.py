@@ -780,8 +780,9 @@ class PartitionLog:
         renames and a small index read per segment, so no read or retention sees a
         half-swapped list). ``cleaned`` is (base offset, replaced) per segment: replaced
         segments swap in their `.swap` files (broker/log/segment_swap.py), the others
-        had nothing left and are dropped. Segments that retention or DeleteRecords
-        removed meanwhile are skipped (their replacement discarded). Returns the dropped
+        had nothing left and are dropped (unless it is now the first segment). Segments
+        that retention or DeleteRecords removed meanwhile are skipped (their replacement
+        discarded). Returns the dropped
         segments, whose files the caller unlinks in a worker thread. Raises OSError
         (the log then keeps the segments it had; a later load completes the swap)."""
         by_base = {segment.base_offset: segment for segment in self.segments[:-1]}
@@ -792,6 +793,11 @@ class PartitionLog:
                 discard_cleaned(self.directory, base)
                 continue
             index = self.segments.index(old)
+            if not replaced and index == 0:
+                # Retention made it the first segment during the pass: it holds the log
+                # start (a load starts the log at the first segment), so it stays as it
+                # is and the next pass replaces it with an empty segment.
+                continue
             if not replaced:
                 del self.segments[index]
                 del self._bases[index]

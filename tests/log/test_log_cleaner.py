@@ -5,6 +5,7 @@ delete horizon, aborted records removed, crash safety of the swap, corrupt segme
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -428,3 +429,37 @@ async def test_a_compacted_log_rolls_its_active_segment_by_max_compaction_lag_ms
         assert cleaner.describe(log).first_dirty_offset == 3 == log.active.base_offset
         # k0@1 stays: its newer value is in the active segment, which is never cleaned.
         assert [(o, v) for o, _, v in await read_all(log)] == [(1, b"b"), (2, b"c"), (3, b"d")]
+
+
+async def test_segments_deleted_during_a_pass_are_not_brought_back(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with compacted_log(tmp_path, clock, cleanup_policy="compact,delete") as (manager, log):
+        for i in range(60):
+            await append_ops(log, [(i % 5, b"v%d" % i)], clock)
+        cleaner = cleaner_for(manager)
+        found = cleaner.describe(log)
+        pausing = trio.Event()
+        resume = threading.Event()
+
+        def fault(step: str) -> None:  # the pass, in its thread, waits after its first swap
+            if step == "swap-committed" and not pausing.is_set():
+                trio.from_thread.run_sync(pausing.set)
+                resume.wait(10)
+
+        cleaner = cleaner_for(manager, fault)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(cleaner.clean, log, found)
+            await pausing.wait()
+            second_base = log.segments[1].base_offset
+            await log.delete_records_before(second_base + 1)  # drops the first segment
+            resume.set()
+        assert log.segments[0].base_offset == second_base
+        assert not list(log.directory.glob("*.swap")) and not list(log.directory.glob("*.cleaned"))
+        crash(manager)
+        await manager.open()
+        reloaded = manager.partition("c", 0)
+        assert reloaded is not None
+        assert reloaded.segments[0].base_offset == second_base, "no swap resurrected it"
+        assert reloaded.log_start_offset == second_base + 1, "the log start stays"
+        latest = {KEYS[i % 5]: b"v%d" % i for i in range(60)}
+        assert {k: v for _, k, v in await read_all(reloaded)} == latest
