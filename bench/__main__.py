@@ -52,6 +52,11 @@ BENCHMARKS: list[tuple[str, str, float]] = [
     ("bench.bench_sink_commit", "Spark sink: commit-log bytes read back per micro-batch", 2.0),
     ("bench.bench_hostile", "Hostile load: memory, bystander latency, slow senders", 4.0),
     ("bench.bench_console", "Produce with a web console page refreshing and without", 4.0),
+    (
+        "bench.bench_compaction",
+        "Log compaction: cleaner MB/s, append p99 while a pass runs, 1M updates to 10k keys",
+        3.0,
+    ),
 ]
 
 REPO = Path(__file__).resolve().parents[1]

@@ -133,7 +133,7 @@ _NO_EFFECT = "Accepted for compatibility; no effect here"
 
 # fmt: off
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in (
-    _t("cleanup.policy", ConfigType.LIST, cleanup_policy, ("log.cleanup.policy",), "delete: old segments are discarded by time or size (compact is not supported yet)."),
+    _t("cleanup.policy", ConfigType.LIST, cleanup_policy, ("log.cleanup.policy",), "delete: old segments are discarded by time or size; compact: the log cleaner keeps the latest record of each key (docs/compaction.md); or both."),
     _t("compression.type", ConfigType.STRING, choice("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), ("compression.type",), "Final compression of the topic's data; producer keeps the producer's codec."),
     _t("flush.messages", ConfigType.LONG, int_in(1, LONG_MAX), ("log.flush.interval.messages",), "Messages written before the log is fsynced."),
     _t("flush.ms", ConfigType.LONG, int_in(0, LONG_MAX), ("log.flush.interval.ms",), "Time before the log is fsynced."),
@@ -148,14 +148,14 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in (
     _t("segment.bytes", ConfigType.INT, int_in(14, INT_MAX), ("log.segment.bytes",), "Segment size before a new one is rolled."),
     _t("segment.index.bytes", ConfigType.INT, int_in(4, INT_MAX), ("log.index.size.max.bytes",), "Largest size of a segment's offset and time indexes."),
     _t("segment.ms", ConfigType.LONG, int_in(1, LONG_MAX), ("log.roll.ms", "log.roll.hours"), "Time before a new segment is rolled."),
+    _t("delete.retention.ms", ConfigType.LONG, int_in(0, LONG_MAX), ("log.cleaner.delete.retention.ms",), "How long a tombstone (and a removable transaction marker) stays after the cleaner first keeps it."),
+    _t("max.compaction.lag.ms", ConfigType.LONG, int_in(1, LONG_MAX), ("log.cleaner.max.compaction.lag.ms",), "Longest a record stays uncompacted: older dirty data makes the log cleanable whatever its dirty ratio, and the active segment rolls at this age."),
+    _t("min.cleanable.dirty.ratio", ConfigType.DOUBLE, double, ("log.cleaner.min.cleanable.ratio",), "Dirty bytes over all cleanable bytes above which the cleaner cleans the log."),
+    _t("min.compaction.lag.ms", ConfigType.LONG, int_in(0, LONG_MAX), ("log.cleaner.min.compaction.lag.ms",), "Shortest time a record stays uncompacted."),
     # Known to Kafka and accepted so that admin tools setting them do not fail; they
-    # have no effect here (no compaction, no replication, no preallocation).
-    _t("delete.retention.ms", ConfigType.LONG, int_in(0, LONG_MAX), (), f"{_NO_EFFECT} (no compaction).", "86400000"),
+    # have no effect here (no replication, no preallocation).
     _t("file.delete.delay.ms", ConfigType.LONG, int_in(0, LONG_MAX), (), f"{_NO_EFFECT} (segments are deleted at once).", "60000"),
-    _t("max.compaction.lag.ms", ConfigType.LONG, int_in(1, LONG_MAX), (), f"{_NO_EFFECT} (no compaction).", str(LONG_MAX)),
     _t("message.downconversion.enable", ConfigType.BOOLEAN, boolean, (), f"{_NO_EFFECT}.", "true"),
-    _t("min.cleanable.dirty.ratio", ConfigType.DOUBLE, double, (), f"{_NO_EFFECT} (no compaction).", "0.5"),
-    _t("min.compaction.lag.ms", ConfigType.LONG, int_in(0, LONG_MAX), (), f"{_NO_EFFECT} (no compaction).", "0"),
     _t("preallocate", ConfigType.BOOLEAN, boolean, (), f"{_NO_EFFECT} (no preallocation).", "false"),
     _t("segment.jitter.ms", ConfigType.LONG, int_in(0, LONG_MAX), (), f"{_NO_EFFECT} (no roll jitter).", "0"),
     _t("unclean.leader.election.enable", ConfigType.BOOLEAN, boolean, (), f"{_NO_EFFECT} (no replication).", "false"),

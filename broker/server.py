@@ -42,6 +42,7 @@ from broker.wiring.acl_apis import add_acl_apis, load_authorizer
 from broker.wiring.cluster_membership import add_cluster_membership
 from broker.wiring.data_apis import add_data_apis
 from broker.wiring.group_coordinator import add_group_coordinator, coordinator_config
+from broker.wiring.log_cleaner import add_log_cleaner_metrics
 from broker.wiring.quota_apis import add_quota_apis
 from broker.wiring.security_apis import add_security_apis
 from broker.wiring.transaction_coordinator import add_transaction_coordinator
@@ -145,6 +146,7 @@ class KafkaServer:
             else cluster.topic_source()
         )
         self.services.append(self.log_manager)
+        add_log_cleaner_metrics(context, self.log_manager)
         add_data_apis(
             context,
             self.log_manager,

@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from broker.client.cleaner_state import describe_line, fetch_cleaner_state
 from broker.client.consumer_group_describe import consumer_group_lines, describe_consumer_groups
 from broker.client.group_description import (
     OFFSETS_HEADER,
@@ -272,11 +273,14 @@ async def topics_describe(session: ClientSession, args: argparse.Namespace) -> i
             f"Topic: {topic.name}\tTopicId: {topic.topic_id}\t"
             f"PartitionCount: {len(topic.partitions)}\tReplicationFactor: {replication}"
         )
+        cleaner = await fetch_cleaner_state(session, topic.name or "")
         for p in sorted(topic.partitions, key=lambda p: p.partition_index):
+            state = cleaner.get(p.partition_index)
             print(
                 f"\tTopic: {topic.name}\tPartition: {p.partition_index}\tLeader: {p.leader_id}\t"
                 f"Replicas: {','.join(map(str, p.replica_nodes))}\t"
                 f"Isr: {','.join(map(str, p.isr_nodes))}"
+                + (f"\t{describe_line(state)}" if state is not None else "")
             )
     return 0
 

@@ -22,8 +22,8 @@ EXAMPLES = """examples:
   broker client consume orders --group billing --from-beginning --json -e
 
 format tokens (-f, as kcat's): %t topic, %p partition, %o offset, %k key,
-%s value, %T timestamp, %h headers (k=v,...), %K/%S key/value length, %%;
-escapes \\n \\t \\r \\\\.
+%s value (NULL for a tombstone, as kcat -Z), %T timestamp, %h headers (k=v,...),
+%K/%S key/value length, %%; escapes \\n \\t \\r \\\\.
 """
 
 

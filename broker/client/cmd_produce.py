@@ -48,6 +48,7 @@ EXAMPLES = """examples:
   printf 'a\\nb\\n' | broker client produce orders
   printf 'k1:v1\\n' | broker client produce orders -K : -H source=cli --compression zstd
   broker client produce orders --partition 2 --acks 1 < lines.txt
+  printf 'k1:\\n' | broker client produce compacted -K : -Z   # a tombstone for k1
 
 a record the broker refuses is reported by its line and the rest are still written:
   % delivery failed for line 1500 (orders-0): MESSAGE_TOO_LARGE
@@ -94,6 +95,12 @@ def add_parser(commands: object, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="stop reading input at the first failed record (default: report it, go on)",
     )
+    p.add_argument(
+        "-Z",
+        "--null-empty",
+        action="store_true",
+        help="send an empty value as null: a tombstone on a compacted topic (kcat -Z)",
+    )
     p.set_defaults(run=produce)
 
 
@@ -127,7 +134,7 @@ class Line:
 
     number: int
     key: bytes | None
-    value: bytes
+    value: bytes | None  # None: a tombstone (-Z)
 
 
 @attrs.define
@@ -194,7 +201,8 @@ async def produce(session: ClientSession, args: argparse.Namespace) -> int:
         else:
             partition = sticky
         batch = pending.setdefault(partition, [])
-        batch.append(Line(number, key, value))
+        stored = None if args.null_empty and not value else value
+        batch.append(Line(number, key, stored))
         report.read += 1
         if len(batch) >= args.batch_size:
             await sender.send({partition: pending.pop(partition)})

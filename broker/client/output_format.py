@@ -1,7 +1,7 @@
 """How `consume` prints a record: kcat's `-f` format or one JSON object per line.
 
-Format tokens (kcat's): %t topic, %p partition, %o offset, %k key, %s value,
-%T timestamp (ms), %h headers (k=v,k=v), %K key length, %S value length
+Format tokens (kcat's): %t topic, %p partition, %o offset, %k key, %s value
+(NULL for a null value: a tombstone), %T timestamp (ms), %h headers (k=v,k=v), %K key length, %S value length
 (-1 for null), %% a percent sign; escapes \\n, \\t, \\r, \\\\.
 """
 
@@ -13,6 +13,9 @@ import re
 
 from broker.protocol.records import DecodedRecord
 
+NULL_VALUE = b"NULL"
+"""What %s prints for a null value (a tombstone), as kcat -Z does, so that it stands
+out from an empty value; --json prints null."""
 _TOKEN = re.compile(r"%[tpokSsTKh%]|\\[ntr\\]")
 _ESCAPES = {"\\n": b"\n", "\\t": b"\t", "\\r": b"\r", "\\\\": b"\\"}
 
@@ -53,7 +56,7 @@ def render(parts: list[str | bytes], topic: str, partition: int, record: Decoded
         if isinstance(part, bytes):
             out += part
         elif part == "%s":
-            out += record.value or b""
+            out += NULL_VALUE if record.value is None else record.value
         elif part == "%k":
             out += record.key or b""
         elif part == "%t":

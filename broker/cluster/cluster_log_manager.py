@@ -36,6 +36,7 @@ from broker.cluster.remote_partition import RemotePartition
 from broker.config import BrokerConfig
 from broker.errors import KafkaError
 from broker.log._files import read_offset_checkpoint
+from broker.log.log_cleaner import CLEANER_CHECKPOINT_FILE
 from broker.log.log_config import LogConfig, altered_topic_configs
 from broker.log.log_manager import (
     CLEAN_SHUTDOWN_FILE,
@@ -79,6 +80,7 @@ class ClusterLogManager(LogManager):
         self.recovery_point_file = node_file(RECOVERY_POINT_FILE, node_id)
         self.log_start_file = node_file(LOG_START_FILE, node_id)
         self.clean_shutdown_file = node_file(CLEAN_SHUTDOWN_FILE, node_id)
+        self.cleaner_checkpoint_file = node_file(CLEANER_CHECKPOINT_FILE, node_id)
         self._apply_lock = trio.Lock()
         self._partition_locks: dict[tuple[str, int], int] = {}
         self._next_producer_id = 0
@@ -93,6 +95,8 @@ class ClusterLogManager(LogManager):
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._watch_store)
+                if self.cleaner is not None:
+                    await nursery.start(self.cleaner.run)
                 task_status.started()
                 await self._background()
         finally:

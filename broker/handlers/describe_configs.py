@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from broker.config import BrokerConfig
-from broker.config_catalogue import ResourceType
+from broker.config_catalogue import ConfigSource, ResourceType
 from broker.errors import KafkaError
 from broker.handlers.auth_helper import check_config_resource
 from broker.handlers.broker_configs import BrokerConfigs
@@ -24,6 +26,10 @@ from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
+CLEANER_STATE_KEY = "cleaner.state"
+"""Not a Kafka config: asked for by name only (so no Kafka tool ever sees it), it
+answers the log cleaner's state of each partition of a compacted topic as JSON, for
+`broker client topics describe` (Kafka shows that only in its metrics)."""
 
 
 class DescribeConfigsHandler:
@@ -38,8 +44,10 @@ class DescribeConfigsHandler:
         brokers: BrokerConfigs,
         *,
         authorizer: Authorizer = ALLOW_ALL,
+        cleaner_state: Callable[[str], str | None] | None = None,
     ) -> None:
         self._logs = log_manager
+        self._cleaner_state = cleaner_state
         self._broker_config = broker_config
         self._brokers = brokers
         self._authorizer = authorizer
@@ -78,7 +86,7 @@ class DescribeConfigsHandler:
         keys = resource.configuration_keys
         if resource.resource_type == ResourceType.TOPIC:
             topic = find_topic(self._logs, resource.resource_name)
-            return topic_config_entries(
+            entries = topic_config_entries(
                 topic,
                 self._broker_config,
                 self._logs.topic_config_defaults(),
@@ -86,6 +94,20 @@ class DescribeConfigsHandler:
                 include_synonyms=synonyms,
                 include_documentation=documentation,
             )
+            if keys is not None and CLEANER_STATE_KEY in keys and self._cleaner_state:
+                state = self._cleaner_state(resource.resource_name)
+                if state is not None:
+                    entries.append(
+                        DescribeConfigsResourceResult(
+                            name=CLEANER_STATE_KEY,
+                            value=state,
+                            read_only=True,
+                            is_default=False,
+                            config_source=ConfigSource.DEFAULT_CONFIG,
+                            is_sensitive=False,
+                        )
+                    )
+            return entries
         if resource.resource_type == ResourceType.BROKER:
             return self._brokers.describe(
                 resource.resource_name,

@@ -231,17 +231,15 @@ class ProduceHandler:
             )
             if bad is not None:
                 index, message = bad
-                return PartitionProduceResponse(
-                    index=data.index,
-                    error_code=ErrorCode.INVALID_TIMESTAMP,
-                    base_offset=-1,
-                    record_errors=(
-                        BatchIndexAndErrorMessage(
-                            batch_index=index, batch_index_error_message=message
-                        ),
-                    ),
-                    error_message=message,
+                return record_error(data.index, ErrorCode.INVALID_TIMESTAMP, index, message)
+        if "compact" in topic.config("cleanup.policy"):
+            keyless = await keyless_record(batch, header)
+            if keyless is not None:
+                message = (
+                    "Compacted topic cannot accept message without key in topic partition "
+                    f"{topic.name}-{data.index}."
                 )
+                return record_error(data.index, ErrorCode.INVALID_RECORD, keyless, message)
         result = await partition.append(batch, header, log_append_time=log_append_time)
         self._stats.record_produced(topic.name, len(batch), header.record_count)
         return PartitionProduceResponse(
@@ -285,6 +283,36 @@ async def validate_batch(
     else:
         rec.validate_records(whole, header)
     return header
+
+
+def record_error(
+    index: int, error_code: int, record_index: int, message: str
+) -> PartitionProduceResponse:
+    """A partition refused for one record of its batch (Kafka's RecordError)."""
+    return PartitionProduceResponse(
+        index=index,
+        error_code=error_code,
+        base_offset=-1,
+        record_errors=(
+            BatchIndexAndErrorMessage(batch_index=record_index, batch_index_error_message=message),
+        ),
+        error_message=message,
+    )
+
+
+async def keyless_record(
+    batch: bytes | bytearray | memoryview, header: rec.RecordBatchHeader
+) -> int | None:
+    """Index of the first record without a key (LogValidator.validateKey: a compacted
+    topic keeps records by key, so a keyless one could never be cleaned), or None."""
+
+    def find() -> int | None:
+        records = rec.decode_records(memoryview(batch)[: header.size_in_bytes], header)
+        return next((i for i, record in enumerate(records) if record.key is None), None)
+
+    if header.record_count >= DEEP_VALIDATION_IN_THREAD_FROM:
+        return await trio.to_thread.run_sync(find)
+    return find()
 
 
 def partition_error(

@@ -16,7 +16,6 @@ from broker.config_catalogue import LONG_MAX, TOPIC_CONFIGS
 from broker.errors import KafkaError
 from broker.protocol.error_codes import ErrorCode
 
-COMPACTION_UNSUPPORTED = "log compaction is not supported yet"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
@@ -43,12 +42,9 @@ def broker_topic_defaults(config: BrokerConfig) -> dict[str, str]:
     return {name: value for name, value in defaults.items() if value is not None}
 
 
-def validate_topic_configs(
-    configs: Mapping[str, str], *, topic: str, allow_compact: bool = False
-) -> None:
-    """Raise KafkaError INVALID_CONFIG for an unknown key, a bad value, or
-    cleanup.policy=compact (compaction does not exist yet; internal topics may carry
-    the policy, their logs are then simply never deleted by retention)."""
+def validate_topic_configs(configs: Mapping[str, str], *, topic: str) -> None:
+    """Raise KafkaError INVALID_CONFIG (naming the topic) for an unknown key or a bad
+    value; a bad cleanup.policy's message names the allowed values."""
     for key, value in configs.items():
         definition = TOPIC_CONFIGS.get(key)
         if definition is None:
@@ -59,13 +55,14 @@ def validate_topic_configs(
             parsed = definition.parse(value)
         except ValueError as exc:
             raise KafkaError(
-                ErrorCode.INVALID_CONFIG, f"invalid value {value!r} for topic config {key}: {exc}"
+                ErrorCode.INVALID_CONFIG,
+                f"invalid value {value!r} for topic config {key} of topic {topic}: {exc}",
             ) from None
-        if key == "cleanup.policy" and "compact" in parsed and not allow_compact:  # type: ignore[operator]
+        if key == "min.cleanable.dirty.ratio" and not 0 <= parsed <= 1:  # type: ignore[operator]
             raise KafkaError(
                 ErrorCode.INVALID_CONFIG,
-                f"invalid value {value!r} for cleanup.policy of topic {topic}: "
-                f"{COMPACTION_UNSUPPORTED}",
+                f"invalid value {value!r} for topic config {key} of topic {topic}: "
+                "must be between 0 and 1",
             )
 
 
@@ -84,7 +81,7 @@ def altered_topic_configs(
     new.update(set_)
     for key in delete:
         new.pop(key, None)
-    validate_topic_configs(new, topic=topic, allow_compact=internal)
+    validate_topic_configs(new, topic=topic)
     return new
 
 
@@ -103,12 +100,23 @@ class LogConfig:
     log_append_time: bool
     delete_enabled: bool
     segment_index_bytes: int
+    compact: bool = False
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    delete_retention_ms: int = 86400000
 
     @classmethod
     def from_effective(cls, values: Mapping[str, str]) -> LogConfig:
+        policy = values["cleanup.policy"].replace(" ", "").split(",")
+        compact = "compact" in policy
+        max_lag = int(values["max.compaction.lag.ms"])
+        segment_ms = int(values["segment.ms"])
         return cls(
             segment_bytes=int(values["segment.bytes"]),
-            segment_ms=int(values["segment.ms"]),
+            # Kafka's LogConfig.maxSegmentMs: a compacted log's active segment rolls by
+            # max.compaction.lag.ms too, or its records could never be cleaned in time.
+            segment_ms=min(segment_ms, max_lag) if compact else segment_ms,
             retention_ms=int(values["retention.ms"]),
             retention_bytes=int(values["retention.bytes"]),
             index_interval_bytes=int(values["index.interval.bytes"]),
@@ -116,6 +124,11 @@ class LogConfig:
             flush_ms=int(values["flush.ms"]),
             max_message_bytes=int(values["max.message.bytes"]),
             log_append_time=values["message.timestamp.type"] == "LogAppendTime",
-            delete_enabled="delete" in values["cleanup.policy"].split(","),
+            delete_enabled="delete" in policy,
             segment_index_bytes=int(values["segment.index.bytes"]),
+            compact=compact,
+            min_cleanable_dirty_ratio=float(values["min.cleanable.dirty.ratio"]),
+            min_compaction_lag_ms=int(values["min.compaction.lag.ms"]),
+            max_compaction_lag_ms=max_lag,
+            delete_retention_ms=int(values["delete.retention.ms"]),
         )

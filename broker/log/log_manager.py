@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import json
 import logging
 import math
 import os
@@ -30,7 +31,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 import trio
@@ -38,8 +39,8 @@ import trio
 from broker.config import BrokerConfig
 from broker.errors import KafkaError
 from broker.log._files import fsync_dir, read_offset_checkpoint, write_offset_checkpoint
+from broker.log.log_cleaner import CLEANER_CHECKPOINT_FILE, CleanerSettings, LogCleaner
 from broker.log.log_config import (
-    INTERNAL_TOPICS,
     LogConfig,
     altered_topic_configs,
     broker_topic_defaults,
@@ -105,6 +106,7 @@ class LogManager:
     recovery_point_file = RECOVERY_POINT_FILE
     log_start_file = LOG_START_FILE
     clean_shutdown_file = CLEAN_SHUTDOWN_FILE
+    cleaner_checkpoint_file = CLEANER_CHECKPOINT_FILE
 
     def __init__(self, config: BrokerConfig, *, clock: Callable[[], int] | None = None) -> None:
         self.config = config
@@ -123,14 +125,51 @@ class LogManager:
         self._schedule_changed = trio.Event()
         self._lock_fds: list[int] = []
         self._open = False
+        # Kafka's LogManager owns its LogCleaner (none with log.cleaner.enable=false).
+        self.cleaner = (
+            LogCleaner(
+                CleanerSettings.from_config(config),
+                self._local_logs,
+                clock=self._clock,
+                checkpoint_file=lambda: self.cleaner_checkpoint_file,
+            )
+            if config.get_bool("log.cleaner.enable")
+            else None
+        )
+
+    @property
+    def clock(self) -> Callable[[], int]:
+        """Milliseconds, the log's clock (the cleaner's horizons use it too)."""
+        return self._clock
+
+    def _local_logs(self) -> Iterator[PartitionLog]:
+        """The partitions whose log is here (not another process's, in a cluster)."""
+        for topic in list(self._topics.values()):
+            for partition in list(topic.partitions):
+                if isinstance(partition, PartitionLog):
+                    yield partition
+
+    def cleaner_state(self, topic_name: str) -> str | None:
+        """The cleaner's view of each partition of a compacted topic as JSON (what
+        `topics describe` shows); None for other topics or without a cleaner."""
+        topic = self._topics.get(topic_name)
+        if topic is None or self.cleaner is None:
+            return None
+        logs = [p for p in topic.partitions if isinstance(p, PartitionLog) and p.config.compact]
+        if not logs:
+            return None
+        return json.dumps({str(log.partition): self.cleaner.state_of(log) for log in logs})
 
     # ------------------------------------------------------------ lifecycle
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await self.open()
         try:
-            task_status.started()
-            await self._background()
+            async with trio.open_nursery() as nursery:
+                if self.cleaner is not None:
+                    await nursery.start(self.cleaner.run)
+                task_status.started()
+                await self._background()
         finally:
             with trio.CancelScope(shield=True):
                 await self.close()
@@ -405,7 +444,7 @@ class LogManager:
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 f"replication factor {replication_factor} is larger than the 1 available broker",
             )
-        validate_topic_configs(configs, topic=name, allow_compact=name in INTERNAL_TOPICS)
+        validate_topic_configs(configs, topic=name)
 
     async def delete_topic(self, name: str) -> None:
         """Remove the topic: appends and fetches on it stop at once (fetchers are
@@ -421,6 +460,8 @@ class LogManager:
             self._unregister(topic)
             for log in topic.partitions:
                 log.mark_deleted()
+            if self.cleaner is not None:
+                self.cleaner.forget_topic(name)
             await self._save_metadata()
             await self._remove_partitions(list(topic.partitions))
             logger.info("deleted topic %s (%s)", name, topic.topic_id)

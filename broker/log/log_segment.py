@@ -67,22 +67,26 @@ class LogSegment:
         index_interval_bytes: int,
         created_ms: int,
         max_index_entries: int | None = None,
+        file_suffix: str = "",
     ) -> None:
+        # file_suffix: the log cleaner writes a segment's replacement as `.cleaned` files.
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + file_suffix)
         entries = max_index_entries or DEFAULT_INDEX_BYTES // 8
         self.offset_index = OffsetIndex(
-            directory / segment_file_name(base_offset, INDEX_SUFFIX), base_offset, entries
+            directory / (segment_file_name(base_offset, INDEX_SUFFIX) + file_suffix),
+            base_offset,
+            entries,
         )
         self.time_index = TimeIndex(
-            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
+            directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
             base_offset,
             max_index_entries or DEFAULT_INDEX_BYTES // 12,
         )
         self.txn_index = TransactionIndex(
-            directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX)
+            directory / (segment_file_name(base_offset, TXN_INDEX_SUFFIX) + file_suffix)
         )
         self.size = 0
         self.next_offset = base_offset

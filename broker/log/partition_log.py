@@ -18,7 +18,7 @@ import contextlib
 import logging
 import os
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import trio
@@ -30,6 +30,7 @@ from broker.log.log_config import LogConfig
 from broker.log.log_segment import LOG_SUFFIX, LogSegment, parse_header
 from broker.log.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, snapshot_file_name
 from broker.log.results import AppendResult, ReadResult
+from broker.log.segment_swap import discard_cleaned, finish_interrupted_swaps, replace_with_swap
 from broker.log.sparse_index import CorruptIndexError
 from broker.log.transaction_index import AbortedTxn, merge_unique
 from broker.protocol.error_codes import ErrorCode
@@ -210,6 +211,8 @@ class PartitionLog:
         after it. Runs in a worker thread; OSError propagates.
         """
         directory.mkdir(parents=True, exist_ok=True)
+        for base in finish_interrupted_swaps(directory):
+            logger.warning("%s: completed the cleaner's swap of segment %d", directory, base)
         bases: list[int] = []
         for entry in os.scandir(directory):
             name = entry.name
@@ -787,6 +790,49 @@ class PartitionLog:
                 self._prune_snapshots()
         if self.on_log_start_offset_change is not None:
             await self.on_log_start_offset_change()
+
+    # ------------------------------------------------------------ compaction
+
+    def install_cleaned(self, cleaned: Sequence[tuple[int, bool]]) -> list[LogSegment]:
+        """Put the log cleaner's committed replacements in place (event loop, no await:
+        renames and a small index read per segment, so no read or retention sees a
+        half-swapped list). ``cleaned`` is (base offset, replaced) per segment: replaced
+        segments swap in their `.swap` files (broker/log/segment_swap.py), the others
+        had nothing left and are dropped (unless it is now the first segment). Segments
+        that retention or DeleteRecords removed meanwhile are skipped (their replacement
+        discarded). Returns the dropped
+        segments, whose files the caller unlinks in a worker thread. Raises OSError
+        (the log then keeps the segments it had; a later load completes the swap)."""
+        by_base = {segment.base_offset: segment for segment in self.segments[:-1]}
+        dropped: list[LogSegment] = []
+        for base, replaced in cleaned:
+            old = by_base.get(base)
+            if old is None or self.deleted:
+                discard_cleaned(self.directory, base)
+                continue
+            index = self.segments.index(old)
+            if not replaced and index == 0:
+                # Retention made it the first segment during the pass: it holds the log
+                # start (a load starts the log at the first segment), so it stays as it
+                # is and the next pass replaces it with an empty segment.
+                continue
+            if not replaced:
+                del self.segments[index]
+                del self._bases[index]
+                old.mark_deleted()
+                dropped.append(old)
+                continue
+            replace_with_swap(self.directory, base)
+            new = _new_segment(self.directory, base, self.config, old.created_ms)
+            try:
+                new.load_clean()
+            except CorruptIndexError:
+                new.close()
+                new.recover(None)
+            self.segments[index] = new
+            old.mark_deleted()
+        self._wake()
+        return dropped
 
     # ------------------------------------------------------------ shutdown / deletion
 

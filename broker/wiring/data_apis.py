@@ -67,7 +67,9 @@ def add_data_apis(
         ),
         CreatePartitionsHandler(log_manager, node_id, authorizer=auth),
         DeleteRecordsHandler(log_manager, authorizer=auth),
-        DescribeConfigsHandler(log_manager, config, brokers, authorizer=auth),
+        DescribeConfigsHandler(
+            log_manager, config, brokers, authorizer=auth, cleaner_state=log_manager.cleaner_state
+        ),
         AlterConfigsHandler(alterer, authorizer=auth),
         IncrementalAlterConfigsHandler(alterer, authorizer=auth),
         DescribeClusterHandler(

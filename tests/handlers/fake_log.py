@@ -132,6 +132,7 @@ DEFAULTS = {
     "message.timestamp.before.max.ms": str(2**63 - 1),
     "message.timestamp.after.max.ms": str(2**63 - 1),
     "retention.ms": "604800000",
+    "cleanup.policy": "delete",
 }
 
 

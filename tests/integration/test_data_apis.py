@@ -15,6 +15,7 @@ import pytest
 import trio
 
 from broker.client.connection import ConnectionClosed
+from broker.protocol import records as rec
 from broker.protocol.compression import CompressionType
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
@@ -411,6 +412,20 @@ async def test_create_time_outside_the_allowed_range_is_invalid_timestamp(tmp_pa
         assert old.record_errors[0].batch_index == 0
         assert (await produce(conn, "strict", batch([b"y"]))).error_code == ErrorCode.NONE
         assert [v for _, v in await fetch_all(conn, "strict")] == [b"y"]
+
+
+async def test_a_record_without_a_key_is_refused_by_a_compacted_topic(tmp_path: Path) -> None:
+    async with running_broker(tmp_path) as server, await connect(server) as conn:
+        await create_topic(conn, "table", configs={"cleanup.policy": "compact"})
+        records = [rec.Record(0, 0, b"k", b"v"), rec.Record(1, 1, None, b"keyless")]
+        refused = await produce(conn, "table", rec.encode_batch(records))
+        assert refused.error_code == ErrorCode.INVALID_RECORD
+        assert refused.record_errors[0].batch_index == 1
+        assert refused.error_message == (
+            "Compacted topic cannot accept message without key in topic partition table-0."
+        )
+        assert (await produce(conn, "table", batch([b"kept"]))).error_code == ErrorCode.NONE
+        assert [v for _, v in await fetch_all(conn, "table")] == [b"kept"]
 
 
 async def test_metadata_auto_creates_and_reports_the_leader(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ import trio
 
 from broker.errors import KafkaError
 from broker.log import LogManager
-from broker.log.log_config import COMPACTION_UNSUPPORTED
 from broker.log.log_manager import LogDirInUseError
 from broker.protocol.error_codes import ErrorCode
 from tests.log.helpers import append_values, config, crash, open_manager, read_all
@@ -92,9 +91,11 @@ async def test_create_topic_validates_partitions_replication_and_configs(tmp_pat
             assert (
                 await _error(create("t", 1, configs=bad))
             ).error_code == ErrorCode.INVALID_CONFIG
-        compact = await _error(create("t", 1, configs={"cleanup.policy": "compact"}))
-        assert compact.error_code == ErrorCode.INVALID_CONFIG
-        assert COMPACTION_UNSUPPORTED in compact.message
+        bogus = await _error(create("t", 1, configs={"cleanup.policy": "compacted"}))
+        assert bogus.error_code == ErrorCode.INVALID_CONFIG
+        assert "delete" in bogus.message and "compact" in bogus.message
+        compacted = await create("c", 1, configs={"cleanup.policy": "compact,delete"})
+        assert compacted.partitions[0].config.compact
         checked = await create("t", -1, -1, {"retention.ms": "5"}, validate_only=True)
         assert checked.num_partitions == len(checked.partitions) == 4
         assert [p.partition for p in checked.partitions] == [0, 1, 2, 3]

@@ -458,3 +458,27 @@ async def test_topics_list_hides_internal_topics_unless_asked(client: Client) ->
     assert await client.ok("topics", "list") == b"visible\n"
     listed = await client.ok("topics", "list", "--include-internal")
     assert listed == b"__hidden-commits\nvisible\n"
+
+
+async def test_compacted_topics_are_created_described_and_show_tombstones(
+    tmp_path: Path,
+) -> None:
+    overrides = {"metrics.port": "-1", "log.cleaner.backoff.ms": "50"}
+    async with running_broker(tmp_path, overrides) as server:
+        client = Client(server)
+        configs = ["--config", "cleanup.policy=compact", "--config", "segment.bytes=200"]
+        configs += ["--config", "min.cleanable.dirty.ratio=0.01"]
+        await client.ok("topics", "create", "table", *configs)
+        lines = b"".join(b"k%d:v%d\n" % (i % 3, i) for i in range(30)) + b"k0:\n"
+        await client.ok("produce", "table", "-K", ":", "-Z", "--batch-size", "1", stdin=lines)
+        with trio.fail_after(30):
+            while True:
+                out = await client.ok("consume", "table", "-o", "beginning", "-e", "-f", "%k=%s\\n")
+                if out.count(b"\n") < 31:
+                    break
+                await trio.sleep(0.1)
+        assert out.endswith(b"k1=v28\nk2=v29\nk0=NULL\n"), "latest values, the tombstone last"
+        described = (await client.ok("topics", "describe", "table")).decode()
+        assert "Cleaner: dirty ratio" in described and "last cleaned 20" in described
+        keyless = await client.run("produce", "table", stdin=b"no key\n")
+        assert keyless.returncode == 1 and b"INVALID_RECORD" in keyless.stderr
