@@ -197,8 +197,9 @@ class GroupCoordinatorService:
     def validate_transactional_commit(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
     ) -> ErrorCode:
-        """TxnOffsetCommit v3+ names the member and generation (KIP-447): the same
-        checks as OffsetCommit; an unknown group accepts generation -1."""
+        """TxnOffsetCommit v3+ names the member and generation (KIP-447), checked as
+        OffsetCommit's; earlier versions name neither and pass (Kafka's rule); an unknown
+        group accepts generation -1."""
         return self.coordinator.validate_transactional_commit(
             group_id, member_id, group_instance_id, generation_id
         )

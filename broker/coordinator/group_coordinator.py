@@ -234,9 +234,19 @@ class GroupCoordinator:
 
     # -- offsets -------------------------------------------------------------------------------
     def _validate_offset_commit(
-        self, group: ClassicGroup, member_id: str, instance_id: str | None, generation_id: int
+        self,
+        group: ClassicGroup,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        transactional: bool = False,
     ) -> ErrorCode:
-        """Kafka's ClassicGroup.validateOffsetCommit."""
+        """Kafka's ClassicGroup.validateOffsetCommit.
+
+        TxnOffsetCommit before v3 carries no member id or generation (aiokafka sends v0),
+        so Kafka checks the member of a transactional commit only when one is named, and
+        never refuses one for a rebalance in progress.
+        """
         if group.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.state is GroupState.EMPTY:
@@ -247,9 +257,9 @@ class GroupCoordinator:
                 return error
             if generation_id != group.generation_id:
                 return ErrorCode.ILLEGAL_GENERATION
-        elif group.state is not GroupState.EMPTY:
+        elif not transactional and group.state is not GroupState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.state is GroupState.COMPLETING_REBALANCE:
+        if not transactional and group.state is GroupState.COMPLETING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
@@ -259,7 +269,9 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE if generation_id < 0 else ErrorCode.ILLEGAL_GENERATION
-        return self._validate_offset_commit(group, member_id, instance_id, generation_id)
+        return self._validate_offset_commit(
+            group, member_id, instance_id, generation_id, transactional=True
+        )
 
     def commit_offsets(
         self,
