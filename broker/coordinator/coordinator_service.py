@@ -59,7 +59,7 @@ class GroupCoordinatorService:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await trio.to_thread.run_sync(self.store.load)
         await trio.to_thread.run_sync(self.pending_transactions.load)
-        self._coordinator = GroupCoordinator(self.config, self.store, wall_ms())
+        self._coordinator = GroupCoordinator(self.config, self.store, wall_ms(), self.now())
         log.info(
             "group coordinator loaded %d groups from %s",
             len(self._coordinator.groups),

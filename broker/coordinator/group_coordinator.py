@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from broker.coordinator.classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
+from broker.coordinator.group_metadata_record import group_metadata_record, load_group
 from broker.coordinator.group_state import GroupState
 from broker.coordinator.member_metadata import JoinCallback, JoinParams, JoinResult, SyncCallback
 from broker.coordinator.member_metadata import SyncResult as SyncResult
@@ -80,7 +81,9 @@ class GroupOverview:
 
 
 class GroupCoordinator:
-    def __init__(self, config: CoordinatorConfig, store: OffsetStore, wall_ms: int = 0) -> None:
+    def __init__(
+        self, config: CoordinatorConfig, store: OffsetStore, wall_ms: int = 0, now: float = 0
+    ) -> None:
         self.config = config
         self.store = store
         self.groups: dict[str, ClassicGroup] = {}
@@ -90,9 +93,12 @@ class GroupCoordinator:
         self._wall_ms = wall_ms
         for group_id in sorted(store.groups()):
             record = store.group_record(group_id) or GroupRecord()
-            self._create(group_id, record.protocol_type or None)
-            since = record.empty_since_ms
-            self._empty_since[group_id] = since if since is not None else wall_ms
+            group = self._create(group_id, record.protocol_type or None)
+            load_group(group, record, now)
+            if group.state is GroupState.EMPTY:
+                since = record.empty_since_ms
+                self._empty_since[group_id] = since if since is not None else wall_ms
+            self._reschedule(group)
 
     # -- groups and timers ----------------------------------------------------------
     def _create(self, group_id: str, protocol_type: str | None = None) -> ClassicGroup:
@@ -105,13 +111,17 @@ class GroupCoordinator:
     def _on_transition(self, group: ClassicGroup, previous: GroupState) -> None:
         if group.state is GroupState.EMPTY:
             self._empty_since[group.group_id] = self._wall_ms
-            record = GroupRecord(group.protocol_type or "", self._wall_ms)
-        elif previous is GroupState.EMPTY and group.state is not GroupState.DEAD:
+            self._store_group(group)
+        elif group.state is GroupState.STABLE or (
+            previous is GroupState.EMPTY and group.state is not GroupState.DEAD
+        ):
             self._empty_since.pop(group.group_id, None)
-            record = GroupRecord(group.protocol_type or "", None)
-        else:
-            return
+            self._store_group(group)
+
+    def _store_group(self, group: ClassicGroup) -> None:
+        """Kafka's storeGroup: the GroupMetadata record, when it changed."""
         if group.protocol_type:
+            record = group_metadata_record(group, self._empty_since.get(group.group_id))
             self.store.set_group_record(group.group_id, record)
 
     def _reschedule(self, group: ClassicGroup) -> None:
@@ -160,6 +170,9 @@ class GroupCoordinator:
                 return
             group = self._create(group_id)
         group.join(params, now, callback)
+        if group.state is GroupState.STABLE:
+            # A static member that rejoined under a new member id (Kafka stores that too).
+            self._store_group(group)
         self._reschedule(group)
 
     def sync(
