@@ -410,7 +410,8 @@ def test_aiokafka_commits_a_live_groups_offsets_in_a_transaction(bootstrap: str)
                         )
                         await producer.commit_transaction()
                         seen += len(records)
-                return await consumer.committed(AioTopicPartition(source, 0))
+                committed: int | None = await consumer.committed(AioTopicPartition(source, 0))
+                return committed
             finally:
                 await consumer.stop()
                 await producer.stop()
