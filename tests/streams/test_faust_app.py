@@ -65,10 +65,16 @@ def run_until_consumed(bootstrap: str, tmp_path: Path, log: Path) -> subprocess.
         "faust_counter.py", [bootstrap, str(tmp_path / "faust"), "exactly_once"], log
     )
     try:
-        wait_for(lambda: all_consumed(bootstrap), 60, "the worker consumes every word")
-    except AssertionError:
+        wait_for(
+            lambda: worker.poll() is not None or all_consumed(bootstrap),
+            60,
+            "the worker consumes every word",
+        )
+        assert worker.poll() is None, f"the worker exited with {worker.returncode}"
+    except AssertionError as failed:
         worker.kill()
-        raise AssertionError(log.read_text()[-5000:]) from None
+        worker.wait(10)
+        raise AssertionError(f"{failed}\n{log.read_text()[-5000:]}") from None
     return worker
 
 
