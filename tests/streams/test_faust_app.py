@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -60,22 +61,36 @@ def counts(bootstrap: str) -> dict[str, int]:
     return {json.loads(key): json.loads(value) for key, value in latest.items()}
 
 
-def run_until_consumed(bootstrap: str, tmp_path: Path, log: Path) -> subprocess.Popen[str]:
-    worker = start_app(
-        "faust_counter.py", [bootstrap, str(tmp_path / "faust"), "exactly_once"], log
-    )
+def ready_workers(log: Path) -> int:
+    return log.read_text(errors="replace").count("[^Worker]: Ready")
+
+
+def start_worker(bootstrap: str, tmp_path: Path, log: Path) -> subprocess.Popen[str]:
+    """A worker, once it has joined and restored its table. Words are produced after
+    that: faust resumes its streams before it has finished restoring the table, and a word
+    that arrives in between may go uncounted (seen once in about six runs)."""
+    before = ready_workers(log) if log.exists() else 0
+    worker = start_app("faust_counter.py", [bootstrap, str(tmp_path / "faust")], log)
+    wait_until_running(worker, log, lambda: ready_workers(log) > before, "the worker is ready")
+    return worker
+
+
+def wait_until_running(
+    worker: subprocess.Popen[str], log: Path, condition: Callable[[], bool], what: str
+) -> None:
     try:
-        wait_for(
-            lambda: worker.poll() is not None or all_consumed(bootstrap),
-            60,
-            "the worker consumes every word",
-        )
+        wait_for(lambda: worker.poll() is not None or condition(), 60, what)
         assert worker.poll() is None, f"the worker exited with {worker.returncode}"
     except AssertionError as failed:
         worker.kill()
         worker.wait(10)
         raise AssertionError(f"{failed}\n{log.read_text()[-5000:]}") from None
-    return worker
+
+
+def stop(worker: subprocess.Popen[str]) -> None:
+    """SIGTERM: faust flushes its changelog and commits its offsets on the way out."""
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
 
 
 def test_faust_table_counts_are_restored_from_the_changelog_across_restarts(tmp_path: Path) -> None:
@@ -87,19 +102,19 @@ def test_faust_table_counts_are_restored_from_the_changelog_across_restarts(tmp_
     worker: subprocess.Popen[str] | None = None
     try:
         create_topic(bootstrap, "words", 2)
+        worker = start_worker(bootstrap, tmp_path, log)
         produce_words(bootstrap, 20)
-        worker = run_until_consumed(bootstrap, tmp_path, log)
+        wait_until_running(worker, log, lambda: all_consumed(bootstrap), "every word consumed")
         first = counts(bootstrap)
-        worker.send_signal(signal.SIGTERM)
-        assert worker.wait(30) == 0
+        stop(worker)
         stop_broker_process(broker, signal.SIGKILL)
         broker = start_broker(data, port)
-        produce_words(bootstrap, 10)
         # In memory only: the second worker's counts come from the changelog.
-        worker = run_until_consumed(bootstrap, tmp_path, log)
+        worker = start_worker(bootstrap, tmp_path, log)
+        produce_words(bootstrap, 10)
+        wait_until_running(worker, log, lambda: all_consumed(bootstrap), "every word consumed")
         second = counts(bootstrap)
-        worker.send_signal(signal.SIGTERM)
-        assert worker.wait(30) == 0
+        stop(worker)
     finally:
         if worker is not None and worker.poll() is None:
             worker.kill()
