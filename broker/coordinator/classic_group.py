@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from broker.coordinator.group_state import VALID_PREVIOUS_STATES, GroupState
 from broker.coordinator.member_metadata import (
@@ -133,6 +133,26 @@ class ClassicGroup:
             JoinGroupMember(m.member_id, m.group_instance_id, m.metadata(protocol))
             for m in self.members.values()
         )
+
+    def load(
+        self,
+        generation_id: int,
+        protocol_name: str | None,
+        leader_id: str | None,
+        members: Iterable[MemberMetadata],
+    ) -> None:
+        """Take a stored generation (see group_metadata_record.py): Stable with its
+        members, or Empty without; no transition, as Kafka's loadGroup."""
+        self.generation_id = generation_id
+        self.protocol_name = protocol_name
+        self.leader_id = leader_id
+        for member in members:
+            self.members[member.member_id] = member
+            if member.group_instance_id is not None:
+                self.static_members[member.group_instance_id] = member.member_id
+        if self.members:
+            self.subscribed_topics = self._compute_subscribed_topics()
+            self.state = GroupState.STABLE
 
     # -- state -------------------------------------------------------------------
     def transition_to(self, state: GroupState) -> None:

@@ -434,6 +434,8 @@ class ConsumerGroup:
         epoch where the classic protocol carries the generation)."""
         if member_epoch < 0 and not member_id and not self.members:
             return ErrorCode.NONE  # an admin or a consumer without group management
+        if transactional and member_epoch == -1 and not member_id:
+            return ErrorCode.NONE  # TxnOffsetCommit below v3 names no member (Kafka's rule)
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID

@@ -63,7 +63,7 @@ class GroupCoordinatorService:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await trio.to_thread.run_sync(self.store.load)
         await trio.to_thread.run_sync(self.pending_transactions.load)
-        self._coordinator = GroupCoordinator(self.config, self.store, wall_ms())
+        self._coordinator = GroupCoordinator(self.config, self.store, wall_ms(), self.now())
         log.info(
             "group coordinator loaded %d groups from %s",
             len(self._coordinator.groups),
@@ -211,8 +211,9 @@ class GroupCoordinatorService:
     def validate_transactional_commit(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
     ) -> ErrorCode:
-        """TxnOffsetCommit v3+ names the member and generation (KIP-447): the same
-        checks as OffsetCommit; an unknown group accepts generation -1."""
+        """TxnOffsetCommit v3+ names the member and generation (KIP-447), checked as
+        OffsetCommit's; earlier versions name neither and pass (Kafka's rule); an unknown
+        group accepts generation -1."""
         consumer_group = self.consumer_groups.groups.get(group_id)
         if consumer_group is not None:
             return consumer_group.validate_offset_commit(member_id, generation_id, 9, True)

@@ -18,6 +18,7 @@ import attrs
 
 from broker.coordinator.classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
 from broker.coordinator.consumer_group import ConsumerGroupConfig
+from broker.coordinator.group_metadata_record import group_metadata_record, load_group
 from broker.coordinator.group_state import GroupState
 from broker.coordinator.member_metadata import JoinCallback, JoinParams, JoinResult, SyncCallback
 from broker.coordinator.member_metadata import SyncResult as SyncResult
@@ -82,7 +83,9 @@ class GroupOverview:
 
 
 class GroupCoordinator:
-    def __init__(self, config: CoordinatorConfig, store: OffsetStore, wall_ms: int = 0) -> None:
+    def __init__(
+        self, config: CoordinatorConfig, store: OffsetStore, wall_ms: int = 0, now: float = 0
+    ) -> None:
         self.config = config
         self.store = store
         self.groups: dict[str, ClassicGroup] = {}
@@ -92,9 +95,12 @@ class GroupCoordinator:
         self._wall_ms = wall_ms
         for group_id in sorted(store.groups()):
             record = store.group_record(group_id) or GroupRecord()
-            self._create(group_id, record.protocol_type or None)
-            since = record.empty_since_ms
-            self._empty_since[group_id] = since if since is not None else wall_ms
+            group = self._create(group_id, record.protocol_type or None)
+            load_group(group, record, now)
+            if group.state is GroupState.EMPTY:
+                since = record.empty_since_ms
+                self._empty_since[group_id] = since if since is not None else wall_ms
+            self._reschedule(group)
 
     # -- groups and timers ----------------------------------------------------------
     def _create(self, group_id: str, protocol_type: str | None = None) -> ClassicGroup:
@@ -107,13 +113,17 @@ class GroupCoordinator:
     def _on_transition(self, group: ClassicGroup, previous: GroupState) -> None:
         if group.state is GroupState.EMPTY:
             self._empty_since[group.group_id] = self._wall_ms
-            record = GroupRecord(group.protocol_type or "", self._wall_ms)
-        elif previous is GroupState.EMPTY and group.state is not GroupState.DEAD:
+            self._store_group(group)
+        elif group.state is GroupState.STABLE or (
+            previous is GroupState.EMPTY and group.state is not GroupState.DEAD
+        ):
             self._empty_since.pop(group.group_id, None)
-            record = GroupRecord(group.protocol_type or "", None)
-        else:
-            return
+            self._store_group(group)
+
+    def _store_group(self, group: ClassicGroup) -> None:
+        """Kafka's storeGroup: the GroupMetadata record, when it changed."""
         if group.protocol_type:
+            record = group_metadata_record(group, self._empty_since.get(group.group_id))
             self.store.set_group_record(group.group_id, record)
 
     def _reschedule(self, group: ClassicGroup) -> None:
@@ -162,6 +172,9 @@ class GroupCoordinator:
                 return
             group = self._create(group_id)
         group.join(params, now, callback)
+        if group.state is GroupState.STABLE:
+            # A static member that rejoined under a new member id (Kafka stores that too).
+            self._store_group(group)
         self._reschedule(group)
 
     def sync(
@@ -236,9 +249,19 @@ class GroupCoordinator:
 
     # -- offsets -------------------------------------------------------------------------------
     def _validate_offset_commit(
-        self, group: ClassicGroup, member_id: str, instance_id: str | None, generation_id: int
+        self,
+        group: ClassicGroup,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        transactional: bool = False,
     ) -> ErrorCode:
-        """Kafka's ClassicGroup.validateOffsetCommit."""
+        """Kafka's ClassicGroup.validateOffsetCommit.
+
+        TxnOffsetCommit before v3 carries no member id or generation (aiokafka sends v0),
+        so Kafka checks the member of a transactional commit only when one is named, and
+        never refuses one for a rebalance in progress.
+        """
         if group.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.state is GroupState.EMPTY:
@@ -249,9 +272,9 @@ class GroupCoordinator:
                 return error
             if generation_id != group.generation_id:
                 return ErrorCode.ILLEGAL_GENERATION
-        elif group.state is not GroupState.EMPTY:
+        elif not transactional and group.state is not GroupState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.state is GroupState.COMPLETING_REBALANCE:
+        if not transactional and group.state is GroupState.COMPLETING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
@@ -261,7 +284,9 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE if generation_id < 0 else ErrorCode.ILLEGAL_GENERATION
-        return self._validate_offset_commit(group, member_id, instance_id, generation_id)
+        return self._validate_offset_commit(
+            group, member_id, instance_id, generation_id, transactional=True
+        )
 
     def commit_offsets(
         self,

@@ -23,11 +23,15 @@ end of the last journal (a crash mid-append) is cut off.
 
 Record kinds: `c` commit offsets, `d` delete some offsets, `x` delete a group
 (its offsets and its record), `g` a group's persistent facts (protocol type
-and when it became empty, for retention and for listing after a restart).
+and when it became empty, for retention and for listing after a restart; Kafka's
+GroupMetadata record: generation, protocol, leader and members with their subscription
+and assignment, written when a rebalance completes and when the group empties, so
+members keep their generation across a restart of their coordinator).
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 from collections.abc import Iterable, Iterator
@@ -58,11 +62,32 @@ class OffsetAndMetadata:
 
 
 @attrs.frozen
+class MemberRecord:
+    """One member as Kafka's GroupMetadataValue keeps it: the subscription is its
+    metadata for the group's chosen protocol only."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@attrs.frozen
 class GroupRecord:
-    """What survives a restart about a group besides its offsets."""
+    """What survives a restart about a group besides its offsets: Kafka's GroupMetadata
+    record (generation, protocol, leader and members of the last completed rebalance, so
+    members carry on with their generation after the coordinator restarts)."""
 
     protocol_type: str = ""
     empty_since_ms: int | None = None
+    generation_id: int = 0
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: tuple[MemberRecord, ...] = ()
 
 
 def _journal_name(seq: int) -> str:
@@ -93,7 +118,14 @@ class OffsetState:
             self.offsets.pop(group, None)
             self.groups.pop(group, None)
         elif kind == "g":
-            self.groups[group] = GroupRecord(str(record.get("pt", "")), record.get("e"))
+            self.groups[group] = GroupRecord(
+                str(record.get("pt", "")),
+                record.get("e"),
+                int(record.get("gen", 0)),
+                record.get("p"),
+                record.get("l"),
+                tuple(_member_from_json(m) for m in record.get("m", ())),
+            )
         else:
             raise ValueError(f"unknown offset-store record kind {kind!r}")
 
@@ -118,7 +150,48 @@ def _commit_record(
 
 
 def _group_record(group: str, rec: GroupRecord) -> dict[str, Any]:
-    return {"t": "g", "g": group, "pt": rec.protocol_type, "e": rec.empty_since_ms}
+    record: dict[str, Any] = {
+        "t": "g",
+        "g": group,
+        "pt": rec.protocol_type,
+        "e": rec.empty_since_ms,
+    }
+    if rec.generation_id:
+        record["gen"] = rec.generation_id
+    if rec.protocol_name is not None:
+        record["p"] = rec.protocol_name
+    if rec.leader_id is not None:
+        record["l"] = rec.leader_id
+    if rec.members:
+        record["m"] = [_member_to_json(m) for m in rec.members]
+    return record
+
+
+def _member_to_json(m: MemberRecord) -> list[Any]:
+    return [
+        m.member_id,
+        m.group_instance_id,
+        m.client_id,
+        m.client_host,
+        m.rebalance_timeout_ms,
+        m.session_timeout_ms,
+        base64.b64encode(m.subscription).decode(),
+        base64.b64encode(m.assignment).decode(),
+    ]
+
+
+def _member_from_json(fields: list[Any]) -> MemberRecord:
+    member_id, instance_id, client_id, host, rebalance_ms, session_ms, sub, assignment = fields
+    return MemberRecord(
+        str(member_id),
+        instance_id,
+        str(client_id),
+        str(host),
+        int(rebalance_ms),
+        int(session_ms),
+        base64.b64decode(sub),
+        base64.b64decode(assignment),
+    )
 
 
 class OffsetStore:

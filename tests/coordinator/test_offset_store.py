@@ -8,6 +8,7 @@ from pathlib import Path
 from broker.coordinator.offset_store import (
     SNAPSHOT_NAME,
     GroupRecord,
+    MemberRecord,
     OffsetAndMetadata,
     OffsetStore,
 )
@@ -108,3 +109,22 @@ def test_an_interrupted_snapshot_leaves_the_previous_state_readable(tmp_path: Pa
     os.close(fd)
     assert seq == 1
     assert reopen(tmp_path).group_offsets("g") == {("t", 0): OffsetAndMetadata(2)}
+
+
+def test_a_groups_generation_and_members_round_trip_through_journal_and_snapshot(
+    tmp_path: Path,
+) -> None:
+    member = MemberRecord(
+        "m-1", "instance-1", "client", "/127.0.0.1", 30_000, 10_000, b"\x00s", b""
+    )
+    other = MemberRecord("m-2", None, "client", "/127.0.0.1", 30_000, 10_000, b"", b"\x00\xffa")
+    record = GroupRecord("consumer", None, 7, "range", "m-1", (member, other))
+    store = reopen(tmp_path)
+    store.set_group_record("g", record)
+    store.close()
+    assert reopen(tmp_path).group_record("g") == record
+    again = reopen(tmp_path)
+    again.snapshot()
+    again.close()
+    assert all(p.stat().st_size == 0 for p in journals(tmp_path))  # read from the snapshot
+    assert reopen(tmp_path).group_record("g") == record

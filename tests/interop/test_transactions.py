@@ -364,3 +364,59 @@ def test_aiokafka_transactions_and_read_committed_consumer(bootstrap: str) -> No
     got = asyncio.run(scenario())
     assert sorted(got) == sorted(b"aio-commit-%d" % i for i in range(10))
     assert len(read_to_end(bootstrap, topic, 2, "read_uncommitted")) == 20
+
+
+def test_aiokafka_commits_a_live_groups_offsets_in_a_transaction(bootstrap: str) -> None:
+    """aiokafka's TxnOffsetCommit is v0 (no member id, no generation): Kafka accepts it for
+    a group with members, so consume-transform-produce works with a subscribed consumer."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import TopicPartition as AioTopicPartition
+
+    source, sink, group = unique_topic("aio-src"), unique_topic("aio-sink"), unique_topic("aio-g")
+    create_topic(bootstrap, source, partitions=1)
+    create_topic(bootstrap, sink, partitions=1)
+
+    async def scenario() -> int | None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, transactional_id=unique_topic("aio-ctp")
+        )
+        consumer = AIOKafkaConsumer(
+            source,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            fetch_max_wait_ms=100,
+        )
+        async with asyncio.timeout(60):
+            await producer.start()
+            await consumer.start()
+            try:
+                async with producer.transaction():
+                    for i in range(6):
+                        await producer.send(source, value=b"in-%d" % i, partition=0)
+                seen = 0
+                while seen < 6:
+                    batches = await consumer.getmany(timeout_ms=500)
+                    for tp, records in batches.items():
+                        await producer.begin_transaction()
+                        for record in records:
+                            await producer.send(sink, value=record.value.upper(), partition=0)
+                        await producer.send_offsets_to_transaction(
+                            {tp: records[-1].offset + 1}, group
+                        )
+                        await producer.commit_transaction()
+                        seen += len(records)
+                committed: int | None = await consumer.committed(AioTopicPartition(source, 0))
+                return committed
+            finally:
+                await consumer.stop()
+                await producer.stop()
+
+    assert asyncio.run(scenario()) == 6
+    assert sorted(read_to_end(bootstrap, sink, 1, "read_committed")) == [
+        b"IN-%d" % i for i in range(6)
+    ]
