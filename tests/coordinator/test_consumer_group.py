@@ -245,6 +245,15 @@ def test_offset_commits_check_the_member_and_its_epoch() -> None:
     assert group.validate_offset_commit("", -1, 9, False) is ErrorCode.UNKNOWN_MEMBER_ID
 
 
+def test_a_transactional_commit_naming_no_member_is_accepted_by_a_live_group() -> None:
+    """TxnOffsetCommit v0-v2 (aiokafka's) carries no member id or epoch: Kafka checks a
+    transactional commit against the member only when the request names one."""
+    group, client = ConsumerGroup("g", CONFIG), Client("m1")
+    beat(group, client)
+    assert group.validate_offset_commit("", -1, 0, True) is ErrorCode.NONE
+    assert group.validate_offset_commit("nobody", 1, 3, True) is ErrorCode.UNKNOWN_MEMBER_ID
+
+
 class ConsumerGroupMachine(RuleBasedStateMachine):
     """Random heartbeats, joins, leaves, lost responses and timeouts."""
 
