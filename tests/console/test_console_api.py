@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 import trio
+from confluent_kafka import Producer
 
 from broker.client.cli import main as client_main
+from broker.console.transaction_states import TransactionStates
 from tests.console.console_harness import SECURED, admin_cli, console_broker
+from tests.interop.kafka_clients import rdkafka_settings
+from tests.interop.txn_helpers import produce_values, transactional_producer
 
 
 async def _ok(response: httpx.Response) -> dict:  # type: ignore[type-arg]
@@ -228,3 +234,72 @@ async def test_a_principal_sees_only_the_topics_it_may_describe(tmp_path: Path) 
         assert bad.status_code == 400 and "operation must be one of" in bad.json()["error"]
         removed = await _ok(await http.post("/console/api/security/acls/remove", json=acl))
         assert removed == {"removed": 1}
+
+
+def _transactions(bootstrap: str) -> Producer:
+    """A plain record, a big aborted transaction, a committed and an aborted small one,
+    and an open one (its producer returned, to end it later)."""
+    plain = Producer(rdkafka_settings(bootstrap))
+    plain.produce("payments", value=b"plain", partition=0)
+    plain.flush(20)
+    big = transactional_producer(bootstrap, "big")
+    big.begin_transaction()
+    # Far more than one Fetch's 1 MiB: its abort marker lies beyond the first read.
+    produce_values(big, "payments", [b"big-0"] + [b"x" * 100_000] * 19, 1)
+    big.abort_transaction(20)
+    for value, commit in ((b"paid", True), (b"cancelled", False)):
+        producer = transactional_producer(bootstrap, value.decode())
+        producer.begin_transaction()
+        produce_values(producer, "payments", [value], 1)
+        if commit:
+            producer.commit_transaction(20)
+        else:
+            producer.abort_transaction(20)
+    pending = transactional_producer(bootstrap, "pending")
+    pending.begin_transaction()
+    produce_values(pending, "payments", [b"pending"], 1)
+    return pending
+
+
+def _states(browsed: dict) -> list[tuple[str, str | None]]:  # type: ignore[type-arg]
+    return [
+        (r["value"]["text"][:10], r["transaction"] and r["transaction"]["state"])
+        for r in browsed["records"]
+    ]
+
+
+async def test_messages_show_whether_each_record_was_committed_aborted_or_is_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decided: list[int] = []
+    decide = TransactionStates.decide
+
+    def counting(self: TransactionStates, offset: int, *args: Any) -> str:
+        decided.append(offset)
+        return decide(self, offset, *args)
+
+    monkeypatch.setattr(TransactionStates, "decide", counting)
+    async with console_broker(tmp_path) as (server, http):
+        await _ok(await http.post("/console/api/topics", json={"name": "payments"}))
+        bootstrap = f"127.0.0.1:{server.bound_port()}"
+        pending = await trio.to_thread.run_sync(_transactions, bootstrap)
+        url = "/console/api/topics/payments/messages"
+        try:
+            newest = await _ok(await http.get(url + "?limit=4"))
+            assert _states(newest) == [
+                ("pending", "open"),
+                ("cancelled", "aborted"),
+                ("paid", "committed"),
+                ("x" * 10, "aborted"),
+            ]
+            assert newest["last_stable_offset"] == newest["records"][0]["offset"]
+            # The first read of offset 1 holds only the start of the big transaction: the
+            # aborted transactions of a READ_COMMITTED Fetch decide.
+            oldest = await _ok(await http.get(url + "?offset=0&order=oldest&limit=2"))
+            assert _states(oldest) == [("plain", None), ("big-0", "aborted")]
+            assert decided == [1]
+            assert oldest["records"][1]["transaction"]["producer_id"] >= 0
+        finally:
+            await trio.to_thread.run_sync(pending.abort_transaction, 20)
+        newest = await _ok(await http.get(url + "?limit=1"))
+        assert _states(newest) == [("pending", "aborted")]
