@@ -84,6 +84,8 @@ async def test_topics_messages_and_groups_round_trip_through_the_console(tmp_pat
         await _ok(altered)
         described = await _ok(await http.get("/console/api/topics/orders"))
         assert len(described["partitions"]) == 3 and described["configs"]["retention.ms"] == "60000"
+        health = (await _ok(await http.get("/console/api/overview")))["partitions"]
+        assert health == {"total": 3, "under_replicated": 0, "offline": 0}
 
         # A group that consumed partition 1 up to offset 1: lag 1, then reset to the end.
         code = await trio.to_thread.run_sync(
@@ -108,6 +110,7 @@ async def test_topics_messages_and_groups_round_trip_through_the_console(tmp_pat
         assert "readers" in [g["group_id"] for g in groups["groups"]]
         group = await _ok(await http.get("/console/api/groups/readers"))
         assert [(o["partition"], o["lag"]) for o in group["offsets"]] == [(1, 1)]
+        assert group["permissions"] == {"reset": True, "delete": True}
         reset = await http.post(
             "/console/api/groups/readers/reset", json={"topic": "orders", "to": "latest"}
         )
@@ -125,6 +128,8 @@ async def test_topics_messages_and_groups_round_trip_through_the_console(tmp_pat
         overview = await _ok(await http.get("/console/api/overview"))
         assert [b["node_id"] for b in overview["brokers"]] == [server.node_id]
         assert overview["brokers"][0]["up_since"] > 0
+        huge = await http.post("/console/api/topics", json={"name": "big", "partitions": 10**12})
+        assert huge.status_code == 400 and huge.json() == {"error": "partitions is out of range"}
         assert "Produce" in [r["api"] for r in overview["requests"]]
         metrics = await http.get("/metrics")
         assert 'node="1"' in metrics.text
@@ -157,6 +162,20 @@ async def test_a_principal_sees_only_the_topics_it_may_describe(tmp_path: Path) 
             "--topic",
             "public",
         )
+        await trio.to_thread.run_sync(
+            admin_cli,
+            server,
+            "acls",
+            "add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Describe",
+            "--group",
+            "readers",
+        )
+        consume = ("consume", "public", "-g", "readers", "--from-beginning", "-e", "-c", "1")
+        await trio.to_thread.run_sync(admin_cli, server, *consume)
         assert (await http.get("/console/api/topics")).status_code == 401
         assert (await _ok(await http.get("/console/api/session")))["login_required"] is True
         wrong = await http.post(
@@ -173,6 +192,10 @@ async def test_a_principal_sees_only_the_topics_it_may_describe(tmp_path: Path) 
         listed = await _ok(await http.get("/console/api/topics"))
         assert [t["name"] for t in listed["topics"]] == ["public"]
         assert listed["permissions"]["create_topics"] is False
+        public = await _ok(await http.get("/console/api/topics/public"))
+        assert public["permissions"]["read"] is True and public["permissions"]["write"] is False
+        group = await _ok(await http.get("/console/api/groups/readers"))
+        assert group["permissions"] == {"reset": False, "delete": False}
         messages = await _ok(await http.get("/console/api/topics/public/messages?partition=0"))
         assert [r["value"]["text"] for r in messages["records"]] == ["public-record"]
         hidden = await http.get("/console/api/topics/secret/messages?partition=0")
@@ -180,7 +203,7 @@ async def test_a_principal_sees_only_the_topics_it_may_describe(tmp_path: Path) 
         described = await http.get("/console/api/topics/secret")
         assert described.status_code == 400 and "AUTHORIZATION_FAILED" in described.text
         security = await _ok(await http.get("/console/api/security"))
-        assert security["may_alter"] is False
+        assert security["may_alter"] is False and security["may_alter_quotas"] is False
         assert "AUTHORIZATION_FAILED" in security["users"]["error"]
         assert "AUTHORIZATION_FAILED" in security["acls"]["error"]
         refused_user = await http.post(
@@ -201,7 +224,9 @@ async def test_a_principal_sees_only_the_topics_it_may_describe(tmp_path: Path) 
         assert [t["name"] for t in listed["topics"]] == ["public", "secret"]
 
         security = await _ok(await http.get("/console/api/security"))
-        assert security["may_alter"] is True
+        assert security["may_alter"] is True and security["may_alter_quotas"] is True
+        group = await _ok(await http.get("/console/api/groups/readers"))
+        assert group["permissions"] == {"reset": True, "delete": True}
         assert [u["user"] for u in security["users"]["rows"]] == ["admin", "alice"]
         acl = {
             "principal": "User:bob",
@@ -226,10 +251,26 @@ async def test_a_principal_sees_only_the_topics_it_may_describe(tmp_path: Path) 
             if a["principal"] == "User:bob"
             for k, v in a.items()
         }.items()
-        assert security["quotas"]["rows"] == [
-            {"entity": {"user": "bob"}, "values": {"producer_byte_rate": 1024.0}}
+        both = {"entity": {"user": "bob", "client-id": "app"}, "key": "consumer_byte_rate"}
+        await _ok(await http.post("/console/api/security/quotas", json={**both, "value": 2048}))
+        security = await _ok(await http.get("/console/api/security"))
+        rows = sorted(security["quotas"]["rows"], key=lambda q: len(q["entity"]))
+        assert rows == [
+            {"entity": {"user": "bob"}, "values": {"producer_byte_rate": 1024.0}},
+            {
+                "entity": {"user": "bob", "client-id": "app"},
+                "values": {"consumer_byte_rate": 2048.0},
+            },
         ]
         assert "bob" in [u["user"] for u in security["users"]["rows"]]
+        unconfirmed = await http.delete("/console/api/security/users/bob")
+        assert unconfirmed.status_code == 400 and "confirm" in unconfirmed.json()["error"]
+        deleted = await _ok(await http.delete("/console/api/security/users/bob?confirm=bob"))
+        assert deleted == {"deleted": "bob", "mechanisms": ["SCRAM-SHA-256"]}
+        security = await _ok(await http.get("/console/api/security"))
+        assert [u["user"] for u in security["users"]["rows"]] == ["admin", "alice"]
+        again = await http.delete("/console/api/security/users/bob?confirm=bob")
+        assert again.status_code == 400 and "no SCRAM credentials" in again.json()["error"]
         bad = await http.post("/console/api/security/acls", json={**acl, "operation": "Fly"})
         assert bad.status_code == 400 and "operation must be one of" in bad.json()["error"]
         removed = await _ok(await http.post("/console/api/security/acls/remove", json=acl))

@@ -13,11 +13,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import trio
+from confluent_kafka import Producer
 from playwright.sync_api import Page, expect, sync_playwright
 
 from broker.client.cli import main as client_main
 from broker.server import KafkaServer
 from tests.console.console_harness import SECURED, admin_cli, console_broker, console_url
+from tests.interop.kafka_clients import rdkafka_settings
+from tests.interop.txn_helpers import produce_values, transactional_producer
 
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = Path(__file__).resolve().parents[2] / "test-screenshots" / "console"
@@ -68,12 +71,29 @@ def _walk_through(
         expect(page.locator("#records pre").filter(has_text='"item": "tea"')).to_be_visible()
         _shot(page, "3-messages")
 
-        page.get_by_role("textbox", name="From offset").fill("5")
+        page.get_by_label("From offset").fill("5")
         page.get_by_role("button", name="Show").click()
         expect(page.get_by_role("alert")).to_contain_text("beyond the end")
 
+        page.goto(url + "/console/#/messages/payments?order=oldest")
+        states = page.locator("#records .txn")
+        expect(states).to_have_text(["committed", "aborted"])
+        expect(page.get_by_role("cell", name="no", exact=True)).to_be_visible()  # plain
+        _shot(page, "3b-transactions")
+
+        # By keyboard: a page link, then a group link that keeps the focus while the
+        # table it is in is redrawn by the live refresh.
         assert consumed.wait(60)
-        page.goto(url + "/console/#/group/readers")
+        page.get_by_role("link", name="Consumer groups").focus()
+        page.keyboard.press("Enter")
+        readers = page.get_by_role("link", name="readers")
+        expect(readers).to_be_visible()
+        page.keyboard.press("Tab")
+        expect(readers).to_be_focused()
+        readers.evaluate("link => link.classList.add('drawn-before')")
+        expect(page.locator("a.drawn-before")).to_have_count(0)
+        expect(readers).to_be_focused()
+        page.keyboard.press("Enter")
         expect(page.locator("#lag")).to_have_text("1")
         lag_zero_after.set()
         expect(page.locator("#lag")).to_have_text("0")  # refreshed live
@@ -98,9 +118,31 @@ def _restricted_user(url: str) -> list[str]:
         _shot(page, "6-restricted-topics")
         shown = [str(x) for x in page.locator("table a").all_inner_texts()]
         page.get_by_role("link", name="Security").click()
-        expect(page.locator(".error").first).to_contain_text("AUTHORIZATION_FAILED")
+        expect(page.locator("main .error").first).to_contain_text("AUTHORIZATION_FAILED")
         expect(page.get_by_role("button", name="Add ACL")).to_have_count(0)
+        expect(page.get_by_role("button", name="Delete user alice")).to_have_count(0)
         _shot(page, "7-restricted-security")
+        page.goto(url + "/console/#/messages/public")
+        expect(page.get_by_role("form", name="Browse messages")).to_be_visible()
+        expect(page.get_by_role("form", name="Produce a test message")).to_have_count(0)
+        page.get_by_role("button", name="Log out").click()
+
+        page.get_by_label("User").fill("admin")
+        page.get_by_label("Password").fill("admin-secret")
+        page.get_by_role("button", name="Log in").click()
+        page.get_by_role("link", name="Security").click()
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.get_by_role("button", name="Delete user alice").click()
+        expect(page.get_by_role("status")).to_have_text("user alice deleted")
+        expect(page.get_by_role("cell", name="alice", exact=True)).to_have_count(0)
+        quota = page.get_by_role("form", name="Set a client quota")
+        quota.get_by_label("Entity").select_option("user and client id")
+        quota.get_by_label("User (empty: default)").fill("bob")
+        quota.get_by_label("Client id (empty: default)").fill("app")
+        quota.get_by_label("Value (empty: remove)").fill("1024")
+        quota.get_by_role("button", name="Set quota").click()
+        expect(page.get_by_role("cell", name="client-id=app, user=bob", exact=True)).to_be_visible()
+        _shot(page, "8-admin-security")
         return shown
 
 
@@ -112,8 +154,25 @@ async def _consume(server: KafkaServer, count: int) -> None:
     assert code == 0
 
 
+def _transactions(bootstrap: str) -> None:
+    """payments: a plain record, then a committed and an aborted transaction."""
+    plain = Producer(rdkafka_settings(bootstrap))
+    plain.produce("payments", value=b"plain")
+    plain.flush(20)
+    for commit in (True, False):
+        producer = transactional_producer(bootstrap, f"payer-{commit}")
+        producer.begin_transaction()
+        produce_values(producer, "payments", [b"paid" if commit else b"cancelled"], 1)
+        if commit:
+            producer.commit_transaction(20)
+        else:
+            producer.abort_transaction(20)
+
+
 async def test_a_user_creates_produces_browses_and_watches_lag_fall(tmp_path: Path) -> None:
     async with console_broker(tmp_path) as (server, _):
+        await trio.to_thread.run_sync(admin_cli, server, "topics", "create", "payments")
+        await trio.to_thread.run_sync(_transactions, f"127.0.0.1:{server.bound_port()}")
         produced, consumed, lag_wanted_zero = (threading.Event() for _ in range(3))
         async with trio.open_nursery() as nursery:
 
@@ -136,9 +195,10 @@ async def test_a_user_creates_produces_browses_and_watches_lag_fall(tmp_path: Pa
 
 async def test_a_restricted_user_sees_only_what_it_may(tmp_path: Path) -> None:
     async with console_broker(tmp_path, SECURED) as (server, _):
-        await trio.to_thread.run_sync(
-            admin_cli, server, "users", "scram", "set", "alice", "--password", "alice-secret"
-        )
+        for user in ("alice", "admin"):
+            await trio.to_thread.run_sync(
+                admin_cli, server, "users", "scram", "set", user, "--password", f"{user}-secret"
+            )
         for topic in ("public", "secret"):
             await trio.to_thread.run_sync(admin_cli, server, "topics", "create", topic)
         await trio.to_thread.run_sync(
@@ -150,6 +210,8 @@ async def test_a_restricted_user_sees_only_what_it_may(tmp_path: Path) -> None:
             "User:alice",
             "--operation",
             "Describe",
+            "--operation",
+            "Read",
             "--topic",
             "public",
         )
