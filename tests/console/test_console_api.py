@@ -118,6 +118,8 @@ async def test_topics_messages_and_groups_round_trip_through_the_console(tmp_pat
         group = await _ok(await http.get("/console/api/groups/readers"))
         assert group["total_lag"] == 0 and len(group["lag_history"]) >= 1
         await _ok(await http.delete("/console/api/groups/readers"))
+        missing = await http.get("/console/api/groups/no%2Fsuch")  # a group id may hold a /
+        assert missing.status_code == 400 and "'no/such' does not exist" in missing.text
 
         refused = await http.delete("/console/api/topics/orders")
         assert refused.status_code == 400 and "confirm" in refused.json()["error"]

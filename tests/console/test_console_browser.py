@@ -7,6 +7,7 @@ the broker runs in the test's Trio loop.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -99,6 +100,14 @@ def _walk_through(
         expect(page.locator("#lag")).to_have_text("0")  # refreshed live
         expect(page.get_by_role("button", name="Reset offsets")).to_be_visible()
         _shot(page, "4-group")
+
+        page.get_by_role("link", name="Overview").click()  # its readings since the start
+        expect(page.get_by_role("img", name="bytes per second")).to_be_visible()
+        produce = page.get_by_role("row").filter(
+            has=page.get_by_role("cell", name="Produce", exact=True)
+        )
+        expect(produce).to_contain_text(re.compile(r"\d\.\d"))  # its p99
+        _shot(page, "1-overview")
 
 
 def _restricted_user(url: str) -> list[str]:

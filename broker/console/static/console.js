@@ -61,12 +61,13 @@ function fail(error) {
 
 function say(text) { statusLine.textContent = text; }
 
-// Draws a page whose `top` and `bottom` (headings, forms) stay while its live part is
-// redrawn: the first call per route draws them and `wire`s their forms.
-function layout(key, top, bottom, wire) {
+// Draws a page whose frame (headings, forms) stays while its live part is redrawn: the
+// first call per route draws `frame` (holding the LIVE element) and `wire`s its forms.
+const LIVE = '<div id="live"></div>';
+function layout(key, frame, wire) {
   if (main.dataset.page !== key) {
     main.dataset.page = key;
-    main.innerHTML = `${top}<div id="live"></div>${bottom}`;
+    main.innerHTML = frame;
     wire?.();
   }
   return document.getElementById("live");
@@ -88,7 +89,7 @@ const pages = {
   async overview() {
     const o = await api("overview");
     const p = o.partitions;
-    const live = layout("overview", "<h1>Overview</h1>", "");
+    const live = layout("overview", "<h1>Overview</h1>" + LIVE);
     live.innerHTML = `<p>Cluster ${esc(o.cluster_id)}, controller ${esc(o.controller)}; ${esc(p.total)} partitions,
         <span class="${p.under_replicated ? "bad" : ""}">${esc(p.under_replicated)} under-replicated</span>,
         <span class="${p.offline ? "bad" : ""}">${esc(p.offline)} offline</span></p>
@@ -104,7 +105,7 @@ const pages = {
     const create = t.permissions.create_topics ? `<form id="create" aria-label="Create a topic">
       ${field("Name", "name", "required")}${field("Partitions", "partitions", 'type="number" min="1" value="1"')}
       <button>Create topic</button></form>` : "";
-    const live = layout("topics", `<h1>Topics</h1>${create}`, "", () => onSubmit("create", async (d) => {
+    const live = layout("topics", `<h1>Topics</h1>${create}${LIVE}`, () => onSubmit("create", async (d) => {
       await api("topics", {method: "POST", json: {name: d.get("name"), partitions: d.get("partitions")}});
       location.hash = "#/topic/" + enc(d.get("name"));
     }));
@@ -122,8 +123,8 @@ const pages = {
       p.delete ? `<form id="delete" aria-label="Delete the topic">${field("Type the topic's name to delete it", "confirm", "required")}<button class="danger">Delete topic</button></form>` : "",
     ].join("");
     const configs = `<h2>Configs</h2>${table(["Name", "Value"], Object.entries(t.configs).map(([k, v]) => [esc(k), esc(v)]))}`;
-    const live = layout("topic/" + name, `<h1>Topic ${esc(name)}</h1><p><a href="#/messages/${enc(name)}">Browse messages</a></p>`,
-      (forms ? `<h2>Change</h2>${forms}` : "") + configs, () => {
+    const live = layout("topic/" + name, `<h1>Topic ${esc(name)}</h1><p><a href="#/messages/${enc(name)}">Browse messages</a></p>
+      <div class="columns"><section><h2>Partitions</h2>${LIVE}${forms ? `<h2>Change</h2>${forms}` : ""}</section><section>${configs}</section></div>`, () => {
         onSubmit("config", async (d) => { await api(`topics/${enc(name)}/configs`, {method: "POST", json: {set: {[d.get("key")]: d.get("value")}}}); await route(); say(`set ${d.get("key")}`); });
         onSubmit("grow", async (d) => { await api(`topics/${enc(name)}/partitions`, {method: "POST", json: {count: d.get("count")}}); await route(); say("partitions added"); });
         onSubmit("delete", async (d) => { await api(`topics/${enc(name)}?confirm=${enc(d.get("confirm"))}`, {method: "DELETE"}); location.hash = "#/topics"; say(`deleted ${name}`); });
@@ -174,7 +175,7 @@ const pages = {
   },
   async groups() {
     const g = await api("groups");
-    layout("groups", "<h1>Consumer groups</h1>", "").innerHTML = table(["Group", "State", "Protocol type"], g.groups.map((x) => [
+    layout("groups", "<h1>Consumer groups</h1>" + LIVE).innerHTML = table(["Group", "State", "Protocol type"], g.groups.map((x) => [
       `<a href="#/group/${enc(x.group_id)}">${esc(x.group_id)}</a>`, esc(x.state ?? "-"), esc(x.protocol_type ?? "-")]));
   },
   async group(id) {
@@ -186,7 +187,7 @@ const pages = {
           <label>Reset to <select name="to"><option value="earliest">earliest</option><option value="latest">latest</option><option value="offset">offset</option></select></label>
           ${field("Offset", "offset", 'type="number" min="0"')}<button>Reset offsets</button></form>` : "") +
       (p.delete ? `<form id="delete-group" aria-label="Delete the group">${field("Type the group's id to delete it", "confirm", "required")}<button class="danger">Delete group</button></form>` : "");
-    const live = layout("group/" + id, `<h1>Group ${esc(id)}</h1>`, forms ? `<h2>Change</h2>${forms}` : "", () => {
+    const live = layout("group/" + id, `<h1>Group ${esc(id)}</h1>${LIVE}${forms ? `<h2>Change</h2>${forms}` : ""}`, () => {
       onSubmit("reset", async (d) => {
         await api(`groups/${enc(id)}/reset`, {method: "POST", json: {topic: d.get("topic"), to: d.get("to"), offset: d.get("offset")}});
         say("offsets reset");
