@@ -13,9 +13,14 @@ from confluent_kafka import Producer
 
 from broker.client.cli import main as client_main
 from broker.console.transaction_states import TransactionStates
-from tests.console.console_harness import SECURED, admin_cli, console_broker
-from tests.interop.kafka_clients import rdkafka_settings
-from tests.interop.txn_helpers import produce_values, transactional_producer
+from tests.console.console_harness import (
+    SECURED,
+    admin_cli,
+    allow,
+    console_broker,
+    produce_plain,
+    produce_transaction,
+)
 
 
 async def _ok(response: httpx.Response) -> dict:  # type: ignore[type-arg]
@@ -65,6 +70,11 @@ async def test_topics_messages_and_groups_round_trip_through_the_console(tmp_pat
         )
         assert [r["offset"] for r in filtered["records"]] == [0]
 
+        url = "/console/api/topics/orders/messages?partition=1&order=oldest&timestamp="
+        since = await _ok(await http.get(url + str(oldest["timestamp"])))
+        assert [r["offset"] for r in since["records"]] == [0, 1]
+        later = await _ok(await http.get(url + str(newest["timestamp"] + 3_600_000)))
+        assert later["records"] == []
         beyond = await http.get("/console/api/topics/orders/messages?partition=1&offset=99")
         assert beyond.status_code == 400 and "beyond the end" in beyond.json()["error"]
         malformed = await http.get("/console/api/topics/orders/messages?partition=x")
@@ -150,32 +160,9 @@ async def test_a_principal_sees_only_the_topics_it_may_describe(tmp_path: Path) 
                     admin_cli, server, "produce", topic, stdin=f"{topic}-record\n".encode()
                 )
             )
-        await trio.to_thread.run_sync(
-            admin_cli,
-            server,
-            "acls",
-            "add",
-            "--allow-principal",
-            "User:alice",
-            "--operation",
-            "Read",
-            "--operation",
-            "Describe",
-            "--topic",
-            "public",
-        )
-        await trio.to_thread.run_sync(
-            admin_cli,
-            server,
-            "acls",
-            "add",
-            "--allow-principal",
-            "User:alice",
-            "--operation",
-            "Describe",
-            "--group",
-            "readers",
-        )
+        alice = "User:alice"
+        await trio.to_thread.run_sync(allow, server, alice, "--topic", "public", "Read", "Describe")
+        await trio.to_thread.run_sync(allow, server, alice, "--group", "readers", "Describe")
         consume = ("consume", "public", "-g", "readers", "--from-beginning", "-e", "-c", "1")
         await trio.to_thread.run_sync(admin_cli, server, *consume)
         assert (await http.get("/console/api/topics")).status_code == 401
@@ -282,26 +269,13 @@ async def test_a_principal_sees_only_the_topics_it_may_describe(tmp_path: Path) 
 def _transactions(bootstrap: str) -> Producer:
     """A plain record, a big aborted transaction, a committed and an aborted small one,
     and an open one (its producer returned, to end it later)."""
-    plain = Producer(rdkafka_settings(bootstrap))
-    plain.produce("payments", value=b"plain", partition=0)
-    plain.flush(20)
-    big = transactional_producer(bootstrap, "big")
-    big.begin_transaction()
+    produce_plain(bootstrap, "payments", b"plain")
     # Far more than one Fetch's 1 MiB: its abort marker lies beyond the first read.
-    produce_values(big, "payments", [b"big-0"] + [b"x" * 100_000] * 19, 1)
-    big.abort_transaction(20)
-    for value, commit in ((b"paid", True), (b"cancelled", False)):
-        producer = transactional_producer(bootstrap, value.decode())
-        producer.begin_transaction()
-        produce_values(producer, "payments", [value], 1)
-        if commit:
-            producer.commit_transaction(20)
-        else:
-            producer.abort_transaction(20)
-    pending = transactional_producer(bootstrap, "pending")
-    pending.begin_transaction()
-    produce_values(pending, "payments", [b"pending"], 1)
-    return pending
+    big = [b"big-0"] + [b"x" * 100_000] * 19
+    produce_transaction(bootstrap, "payments", "big", big, commit=False)
+    produce_transaction(bootstrap, "payments", "paid", [b"paid"], commit=True)
+    produce_transaction(bootstrap, "payments", "cancelled", [b"cancelled"], commit=False)
+    return produce_transaction(bootstrap, "payments", "pending", [b"pending"], commit=None)
 
 
 def _states(browsed: dict) -> list[tuple[str, str | None]]:  # type: ignore[type-arg]

@@ -14,14 +14,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import trio
-from confluent_kafka import Producer
 from playwright.sync_api import Page, expect, sync_playwright
 
 from broker.client.cli import main as client_main
 from broker.server import KafkaServer
-from tests.console.console_harness import SECURED, admin_cli, console_broker, console_url
-from tests.interop.kafka_clients import rdkafka_settings
-from tests.interop.txn_helpers import produce_values, transactional_producer
+from tests.console.console_harness import (
+    SECURED,
+    admin_cli,
+    allow,
+    console_broker,
+    console_url,
+    produce_plain,
+    produce_transaction,
+)
 
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = Path(__file__).resolve().parents[2] / "test-screenshots" / "console"
@@ -165,17 +170,9 @@ async def _consume(server: KafkaServer, count: int) -> None:
 
 def _transactions(bootstrap: str) -> None:
     """payments: a plain record, then a committed and an aborted transaction."""
-    plain = Producer(rdkafka_settings(bootstrap))
-    plain.produce("payments", value=b"plain")
-    plain.flush(20)
-    for commit in (True, False):
-        producer = transactional_producer(bootstrap, f"payer-{commit}")
-        producer.begin_transaction()
-        produce_values(producer, "payments", [b"paid" if commit else b"cancelled"], 1)
-        if commit:
-            producer.commit_transaction(20)
-        else:
-            producer.abort_transaction(20)
+    produce_plain(bootstrap, "payments", b"plain")
+    produce_transaction(bootstrap, "payments", "payer", [b"paid"], commit=True)
+    produce_transaction(bootstrap, "payments", "canceller", [b"cancelled"], commit=False)
 
 
 async def test_a_user_creates_produces_browses_and_watches_lag_fall(tmp_path: Path) -> None:
@@ -211,18 +208,7 @@ async def test_a_restricted_user_sees_only_what_it_may(tmp_path: Path) -> None:
         for topic in ("public", "secret"):
             await trio.to_thread.run_sync(admin_cli, server, "topics", "create", topic)
         await trio.to_thread.run_sync(
-            admin_cli,
-            server,
-            "acls",
-            "add",
-            "--allow-principal",
-            "User:alice",
-            "--operation",
-            "Describe",
-            "--operation",
-            "Read",
-            "--topic",
-            "public",
+            allow, server, "User:alice", "--topic", "public", "Describe", "Read"
         )
         shown = await trio.to_thread.run_sync(_restricted_user, console_url(server))
         assert shown == ["public"]

@@ -136,7 +136,8 @@ const pages = {
     const t = await api("topics/" + enc(name));
     const params = new URLSearchParams(location.hash.split("?")[1] || "");
     const partition = params.get("partition") || "0";
-    const at = params.get("timestamp") ? new Date(Number(params.get("timestamp")) - new Date().getTimezoneOffset() * 60000).toISOString().slice(0, 16) : "";
+    const ts = Number(params.get("timestamp") || NaN);  // shown in local time
+    const at = Number.isFinite(ts) ? new Date(ts - new Date(ts).getTimezoneOffset() * 60000).toISOString().slice(0, 16) : "";
     main.innerHTML = `<h1>Messages of ${esc(name)}</h1>
       <form id="browse" aria-label="Browse messages">
         <label>Partition <select name="partition">${options(t.partitions.map((x) => String(x.partition)), partition)}</select></label>
