@@ -138,7 +138,7 @@ const pages = {
     const partition = params.get("partition") || "0";
     const ts = Number(params.get("timestamp") || NaN);  // shown in local time
     const at = Number.isFinite(ts) ? new Date(ts - new Date(ts).getTimezoneOffset() * 60000).toISOString().slice(0, 16) : "";
-    main.innerHTML = `<h1>Messages of ${esc(name)}</h1>
+    main.innerHTML = `<h1>Messages of ${esc(name)}</h1><p><a href="#/topic/${enc(name)}">Topic ${esc(name)}: partitions and configs</a></p>
       <form id="browse" aria-label="Browse messages">
         <label>Partition <select name="partition">${options(t.partitions.map((x) => String(x.partition)), partition)}</select></label>
         ${field("From offset", "offset", `type="number" min="0" value="${esc(params.get("offset") || "")}"`)}
