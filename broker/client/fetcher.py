@@ -11,6 +11,7 @@ from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import FetchRequest, FetchResponse, ListOffsetsRequest
 from broker.protocol.messages.fetch_request import FetchPartition, FetchTopic
+from broker.protocol.messages.fetch_response import PartitionData
 from broker.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 from broker.protocol.records import DecodedRecord, InvalidRecordsError, iter_batches, iter_records
 
@@ -73,24 +74,46 @@ class Fetcher:
     ) -> list[tuple[int, DecodedRecord]]:
         """Records after each cursor (advancing it), in partition order."""
         by_partition = {c.partition: c for c in cursors}
-        response = await self._request(cursors, max_wait_ms, _PARTITION_MAX_BYTES)
         out: list[tuple[int, DecodedRecord]] = []
+        for p in await self.fetch_partitions(cursors, max_wait_ms):
+            cursor = by_partition.get(p.partition_index)
+            if cursor is None:
+                continue
+            cursor.high_watermark = p.high_watermark
+            out.extend((p.partition_index, r) for r in _records_from(cursor, p.records))
+        return out
+
+    async def fetch_partitions(
+        self, cursors: list[Cursor], max_wait_ms: int, *, read_committed: bool = False
+    ) -> list[PartitionData]:
+        """The Fetch answer's partitions as sent (whole batches, control batches included,
+        the last stable offset; the aborted transactions only when `read_committed`),
+        each checked for its error; cursors are not moved."""
+        response = await self._request(
+            cursors, max_wait_ms, _PARTITION_MAX_BYTES, read_committed=read_committed
+        )
+        offsets = {c.partition: c.offset for c in cursors}
+        out: list[PartitionData] = []
         for t in response.responses:
             for p in t.partitions:
-                cursor = by_partition.get(p.partition_index)
-                if cursor is None:
+                offset = offsets.get(p.partition_index)
+                if offset is None:
                     continue
                 if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    raise await self._out_of_range(cursor.offset, p.partition_index)
+                    raise await self._out_of_range(offset, p.partition_index)
                 if p.error_code == ErrorCode.CORRUPT_MESSAGE:
-                    raise await self._corrupt(cursor.offset, p.partition_index)
+                    raise await self._corrupt(offset, p.partition_index)
                 check_error(p.error_code, f"Fetch {self.info.name}-{p.partition_index}")
-                cursor.high_watermark = p.high_watermark
-                out.extend((p.partition_index, r) for r in _records_from(cursor, p.records))
+                out.append(p)
         return out
 
     async def _request(
-        self, cursors: list[Cursor], max_wait_ms: int, partition_max_bytes: int
+        self,
+        cursors: list[Cursor],
+        max_wait_ms: int,
+        partition_max_bytes: int,
+        *,
+        read_committed: bool = False,
     ) -> FetchResponse:
         topic = FetchTopic(
             topic=self.info.name,
@@ -109,7 +132,7 @@ class Fetcher:
             max_wait_ms=max_wait_ms,
             min_bytes=1,
             max_bytes=50 << 20,
-            isolation_level=0,
+            isolation_level=1 if read_committed else 0,
             session_id=0,
             session_epoch=-1,
             topics=(topic,),

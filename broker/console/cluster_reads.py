@@ -72,12 +72,23 @@ def brokers(response: MetadataResponse) -> list[dict[str, Any]]:
     ]
 
 
+def partition_health(response: MetadataResponse) -> dict[str, int]:
+    """Partitions in all, those whose ISR lacks a replica, and those without a leader."""
+    partitions = [p for t in response.topics for p in t.partitions]
+    return {
+        "total": len(partitions),
+        "under_replicated": sum(len(p.isr_nodes) < len(p.replica_nodes) for p in partitions),
+        "offline": sum(p.leader_id < 0 for p in partitions),
+    }
+
+
 def cluster_permissions(response: MetadataResponse) -> dict[str, bool]:
     ops = response.cluster_authorized_operations
     return {
         "create_topics": allowed(ops, AclOperation.CREATE),
         "alter_cluster": allowed(ops, AclOperation.ALTER),
         "describe_cluster": allowed(ops, AclOperation.DESCRIBE),
+        "alter_cluster_configs": allowed(ops, AclOperation.ALTER_CONFIGS),
     }
 
 
@@ -194,7 +205,8 @@ def _assignment(data: bytes) -> list[dict[str, Any]]:
 
 
 async def describe_group(session: ConsoleSession, group_id: str) -> dict[str, Any]:
-    response = await session.call_coordinator(group_id, DescribeGroupsRequest(groups=(group_id,)))
+    body = DescribeGroupsRequest(groups=(group_id,), include_authorized_operations=True)
+    response = await session.call_coordinator(group_id, body)
     (group,) = response.groups
     check_error(group.error_code, f"group {group_id!r}")
     if group.group_state == "Dead":
@@ -205,6 +217,11 @@ async def describe_group(session: ConsoleSession, group_id: str) -> dict[str, An
         "state": group.group_state,
         "protocol_type": group.protocol_type,
         "protocol": group.protocol_data,
+        "permissions": {
+            # Resetting offsets is an OffsetCommit (READ on the group), deleting DELETE.
+            "reset": allowed(group.authorized_operations, AclOperation.READ),
+            "delete": allowed(group.authorized_operations, AclOperation.DELETE),
+        },
         "members": [
             {
                 "member_id": m.member_id,

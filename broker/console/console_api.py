@@ -63,12 +63,15 @@ async def _json_body(request: Request) -> dict[str, Any]:
     return body
 
 
-def _int(body: dict[str, Any], key: str, default: int | None = None) -> int:
+def _int(body: dict[str, Any], key: str, default: int | None = None, *, bits: int = 32) -> int:
+    """A whole number of the form that fits the Kafka field (int32 unless `bits`)."""
     value = body.get(key, default)
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool):
         raise ClientError(f"{key} must be a whole number")
+    if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+        raise ClientError(f"{key} is out of range")
     return value
 
 
@@ -100,12 +103,12 @@ class ConsoleApi:
             Route("/api/topics/{name}/messages", act(self.browse), methods=["GET"]),
             Route("/api/topics/{name}/messages", act(self.produce), methods=["POST"]),
             Route("/api/groups", act(self.groups), methods=["GET"]),
-            Route("/api/groups/{group}", act(self.group), methods=["GET"]),
-            Route("/api/groups/{group}", act(self.delete_group), methods=["DELETE"]),
-            Route("/api/groups/{group}/reset", act(self.reset_offsets), methods=["POST"]),
+            Route("/api/groups/{group:path}", act(self.group), methods=["GET"]),
+            Route("/api/groups/{group:path}", act(self.delete_group), methods=["DELETE"]),
+            Route("/api/groups/{group:path}/reset", act(self.reset_offsets), methods=["POST"]),
             Route("/api/security", act(self.security), methods=["GET"]),
             Route("/api/security/users", act(self.set_user), methods=["POST"]),
-            Route("/api/security/users/{user}", act(self.delete_user), methods=["DELETE"]),
+            Route("/api/security/users/{user:path}", act(self.delete_user), methods=["DELETE"]),
             Route("/api/security/acls", act(self.add_acl), methods=["POST"]),
             Route("/api/security/acls/remove", act(self.remove_acl), methods=["POST"]),
             Route("/api/security/quotas", act(self.set_quota), methods=["POST"]),
@@ -186,6 +189,7 @@ class ConsoleApi:
             "cluster_id": response.cluster_id,
             "controller": response.controller_id,
             "brokers": brokers,
+            "partitions": cluster_reads.partition_health(response),
             "throughput": [
                 {
                     "time": r["time"],
@@ -298,7 +302,7 @@ class ConsoleApi:
             request.path_params["group"],
             str(body.get("topic", "")),
             str(body.get("to", "")),
-            None if offset in (None, "") else _int(body, "offset"),
+            None if offset in (None, "") else _int(body, "offset", bits=64),
         )
         return {"offsets": {str(p): o for p, o in targets.items()}}
 
@@ -307,7 +311,9 @@ class ConsoleApi:
     async def security(self, session: ConsoleSession, request: Request) -> Any:
         shown = await security_admin.overview(session)
         response = await cluster_reads.metadata(session, [])
-        shown["may_alter"] = cluster_reads.cluster_permissions(response)["alter_cluster"]
+        permissions = cluster_reads.cluster_permissions(response)
+        shown["may_alter"] = permissions["alter_cluster"]
+        shown["may_alter_quotas"] = permissions["alter_cluster_configs"]
         return shown
 
     async def set_user(self, session: ConsoleSession, request: Request) -> Any:
@@ -323,9 +329,13 @@ class ConsoleApi:
 
     async def delete_user(self, session: ConsoleSession, request: Request) -> Any:
         user = request.path_params["user"]
-        mechanism = request.query_params.get("mechanism", "SCRAM-SHA-256")
-        await security_admin.delete_user(session, user, mechanism)
-        return {"deleted": user}
+        if request.query_params.get("confirm") != user:
+            raise ClientError("confirm the deletion by giving the user's name")
+        mechanism = request.query_params.get("mechanism") or None
+        return {
+            "deleted": user,
+            "mechanisms": await security_admin.delete_user(session, user, mechanism),
+        }
 
     async def add_acl(self, session: ConsoleSession, request: Request) -> Any:
         await security_admin.add_acl(session, await _json_body(request))

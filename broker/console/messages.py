@@ -18,10 +18,21 @@ from broker.client.fetcher import EARLIEST, LATEST, Cursor, Fetcher, list_offset
 from broker.client.session import ClientError, check_error
 from broker.client.topics import describe_topic
 from broker.console.console_session import ConsoleSession
+from broker.console.transaction_states import Marker, TransactionStates
+from broker.log.partition_log import CONTROL_COMMIT as COMMIT
+from broker.log.partition_log import control_type
 from broker.protocol.api import ApiKey
 from broker.protocol.messages import ProduceRequest
 from broker.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
-from broker.protocol.records import DecodedRecord, Record, encode_batch
+from broker.protocol.records import (
+    DecodedRecord,
+    InvalidRecordsError,
+    Record,
+    RecordBatchHeader,
+    encode_batch,
+    iter_batches,
+    iter_records,
+)
 
 MAX_LIMIT = 500
 MAX_SCANNED = 20_000
@@ -96,13 +107,23 @@ def _matches(record: DecodedRecord, needle: bytes) -> bool:
     return not needle or any(needle in (part or b"") for part in (record.key, record.value))
 
 
-def _as_json(record: DecodedRecord) -> dict[str, Any]:
+@attrs.frozen
+class ReadRecord:
+    """A record with the producer of its transaction (None: not in a transaction)."""
+
+    record: DecodedRecord
+    producer_id: int | None
+
+
+def _as_json(read: ReadRecord, transaction: dict[str, Any] | None) -> dict[str, Any]:
+    record = read.record
     return {
         "offset": record.offset,
         "timestamp": record.timestamp,
         "key": shown(record.key),
         "value": shown(record.value),
         "headers": [{"key": k, "value": shown(v)} for k, v in record.headers],
+        "transaction": transaction,
     }
 
 
@@ -125,56 +146,143 @@ async def browse(session: ConsoleSession, query: BrowseQuery) -> dict[str, Any]:
         first = max(query.offset, start)
     else:
         first = start
-    needle = query.contains.encode()
-    fetcher = Fetcher(session, info)
+    reader = _Reader(Fetcher(session, info), p, query.contains.encode())
     if query.newest_first and query.offset is None and query.timestamp_ms is None:
-        records = await _backward(fetcher, p, start, end, query.limit, needle)
+        records = await reader.backward(start, end, query.limit)
     else:
-        records = await _forward(fetcher, p, first, end, query.limit, needle)
+        records = await reader.forward(first, end, query.limit, reader.needle)
         if query.newest_first:
             records.reverse()
+    transactions = await reader.transactions(records)
     return {
         "topic": query.topic,
         "partition": p,
         "start_offset": start,
         "end_offset": end,
-        "records": [_as_json(r) for r in records],
+        "last_stable_offset": reader.states.last_stable_offset,
+        "records": [_as_json(r, transactions.get(r.record.offset)) for r in records],
     }
 
 
-async def _forward(
-    fetcher: Fetcher, partition: int, first: int, end: int, limit: int, needle: bytes
-) -> list[DecodedRecord]:
-    cursor = Cursor(partition, first)
-    out: list[DecodedRecord] = []
-    scanned = 0
-    while cursor.offset < end and len(out) < limit and scanned < MAX_SCANNED:
-        before = cursor.offset
-        for _, record in await fetcher.fetch([cursor], _FETCH_WAIT_MS):
-            scanned += 1
-            if record.offset < end and _matches(record, needle) and len(out) < limit:
-                out.append(record)
-        if cursor.offset == before:
-            break  # nothing more readable (a gap at the end of a compacted log)
-    return out
+class _Reader:
+    """Reads of one partition with READ_UNCOMMITTED (open and aborted records too),
+    keeping the transaction markers and the last stable offset they saw."""
+
+    def __init__(self, fetcher: Fetcher, partition: int, needle: bytes) -> None:
+        self.fetcher = fetcher
+        self.partition = partition
+        self.needle = needle
+        self.states = TransactionStates()
+
+    async def forward(self, first: int, end: int, limit: int, needle: bytes) -> list[ReadRecord]:
+        offset = first
+        out: list[ReadRecord] = []
+        scanned = 0
+        while offset < end and len(out) < limit and scanned < MAX_SCANNED:
+            (data,) = await self.fetcher.fetch_partitions(
+                [Cursor(self.partition, offset)], _FETCH_WAIT_MS
+            )
+            self.states.saw_last_stable_offset(data.last_stable_offset)
+            before = offset
+            for header, records in self._decoded(data.records, offset):
+                for record in records:
+                    scanned += 1
+                    if record.offset < end and _matches(record, needle) and len(out) < limit:
+                        producer = header.producer_id if header.is_transactional else None
+                        out.append(ReadRecord(record, producer))
+                offset = header.last_offset + 1
+            if offset == before:
+                break  # nothing more readable (a gap at the end of a compacted log)
+        return out
+
+    def _decoded(
+        self, data: bytes | memoryview | None, offset: int
+    ) -> list[tuple[RecordBatchHeader, list[DecodedRecord]]]:
+        """Each batch from `offset` on with its records from `offset` on; a control
+        batch's marker is kept (its records are not shown)."""
+        out: list[tuple[RecordBatchHeader, list[DecodedRecord]]] = []
+        for header, batch in _batches(data, offset):
+            try:
+                if header.is_control:
+                    kind = control_type(batch, header)
+                    if kind is not None:
+                        marker = Marker(header.base_offset, header.producer_id, kind == COMMIT)
+                        self.states.saw_marker(marker)
+                    out.append((header, []))
+                else:
+                    records = [r for r in iter_records(batch, header) if r.offset >= offset]
+                    out.append((header, records))
+            except InvalidRecordsError as exc:
+                raise _corrupt(header.base_offset, exc) from None
+        return out
+
+    async def backward(self, start: int, end: int, limit: int) -> list[ReadRecord]:
+        """Newest first: windows read from the end toward the start."""
+        out: list[ReadRecord] = []
+        upper = end
+        window = limit
+        scanned = 0
+        while upper > start and len(out) < limit and scanned < MAX_SCANNED:
+            lower = max(start, upper - window)
+            chunk = await self.forward(lower, upper, MAX_SCANNED, b"")
+            scanned += len(chunk)
+            out.extend(r for r in reversed(chunk) if _matches(r.record, self.needle))
+            upper = lower
+            window = min(window * 4, MAX_SCANNED)
+        return out[:limit]
+
+    async def transactions(self, records: list[ReadRecord]) -> dict[int, dict[str, Any]]:
+        """Per offset of a transactional record: its producer id and state."""
+        states: dict[int, str] = {}
+        undecided: list[ReadRecord] = []
+        for r in records:
+            if r.producer_id is not None:
+                state = self.states.state(r.record.offset, r.producer_id)
+                if state is None:
+                    undecided.append(r)
+                else:
+                    states[r.record.offset] = state
+        undecided.sort(key=lambda r: r.record.offset)
+        while undecided:
+            # A READ_COMMITTED Fetch from the first undecided record answers the aborted
+            # transactions overlapping the batches it returns (all below the LSO).
+            first = undecided[0].record.offset
+            (data,) = await self.fetcher.fetch_partitions(
+                [Cursor(self.partition, first)], _FETCH_WAIT_MS, read_committed=True
+            )
+            covered = max((h.last_offset for h, _ in _batches(data.records, first)), default=-1)
+            if covered < first:
+                break  # nothing below the LSO any more: shown without a state
+            aborted = [(a.producer_id, a.first_offset) for a in data.aborted_transactions or ()]
+            while undecided and undecided[0].record.offset <= covered:
+                r = undecided.pop(0)
+                assert r.producer_id is not None
+                states[r.record.offset] = self.states.decide(
+                    r.record.offset, r.producer_id, aborted
+                )
+        return {
+            r.record.offset: {"producer_id": r.producer_id, "state": states.get(r.record.offset)}
+            for r in records
+            if r.producer_id is not None
+        }
 
 
-async def _backward(
-    fetcher: Fetcher, partition: int, start: int, end: int, limit: int, needle: bytes
-) -> list[DecodedRecord]:
-    """Newest first: windows read from the end toward the start."""
-    out: list[DecodedRecord] = []
-    upper = end
-    window = limit
-    scanned = 0
-    while upper > start and len(out) < limit and scanned < MAX_SCANNED:
-        lower = max(start, upper - window)
-        chunk = await _forward(fetcher, partition, lower, upper, MAX_SCANNED, b"")
-        scanned += len(chunk)
-        out.extend(r for r in reversed(chunk) if _matches(r, needle))
-        upper = lower
-        window = min(window * 4, MAX_SCANNED)
-    return out[:limit]
+def _batches(
+    records: bytes | memoryview | None, offset: int
+) -> list[tuple[RecordBatchHeader, memoryview]]:
+    """The whole batches of a Fetch answer that hold offsets from `offset` on."""
+    try:
+        return [
+            (header, batch)
+            for header, batch in iter_batches(records or b"", allow_partial_tail=True)
+            if header.last_offset >= offset
+        ]
+    except InvalidRecordsError as exc:
+        raise _corrupt(offset, exc) from None
+
+
+def _corrupt(offset: int, exc: InvalidRecordsError) -> ClientError:
+    return ClientError(f"corrupt records at offset {offset}: {exc.message}")
 
 
 async def produce_one(

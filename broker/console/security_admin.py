@@ -34,7 +34,8 @@ from broker.protocol.messages.create_acls_request import AclCreation
 from broker.protocol.messages.delete_acls_request import DeleteAclsFilter
 
 ANY = 1
-QUOTA_ENTITY_TYPES = ("user", "client-id")
+# The entities Kafka gives quotas to (type names sorted).
+QUOTA_ENTITIES = (["user"], ["client-id"], ["client-id", "user"], ["ip"])
 
 
 async def _section(read: Any) -> dict[str, Any]:
@@ -118,11 +119,23 @@ async def set_user(session: ConsoleSession, user: str, password: str, mechanism:
     await _alter_users(session, AlterUserScramCredentialsRequest(upsertions=(upsertion,)))
 
 
-async def delete_user(session: ConsoleSession, user: str, mechanism: str) -> None:
-    if mechanism not in MECHANISM_TYPES:
+async def delete_user(session: ConsoleSession, user: str, mechanism: str | None) -> list[str]:
+    """Delete the user's credential of `mechanism`, or every credential it has (None);
+    the mechanisms deleted."""
+    if mechanism is not None and mechanism not in MECHANISM_TYPES:
         raise ClientError(f"mechanism must be one of {', '.join(MECHANISM_TYPES)}")
-    deletion = ScramCredentialDeletion(name=user, mechanism=MECHANISM_TYPES[mechanism])
-    await _alter_users(session, AlterUserScramCredentialsRequest(deletions=(deletion,)))
+    if mechanism is None:
+        listed = {u["user"]: u["mechanisms"] for u in await users(session)}
+        mechanisms: list[str] = listed.get(user, [])
+        if not mechanisms:
+            raise ClientError(f"user {user!r} has no SCRAM credentials")
+    else:
+        mechanisms = [mechanism]
+    deletions = tuple(
+        ScramCredentialDeletion(name=user, mechanism=MECHANISM_TYPES[m]) for m in mechanisms
+    )
+    await _alter_users(session, AlterUserScramCredentialsRequest(deletions=deletions))
+    return mechanisms
 
 
 async def _alter_users(session: ConsoleSession, body: AlterUserScramCredentialsRequest) -> None:
@@ -191,19 +204,28 @@ async def remove_acl(session: ConsoleSession, body: dict[str, Any]) -> int:
     return removed
 
 
+def quota_entity(body: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """The entity of a quota form: `{"entity": {"user": "alice", "client-id": null}}` (null:
+    the default), or one `entity_type` and `entity_name` ("" for the default)."""
+    entity = body.get("entity")
+    if entity is None:
+        name = body.get("entity_name")
+        entity = {str(body.get("entity_type", "")): None if name in (None, "") else name}
+    if not isinstance(entity, dict) or sorted(entity) not in QUOTA_ENTITIES:
+        kinds = ", ".join("+".join(e) for e in QUOTA_ENTITIES)
+        raise ClientError(f"a quota's entity is one of {kinds}")
+    return [(t, None if entity[t] is None else str(entity[t])) for t in sorted(entity)]
+
+
 async def set_quota(session: ConsoleSession, body: dict[str, Any]) -> None:
-    entity_type = str(body.get("entity_type", ""))
-    if entity_type not in QUOTA_ENTITY_TYPES:
-        raise ClientError(f"entity_type must be one of {', '.join(QUOTA_ENTITY_TYPES)}")
-    name = body.get("entity_name")
+    entity = quota_entity(body)
     key = str(body.get("key", ""))
     value = body.get("value")
-    entity = [(entity_type, None if name in (None, "") else str(name))]
     if value in (None, ""):
         await alter_client_quotas(session, entity, (), [key])
         return
     try:
         number = float(value)
-    except ValueError:
+    except (TypeError, ValueError):
         raise ClientError(f"a quota is a number, not {value!r}") from None
     await alter_client_quotas(session, entity, [(key, number)])

@@ -7,11 +7,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
+from confluent_kafka import Producer
 
 from broker.http_port import find_http_port
 from broker.server import KafkaServer
 from tests.client.cli_runner import run_cli
 from tests.integration.broker_harness import running_broker
+from tests.interop.kafka_clients import rdkafka_settings
+from tests.interop.txn_helpers import produce_values, transactional_producer
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SECURED = {
@@ -47,3 +50,32 @@ def admin_cli(server: KafkaServer, *argv: str, stdin: bytes = b"") -> str:
     result = run_cli(["-b", f"127.0.0.1:{server.bound_port('PLAINTEXT')}", *argv], stdin)
     assert result.code == 0, result.err
     return result.out.decode()
+
+
+def allow(server: KafkaServer, principal: str, resource: str, name: str, *operations: str) -> None:
+    """An ALLOW ACL, as `acls add`: `resource` is --topic, --group..."""
+    argv = ["acls", "add", "--allow-principal", principal, resource, name]
+    for operation in operations:
+        argv += ["--operation", operation]
+    admin_cli(server, *argv)
+
+
+def produce_plain(bootstrap: str, topic: str, value: bytes) -> None:
+    producer = Producer(rdkafka_settings(bootstrap))
+    producer.produce(topic, value=value, partition=0)
+    producer.flush(20)
+
+
+def produce_transaction(
+    bootstrap: str, topic: str, transactional_id: str, values: list[bytes], commit: bool | None
+) -> Producer:
+    """One transaction of librdkafka's to partition 0, committed, aborted, or left open
+    (None; its producer is returned to end it)."""
+    producer = transactional_producer(bootstrap, transactional_id)
+    producer.begin_transaction()
+    produce_values(producer, topic, values, 1)
+    if commit is True:
+        producer.commit_transaction(20)
+    elif commit is False:
+        producer.abort_transaction(20)
+    return producer
