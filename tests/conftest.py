@@ -40,6 +40,7 @@ SLOW_MODULES = frozenset(
         "tests/cluster/test_shared_broker_configs.py",
         "tests/cluster/test_shared_state.py",
         "tests/cluster/test_supervisor.py",
+        "tests/console/test_console_browser.py",  # a real browser
         "tests/integration/test_broker_process.py",
         "tests/integration/test_dynamic_config_restart.py",
         "tests/integration/test_hostile_fairness.py",
