@@ -15,8 +15,8 @@ from bench import hostile_clients as hc
 from broker.client.connection import KafkaConnection
 from broker.net.response_memory import MIN_GRANT
 from tests.integration.broker_harness import broker_process, running_broker
+from tests.integration.test_socket_server import wait_until
 from tests.product.test_metrics import samples, value
-from tests.waiting import wait_until
 
 MIB = 1 << 20
 TOPIC = "fetched"

@@ -25,7 +25,7 @@ from broker.protocol.messages import ApiVersionsRequest, MetadataRequest
 from broker.protocol.messages.metadata_request import MetadataRequestTopic
 from broker.server import KafkaServer
 from tests.integration.broker_harness import connect, running_broker
-from tests.waiting import wait_until
+from tests.waiting import wait_until as wait_until  # re-exported: the hostile tests use it
 
 SLOW = "slow"
 
