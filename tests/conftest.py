@@ -24,10 +24,10 @@ settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHES
 
 # The suites that start real clients, Spark, ZooKeeper, Docker or broker processes: `make unit`
 # leaves them out (`-m "not slow"`), `make test` runs them. By directory, plus the modules
-# that start a supervisor or broker processes or load a broker; a test elsewhere that needs
-# a real client says so with `@pytest.mark.interop` and counts as slow too.
+# (or single tests, `path::name`) that start a supervisor or broker processes or load a
+# broker; a test elsewhere that needs a real client says so with `@pytest.mark.interop`.
 SLOW_DIRECTORIES = frozenset({"interop", "pipeline", "product", "coordination"})
-SLOW_MODULES = frozenset(
+SLOW_TESTS = frozenset(
     {
         "tests/cluster/test_client_admin_routing.py",
         "tests/cluster/test_client_against_cluster.py",
@@ -47,6 +47,10 @@ SLOW_MODULES = frozenset(
         "tests/integration/test_hostile_load.py",
         "tests/integration/test_hostile_responses.py",
         "tests/log/test_durability.py",
+        # Single tests that start broker processes, in modules that are otherwise fast.
+        "tests/integration/test_client_quota_apis.py::"
+        "test_broker_client_quotas_alter_and_describe_like_kafka_configs",
+        "tests/test_config.py::test_a_bad_value_for_a_formerly_untyped_key_stops_startup_naming_it",
     }
 )
 _TESTS = Path(__file__).resolve().parent
@@ -55,9 +59,11 @@ _TESTS = Path(__file__).resolve().parent
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         relative = item.path.resolve().relative_to(_TESTS.parent)
+        function = getattr(item, "originalname", item.name)  # without parameters
         if (
             relative.parts[1] in SLOW_DIRECTORIES
-            or relative.as_posix() in SLOW_MODULES
+            or relative.as_posix() in SLOW_TESTS
+            or f"{relative.as_posix()}::{function}" in SLOW_TESTS
             or item.get_closest_marker("interop") is not None
         ):
             item.add_marker(pytest.mark.slow)
