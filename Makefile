@@ -15,7 +15,7 @@ UV_VERSION := 0.13.8
 DEBIAN_PACKAGES := kcat:kcat java:default-jre-headless /usr/share/java/zookeeper.jar:zookeeper chromium:chromium
 CONFIG ?= config/server.properties
 
-.PHONY: setup native system-packages run test compose-test setup-check lint format typecheck unit bench generate clean lock
+.PHONY: setup native system-packages run test compose-test setup-check lint format typecheck unit suite bench generate clean lock
 
 setup: $(STAMP) $(NATIVE_STAMP) system-packages
 
@@ -63,10 +63,15 @@ format: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The fast part of the suite: everything but the tests marked slow in tests/conftest.py (real
+# clients, Spark, ZooKeeper, Docker, broker processes). `make test` runs the whole suite.
 unit: setup
+	$(BIN)/pytest -q -m "not slow"
+
+suite: setup
 	$(BIN)/pytest -q
 
-test: setup lint typecheck compose-test unit
+test: setup lint typecheck compose-test suite
 
 # Builds and runs compose.yaml with a real Docker engine; says plainly when there is none.
 compose-test: setup

@@ -1,7 +1,9 @@
 """Shared test settings: hypothesis profiles for local runs and for CI."""
 
 import os
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -18,3 +20,53 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+# The suites that start real clients, Spark, ZooKeeper, Docker or broker processes: `make unit`
+# leaves them out (`-m "not slow"`), `make test` runs them. By directory, plus the modules
+# (or single tests, `path::name`) that start a supervisor or broker processes or load a
+# broker; a test elsewhere that needs a real client says so with `@pytest.mark.interop`.
+SLOW_DIRECTORIES = frozenset({"interop", "pipeline", "product", "coordination", "streams"})
+SLOW_TESTS = frozenset(
+    {
+        "tests/cluster/test_client_admin_routing.py",
+        "tests/cluster/test_client_against_cluster.py",
+        "tests/cluster/test_cluster_clients.py",
+        "tests/cluster/test_cluster_metrics.py",
+        "tests/cluster/test_cluster_transactions.py",
+        "tests/cluster/test_group_membership_restart.py",
+        "tests/cluster/test_cluster_txn_verification.py",
+        "tests/cluster/test_process_ports.py",
+        "tests/cluster/test_routed_client.py",
+        "tests/cluster/test_shared_broker_configs.py",
+        "tests/cluster/test_shared_state.py",
+        "tests/cluster/test_supervisor.py",
+        "tests/console/test_console_browser.py",  # a real browser
+        "tests/integration/test_broker_process.py",
+        "tests/integration/test_config_errors.py",
+        "tests/integration/test_dynamic_config_restart.py",
+        "tests/integration/test_hang_ups.py",
+        "tests/integration/test_hostile_fairness.py",
+        "tests/integration/test_hostile_load.py",
+        "tests/integration/test_hostile_responses.py",
+        "tests/log/test_durability.py",
+        # Single tests that start broker processes, in modules that are otherwise fast.
+        "tests/integration/test_client_quota_apis.py::"
+        "test_broker_client_quotas_alter_and_describe_like_kafka_configs",
+        "tests/test_config.py::test_a_bad_value_for_a_formerly_untyped_key_stops_startup_naming_it",
+    }
+)
+_TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        relative = item.path.resolve().relative_to(_TESTS.parent)
+        function = getattr(item, "originalname", item.name)  # without parameters
+        if (
+            relative.parts[1] in SLOW_DIRECTORIES
+            or relative.as_posix() in SLOW_TESTS
+            or f"{relative.as_posix()}::{function}" in SLOW_TESTS
+            or item.get_closest_marker("interop") is not None
+        ):
+            item.add_marker(pytest.mark.slow)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 import attrs
-import trio
+import tenacity
 
 from broker.client.session import ClientError, ClientSession, check_error
 from broker.protocol.api import ApiKey
@@ -47,16 +47,34 @@ async def fetch_metadata(
     return response
 
 
+def _leader_not_available(response: MetadataResponse) -> bool:
+    return [entry.error_code for entry in response.topics] == [ErrorCode.LEADER_NOT_AVAILABLE]
+
+
+def _last_answer(state: tenacity.RetryCallState) -> MetadataResponse:
+    assert state.outcome is not None
+    answer: MetadataResponse = state.outcome.result()
+    return answer
+
+
+@tenacity.retry(
+    retry=tenacity.retry_if_result(_leader_not_available),
+    stop=tenacity.stop_after_attempt(_CREATION_RETRIES),
+    wait=tenacity.wait_fixed(_CREATION_RETRY_S),
+    retry_error_callback=_last_answer,  # still no leader: the caller reports the error
+)
+async def _metadata_once_led(
+    session: ClientSession, topic: str, auto_create: bool
+) -> MetadataResponse:
+    """One topic's metadata, asked again while it has no leader yet."""
+    return await fetch_metadata(session, [topic], auto_create=auto_create)
+
+
 async def describe_topic(
     session: ClientSession, topic: str, *, auto_create: bool = False
 ) -> TopicInfo:
     """The topic's partitions; ClientError naming the error if it does not exist."""
-    for _ in range(_CREATION_RETRIES):
-        response = await fetch_metadata(session, [topic], auto_create=auto_create)
-        codes = [entry.error_code for entry in response.topics if entry.name == topic]
-        if codes != [ErrorCode.LEADER_NOT_AVAILABLE]:
-            break
-        await trio.sleep(_CREATION_RETRY_S)
+    response = await _metadata_once_led(session, topic, auto_create)
     for entry in response.topics:
         if entry.name == topic:
             check_error(entry.error_code, f"topic {topic!r}")

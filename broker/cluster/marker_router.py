@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 import attrs
+import tenacity
 import trio
 
 from broker.cluster.peer_channel import PeerUnavailable
@@ -153,45 +154,67 @@ class RoutingMarkerWriter:
         remaining_partitions = set(partitions)
         remaining_groups = set(groups)
         deadline = trio.current_time() + self.delivery_timeout_s
-        backoff = RETRY_BACKOFF_S
-        while True:
-            route = route_markers(
-                remaining_partitions,
-                remaining_groups,
-                my_node=self._my_node,
-                leader_of=self._leader_of,
-                group_node=self._group_node,
+
+        def past_deadline(state: tenacity.RetryCallState) -> bool:
+            return trio.current_time() + state.upcoming_sleep > deadline
+
+        def not_delivered(state: tenacity.RetryCallState) -> NoReturn:
+            raise KafkaError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                f"markers for producer {producer_id} not delivered yet to "
+                f"{sorted(remaining_partitions)} / groups {sorted(remaining_groups)}",
             )
-            for topic, index in route.local_partitions:
-                await self._local.write_partition_marker(producer_id, epoch, commit, topic, index)
-                remaining_partitions.discard((topic, index))
-            if route.local_groups:
-                self._local.write_group_marker(producer_id, epoch, commit)
-                remaining_groups -= set(route.local_groups)
-            nodes = set(route.remote_partitions) | set(route.remote_groups)
-            async with trio.open_nursery() as nursery:
-                for node in sorted(nodes):
-                    nursery.start_soon(
-                        self._send,
-                        node,
-                        producer_id,
-                        epoch,
-                        commit,
-                        route.remote_partitions.get(node, ()),
-                        route.remote_groups.get(node, ()),
-                        remaining_partitions,
-                        remaining_groups,
-                    )
-            if not remaining_partitions and not remaining_groups:
-                return
-            if trio.current_time() + backoff > deadline:
-                raise KafkaError(
-                    ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                    f"markers for producer {producer_id} not delivered yet to "
-                    f"{sorted(remaining_partitions)} / groups {sorted(remaining_groups)}",
+
+        # Rounds until nothing is left, 0.1 s apart and doubling up to 1 s, while the
+        # deadline allows the next wait; an error a round raises ends the write at once.
+        retrying = tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_result(bool),
+            wait=tenacity.wait_exponential(multiplier=RETRY_BACKOFF_S, max=MAX_RETRY_BACKOFF_S),
+            stop=past_deadline,
+            retry_error_callback=not_delivered,
+        )
+        await retrying(
+            self._deliver_round, producer_id, epoch, commit, remaining_partitions, remaining_groups
+        )
+
+    async def _deliver_round(
+        self,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        remaining_partitions: set[TopicPartition],
+        remaining_groups: set[str],
+    ) -> bool:
+        """Writes the local markers and sends the remote ones to their nodes, removing what
+        was delivered from the remaining sets; True while something is left."""
+        route = route_markers(
+            remaining_partitions,
+            remaining_groups,
+            my_node=self._my_node,
+            leader_of=self._leader_of,
+            group_node=self._group_node,
+        )
+        for topic, index in route.local_partitions:
+            await self._local.write_partition_marker(producer_id, epoch, commit, topic, index)
+            remaining_partitions.discard((topic, index))
+        if route.local_groups:
+            self._local.write_group_marker(producer_id, epoch, commit)
+            remaining_groups -= set(route.local_groups)
+        nodes = set(route.remote_partitions) | set(route.remote_groups)
+        async with trio.open_nursery() as nursery:
+            for node in sorted(nodes):
+                nursery.start_soon(
+                    self._send,
+                    node,
+                    producer_id,
+                    epoch,
+                    commit,
+                    route.remote_partitions.get(node, ()),
+                    route.remote_groups.get(node, ()),
+                    remaining_partitions,
+                    remaining_groups,
                 )
-            await trio.sleep(backoff)
-            backoff = min(backoff * 2, MAX_RETRY_BACKOFF_S)
+        return bool(remaining_partitions or remaining_groups)
 
     async def _send(
         self,

@@ -347,8 +347,10 @@ class Supervisor:
                 with contextlib.suppress(ProcessLookupError):
                     process.send_signal(signal.SIGTERM)
         with trio.move_on_after(timeout_s):
-            while any(p is not None and p.returncode is None for p in self.processes):
-                await trio.sleep(0.05)
+            async with trio.open_nursery() as nursery:
+                for process in self.processes:
+                    if process is not None:
+                        nursery.start_soon(process.wait)
         for process in self.processes:
             if process is not None and process.returncode is None:
                 log.warning("broker process %d did not stop in time; killing it", process.pid)

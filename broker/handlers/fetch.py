@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import attrs
 import trio
+import trio_util
 
 from broker.broker_topic_stats import BrokerTopicStats
 from broker.errors import KafkaError
@@ -309,11 +310,4 @@ async def wait_any(events: Sequence[trio.Event]) -> None:
     """Return as soon as one of `events` is set."""
     if not events:
         await trio.sleep_forever()
-    async with trio.open_nursery() as nursery:
-
-        async def wait_one(event: trio.Event) -> None:
-            await event.wait()
-            nursery.cancel_scope.cancel()
-
-        for event in events:
-            nursery.start_soon(wait_one, event)
+    await trio_util.wait_any(*(event.wait for event in events))

@@ -16,6 +16,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import tenacity
+
 log = logging.getLogger("broker.pipeline")
 
 
@@ -108,17 +110,25 @@ def _preflight(args: argparse.Namespace) -> None:
             raise PipelineError(f"job file {args.job_file} does not exist")
         return
     said = ""
-    while True:
-        try:
-            _check_broker(args)
-            return
-        except WaitableError as exc:
-            if not args.wait_for_topics:
-                raise
-            if str(exc) != said:
-                said = str(exc)
-                print(f"broker pipeline {args.job}: waiting: {exc}", file=sys.stderr)
-            time.sleep(WAIT_RETRY_S)
+
+    def say_once(state: tenacity.RetryCallState) -> None:
+        nonlocal said
+        assert state.outcome is not None
+        reason = str(state.outcome.exception())
+        if reason != said:
+            said = reason
+            print(f"broker pipeline {args.job}: waiting: {reason}", file=sys.stderr)
+
+    # With --wait-for-topics, a missing topic or broker is waited out for as long as it
+    # takes (the operator stops us), saying each new reason once; without it, it is raised.
+    tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type(WaitableError)
+        if args.wait_for_topics
+        else tenacity.retry_never,
+        wait=tenacity.wait_fixed(WAIT_RETRY_S),
+        before_sleep=say_once,
+        reraise=True,
+    )(_check_broker, args)
 
 
 def _check_broker(args: argparse.Namespace) -> None:

@@ -45,6 +45,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 from broker.pipeline.kafka_client import KafkaClient, KafkaClientError
 from broker.pipeline.offsets import EARLIEST, LATEST, TopicPartition
 from broker.pipeline.options import DEFAULT_COMMIT_TOPIC, LEGACY_COMMIT_TOPIC, SinkOptions
+from broker.pipeline.retries import on_retriable_errors
 from broker.pipeline.routed_client import RoutedKafkaClient
 from broker.protocol.records import Record, encode_batch, iter_batches, iter_records
 
@@ -287,14 +288,7 @@ class _Producer:
                 base_sequence=sequence,
             )
             self.sequences[tp] = sequence + len(records)
-        for attempt in range(5):
-            try:
-                self.client.produce(batches, acks=-1)
-                break
-            except KafkaClientError as exc:
-                if not exc.retriable or attempt == 4:
-                    raise
-                time.sleep(0.2)
+        on_retriable_errors(attempts=5, delay_s=0.2)(self.client.produce, batches, acks=-1)
         self.written += sum(len(r) for tp, r in self.pending.items())
         self.pending = {}
         self.pending_bytes = 0

@@ -38,6 +38,7 @@ from broker.pipeline.offsets import (
     rate_limit,
 )
 from broker.pipeline.options import SourceOptions, StartSpec
+from broker.pipeline.retries import on_retriable_errors
 from broker.pipeline.routed_client import RoutedKafkaClient
 from broker.protocol.error_codes import ErrorCode
 
@@ -140,14 +141,7 @@ def resolve(
 
 def _with_retries(action: Any, attempts: int = 25) -> Any:
     """Run ``action(client)``-style calls again while the broker says "try again"."""
-    for attempt in range(attempts):
-        try:
-            return action()
-        except KafkaClientError as exc:
-            if not exc.retriable or attempt == attempts - 1:
-                raise
-            time.sleep(_RETRY_DELAY_S)
-    raise AssertionError("unreachable")
+    return on_retriable_errors(attempts, _RETRY_DELAY_S)(action)
 
 
 # ----------------------------------------------------------- executor side

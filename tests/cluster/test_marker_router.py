@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import pytest
 import trio
+import trio.lowlevel
 
 from broker.cluster.marker_router import RoutingMarkerWriter, route_markers
 from broker.cluster.peer_channel import PeerUnavailable
@@ -69,7 +70,7 @@ class FakeSender:
 
     async def send(self, node: int, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
         self.requests.append((node, request))
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
         if node == 3 and self.down_for > 0:
             self.down_for -= 1
             raise PeerUnavailable("node 3 is restarting")

@@ -15,6 +15,7 @@ from broker.security.acl import AclOperation, AclPermissionType, PatternType, Re
 from broker.security.authorizer import StandardAuthorizer
 from tests.handlers.request_factory import ALICE, BOB, make_request
 from tests.handlers.test_data_api_authorization import cluster_acl, creation
+from tests.waiting import wait_until
 
 
 class Process:
@@ -57,9 +58,7 @@ async def test_every_process_follows_changes_made_elsewhere(tmp_path: Path) -> N
     async with trio.open_nursery() as nursery:
         await nursery.start(second.store.run)
         await create(first, "orders")
-        with trio.fail_after(5):
-            while not second.may_read(BOB, "orders"):
-                await trio.sleep(0.01)
+        await wait_until(lambda: second.may_read(BOB, "orders"))
         body = DeleteAclsRequest(
             filters=(
                 DeleteAclsFilter(
@@ -74,8 +73,6 @@ async def test_every_process_follows_changes_made_elsewhere(tmp_path: Path) -> N
             )
         )
         await first.delete.handle(make_request(body, 31, 3))
-        with trio.fail_after(5):
-            while second.may_read(BOB, "orders"):
-                await trio.sleep(0.01)
+        await wait_until(lambda: not second.may_read(BOB, "orders"))
         nursery.cancel_scope.cancel()
     assert not second.may_read(ALICE, "orders")

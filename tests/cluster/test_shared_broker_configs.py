@@ -44,7 +44,7 @@ async def test_a_cluster_default_sent_to_one_process_reaches_the_other(tmp_path:
             assert [c.error_code for c in changes] == [ErrorCode.NONE] * 2
             expected = (str(PER_IP_LIMIT), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
             with trio.fail_after(10):  # 200 poll intervals
-                while await described(other, second_node, "max.connections.per.ip") != expected:
+                while await described(other, second_node, "max.connections.per.ip") != expected:  # noqa: ASYNC110 - another process
                     await trio.sleep(0.05)
             own_limit = await described(other, second_node, "max.connections")
             assert own_limit[1] == ConfigSource.DEFAULT_CONFIG, "node 1's value is node 1's"

@@ -51,6 +51,7 @@ from tests.integration.data_helpers import (
     produce_request,
     values_of,
 )
+from tests.waiting import wait_until
 
 
 async def test_every_codec_round_trips_through_produce_and_fetch(tmp_path: Path) -> None:
@@ -485,9 +486,7 @@ async def test_a_graceful_shutdown_answers_a_long_poll_fetch_at_once(tmp_path: P
                 answered.append(await conn.request(request, FETCH_VERSION))
 
             nursery.start_soon(long_poll)
-            with trio.fail_after(30):
-                while server.apis.deferred_waiting != 1:
-                    await trio.sleep(0.01)
+            await wait_until(lambda: server.apis.deferred_waiting == 1, 30)
             server.shutdown()
             with trio.fail_after(60):  # far below the fetch's 600 s and the 120 s timeout
                 await server.stopped.wait()

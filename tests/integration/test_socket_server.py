@@ -25,6 +25,7 @@ from broker.protocol.messages import ApiVersionsRequest, MetadataRequest
 from broker.protocol.messages.metadata_request import MetadataRequestTopic
 from broker.server import KafkaServer
 from tests.integration.broker_harness import connect, running_broker
+from tests.waiting import wait_until as wait_until  # re-exported: the hostile tests use it
 
 SLOW = "slow"
 
@@ -59,12 +60,6 @@ def gate_metadata(server: KafkaServer) -> GatedMetadata:
     gated = GatedMetadata(server.metadata)
     server.apis.add_handler(gated)
     return gated
-
-
-async def wait_until(predicate: Any, timeout_s: float = 5.0) -> None:
-    with trio.fail_after(timeout_s):
-        while not predicate():
-            await trio.sleep(0.01)
 
 
 async def no_response_within(conn: KafkaConnection, seconds: float) -> bool:

@@ -12,6 +12,7 @@ import pytest
 import trio
 
 from tests.log.helpers import append_values, config, open_manager, read_all
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,9 +64,7 @@ async def test_flush_ms_flushes_in_the_background(tmp_path: Path) -> None:
         await nursery.start(manager.run)
         log = (await manager.create_topic("t", 1, configs={"flush.ms": "20"})).partitions[0]
         await append_values(log, [b"x"])
-        with trio.fail_after(5):
-            while log.recovery_point < 1:
-                await trio.sleep(0.01)
+        await wait_until(lambda: log.recovery_point >= 1)
         nursery.cancel_scope.cancel()
 
 

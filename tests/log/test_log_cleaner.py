@@ -358,6 +358,14 @@ async def test_a_crash_between_the_steps_of_a_pass_loses_nothing(tmp_path: Path,
         assert {key: (o, v) for o, key, v in await read_all(reloaded)} == latest
 
 
+def _flip_byte(path: Path, position: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(position)
+        byte = f.read(1)
+        f.seek(position)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
 @pytest.mark.parametrize("worker", ["thread", "process"])
 async def test_a_corrupt_segment_marks_the_partition_uncleanable_and_nothing_else(
     tmp_path: Path, worker: str
@@ -367,11 +375,7 @@ async def test_a_corrupt_segment_marks_the_partition_uncleanable_and_nothing_els
         for i in range(60):
             await append_ops(log, [(i % 5, b"value-%d" % i)], clock)
         first = log.segments[0]
-        with open(first.log_path, "r+b") as f:  # inside the last batch's records
-            f.seek(first.size - 3)
-            byte = f.read(1)
-            f.seek(first.size - 3)
-            f.write(bytes([byte[0] ^ 0xFF]))
+        _flip_byte(first.log_path, first.size - 3)  # inside the last batch's records
         cleaner = cleaner_for(manager, worker=worker)
         assert await cleaner.clean_filthiest()
         assert ("c", 0) in cleaner.uncleanable

@@ -11,6 +11,7 @@ import trio
 from broker.net.first_bytes_waiter import FirstBytesWaiter
 from broker.net.first_read import FirstBytes, classify, read_nowait
 from broker.protocol.framing import FrameDecoder, InvalidFrameSize
+from tests.waiting import wait_until
 
 
 def frame(payload: bytes) -> bytes:
@@ -75,9 +76,7 @@ async def test_the_waiter_hands_a_connection_back_once_it_has_bytes() -> None:
             await trio.sleep(0.05)
             assert ready == [] and len(waiter) == 1
             peer.sendall(b"x")
-            with trio.fail_after(5):
-                while not ready:
-                    await trio.sleep(0.001)
+            await wait_until(lambda: ready, interval_s=0.001)
             nursery.cancel_scope.cancel()
         assert [item for item, _ in ready] == ["conn"]
         assert len(waiter) == 0

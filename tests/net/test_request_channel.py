@@ -12,6 +12,7 @@ from broker.net.request_handler_pool import RequestHandlerPool
 from broker.net.request_queue import SMALL_REQUEST_BYTES
 from broker.protocol.messages import MetadataRequest
 from tests.handlers.request_factory import make_request
+from tests.waiting import wait_until
 
 LARGE = SMALL_REQUEST_BYTES + 1
 
@@ -70,9 +71,7 @@ async def test_a_waiting_handler_wakes_for_a_request_sent_later() -> None:
         await nursery.start(pool.run)
         await trio.testing.wait_all_tasks_blocked()
         await channel.send_request(request("late", 10))
-        with trio.fail_after(5):
-            while apis.started != ["late"]:
-                await trio.sleep(0.001)
+        await wait_until(lambda: apis.started == ["late"], interval_s=0.001)
         nursery.cancel_scope.cancel()
 
 
@@ -88,9 +87,7 @@ async def test_handlers_take_small_requests_first_and_few_large_ones_at_once() -
             await channel.send_request(request(name, LARGE))
         for i in range(3):
             await channel.send_request(request(f"small-{i}", 100))
-        with trio.fail_after(5):
-            while len(apis.started) < 4:
-                await trio.sleep(0.001)
+        await wait_until(lambda: len(apis.started) >= 4, interval_s=0.001)
         # One large request in service; the small ones did not wait for it.
         assert apis.started == ["small-0", "small-1", "small-2", "large-0"]
         await trio.testing.wait_all_tasks_blocked()

@@ -229,7 +229,7 @@ async def test_a_group_consumer_leaves_its_group_on_sigterm(client: Client) -> N
             functools.partial(trio.run_process, command, check=False, env=ENV)
         )
         with trio.fail_after(30):
-            while (
+            while (  # noqa: ASYNC110 - asks the broker over the wire: no event
                 b"Stable"
                 not in (await client.in_process("groups", "describe", "termers", "--state")).out
             ):

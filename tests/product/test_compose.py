@@ -190,7 +190,7 @@ async def test_broker_service_command_serves_the_mapped_listeners(tmp_path: Path
     command = SERVICES["broker"]["command"]
     log_path = tmp_path / "broker.log"
     with log_path.open("w") as log_file:
-        process = subprocess.Popen(
+        process = subprocess.Popen(  # noqa: ASYNC220 - returns at once; stopped below
             [sys.executable, "-m", "broker.env_overrides", *command],
             env=env,
             stdout=log_file,

@@ -64,7 +64,7 @@ async def test_secured_example_serves_scram_over_sasl_ssl_after_the_documented_f
     )
     log_path = tmp_path / "broker.log"
     with log_path.open("w") as log_file:
-        process = subprocess.Popen(
+        process = subprocess.Popen(  # noqa: ASYNC220 - returns at once; stopped below
             [sys.executable, "-m", "broker.env_overrides", *service["command"]],
             env=env,
             stdout=log_file,

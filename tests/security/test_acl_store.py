@@ -35,7 +35,7 @@ async def test_saved_acls_are_loaded_by_a_new_store(tmp_path: Path) -> None:
     authorizer.add_acls([acl("t", AclOperation.READ), acl("g", AclOperation.READ)])
     await AclStore(tmp_path).save(authorizer.bindings())
     assert set(AclStore(tmp_path).load()) == set(authorizer.bindings())
-    assert not list(tmp_path.glob("*.tmp"))
+    assert not list(tmp_path.glob("*.tmp"))  # noqa: ASYNC240 - a tmp dir of a few files
 
 
 def test_a_missing_file_is_no_acls_and_a_foreign_file_is_refused(tmp_path: Path) -> None:
