@@ -9,12 +9,17 @@ Arbitrary client bytes only ever end in `SaslAuthenticationFailed`.
 from __future__ import annotations
 
 import hmac
+import secrets
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import scramp
 
-from broker.security.scram_credentials import MECHANISM_BY_NAME, ScramCredential
+from broker.security.scram_credentials import (
+    MECHANISM_BY_NAME,
+    MIN_ITERATIONS,
+    ScramCredential,
+)
 
 PLAIN = "PLAIN"
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -92,6 +97,24 @@ class PlainSaslServer:
 CredentialLookup = Callable[[str, str], ScramCredential | None]
 """(user, mechanism) to the stored credential, or None for an unknown user."""
 
+# Built once: a login only makes the per-exchange server object.
+_MECHANISMS = {name: scramp.ScramMechanism(name) for name in MECHANISM_BY_NAME}
+# Keys the fake credentials of unknown users; random per process.
+_FAKE_CREDENTIAL_KEY = secrets.token_bytes(32)
+
+
+def fake_credential(username: str, mechanism: str) -> ScramCredential:
+    """A credential no password matches, the same for a name every time it is asked
+    for (a salt that changed between logins would tell that the user is unknown).
+
+    RFC 5802 §5.1: a server answers an unknown user with a made-up salt, so the
+    exchange fails at the proof like a wrong password, in as many steps and about as
+    long, and does not tell which user names exist. Two HMACs, no PBKDF2."""
+    info = MECHANISM_BY_NAME[mechanism]
+    seed = hmac.digest(_FAKE_CREDENTIAL_KEY, f"{mechanism}\0{username}".encode(), "sha256")
+    keys = hmac.digest(seed, b"keys", info.hash_name)
+    return ScramCredential(seed[:16], keys, keys[::-1], MIN_ITERATIONS)
+
 
 class ScramSaslServer:
     """RFC 5802 / 7677 through `scramp`: client-first to server-first, client-final to
@@ -103,7 +126,7 @@ class ScramSaslServer:
             raise ValueError(f"not a SCRAM mechanism: {mechanism}")
         self.mechanism = mechanism
         self._lookup = lookup
-        self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info)
+        self._server = _MECHANISMS[mechanism].make_server(self._auth_info)
         self._step = 0
         self._username = ""
 
@@ -115,11 +138,12 @@ class ScramSaslServer:
     def username(self) -> str:
         return self._username
 
-    def _auth_info(self, username: str) -> tuple[bytes, bytes, bytes, int] | None:
+    def _auth_info(self, username: str) -> tuple[bytes, bytes, bytes, int]:
         credential = self._lookup(username, self.mechanism)
         if credential is None:
-            return None
-        self._username = username
+            credential = fake_credential(username, self.mechanism)
+        else:
+            self._username = username
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations
 
     def evaluate(self, token: bytes) -> bytes:
