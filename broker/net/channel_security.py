@@ -124,7 +124,8 @@ class ListenerSecurity:
         self.sasl = sasl
         self._delay_s = failed_auth_delay_s
         self._sasl_max_receive = sasl_max_receive
-        self._delayed_closes = DelayedCloseQueue()
+        # Connections that failed authentication, waiting out the delay (KIP-306).
+        self.delayed_closes = DelayedCloseQueue()
 
     @classmethod
     def for_endpoint(
@@ -161,7 +162,7 @@ class ListenerSecurity:
                 SaslAuthenticator(self.sasl),
                 io,
                 metrics,
-                FailedAuthenticationDelay(self._delay_s, self._delayed_closes),
+                FailedAuthenticationDelay(self._delay_s, self.delayed_closes),
             )
             connection.sasl.limit_receive(self._sasl_max_receive)
         return True
