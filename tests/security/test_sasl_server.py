@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker.security.sasl_server import (
+    MAX_SCRAM_MESSAGE,
     PlainSaslServer,
     SaslAuthenticationFailed,
     ScramSaslServer,
@@ -205,3 +206,47 @@ def test_scram_refuses_a_client_final_nonce_without_the_servers_part() -> None:
     server_first = server.evaluate(f"n,,{bare}".encode()).decode()
     with pytest.raises(SaslAuthenticationFailed, match="nonce"):
         server.evaluate(_client_final(bare, server_first, "clientnonce" + "forged", "pw"))
+
+
+def test_scram_refuses_a_message_over_the_cap_unread() -> None:
+    server = ScramSaslServer("SCRAM-SHA-256", LOOKUP)
+    user = "u" * MAX_SCRAM_MESSAGE
+    with pytest.raises(SaslAuthenticationFailed, match=f"over {MAX_SCRAM_MESSAGE} bytes"):
+        server.evaluate(f"n,,n={user},r=nonce".encode())
+    assert not server.complete
+
+
+def test_scram_unescapes_the_user_name_as_rfc_5802_says() -> None:
+    asked: list[str] = []
+
+    def lookup(user: str, mechanism: str) -> ScramCredential | None:
+        asked.append(user)
+        return None
+
+    ScramSaslServer("SCRAM-SHA-256", lookup).evaluate(b"n,,n=a=2Cb=3Dc,r=nonce")
+    assert asked == ["a,b=c"]
+    with pytest.raises(SaslAuthenticationFailed, match="user name"):
+        ScramSaslServer("SCRAM-SHA-256", lookup).evaluate(b"n,,n=a=2Xb,r=nonce")
+
+
+@pytest.mark.parametrize(
+    ("client_first", "client_final", "message"),
+    [
+        ("n,a=dave,n=carol,r=abc", None, "authorization id"),
+        ("p=tls-unique,,n=carol,r=abc", None, "invalid client-first"),
+        ("n,,n=carol,r=abc", "c=eSws,r={nonce},p=AAAA", "channel binding"),
+        ("n,,n=carol,r=abc", "c=biws,r={nonce},p=not*base64", "invalid client-final"),
+        ("n,,n=carol,r=abc", "c=biws,r={nonce},p=AAAA", "invalid-proof"),
+    ],
+)
+def test_scram_refuses_malformed_or_mismatched_messages(
+    client_first: str, client_final: str | None, message: str
+) -> None:
+    server = ScramSaslServer("SCRAM-SHA-256", LOOKUP)
+    with pytest.raises(SaslAuthenticationFailed, match=message):
+        server_first = server.evaluate(client_first.encode()).decode()
+        assert client_final is not None
+        nonce = server_first.split(",")[0][2:]
+        server.evaluate(client_final.format(nonce=nonce).encode())
+    assert not server.complete
+    assert server.username == ""
