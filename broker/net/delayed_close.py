@@ -10,6 +10,8 @@ earliest deadline and runs every callback that is due. The task exists only whil
 the queue holds something, so an idle broker has none.
 
 Deadlines are Trio time (`trio.current_time()`), so tests run it on the mock clock.
+The task wakes on ticks of `TICK_S`, finishing everything due by then at once: under a
+flood of failures one wake serves many, and a close comes at most a tick late.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import math
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -25,6 +28,7 @@ log = logging.getLogger(__name__)
 
 Finish = Callable[[], None]
 Spawn = Callable[[Callable[[], Awaitable[None]]], object]
+TICK_S = 0.01
 
 
 def _spawn_system_task(run: Callable[[], Awaitable[None]]) -> object:
@@ -34,10 +38,12 @@ def _spawn_system_task(run: Callable[[], Awaitable[None]]) -> object:
 
 
 class DelayedCloseQueue:
-    """Callbacks run at (or just after) their deadlines, in deadline order, by one task."""
+    """Callbacks run at their deadlines (at most a tick after), in deadline order, by
+    one task."""
 
-    def __init__(self, spawn: Spawn = _spawn_system_task) -> None:
+    def __init__(self, spawn: Spawn = _spawn_system_task, tick_s: float = TICK_S) -> None:
         self._spawn = spawn
+        self._tick_s = tick_s
         self._heap: list[tuple[float, int, Finish]] = []
         self._order = itertools.count()  # equal deadlines finish in arrival order
         self._running = False
@@ -60,13 +66,20 @@ class DelayedCloseQueue:
         try:
             while self._heap:
                 self._earlier = trio.Event()
-                with trio.move_on_at(self._heap[0][0]):
+                with trio.move_on_at(self._wake_at(self._heap[0][0])):
                     await self._earlier.wait()
                 self._finish_due(trio.current_time())
         finally:
             # Cancelled only when the run ends: nothing may stay open behind it.
             self._finish_due(float("inf"))
             self._running = False
+
+    def _wake_at(self, deadline: float) -> float:
+        """The first tick at or after `deadline`."""
+        if self._tick_s <= 0:
+            return deadline
+        # max(): the product can round to just below `deadline`, which would spin.
+        return max(deadline, math.ceil(deadline / self._tick_s) * self._tick_s)
 
     def _finish_due(self, now: float) -> None:
         while self._heap and self._heap[0][0] <= now:
