@@ -139,18 +139,19 @@ async def _create_user(port: int) -> None:
 
 async def _login(port: int, mechanism: str) -> None:
     async with await KafkaConnection.connect("127.0.0.1", port, "bench") as connection:
-        await connection.request(SaslHandshakeRequest(mechanism), 1)
-        client = scramp.ScramClient([mechanism], USER, PASSWORD)
-        first = await connection.request(
-            SaslAuthenticateRequest(client.get_client_first().encode()), 2
-        )
-        client.set_server_first(first.auth_bytes.decode())
-        final = await connection.request(
-            SaslAuthenticateRequest(client.get_client_final().encode()), 2
-        )
-        if final.error_code:
-            raise RuntimeError(f"login failed: {final.error_message}")
-        client.set_server_final(final.auth_bytes.decode())
+        await scram_authenticate(connection, mechanism)
+
+
+async def scram_authenticate(connection: KafkaConnection, mechanism: str) -> None:
+    """SaslHandshake and both SCRAM rounds as the bench user, on an open connection."""
+    await connection.request(SaslHandshakeRequest(mechanism), 1)
+    client = scramp.ScramClient([mechanism], USER, PASSWORD)
+    first = await connection.request(SaslAuthenticateRequest(client.get_client_first().encode()), 2)
+    client.set_server_first(first.auth_bytes.decode())
+    final = await connection.request(SaslAuthenticateRequest(client.get_client_final().encode()), 2)
+    if final.error_code:
+        raise RuntimeError(f"login failed: {final.error_message}")
+    client.set_server_final(final.auth_bytes.decode())
 
 
 async def scram_logins(port: int, mechanism: str, duration_s: float, clients: int = 8) -> float:

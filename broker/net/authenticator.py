@@ -7,7 +7,8 @@ It screens every request of a SASL connection before the API layer sees it:
 - a v0 SaslHandshake switches to Kafka's original flow of raw, header-less SASL tokens
   (`wants_raw_token`), a v1 one to SaslAuthenticate requests;
 - a failure yields the error response to send after `connection.failed.authentication.
-  delay.ms`, then the close;
+  delay.ms`, then the close; its reason is safe to log (client strings in it are cut
+  short and made printable);
 - once authenticated, requests are forwarded until the session (KIP-368,
   `connections.max.reauth.ms`) expires; a SaslHandshake from a client that can
   re-authenticate (SaslAuthenticate v1+) starts a re-authentication, any other request
@@ -24,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from broker.net.client_text import printable
 from broker.protocol.api import API_NAMES
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
@@ -32,6 +34,7 @@ from broker.security.sasl_server import SaslAuthenticationFailed, SaslServer
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
+MAX_REASON_CHARS = 400  # a failure's reason quotes client strings, each cut shorter
 
 
 class Action(enum.Enum):
@@ -150,7 +153,7 @@ class SaslAuthenticator:
                         error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM,
                         mechanisms=tuple(self._settings.mechanisms),
                     ),
-                    f"SASL mechanism '{body.mechanism}' requested by the client differs from "
+                    f"SASL mechanism '{printable(body.mechanism)}' requested by the client differs from "
                     f"the one of the session being re-authenticated ('{self._mechanism}')",
                 )
             return self._handshake(api_version, body.mechanism)
@@ -171,7 +174,7 @@ class SaslAuthenticator:
                 SaslHandshakeResponse(
                     error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled
                 ),
-                f"Unsupported SASL mechanism {mechanism}",
+                f"Unsupported SASL mechanism {printable(mechanism)}",
             )
         self._mechanism = mechanism
         self._server = self._settings.new_server(mechanism)
@@ -186,11 +189,13 @@ class SaslAuthenticator:
         try:
             reply = self._server.evaluate(token)
         except SaslAuthenticationFailed as exc:
+            # What the exchange says may quote the client's token: bounded, printable.
+            message = printable(str(exc), MAX_REASON_CHARS)
             return self._fail(
                 SaslAuthenticateResponse(
-                    error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc)
+                    error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=message
                 ),
-                str(exc),
+                message,
             )
         if not self._server.complete:
             return Verdict(

@@ -10,6 +10,7 @@ close that connection only; they are logged and counted in socket-server-metrics
 from __future__ import annotations
 
 import logging
+import socket
 import ssl
 import time
 from collections import Counter
@@ -28,8 +29,11 @@ from broker.net.authenticator import (
     State,
     Verdict,
 )
+from broker.net.client_text import printable
 from broker.net.connection import Connection
+from broker.net.delayed_close import DelayedCloseQueue
 from broker.net.endpoint import Endpoint
+from broker.net.log_limiter import LogLimiter
 from broker.net.request import Buffer, Request
 from broker.net.tls_stream import HandshakeEof, TlsServerStream
 from broker.protocol.api import encode_response
@@ -47,6 +51,8 @@ from broker.security.scram_credentials import ScramCredentialStore
 from broker.security.ssl_context import build_server_context, principal_mapper, subject_dn
 
 log = logging.getLogger(__name__)
+# Failed authentications and TLS handshakes are the client's to trigger at will.
+_failures = LogLimiter(log)
 
 WriteFn = Callable[[Connection, Sequence[Buffer]], Awaitable[None]]
 ReceiveFrameFn = Callable[[Connection], Awaitable[tuple[Frame, int] | None]]
@@ -118,6 +124,8 @@ class ListenerSecurity:
         self.sasl = sasl
         self._delay_s = failed_auth_delay_s
         self._sasl_max_receive = sasl_max_receive
+        # Connections that failed authentication, waiting out the delay (KIP-306).
+        self.delayed_closes = DelayedCloseQueue()
 
     @classmethod
     def for_endpoint(
@@ -150,7 +158,11 @@ class ListenerSecurity:
             return False
         if self.sasl is not None:
             connection.sasl = SaslChannel(
-                connection, SaslAuthenticator(self.sasl), io, metrics, self._delay_s
+                connection,
+                SaslAuthenticator(self.sasl),
+                io,
+                metrics,
+                FailedAuthenticationDelay(self._delay_s, self.delayed_closes),
             )
             connection.sasl.limit_receive(self._sasl_max_receive)
         return True
@@ -165,7 +177,12 @@ class ListenerSecurity:
             log.debug("connection %s closed before the end of the TLS handshake", connection.id)
             return False
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            log.info("closing connection %s: failed TLS handshake: %s", connection.id, exc)
+            _failures.log(
+                logging.INFO,
+                "closing connection %s: failed TLS handshake: %s",
+                connection.id,
+                printable(str(exc)),
+            )
             metrics.mark(Event.FAILED)
             return False
         connection.touch()
@@ -175,13 +192,27 @@ class ListenerSecurity:
             try:
                 name = self._mapper.name(dn)
             except NoMatchingRule as exc:
-                log.info("closing connection %s: %s", connection.id, exc)
+                _failures.log(
+                    logging.INFO,
+                    "closing connection %s: %s",
+                    connection.id,
+                    printable(str(exc), 400),
+                )
                 metrics.mark(Event.FAILED)
                 return False
             connection.context = attrs.evolve(connection.context, principal=f"User:{name}")
         if self.sasl is None:
             metrics.mark(Event.AUTHENTICATED)
         return True
+
+
+@attrs.frozen
+class FailedAuthenticationDelay:
+    """`connection.failed.authentication.delay.ms` of a listener and the queue that
+    closes its failed connections once it has passed."""
+
+    delay_s: float
+    queue: DelayedCloseQueue
 
 
 class SaslChannel:
@@ -193,13 +224,13 @@ class SaslChannel:
         authenticator: SaslAuthenticator,
         io: ConnectionIO,
         metrics: AuthMetrics,
-        failed_auth_delay_s: float,
+        failure_delay: FailedAuthenticationDelay,
     ) -> None:
         self._connection = connection
         self.authenticator = authenticator
         self._io = io
         self._metrics = metrics
-        self._delay_s = failed_auth_delay_s
+        self._failure_delay = failure_delay
         self._normal_max_receive = connection.decoder.max_size
 
     def limit_receive(self, max_size: int) -> None:
@@ -249,35 +280,80 @@ class SaslChannel:
         ):
             self._metrics.mark(Event.AUTHENTICATED_NO_REAUTH)
         if verdict.action is Action.CLOSE:
-            log.info("closing connection %s: %s", connection.id, verdict.reason)
+            _failures.log(
+                logging.INFO, "closing connection %s: %s", connection.id, printable(verdict.reason)
+            )
             return
         if verdict.action is Action.FAIL:
-            log.info(
+            _failures.log(
+                logging.INFO,
                 "closing connection %s: %s (listener %s, from %s)",
                 connection.id,
-                verdict.reason,
+                printable(verdict.reason),
                 connection.listener_name,
                 connection.remote_ip,
             )
-            # Kafka delays the failure response and the close, to slow down guessing.
-            await trio.sleep(self._delay_s)
-        await self._send(verdict, request)
+            await self._fail(verdict, request)
+            return
+        await self._io.write(connection, self._encode(verdict, request))
         if verdict.event in (Event.AUTHENTICATED, Event.REAUTHENTICATED):
             connection.context = attrs.evolve(
                 connection.context, principal=self.authenticator.principal
             )
             connection.decoder.max_size = self._normal_max_receive
 
-    async def _send(self, verdict: Verdict, request: Request | None) -> None:
+    async def _fail(self, verdict: Verdict, request: Request | None) -> None:
+        """Kafka (KIP-306) sends the failure's answer only after the delay, then closes.
+        The socket is handed to the listener's delayed-close queue, so the connection's
+        task ends now; the processor's close of the (detached) stream leaves it open."""
+        chunks = self._encode(verdict, request)
+        delay_s = self._failure_delay.delay_s
+        if delay_s <= 0:
+            await self._io.write(self._connection, chunks)
+            return
+        finish = _detach(self._connection, b"".join(chunks))
+        if finish is None:  # not on a socket (an in-memory stream in tests)
+            await trio.sleep(delay_s)
+            await self._io.write(self._connection, chunks)
+            return
+        self._failure_delay.queue.add(trio.current_time() + delay_s, finish)
+
+    def _encode(self, verdict: Verdict, request: Request | None) -> list[Buffer]:
         if verdict.raw is not None:
-            await self._io.write(
-                self._connection, [len(verdict.raw).to_bytes(4, "big"), verdict.raw]
-            )
-        elif verdict.body is not None and request is not None:
-            chunks = encode_response(
+            return [len(verdict.raw).to_bytes(4, "big"), verdict.raw]
+        if verdict.body is not None and request is not None:
+            return encode_response(
                 request.api_key, request.api_version, request.correlation_id, verdict.body
             )
-            await self._io.write(self._connection, chunks)
+        return []
+
+
+def _detach(connection: Connection, answer: bytes) -> Callable[[], None] | None:
+    """Take the connection's socket away from its stream (whose close then does
+    nothing) and return what sends `answer` and closes it; None when there is no
+    socket. Under TLS the answer is encrypted now, while the TLS engine is at hand."""
+    stream = connection.stream
+    if isinstance(stream, TlsServerStream):
+        answer = stream.encrypt(answer)
+        stream = stream.transport
+    if type(stream) is not trio.SocketStream:
+        return None
+    trio.lowlevel.notify_closing(stream.socket)
+    sock = socket.socket(fileno=stream.socket.detach())
+    sock.setblocking(False)
+
+    def finish() -> None:
+        try:
+            if answer:
+                # A small answer into an idle socket's empty send buffer goes whole;
+                # when it does not, the client sees the close, as after any failure.
+                sock.send(answer)
+        except OSError:
+            pass
+        finally:
+            sock.close()
+
+    return finish
 
 
 def _now_ms() -> int:

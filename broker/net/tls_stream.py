@@ -99,6 +99,16 @@ class TlsServerStream(trio.abc.Stream):
             raise trio.BrokenResourceError(f"TLS error: {exc}") from exc
         await self._flush()
 
+    def encrypt(self, data: bytes) -> bytes:
+        """`data` as TLS records (with anything already pending), for a caller that
+        writes them to the transport itself (a delayed close after a failed login)."""
+        try:
+            if data:
+                self._ssl.write(data)
+        except ssl.SSLError as exc:
+            raise trio.BrokenResourceError(f"TLS error: {exc}") from exc
+        return self._outgoing.read()
+
     async def wait_send_all_might_not_block(self) -> None:
         await self.transport.wait_send_all_might_not_block()
 

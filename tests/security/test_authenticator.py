@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from broker.net.authenticator import (
     API_VERSIONS,
+    MAX_REASON_CHARS,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
     Action,
@@ -240,3 +241,30 @@ def test_arbitrary_request_sequences_only_ever_forward_reply_fail_or_close(
         if verdict.action in (Action.FAIL, Action.CLOSE):
             assert failed(auth)
     assert not auth.authenticated or auth.principal.startswith("User:")
+
+
+HOSTILE_TEXT = st.text(min_size=1, max_size=12_000) | st.sampled_from(
+    ["M" * 10_000, "\n" * 5_000, "a\x1b[31m\r\nforged log line", "é\u202e" * 3_000]
+)
+
+
+@given(HOSTILE_TEXT)
+def test_a_failure_reason_quoting_a_mechanism_name_is_short_and_printable(name: str) -> None:
+    verdict = handshake(SaslAuthenticator(settings()), "X" + name)
+    assert verdict.action is Action.FAIL
+    assert len(verdict.reason) <= MAX_REASON_CHARS
+    assert verdict.reason.isprintable()
+
+
+@given(HOSTILE_TEXT)
+def test_a_failure_reason_from_a_scram_exchange_is_short_and_printable(user: str) -> None:
+    auth = SaslAuthenticator(settings())
+    handshake(auth, "SCRAM-SHA-256")
+    first = authenticate(auth, f"n,,n={user},r=nonce{user}".encode())
+    verdict = first
+    if first.action is Action.REPLY:  # a made-up salt for an unknown user: fails at the proof
+        verdict = authenticate(auth, f"c=biws,r=x{user},p=AAAA".encode())
+    assert verdict.action is Action.FAIL
+    assert len(verdict.reason) <= MAX_REASON_CHARS
+    assert verdict.reason.isprintable()
+    assert len(verdict.body.error_message) <= MAX_REASON_CHARS

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker.security.sasl_server import (
+    MAX_SCRAM_MESSAGE,
     PlainSaslServer,
     SaslAuthenticationFailed,
     ScramSaslServer,
@@ -103,12 +104,54 @@ def test_scram_refuses_a_wrong_password_or_unknown_user(user: str, password: str
     assert not server.complete
 
 
-def test_scram_refuses_a_credential_of_the_other_mechanism() -> None:
+def test_scram_refuses_a_credential_of_the_other_mechanism_at_the_proof() -> None:
     only_256 = {("carol", "SCRAM-SHA-256"): LOOKUP("carol", "SCRAM-SHA-256")}
     server = ScramSaslServer("SCRAM-SHA-512", lambda u, m: only_256.get((u, m)))
     client = scramp.ScramClient(["SCRAM-SHA-512"], "carol", "pw")
+    client.set_server_first(server.evaluate(client.get_client_first().encode()).decode())
+    with pytest.raises(SaslAuthenticationFailed, match="invalid credentials"):
+        server.evaluate(client.get_client_final().encode())
+
+
+def server_first_of(user: str) -> str:
+    server = ScramSaslServer("SCRAM-SHA-256", LOOKUP)
+    reply = server.evaluate(f"n,,n={user},r=clientnonce".encode()).decode()
+    return reply.split(",")[1]  # s=<salt>, after r=<nonce>
+
+
+def test_an_unknown_user_gets_the_same_made_up_salt_every_time_and_not_another_users() -> None:
+    assert server_first_of("nobody") == server_first_of("nobody")
+    assert server_first_of("nobody") != server_first_of("somebody")
+    assert server_first_of("nobody").startswith("s=")
+
+
+def test_an_unknown_user_and_a_wrong_password_fail_with_the_same_message() -> None:
+    messages = []
+    for user, password in (("carol", "wrong"), ("nobody", "wrong")):
+        server = ScramSaslServer("SCRAM-SHA-256", LOOKUP)
+        client = scramp.ScramClient(["SCRAM-SHA-256"], user, password)
+        client.set_server_first(server.evaluate(client.get_client_first().encode()).decode())
+        with pytest.raises(SaslAuthenticationFailed) as failure:
+            server.evaluate(client.get_client_final().encode())
+        messages.append(str(failure.value))
+    assert messages[0] == messages[1]
+
+
+@pytest.mark.parametrize("user", ["carol", "nobody"])
+def test_the_server_side_of_a_login_runs_no_pbkdf2(
+    user: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = ScramSaslServer("SCRAM-SHA-256", LOOKUP)
+    client = scramp.ScramClient(["SCRAM-SHA-256"], user, "wrong")
+    client.set_server_first(server.evaluate(client.get_client_first().encode()).decode())
+    final = client.get_client_final().encode()  # the client's PBKDF2, before the patch
+
+    def no_pbkdf2(*args: object, **kwargs: object) -> bytes:
+        raise AssertionError("PBKDF2 on the server")
+
+    monkeypatch.setattr(hashlib, "pbkdf2_hmac", no_pbkdf2)
     with pytest.raises(SaslAuthenticationFailed):
-        server.evaluate(client.get_client_first().encode())
+        server.evaluate(final)
 
 
 @given(st.binary(max_size=300), st.binary(max_size=300))
@@ -163,3 +206,47 @@ def test_scram_refuses_a_client_final_nonce_without_the_servers_part() -> None:
     server_first = server.evaluate(f"n,,{bare}".encode()).decode()
     with pytest.raises(SaslAuthenticationFailed, match="nonce"):
         server.evaluate(_client_final(bare, server_first, "clientnonce" + "forged", "pw"))
+
+
+def test_scram_refuses_a_message_over_the_cap_unread() -> None:
+    server = ScramSaslServer("SCRAM-SHA-256", LOOKUP)
+    user = "u" * MAX_SCRAM_MESSAGE
+    with pytest.raises(SaslAuthenticationFailed, match=f"over {MAX_SCRAM_MESSAGE} bytes"):
+        server.evaluate(f"n,,n={user},r=nonce".encode())
+    assert not server.complete
+
+
+def test_scram_unescapes_the_user_name_as_rfc_5802_says() -> None:
+    asked: list[str] = []
+
+    def lookup(user: str, mechanism: str) -> ScramCredential | None:
+        asked.append(user)
+        return None
+
+    ScramSaslServer("SCRAM-SHA-256", lookup).evaluate(b"n,,n=a=2Cb=3Dc,r=nonce")
+    assert asked == ["a,b=c"]
+    with pytest.raises(SaslAuthenticationFailed, match="user name"):
+        ScramSaslServer("SCRAM-SHA-256", lookup).evaluate(b"n,,n=a=2Xb,r=nonce")
+
+
+@pytest.mark.parametrize(
+    ("client_first", "client_final", "message"),
+    [
+        ("n,a=dave,n=carol,r=abc", None, "authorization id"),
+        ("p=tls-unique,,n=carol,r=abc", None, "invalid client-first"),
+        ("n,,n=carol,r=abc", "c=eSws,r={nonce},p=AAAA", "channel binding"),
+        ("n,,n=carol,r=abc", "c=biws,r={nonce},p=not*base64", "invalid client-final"),
+        ("n,,n=carol,r=abc", "c=biws,r={nonce},p=AAAA", "invalid-proof"),
+    ],
+)
+def test_scram_refuses_malformed_or_mismatched_messages(
+    client_first: str, client_final: str | None, message: str
+) -> None:
+    server = ScramSaslServer("SCRAM-SHA-256", LOOKUP)
+    with pytest.raises(SaslAuthenticationFailed, match=message):
+        server_first = server.evaluate(client_first.encode()).decode()
+        assert client_final is not None
+        nonce = server_first.split(",")[0][2:]
+        server.evaluate(client_final.format(nonce=nonce).encode())
+    assert not server.complete
+    assert server.username == ""
