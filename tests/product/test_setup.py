@@ -16,8 +16,15 @@ def _debian_packages() -> dict[str, str]:
     return dict(entry.split(":", 1) for entry in match.group(1).split())
 
 
-def test_setup_provides_kcat_and_the_java_that_spark_needs() -> None:
-    assert _debian_packages() == {"kcat": "kcat", "java": "default-jre-headless"}
+def test_setup_provides_kcat_java_zookeeper_and_chromium_from_debian() -> None:
+    """kcat for the interop tests, the Java that Spark and ZooKeeper run on, ZooKeeper's
+    server jars for the coordination fixture, and the browser the console test drives."""
+    assert _debian_packages() == {
+        "kcat": "kcat",
+        "java": "default-jre-headless",
+        "/usr/share/java/zookeeper.jar": "zookeeper",
+        "chromium": "chromium",
+    }
 
 
 def test_only_packages_whose_command_is_missing_are_installed(tmp_path: Path) -> None:
