@@ -7,7 +7,6 @@ offset-commit checks for consumer groups. The classic groups live beside them in
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Mapping
 
 from broker.coordinator.consumer_group import (
@@ -22,6 +21,7 @@ from broker.coordinator.consumer_group_member import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
 )
 from broker.coordinator.group_coordinator import GroupOverview
+from broker.coordinator.group_deadlines import GroupDeadlines
 from broker.protocol.error_codes import ErrorCode
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -57,8 +57,7 @@ class ConsumerGroupCoordinator:
     def __init__(self, config: ConsumerGroupConfig) -> None:
         self.config = config
         self.groups: dict[str, ConsumerGroup] = {}
-        self._heap: list[tuple[float, str]] = []
-        self._scheduled: dict[str, float] = {}
+        self._deadlines = GroupDeadlines()
 
     def is_active(self, group_id: str) -> bool:
         """A consumer group with members (an empty one gives way to a classic group)."""
@@ -67,24 +66,15 @@ class ConsumerGroupCoordinator:
 
     # -- timers ---------------------------------------------------------------------------
     def _reschedule(self, group: ConsumerGroup) -> None:
-        deadline = group.next_deadline()
-        if deadline is None:
-            return
-        current = self._scheduled.get(group.group_id)
-        if current is None or deadline < current:
-            self._scheduled[group.group_id] = deadline
-            heapq.heappush(self._heap, (deadline, group.group_id))
+        self._deadlines.schedule(group.group_id, group.next_deadline())
 
     def next_timer(self) -> float | None:
-        return self._heap[0][0] if self._heap else None
+        return self._deadlines.next_deadline()
 
     def fire_timers(self, now: float) -> list[tuple[str, str]]:
         """Fence the members whose deadlines passed; (group, member) of each."""
         fenced: list[tuple[str, str]] = []
-        while self._heap and self._heap[0][0] <= now:
-            deadline, group_id = heapq.heappop(self._heap)
-            if self._scheduled.get(group_id) == deadline:
-                del self._scheduled[group_id]
+        for group_id in self._deadlines.pop_due(now):
             group = self.groups.get(group_id)
             if group is not None:
                 fenced += [(group_id, m) for m in group.on_timeout(now)]

@@ -10,7 +10,6 @@ is persisted (commit timestamps, when a group became empty).
 
 from __future__ import annotations
 
-import heapq
 import logging
 from collections.abc import Iterable, Sequence
 
@@ -18,6 +17,7 @@ import attrs
 
 from broker.coordinator.classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
 from broker.coordinator.consumer_group import ConsumerGroupConfig
+from broker.coordinator.group_deadlines import GroupDeadlines
 from broker.coordinator.group_metadata_record import group_metadata_record, load_group
 from broker.coordinator.group_state import GroupState
 from broker.coordinator.member_metadata import JoinCallback, JoinParams, JoinResult, SyncCallback
@@ -90,8 +90,7 @@ class GroupCoordinator:
         self.store = store
         self.groups: dict[str, ClassicGroup] = {}
         self._empty_since: dict[str, int] = {}
-        self._heap: list[tuple[float, str]] = []
-        self._scheduled: dict[str, float] = {}
+        self._deadlines = GroupDeadlines()
         self._wall_ms = wall_ms
         for group_id in sorted(store.groups()):
             record = store.group_record(group_id) or GroupRecord()
@@ -127,23 +126,14 @@ class GroupCoordinator:
             self.store.set_group_record(group.group_id, record)
 
     def _reschedule(self, group: ClassicGroup) -> None:
-        deadline = group.next_deadline()
-        if deadline is None:
-            return
-        current = self._scheduled.get(group.group_id)
-        if current is None or deadline < current:
-            self._scheduled[group.group_id] = deadline
-            heapq.heappush(self._heap, (deadline, group.group_id))
+        self._deadlines.schedule(group.group_id, group.next_deadline())
 
     def next_timer(self) -> float | None:
-        return self._heap[0][0] if self._heap else None
+        return self._deadlines.next_deadline()
 
     def fire_timers(self, now: float, wall_ms: int) -> None:
         self._wall_ms = wall_ms
-        while self._heap and self._heap[0][0] <= now:
-            deadline, group_id = heapq.heappop(self._heap)
-            if self._scheduled.get(group_id) == deadline:
-                del self._scheduled[group_id]
+        for group_id in self._deadlines.pop_due(now):
             group = self.groups.get(group_id)
             if group is not None:
                 group.on_timeout(now)
