@@ -1,16 +1,5 @@
-"""The config error type, in its own module so that `broker.config` and
-`broker.net.endpoint` can both raise it without importing each other in a cycle."""
+"""Kept so that existing imports work: the config error lives in `broker.config.errors`."""
 
+from broker.config.errors import CONFIG_ERROR_EXIT_CODE, ConfigError
 
-class ConfigError(ValueError):
-    """A broker configuration value is missing, malformed or inconsistent.
-
-    The message always starts with the offending key, e.g.
-    ``num.network.threads: must be >= 1, got 0``, so that an operator can find
-    the line in server.properties without reading a traceback.
-    """
-
-
-CONFIG_ERROR_EXIT_CODE = 2
-"""`broker serve`'s exit code for a configuration error, whichever process found it: a
-cluster's supervisor exits with it when one of its processes did."""
+__all__ = ["CONFIG_ERROR_EXIT_CODE", "ConfigError"]

@@ -22,7 +22,7 @@ from types import MappingProxyType
 import attrs
 import trio
 
-from broker.config import CONFIG_DEFS
+from broker.config import CONFIG_DEFS, ConfigType
 from broker.log._files import atomic_write, exclusive_flock
 
 BROKER_CONFIGS_FILE = "__broker_configs.json"
@@ -33,7 +33,7 @@ _SENSITIVE = re.compile(r"(password|secret|jaas\.config|keystore\.key$)", re.IGN
 def is_sensitive(name: str) -> bool:
     """A password or key material: described masked, never stored in plain text."""
     definition = CONFIG_DEFS.get(name)
-    return (definition is not None and definition.type == "password") or bool(
+    return (definition is not None and definition.type == ConfigType.PASSWORD) or bool(
         _SENSITIVE.search(name)
     )
 

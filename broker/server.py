@@ -55,8 +55,8 @@ class KafkaServer:
 
     def __init__(self, config: BrokerConfig, *, process_index: int | None = None) -> None:
         self.config = config
-        self.node_id = config.get_int("node.id")
-        self.log_dirs = [Path(d) for d in config.get_list("log.dirs")]
+        self.node_id = config.node_id
+        self.log_dirs = [Path(d) for d in config.log_dirs]
         # One process of a cluster under the supervisor (broker/cluster/), else None.
         self.cluster = ClusterMember(config, process_index) if process_index is not None else None
         self.metrics = MetricsRegistry()
@@ -70,7 +70,7 @@ class KafkaServer:
             running, self.metrics, self.apis.is_enabled, self.scram_credentials
         )
         self.cluster_id = load_or_create_cluster_id(
-            self.log_dirs[0], self.node_id, config.get_optional_str("cluster.id")
+            self.log_dirs[0], self.node_id, config.server.cluster_id
         )
         self.apis.add_handler(ApiVersionsHandler(self.apis.supported_versions))
         self.acl_store = AclStore(self.log_dirs[0]) if self.cluster is None else self.cluster.acls
@@ -81,7 +81,7 @@ class KafkaServer:
             self.socket_server.advertised_endpoint,
             NoTopics(),
             authorizer=self.authorizer,
-            auto_create_topics=config.get_bool("auto.create.topics.enable"),
+            auto_create_topics=config.log.auto_create_topics_enable,
         )
         self.apis.add_handler(self.metadata)
         self.context = BrokerContext(
@@ -99,7 +99,7 @@ class KafkaServer:
         self.listening = trio.Event()
         self._add_subsystems()
         self.data_handlers = RequestHandlerPool(
-            self.socket_server.data_channel, self.apis, running.get_int("num.io.threads")
+            self.socket_server.data_channel, self.apis, running.network.num_io_threads
         )
         control = self.socket_server.control_channel
         self.control_handlers = RequestHandlerPool(control, self.apis, 1) if control else None
@@ -227,7 +227,7 @@ class KafkaServer:
         self._shutdown_requested.set()
 
     async def _stop_gracefully(self) -> None:
-        timeout_s = self.config.get_int("broker.shutdown.timeout.ms") / 1000
+        timeout_s = self.config.server.shutdown_timeout_ms / 1000
         log.info("shutting down: no new connections or requests; answering in-flight requests")
         self.apis.hurry_deferred()
         with trio.move_on_after(timeout_s) as scope:

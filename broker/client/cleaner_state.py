@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from broker.client.session import ClientSession
-from broker.config_catalogue import ResourceType
+from broker.config.types import ResourceType
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import DescribeConfigsRequest
 from broker.protocol.messages.describe_configs_request import DescribeConfigsResource

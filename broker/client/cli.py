@@ -39,8 +39,7 @@ from broker.client.security_config import (
     parse_security_properties,
 )
 from broker.client.session import DEFAULT_BOOTSTRAP, ClientError
-from broker.config import parse_properties
-from broker.config_error import ConfigError
+from broker.config import ConfigError, parse_properties
 
 EXAMPLES = """examples:
   broker client api-versions

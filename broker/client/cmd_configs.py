@@ -17,7 +17,7 @@ from typing import Any
 from broker.client.admin_routing import broker_session
 from broker.client.session import ClientError, ClientSession, check_error
 from broker.client.subcommands import Parsers, add_command, subcommands_of
-from broker.config_catalogue import ConfigSource, ResourceType
+from broker.config.types import ConfigSource, ResourceType
 from broker.protocol.messages import (
     CreatePartitionsRequest,
     DescribeConfigsRequest,

@@ -64,7 +64,7 @@ PEER_SOCKET_DIR_KEY = "peer.socket.dir"
 
 def resolve_process_count(config: BrokerConfig) -> int:
     """`process.count`, where 0 means one process per core this process may use."""
-    count = config.get_int("process.count")
+    count = config.cluster.process_count
     if count > 0:
         return count
     return max(len(os.sched_getaffinity(0)), 1)
@@ -95,7 +95,7 @@ class ClusterMember:
         self.base_node_id = self.node_id - process_index
         self.log_dir = Path(config.log_dirs[0])
         self.store = SqliteMetadataStore(self.log_dir)
-        poll_interval_s = config.get_int("cluster.metadata.poll.interval.ms") / 1000
+        poll_interval_s = config.cluster.metadata_poll_interval_ms / 1000
         self.log_manager = ClusterLogManager(
             config, self.store, self.node_id, poll_interval_s=poll_interval_s
         )

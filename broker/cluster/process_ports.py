@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from broker.config import BrokerConfig
-from broker.config_error import ConfigError
-from broker.net.endpoint import Endpoint
+from broker.config import BrokerConfig, ConfigError
+from broker.config.endpoint import Endpoint
 
 
 def parse_port_ranges(entries: Sequence[str], key: str) -> dict[str, range]:
@@ -114,20 +113,24 @@ def check_process_ports(config: BrokerConfig, count: int) -> None:
     """The whole port plan of `count` processes is sound (raises ConfigError)."""
     if count <= 1:
         return
-    ranges = parse_port_ranges(config.get_list(LISTENER_PORTS), LISTENER_PORTS)
+    ranges = parse_port_ranges(list(config.cluster.process_listener_ports), LISTENER_PORTS)
     check_port_ranges(ranges, config.listeners, count, LISTENER_PORTS)
     check_bind_ports_distinct(config.listeners, ranges, count)
-    advertised = parse_port_ranges(config.get_list(ADVERTISED_PORTS), ADVERTISED_PORTS)
+    advertised = parse_port_ranges(
+        list(config.cluster.process_advertised_listener_ports), ADVERTISED_PORTS
+    )
     check_port_ranges(advertised, config.advertised_listeners, count, ADVERTISED_PORTS)
 
 
 def process_listener_overrides(config: BrokerConfig, index: int) -> dict[str, str]:
     """`listeners` and, where it differs from following them, `advertised.listeners` of
     process `index`."""
-    ranges = parse_port_ranges(config.get_list(LISTENER_PORTS), LISTENER_PORTS)
-    advertised = parse_port_ranges(config.get_list(ADVERTISED_PORTS), ADVERTISED_PORTS)
+    ranges = parse_port_ranges(list(config.cluster.process_listener_ports), LISTENER_PORTS)
+    advertised = parse_port_ranges(
+        list(config.cluster.process_advertised_listener_ports), ADVERTISED_PORTS
+    )
     overrides = {"listeners": _urls(process_endpoints(config.listeners, ranges, index))}
-    if config.get_optional_str("advertised.listeners") is not None:
+    if config.cluster.advertised_listeners is not None:
         overrides["advertised.listeners"] = _urls(
             process_endpoints(config.advertised_listeners, advertised, index)
         )

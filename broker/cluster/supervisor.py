@@ -40,8 +40,7 @@ from broker.cluster.member import PEER_SOCKET_DIR_KEY, resolve_process_count
 from broker.cluster.metadata_store import SqliteMetadataStore
 from broker.cluster.process_ports import process_listener_overrides
 from broker.cluster.transaction_shards import reshard_transaction_state
-from broker.config import BrokerConfig, ConfigError
-from broker.config_error import CONFIG_ERROR_EXIT_CODE
+from broker.config import CONFIG_ERROR_EXIT_CODE, BrokerConfig, ConfigError
 from broker.console.console_service import connect_host, http_port_for
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogDirInUseError
 from broker.log.topic_store import TopicRecord, TopicStore
@@ -166,7 +165,7 @@ class Supervisor:
             (log_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
         first = self.log_dirs[0]
         cluster_id = load_or_create_cluster_id(
-            first, self.base_node_id, self.config.get_optional_str("cluster.id")
+            first, self.base_node_id, self.config.server.cluster_id
         )
         store = self.store = SqliteMetadataStore(first)
         store.cluster_id(cluster_id)
@@ -341,7 +340,7 @@ class Supervisor:
                 return
 
     async def _stop_all(self) -> None:
-        timeout_s = self.config.get_int("broker.shutdown.timeout.ms") / 1000 + EXIT_GRACE_S
+        timeout_s = self.config.server.shutdown_timeout_ms / 1000 + EXIT_GRACE_S
         for process in self.processes:
             if process is not None and process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -364,7 +363,7 @@ class Supervisor:
             if version != seen:
                 await trio.to_thread.run_sync(self._mirror_topics)
                 seen = version
-            await trio.sleep(self.config.get_int("cluster.metadata.poll.interval.ms") / 1000)
+            await trio.sleep(self.config.cluster.metadata_poll_interval_ms / 1000)
 
 
 async def run_cluster(

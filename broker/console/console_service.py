@@ -22,7 +22,7 @@ SCRAM = ("SCRAM-SHA-512", "SCRAM-SHA-256")
 
 def console_listener(config: BrokerConfig) -> tuple[str, str | None]:
     """The listener the console uses, and the SCRAM mechanism to log in with (or None)."""
-    mechanisms = config.get_list("sasl.enabled.mechanisms")
+    mechanisms = config.security.sasl_enabled_mechanisms
     for endpoint in config.listeners:
         if endpoint.security_protocol == "SASL_PLAINTEXT":
             for mechanism in SCRAM:
@@ -44,11 +44,11 @@ def http_port_for(
     bootstrap: Callable[[str], str | None],
 ) -> HttpPort | None:
     """`bootstrap(listener_name)` gives HOST:PORT of a broker's listener once it is up."""
-    port = config.get_int("metrics.port")
+    port = config.server.metrics_port
     if port < 0:
         return None
     console = None
-    if config.get_bool("console.enable"):
+    if config.server.console_enable:
         listener, mechanism = console_listener(config)
         console = ConsoleApi(Logins(lambda: bootstrap(listener), mechanism), metrics)
     what = "metrics and the web console" if console else "metrics"

@@ -14,13 +14,13 @@ from typing import Any, TypeVar
 
 import attrs
 
-from broker.config_catalogue import LIST_TOPIC_CONFIGS, ResourceType
+from broker.config.topic_keys import LIST_TOPIC_CONFIGS, ResourceType
+from broker.config.types import split_list
 from broker.errors import KafkaError
 from broker.handlers.auth_helper import check_config_resource
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.log_view import LogManagerView
 from broker.handlers.topic_resource import find_topic
-from broker.net.endpoint import split_list
 from broker.net.request import Request
 from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode

@@ -10,8 +10,9 @@ serves: the network and handler pool start with them) and reach every process of
 a cluster (each follows the file and applies the default layer and its own node's
 layer; see broker/cluster/member.py). A change that cannot be stored is refused,
 never kept in memory only; a password would be refused rather than written in
-plain text (none of the runtime keys is one). Only the keys in
-DYNAMIC_BROKER_CONFIGS can change at runtime: thread counts through the server's
+plain text (none of the runtime keys is one). Only the keys whose dynamic mode in
+the key table (broker/config/table.py) is not read-only can change at runtime, a
+per-broker key only on this node's resource: thread counts through the server's
 resize methods, which enforce Kafka's half..double rule, and the connection limits
 (max.connections, max.connections.per.ip and its overrides,
 max.connection.creation.rate) by handing the acceptors' connection quotas the
@@ -30,15 +31,13 @@ from typing import Protocol
 
 import trio
 
-from broker.config import CONFIG_DEFS, BrokerConfig, ConfigError
-from broker.config_catalogue import (
-    BROKER_CONFIG_TYPES,
+from broker.config import CONFIG_DEFS, BrokerConfig, ConfigError, DynamicMode
+from broker.config.table import (
     CONNECTION_QUOTA_CONFIGS,
     DYNAMIC_BROKER_CONFIGS,
     THREAD_COUNT_CONFIGS,
-    ConfigSource,
-    ConfigType,
 )
+from broker.config.types import ConfigSource, ConfigType, render_value
 from broker.dynamic_broker_config_store import (
     DynamicBrokerConfigStore,
     LayerChange,
@@ -146,9 +145,7 @@ class BrokerConfigs:
             )
             if include_synonyms
             else (),
-            config_type=BROKER_CONFIG_TYPES[definition.type]
-            if include_documentation
-            else ConfigType.UNKNOWN,
+            config_type=definition.type if include_documentation else ConfigType.UNKNOWN,
             documentation=definition.doc if include_documentation else None,
         )
 
@@ -183,7 +180,7 @@ class BrokerConfigs:
         synonyms.append(
             DescribeConfigsSynonym(
                 name=name,
-                value=None if default is None else _render(default),
+                value=None if default is None else render_value(default),
                 source=ConfigSource.DEFAULT_CONFIG,
             )
         )
@@ -216,6 +213,11 @@ class BrokerConfigs:
                     else "cannot be updated dynamically"
                 )
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"{name}: {reason}")
+            if layer_is_default and CONFIG_DEFS[name].dynamic == DynamicMode.PER_BROKER:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"{name}: can only be set per broker, not as the cluster-wide default",
+                )
             if is_sensitive(name):
                 raise KafkaError(
                     ErrorCode.INVALID_REQUEST,
@@ -262,7 +264,10 @@ class BrokerConfigs:
         except ConfigError as exc:
             log.error("stored dynamic broker configs not in effect at startup: %s", exc)
             static = self._server.config
-            self._threads = {name: static.get_int(name) for name in THREAD_COUNT_CONFIGS}
+            self._threads = {
+                "num.network.threads": static.network.num_network_threads,
+                "num.io.threads": static.network.num_io_threads,
+            }
             return static
 
     def _stored_here(self) -> StoredBrokerConfigs:
@@ -343,14 +348,6 @@ class BrokerConfigs:
 
 def _int(value: str | None) -> int:
     return int(value) if value is not None else 0
-
-
-def _render(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ",".join(str(v) for v in value)
-    return str(value)
 
 
 __all__ = ["BrokerConfigs", "Resizable"]

@@ -111,7 +111,7 @@ class CreateTopicsHandler:
         if partitions == -1:
             partitions = self._logs.default_partitions
         if replication == -1:
-            replication = self._config.get_int("default.replication.factor")
+            replication = self._config.log.default_replication_factor
         if replication != 1:
             raise KafkaError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,

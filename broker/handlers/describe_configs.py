@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker.config import BrokerConfig
-from broker.config_catalogue import ConfigSource, ResourceType
+from broker.config.types import ConfigSource, ResourceType
 from broker.errors import KafkaError
 from broker.handlers.auth_helper import check_config_resource
 from broker.handlers.broker_configs import BrokerConfigs

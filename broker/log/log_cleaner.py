@@ -74,11 +74,11 @@ class CleanerSettings:
     @classmethod
     def from_config(cls, config: BrokerConfig) -> CleanerSettings:
         return cls(
-            threads=config.get_int("log.cleaner.threads"),
-            io_max_bytes_per_second=config.get_double("log.cleaner.io.max.bytes.per.second"),
-            backoff_ms=config.get_int("log.cleaner.backoff.ms"),
-            dedupe_buffer_size=config.get_int("log.cleaner.dedupe.buffer.size"),
-            worker=config.get_str("log.cleaner.worker"),
+            threads=config.cleaner.threads,
+            io_max_bytes_per_second=config.cleaner.io_max_bytes_per_second,
+            backoff_ms=config.cleaner.backoff_ms,
+            dedupe_buffer_size=config.cleaner.dedupe_buffer_size,
+            worker=config.cleaner.worker,
         )
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from broker.config import BrokerConfig
-from broker.config_catalogue import LONG_MAX, TOPIC_CONFIGS
+from broker.config.topic_keys import LONG_MAX, TOPIC_CONFIGS
 from broker.errors import KafkaError
 from broker.protocol.error_codes import ErrorCode
 
@@ -31,11 +31,11 @@ def broker_topic_defaults(config: BrokerConfig) -> dict[str, str]:
         for name, definition in TOPIC_CONFIGS.items()
         if len(definition.synonyms) <= 1
     }
-    flush_ms = config.get_optional_int("log.flush.interval.ms")
+    flush_ms = config.log.flush_interval_ms
     defaults.update(
         {
-            "retention.ms": str(config.log_retention_ms),
-            "segment.ms": str(config.log_roll_ms),
+            "retention.ms": str(config.log.retention_ms),
+            "segment.ms": str(config.log.roll_ms),
             "flush.ms": str(flush_ms if flush_ms is not None else LONG_MAX),
         }
     )

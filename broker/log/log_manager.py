@@ -111,9 +111,9 @@ class LogManager:
     def __init__(self, config: BrokerConfig, *, clock: Callable[[], int] | None = None) -> None:
         self.config = config
         self.log_dirs = [Path(d) for d in config.log_dirs]
-        self.auto_create_topics = config.get_bool("auto.create.topics.enable")
-        self.default_partitions = config.get_int("num.partitions")
-        self.delete_topic_enable = config.get_bool("delete.topic.enable")
+        self.auto_create_topics = config.log.auto_create_topics_enable
+        self.default_partitions = config.log.num_partitions
+        self.delete_topic_enable = config.log.delete_topic_enable
         self._defaults = broker_topic_defaults(config)
         self._clock = clock or _wall_clock_ms
         self._topics: dict[str, Topic] = {}
@@ -133,7 +133,7 @@ class LogManager:
                 clock=self._clock,
                 checkpoint_file=lambda: self.cleaner_checkpoint_file,
             )
-            if config.get_bool("log.cleaner.enable")
+            if config.log.cleaner_enable
             else None
         )
 
@@ -186,7 +186,7 @@ class LogManager:
             await trio.to_thread.run_sync(self._producer_ids.load)
             clean = {d: (d / CLEAN_SHUTDOWN_FILE).exists() for d in self.log_dirs}
             locations = await trio.to_thread.run_sync(self._scan_dirs)
-            limit = self.config.get_int("num.recovery.threads.per.data.dir") * len(self.log_dirs)
+            limit = self.config.log.num_recovery_threads_per_data_dir * len(self.log_dirs)
             limiter = trio.CapacityLimiter(limit)
             checkpoints = {
                 d: (
@@ -279,7 +279,7 @@ class LogManager:
         """Retention every log.retention.check.interval.ms, checkpoints every minute,
         and time-based flushing ticking at the smallest finite flush.ms (Kafka's
         flush scheduler); sleeps until the next deadline in between."""
-        retention_s = self.config.get_int("log.retention.check.interval.ms") / 1000
+        retention_s = self.config.log.retention_check_interval_ms / 1000
         now = trio.current_time()
         next_retention = now + retention_s
         next_checkpoint = now + CHECKPOINT_INTERVAL_S

@@ -20,6 +20,7 @@ import attrs
 import trio
 
 from broker.config import BrokerConfig, ConfigError
+from broker.config.endpoint import Endpoint
 from broker.metrics import Meter, MetricSample
 from broker.net.authenticator import (
     Action,
@@ -32,14 +33,12 @@ from broker.net.authenticator import (
 from broker.net.client_text import printable
 from broker.net.connection import Connection
 from broker.net.delayed_close import DelayedCloseQueue
-from broker.net.endpoint import Endpoint
 from broker.net.log_limiter import LogLimiter
 from broker.net.request import Buffer, Request
 from broker.net.tls_stream import HandshakeEof, TlsServerStream
 from broker.protocol.api import encode_response
 from broker.protocol.framing import Frame
 from broker.security.jaas import parse_jaas_config
-from broker.security.listener_config import effective_key
 from broker.security.principal_mapping import NoMatchingRule, SslPrincipalMapper
 from broker.security.sasl_server import (
     PLAIN,
@@ -146,8 +145,8 @@ class ListenerSecurity:
             context,
             mapper,
             sasl,
-            config.get_int("connection.failed.authentication.delay.ms") / 1000,
-            config.listener_int(listener, "sasl.server.max.receive.size"),
+            config.network.connection_failed_authentication_delay_ms / 1000,
+            config.network.listener(listener).sasl_server_max_receive_size,
         )
 
     async def establish(
@@ -364,14 +363,13 @@ def sasl_settings(
     config: BrokerConfig, listener: str, credentials: ScramCredentialStore
 ) -> SaslSettings:
     """The listener's mechanisms, PLAIN users and session lifetimes."""
-    mechanisms_key = effective_key(config, listener, "sasl.enabled.mechanisms")
-    mechanisms = config.get_list(mechanisms_key)
+    settings = config.security.listener(listener)
+    mechanisms_key, mechanisms = settings.sasl_enabled_mechanisms
     if not mechanisms:
         raise ConfigError(f"{mechanisms_key}: a SASL listener needs at least one mechanism")
     plain_users: dict[str, str] = {}
     if PLAIN in mechanisms:
-        jaas_key = effective_key(config, listener, "sasl.jaas.config", PLAIN)
-        jaas = config.get_optional_str(jaas_key) if jaas_key != "sasl.jaas.config" else None
+        jaas_key, jaas = settings.plain_jaas_config
         if jaas is None:
             raise ConfigError(
                 f"{BrokerConfig.listener_key(listener, 'plain.sasl.jaas.config')}: PLAIN is "
@@ -384,10 +382,5 @@ def sasl_settings(
             return PlainSaslServer(plain_users)
         return ScramSaslServer(mechanism, credentials.get)
 
-    reauth = {
-        mechanism: config.get_int(
-            effective_key(config, listener, "connections.max.reauth.ms", mechanism)
-        )
-        for mechanism in mechanisms
-    }
+    reauth = dict(settings.connections_max_reauth_ms)
     return SaslSettings(tuple(mechanisms), new_server, reauth)

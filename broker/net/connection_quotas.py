@@ -21,6 +21,7 @@ from collections.abc import Callable
 import trio
 
 from broker.config import INT_MAX, BrokerConfig
+from broker.config.settings import ListenerSettings
 from broker.metrics import SampledRate
 
 logger = logging.getLogger("broker.net.connection_quotas")
@@ -75,8 +76,8 @@ class ConnectionQuotas:
     ) -> None:
         self._clock = clock
         self._config = config
-        self._window_s = float(config.get_int("quota.window.size.seconds"))
-        self._window_num = config.get_int("quota.window.num")
+        self._window_s = float(config.quotas.window_size_seconds)
+        self._window_num = config.quotas.window_num
         self._broker_rate = SampledRate(self._window_s, self._window_num, clock)
         self._listener_rates: dict[str, SampledRate] = {}
         self._listener_counts: dict[str, int] = {}
@@ -88,7 +89,7 @@ class ConnectionQuotas:
         self._ip_rates: dict[str, tuple[SampledRate, float]] = {}  # rate, bound
         # Limits as resolved from the config, read on every accept: looked up once per
         # config (a flood of connections paid several microseconds each for them).
-        self._listener_limits: dict[tuple[str, str], int] = {}
+        self._listener_limits: dict[str, ListenerSettings] = {}
         self._inter_broker_listener = config.inter_broker_listener_name
 
     # ---- configuration
@@ -175,7 +176,7 @@ class ConnectionQuotas:
         return self._ip_counts.get(normalize_ip(ip), 0)
 
     def ip_limit(self, ip: str) -> int:
-        return self._overrides.get(normalize_ip(ip), self._config.get_int("max.connections.per.ip"))
+        return self._overrides.get(normalize_ip(ip), self._config.network.max_connections_per_ip)
 
     def is_protected(self, listener_name: str) -> bool:
         """The inter-broker listener is protected only when there is another
@@ -191,15 +192,15 @@ class ConnectionQuotas:
         always False: its connections are not the ones to evict."""
         if listener_name is not None and self.is_protected(listener_name):
             return False
-        return self._total > self._config.get_int("max.connections")
+        return self._total > self._config.network.max_connections
 
     def _listener_max(self, name: str) -> int:
-        return self._listener_int(name, "max.connections")
+        return self._listener(name).max_connections
 
-    def _listener_int(self, name: str, key: str) -> int:
-        value = self._listener_limits.get((name, key))
+    def _listener(self, name: str) -> ListenerSettings:
+        value = self._listener_limits.get(name)
         if value is None:
-            value = self._listener_limits[name, key] = self._config.listener_int(name, key)
+            value = self._listener_limits[name] = self._config.network.listener(name)
         return value
 
     def slot_available(self, listener_name: str) -> bool:
@@ -208,7 +209,7 @@ class ConnectionQuotas:
             return False
         if self.is_protected(name):
             return True
-        return self._total < self._config.get_int("max.connections")
+        return self._total < self._config.network.max_connections
 
     def _known(self, listener_name: str) -> str:
         name = listener_name.upper()
@@ -225,12 +226,12 @@ class ConnectionQuotas:
         delay = 0.0
         if not self.is_protected(name):
             self._broker_rate.record(1.0, now)
-            bound = self._config.get_int("max.connection.creation.rate")
+            bound = self._config.network.max_connection_creation_rate
             if bound < INT_MAX:  # the default, no limit: no need to measure the rate
                 delay = self._broker_rate.throttle_time(bound, now)
         listener_rate = self._listener_rates[name]
         listener_rate.record(1.0, now)
-        bound = self._listener_int(name, "max.connection.creation.rate")
+        bound = self._listener(name).max_connection_creation_rate
         if bound < INT_MAX:
             delay = max(delay, listener_rate.throttle_time(bound, now))
         return min(delay, self._window_s)

@@ -17,12 +17,12 @@ from pathlib import Path
 import trio
 
 from broker.config import BrokerConfig, ConfigError
+from broker.config.endpoint import Endpoint
 from broker.metrics import MetricsRegistry
 from broker.net.acceptor import Acceptor, bind_listener
 from broker.net.authenticator import Event
 from broker.net.channel_security import ListenerSecurity, tls_connection_samples
 from broker.net.connection_quotas import ConnectionQuotas
-from broker.net.endpoint import Endpoint
 from broker.net.memory_pool import MemoryPool, pool_size
 from broker.net.processor import Processor, ProcessorSettings, idle_percent_mean
 from broker.net.request_channel import RequestChannel
@@ -71,13 +71,13 @@ class SocketServer:
         self.metrics = metrics
         self._is_enabled = is_enabled
         self.quotas = ConnectionQuotas(config)
-        max_request = config.get_int("socket.request.max.bytes")
+        max_request = config.network.socket_request_max_bytes
         self.memory_pool = MemoryPool(
-            pool_size(config.get_int("queued.max.request.bytes"), max_request), max_request
+            pool_size(config.network.queued_max_request_bytes, max_request), max_request
         )
         self.request_metrics = RequestMetrics(metrics)
-        self.data_channel = RequestChannel(config.get_int("queued.max.requests"), "data-plane")
-        self.control_listener = config.get_optional_str("control.plane.listener.name")
+        self.data_channel = RequestChannel(config.network.queued_max_requests, "data-plane")
+        self.control_listener = config.network.control_plane_listener_name
         self.control_channel = (
             RequestChannel(CONTROL_PLANE_QUEUE_SIZE, "control-plane")
             if self.control_listener
@@ -134,8 +134,8 @@ class SocketServer:
             for endpoint in self.config.listeners:
                 sock = await bind_listener(
                     endpoint,
-                    self.config.get_int("socket.listen.backlog.size"),
-                    self.config.get_int("socket.receive.buffer.bytes"),
+                    self.config.network.socket_listen_backlog_size,
+                    self.config.network.socket_receive_buffer_bytes,
                 )
                 sockets[endpoint.listener_name] = sock
                 self.bound_ports[endpoint.listener_name] = int(sock.getsockname()[1])
@@ -148,7 +148,7 @@ class SocketServer:
     def _processor_count(self, endpoint: Endpoint) -> int:
         if endpoint.listener_name == self.control_listener:
             return 1
-        return self.config.listener_int(endpoint.listener_name, "num.network.threads")
+        return self.config.network.listener(endpoint.listener_name).num_network_threads
 
     def _channel_for(self, listener_name: str) -> RequestChannel:
         if listener_name == self.control_listener and self.control_channel is not None:
@@ -159,11 +159,11 @@ class SocketServer:
         assert self._nursery is not None
         name = endpoint.listener_name
         settings = ProcessorSettings(
-            max_request_size=self.config.get_int("socket.request.max.bytes"),
-            idle_timeout_ms=self.config.get_int("connections.max.idle.ms"),
+            max_request_size=self.config.network.socket_request_max_bytes,
+            idle_timeout_ms=self.config.network.connections_max_idle_ms,
             security=self.security.get(name),
-            read_timeout_ms=self.config.get_int("socket.request.read.timeout.ms"),
-            send_buffer_bytes=self.config.get_int("socket.send.buffer.bytes"),
+            read_timeout_ms=self.config.network.socket_request_read_timeout_ms,
+            send_buffer_bytes=self.config.network.socket_send_buffer_bytes,
         )
         for _ in range(count):
             processor = Processor(

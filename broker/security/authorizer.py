@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
-from broker.config_error import ConfigError
+from broker.config import AUTHORIZER_CLASS_NAMES, ConfigError
 from broker.security.acl import (
     SUPPORTED_OPERATIONS,
     WILDCARD_HOST,
@@ -42,12 +42,6 @@ from broker.security.acl import (
     ResourceType,
     operations_bit_field,
 )
-
-AUTHORIZER_CLASS_NAMES = (
-    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-    "kafka.security.authorizer.AclAuthorizer",
-)
-"""Kafka's authorizer classes; either one turns this authorizer on."""
 
 _ALL = AclOperation.ALL
 _DENY = AclPermissionType.DENY

@@ -13,7 +13,7 @@ import re
 
 import attrs
 
-from broker.config_error import ConfigError
+from broker.config import ConfigError
 
 _FLAGS = ("required", "requisite", "sufficient", "optional")
 _TOKEN = re.compile(

@@ -12,7 +12,7 @@ import re
 
 import attrs
 
-from broker.config_error import ConfigError
+from broker.config import ConfigError
 
 _RULE = re.compile(r"\s*((DEFAULT)|RULE:((\\.|[^\\/])*)/((\\.|[^\\/])*)/([LU]?).*?)\s*(,\s*|$)")
 

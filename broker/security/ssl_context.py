@@ -17,7 +17,6 @@ from pathlib import Path
 from cryptography import x509
 
 from broker.config import BrokerConfig, ConfigError
-from broker.security.listener_config import effective_key
 from broker.security.principal_mapping import SslPrincipalMapper
 
 _PROTOCOLS = {
@@ -31,11 +30,6 @@ _CLIENT_AUTH = {
     "requested": ssl.CERT_OPTIONAL,
     "required": ssl.CERT_REQUIRED,
 }
-
-
-def _get(config: BrokerConfig, listener: str, key: str) -> tuple[str, str | None]:
-    name = effective_key(config, listener, key)
-    return name, config.get_optional_str(name)
 
 
 def _load_inline_chain(context: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:
@@ -60,13 +54,14 @@ def _why(source: str, error: OSError) -> str:
 def build_server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     """The listener's server-side SSLContext; ConfigError names the key that is wrong."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    name, keystore_type = _get(config, listener, "ssl.keystore.type")
+    settings = config.security.listener(listener)
+    name, keystore_type = settings.ssl_keystore_type
     if (keystore_type or "PEM").upper() != "PEM":
         raise ConfigError(f"{name}: only PEM key stores are supported, got {keystore_type}")
-    _, key_password = _get(config, listener, "ssl.key.password")
-    location_key, location = _get(config, listener, "ssl.keystore.location")
-    _, chain = _get(config, listener, "ssl.keystore.certificate.chain")
-    _, inline_key = _get(config, listener, "ssl.keystore.key")
+    _, key_password = settings.ssl_key_password
+    location_key, location = settings.ssl_keystore_location
+    _, chain = settings.ssl_keystore_certificate_chain
+    _, inline_key = settings.ssl_keystore_key
     try:
         if location:
             context.load_cert_chain(location, password=key_password)
@@ -84,8 +79,8 @@ def build_server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
             f"{location_key}: cannot load the key store {_why(source, exc)}"
         ) from None
 
-    trust_key, trust_location = _get(config, listener, "ssl.truststore.location")
-    _, trust_inline = _get(config, listener, "ssl.truststore.certificates")
+    trust_key, trust_location = settings.ssl_truststore_location
+    _, trust_inline = settings.ssl_truststore_certificates
     try:
         if trust_location:
             context.load_verify_locations(cafile=trust_location)
@@ -95,7 +90,7 @@ def build_server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
         source = trust_location or "the inline ssl.truststore.certificates"
         raise ConfigError(f"{trust_key}: cannot load the trust store {_why(source, exc)}") from None
 
-    auth_key, client_auth = _get(config, listener, "ssl.client.auth")
+    auth_key, client_auth = settings.ssl_client_auth
     mode = _CLIENT_AUTH.get((client_auth or "none").lower())
     if mode is None:
         raise ConfigError(f"{auth_key}: must be one of none, requested, required")
@@ -106,8 +101,8 @@ def build_server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
         )
     context.verify_mode = mode
 
-    protocols_key = effective_key(config, listener, "ssl.enabled.protocols")
-    versions = sorted(_PROTOCOLS[p] for p in config.get_list(protocols_key) if p in _PROTOCOLS)
+    protocols_key, protocols = settings.ssl_enabled_protocols
+    versions = sorted(_PROTOCOLS[p] for p in protocols if p in _PROTOCOLS)
     if not versions:
         raise ConfigError(f"{protocols_key}: no supported TLS protocol version enabled")
     try:
@@ -116,8 +111,7 @@ def build_server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     except ValueError as exc:
         raise ConfigError(f"{protocols_key}: {exc}") from None
 
-    ciphers_key = effective_key(config, listener, "ssl.cipher.suites")
-    ciphers = config.get_list(ciphers_key)
+    ciphers_key, ciphers = settings.ssl_cipher_suites
     if ciphers:
         try:
             context.set_ciphers(":".join(ciphers))
@@ -131,8 +125,8 @@ def build_server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
 
 
 def principal_mapper(config: BrokerConfig, listener: str) -> SslPrincipalMapper:
-    key = effective_key(config, listener, "ssl.principal.mapping.rules")
-    return SslPrincipalMapper(config.get_str(key), key)
+    key, rules = config.security.listener(listener).ssl_principal_mapping_rules
+    return SslPrincipalMapper(rules, key)
 
 
 def subject_dn(der_certificate: bytes) -> str:

@@ -20,12 +20,12 @@ from broker.security.authorizer import Authorizer, create_authorizer
 
 def load_authorizer(config: BrokerConfig, store: AclStore) -> Authorizer:
     """The configured authorizer with the stored ACLs (none are read when it is off)."""
-    class_name = config.get_str("authorizer.class.name")
+    class_name = config.security.authorizer_class_name
     return create_authorizer(
         class_name,
         store.load() if class_name else (),
-        config.get_optional_str("super.users"),
-        config.get_bool("allow.everyone.if.no.acl.found"),
+        config.security.super_users,
+        config.security.allow_everyone_if_no_acl_found,
     )
 
 

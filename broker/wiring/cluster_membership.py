@@ -17,11 +17,11 @@ from broker.coordination.membership import ClusterMembership
 
 def zookeeper_settings(context: BrokerContext) -> ZooKeeperSettings | None:
     config = context.config
-    connect = config.get_optional_str("zookeeper.connect")
+    connect = config.cluster.zookeeper_connect
     if connect is None:
         return None
-    session_timeout_ms = config.get_int("zookeeper.session.timeout.ms")
-    connection_timeout_ms = config.get_optional_int("zookeeper.connection.timeout.ms")
+    session_timeout_ms = config.cluster.zookeeper_session_timeout_ms
+    connection_timeout_ms = config.cluster.zookeeper_connection_timeout_ms
     return ZooKeeperSettings(
         connect=connect,
         session_timeout_ms=session_timeout_ms,
@@ -47,9 +47,7 @@ def add_cluster_membership(
             )
             for endpoint in config.advertised_listeners
         )
-        return BrokerRegistration(
-            context.node_id, endpoints, rack=config.get_optional_str("broker.rack")
-        )
+        return BrokerRegistration(context.node_id, endpoints, rack=config.server.rack)
 
     return ClusterMembership(
         KazooCoordinationStore(settings), context.node_id, registration, listening

@@ -61,7 +61,7 @@ def add_data_apis(
         ),
         DeleteTopicsHandler(
             log_manager,
-            config.get_bool("delete.topic.enable"),
+            config.log.delete_topic_enable,
             on_deleted=stats.remove_topic,
             authorizer=auth,
         ),

@@ -34,22 +34,19 @@ from broker.handlers.offset_handlers import (
 )
 
 
-def _int(config: BrokerConfig, key: str) -> int:
-    return config.get_int(key)
-
-
 def coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
+    groups = config.groups
     return CoordinatorConfig(
-        initial_rebalance_delay_ms=_int(config, "group.initial.rebalance.delay.ms"),
-        min_session_timeout_ms=_int(config, "group.min.session.timeout.ms"),
-        max_session_timeout_ms=_int(config, "group.max.session.timeout.ms"),
-        offsets_retention_ms=_int(config, "offsets.retention.minutes") * 60 * 1000,
-        offset_metadata_max_bytes=_int(config, "offset.metadata.max.bytes"),
-        retention_check_interval_ms=_int(config, "offsets.retention.check.interval.ms"),
+        initial_rebalance_delay_ms=groups.initial_rebalance_delay_ms,
+        min_session_timeout_ms=groups.min_session_timeout_ms,
+        max_session_timeout_ms=groups.max_session_timeout_ms,
+        offsets_retention_ms=groups.offsets_retention_minutes * 60 * 1000,
+        offset_metadata_max_bytes=groups.offset_metadata_max_bytes,
+        retention_check_interval_ms=groups.offsets_retention_check_interval_ms,
         consumer=ConsumerGroupConfig(
-            session_timeout_ms=_int(config, "group.consumer.session.timeout.ms"),
-            heartbeat_interval_ms=_int(config, "group.consumer.heartbeat.interval.ms"),
-            assignors=tuple(config.get_list("group.consumer.assignors")) or ("uniform", "range"),
+            session_timeout_ms=groups.consumer_session_timeout_ms,
+            heartbeat_interval_ms=groups.consumer_heartbeat_interval_ms,
+            assignors=groups.consumer_assignors or ("uniform", "range"),
         ),
     )
 

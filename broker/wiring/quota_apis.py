@@ -24,8 +24,8 @@ def add_quota_apis(
     config = context.config
     store = QuotaStore(context.log_dirs[0])
     quotas = QuotaManagers(
-        float(config.get_int("quota.window.size.seconds")),
-        config.get_int("quota.window.num"),
+        float(config.quotas.window_size_seconds),
+        config.quotas.window_num,
         configs=ClientQuotaConfigs(store.load()),
     )
     quotas.add_ip_rate_listener(update_ip_connection_rate)

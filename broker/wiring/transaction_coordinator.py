@@ -68,8 +68,8 @@ def add_transaction_coordinator(
         placement = single_process_placement(context, local_markers)
     coordinator = TransactionCoordinator(
         TransactionConfig(
-            max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
-            id_expiration_ms=config.get_int("transactional.id.expiration.ms"),
+            max_timeout_ms=config.transactions.max_timeout_ms,
+            id_expiration_ms=config.transactions.id_expiration_ms,
         ),
         TransactionLog(placement.journal_dir),
         placement.markers,
@@ -84,12 +84,8 @@ def add_transaction_coordinator(
     coordinator.verify_unknown_producers = True
     service = TransactionCoordinatorService(
         coordinator,
-        abort_interval_ms=config.get_int(
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms"
-        ),
-        expiration_interval_ms=config.get_int(
-            "transaction.remove.expired.transaction.cleanup.interval.ms"
-        ),
+        abort_interval_ms=config.transactions.abort_timed_out_transaction_cleanup_interval_ms,
+        expiration_interval_ms=config.transactions.remove_expired_transaction_cleanup_interval_ms,
         # Other processes may be starting too: their markers must not hold up ours.
         complete_before_serving=placement.single_process,
     )
