@@ -32,7 +32,8 @@ from broker.cluster.supervisor import (
     check_process_configs,
     run_cluster,
 )
-from broker.config import CONFIG_ERROR_EXIT_CODE, BrokerConfig, ConfigError, load_config
+from broker.config import BrokerConfig, ConfigError, load_config
+from broker.config_error import CONFIG_ERROR_EXIT_CODE
 from broker.server import KafkaServer
 from broker.startup_checks import check_startup_config
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from broker.config import BrokerConfig, ConfigError
-from broker.config.endpoint import Endpoint
+from broker.config import BrokerConfig
+from broker.config_error import ConfigError
+from broker.net.endpoint import Endpoint
 
 
 def parse_port_ranges(entries: Sequence[str], key: str) -> dict[str, range]:

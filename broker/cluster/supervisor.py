@@ -40,7 +40,8 @@ from broker.cluster.member import PEER_SOCKET_DIR_KEY, resolve_process_count
 from broker.cluster.metadata_store import SqliteMetadataStore
 from broker.cluster.process_ports import process_listener_overrides
 from broker.cluster.transaction_shards import reshard_transaction_state
-from broker.config import CONFIG_ERROR_EXIT_CODE, BrokerConfig, ConfigError
+from broker.config import BrokerConfig, ConfigError
+from broker.config_error import CONFIG_ERROR_EXIT_CODE
 from broker.console.console_service import connect_host, http_port_for
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogDirInUseError
 from broker.log.topic_store import TopicRecord, TopicStore

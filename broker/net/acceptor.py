@@ -35,9 +35,9 @@ import time
 
 import trio
 
-from broker.config.endpoint import Endpoint
 from broker.metrics import Meter
 from broker.net.connection_quotas import ConnectionQuotas
+from broker.net.endpoint import Endpoint
 from broker.net.processor import NewConnection, Processor
 from broker.net.run_queue import runnable_tasks
 

@@ -20,7 +20,6 @@ import attrs
 import trio
 
 from broker.config import BrokerConfig, ConfigError
-from broker.config.endpoint import Endpoint
 from broker.metrics import Meter, MetricSample
 from broker.net.authenticator import (
     Action,
@@ -33,6 +32,7 @@ from broker.net.authenticator import (
 from broker.net.client_text import printable
 from broker.net.connection import Connection
 from broker.net.delayed_close import DelayedCloseQueue
+from broker.net.endpoint import Endpoint
 from broker.net.log_limiter import LogLimiter
 from broker.net.request import Buffer, Request
 from broker.net.tls_stream import HandshakeEof, TlsServerStream

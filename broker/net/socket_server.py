@@ -17,12 +17,12 @@ from pathlib import Path
 import trio
 
 from broker.config import BrokerConfig, ConfigError
-from broker.config.endpoint import Endpoint
 from broker.metrics import MetricsRegistry
 from broker.net.acceptor import Acceptor, bind_listener
 from broker.net.authenticator import Event
 from broker.net.channel_security import ListenerSecurity, tls_connection_samples
 from broker.net.connection_quotas import ConnectionQuotas
+from broker.net.endpoint import Endpoint
 from broker.net.memory_pool import MemoryPool, pool_size
 from broker.net.processor import Processor, ProcessorSettings, idle_percent_mean
 from broker.net.request_channel import RequestChannel
