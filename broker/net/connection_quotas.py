@@ -16,7 +16,7 @@ import functools
 import ipaddress
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import trio
 
@@ -40,7 +40,7 @@ def normalize_ip(ip: str) -> str:
     return str(address)
 
 
-def _resolve_overrides(overrides: dict[str, int]) -> dict[str, int]:
+def _resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
     """Kafka resolves override hosts once, when configured; a host that does not
     resolve is reported and skipped rather than failing the whole broker."""
     resolved: dict[str, int] = {}
@@ -83,14 +83,14 @@ class ConnectionQuotas:
         self._listener_counts: dict[str, int] = {}
         self._ip_counts: dict[str, int] = {}
         self._total = 0
-        self._overrides = _resolve_overrides(config.max_connections_per_ip_overrides)
+        self._overrides = _resolve_overrides(config.network.max_connections_per_ip_overrides)
         self._changed = trio.Event()
         self._ip_rate_quotas: dict[str | None, float] = {}
         self._ip_rates: dict[str, tuple[SampledRate, float]] = {}  # rate, bound
         # Limits as resolved from the config, read on every accept: looked up once per
         # config (a flood of connections paid several microseconds each for them).
         self._listener_limits: dict[str, ListenerSettings] = {}
-        self._inter_broker_listener = config.inter_broker_listener_name
+        self._inter_broker_listener = config.network.inter_broker_listener_name
 
     # ---- configuration
 
@@ -111,9 +111,9 @@ class ConnectionQuotas:
     def update_config(self, config: BrokerConfig) -> None:
         """Apply new limits (dynamic config); blocked acceptors re-check at once."""
         self._config = config
-        self._overrides = _resolve_overrides(config.max_connections_per_ip_overrides)
+        self._overrides = _resolve_overrides(config.network.max_connections_per_ip_overrides)
         self._listener_limits = {}
-        self._inter_broker_listener = config.inter_broker_listener_name
+        self._inter_broker_listener = config.network.inter_broker_listener_name
         self._notify()
 
     def update_ip_connection_rate_quota(self, ip: str | None, rate: float | None) -> None:

@@ -39,12 +39,14 @@ def test_the_scan_finds_a_key_lookup() -> None:
 
 
 def test_no_module_outside_config_looks_up_a_key_by_its_string() -> None:
-    offenders = [
-        f"{path.relative_to(REPO)}:{line}: {key}"
-        for path in _sources("broker", "tools", "bench")
-        if CONFIG not in path.parents
-        for line, key in key_lookups(ast.parse(path.read_text(encoding="utf-8")))
-    ]
+    offenders = []
+    for path in _sources("broker", "tools", "bench"):
+        text = path.read_text(encoding="utf-8")
+        if CONFIG in path.parents or not re.search(r"\.(get_|listener_int)", text):
+            continue  # (a cheap filter: parsing the generated codec takes seconds)
+        offenders += [
+            f"{path.relative_to(REPO)}:{line}: {key}" for line, key in key_lookups(ast.parse(text))
+        ]
     assert offenders == [], "read the typed settings groups instead (broker/config/settings.py)"
 
 

@@ -24,15 +24,14 @@ from broker.config.types import (
 )
 from broker.dynamic_broker_config_store import DynamicBrokerConfigStore
 from broker.errors import KafkaError
-from broker.handlers import broker_configs as broker_configs_module
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.protocol.error_codes import ErrorCode
 from tests.handlers.test_handler_logic import FakeServer
 
-_ITEM = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters=","), min_size=1
-).filter(lambda s: s == s.strip() and s != "")
-_TEXT = st.text(st.characters(blacklist_categories=("Cs",))).filter(lambda s: s == s.strip())
+_ITEM = st.text(st.characters(codec="utf-8", exclude_characters=","), min_size=1).filter(
+    lambda s: s == s.strip() and s != ""
+)
+_TEXT = st.text(st.characters(codec="utf-8")).filter(lambda s: s == s.strip())
 
 
 def values_of(type_: ConfigType) -> st.SearchStrategy[object]:
@@ -62,9 +61,7 @@ def test_every_default_passes_its_own_validator_and_reads_back_from_its_string(
 @settings(max_examples=300)
 @given(st.data())
 def test_a_value_of_any_type_survives_its_string_form(data: st.DataObject) -> None:
-    type_ = data.draw(
-        st.sampled_from(sorted({d.type for d in CONFIG_DEFS.values()})), label="type"
-    )
+    type_ = data.draw(st.sampled_from(sorted({d.type for d in CONFIG_DEFS.values()})), label="type")
     value = data.draw(values_of(type_), label="value")
     assert parse_value(type_, render_value(value)) == value
 
@@ -105,17 +102,17 @@ def test_the_topic_keys_broker_synonyms_come_from_the_table_in_kafkas_order() ->
 
 
 def test_the_dynamic_set_is_the_tables_non_read_only_keys() -> None:
-    assert DYNAMIC_BROKER_CONFIGS == {
+    assert {
         name for name, d in CONFIG_DEFS.items() if d.dynamic != DynamicMode.READ_ONLY
-    }
-    assert DYNAMIC_BROKER_CONFIGS == {
+    } == DYNAMIC_BROKER_CONFIGS
+    assert {
         "num.network.threads",
         "num.io.threads",
         "max.connections",
         "max.connections.per.ip",
         "max.connections.per.ip.overrides",
         "max.connection.creation.rate",
-    }
+    } == DYNAMIC_BROKER_CONFIGS
 
 
 @pytest.mark.parametrize("resource", ["", "1"])
@@ -148,7 +145,7 @@ async def test_a_per_broker_key_is_refused_as_a_cluster_wide_default(
         "doc",
         dynamic=DynamicMode.PER_BROKER,
     )
-    monkeypatch.setitem(broker_configs_module.CONFIG_DEFS, "max.connections", per_broker)
+    monkeypatch.setitem(CONFIG_DEFS, "max.connections", per_broker)
     configs = BrokerConfigs(FakeServer(), DynamicBrokerConfigStore(tmp_path))
     with pytest.raises(KafkaError, match="can only be set per broker"):
         await configs.alter("", {"max.connections": "10"}, validate_only=True)
