@@ -489,7 +489,7 @@ def test_offset_keys_reach_the_group_coordinator() -> None:
 
 
 def test_topic_keys_are_defined_once_with_broker_synonyms_that_exist() -> None:
-    from broker.config_catalogue import TOPIC_CONFIGS
+    from broker.config.topic_keys import TOPIC_CONFIGS
     from broker.log.log_config import broker_topic_defaults, validate_topic_configs
 
     defaults = broker_topic_defaults(make({"log.segment.bytes": "2048"}))

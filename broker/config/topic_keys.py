@@ -14,14 +14,8 @@ from collections.abc import Callable
 
 import attrs
 
-from broker.config.table import (
-    CONFIG_DEFS,
-    CONNECTION_QUOTA_CONFIGS,
-    DYNAMIC_BROKER_CONFIGS,
-    THREAD_COUNT_CONFIGS,
-    TOPIC_SYNONYMS,
-)
-from broker.config.types import INT_MAX, LONG_MAX, ConfigSource, ConfigType, ResourceType
+from broker.config.table import TOPIC_SYNONYMS
+from broker.config.types import INT_MAX, LONG_MAX, ConfigType
 
 Parser = Callable[[str], object]
 """Turns a topic config's string value into its typed value; ValueError says why not."""
@@ -126,17 +120,4 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in (
 
 LIST_TOPIC_CONFIGS = frozenset(d.name for d in TOPIC_CONFIGS.values() if d.type == ConfigType.LIST)
 
-__all__ = [
-    "CONFIG_DEFS",
-    "CONNECTION_QUOTA_CONFIGS",
-    "DYNAMIC_BROKER_CONFIGS",
-    "INT_MAX",
-    "LIST_TOPIC_CONFIGS",
-    "LONG_MAX",
-    "THREAD_COUNT_CONFIGS",
-    "TOPIC_CONFIGS",
-    "ConfigSource",
-    "ConfigType",
-    "ResourceType",
-    "TopicConfigDef",
-]
+__all__ = ["LIST_TOPIC_CONFIGS", "TOPIC_CONFIGS", "TopicConfigDef"]

@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 
 import attrs
 
-from broker.config.topic_keys import LIST_TOPIC_CONFIGS, ResourceType
-from broker.config.types import split_list
+from broker.config.topic_keys import LIST_TOPIC_CONFIGS
+from broker.config.types import ResourceType, split_list
 from broker.errors import KafkaError
 from broker.handlers.auth_helper import check_config_resource
 from broker.handlers.broker_configs import BrokerConfigs

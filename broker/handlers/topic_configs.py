@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from broker.config import BrokerConfig
-from broker.config.topic_keys import TOPIC_CONFIGS, ConfigSource, ConfigType
+from broker.config.topic_keys import TOPIC_CONFIGS
+from broker.config.types import ConfigSource, ConfigType
 from broker.handlers.log_view import TopicView
 from broker.protocol.messages.describe_configs_response import (
     DescribeConfigsResourceResult,

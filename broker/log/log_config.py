@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from broker.config import BrokerConfig
-from broker.config.topic_keys import LONG_MAX, TOPIC_CONFIGS
+from broker.config import LONG_MAX, BrokerConfig
+from broker.config.topic_keys import TOPIC_CONFIGS
 from broker.errors import KafkaError
 from broker.protocol.error_codes import ErrorCode
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import trio
 
 from broker.client.connection import KafkaConnection
-from broker.config_catalogue import ConfigSource
+from broker.config.types import ConfigSource
 from broker.protocol.error_codes import ErrorCode
 from tests.integration.broker_harness import start_broker_process, stop_broker_process
 from tests.integration.test_admin_apis import BROKER, SET, describe, incremental

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.config_catalogue import DYNAMIC_BROKER_CONFIGS, ConfigSource
+from broker.config import DYNAMIC_BROKER_CONFIGS
+from broker.config.types import ConfigSource
 from broker.dynamic_broker_config_store import (
     BROKER_CONFIGS_FILE,
     DynamicBrokerConfigStore,

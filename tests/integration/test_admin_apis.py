@@ -214,7 +214,7 @@ async def test_topic_configs_describe_alter_and_incremental(tmp_path: Path) -> N
 async def test_every_topic_key_a_topic_accepts_is_described_with_its_default(
     tmp_path: Path,
 ) -> None:
-    from broker.config_catalogue import TOPIC_CONFIGS
+    from broker.config.topic_keys import TOPIC_CONFIGS
 
     async with (
         running_broker(tmp_path, {"log.index.size.max.bytes": "4096"}) as server,

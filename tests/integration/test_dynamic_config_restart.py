@@ -12,7 +12,7 @@ import trio
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from broker.client.connection import KafkaConnection
-from broker.config_catalogue import ConfigSource
+from broker.config.types import ConfigSource
 from broker.protocol.error_codes import ErrorCode
 from tests.integration.broker_harness import broker_process, connect, running_broker
 from tests.integration.test_admin_apis import BROKER, SET, describe, incremental
