@@ -139,11 +139,15 @@ class PartitionLeaderState:
         return FollowerFetchOutcome(ErrorCode.NONE, advanced, isr_change)
 
     def out_of_sync_replicas(self, now: float) -> tuple[int, ...]:
+        """ISR followers that have not been caught up for replica.lag.time.max.ms. One
+        holding the leader's whole log stays, however long ago it fetched: with no new
+        records there is nothing to lag behind (a dead broker leaves by the controller)."""
         lag_max_s = self._settings.replica_lag_time_max_ms / 1000
         return tuple(
             broker_id
             for broker_id in self.isr
             if broker_id != self.local_broker_id
+            and self.followers[broker_id].log_end_offset != self.log_end_offset
             and self.followers[broker_id].lag_s(now) > lag_max_s
         )
 

@@ -58,9 +58,9 @@ def test_a_newer_entry_replaces_the_entries_it_contradicts() -> None:
 def test_truncation_from_either_end_keeps_the_epochs_of_the_remaining_log() -> None:
     epochs = cache((0, 0), (2, 10), (5, 30))
     assert epochs.truncate_from_end(30) is True
-    assert epochs.entries == (EpochEntry(0, 0), EpochEntry(2, 10))
+    assert list(epochs.entries) == [EpochEntry(0, 0), EpochEntry(2, 10)]
     assert epochs.truncate_from_start(15) is True
-    assert epochs.entries == (EpochEntry(2, 15),)
+    assert list(epochs.entries) == [EpochEntry(2, 15)]
     assert epochs.truncate_from_start(5) is False
 
 

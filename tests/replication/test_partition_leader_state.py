@@ -235,3 +235,12 @@ class LeaderMachine(RuleBasedStateMachine):
 
 LeaderMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=30, deadline=None)
 test_leader_state_machine = LeaderMachine.TestCase
+
+
+def test_a_follower_holding_the_whole_log_stays_in_sync_however_long_ago_it_fetched() -> None:
+    state = leader()
+    state.on_follower_fetch(2, 10, now=1)
+    state.on_follower_fetch(3, 10, now=1)
+    assert state.maybe_shrink_isr(now=1000) is None
+    state.on_append(11)
+    assert state.out_of_sync_replicas(now=1000) == (2, 3)
