@@ -80,10 +80,11 @@ class PartitionLeaderState:
         self.local_broker_id = local_broker_id
         self.replicas = tuple(replicas)
         self.leader_and_isr = leader_and_isr
-        self._settings = settings
+        self.settings = settings
         self.log_end_offset = log_end_offset
-        # The first offset of this leadership: a follower is in sync only once it has it,
-        # so it cannot join the ISR with a log that diverges from this leader's epoch.
+        # The first offset of this leadership: a follower joins the ISR only once it has
+        # everything the earlier leaders left to this one (Kafka's KAFKA-7128 rule), so a
+        # replica elected from the ISR later never lacks a record this leader started with.
         self.leader_epoch_start_offset = log_end_offset
         self.high_watermark = min(high_watermark, log_end_offset)
         self.pending_isr: tuple[int, ...] | None = None
@@ -107,7 +108,7 @@ class PartitionLeaderState:
     # -- produce --
     def check_produce(self, required_acks: int) -> ErrorCode:
         """Before the append: acks=all below min.insync.replicas is refused unwritten."""
-        if required_acks == ACKS_ALL and len(self.isr) < self._settings.min_insync_replicas:
+        if required_acks == ACKS_ALL and len(self.isr) < self.settings.min_insync_replicas:
             return ErrorCode.NOT_ENOUGH_REPLICAS
         return ErrorCode.NONE
 
@@ -120,7 +121,7 @@ class PartitionLeaderState:
         """For a produce whose last record is at `required_offset - 1`."""
         if self.high_watermark < required_offset:
             return AcksAllStatus(done=False)
-        if len(self.isr) < self._settings.min_insync_replicas:
+        if len(self.isr) < self.settings.min_insync_replicas:
             return AcksAllStatus(done=True, error=ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
         return AcksAllStatus(done=True)
 
@@ -142,7 +143,7 @@ class PartitionLeaderState:
         """ISR followers that have not been caught up for replica.lag.time.max.ms. One
         holding the leader's whole log stays, however long ago it fetched: with no new
         records there is nothing to lag behind (a dead broker leaves by the controller)."""
-        lag_max_s = self._settings.replica_lag_time_max_ms / 1000
+        lag_max_s = self.settings.replica_lag_time_max_ms / 1000
         return tuple(
             broker_id
             for broker_id in self.isr
@@ -184,13 +185,13 @@ class PartitionLeaderState:
         self.pending_isr = isr
         return IsrChangeProposal(self.topic_partition, self.leader_and_isr.with_isr(isr))
 
-    def _log_end_of(self, broker_id: int) -> int:
+    def log_end_of(self, broker_id: int) -> int:
         if broker_id == self.local_broker_id:
             return self.log_end_offset
         return self.followers[broker_id].log_end_offset
 
     def _maybe_increment_high_watermark(self) -> bool:
-        candidate = min(self._log_end_of(b) for b in self.maximal_isr | {self.local_broker_id})
+        candidate = min(self.log_end_of(b) for b in self.maximal_isr | {self.local_broker_id})
         if candidate <= self.high_watermark:
             return False
         self.high_watermark = candidate

@@ -212,7 +212,7 @@ class LeaderMachine(RuleBasedStateMachine):
         if self.state.high_watermark == self.initial_high_watermark:
             return  # not moved yet: followers may not have reported their log ends
         for broker_id in self.state.maximal_isr:
-            assert self.state.high_watermark <= self.state._log_end_of(broker_id)
+            assert self.state.high_watermark <= self.state.log_end_of(broker_id)
         assert self.state.high_watermark <= self.state.log_end_offset
 
     @invariant()
@@ -228,7 +228,7 @@ class LeaderMachine(RuleBasedStateMachine):
                 assert status.done  # once answered, never taken back
             self.completed[required] = status.done
             if status.done:
-                below = len(self.state.isr) < self.state._settings.min_insync_replicas
+                below = len(self.state.isr) < self.state.settings.min_insync_replicas
                 expected = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND if below else ErrorCode.NONE
                 assert status.error is expected
 
