@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from broker.replication.fetch_divergence import diverging_epoch
 from broker.replication.follower_truncation import (
     OffsetTruncationState,
     offset_truncation_state,
@@ -115,3 +116,26 @@ def test_rounds_of_truncation_end_exactly_where_the_logs_diverge(
     assert log_end >= high_watermark  # nothing committed is thrown away
     assert log_end == shared  # and nothing shared is thrown away
     assert follower_cache.entries == epochs_of(follower_log[:log_end]).entries
+
+
+@given(diverged_logs())
+def test_a_fetch_is_served_exactly_when_the_followers_log_is_a_prefix_of_the_leaders(
+    logs: tuple[list[int], list[int], int],
+) -> None:
+    leader_log, follower_log, high_watermark = logs
+    leader_epochs = epochs_of(leader_log)
+    leader_epochs.assign(max(leader_log + follower_log, default=-1) + 1, len(leader_log))
+    last_epoch = follower_log[-1] if follower_log else -1
+    divergence = diverging_epoch(leader_epochs, len(leader_log), len(follower_log), last_epoch)
+    is_prefix = follower_log == leader_log[: len(follower_log)]
+    assert (divergence is None) == is_prefix
+    if divergence is not None:
+        # The answer truncates as OffsetsForLeaderEpoch's would have.
+        follower_epochs = epochs_of(follower_log)
+        via_fetch = offset_truncation_state(
+            divergence, follower_epochs, len(follower_log), high_watermark
+        )
+        answer = leader_epochs.end_offset_for(last_epoch, len(leader_log))
+        assert via_fetch == offset_truncation_state(
+            answer, follower_epochs, len(follower_log), high_watermark
+        )
