@@ -24,6 +24,7 @@ from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from broker.coordination.store import (
     BadVersionError,
+    CheckOp,
     CoordinationError,
     CoordinationUnavailable,
     CreateOp,
@@ -137,6 +138,10 @@ class KazooCoordinationStore:
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False) -> None:
         await self._call(self._client.create, path, data, ephemeral=ephemeral)
 
+    async def create_sequential(self, path_prefix: str, data: bytes = b"") -> str:
+        path = await self._call(self._client.create, path_prefix, data, sequence=True)
+        return str(path)
+
     async def ensure_path(self, path: str) -> None:
         await self._call(self._client.ensure_path, path)
 
@@ -172,6 +177,8 @@ class KazooCoordinationStore:
             for op in ops:
                 if isinstance(op, CreateOp):
                     transaction.create(op.path, op.data, ephemeral=op.ephemeral)
+                elif isinstance(op, CheckOp):
+                    transaction.check(op.path, op.version)
                 else:
                     transaction.set_data(op.path, op.data, version=op.version)
             return list(transaction.commit())

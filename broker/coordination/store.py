@@ -92,7 +92,16 @@ class SetOp:
     version: int
 
 
-Op = CreateOp | SetOp
+@attrs.frozen
+class CheckOp:
+    """Only commit if the node is still at `version` (the controller-epoch fence:
+    a deposed controller's writes fail as a whole)."""
+
+    path: str
+    version: int
+
+
+Op = CreateOp | SetOp | CheckOp
 
 WatchSink = trio.MemorySendChannel[WatchEvent]
 SessionSink = trio.MemorySendChannel[SessionState]
@@ -113,6 +122,11 @@ class CoordinationStore(Protocol):
 
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False) -> None:
         """Create one node; NodeExistsError if it exists, NoNodeError without its parent."""
+
+    async def create_sequential(self, path_prefix: str, data: bytes = b"") -> str:
+        """Create a persistent node named `path_prefix` plus a sequence number that grows
+        across the parent's children (Kafka's `/isr_change_notification/isr_change_`);
+        its full path."""
 
     async def ensure_path(self, path: str) -> None:
         """Create the persistent node and its parents where missing."""

@@ -1,0 +1,190 @@
+"""Reading and writing topics and partition states through the coordination seam.
+
+Who writes what, as in Kafka 2.x: the controller creates partition states and
+changes leaders, each write fenced by the controller epoch (a transaction that
+checks `/controller_epoch`'s version, so a controller deposed meanwhile writes
+nothing); a leader changes only its partition's ISR, conditional on the state's
+zkVersion (so it loses to a controller that moved leadership meanwhile), and
+then announces the change under `/isr_change_notification` for the controller
+to pass on. Every conditional write returns the LeaderAndIsr with its new
+zkVersion, which the next write must name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+
+from broker.coordination.controller_election import CONTROLLER_EPOCH_PATH
+from broker.coordination.partition_state_znodes import (
+    ISR_CHANGE_NOTIFICATION_PATH,
+    ISR_CHANGE_NOTIFICATION_PREFIX,
+    REASSIGN_PARTITIONS_PATH,
+    TOPICS_PATH,
+    LeaderIsrAndControllerEpoch,
+    TopicAssignment,
+    decode_isr_change_notification,
+    decode_partition_reassignment,
+    encode_isr_change_notification,
+    encode_partition_reassignment,
+    partition_path,
+    partition_state_path,
+    topic_path,
+)
+from broker.coordination.store import (
+    BadVersionError,
+    CheckOp,
+    CoordinationStore,
+    CreateOp,
+    NoNodeError,
+    SetOp,
+    WatchSink,
+)
+from broker.replication.leader_and_isr import LeaderAndIsr
+from broker.replication.topic_partition import TopicPartition
+
+
+class ControllerMovedError(BadVersionError):
+    """`/controller_epoch` changed: another broker is controller now (Kafka's
+    ControllerMovedException); this one must resign rather than retry."""
+
+
+class PartitionStateStore:
+    def __init__(self, store: CoordinationStore) -> None:
+        self._store = store
+
+    # -- topics --
+    async def create_topic(self, assignment: TopicAssignment) -> None:
+        """NodeExistsError if the topic exists (CreateTopics answers TOPIC_ALREADY_EXISTS)."""
+        await self._store.ensure_path(TOPICS_PATH)
+        await self._store.create(topic_path(assignment.topic), assignment.encode())
+
+    async def topics(self, *, watch: WatchSink | None = None) -> list[str]:
+        await self._store.ensure_path(TOPICS_PATH)
+        return await self._store.children(TOPICS_PATH, watch=watch)
+
+    async def topic_assignment(
+        self, topic: str, *, watch: WatchSink | None = None
+    ) -> TopicAssignment | None:
+        node = await self._store.get(topic_path(topic), watch=watch)
+        return None if node is None else TopicAssignment.decode(topic, node.data)
+
+    # -- partition states --
+    async def partition_state(
+        self, tp: TopicPartition, *, watch: WatchSink | None = None
+    ) -> LeaderIsrAndControllerEpoch | None:
+        node = await self._store.get(partition_state_path(tp), watch=watch)
+        if node is None:
+            return None
+        return LeaderIsrAndControllerEpoch.decode(tp, node.data, node.version)
+
+    async def create_partition_states(
+        self,
+        states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch],
+        expected_controller_epoch_zk_version: int,
+    ) -> None:
+        """The controller's first states of new partitions, all or none."""
+        for tp in states:
+            await self._store.ensure_path(partition_path(tp))
+        ops = [
+            CreateOp(partition_state_path(tp), state.encode())
+            for tp, state in sorted(states.items())
+        ]
+        await self._fenced_commit(ops, expected_controller_epoch_zk_version)
+
+    async def update_leader_and_isr(
+        self,
+        tp: TopicPartition,
+        leader_and_isr: LeaderAndIsr,
+        controller_epoch: int,
+        expected_controller_epoch_zk_version: int,
+    ) -> LeaderAndIsr:
+        """The controller's write (an election, an ISR shrink); `leader_and_isr.zk_version`
+        is the version read. BadVersionError if the state changed since,
+        ControllerMovedError if this controller was deposed."""
+        state = LeaderIsrAndControllerEpoch(leader_and_isr, controller_epoch)
+        op = SetOp(partition_state_path(tp), state.encode(), leader_and_isr.zk_version)
+        await self._fenced_commit([op], expected_controller_epoch_zk_version)
+        return _next_version(leader_and_isr)
+
+    async def update_isr_as_leader(
+        self, tp: TopicPartition, leader_and_isr: LeaderAndIsr, controller_epoch: int
+    ) -> LeaderAndIsr:
+        """The leader's own ISR change (Partition.shrinkIsr/expandIsr in Kafka 2.x), keeping
+        the controller epoch it read; BadVersionError if the controller wrote first."""
+        state = LeaderIsrAndControllerEpoch(leader_and_isr, controller_epoch)
+        await self._store.set(
+            partition_state_path(tp), state.encode(), version=leader_and_isr.zk_version
+        )
+        return _next_version(leader_and_isr)
+
+    # -- ISR change notifications --
+    async def propagate_isr_changes(self, partitions: Sequence[TopicPartition]) -> str:
+        await self._store.ensure_path(ISR_CHANGE_NOTIFICATION_PATH)
+        return await self._store.create_sequential(
+            ISR_CHANGE_NOTIFICATION_PREFIX, encode_isr_change_notification(partitions)
+        )
+
+    async def isr_change_notifications(
+        self, *, watch: WatchSink | None = None
+    ) -> dict[str, list[TopicPartition]]:
+        """Sequence node name -> partitions, oldest first; the controller deletes them
+        (`delete_isr_change_notifications`) once it has sent the new metadata."""
+        await self._store.ensure_path(ISR_CHANGE_NOTIFICATION_PATH)
+        notifications = {}
+        for name in await self._store.children(ISR_CHANGE_NOTIFICATION_PATH, watch=watch):
+            path = f"{ISR_CHANGE_NOTIFICATION_PATH}/{name}"
+            node = await self._store.get(path)
+            if node is not None:
+                notifications[name] = decode_isr_change_notification(path, node.data)
+        return notifications
+
+    async def delete_isr_change_notifications(self, names: Sequence[str]) -> None:
+        for name in names:
+            with contextlib.suppress(NoNodeError):
+                await self._store.delete(f"{ISR_CHANGE_NOTIFICATION_PATH}/{name}")
+
+    # -- reassignments --
+    async def create_partition_reassignment(
+        self, reassignment: Mapping[TopicPartition, Sequence[int]]
+    ) -> None:
+        """NodeExistsError while another reassignment is in progress (Kafka refuses it too)."""
+        await self._store.ensure_path("/admin")
+        await self._store.create(
+            REASSIGN_PARTITIONS_PATH, encode_partition_reassignment(reassignment)
+        )
+
+    async def partition_reassignment(
+        self, *, watch: WatchSink | None = None
+    ) -> dict[TopicPartition, tuple[int, ...]]:
+        node = await self._store.get(REASSIGN_PARTITIONS_PATH, watch=watch)
+        return {} if node is None else decode_partition_reassignment(node.data)
+
+    async def delete_partition_reassignment(self) -> None:
+        with contextlib.suppress(NoNodeError):
+            await self._store.delete(REASSIGN_PARTITIONS_PATH)
+
+    async def _fenced_commit(
+        self, ops: Sequence[CreateOp | SetOp], expected_controller_epoch_zk_version: int
+    ) -> None:
+        check = CheckOp(CONTROLLER_EPOCH_PATH, expected_controller_epoch_zk_version)
+        try:
+            await self._store.commit([check, *ops])
+        except BadVersionError:
+            epoch = await self._store.get(CONTROLLER_EPOCH_PATH)
+            if epoch is None or epoch.version != expected_controller_epoch_zk_version:
+                raise ControllerMovedError(
+                    f"{CONTROLLER_EPOCH_PATH} is no longer at version"
+                    f" {expected_controller_epoch_zk_version}: another controller was elected"
+                ) from None
+            raise
+
+
+def _next_version(leader_and_isr: LeaderAndIsr) -> LeaderAndIsr:
+    """A conditional set succeeded: ZooKeeper added one to the version it named."""
+    return LeaderAndIsr(
+        leader_and_isr.leader,
+        leader_and_isr.leader_epoch,
+        leader_and_isr.isr,
+        leader_and_isr.zk_version + 1,
+    )
