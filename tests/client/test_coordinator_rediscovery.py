@@ -3,19 +3,24 @@ answer says that coordinator moved or is not serving (NOT_COORDINATOR,
 COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS) it forgets it, asks
 FindCoordinator again and resends, a bounded number of times, as Kafka's clients do.
 
-The brokers here are fakes answering decoded messages (a unit test of the routing)."""
+The brokers are fakes answering decoded messages (unit tests of the routing), and once a
+real two-process cluster whose coordinator the session first finds in the wrong place."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
 from broker.client.routing_session import (
     COORDINATOR_ATTEMPTS,
     RoutingSession,
+    find_coordinator,
     names_coordinator_error,
+    open_peer,
 )
 from broker.client.security_config import SecurityConfig
 from broker.client.session import ClientSession
@@ -29,13 +34,16 @@ from broker.protocol.messages import (
     HeartbeatResponse,
     MetadataResponse,
     OffsetCommitResponse,
+    OffsetFetchRequest,
 )
 from broker.protocol.messages.describe_groups_response import DescribedGroup
+from broker.protocol.messages.find_coordinator_response import Coordinator
 from broker.protocol.messages.metadata_response import MetadataResponseBroker
 from broker.protocol.messages.offset_commit_response import (
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
+from tests.integration.broker_harness import start_broker_process, stop_broker_process
 
 BROKERS = {1: ("broker-1", 9001), 2: ("broker-2", 9002)}
 # FindCoordinator v3: one key per request, the answer at the top level.
@@ -159,3 +167,86 @@ def test_offset_commit_names_a_coordinator_error_only_per_partition() -> None:
 
     assert names_coordinator_error(commit_answer(ErrorCode.NOT_COORDINATOR))
     assert not names_coordinator_error(commit_answer(ErrorCode.OFFSET_METADATA_TOO_LARGE))
+
+
+@attrs.define
+class MovedCoordinator:
+    """A real connection whose first FindCoordinator answer names `stale` instead: the
+    coordinator as a client remembers it from before it moved."""
+
+    connection: Any
+    stale: tuple[int, str, int]
+    moved: bool = False
+
+    async def request(self, body: Any, version: int) -> Any:
+        answer = await self.connection.request(body, version)
+        if int(body.API_KEY) != 10 or self.moved:
+            return answer
+        self.moved = True
+        node, host, port = self.stale
+        if answer.coordinators:
+            wrong = Coordinator(key=answer.coordinators[0].key, node_id=node, host=host, port=port)
+            return answer._replace(coordinators=(wrong,))
+        return answer._replace(node_id=node, host=host, port=port)
+
+    async def aclose(self) -> None:
+        await self.connection.aclose()
+
+
+@attrs.define
+class Recording:
+    """A real connection, each answer kept."""
+
+    connection: Any
+    answers: list[Any]
+
+    async def request(self, body: Any, version: int) -> Any:
+        answer = await self.connection.request(body, version)
+        self.answers.append(answer)
+        return answer
+
+    async def aclose(self) -> None:
+        await self.connection.aclose()
+
+
+async def group_coordinated_elsewhere(session: RoutingSession, node: int) -> str:
+    for i in range(100):
+        if (await find_coordinator(session, f"moved-{i}")).node_id != node:
+            return f"moved-{i}"
+    raise AssertionError(f"every group is coordinated by node {node}")
+
+
+async def test_a_real_cluster_sends_the_session_to_the_groups_new_coordinator(
+    tmp_path: Path,
+) -> None:
+    cluster = start_broker_process(tmp_path / "data", {"process.count": "2"})
+    try:
+        nodes = cluster.node_ports()
+        bootstrap_node = min(nodes)
+        bootstrap = f"127.0.0.1:{nodes[bootstrap_node]}"
+        real = await RoutingSession.open(bootstrap)
+        group = await group_coordinated_elsewhere(real, bootstrap_node)
+        answers: list[Any] = []
+
+        async def recording_peer(
+            address: str, timeout_s: float, security: SecurityConfig
+        ) -> ClientSession:
+            peer = await open_peer(address, timeout_s, security)
+            return ClientSession(Recording(peer.connection, answers), peer.broker_versions)  # type: ignore[arg-type]
+
+        stale = (bootstrap_node, "127.0.0.1", nodes[bootstrap_node])
+        session = RoutingSession(
+            MovedCoordinator(real.connection, stale),
+            real.broker_versions,
+            peer_opener=recording_peer,
+        )
+        await session.brokers()
+        version = session.version_for(OffsetFetchRequest.API_KEY, maximum=7)
+
+        answer = await session.request(OffsetFetchRequest(group_id=group, topics=None), version)
+
+        assert answer.error_code == ErrorCode.NONE
+        assert [a.error_code for a in answers] == [ErrorCode.NOT_COORDINATOR, ErrorCode.NONE]
+        await session.aclose()
+    finally:
+        stop_broker_process(cluster)
