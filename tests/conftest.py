@@ -29,6 +29,8 @@ settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHES
 SLOW_DIRECTORIES = frozenset({"interop", "pipeline", "product", "coordination", "streams"})
 SLOW_TESTS = frozenset(
     {
+        "tests/client/test_coordinator_rediscovery.py::"
+        "test_a_real_cluster_sends_the_session_to_the_groups_new_coordinator",
         "tests/cluster/test_client_admin_routing.py",
         "tests/cluster/test_client_against_cluster.py",
         "tests/cluster/test_cluster_clients.py",

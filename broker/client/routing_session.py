@@ -7,7 +7,8 @@ NOT_LEADER_OR_FOLLOWER or NOT_COORDINATOR from it. This session keeps the same
 interface and routes underneath: Produce, Fetch and ListOffsets are split by
 partition leader (learnt with one Metadata request per topic) and sent to the
 leaders concurrently, their answers merged into one response; the group APIs go
-to the group's coordinator (FindCoordinator once per group): DescribeGroups is
+to the group's coordinator (FindCoordinator once per group, and again when an answer
+says the coordinator moved or is not ready, as Kafka's clients do): DescribeGroups is
 split by coordinator like the partition APIs, and ListGroups asks every broker and
 merges the answers, as Kafka's admin client does. When Metadata lists one broker,
 everything goes over the bootstrap connection as before.
@@ -15,13 +16,16 @@ everything goes over the bootstrap connection as before.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import attrs
+import tenacity
 import trio
 
 from broker.client.security_config import PLAINTEXT_CONFIG, SecurityConfig
 from broker.client.session import ClientSession, check_error
+from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import FindCoordinatorRequest, MetadataRequest
 from broker.protocol.messages.metadata_request import MetadataRequestTopic
 
@@ -31,6 +35,25 @@ DESCRIBE_GROUPS, LIST_GROUPS = 15, 16
 # OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, LeaveGroup, SyncGroup, OffsetDelete,
 # ConsumerGroupHeartbeat, ConsumerGroupDescribe
 GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 47, 68, 69})
+# Answers meaning "ask the group's coordinator again": it moved (NOT_COORDINATOR), or it
+# is not serving yet (its shard is loading or its process is restarting).
+COORDINATOR_ERRORS = frozenset(
+    {
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+# Bounded, as a command must end: about 2 s of lookups before the last answer is shown.
+COORDINATOR_ATTEMPTS = 6
+COORDINATOR_RETRY_S = 0.4
+
+PeerOpener = Callable[[str, float, SecurityConfig], Awaitable[ClientSession]]
+"""Opens a session to another broker: (``host:port``, timeout in seconds, security)."""
+
+
+async def open_peer(address: str, timeout_s: float, security: SecurityConfig) -> ClientSession:
+    return await ClientSession.open(address, timeout_s, security=security)
 
 
 class RoutingSession(ClientSession):
@@ -39,8 +62,10 @@ class RoutingSession(ClientSession):
         connection: Any,
         broker_versions: dict[int, tuple[int, int]],
         security: SecurityConfig = PLAINTEXT_CONFIG,
+        peer_opener: PeerOpener = open_peer,
     ) -> None:
         super().__init__(connection, broker_versions, security)
+        self._open_peer = peer_opener
         self._bootstrap: tuple[str, int] | None = None
         self._brokers: dict[int, tuple[str, int]] = {}
         self._leaders: dict[tuple[str, int], int] = {}
@@ -99,8 +124,8 @@ class RoutingSession(ClientSession):
             return self
         peer = self._peers.get(address)
         if peer is None:
-            peer = await ClientSession.open(
-                f"{address[0]}:{address[1]}", self._timeout_s, security=self.security
+            peer = await self._open_peer(
+                f"{address[0]}:{address[1]}", self._timeout_s, self.security
             )
             self._peers[address] = peer
         return peer
@@ -135,8 +160,9 @@ class RoutingSession(ClientSession):
         if key in GROUP_APIS:
             group = _group_of(body)
             if group is not None:
-                session = await self.session_at(await self._coordinator(group))
-                return await ClientSession.request(session, body, version, timeout_s)
+                return await self._asking_coordinators_again(
+                    [group], self._at_coordinator, group, body, version, timeout_s
+                )
         return await ClientSession.request(self, body, version, timeout_s)
 
     async def send_without_response(self, body: Any, version: int) -> None:
@@ -192,7 +218,37 @@ class RoutingSession(ClientSession):
             changes["error_code"] = errors[0]
         return first._replace(**changes)
 
+    async def _at_coordinator(self, group: str, body: Any, version: int, timeout_s: float) -> Any:
+        session = await self.session_at(await self._coordinator(group))
+        return await ClientSession.request(session, body, version, timeout_s)
+
+    async def _asking_coordinators_again(
+        self, groups: Iterable[str], send: Callable[..., Awaitable[Any]], *args: Any
+    ) -> Any:
+        """`send(*args)`'s answer (`send` an async function: tenacity awaits only those).
+        While the answer names a coordinator error, the groups' coordinators are forgotten
+        (looked up again on the next send) and it is sent again, a bounded number of
+        times; then the last answer is returned for the caller to report."""
+
+        def forget(_: tenacity.RetryCallState) -> None:
+            for group in groups:
+                self._coordinators.pop(group, None)
+
+        retrying = tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_result(names_coordinator_error),
+            stop=tenacity.stop_after_attempt(COORDINATOR_ATTEMPTS),
+            wait=tenacity.wait_fixed(COORDINATOR_RETRY_S),
+            before_sleep=forget,
+            retry_error_callback=_last_answer,
+        )
+        return await retrying(send, *args)
+
     async def _describe_groups(self, body: Any, version: int, timeout_s: float) -> Any:
+        return await self._asking_coordinators_again(
+            body.groups, self._describe_groups_once, body, version, timeout_s
+        )
+
+    async def _describe_groups_once(self, body: Any, version: int, timeout_s: float) -> Any:
         """Each group asked of its coordinator; the answers in the order asked."""
         by_address: dict[tuple[str, int] | None, list[str]] = {}
         for group in body.groups:
@@ -269,6 +325,24 @@ async def find_coordinator(session: ClientSession, group: str) -> Coordinator:
         found = await ClientSession.request(session, FindCoordinatorRequest(key=group), version)
     check_error(found.error_code, f"FindCoordinator for group {group!r}")
     return Coordinator(found.node_id, found.host, found.port)
+
+
+def names_coordinator_error(response: Any) -> bool:
+    """Whether a group API's answer says to find the coordinator again: in its own
+    error code, a group's (DescribeGroups, OffsetFetch v8+, ConsumerGroupDescribe) or a
+    partition's (OffsetCommit, which has no other)."""
+    codes = [getattr(response, "error_code", ErrorCode.NONE)]
+    for group in getattr(response, "groups", None) or ():
+        codes.append(getattr(group, "error_code", ErrorCode.NONE))
+    for topic in getattr(response, "topics", None) or ():
+        for partition in getattr(topic, "partitions", None) or ():
+            codes.append(getattr(partition, "error_code", ErrorCode.NONE))
+    return any(code in COORDINATOR_ERRORS for code in codes)
+
+
+def _last_answer(state: tenacity.RetryCallState) -> Any:
+    assert state.outcome is not None
+    return state.outcome.result()
 
 
 def _topic_name(topic: Any) -> str:

@@ -12,6 +12,11 @@ from typing import Any
 
 import trio
 
+from broker.client.bootstrap_servers import (
+    DEFAULT_PORT,
+    BootstrapServersError,
+    parse_bootstrap_servers,
+)
 from broker.client.connection import ConnectionClosed, KafkaConnection
 from broker.client.sasl_client import (
     SASL_HANDSHAKE_VERSION,
@@ -42,7 +47,6 @@ from broker.protocol.messages import (
 )
 from broker.protocol.messages.registry import API_NAMES
 
-DEFAULT_PORT = 9092
 DEFAULT_BOOTSTRAP = f"127.0.0.1:{DEFAULT_PORT}"
 CLIENT_ID = "broker-client"
 # ApiVersions v3+ carries the client software name (KIP-511).
@@ -69,23 +73,11 @@ def check_error(code: int, what: str, message: str | None = None) -> None:
 
 
 def parse_bootstrap(value: str) -> list[tuple[str, int]]:
-    """``host[:port][,host[:port]...]``, IPv6 as ``[addr]:port``; a missing port is
-    Kafka's 9092 (as kcat takes `-b localhost`), an empty host 127.0.0.1."""
-    addresses = []
-    for item in filter(None, (part.strip() for part in value.split(","))):
-        if item.startswith("[") and "]" in item:  # [v6 address] or [v6 address]:port
-            host, _, rest = item[1:].partition("]")
-            port = rest[1:] if rest.startswith(":") else rest or str(DEFAULT_PORT)
-        elif item.count(":") == 1:
-            host, _, port = item.partition(":")
-        else:  # a name, a v4 address, or a bare v6 address: no port
-            host, port = item, str(DEFAULT_PORT)
-        if not port.isdigit() or int(port) > 65535:
-            raise ClientError(f"bad --bootstrap-server {value!r}: expected HOST[:PORT][,...]")
-        addresses.append((host or "127.0.0.1", int(port)))
-    if not addresses:
-        raise ClientError("bad --bootstrap-server '': expected HOST[:PORT][,...]")
-    return addresses
+    """The `--bootstrap-server` list (see `parse_bootstrap_servers`)."""
+    try:
+        return parse_bootstrap_servers(value, "--bootstrap-server")
+    except BootstrapServersError as exc:
+        raise ClientError(str(exc)) from None
 
 
 def tls_failure(error: BaseException) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from broker.client.bootstrap_servers import parse_bootstrap_servers
 from broker.client.sasl_client import (
     SASL_HANDSHAKE_VERSION,
     SaslAuthenticationError,
@@ -98,19 +99,9 @@ class FetchedPartition:
 
 
 def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
-    """``host:port[,host:port...]`` (IPv6 as ``[addr]:port``)."""
-    addresses = []
-    for item in servers.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError(f"bootstrap server {item!r} is not host:port")
-        addresses.append((host.strip("[]"), int(port)))
-    if not addresses:
-        raise ValueError("kafka.bootstrap.servers is empty")
-    return addresses
+    """`kafka.bootstrap.servers` as `broker client` reads its list: a missing port is
+    9092, IPv6 as ``[addr]:port``; a ValueError (BootstrapServersError) when unusable."""
+    return parse_bootstrap_servers(servers, "kafka.bootstrap.servers")
 
 
 class KafkaClient:

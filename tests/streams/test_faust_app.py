@@ -1,7 +1,19 @@
 """A faust-streaming application (tests/streams/apps/faust_counter.py: a Table counting
 words, kept in memory) stopped and started again across a crash of the broker: the second
 worker restores the counts from the table's changelog topic (created by faust with
-cleanup.policy=compact) and carries on, so every count is exact.
+cleanup.policy=compact) and carries on, with words that waited for it while it was down.
+
+What faust promises at least once, and what is asserted: every input record is processed
+(none skipped: a Fetch losing records would fail here), and the table holds exactly the
+updates of the records processed, across the restart (nothing lost from or added to the
+changelog). It does not promise each record once: a record may be delivered again, and
+the count of its word is then one over. That happens here to the last waiting record of a
+partition in 5 runs of 10: faust resumes its fetcher while it restores the table,
+processes the waiting records, then seeks to the committed offsets and fetches them again
+(the broker answers that Fetch from the offset asked, the same batch), and its duplicate
+filter (`offset >= last read offset` in faust/transport/consumer.py) lets the record equal
+to the last one read through. The application prints each record it counts, so the test
+compares the counts with the records processed rather than with the records produced.
 
 At least once, stopped with SIGTERM (faust commits on the way out), because faust's own
 exactly-once mode is not exact across a stop: it sends table changelog records through a
@@ -14,6 +26,7 @@ exactly-once mode uses, is tested in tests/interop/test_transactions.py."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 from collections.abc import Callable
@@ -56,6 +69,37 @@ def all_consumed(bootstrap: str) -> bool:
     return [tp.offset for tp in committed] == ends
 
 
+def input_ends(bootstrap: str) -> list[int]:
+    consumer = Consumer(rdkafka_settings(bootstrap, group_id="wordcount-ends"))
+    try:
+        return [
+            consumer.get_watermark_offsets(TopicPartition("words", p), timeout=10)[1]
+            for p in range(2)
+        ]
+    finally:
+        consumer.close()
+
+
+def processed(log: Path) -> list[tuple[int, int, str]]:
+    """(partition, offset, word) of each record the application counted, in order."""
+    found = re.findall(r"PROCESSED (\d+) (\d+) (\S+)", log.read_text(errors="replace"))
+    return [(int(partition), int(offset), word) for partition, offset, word in found]
+
+
+def assert_at_least_once(bootstrap: str, log: Path, table: dict[str, int]) -> None:
+    """Every input record processed, and each word's count the number of times its
+    records were processed (so at least the number produced)."""
+    records = processed(log)
+    seen = {(partition, offset) for partition, offset, _ in records}
+    ends = input_ends(bootstrap)
+    skipped = [(p, o) for p in range(2) for o in range(ends[p]) if (p, o) not in seen]
+    assert skipped == [], f"input records never processed: {skipped}"
+    per_word: dict[str, int] = {}
+    for _, _, word in records:
+        per_word[word] = per_word.get(word, 0) + 1
+    assert table == per_word
+
+
 def counts(bootstrap: str) -> dict[str, int]:
     latest = latest_by_key(read_committed(bootstrap, CHANGELOG))
     return {json.loads(key): json.loads(value) for key, value in latest.items()}
@@ -66,9 +110,7 @@ def ready_workers(log: Path) -> int:
 
 
 def start_worker(bootstrap: str, tmp_path: Path, log: Path) -> subprocess.Popen[str]:
-    """A worker, once it has joined and restored its table. Words are produced after
-    that: words waiting while a worker restores its table were miscounted (one short or
-    one over) in 3 runs of 11 (docs/stream-applications.md)."""
+    """A worker, once it has joined and restored its table."""
     before = ready_workers(log) if log.exists() else 0
     worker = start_app("faust_counter.py", [bootstrap, str(tmp_path / "faust")], log)
     wait_until_running(worker, log, lambda: ready_workers(log) > before, "the worker is ready")
@@ -106,19 +148,20 @@ def test_faust_table_counts_are_restored_from_the_changelog_across_restarts(tmp_
         produce_words(bootstrap, 20)
         wait_until_running(worker, log, lambda: all_consumed(bootstrap), "every word consumed")
         first = counts(bootstrap)
+        assert_at_least_once(bootstrap, log, first)
         stop(worker)
         stop_broker_process(broker, signal.SIGKILL)
         broker = start_broker(data, port)
+        produce_words(bootstrap, 10)  # waiting for the worker, which restores its table first
         # In memory only: the second worker's counts come from the changelog.
         worker = start_worker(bootstrap, tmp_path, log)
-        produce_words(bootstrap, 10)
         wait_until_running(worker, log, lambda: all_consumed(bootstrap), "every word consumed")
         second = counts(bootstrap)
+        assert_at_least_once(bootstrap, log, second)
         stop(worker)
     finally:
         if worker is not None and worker.poll() is None:
             worker.kill()
             worker.wait(10)
         stop_broker_process(broker)
-    assert first == {word.decode(): 20 for word in WORDS}
-    assert second == {word.decode(): 30 for word in WORDS}
+    assert set(first) == set(second) == {word.decode() for word in WORDS}
