@@ -81,7 +81,7 @@ class KafkaServer:
         self.apis.add_handler(ApiVersionsHandler(self.apis.supported_versions))
         self.acl_store = AclStore(self.log_dirs[0]) if self.cluster is None else self.cluster.acls
         self.authorizer = load_authorizer(config, self.acl_store)
-        self.apis.use(ClusterActionAuthorization(self.authorizer))
+        self.apis.use(ClusterActionAuthorization(self.authorizer, {i.principal for i in internal}))
         self.metadata = MetadataHandler(
             self.node_id,
             self.cluster_id,

@@ -2,8 +2,8 @@
 responses.
 
 Handlers only ever return bodies (or the outcomes in api_handler); the cross-cutting
-work is the middleware's (broker/handlers/middleware/: principal, quotas, error mapping,
-authorization, timing), in one chain per handler for every listener, the cluster's
+work is the middleware's (broker/handlers/middleware/: principal, quotas, error mapping
+and local time, authorization), in one chain per handler for every listener, the cluster's
 internal one included. Encoding, response headers, the ApiVersions header-v0 rule and
 throttling the channel live here, once.
 """
@@ -21,7 +21,6 @@ from broker.handlers.middleware import Middleware, Next, build_chain
 from broker.handlers.middleware.deferred_answers import DeferredAnswers
 from broker.handlers.middleware.error_mapping import ErrorMapping
 from broker.handlers.middleware.principal import ListenerPrincipals
-from broker.handlers.middleware.timing import LocalCompletion
 from broker.net.request import (
     CloseConnectionResponse,
     NoOpResponse,
@@ -35,9 +34,10 @@ log = logging.getLogger(__name__)
 
 
 def standard_middleware(fixed_principals: dict[str, str] | None = None) -> list[Middleware]:
-    """What every broker runs: listeners' principals, error mapping, local timing. Quotas
-    and authorization are added by their wiring (they need their collaborators)."""
-    return [ListenerPrincipals(fixed_principals or {}), ErrorMapping(), LocalCompletion()]
+    """What every broker runs: listeners' principals, error mapping (with the local-time
+    stamp). Quotas and authorization are added by their wiring (they need their
+    collaborators)."""
+    return [ListenerPrincipals(fixed_principals or {}), ErrorMapping()]
 
 
 class KafkaApis:

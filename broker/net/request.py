@@ -135,9 +135,12 @@ class Request(Generic[BodyT]):
             self.response_memory.release(held)
 
 
-@attrs.frozen
+@attrs.define(slots=True, eq=False)
 class SendResponse:
-    """Write `chunks` (a whole size-prefixed frame) to the connection."""
+    """Write `chunks` (a whole size-prefixed frame) to the connection.
+
+    Not frozen, though never changed: one is built per request, and a frozen class's
+    `__init__` (object.__setattr__ per field) costs about a µs more."""
 
     request: Request
     chunks: Sequence[Buffer]
@@ -145,7 +148,7 @@ class SendResponse:
     log_body: Any = None
 
 
-@attrs.frozen
+@attrs.define(slots=True, eq=False)
 class NoOpResponse:
     """Nothing to write (acks=0 produce), but the request is complete."""
 

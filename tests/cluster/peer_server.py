@@ -29,7 +29,7 @@ async def serving_peer(
     """Serve `handlers` on node `node_id`'s socket in `socket_dir` until the block ends."""
     internal = peer_listener(socket_dir, node_id)
     apis = KafkaApis(handlers, standard_middleware({internal.name: internal.principal}))
-    apis.use(ClusterActionAuthorization(authorizer))
+    apis.use(ClusterActionAuthorization(authorizer, {internal.principal}))
     config = BrokerConfig(
         {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(socket_dir / "logs")}
     )

@@ -14,13 +14,13 @@ import trio.testing
 
 from broker.errors import KafkaError
 from broker.handlers.api_handler import ApiHandler, CloseConnection, Deferred, NoResponse, Outcome
+from broker.handlers.kafka_apis import standard_middleware
 from broker.handlers.middleware import Next, Stage, build_chain, then
 from broker.handlers.middleware.authorization import ClusterActionAuthorization
 from broker.handlers.middleware.client_quotas import ClientQuotas
 from broker.handlers.middleware.deferred_answers import DeferredAnswers
 from broker.handlers.middleware.error_mapping import ErrorMapping
 from broker.handlers.middleware.principal import ListenerPrincipals
-from broker.handlers.middleware.timing import LocalCompletion
 from broker.net.request import CLUSTER_PRINCIPAL, Request
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import MetadataRequest, MetadataResponse
@@ -104,13 +104,13 @@ class Recorder:
 
 async def test_middleware_runs_by_stage_whatever_the_order_it_was_registered_in() -> None:
     trail: list[str] = []
-    registered = [Recorder(s, trail) for s in (Stage.TIMING, Stage.PRINCIPAL, Stage.ERRORS)]
+    registered = [Recorder(s, trail) for s in (Stage.AUTHORIZATION, Stage.PRINCIPAL, Stage.ERRORS)]
     await build_chain(FakeHandler(), registered)(request())
     assert trail == [
         "in PRINCIPAL",
         "in ERRORS",
-        "in TIMING",
-        "out TIMING",
+        "in AUTHORIZATION",
+        "out AUTHORIZATION",
         "out ERRORS",
         "out PRINCIPAL",
     ]
@@ -153,7 +153,7 @@ async def test_an_internal_listener_gives_its_principal_to_every_request() -> No
 
 async def test_the_cluster_principal_is_refused_on_a_client_listener() -> None:
     handler = FakeHandler()
-    chain = build_chain(handler, [ListenerPrincipals({})])
+    chain = build_chain(handler, [ListenerPrincipals({"cluster-peers": CLUSTER_PRINCIPAL})])
     answer = await chain(request(principal=CLUSTER_PRINCIPAL, listener="SASL_PLAINTEXT"))
     assert isinstance(answer, CloseConnection)
     assert handler.calls == 0
@@ -197,9 +197,21 @@ async def test_cluster_action_is_checked_from_the_handlers_first_version_that_ne
 
 async def test_the_cluster_principal_holds_cluster_action_without_an_acl() -> None:
     authorizer = FakeAuthorizer()
-    chain = build_chain(FakeHandler(cluster_action=True), [ClusterActionAuthorization(authorizer)])
+    trusting = ClusterActionAuthorization(authorizer, {CLUSTER_PRINCIPAL})
+    chain = build_chain(FakeHandler(cluster_action=True), [trusting])
     assert await chain(request(CLUSTER_PRINCIPAL)) == Answer(principal=CLUSTER_PRINCIPAL)
     assert authorizer.asked == []
+
+
+async def test_without_an_internal_listener_no_principal_is_trusted() -> None:
+    """A single process has no internal listener: a client named like the cluster is not
+    the cluster, and needs the ACL like anyone."""
+    chain = build_chain(
+        FakeHandler(cluster_action=True),
+        [*standard_middleware(), ClusterActionAuthorization(FakeAuthorizer())],
+    )
+    denied = await chain(request(CLUSTER_PRINCIPAL))
+    assert denied == Answer(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
 
 def test_handlers_without_cluster_actions_are_not_wrapped_by_the_authorization() -> None:
@@ -346,9 +358,6 @@ async def test_no_response_is_not_given_an_on_sent_hook() -> None:
     assert made.on_sent is None
 
 
-# -- timing ------------------------------------------------------------------------------
-
-
 async def test_local_completion_is_stamped_when_the_handler_returns() -> None:
     seen: list[int] = []
 
@@ -357,7 +366,7 @@ async def test_local_completion_is_stamped_when_the_handler_returns() -> None:
         return Answer()
 
     made = request()
-    await build_chain(FakeHandler(outcome), [LocalCompletion()])(made)
+    await build_chain(FakeHandler(outcome), [ErrorMapping()])(made)
     assert seen == [0]
     assert made.api_local_complete_ns >= made.start_ns
 

@@ -10,12 +10,13 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from broker.handlers.api_handler import ApiHandler, CloseConnection, NoResponse, Outcome
+from broker.handlers.api_handler import ApiHandler, CloseConnection, Deferred, NoResponse, Outcome
 from broker.handlers.middleware import Next, Stage, then
 from broker.net.request import CLUSTER_PRINCIPAL, Request
 from broker.protocol.api import encode_response
 
 log = logging.getLogger("broker.handlers.kafka_apis")
+_NOT_SENT = (NoResponse, CloseConnection)
 
 
 class ClientQuotaHooks(Protocol):
@@ -43,7 +44,10 @@ class ClientQuotas:
         if request.context.principal == CLUSTER_PRINCIPAL:
             return await call_next(request)
         self._hooks.before_handle(request)
-        return then(await call_next(request), functools.partial(self._answered, request))
+        outcome = await call_next(request)
+        if isinstance(outcome, Deferred):
+            return then(outcome, functools.partial(self._answered, request))
+        return self._answered(request, outcome)
 
     def _answered(self, request: Request, outcome: Outcome) -> Outcome:
         """Record the answer; its throttle and what runs once it is written go on the
@@ -62,6 +66,6 @@ class ClientQuotas:
         except Exception:
             # Quota accounting must never cost the client its answer.
             log.exception("client quota accounting failed for %s", request.header)
-        if not isinstance(outcome, NoResponse | CloseConnection):
+        if not isinstance(outcome, _NOT_SENT):
             request.on_sent = self._hooks.on_sent(request)
         return outcome

@@ -29,7 +29,9 @@ class ListenerPrincipals:
         self._reserved = frozenset({CLUSTER_PRINCIPAL, *fixed.values()})
 
     def applies_to(self, handler: ApiHandler) -> bool:
-        return True
+        """Only where a listener gives a principal (a cluster process): elsewhere no request
+        is trusted as the cluster's (see ClusterActionAuthorization's `trusted`)."""
+        return bool(self._fixed)
 
     async def __call__(self, request: Request, handler: ApiHandler, call_next: Next) -> Outcome:
         context = request.context
