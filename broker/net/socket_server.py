@@ -65,6 +65,7 @@ class SocketServer:
         self.config = config
         # The cluster's own listeners (Unix sockets, a fixed principal): internal_listener.py.
         self.internal_listeners = tuple(internal_listeners)
+        self._internal_names = frozenset(i.name for i in self.internal_listeners)
         self.credentials = credentials or ScramCredentialStore(
             Path(config.log_dirs[0]) / CREDENTIALS_FILE
         )
@@ -96,8 +97,11 @@ class SocketServer:
         self._stopped = trio.Event()
         for endpoint in config.listeners:
             self.quotas.add_listener(endpoint.listener_name)
+        # Counted apart, without limits: the cluster's own connections neither count
+        # against max.connections nor make a client listener the "protected" one.
+        self._internal_quotas = ConnectionQuotas(BrokerConfig({}))
         for internal in self.internal_listeners:
-            self.quotas.add_listener(internal.name)
+            self._internal_quotas.add_listener(internal.name)
         self._internal_accept = trio.CancelScope()
         self._register_metrics()
 
@@ -180,7 +184,9 @@ class SocketServer:
             def is_enabled(key: int, version: int, keys: frozenset[int] = keys) -> bool:
                 return key in keys and self._is_enabled(key, version)
 
-            await self._add_processors_named(internal.name, 1, settings, is_enabled)
+            await self._add_processors_named(
+                internal.name, 1, settings, is_enabled, self._internal_quotas
+            )
         if self.internal_listeners:
             bound = [(internal, sockets.pop(internal.name)) for internal in self.internal_listeners]
             await nursery.start(self._accept_internal, bound)
@@ -196,14 +202,18 @@ class SocketServer:
             async with trio.open_nursery() as nursery:
                 for internal, sock in bound:
                     await nursery.start(
-                        accept_internal, internal, sock, self.processors[internal.name], self.quotas
+                        accept_internal,
+                        internal,
+                        sock,
+                        self.processors[internal.name],
+                        self._internal_quotas,
                     )
                 task_status.started()
 
     async def _add_processors(self, endpoint: Endpoint, count: int) -> None:
         name = endpoint.listener_name
         await self._add_processors_named(
-            name, count, self._processor_settings(name), self._is_enabled
+            name, count, self._processor_settings(name), self._is_enabled, self.quotas
         )
 
     def _processor_settings(self, name: str) -> ProcessorSettings:
@@ -216,7 +226,12 @@ class SocketServer:
         )
 
     async def _add_processors_named(
-        self, name: str, count: int, settings: ProcessorSettings, is_enabled: IsEnabled
+        self,
+        name: str,
+        count: int,
+        settings: ProcessorSettings,
+        is_enabled: IsEnabled,
+        quotas: ConnectionQuotas,
     ) -> None:
         assert self._nursery is not None
         for _ in range(count):
@@ -224,7 +239,7 @@ class SocketServer:
                 self._next_processor_id,
                 settings,
                 self._channel_for(name),
-                self.quotas,
+                quotas,
                 self.memory_pool,
                 self.request_metrics,
                 is_enabled,
@@ -266,7 +281,7 @@ class SocketServer:
         candidates = [
             (candidate, processor)
             for name, processors in self.processors.items()
-            if not self.quotas.is_protected(name)
+            if not self.quotas.is_protected(name) and name not in self._internal_names
             for processor in processors
             if (candidate := processor.excess_candidate()) is not None
         ]
