@@ -4,7 +4,7 @@ cluster-action authorization, through a request handler pool."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -24,14 +24,23 @@ from broker.security.authorizer import Authorizer
 
 @asynccontextmanager
 async def serving_peer(
-    socket_dir: Path, node_id: int, authorizer: Authorizer, *handlers: ApiHandler
+    socket_dir: Path,
+    node_id: int,
+    authorizer: Authorizer,
+    *handlers: ApiHandler,
+    overrides: Mapping[str, str] | None = None,
 ) -> AsyncIterator[SocketServer]:
-    """Serve `handlers` on node `node_id`'s socket in `socket_dir` until the block ends."""
+    """Serve `handlers` on node `node_id`'s socket in `socket_dir` (and on a PLAINTEXT
+    listener) until the block ends."""
     internal = peer_listener(socket_dir, node_id)
     apis = KafkaApis(handlers, standard_middleware({internal.name: internal.principal}))
     apis.use(ClusterActionAuthorization(authorizer, {internal.principal}))
     config = BrokerConfig(
-        {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(socket_dir / "logs")}
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(socket_dir / "logs"),
+            **(overrides or {}),
+        }
     )
     server = SocketServer(config, MetricsRegistry(), apis.is_enabled, internal_listeners=[internal])
     pool = RequestHandlerPool(server.data_channel, apis, 1)

@@ -11,12 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
 
+from broker.client.connection import KafkaConnection
 from broker.cluster.marker_router import marker_request
 from broker.cluster.peer_channel import PeerClient, PeerUnavailable, socket_path
+from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.write_txn_markers import GROUP_MARKER_TOPIC, WriteTxnMarkersHandler
 from broker.protocol.error_codes import ErrorCode
-from broker.protocol.messages import MetadataRequest
+from broker.protocol.messages import ApiVersionsRequest, MetadataRequest
 from broker.protocol.messages.write_txn_markers_response import WriteTxnMarkersResponse
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.security.authorizer import StandardAuthorizer
@@ -117,3 +120,29 @@ async def test_the_private_channel_closes_on_an_api_it_does_not_serve(socket_dir
         with pytest.raises(PeerUnavailable):
             await client.request(2, MetadataRequest(topics=()), 12, timeout_s=10)
         await client.aclose()
+
+
+async def test_the_private_channel_is_not_counted_against_the_client_listeners_limits(
+    socket_dir: Path,
+) -> None:
+    """With max.connections=1, a process's open private connection leaves the one slot
+    to a client (it is counted apart, as Kafka's inter-broker listener is not starved)."""
+    peer = PeerClient(socket_dir, 1)
+    versions = ApiVersionsHandler(lambda: {18: (0, 4)})
+    async with serving_peer(
+        socket_dir,
+        2,
+        StandardAuthorizer([]),
+        handler(FakeLocal()),
+        versions,
+        overrides={"max.connections": "1"},
+    ) as server:
+        await peer.send(2, marker_request(9, 1, True, [("t", 0)], []))  # stays open
+        with trio.fail_after(10):
+            client = await KafkaConnection.connect("127.0.0.1", server.bound_ports["PLAINTEXT"])
+            answer = await client.request(ApiVersionsRequest(), 0)
+        assert answer.error_code == ErrorCode.NONE
+        # Still the only listener of the limits: not made "protected" (let past them).
+        assert not server.quotas.is_protected("PLAINTEXT")
+        await client.aclose()
+        await peer.aclose()
