@@ -18,15 +18,17 @@ import trio
 from broker.broker_context import BrokerContext, Service
 from broker.cluster.cluster_metrics import metrics_socket
 from broker.cluster.member import ClusterMember, wire_cluster_member
+from broker.cluster.peer_channel import peer_listener
 from broker.config import BrokerConfig
 from broker.console.web_app import web_app
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.dynamic_broker_config_store import DynamicBrokerConfigStore
 from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.broker_configs import BrokerConfigs
-from broker.handlers.kafka_apis import KafkaApis
+from broker.handlers.kafka_apis import KafkaApis, standard_middleware
 from broker.handlers.log_topics import LogTopicSource
 from broker.handlers.metadata import MetadataHandler, NoTopics
+from broker.handlers.middleware.authorization import ClusterActionAuthorization
 from broker.http_port import HttpPort
 from broker.log import LogManager
 from broker.meta_properties import load_or_create_cluster_id
@@ -60,14 +62,18 @@ class KafkaServer:
         # One process of a cluster under the supervisor (broker/cluster/), else None.
         self.cluster = ClusterMember(config, process_index) if process_index is not None else None
         self.metrics = MetricsRegistry()
-        self.apis = KafkaApis([])
+        # A cluster process's internal listener: the other processes' private channel.
+        internal = (
+            () if self.cluster is None else (peer_listener(self.cluster.peer_dir, self.node_id),)
+        )
+        self.apis = KafkaApis([], standard_middleware({i.name: i.principal for i in internal}))
         self.scram_credentials = ScramCredentialStore(self.log_dirs[0] / CREDENTIALS_FILE)
         # The stored dynamic broker configs, over server.properties: the network and the
         # handler pool start with them (Kafka's DynamicBrokerConfig at startup).
         self.broker_configs = BrokerConfigs(self, DynamicBrokerConfigStore(self.log_dirs[0]))
         running = self.broker_configs.startup_config()
         self.socket_server = SocketServer(
-            running, self.metrics, self.apis.is_enabled, self.scram_credentials
+            running, self.metrics, self.apis.is_enabled, self.scram_credentials, internal
         )
         self.cluster_id = load_or_create_cluster_id(
             self.log_dirs[0], self.node_id, config.server.cluster_id
@@ -75,6 +81,7 @@ class KafkaServer:
         self.apis.add_handler(ApiVersionsHandler(self.apis.supported_versions))
         self.acl_store = AclStore(self.log_dirs[0]) if self.cluster is None else self.cluster.acls
         self.authorizer = load_authorizer(config, self.acl_store)
+        self.apis.use(ClusterActionAuthorization(self.authorizer, {i.principal for i in internal}))
         self.metadata = MetadataHandler(
             self.node_id,
             self.cluster_id,

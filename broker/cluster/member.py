@@ -25,7 +25,7 @@ from broker.cluster.cluster_log_manager import ClusterLogManager
 from broker.cluster.group_shards import SHARDS as GROUP_SHARDS
 from broker.cluster.marker_router import RoutingMarkerWriter
 from broker.cluster.metadata_store import SqliteMetadataStore
-from broker.cluster.peer_channel import PeerClient, PeerServer, socket_path
+from broker.cluster.peer_channel import PeerClient
 from broker.cluster.placement import coordinator_shard
 from broker.cluster.remote_partition import RemotePartition
 from broker.cluster.shard_layout import ShardLayout
@@ -319,14 +319,10 @@ def wire_cluster_member(
 ) -> list[Service]:
     """After the subsystems are added: list every live process where Kafka lists brokers,
     locate groups and transactional ids by hash; returns the services that follow the
-    shared files, the private channel's server (WriteTxnMarkers and verify-only
-    AddPartitionsToTxn from the others) and Produce's verification against them."""
-    from broker.handlers.add_partitions_to_txn import AddPartitionsToTxnHandler
-    from broker.handlers.api_handler import ApiHandler
+    shared files and Produce's verification against the other processes."""
     from broker.handlers.describe_cluster import DescribeClusterHandler
     from broker.handlers.group_handlers import FindCoordinatorHandler
     from broker.handlers.produce import ProduceHandler
-    from broker.handlers.write_txn_markers import WriteTxnMarkersHandler
 
     member.acls.authorizer = context.authorizer
     metadata.cluster_brokers = member.brokers
@@ -352,14 +348,8 @@ def wire_cluster_member(
         if member.local_markers is not None:
             member.local_markers.marker_listeners.append(verifier.on_marker)
         services.append(verifier)
-    markers = context.apis.handler(WriteTxnMarkersHandler.api_key)
-    add_partitions = context.apis.handler(AddPartitionsToTxnHandler.api_key)
-    if isinstance(markers, WriteTxnMarkersHandler):
-        member.peer_dir.mkdir(mode=0o700, exist_ok=True)
-        peer_handlers: list[ApiHandler] = [markers]
-        if isinstance(add_partitions, AddPartitionsToTxnHandler):
-            peer_handlers.append(add_partitions)
-        services.append(PeerServer(socket_path(member.peer_dir, member.node_id), *peer_handlers))
+    # The private channel is the process's internal listener (peer_channel.peer_listener,
+    # served by the SocketServer): WriteTxnMarkers and AddPartitionsToTxn v4 from the others.
     return [
         *services,
         *shared_file_followers(context, member, credentials, quotas, broker_configs),

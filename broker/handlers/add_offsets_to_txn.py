@@ -31,8 +31,8 @@ class AddOffsetsToTxnHandler:
         self._coordinator = coordinator
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> AddOffsetsToTxnResponse:
-        body: AddOffsetsToTxnRequest = request.body
+    async def handle(self, request: Request[AddOffsetsToTxnRequest]) -> AddOffsetsToTxnResponse:
+        body = request.body
         auth = self._authorizer
         if not authorize(
             auth, request, AclOperation.WRITE, TRANSACTIONAL_ID, body.transactional_id

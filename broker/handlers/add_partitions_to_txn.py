@@ -8,9 +8,9 @@ OPERATION_NOT_ATTEMPTED and nothing is added.
 v4 is what a partition leader sends a transaction's coordinator: with
 `verify_only` it asks whether the producer's open transaction holds the
 partitions (before appending a transactional batch) and adds nothing. Kafka
-takes it only from a principal with CLUSTER_ACTION on the cluster; the cluster's
-processes send it over their private channel (`PEER_LISTENER`, which stands for
-that principal, as for WriteTxnMarkers). v5 (TRANSACTION_ABORTABLE) is not served.
+takes it only from a principal with CLUSTER_ACTION on the cluster (checked by the
+authorization middleware, `cluster_action_from`); the cluster's processes send it
+over their private channel, with the cluster's own principal, as WriteTxnMarkers. v5 (TRANSACTION_ABORTABLE) is not served.
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ from broker.handlers.auth_helper import (
     TOPIC,
     TRANSACTIONAL_ID,
     authorize,
-    authorize_cluster,
     authorized_names,
 )
 from broker.handlers.log_view import LogManagerView
 from broker.handlers.txn_errors import producer_fenced_for
-from broker.handlers.write_txn_markers import PEER_LISTENER
 from broker.net.request import Request
 from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
@@ -49,6 +47,7 @@ class AddPartitionsToTxnHandler:
     api_key = ApiKey.ADD_PARTITIONS_TO_TXN
     min_version = 0
     max_version = 4
+    cluster_action_from = BATCHED_FROM  # the brokers' form (middleware/authorization)
 
     def __init__(
         self,
@@ -61,10 +60,13 @@ class AddPartitionsToTxnHandler:
         self._logs = log_manager
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> AddPartitionsToTxnResponse:
+    async def handle(
+        self, request: Request[AddPartitionsToTxnRequest]
+    ) -> AddPartitionsToTxnResponse:
+        body = request.body
         if request.api_version >= BATCHED_FROM:
-            return await self._handle_batched(request)
-        body: AddPartitionsToTxnRequest = request.body
+            results = [await self._transaction(t) for t in body.transactions]
+            return AddPartitionsToTxnResponse(results_by_transaction=tuple(results))
         tid = body.v3_and_below_transactional_id
         wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
         if not authorize(self._authorizer, request, AclOperation.WRITE, TRANSACTIONAL_ID, tid):
@@ -89,15 +91,6 @@ class AddPartitionsToTxnHandler:
         )
         code = producer_fenced_for(request.api_version, FENCED_FROM, error)
         return self._response(wanted, dict.fromkeys(wanted, code))
-
-    async def _handle_batched(self, request: Request) -> AddPartitionsToTxnResponse:
-        body: AddPartitionsToTxnRequest = request.body
-        if request.context.listener_name != PEER_LISTENER and not authorize_cluster(
-            self._authorizer, request, AclOperation.CLUSTER_ACTION
-        ):
-            return AddPartitionsToTxnResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-        results = [await self._transaction(t) for t in body.transactions]
-        return AddPartitionsToTxnResponse(results_by_transaction=tuple(results))
 
     async def _transaction(self, txn: AddPartitionsToTxnTransaction) -> AddPartitionsToTxnResult:
         """One transaction of a v4 request; its partitions' topics are the leader's
@@ -137,8 +130,10 @@ class AddPartitionsToTxnHandler:
             )
         )
 
-    def error_response(self, request: Request, error_code: int) -> AddPartitionsToTxnResponse:
-        body: AddPartitionsToTxnRequest = request.body
+    def error_response(
+        self, request: Request[AddPartitionsToTxnRequest], error_code: int
+    ) -> AddPartitionsToTxnResponse:
+        body = request.body
         if request.api_version >= BATCHED_FROM:
             return AddPartitionsToTxnResponse(error_code=error_code)
         wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]

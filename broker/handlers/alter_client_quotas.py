@@ -39,8 +39,8 @@ class AlterClientQuotasHandler:
         self._store = store
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> AlterClientQuotasResponse:
-        body: AlterClientQuotasRequest = request.body
+    async def handle(self, request: Request[AlterClientQuotasRequest]) -> AlterClientQuotasResponse:
+        body = request.body
         if not authorize_cluster(self._authorizer, request, AclOperation.ALTER_CONFIGS):
             return self.error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         results: list[tuple[int, str | None]] = []

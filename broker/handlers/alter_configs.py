@@ -180,8 +180,8 @@ class AlterConfigsHandler:
         self._alterer = alterer
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> AlterConfigsResponse:
-        body: AlterConfigsRequest = request.body
+    async def handle(self, request: Request[AlterConfigsRequest]) -> AlterConfigsResponse:
+        body = request.body
         responses = await alter_each(
             self._alterer,
             body.resources,
@@ -212,8 +212,10 @@ class IncrementalAlterConfigsHandler:
         self._alterer = alterer
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> IncrementalAlterConfigsResponse:
-        body: IncrementalAlterConfigsRequest = request.body
+    async def handle(
+        self, request: Request[IncrementalAlterConfigsRequest]
+    ) -> IncrementalAlterConfigsResponse:
+        body = request.body
         responses = await alter_each(
             self._alterer,
             body.resources,

@@ -14,8 +14,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import attrs
+from typing_extensions import TypeVar
 
 from broker.net.request import Request
+
+ReqT = TypeVar("ReqT", default=Any)
+"""The request body a handler takes (a generated `...Request` class)."""
+RespT = TypeVar("RespT", default=Any, covariant=True)
+"""The response body a handler answers with (a generated `...Response` class)."""
 
 
 @attrs.frozen
@@ -42,8 +48,20 @@ class Deferred:
     early: Callable[[], Awaitable[Any]] | None = None
 
 
-class ApiHandler(Protocol):
-    """One API: the versions it implements and how it answers."""
+Outcome = Any
+"""What the pipeline carries back from a handler: a response body, NoResponse,
+CloseConnection or Deferred."""
+
+
+class ApiHandler(Protocol[ReqT, RespT]):
+    """One API: the versions it implements and how it answers.
+
+    Typed by its request and response bodies (`ApiHandler[ProduceRequest,
+    ProduceResponse]`); a handler whose `handle` takes a plain `Request` is an
+    `ApiHandler[Any, ...]`. Cross-cutting work (principal, authorization, quotas,
+    error mapping, timing) is the middleware's (broker/handlers/middleware/), not the
+    handler's.
+    """
 
     @property
     def api_key(self) -> int:
@@ -53,10 +71,12 @@ class ApiHandler(Protocol):
     min_version: int
     max_version: int
 
-    async def handle(self, request: Request) -> Any:
+    async def handle(
+        self, request: Request[ReqT]
+    ) -> RespT | NoResponse | CloseConnection | Deferred:
         """Return a response body, NoResponse, CloseConnection or Deferred."""
         ...
 
-    def error_response(self, request: Request, error_code: int) -> Any:
+    def error_response(self, request: Request[ReqT], error_code: int) -> RespT | None:
         """The API's response with `error_code` on every item, or None if it has none."""
         ...

@@ -73,8 +73,10 @@ class ConsumerGroupHeartbeatHandler:
                 owned.update((topic.name, p) for p in entry.partitions)
         return frozenset(owned)
 
-    async def handle(self, request: Request) -> ConsumerGroupHeartbeatResponse:
-        body: ConsumerGroupHeartbeatRequest = request.body
+    async def handle(
+        self, request: Request[ConsumerGroupHeartbeatRequest]
+    ) -> ConsumerGroupHeartbeatResponse:
+        body = request.body
         check_group(self._authorizer, request, AclOperation.READ, body.group_id)
         names = body.subscribed_topic_names or ()
         allowed = authorized_names(self._authorizer, request, AclOperation.DESCRIBE, TOPIC, names)
@@ -209,8 +211,10 @@ class ConsumerGroupDescribeHandler:
             ),
         )
 
-    async def handle(self, request: Request) -> ConsumerGroupDescribeResponse:
-        body: ConsumerGroupDescribeRequest = request.body
+    async def handle(
+        self, request: Request[ConsumerGroupDescribeRequest]
+    ) -> ConsumerGroupDescribeResponse:
+        body = request.body
         return ConsumerGroupDescribeResponse(
             groups=tuple(
                 self._describe(request, g, body.include_authorized_operations)

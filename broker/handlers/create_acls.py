@@ -43,8 +43,8 @@ class CreateAclsHandler:
         self._authorizer = authorizer
         self._store = store
 
-    async def handle(self, request: Request) -> CreateAclsResponse:
-        body: CreateAclsRequest = request.body
+    async def handle(self, request: Request[CreateAclsRequest]) -> CreateAclsResponse:
+        body = request.body
         authorizer = self._authorizer
         if not isinstance(authorizer, StandardAuthorizer):
             return self._all_failed(body, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)

@@ -32,8 +32,8 @@ class CreatePartitionsHandler:
         self._node_id = node_id
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> CreatePartitionsResponse:
-        body: CreatePartitionsRequest = request.body
+    async def handle(self, request: Request[CreatePartitionsRequest]) -> CreatePartitionsResponse:
+        body = request.body
         counts = Counter(t.name for t in body.topics)
         alterable = authorized_names(self._authorizer, request, AclOperation.ALTER, TOPIC, counts)
         results = []

@@ -54,8 +54,8 @@ class CreateTopicsHandler:
         self._node_id = broker_config.node_id
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> CreateTopicsResponse:
-        body: CreateTopicsRequest = request.body
+    async def handle(self, request: Request[CreateTopicsRequest]) -> CreateTopicsResponse:
+        body = request.body
         counts = Counter(t.name for t in body.topics)
         auth = self._authorizer
         cluster_create = authorize_cluster(auth, request, AclOperation.CREATE)

@@ -31,8 +31,8 @@ class DeleteAclsHandler:
         self._authorizer = authorizer
         self._store = store
 
-    async def handle(self, request: Request) -> DeleteAclsResponse:
-        body: DeleteAclsRequest = request.body
+    async def handle(self, request: Request[DeleteAclsRequest]) -> DeleteAclsResponse:
+        body = request.body
         authorizer = self._authorizer
         if not isinstance(authorizer, StandardAuthorizer):
             return self._all_failed(body, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)

@@ -33,8 +33,8 @@ class DeleteRecordsHandler:
         self._logs = log_manager
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> DeleteRecordsResponse:
-        body: DeleteRecordsRequest = request.body
+    async def handle(self, request: Request[DeleteRecordsRequest]) -> DeleteRecordsResponse:
+        body = request.body
         deletable = authorized_names(
             self._authorizer, request, AclOperation.DELETE, TOPIC, (t.name for t in body.topics)
         )

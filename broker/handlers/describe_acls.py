@@ -28,8 +28,8 @@ class DescribeAclsHandler:
     def __init__(self, authorizer: Authorizer) -> None:
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> DescribeAclsResponse:
-        body: DescribeAclsRequest = request.body
+    async def handle(self, request: Request[DescribeAclsRequest]) -> DescribeAclsResponse:
+        body = request.body
         authorizer = self._authorizer
         if not isinstance(authorizer, StandardAuthorizer):
             return DescribeAclsResponse(

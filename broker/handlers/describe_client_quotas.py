@@ -33,8 +33,10 @@ class DescribeClientQuotasHandler:
         self._configs = configs
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> DescribeClientQuotasResponse:
-        body: DescribeClientQuotasRequest = request.body
+    async def handle(
+        self, request: Request[DescribeClientQuotasRequest]
+    ) -> DescribeClientQuotasResponse:
+        body = request.body
         if not authorize_cluster(self._authorizer, request, AclOperation.DESCRIBE_CONFIGS):
             return self.error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         try:

@@ -37,8 +37,8 @@ class DescribeClusterHandler:
         self.cluster_brokers: Callable[[str], list[tuple[int, str, int]]] | None = None
         self.controller_id: Callable[[], int] | None = None
 
-    async def handle(self, request: Request) -> DescribeClusterResponse:
-        body: DescribeClusterRequest = request.body
+    async def handle(self, request: Request[DescribeClusterRequest]) -> DescribeClusterResponse:
+        body = request.body
         if request.api_version >= 1 and body.endpoint_type != BROKERS_ENDPOINT:
             # Kafka: a broker only describes broker endpoints; controllers are not exposed.
             return DescribeClusterResponse(

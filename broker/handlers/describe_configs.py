@@ -52,8 +52,8 @@ class DescribeConfigsHandler:
         self._brokers = brokers
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> DescribeConfigsResponse:
-        body: DescribeConfigsRequest = request.body
+    async def handle(self, request: Request[DescribeConfigsRequest]) -> DescribeConfigsResponse:
+        body = request.body
         include_documentation = request.api_version >= 3 and body.include_documentation
         results = []
         for resource in body.resources:

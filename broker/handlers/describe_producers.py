@@ -29,8 +29,8 @@ class DescribeProducersHandler:
         self._logs = log_manager
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> DescribeProducersResponse:
-        body: DescribeProducersRequest = request.body
+    async def handle(self, request: Request[DescribeProducersRequest]) -> DescribeProducersResponse:
+        body = request.body
         readable = authorized_names(
             self._authorizer, request, AclOperation.READ, TOPIC, (t.name for t in body.topics)
         )

@@ -29,8 +29,10 @@ class DescribeTransactionsHandler:
         self._coordinator = coordinator
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> DescribeTransactionsResponse:
-        body: DescribeTransactionsRequest = request.body
+    async def handle(
+        self, request: Request[DescribeTransactionsRequest]
+    ) -> DescribeTransactionsResponse:
+        body = request.body
         return DescribeTransactionsResponse(
             transaction_states=tuple(self._describe(request, tid) for tid in body.transactional_ids)
         )

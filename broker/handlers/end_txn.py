@@ -30,8 +30,8 @@ class EndTxnHandler:
         self._coordinator = coordinator
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> EndTxnResponse:
-        body: EndTxnRequest = request.body
+    async def handle(self, request: Request[EndTxnRequest]) -> EndTxnResponse:
+        body = request.body
         if not authorize(
             self._authorizer, request, AclOperation.WRITE, TRANSACTIONAL_ID, body.transactional_id
         ):

@@ -33,8 +33,8 @@ class DescribeGroupsHandler:
         self._service = service
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> DescribeGroupsResponse:
-        body: DescribeGroupsRequest = request.body
+    async def handle(self, request: Request[DescribeGroupsRequest]) -> DescribeGroupsResponse:
+        body = request.body
         auth = self._authorizer
         groups = []
         for group_id in body.groups:
@@ -91,8 +91,8 @@ class ListGroupsHandler:
         self._service = service
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> ListGroupsResponse:
-        body: ListGroupsRequest = request.body
+    async def handle(self, request: Request[ListGroupsRequest]) -> ListGroupsResponse:
+        body = request.body
         groups = self._service.list_groups(body.states_filter, body.types_filter)
         auth = self._authorizer
         if not authorize_cluster(auth, request, AclOperation.DESCRIBE):
@@ -129,8 +129,8 @@ class DeleteGroupsHandler:
         self._service = service
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> DeleteGroupsResponse:
-        body: DeleteGroupsRequest = request.body
+    async def handle(self, request: Request[DeleteGroupsRequest]) -> DeleteGroupsResponse:
+        body = request.body
         auth = self._authorizer
         deletable = [
             g for g in body.groups_names if authorize(auth, request, AclOperation.DELETE, GROUP, g)

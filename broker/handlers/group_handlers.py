@@ -141,8 +141,8 @@ class FindCoordinatorHandler:
             return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return None
 
-    async def handle(self, request: Request) -> FindCoordinatorResponse:
-        body: FindCoordinatorRequest = request.body
+    async def handle(self, request: Request[FindCoordinatorRequest]) -> FindCoordinatorResponse:
+        body = request.body
         if request.api_version >= 4:
             return FindCoordinatorResponse(
                 coordinators=tuple(
@@ -181,8 +181,8 @@ class JoinGroupHandler:
         self._service = service
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> Any:
-        body: JoinGroupRequest = request.body
+    async def handle(self, request: Request[JoinGroupRequest]) -> Any:
+        body = request.body
         check_group(self._authorizer, request, AclOperation.READ, body.group_id)
         version = request.api_version
         params = JoinParams(
@@ -242,8 +242,8 @@ class SyncGroupHandler:
         self._service = service
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> Any:
-        body: SyncGroupRequest = request.body
+    async def handle(self, request: Request[SyncGroupRequest]) -> Any:
+        body = request.body
         check_group(self._authorizer, request, AclOperation.READ, body.group_id)
         pending: Pending[SyncResult] = Pending()
         self._service.sync(
@@ -282,8 +282,8 @@ class HeartbeatHandler:
         self._service = service
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> HeartbeatResponse:
-        body: HeartbeatRequest = request.body
+    async def handle(self, request: Request[HeartbeatRequest]) -> HeartbeatResponse:
+        body = request.body
         check_group(self._authorizer, request, AclOperation.READ, body.group_id)
         error = self._service.heartbeat(
             body.group_id, body.member_id, body.group_instance_id, body.generation_id
@@ -314,8 +314,8 @@ class LeaveGroupHandler:
             return [(m.member_id, m.group_instance_id) for m in body.members]
         return [(body.member_id, None)]
 
-    async def handle(self, request: Request) -> LeaveGroupResponse:
-        body: LeaveGroupRequest = request.body
+    async def handle(self, request: Request[LeaveGroupRequest]) -> LeaveGroupResponse:
+        body = request.body
         check_group(self._authorizer, request, AclOperation.READ, body.group_id)
         members = self._members(request)
         error, errors = self._service.leave(body.group_id, members)

@@ -49,8 +49,8 @@ class InitProducerIdHandler:
         self._coordinator = coordinator
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> InitProducerIdResponse:
-        body: InitProducerIdRequest = request.body
+    async def handle(self, request: Request[InitProducerIdRequest]) -> InitProducerIdResponse:
+        body = request.body
         refused = self._authorization_error(request, body.transactional_id)
         if refused is not None:
             return self.error_response(request, refused)

@@ -42,8 +42,8 @@ class ListOffsetsHandler:
         self._logs = log_manager
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> ListOffsetsResponse:
-        body: ListOffsetsRequest = request.body
+    async def handle(self, request: Request[ListOffsetsRequest]) -> ListOffsetsResponse:
+        body = request.body
         counts = Counter((t.name, p.partition_index) for t in body.topics for p in t.partitions)
         duplicates = {key for key, count in counts.items() if count > 1}
         describable = authorized_names(

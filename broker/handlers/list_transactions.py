@@ -30,8 +30,8 @@ class ListTransactionsHandler:
         self._coordinator = coordinator
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> ListTransactionsResponse:
-        body: ListTransactionsRequest = request.body
+    async def handle(self, request: Request[ListTransactionsRequest]) -> ListTransactionsResponse:
+        body = request.body
         states = set(body.state_filters)
         unknown = tuple(s for s in body.state_filters if s not in STATE_NAMES)
         producers = set(body.producer_id_filters)

@@ -106,8 +106,8 @@ class MetadataHandler:
         self.cluster_brokers: Callable[[str], list[tuple[int, str, int]]] | None = None
         self.controller_id: Callable[[], int] | None = None
 
-    async def handle(self, request: Request) -> MetadataResponse:
-        body: MetadataRequest = request.body
+    async def handle(self, request: Request[MetadataRequest]) -> MetadataResponse:
+        body = request.body
         host, port = self._advertised(request.context.listener_name)
         version = request.api_version
         topic_ids: list[uuid.UUID] = []

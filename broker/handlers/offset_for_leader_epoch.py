@@ -39,8 +39,10 @@ class OffsetForLeaderEpochHandler:
         self._logs = log_manager
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> OffsetForLeaderEpochResponse:
-        body: OffsetForLeaderEpochRequest = request.body
+    async def handle(
+        self, request: Request[OffsetForLeaderEpochRequest]
+    ) -> OffsetForLeaderEpochResponse:
+        body = request.body
         describable = authorized_names(
             self._authorizer, request, AclOperation.DESCRIBE, TOPIC, (t.topic for t in body.topics)
         )

@@ -85,8 +85,8 @@ class OffsetCommitHandler:
         self._service = service
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> OffsetCommitResponse:
-        body: OffsetCommitRequest = request.body
+    async def handle(self, request: Request[OffsetCommitRequest]) -> OffsetCommitResponse:
+        body = request.body
         check_group(self._authorizer, request, AclOperation.READ, body.group_id)
         readable = authorized_names(
             self._authorizer, request, AclOperation.READ, TOPIC, (t.name for t in body.topics)
@@ -158,8 +158,8 @@ class OffsetFetchHandler:
         self._service = service
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> OffsetFetchResponse:
-        body: OffsetFetchRequest = request.body
+    async def handle(self, request: Request[OffsetFetchRequest]) -> OffsetFetchResponse:
+        body = request.body
         if request.api_version >= 8:
             groups = []
             for group in body.groups:
@@ -294,8 +294,8 @@ class OffsetDeleteHandler:
         self._service = service
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> OffsetDeleteResponse:
-        body: OffsetDeleteRequest = request.body
+    async def handle(self, request: Request[OffsetDeleteRequest]) -> OffsetDeleteResponse:
+        body = request.body
         check_group(self._authorizer, request, AclOperation.DELETE, body.group_id)
         readable = authorized_names(
             self._authorizer, request, AclOperation.READ, TOPIC, (t.name for t in body.topics)

@@ -56,8 +56,10 @@ class DescribeUserScramCredentialsHandler:
         self._store = store
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> DescribeUserScramCredentialsResponse:
-        body: DescribeUserScramCredentialsRequest = request.body
+    async def handle(
+        self, request: Request[DescribeUserScramCredentialsRequest]
+    ) -> DescribeUserScramCredentialsResponse:
+        body = request.body
         if not authorize_cluster(self._authorizer, request, AclOperation.DESCRIBE):
             return self.error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         if not body.users:
@@ -119,8 +121,10 @@ class AlterUserScramCredentialsHandler:
         self._authorizer = authorizer
         self._lock = trio.Lock()  # one change at a time: each rewrites the whole file
 
-    async def handle(self, request: Request) -> AlterUserScramCredentialsResponse:
-        body: AlterUserScramCredentialsRequest = request.body
+    async def handle(
+        self, request: Request[AlterUserScramCredentialsRequest]
+    ) -> AlterUserScramCredentialsResponse:
+        body = request.body
         if not authorize_cluster(self._authorizer, request, AclOperation.ALTER):
             return self.error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         async with self._lock:

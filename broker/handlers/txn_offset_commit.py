@@ -47,8 +47,8 @@ class TxnOffsetCommitHandler:
         self._logs = log_manager
         self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> TxnOffsetCommitResponse:
-        body: TxnOffsetCommitRequest = request.body
+    async def handle(self, request: Request[TxnOffsetCommitRequest]) -> TxnOffsetCommitResponse:
+        body = request.body
         auth = self._authorizer
         if not authorize(
             auth, request, AclOperation.WRITE, TRANSACTIONAL_ID, body.transactional_id

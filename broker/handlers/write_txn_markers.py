@@ -3,9 +3,9 @@ for the partitions this broker leads.
 
 Kafka's brokers send it to each other; here the processes of a cluster send it
 over their private channel (broker/cluster/peer_channel.py), whose requests
-carry `PEER_LISTENER` as their listener: only that channel can set it, and it
-stands for the cluster's own principal, which may CLUSTER_ACTION. Over a client
-listener the request needs CLUSTER_ACTION on the cluster, as in Kafka.
+carry the cluster's own principal, which may CLUSTER_ACTION. Over a client
+listener the request needs CLUSTER_ACTION on the cluster, as in Kafka: the
+authorization middleware checks it (`cluster_action_from`), not the handler.
 
 A group's marker names the pseudo-partition `__consumer_offsets`-<shard> (Kafka
 writes it into that `__consumer_offsets` partition): the group coordinator of
@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker.errors import KafkaError
-from broker.handlers.auth_helper import authorize_cluster
 from broker.net.request import Request
 from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
@@ -31,13 +30,7 @@ from broker.protocol.messages.write_txn_markers_response import (
     WritableTxnMarkerTopicResult,
     WriteTxnMarkersResponse,
 )
-from broker.security.acl import AclOperation
-from broker.security.authorizer import ALLOW_ALL, Authorizer
 from broker.transaction.marker_writer import LocalMarkerWriter
-
-PEER_LISTENER = "cluster-peers"
-"""The listener name of requests from the cluster's own processes (no configured
-listener can have it: listener names are upper case)."""
 
 GROUP_MARKER_TOPIC = "__consumer_offsets"
 
@@ -46,24 +39,14 @@ class WriteTxnMarkersHandler:
     api_key = ApiKey.WRITE_TXN_MARKERS
     min_version = 0
     max_version = 1
+    cluster_action_from = 0  # every version needs CLUSTER_ACTION (middleware/authorization)
 
-    def __init__(
-        self,
-        markers: LocalMarkerWriter,
-        owns_group_shard: Callable[[int], bool],
-        *,
-        authorizer: Authorizer = ALLOW_ALL,
-    ) -> None:
+    def __init__(self, markers: LocalMarkerWriter, owns_group_shard: Callable[[int], bool]) -> None:
         self._markers = markers
         self._owns_group_shard = owns_group_shard
-        self._authorizer = authorizer
 
-    async def handle(self, request: Request) -> WriteTxnMarkersResponse:
-        body: WriteTxnMarkersRequest = request.body
-        if request.context.listener_name != PEER_LISTENER and not authorize_cluster(
-            self._authorizer, request, AclOperation.CLUSTER_ACTION
-        ):
-            return self.error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    async def handle(self, request: Request[WriteTxnMarkersRequest]) -> WriteTxnMarkersResponse:
+        body = request.body
         return WriteTxnMarkersResponse(
             markers=tuple([await self._write(marker) for marker in body.markers])
         )

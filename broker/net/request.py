@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Generic
 
 import attrs
+from typing_extensions import TypeVar
 
 from broker.net.response_memory import ResponseMemory
 from broker.protocol.api import RequestHeader
 
 Buffer = bytes | bytearray | memoryview
+
+BodyT = TypeVar("BodyT", default=Any)
+"""A request's body type (a generated `...Request` class); `Request` alone is `Request[Any]`."""
+
+ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"
+CLUSTER_PRINCIPAL = "User:__cluster"
+"""The principal of the cluster's own processes (their internal listener's connections),
+as Kafka's inter-broker listener's broker principal: allowed CLUSTER_ACTION, exempt from
+client quotas."""
 
 
 @attrs.frozen
@@ -39,11 +49,11 @@ class RequestContext:
     client_address: str
     client_port: int
     client_information: ClientInformation
-    principal: str = "User:ANONYMOUS"
+    principal: str = ANONYMOUS_PRINCIPAL
 
 
 @attrs.define(slots=True, eq=False)
-class Request:
+class Request(Generic[BodyT]):
     """One decoded request; timing fields are filled in as it moves along.
 
     `body` is None only for an ApiVersions request of an unsupported version,
@@ -53,7 +63,7 @@ class Request:
     """
 
     header: RequestHeader
-    body: Any
+    body: BodyT
     context: RequestContext
     size_bytes: int
     memory_bytes: int = 0
@@ -72,6 +82,12 @@ class Request:
     during which the connection is watched for its peer hanging up)."""
     hurry: Callable[[], None] | None = None
     """Set by the API layer while a deferred answer can be given early, at once."""
+    quota_throttle_ms: int = 0
+    """Set by the client-quota middleware: how long the channel stays muted after the answer."""
+    on_sent: Callable[[], None] | None = None
+    """Set by the client-quota middleware: run once the response is written."""
+    encoded_response: tuple[object, Sequence[Buffer]] | None = None
+    """A response body already encoded on the way (to measure it), and its frame."""
 
     @property
     def api_key(self) -> int:
@@ -119,9 +135,12 @@ class Request:
             self.response_memory.release(held)
 
 
-@attrs.frozen
+@attrs.define(slots=True, eq=False)
 class SendResponse:
-    """Write `chunks` (a whole size-prefixed frame) to the connection."""
+    """Write `chunks` (a whole size-prefixed frame) to the connection.
+
+    Not frozen, though never changed: one is built per request, and a frozen class's
+    `__init__` (object.__setattr__ per field) costs about a µs more."""
 
     request: Request
     chunks: Sequence[Buffer]
@@ -129,7 +148,7 @@ class SendResponse:
     log_body: Any = None
 
 
-@attrs.frozen
+@attrs.define(slots=True, eq=False)
 class NoOpResponse:
     """Nothing to write (acks=0 produce), but the request is complete."""
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import attrs
 import trio
 
 from broker.config import BrokerConfig, ConfigError
@@ -23,6 +24,7 @@ from broker.net.authenticator import Event
 from broker.net.channel_security import ListenerSecurity, tls_connection_samples
 from broker.net.connection_quotas import ConnectionQuotas
 from broker.net.endpoint import Endpoint
+from broker.net.internal_listener import InternalListener, accept_internal, bind_internal
 from broker.net.memory_pool import MemoryPool, pool_size
 from broker.net.processor import Processor, ProcessorSettings, idle_percent_mean
 from broker.net.request_channel import RequestChannel
@@ -58,8 +60,12 @@ class SocketServer:
         metrics: MetricsRegistry,
         is_enabled: IsEnabled,
         credentials: ScramCredentialStore | None = None,
+        internal_listeners: Sequence[InternalListener] = (),
     ) -> None:
         self.config = config
+        # The cluster's own listeners (Unix sockets, a fixed principal): internal_listener.py.
+        self.internal_listeners = tuple(internal_listeners)
+        self._internal_names = frozenset(i.name for i in self.internal_listeners)
         self.credentials = credentials or ScramCredentialStore(
             Path(config.log_dirs[0]) / CREDENTIALS_FILE
         )
@@ -91,6 +97,12 @@ class SocketServer:
         self._stopped = trio.Event()
         for endpoint in config.listeners:
             self.quotas.add_listener(endpoint.listener_name)
+        # Counted apart, without limits: the cluster's own connections neither count
+        # against max.connections nor make a client listener the "protected" one.
+        self._internal_quotas = ConnectionQuotas(BrokerConfig({}))
+        for internal in self.internal_listeners:
+            self._internal_quotas.add_listener(internal.name)
+        self._internal_accept = trio.CancelScope()
         self._register_metrics()
 
     # -- startup --------------------------------------------------------------
@@ -121,6 +133,7 @@ class SocketServer:
                     )
                     self.acceptors[endpoint.listener_name] = acceptor
                     await nursery.start(acceptor.run)
+                await self._serve_internal_listeners(nursery, sockets)
                 task_status.started()
                 await self._stopped.wait()
                 nursery.cancel_scope.cancel()
@@ -139,6 +152,10 @@ class SocketServer:
                 )
                 sockets[endpoint.listener_name] = sock
                 self.bound_ports[endpoint.listener_name] = int(sock.getsockname()[1])
+            for internal in self.internal_listeners:
+                sockets[internal.name] = await bind_internal(
+                    internal, self.config.network.socket_listen_backlog_size
+                )
         except BaseException:
             for sock in sockets.values():
                 sock.close()
@@ -155,25 +172,77 @@ class SocketServer:
             return self.control_channel
         return self.data_channel
 
+    async def _serve_internal_listeners(
+        self, nursery: trio.Nursery, sockets: dict[str, trio.socket.SocketType]
+    ) -> None:
+        """One processor each, restricted to the listener's APIs and never idle-closed."""
+        for internal in self.internal_listeners:
+            self.processors[internal.name] = []
+            settings = attrs.evolve(self._processor_settings(internal.name), idle_timeout_ms=-1)
+            keys = internal.api_keys
+
+            def is_enabled(key: int, version: int, keys: frozenset[int] = keys) -> bool:
+                return key in keys and self._is_enabled(key, version)
+
+            await self._add_processors_named(
+                internal.name, 1, settings, is_enabled, self._internal_quotas
+            )
+        if self.internal_listeners:
+            bound = [(internal, sockets.pop(internal.name)) for internal in self.internal_listeners]
+            await nursery.start(self._accept_internal, bound)
+
+    async def _accept_internal(
+        self,
+        bound: list[tuple[InternalListener, trio.socket.SocketType]],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Accept on the internal listeners until stop_processing_requests()."""
+        with self._internal_accept:
+            async with trio.open_nursery() as nursery:
+                for internal, sock in bound:
+                    await nursery.start(
+                        accept_internal,
+                        internal,
+                        sock,
+                        self.processors[internal.name],
+                        self._internal_quotas,
+                    )
+                task_status.started()
+
     async def _add_processors(self, endpoint: Endpoint, count: int) -> None:
-        assert self._nursery is not None
         name = endpoint.listener_name
-        settings = ProcessorSettings(
+        await self._add_processors_named(
+            name, count, self._processor_settings(name), self._is_enabled, self.quotas
+        )
+
+    def _processor_settings(self, name: str) -> ProcessorSettings:
+        return ProcessorSettings(
             max_request_size=self.config.network.socket_request_max_bytes,
             idle_timeout_ms=self.config.network.connections_max_idle_ms,
             security=self.security.get(name),
             read_timeout_ms=self.config.network.socket_request_read_timeout_ms,
             send_buffer_bytes=self.config.network.socket_send_buffer_bytes,
         )
+
+    async def _add_processors_named(
+        self,
+        name: str,
+        count: int,
+        settings: ProcessorSettings,
+        is_enabled: IsEnabled,
+        quotas: ConnectionQuotas,
+    ) -> None:
+        assert self._nursery is not None
         for _ in range(count):
             processor = Processor(
                 self._next_processor_id,
                 settings,
                 self._channel_for(name),
-                self.quotas,
+                quotas,
                 self.memory_pool,
                 self.request_metrics,
-                self._is_enabled,
+                is_enabled,
                 self.close_excess_connection,
             )
             self._next_processor_id += 1
@@ -212,7 +281,7 @@ class SocketServer:
         candidates = [
             (candidate, processor)
             for name, processors in self.processors.items()
-            if not self.quotas.is_protected(name)
+            if not self.quotas.is_protected(name) and name not in self._internal_names
             for processor in processors
             if (candidate := processor.excess_candidate()) is not None
         ]
@@ -227,6 +296,7 @@ class SocketServer:
         """Stop accepting and reading; returns once in-flight requests are answered."""
         for acceptor in self.acceptors.values():
             acceptor.stop()
+        self._internal_accept.cancel()
         async with trio.open_nursery() as nursery:
             for processors in self.processors.values():
                 for processor in processors:

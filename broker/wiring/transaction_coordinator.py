@@ -99,7 +99,7 @@ def add_transaction_coordinator(
         DescribeTransactionsHandler(coordinator, authorizer=auth),
         ListTransactionsHandler(coordinator, authorizer=auth),
         DescribeProducersHandler(log_manager, authorizer=auth),
-        WriteTxnMarkersHandler(local_markers, placement.owns_group_shard, authorizer=auth),
+        WriteTxnMarkersHandler(local_markers, placement.owns_group_shard),
     ):
         context.apis.add_handler(handler)
     produce = context.apis.handler(ProduceHandler.api_key)

@@ -1,6 +1,7 @@
 """WriteTxnMarkers between the processes of a cluster: over a client listener it needs
-CLUSTER_ACTION, as in Kafka; over the private Unix socket the processes share it
-is the cluster's own request, allowed with ACLs on and no ACL for it."""
+CLUSTER_ACTION, as in Kafka; over the private Unix socket the processes share (an
+internal listener of the SocketServer) it is the cluster's own request, allowed with
+ACLs on and no ACL for it, and answered through the same middleware as a client's."""
 
 from __future__ import annotations
 
@@ -12,13 +13,17 @@ from pathlib import Path
 import pytest
 import trio
 
+from broker.client.connection import KafkaConnection
 from broker.cluster.marker_router import marker_request
-from broker.cluster.peer_channel import PeerClient, PeerServer, PeerUnavailable, socket_path
+from broker.cluster.peer_channel import PeerClient, PeerUnavailable, socket_path
+from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.write_txn_markers import GROUP_MARKER_TOPIC, WriteTxnMarkersHandler
 from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import ApiVersionsRequest, MetadataRequest
 from broker.protocol.messages.write_txn_markers_response import WriteTxnMarkersResponse
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.security.authorizer import StandardAuthorizer
+from tests.cluster.peer_server import client_listener_chain, serving_peer
 from tests.cluster.test_marker_router import FakeLocal
 from tests.handlers.request_factory import make_request
 from tests.security.acl_strategies import acl
@@ -33,11 +38,10 @@ def results(response: WriteTxnMarkersResponse) -> dict[tuple[str, int], int]:
     }
 
 
-def handler(local: FakeLocal, authorizer: StandardAuthorizer) -> WriteTxnMarkersHandler:
+def handler(local: FakeLocal) -> WriteTxnMarkersHandler:
     return WriteTxnMarkersHandler(
         local,  # type: ignore[arg-type]  # the two methods the handler calls
         lambda shard: shard == 1,
-        authorizer=authorizer,
     )
 
 
@@ -52,13 +56,15 @@ def socket_dir() -> Iterator[Path]:
 async def test_over_a_client_listener_write_txn_markers_needs_cluster_action() -> None:
     request = marker_request(9, 1, True, [("t", 0)], [1])
     local = FakeLocal()
-    denied = await handler(local, StandardAuthorizer([])).handle(make_request(request, 27, 1))
+    denied = await client_listener_chain(handler(local), StandardAuthorizer([]))(
+        make_request(request, 27, 1)
+    )
     assert set(results(denied).values()) == {ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
     assert local.partitions == [] and local.groups == []
     allowed = StandardAuthorizer(
         [acl(CLUSTER_NAME, AclOperation.CLUSTER_ACTION, resource_type=ResourceType.CLUSTER)]
     )
-    granted = await handler(local, allowed).handle(make_request(request, 27, 1))
+    granted = await client_listener_chain(handler(local), allowed)(make_request(request, 27, 1))
     assert results(granted) == {("t", 0): ErrorCode.NONE, (GROUP_MARKER_TOPIC, 1): ErrorCode.NONE}
     assert local.partitions == [(9, True, "t", 0)]
     assert local.groups == [(9, True)]
@@ -66,10 +72,8 @@ async def test_over_a_client_listener_write_txn_markers_needs_cluster_action() -
 
 async def test_the_processes_private_socket_is_allowed_with_acls_on(socket_dir: Path) -> None:
     local = FakeLocal()
-    server = PeerServer(socket_path(socket_dir, 2), handler(local, StandardAuthorizer([])))
     client = PeerClient(socket_dir, 1)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(server.run)
+    async with serving_peer(socket_dir, 2, StandardAuthorizer([]), handler(local)):
         response = await client.send(2, marker_request(9, 1, False, [("t", 0), ("t", 3)], [1, 2]))
         assert results(response) == {
             ("t", 0): ErrorCode.NONE,
@@ -82,5 +86,63 @@ async def test_the_processes_private_socket_is_allowed_with_acls_on(socket_dir: 
         with pytest.raises(PeerUnavailable):
             await client.send(3, marker_request(9, 1, False, [("t", 1)], []))
         await client.aclose()
-        nursery.cancel_scope.cancel()
     assert not socket_path(socket_dir, 2).exists()
+
+
+class FailingLocal(FakeLocal):
+    async def write_partition_marker(
+        self, producer_id: int, epoch: int, commit: bool, topic: str, index: int
+    ) -> None:
+        raise RuntimeError("a bug in the marker writer")
+
+
+async def test_a_handler_failing_on_the_private_channel_answers_unknown_server_error(
+    socket_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The private channel used to drop the connection (PeerUnavailable) when a handler
+    raised; it now answers as a client listener does, with the API's error response."""
+    client = PeerClient(socket_dir, 1)
+    async with serving_peer(socket_dir, 2, StandardAuthorizer([]), handler(FailingLocal())):
+        response = await client.send(2, marker_request(9, 1, True, [("t", 0)], []))
+        assert results(response) == {("t", 0): ErrorCode.UNKNOWN_SERVER_ERROR}
+        # The connection stays usable.
+        again = await client.send(2, marker_request(9, 1, True, [("t", 1)], []))
+        assert results(again) == {("t", 1): ErrorCode.UNKNOWN_SERVER_ERROR}
+        await client.aclose()
+    logged = [r for r in caplog.records if "a bug in the marker writer" in str(r.exc_info)]
+    assert len(logged) == 2  # once per request
+
+
+async def test_the_private_channel_closes_on_an_api_it_does_not_serve(socket_dir: Path) -> None:
+    """Only the inter-process APIs are served there, as before: anything else closes."""
+    client = PeerClient(socket_dir, 1)
+    async with serving_peer(socket_dir, 2, StandardAuthorizer([]), handler(FakeLocal())):
+        with pytest.raises(PeerUnavailable):
+            await client.request(2, MetadataRequest(topics=()), 12, timeout_s=10)
+        await client.aclose()
+
+
+async def test_the_private_channel_is_not_counted_against_the_client_listeners_limits(
+    socket_dir: Path,
+) -> None:
+    """With max.connections=1, a process's open private connection leaves the one slot
+    to a client (it is counted apart, as Kafka's inter-broker listener is not starved)."""
+    peer = PeerClient(socket_dir, 1)
+    versions = ApiVersionsHandler(lambda: {18: (0, 4)})
+    async with serving_peer(
+        socket_dir,
+        2,
+        StandardAuthorizer([]),
+        handler(FakeLocal()),
+        versions,
+        overrides={"max.connections": "1"},
+    ) as server:
+        await peer.send(2, marker_request(9, 1, True, [("t", 0)], []))  # stays open
+        with trio.fail_after(10):
+            client = await KafkaConnection.connect("127.0.0.1", server.bound_ports["PLAINTEXT"])
+            answer = await client.request(ApiVersionsRequest(), 0)
+        assert answer.error_code == ErrorCode.NONE
+        # Still the only listener of the limits: not made "protected" (let past them).
+        assert not server.quotas.is_protected("PLAINTEXT")
+        await client.aclose()
+        await peer.aclose()

@@ -16,7 +16,7 @@ import pytest
 import trio
 import trio.testing
 
-from broker.cluster.peer_channel import PeerClient, PeerServer, PeerUnavailable, socket_path
+from broker.cluster.peer_channel import PeerClient, PeerUnavailable
 from broker.cluster.txn_verification import (
     TransactionVerifier,
     VerificationGuards,
@@ -42,6 +42,7 @@ from broker.protocol.messages.produce_request import PartitionProduceData, Topic
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.security.authorizer import StandardAuthorizer
 from broker.transaction.transaction_metadata import TopicPartition
+from tests.cluster.peer_server import client_listener_chain, serving_peer
 from tests.handlers.fake_log import FakeLog, FakeTopic
 from tests.handlers.request_factory import make_request
 from tests.security.acl_strategies import acl
@@ -337,15 +338,16 @@ async def test_the_coordinator_answers_verify_only_over_the_private_channel(
         AllPartitions(),  # type: ignore[arg-type]  # v4 reads no topics
         authorizer=StandardAuthorizer([]),  # ACLs on, none for the cluster
     )
-    server = PeerServer(socket_path(socket_dir, COORDINATOR), handler)
     verifier = TransactionVerifier(
         PeerClient(socket_dir, ME),
         my_node=ME,
         coordinator_node=lambda tid: COORDINATOR,
         local=LocalCalls(),
     )
-    async with trio.open_nursery() as nursery:
-        await nursery.start(server.run)
+    async with (
+        serving_peer(socket_dir, COORDINATOR, StandardAuthorizer([]), handler),
+        trio.open_nursery() as nursery,
+    ):
         await nursery.start(verifier.run)
         assert await verifier("tx", pid, epoch, ("t", 0)) == ErrorCode.NONE
         assert await verifier("tx", pid, epoch, ("t", 1)) == ErrorCode.INVALID_TXN_STATE
@@ -377,12 +379,14 @@ async def test_over_a_client_listener_verify_only_needs_cluster_action(tmp_path:
         )
 
     item = VerifyItem("tx", init.producer_id, init.producer_epoch, ("t", 0))
-    denied = await handler(StandardAuthorizer([])).handle(make_request(request, 24, 4))
+    denied = await client_listener_chain(handler(StandardAuthorizer([])), StandardAuthorizer([]))(
+        make_request(request, 24, 4)
+    )
     assert denied.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     allowed = StandardAuthorizer(
         [acl(CLUSTER_NAME, AclOperation.CLUSTER_ACTION, resource_type=ResourceType.CLUSTER)]
     )
-    granted = await handler(allowed).handle(make_request(request, 24, 4))
+    granted = await client_listener_chain(handler(allowed), allowed)(make_request(request, 24, 4))
     assert response_errors(granted, [item]) == {item: ErrorCode.NONE}
 
 

@@ -1,4 +1,4 @@
-"""How KafkaApis applies client-quota throttles to what it sends (KIP-219), with a real
+"""How KafkaApis (its ClientQuotas middleware) applies client-quota throttles to what it sends (KIP-219), with a real
 request channel and Trio's autojump clock instead of a network."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import trio
 
 from broker.handlers.api_handler import NoResponse
 from broker.handlers.kafka_apis import KafkaApis
+from broker.handlers.middleware.client_quotas import ClientQuotas
 from broker.net.request import (
     EndThrottlingResponse,
     NoOpResponse,
@@ -65,7 +66,7 @@ async def answer(outcome: Any, hooks: Hooks) -> list[tuple[float, Response]]:
     delivered: list[tuple[float, Response]] = []
     channel.add_processor(0, lambda r: delivered.append((trio.current_time(), r)), lambda: 0)
     apis = KafkaApis([Handler(outcome)])
-    apis.quotas = hooks
+    apis.use(ClientQuotas(hooks))
     async with trio.open_nursery() as nursery:
         await nursery.start(channel.run_timers)
         await nursery.start(apis.run)
