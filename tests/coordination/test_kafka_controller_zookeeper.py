@@ -1,0 +1,122 @@
+"""The controller task on a real ZooKeeper: three brokers, one session ended, one
+controlled shutdown; leadership moves to an ISR member with the epoch bumped."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import trio
+
+from broker.coordination.kafka_controller import KafkaController
+from broker.coordination.membership import ClusterMembership
+from broker.coordination.partition_state_store import PartitionStateStore
+from broker.coordination.partition_state_znodes import TopicAssignment
+from broker.replication.leader_and_isr import LeaderAndIsr
+from broker.replication.topic_partition import TopicPartition
+from tests.coordination.test_zookeeper_membership import (
+    WAIT_S,
+    connected,
+    membership,
+)
+from tests.replication.recording_notifier import RecordingNotifier
+from tests.waiting import wait_until
+
+REPLICAS = {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)}
+
+
+@asynccontextmanager
+async def broker(
+    connect: str, node_id: int, notifier: RecordingNotifier
+) -> AsyncIterator[tuple[KafkaController, trio.CancelScope]]:
+    """A membership and its controller; cancelling the scope closes the session."""
+    member: ClusterMembership = membership(connect, node_id)
+    controller = KafkaController(
+        member._store,
+        node_id,
+        member.election.view,
+        member.live_brokers.brokers,
+        notifier,
+    )
+    async with trio.open_nursery() as nursery:
+        scope = trio.CancelScope()
+
+        async def run() -> None:
+            with scope:
+                async with trio.open_nursery() as inner:
+                    inner.start_soon(member.run)
+                    inner.start_soon(controller.run)
+
+        nursery.start_soon(run)
+        with trio.fail_after(WAIT_S):
+            await member.registered.wait()
+        yield controller, scope
+        nursery.cancel_scope.cancel()
+
+
+async def state_of(states: PartitionStateStore, partition: int) -> LeaderAndIsr | None:
+    state = await states.partition_state(TopicPartition("orders", partition))
+    return None if state is None else state.leader_and_isr
+
+
+async def test_the_controller_moves_leadership_when_a_session_ends_and_on_controlled_shutdown(
+    zookeeper_connect: str,
+) -> None:
+    notifiers = {b: RecordingNotifier() for b in (1, 2, 3)}
+    async with (
+        broker(zookeeper_connect, 1, notifiers[1]) as (c1, s1),
+        broker(zookeeper_connect, 2, notifiers[2]) as (c2, s2),
+        broker(zookeeper_connect, 3, notifiers[3]) as (c3, s3),
+        connected(zookeeper_connect) as observer,
+    ):
+        controllers, scopes = {1: c1, 2: c2, 3: c3}, {1: s1, 2: s2, 3: s3}
+        with trio.fail_after(WAIT_S):
+            await wait_until(lambda: any(c.live == {1, 2, 3} for c in controllers.values()), WAIT_S)
+        (active_id,) = [b for b, c in controllers.items() if c.active_epoch.value > 0]
+        controller = controllers[active_id]
+        assert controller.active_epoch.value == 1
+
+        # A topic appears: the controller creates its states, leader the first live replica.
+        states = PartitionStateStore(observer)
+        await states.create_topic(TopicAssignment("orders", REPLICAS))
+        await wait_until(lambda: len(controller.partition_states) == 3, WAIT_S)
+        for p, replicas in REPLICAS.items():
+            assert await state_of(states, p) == LeaderAndIsr(replicas[0], 0, replicas)
+
+        # A follower-and-leader's session ends: its partition moves to the next ISR member.
+        killed, leaving = [b for b in (1, 2, 3) if b != active_id]
+        led_by_killed = next(p for p, r in REPLICAS.items() if r[0] == killed)
+        scopes[killed].cancel()
+        await wait_until(lambda: controller.live == {active_id, leaving}, WAIT_S)
+        await wait_until(
+            lambda: all(
+                killed not in s.leader_and_isr.isr for s in controller.partition_states.values()
+            ),
+            WAIT_S,
+        )
+        moved = await state_of(states, led_by_killed)
+        assert moved is not None
+        successor = next(b for b in REPLICAS[led_by_killed] if b != killed)
+        assert moved.leader == successor
+        assert moved.leader_epoch == 1
+        assert killed not in moved.isr and len(moved.isr) == 2
+        sent = notifiers[active_id]  # only the active controller sends
+        told = sent.latest_told(successor, TopicPartition("orders", led_by_killed))
+        assert told is not None and told.leader_and_isr == moved
+        for p in REPLICAS:  # every partition lost the dead broker from its ISR, epoch bumped
+            state = await state_of(states, p)
+            assert state is not None and state.leader_epoch == 1
+            assert set(state.isr) == {active_id, leaving}
+
+        # Controlled shutdown: leadership moves first, the leaving broker leaves every ISR.
+        remaining = await controller.controlled_shutdown(leaving)
+        assert remaining == []
+        for p in REPLICAS:
+            state = await state_of(states, p)
+            assert state is not None
+            assert state.leader == active_id and state.isr == (active_id,)
+            assert state.leader_epoch == 2
+        for p in REPLICAS:  # it was told while still live, so it stops leading at once
+            told = sent.latest_told(leaving, TopicPartition("orders", p))
+            assert told is not None and told.leader_and_isr.leader == active_id
+        assert not any(notifiers[b].leader_and_isr for b in (1, 2, 3) if b != active_id)
