@@ -1,5 +1,6 @@
 """The controller task on a real ZooKeeper: three brokers, one session ended, one
-controlled shutdown; leadership moves to an ISR member with the epoch bumped."""
+controlled shutdown; leadership moves to an ISR member with the epoch bumped. And a
+leader's own ISR change, recorded at its zkVersion and passed on by the controller."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from broker.coordination.kafka_controller import KafkaController
 from broker.coordination.membership import ClusterMembership
 from broker.coordination.partition_state_store import PartitionStateStore
 from broker.coordination.partition_state_znodes import TopicAssignment
+from broker.protocol.error_codes import ErrorCode
 from broker.replication.leader_and_isr import LeaderAndIsr
+from broker.replication.partition_leader import PartitionLeader
+from broker.replication.partition_leader_state import LeaderSettings, PartitionLeaderState
 from broker.replication.topic_partition import TopicPartition
 from tests.coordination.test_zookeeper_membership import (
     WAIT_S,
@@ -120,3 +124,75 @@ async def test_the_controller_moves_leadership_when_a_session_ends_and_on_contro
             told = sent.latest_told(leaving, TopicPartition("orders", p))
             assert told is not None and told.leader_and_isr.leader == active_id
         assert not any(notifiers[b].leader_and_isr for b in (1, 2, 3) if b != active_id)
+
+
+async def test_a_leaders_isr_shrink_is_recorded_at_its_zk_version_and_reaches_the_controller(
+    zookeeper_connect: str,
+) -> None:
+    notifier = RecordingNotifier()
+    async with (
+        broker(zookeeper_connect, 1, notifier) as (c1, _s1),
+        broker(zookeeper_connect, 2, notifier) as (c2, _s2),
+        broker(zookeeper_connect, 3, notifier) as (c3, _s3),
+        connected(zookeeper_connect) as leader_session,
+    ):
+        controllers = {1: c1, 2: c2, 3: c3}
+        await wait_until(lambda: any(c.live == {1, 2, 3} for c in controllers.values()), WAIT_S)
+        (active_id,) = [b for b, c in controllers.items() if c.active_epoch.value > 0]
+        controller = controllers[active_id]
+        keeps_up, silent = [b for b in (1, 2, 3) if b != active_id]
+        tp = TopicPartition("orders", 0)
+        states = PartitionStateStore(leader_session)
+        await states.create_topic(TopicAssignment("orders", {0: (active_id, keeps_up, silent)}))
+        await wait_until(lambda: tp in controller.partition_states, WAIT_S)
+        created = await states.partition_state(tp)
+        assert created is not None
+
+        # The leader (the controller's broker here) runs the partition: one follower keeps
+        # up, the other never fetches and leaves the ISR after replica.lag.time.max.ms.
+        state = PartitionLeaderState(
+            tp,
+            active_id,
+            (active_id, keeps_up, silent),
+            created.leader_and_isr,
+            log_end_offset=0,
+            high_watermark=0,
+            now=trio.current_time(),
+            settings=LeaderSettings(replica_lag_time_max_ms=300, min_insync_replicas=2),
+        )
+        leader = PartitionLeader(state, created.controller_epoch, states)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(leader.run)
+            leader.on_append(1)
+            answers: list[ErrorCode] = []
+
+            async def produce() -> None:
+                answers.append(await leader.wait_for_acks_all(1, WAIT_S))
+
+            nursery.start_soon(produce)
+            with trio.fail_after(WAIT_S):
+                while not answers:
+                    leader.on_follower_fetch(keeps_up, 1)
+                    await trio.sleep(0.05)
+            nursery.cancel_scope.cancel()
+        assert answers == [ErrorCode.NONE]  # answered once the ISR was (leader, keeps_up)
+        recorded = await states.partition_state(tp)
+        assert recorded is not None
+        shrunk = (active_id, keeps_up)
+        assert recorded.leader_and_isr == LeaderAndIsr(active_id, 0, shrunk, zk_version=1)
+
+        # The controller took the notification: its view, UpdateMetadata, znode deleted.
+        await wait_until(
+            lambda: controller.partition_states[tp].leader_and_isr.isr == shrunk, WAIT_S
+        )
+        assert await states.isr_change_notifications() == {}
+        assert any(
+            s.leader_and_isr.isr == shrunk
+            for _, request in notifier.update_metadata
+            for s in request.partition_states
+        )
+        # Its next write names the version the leader's write left.
+        assert await controller.controlled_shutdown(keeps_up) == []
+        final = await states.partition_state(tp)
+        assert final is not None
+        assert final.leader_and_isr == LeaderAndIsr(active_id, 1, (active_id,), zk_version=2)
