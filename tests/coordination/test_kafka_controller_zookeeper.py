@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from broker.coordination.kafka_controller import KafkaController
+from broker.coordination.kafka_controller import ControllerSettings, KafkaController
 from broker.coordination.membership import ClusterMembership
 from broker.coordination.partition_state_store import PartitionStateStore
 from broker.coordination.partition_state_znodes import TopicAssignment
@@ -31,7 +31,10 @@ REPLICAS = {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)}
 
 @asynccontextmanager
 async def broker(
-    connect: str, node_id: int, notifier: RecordingNotifier
+    connect: str,
+    node_id: int,
+    notifier: RecordingNotifier,
+    settings: ControllerSettings | None = None,
 ) -> AsyncIterator[tuple[KafkaController, trio.CancelScope]]:
     """A membership and its controller; cancelling the scope closes the session."""
     member: ClusterMembership = membership(connect, node_id)
@@ -41,6 +44,7 @@ async def broker(
         member.election.view,
         member.live_brokers.brokers,
         notifier,
+        settings or ControllerSettings(),
     )
     async with trio.open_nursery() as nursery:
         scope = trio.CancelScope()
@@ -196,3 +200,58 @@ async def test_a_leaders_isr_shrink_is_recorded_at_its_zk_version_and_reaches_th
         final = await states.partition_state(tp)
         assert final is not None
         assert final.leader_and_isr == LeaderAndIsr(active_id, 1, (active_id,), zk_version=2)
+
+
+async def test_a_new_controller_takes_over_and_a_returning_preferred_leader_leads_again(
+    zookeeper_connect: str,
+) -> None:
+    notifier = RecordingNotifier()
+    settings = ControllerSettings(leader_imbalance_check_interval_s=0.2)
+    async with (
+        broker(zookeeper_connect, 1, notifier, settings) as (c1, s1),
+        broker(zookeeper_connect, 2, notifier, settings) as (c2, s2),
+        broker(zookeeper_connect, 3, notifier, settings) as (c3, s3),
+        connected(zookeeper_connect) as observer,
+    ):
+        controllers, scopes = {1: c1, 2: c2, 3: c3}, {1: s1, 2: s2, 3: s3}
+        await wait_until(lambda: any(c.live == {1, 2, 3} for c in controllers.values()), WAIT_S)
+        (first_id,) = [b for b, c in controllers.items() if c.active_epoch.value > 0]
+        states = PartitionStateStore(observer)
+        await states.create_topic(TopicAssignment("orders", REPLICAS))
+        await wait_until(lambda: len(controllers[first_id].partition_states) == 3, WAIT_S)
+
+        # The controller's own session ends: another is elected (epoch 2) and moves the
+        # partition the first one led.
+        scopes[first_id].cancel()
+        await wait_until(
+            lambda: any(c.active_epoch.value == 2 for c in controllers.values()), WAIT_S
+        )
+        (second_id,) = [b for b, c in controllers.items() if c.active_epoch.value == 2]
+        second = controllers[second_id]
+        led_by_first = next(p for p, r in REPLICAS.items() if r[0] == first_id)
+        tp = TopicPartition("orders", led_by_first)
+        await wait_until(
+            lambda: second.partition_states[tp].leader_and_isr.leader != first_id, WAIT_S
+        )
+        moved = await states.partition_state(tp)
+        assert moved is not None and moved.controller_epoch == 2
+        assert moved.leader_and_isr.leader != first_id and first_id not in moved.leader_and_isr.isr
+
+        # The first broker returns; its leader lets it into the ISR again (as a leader
+        # does once it caught up) and announces it; the rebalance check then hands the
+        # partition back to its preferred replica.
+        async with broker(zookeeper_connect, first_id, notifier, settings):
+            await wait_until(lambda: second.live == {1, 2, 3}, WAIT_S)
+            current = moved.leader_and_isr
+            await states.update_isr_as_leader(
+                tp, current.with_isr((*current.isr, first_id)), moved.controller_epoch
+            )
+            await states.propagate_isr_changes([tp])
+            await wait_until(
+                lambda: second.partition_states[tp].leader_and_isr.leader == first_id, WAIT_S
+            )
+            back = await states.partition_state(tp)
+            assert back is not None
+            assert back.leader_and_isr.leader == first_id
+            assert back.leader_and_isr.leader_epoch == current.leader_epoch + 1
+            assert back.controller_epoch == 2
