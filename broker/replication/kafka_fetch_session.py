@@ -10,8 +10,8 @@ ReplicaFetcherBlockingSend.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from broker.client.connection import KafkaConnection
 from broker.protocol.error_codes import ErrorCode
@@ -47,12 +47,28 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 NO_DIVERGING_EPOCH = -1
 
+P = TypeVar("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
 
 def _by_topic(partitions: Mapping[TopicPartition, Any]) -> dict[str, list[TopicPartition]]:
     topics: dict[str, list[TopicPartition]] = {}
     for tp in sorted(partitions):
         topics.setdefault(tp.topic, []).append(tp)
     return topics
+
+
+def _grouped(
+    partitions: Mapping[TopicPartition, R],
+    topic: Callable[[str, tuple[P, ...]], T],
+    partition: Callable[[TopicPartition, R], P],
+) -> tuple[T, ...]:
+    """A request's topics, each with its partitions, in a stable order."""
+    return tuple(
+        topic(name, tuple(partition(tp, partitions[tp]) for tp in tps))
+        for name, tps in _by_topic(partitions).items()
+    )
 
 
 def _error(code: int) -> ErrorCode:
@@ -72,19 +88,14 @@ class KafkaFetchSession:
     ) -> Mapping[TopicPartition, EpochEndOffsetAnswer]:
         request = OffsetForLeaderEpochRequest(
             replica_id=self._replica_id,
-            topics=tuple(
-                OffsetForLeaderTopic(
-                    topic=topic,
-                    partitions=tuple(
-                        OffsetForLeaderPartition(
-                            partition=tp.partition,
-                            current_leader_epoch=partitions[tp].current_leader_epoch,
-                            leader_epoch=partitions[tp].leader_epoch,
-                        )
-                        for tp in tps
-                    ),
-                )
-                for topic, tps in _by_topic(partitions).items()
+            topics=_grouped(
+                partitions,
+                lambda topic, ps: OffsetForLeaderTopic(topic=topic, partitions=ps),
+                lambda tp, r: OffsetForLeaderPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=r.current_leader_epoch,
+                    leader_epoch=r.leader_epoch,
+                ),
             ),
         )
         response = await self._connection.request(request, OFFSET_FOR_LEADER_EPOCH_VERSION)
@@ -107,22 +118,17 @@ class KafkaFetchSession:
             isolation_level=0,
             session_id=0,
             session_epoch=-1,  # no incremental fetch session: every partition, every time
-            topics=tuple(
-                FetchTopic(
-                    topic=topic,
-                    partitions=tuple(
-                        FetchPartition(
-                            partition=tp.partition,
-                            current_leader_epoch=partitions[tp].current_leader_epoch,
-                            fetch_offset=partitions[tp].fetch_offset,
-                            last_fetched_epoch=partitions[tp].last_fetched_epoch,
-                            log_start_offset=partitions[tp].log_start_offset,
-                            partition_max_bytes=limits.partition_max_bytes,
-                        )
-                        for tp in tps
-                    ),
-                )
-                for topic, tps in _by_topic(partitions).items()
+            topics=_grouped(
+                partitions,
+                lambda topic, ps: FetchTopic(topic=topic, partitions=ps),
+                lambda tp, r: FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=r.current_leader_epoch,
+                    fetch_offset=r.fetch_offset,
+                    last_fetched_epoch=r.last_fetched_epoch,
+                    log_start_offset=r.log_start_offset,
+                    partition_max_bytes=limits.partition_max_bytes,
+                ),
             ),
         )
         response = await self._connection.request(request, FETCH_VERSION)
@@ -158,19 +164,14 @@ class KafkaFetchSession:
         request = ListOffsetsRequest(
             replica_id=self._replica_id,
             isolation_level=0,
-            topics=tuple(
-                ListOffsetsTopic(
-                    name=topic,
-                    partitions=tuple(
-                        ListOffsetsPartition(
-                            partition_index=tp.partition,
-                            current_leader_epoch=partitions[tp].current_leader_epoch,
-                            timestamp=timestamp,
-                        )
-                        for tp in tps
-                    ),
-                )
-                for topic, tps in _by_topic(partitions).items()
+            topics=_grouped(
+                partitions,
+                lambda topic, ps: ListOffsetsTopic(name=topic, partitions=ps),
+                lambda tp, r: ListOffsetsPartition(
+                    partition_index=tp.partition,
+                    current_leader_epoch=r.current_leader_epoch,
+                    timestamp=timestamp,
+                ),
             ),
         )
         response = await self._connection.request(request, LIST_OFFSETS_VERSION)

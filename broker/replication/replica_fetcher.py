@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
+from typing import TypeVar
 
 import attrs
 import trio
@@ -51,6 +52,8 @@ from broker.replication.leader_fetch_session import FetchLimits, LeaderFetchSess
 from broker.replication.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
+
+A = TypeVar("A")
 
 # A request that failed as a whole: what each of its partitions is told.
 SESSION_FAILURES = (OSError, ConnectionError, trio.BrokenResourceError, KafkaError)
@@ -149,11 +152,9 @@ class ReplicaFetcher:
     async def _send_offsets_for_leader_epoch(
         self, requests: dict[TopicPartition, SendOffsetsForLeaderEpoch]
     ) -> None:
-        try:
-            answers = await self._session.offsets_for_leader_epoch(requests)
-        except SESSION_FAILURES as exc:
-            self._log_failure("OffsetsForLeaderEpoch", exc)
-            answers = {}
+        answers = await self._answers(
+            "OffsetsForLeaderEpoch", self._session.offsets_for_leader_epoch(requests)
+        )
         now = trio.current_time()
         for tp, request in requests.items():
             answer = answers.get(tp)
@@ -170,11 +171,7 @@ class ReplicaFetcher:
             await self._feed(tp, event, now)
 
     async def _send_list_offsets(self, requests: dict[TopicPartition, SendListOffsets]) -> None:
-        try:
-            answers = await self._session.list_offsets(requests)
-        except SESSION_FAILURES as exc:
-            self._log_failure("ListOffsets", exc)
-            answers = {}
+        answers = await self._answers("ListOffsets", self._session.list_offsets(requests))
         now = trio.current_time()
         for tp, request in requests.items():
             answer = answers.get(tp)
@@ -197,11 +194,7 @@ class ReplicaFetcher:
             await self._feed(tp, event, now)
 
     async def _send_fetch(self, requests: dict[TopicPartition, SendFetch]) -> None:
-        try:
-            answers = await self._session.fetch(requests, self._settings.limits)
-        except SESSION_FAILURES as exc:
-            self._log_failure("Fetch", exc)
-            answers = {}
+        answers = await self._answers("Fetch", self._session.fetch(requests, self._settings.limits))
         now = trio.current_time()
         for tp, request in requests.items():
             answer = answers.get(tp)
@@ -285,11 +278,19 @@ class ReplicaFetcher:
             )
             self.fenced.add(tp)
 
-    def _log_failure(self, what: str, exc: BaseException) -> None:
-        log.warning(
-            "%s to broker %d failed, backing off %d ms: %s",
-            what,
-            self.leader_id,
-            self._settings.replica_fetch_backoff_ms,
-            exc,
-        )
+    async def _answers(
+        self, what: str, request: Awaitable[Mapping[TopicPartition, A]]
+    ) -> Mapping[TopicPartition, A]:
+        """The request's answers; none when it failed as a whole (each partition of it
+        then backs off)."""
+        try:
+            return await request
+        except SESSION_FAILURES as exc:
+            log.warning(
+                "%s to broker %d failed, backing off %d ms: %s",
+                what,
+                self.leader_id,
+                self._settings.replica_fetch_backoff_ms,
+                exc,
+            )
+            return {}
