@@ -251,9 +251,8 @@ class KafkaController:
         if isinstance(event, _BrokersChanged):
             await self._on_brokers_changed(event.live)
         elif isinstance(event, _ControlledShutdown):
-            remaining = await self._on_controlled_shutdown(event.broker_id)
-            with event.reply:
-                event.reply.send_nowait(remaining)
+            with event.reply:  # closed unanswered if deciding fails: NotControllerError
+                event.reply.send_nowait(await self._on_controlled_shutdown(event.broker_id))
         elif isinstance(event, _IsrChangeNotified):
             await self._on_isr_change_notification(isr_watch)
         elif isinstance(event, _TopicsChanged):

@@ -255,3 +255,38 @@ async def test_a_new_controller_takes_over_and_a_returning_preferred_leader_lead
             assert back.leader_and_isr.leader == first_id
             assert back.leader_and_isr.leader_epoch == current.leader_epoch + 1
             assert back.controller_epoch == 2
+
+
+async def test_a_controller_write_that_meets_a_leaders_isr_change_decides_again_on_the_new_state(
+    zookeeper_connect: str,
+) -> None:
+    notifier = RecordingNotifier()
+    async with (
+        broker(zookeeper_connect, 1, notifier) as (c1, s1),
+        broker(zookeeper_connect, 2, notifier) as (c2, s2),
+        broker(zookeeper_connect, 3, notifier) as (c3, s3),
+        connected(zookeeper_connect) as leader_session,
+    ):
+        controllers, scopes = {1: c1, 2: c2, 3: c3}, {1: s1, 2: s2, 3: s3}
+        await wait_until(lambda: any(c.live == {1, 2, 3} for c in controllers.values()), WAIT_S)
+        (active_id,) = [b for b, c in controllers.items() if c.active_epoch.value > 0]
+        controller = controllers[active_id]
+        in_isr, left_isr = [b for b in (1, 2, 3) if b != active_id]
+        tp = TopicPartition("orders", 0)
+        states = PartitionStateStore(leader_session)
+        await states.create_topic(TopicAssignment("orders", {0: (active_id, in_isr, left_isr)}))
+        await wait_until(lambda: tp in controller.partition_states, WAIT_S)
+        # The leader shrinks its ISR; its notification has not reached the controller yet.
+        created = controller.partition_states[tp].leader_and_isr
+        shrunk = await states.update_isr_as_leader(tp, created.with_isr((active_id, in_isr)), 1)
+        # The remaining follower dies: the controller's write at the stale version fails,
+        # it reads the leader's state and decides again from it.
+        scopes[in_isr].cancel()
+        await wait_until(
+            lambda: controller.partition_states[tp].leader_and_isr.isr == (active_id,), WAIT_S
+        )
+        final = await states.partition_state(tp)
+        assert final is not None
+        assert final.leader_and_isr == LeaderAndIsr(
+            active_id, shrunk.leader_epoch + 1, (active_id,), zk_version=shrunk.zk_version + 1
+        )
