@@ -79,7 +79,12 @@ async def test_the_controller_moves_leadership_when_a_session_ends_and_on_contro
     ):
         controllers, scopes = {1: c1, 2: c2, 3: c3}, {1: s1, 2: s2, 3: s3}
         with trio.fail_after(WAIT_S):
-            await wait_until(lambda: any(c.live == {1, 2, 3} for c in controllers.values()), WAIT_S)
+            await wait_until(
+                lambda: any(
+                    c.active_epoch.value > 0 and c.live == {1, 2, 3} for c in controllers.values()
+                ),
+                WAIT_S,
+            )
         (active_id,) = [b for b, c in controllers.items() if c.active_epoch.value > 0]
         controller = controllers[active_id]
         assert controller.active_epoch.value == 1
@@ -141,7 +146,12 @@ async def test_a_leaders_isr_shrink_is_recorded_at_its_zk_version_and_reaches_th
         connected(zookeeper_connect) as leader_session,
     ):
         controllers = {1: c1, 2: c2, 3: c3}
-        await wait_until(lambda: any(c.live == {1, 2, 3} for c in controllers.values()), WAIT_S)
+        await wait_until(
+            lambda: any(
+                c.active_epoch.value > 0 and c.live == {1, 2, 3} for c in controllers.values()
+            ),
+            WAIT_S,
+        )
         (active_id,) = [b for b, c in controllers.items() if c.active_epoch.value > 0]
         controller = controllers[active_id]
         keeps_up, silent = [b for b in (1, 2, 3) if b != active_id]
@@ -214,7 +224,12 @@ async def test_a_new_controller_takes_over_and_a_returning_preferred_leader_lead
         connected(zookeeper_connect) as observer,
     ):
         controllers, scopes = {1: c1, 2: c2, 3: c3}, {1: s1, 2: s2, 3: s3}
-        await wait_until(lambda: any(c.live == {1, 2, 3} for c in controllers.values()), WAIT_S)
+        await wait_until(
+            lambda: any(
+                c.active_epoch.value > 0 and c.live == {1, 2, 3} for c in controllers.values()
+            ),
+            WAIT_S,
+        )
         (first_id,) = [b for b, c in controllers.items() if c.active_epoch.value > 0]
         states = PartitionStateStore(observer)
         await states.create_topic(TopicAssignment("orders", REPLICAS))
@@ -268,7 +283,12 @@ async def test_a_controller_write_that_meets_a_leaders_isr_change_decides_again_
         connected(zookeeper_connect) as leader_session,
     ):
         controllers, scopes = {1: c1, 2: c2, 3: c3}, {1: s1, 2: s2, 3: s3}
-        await wait_until(lambda: any(c.live == {1, 2, 3} for c in controllers.values()), WAIT_S)
+        await wait_until(
+            lambda: any(
+                c.active_epoch.value > 0 and c.live == {1, 2, 3} for c in controllers.values()
+            ),
+            WAIT_S,
+        )
         (active_id,) = [b for b, c in controllers.items() if c.active_epoch.value > 0]
         controller = controllers[active_id]
         in_isr, left_isr = [b for b in (1, 2, 3) if b != active_id]
