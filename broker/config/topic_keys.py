@@ -114,7 +114,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in (
     _t("message.downconversion.enable", ConfigType.BOOLEAN, boolean, f"{_NO_EFFECT}.", "true"),
     _t("preallocate", ConfigType.BOOLEAN, boolean, f"{_NO_EFFECT} (no preallocation).", "false"),
     _t("segment.jitter.ms", ConfigType.LONG, int_in(0, LONG_MAX), f"{_NO_EFFECT} (no roll jitter).", "0"),
-    _t("unclean.leader.election.enable", ConfigType.BOOLEAN, boolean, f"{_NO_EFFECT} (no replication).", "false"),
+    _t("unclean.leader.election.enable", ConfigType.BOOLEAN, boolean, f"{_NO_EFFECT} yet: the controller's offline election (broker/replication) honours it once replication runs with zookeeper.connect.", "false"),
 )}
 # fmt: on
 

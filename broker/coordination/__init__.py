@@ -5,7 +5,9 @@ election and, later, replication need from a coordination engine, with no
 engine's types in it. `kazoo_store.py` is the ZooKeeper engine. Above the seam,
 Kafka 2.x's znode layout: `broker_registration.py` (`/brokers/ids/<id>`),
 `controller_election.py` (`/controller`, `/controller_epoch`),
-`live_brokers.py` (the registered brokers, followed through watches) and
-`membership.py` (the Service a broker runs when `zookeeper.connect` is set).
+`live_brokers.py` (the registered brokers, followed through watches),
+`membership.py` (the Service a broker runs when `zookeeper.connect` is set),
+partition state (`partition_state_*.py`) and the controller task
+(`kafka_controller.py`).
 See docs/replication.md.
 """

@@ -1,0 +1,296 @@
+"""The replica fetcher: one Trio task per leader broker (Kafka's ReplicaFetcherThread).
+
+Each round polls every partition's fetch state machine (fetcher_partition_state),
+sends one OffsetsForLeaderEpoch for the partitions still finding where their log
+diverged, one ListOffsets for those out of range and one Fetch for the rest, feeds
+each answer back into the machine and carries out its actions on the follower's log.
+A request that fails as a whole (the leader unreachable, the connection lost) backs
+every partition in it off for replica.fetch.backoff.ms. With nothing to send the
+task sleeps until the earliest back-off ends (trio.sleep_until, on trio's clock, so
+tests run it on the mock clock) or a partition is added; the leader's long poll
+(replica.fetch.wait.max.ms) paces it otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Mapping
+from typing import TypeVar
+
+import attrs
+import trio
+
+from broker.errors import KafkaError
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.records import InvalidRecordsError
+from broker.replication.fetched_records import FetchedBatches, fetched_batches
+from broker.replication.fetcher_partition_state import (
+    Action,
+    AppendAsFollower,
+    EpochEndOffsetAnswered,
+    Event,
+    FetchAnswered,
+    FetcherSettings,
+    FetchPhase,
+    LeaderOffsetsAnswered,
+    LocalLog,
+    PartitionFetchState,
+    Poll,
+    RemovePartition,
+    SendFetch,
+    SendListOffsets,
+    SendOffsetsForLeaderEpoch,
+    Truncate,
+    TruncateFullyAndStartAt,
+    UpdateHighWatermark,
+    on_event,
+)
+from broker.replication.follower_log import FollowerLog
+from broker.replication.leader_epoch_cache import UNDEFINED_EPOCH_END_OFFSET
+from broker.replication.leader_fetch_session import FetchLimits, LeaderFetchSession
+from broker.replication.topic_partition import TopicPartition
+
+log = logging.getLogger(__name__)
+
+A = TypeVar("A")
+
+# A request that failed as a whole: what each of its partitions is told.
+SESSION_FAILURES = (OSError, ConnectionError, trio.BrokenResourceError, KafkaError)
+
+
+@attrs.frozen
+class ReplicaFetcherSettings:
+    replica_fetch_backoff_ms: int = 1000
+    limits: FetchLimits = attrs.field(factory=FetchLimits)
+
+
+@attrs.define
+class _Partition:
+    log: FollowerLog
+    state: PartitionFetchState
+
+
+@attrs.define
+class _Round:
+    """The requests one poll of every partition asks for."""
+
+    epochs: dict[TopicPartition, SendOffsetsForLeaderEpoch] = attrs.field(factory=dict)
+    fetches: dict[TopicPartition, SendFetch] = attrs.field(factory=dict)
+    list_offsets: dict[TopicPartition, SendListOffsets] = attrs.field(factory=dict)
+
+    def empty(self) -> bool:
+        return not (self.epochs or self.fetches or self.list_offsets)
+
+
+class ReplicaFetcher:
+    def __init__(
+        self,
+        leader_id: int,
+        session: LeaderFetchSession,
+        settings: ReplicaFetcherSettings = ReplicaFetcherSettings(),
+    ) -> None:
+        self.leader_id = leader_id
+        self._session = session
+        self._settings = settings
+        self._machine_settings = FetcherSettings(settings.replica_fetch_backoff_ms)
+        self._partitions: dict[TopicPartition, _Partition] = {}
+        self._added = trio.Event()
+        # Partitions the leader fenced (an older epoch than its own): they wait for the
+        # controller's next LeaderAndIsr, which the caller passes to add_partition.
+        self.fenced: set[TopicPartition] = set()
+
+    @property
+    def partitions(self) -> Mapping[TopicPartition, PartitionFetchState]:
+        return {tp: p.state for tp, p in self._partitions.items()}
+
+    def add_partition(self, tp: TopicPartition, log: FollowerLog, leader_epoch: int) -> None:
+        """Follow the leader at `leader_epoch` (LeaderAndIsr said so): truncate first."""
+        state = PartitionFetchState.start_following(
+            self.leader_id, leader_epoch, log.log_end_offset
+        )
+        self._partitions[tp] = _Partition(log, state)
+        self.fenced.discard(tp)
+        self._added.set()
+
+    def remove_partition(self, tp: TopicPartition) -> None:
+        """This broker leads it now, or no longer hosts it; an answer in flight is dropped."""
+        self._partitions.pop(tp, None)
+        self.fenced.discard(tp)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            await self.run_once()
+
+    async def run_once(self) -> None:
+        """One round: poll, send, apply; or sleep until something can be sent."""
+        requests = _Round()
+        now = trio.current_time()
+        for tp in list(self._partitions):
+            await self._feed(tp, Poll(), now, requests)
+        if requests.empty():
+            await self._wait_for_work()
+            return
+        if requests.epochs:
+            await self._send_offsets_for_leader_epoch(requests.epochs)
+        if requests.list_offsets:
+            await self._send_list_offsets(requests.list_offsets)
+        if requests.fetches:
+            await self._send_fetch(requests.fetches)
+
+    async def _wait_for_work(self) -> None:
+        self._added = trio.Event()
+        wake_at = min(
+            (p.state.delayed_until for p in self._partitions.values() if p.state.delayed_until),
+            default=math.inf,
+        )
+        with trio.move_on_at(wake_at):
+            await self._added.wait()
+
+    # -- requests --
+    async def _send_offsets_for_leader_epoch(
+        self, requests: dict[TopicPartition, SendOffsetsForLeaderEpoch]
+    ) -> None:
+        answers = await self._answers(
+            "OffsetsForLeaderEpoch", self._session.offsets_for_leader_epoch(requests)
+        )
+        now = trio.current_time()
+        for tp, request in requests.items():
+            answer = answers.get(tp)
+            if answer is None:
+                event = EpochEndOffsetAnswered(
+                    request.current_leader_epoch,
+                    ErrorCode.NETWORK_EXCEPTION,
+                    UNDEFINED_EPOCH_END_OFFSET,
+                )
+            else:
+                event = EpochEndOffsetAnswered(
+                    request.current_leader_epoch, answer.error, answer.end
+                )
+            await self._feed(tp, event, now)
+
+    async def _send_list_offsets(self, requests: dict[TopicPartition, SendListOffsets]) -> None:
+        answers = await self._answers("ListOffsets", self._session.list_offsets(requests))
+        now = trio.current_time()
+        for tp, request in requests.items():
+            answer = answers.get(tp)
+            partition = self._partitions.get(tp)
+            if partition is None:
+                continue
+            if answer is None or answer.error is not ErrorCode.NONE:
+                # The machine waits for these offsets; ask again after the back-off,
+                # finding the divergence point first as after any leader change.
+                if partition.state.current_leader_epoch == request.current_leader_epoch:
+                    partition.state = attrs.evolve(
+                        partition.state,
+                        phase=FetchPhase.TRUNCATING,
+                        delayed_until=now + self._settings.replica_fetch_backoff_ms / 1000,
+                    )
+                continue
+            event = LeaderOffsetsAnswered(
+                request.current_leader_epoch, answer.log_start_offset, answer.log_end_offset
+            )
+            await self._feed(tp, event, now)
+
+    async def _send_fetch(self, requests: dict[TopicPartition, SendFetch]) -> None:
+        answers = await self._answers("Fetch", self._session.fetch(requests, self._settings.limits))
+        now = trio.current_time()
+        for tp, request in requests.items():
+            answer = answers.get(tp)
+            epoch = request.current_leader_epoch
+            if answer is None:
+                await self._feed(tp, FetchAnswered(epoch, ErrorCode.NETWORK_EXCEPTION), now)
+                continue
+            try:
+                batches = fetched_batches(answer.records)
+            except InvalidRecordsError as exc:
+                log.warning(
+                    "fetch of %s from broker %d: corrupt records: %s", tp, self.leader_id, exc
+                )
+                await self._feed(tp, FetchAnswered(epoch, ErrorCode.CORRUPT_MESSAGE), now)
+                continue
+            event = FetchAnswered(
+                epoch,
+                answer.error,
+                answer.high_watermark,
+                batches.end_offset,
+                answer.diverging_epoch,
+            )
+            await self._feed(tp, event, now, batches=batches)
+
+    # -- the machine --
+    async def _feed(
+        self,
+        tp: TopicPartition,
+        event: Event,
+        now: float,
+        requests: _Round | None = None,
+        *,
+        batches: FetchedBatches | None = None,
+    ) -> None:
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return  # removed while its request was in flight
+        local = LocalLog(
+            partition.log.log_start_offset,
+            partition.log.log_end_offset,
+            partition.log.high_watermark,
+            partition.log.epoch_cache,
+        )
+        transition = on_event(partition.state, event, local, now, self._machine_settings)
+        if transition.state is None:
+            self._partitions.pop(tp, None)
+        else:
+            partition.state = transition.state
+        for action in transition.actions:
+            await self._carry_out(tp, partition, action, requests, batches)
+
+    async def _carry_out(
+        self,
+        tp: TopicPartition,
+        partition: _Partition,
+        action: Action,
+        requests: _Round | None,
+        batches: FetchedBatches | None,
+    ) -> None:
+        if isinstance(action, SendOffsetsForLeaderEpoch):
+            assert requests is not None, "only a poll sends"
+            requests.epochs[tp] = action
+        elif isinstance(action, SendFetch):
+            assert requests is not None, "only a poll sends"
+            requests.fetches[tp] = action
+        elif isinstance(action, SendListOffsets):
+            # Sent in the same round as the Fetch that met OFFSET_OUT_OF_RANGE.
+            await self._send_list_offsets({tp: action})
+        elif isinstance(action, Truncate):
+            await partition.log.truncate_to(action.offset)
+        elif isinstance(action, TruncateFullyAndStartAt):
+            await partition.log.truncate_fully_and_start_at(action.offset)
+        elif isinstance(action, AppendAsFollower):
+            assert batches is not None, "an append follows a fetch answer"
+            await partition.log.append_as_follower(batches)
+        elif isinstance(action, UpdateHighWatermark):
+            partition.log.update_high_watermark(action.high_watermark)
+        elif isinstance(action, RemovePartition):
+            log.info(
+                "stopped fetching %s from broker %d: %s", tp, self.leader_id, action.reason.name
+            )
+            self.fenced.add(tp)
+
+    async def _answers(
+        self, what: str, request: Awaitable[Mapping[TopicPartition, A]]
+    ) -> Mapping[TopicPartition, A]:
+        """The request's answers; none when it failed as a whole (each partition of it
+        then backs off)."""
+        try:
+            return await request
+        except SESSION_FAILURES as exc:
+            log.warning(
+                "%s to broker %d failed, backing off %d ms: %s",
+                what,
+                self.leader_id,
+                self._settings.replica_fetch_backoff_ms,
+                exc,
+            )
+            return {}
