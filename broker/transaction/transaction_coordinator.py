@@ -91,6 +91,8 @@ class TransactionCoordinator:
         offsets: OffsetSink,
         allocate_producer_id: Callable[[], Awaitable[int]],
         clock_ms: Callable[[], int],
+        *,
+        owns: Callable[[str], bool] = lambda transactional_id: True,
     ) -> None:
         self.config = config
         self.journal = journal
@@ -102,9 +104,9 @@ class TransactionCoordinator:
         self._locks: dict[str, trio.Lock] = {}
         self._by_producer: dict[int, str] = {}
         self.on_change: Callable[[], None] = lambda: None
-        # In a cluster of processes, whether this process coordinates an id (Kafka:
-        # leads its `__transaction_state` partition); others answer NOT_COORDINATOR.
-        self.owns: Callable[[str], bool] = lambda transactional_id: True
+        # Whether this broker coordinates an id (Kafka: leads its `__transaction_state`
+        # partition; the topology's `owns_transaction`); others answer NOT_COORDINATOR.
+        self.owns = owns
         # Produce verification of a producer this coordinator does not know: with one
         # process that is an error; in a cluster its coordinator is another process.
         self.verify_unknown_producers = True
