@@ -10,15 +10,16 @@ travel over the private channel (broker/cluster/peer_channel.py).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 from broker.broker_context import Service
 from broker.cluster.cluster_image import ClusterImage
-from broker.cluster.cluster_log_manager import ClusterLogManager
 from broker.cluster.marker_router import RoutingMarkerWriter
 from broker.cluster.peer_channel import PeerClient
 from broker.cluster.placement import coordinator_shard
 from broker.cluster.remote_partition import RemotePartition
 from broker.cluster.txn_verification import TransactionVerifier, VerificationGuards
+from broker.log.partition_log import PartitionLog
 from broker.topology import (
     BrokerAddress,
     LocalMarkers,
@@ -30,10 +31,23 @@ from broker.topology import (
 )
 
 
+class ClusterLog(Protocol):
+    """What the topology reads of this process's log (a `ClusterLogManager`): the
+    store's image it last applied, and the partitions it placed."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def image(self) -> ClusterImage: ...
+
+    def partition(self, topic: str, partition: int) -> PartitionLog | None: ...
+
+
 class ClusterTopology:
     def __init__(
         self,
-        log_manager: ClusterLogManager,
+        log_manager: ClusterLog,
         *,
         process_index: int,
         process_count: int,
