@@ -56,7 +56,12 @@ class MarkerWriter(Protocol):
         commit: bool,
         partitions: Iterable[TopicPartition],
         groups: Iterable[str],
-    ) -> None: ...
+    ) -> None:
+        """Append the COMMIT/ABORT marker to each partition (gone ones are skipped) and
+        tell each group's coordinator, which commits or drops the offsets it holds
+        for the producer; KafkaError when one cannot be written (the transaction stays
+        prepared)."""
+        ...
 
 
 class LocalMarkers(MarkerWriter, Protocol):

@@ -27,6 +27,7 @@ import trio
 
 from broker.errors import KafkaError
 from broker.protocol.error_codes import ErrorCode
+from broker.topology import MarkerWriter
 from broker.transaction.transaction_log import TransactionLog
 from broker.transaction.transaction_metadata import (
     NO_PRODUCER_EPOCH,
@@ -43,22 +44,6 @@ log = logging.getLogger(__name__)
 COORDINATOR_EPOCH = 0
 """Coordinators never move while they run (a change of the process count restarts
 them all), so each is in its first and only epoch."""
-
-
-class MarkerWriter(Protocol):
-    async def write_markers(
-        self,
-        producer_id: int,
-        epoch: int,
-        commit: bool,
-        partitions: Iterable[TopicPartition],
-        groups: Iterable[str],
-    ) -> None:
-        """Append the COMMIT/ABORT marker to each partition (gone ones are skipped) and
-        tell each group's coordinator, which commits or drops the offsets it holds
-        for the producer; KafkaError when one cannot be written (the transaction stays
-        prepared)."""
-        ...
 
 
 class OffsetSink(Protocol):
