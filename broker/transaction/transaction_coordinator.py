@@ -24,6 +24,7 @@ from typing import Protocol
 
 import attrs
 import trio
+import trio_util
 
 from broker.errors import KafkaError
 from broker.protocol.error_codes import ErrorCode
@@ -88,13 +89,18 @@ class TransactionCoordinator:
         self.transactions: dict[str, TransactionMetadata] = {}
         self._locks: dict[str, trio.Lock] = {}
         self._by_producer: dict[int, str] = {}
-        self.on_change: Callable[[], None] = lambda: None
+        # How many changes were made: the service's journal flusher follows the latest
+        # value (changes made while it writes are coalesced into its next round).
+        self.changes = trio_util.AsyncValue(0)
         # Whether this broker coordinates an id (Kafka: leads its `__transaction_state`
         # partition; the topology's `owns_transaction`); others answer NOT_COORDINATOR.
         self.owns = owns
         # Produce verification of a producer this coordinator does not know: with one
         # process that is an error; in a cluster its coordinator is another process.
         self.verify_unknown_producers = True
+
+    def on_change(self) -> None:
+        self.changes.value += 1
 
     def load(self, state: dict[str, TransactionMetadata]) -> None:
         self.transactions = dict(state)

@@ -145,12 +145,7 @@ def test_metadata_reports_a_partition_whose_leader_is_down_as_leader_not_availab
         partitions = [remote]
 
     logs = Logs()
-    topology = ClusterTopology(
-        logs,  # type: ignore[arg-type]
-        process_index=0,
-        process_count=2,
-        peer_dir=tmp_path,
-    )
+    topology = ClusterTopology(logs, process_index=0, process_count=2, peer_dir=tmp_path)
     source = LogTopicSource(logs, topology)  # type: ignore[arg-type]
     described = source.describe(Topic(), AUTHORIZED_OPERATIONS_OMITTED)  # type: ignore[arg-type]
     (partition,) = described.partitions
