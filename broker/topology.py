@@ -147,6 +147,7 @@ class SingleProcessTopology:
     def __init__(self, node_id: int, advertised: Callable[[str], tuple[str, int]]) -> None:
         self._node_id = node_id
         self._advertised = advertised
+        self._leader = PartitionLeader(node_id, online=True)
 
     @property
     def node_id(self) -> int:
@@ -180,7 +181,7 @@ class SingleProcessTopology:
         return self._node_id
 
     def partition_leader(self, topic: str, partition: int) -> PartitionLeader:
-        return PartitionLeader(self._node_id, online=True)
+        return self._leader
 
     def is_local_leader(self, topic: str, partition: int) -> bool:
         return True
