@@ -24,7 +24,7 @@ from pathlib import Path
 import trio
 
 from broker.cluster.group_shards import reshard_for_single_process
-from broker.cluster.member import resolve_process_count, stop_when_supervisor_exits
+from broker.cluster.member import ClusterMember, resolve_process_count, stop_when_supervisor_exits
 from broker.cluster.process_ports import check_process_ports
 from broker.cluster.supervisor import (
     ProcessConfigError,
@@ -96,15 +96,20 @@ def tune_garbage_collector() -> None:
 
 
 async def serve(config: BrokerConfig, process_index: int | None = None) -> None:
-    """Run until SIGTERM or SIGINT, then shut down gracefully."""
-    server = KafkaServer(config, process_index=process_index)
+    """Run until SIGTERM or SIGINT, then shut down gracefully.
+
+    The composition root: a process the supervisor started (`process_index`) is a
+    cluster member (broker/cluster/), deployed as such; otherwise the broker is alone.
+    """
+    member = ClusterMember(config, process_index) if process_index is not None else None
+    server = KafkaServer(config, deployment=member)
     tune_garbage_collector()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(server.run)
-            if server.cluster is not None:
-                nursery.start_soon(stop_when_supervisor_exits, server)
-                await server.cluster.announce(server)
+            if member is not None:
+                nursery.start_soon(stop_when_supervisor_exits, server.shutdown)
+                await member.announce(server.advertised_endpoints())
 
             async def stop_on_signal() -> None:
                 async for signum in signals:

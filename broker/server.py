@@ -16,21 +16,15 @@ from pathlib import Path
 import trio
 
 from broker.broker_context import BrokerContext, Service
-from broker.cluster.cluster_metrics import metrics_socket
-from broker.cluster.member import ClusterMember, wire_cluster_member
-from broker.cluster.peer_channel import peer_listener
 from broker.config import BrokerConfig
-from broker.console.web_app import web_app
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.dynamic_broker_config_store import DynamicBrokerConfigStore
 from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.kafka_apis import KafkaApis, standard_middleware
 from broker.handlers.log_topics import LogTopicSource
-from broker.handlers.metadata import MetadataHandler, NoTopics
+from broker.handlers.metadata import MetadataHandler
 from broker.handlers.middleware.authorization import ClusterActionAuthorization
-from broker.http_port import HttpPort
-from broker.log import LogManager
 from broker.meta_properties import load_or_create_cluster_id
 from broker.metrics import MetricsRegistry
 from broker.metrics_http import LocalMetrics
@@ -43,29 +37,32 @@ from broker.transaction.marker_writer import LocalMarkerWriter
 from broker.wiring.acl_apis import add_acl_apis, load_authorizer
 from broker.wiring.cluster_membership import add_cluster_membership
 from broker.wiring.data_apis import add_data_apis
+from broker.wiring.deployment import Deployment
 from broker.wiring.group_coordinator import add_group_coordinator, coordinator_config
 from broker.wiring.log_cleaner import add_log_cleaner_metrics
 from broker.wiring.quota_apis import add_quota_apis
 from broker.wiring.security_apis import add_security_apis
+from broker.wiring.single_process import SingleProcess
 from broker.wiring.transaction_coordinator import add_transaction_coordinator
 
 log = logging.getLogger(__name__)
 
 
 class KafkaServer:
-    """One broker: everything it runs lives in the nursery of `run()`."""
+    """One broker: everything it runs lives in the nursery of `run()`.
 
-    def __init__(self, config: BrokerConfig, *, process_index: int | None = None) -> None:
+    `deployment` says how it is deployed (broker/wiring/deployment.py): alone by
+    default, or one process of a cluster (the composition root, broker/__main__.py,
+    makes that one); its topology is built first and given to every subsystem."""
+
+    def __init__(self, config: BrokerConfig, *, deployment: Deployment | None = None) -> None:
         self.config = config
         self.node_id = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
-        # One process of a cluster under the supervisor (broker/cluster/), else None.
-        self.cluster = ClusterMember(config, process_index) if process_index is not None else None
+        self.deployment = deployment if deployment is not None else SingleProcess(config)
         self.metrics = MetricsRegistry()
         # A cluster process's internal listener: the other processes' private channel.
-        internal = (
-            () if self.cluster is None else (peer_listener(self.cluster.peer_dir, self.node_id),)
-        )
+        internal = self.deployment.internal_listeners()
         self.apis = KafkaApis([], standard_middleware({i.name: i.principal for i in internal}))
         self.scram_credentials = ScramCredentialStore(self.log_dirs[0] / CREDENTIALS_FILE)
         # The stored dynamic broker configs, over server.properties: the network and the
@@ -79,18 +76,10 @@ class KafkaServer:
             self.log_dirs[0], self.node_id, config.server.cluster_id
         )
         self.apis.add_handler(ApiVersionsHandler(self.apis.supported_versions))
-        self.acl_store = AclStore(self.log_dirs[0]) if self.cluster is None else self.cluster.acls
-        self.authorizer = load_authorizer(config, self.acl_store)
+        self.topology = self.deployment.topology(self.socket_server.advertised_endpoint)
+        self.authorizer = load_authorizer(config, AclStore(self.log_dirs[0]))
+        self.acl_store = self.deployment.acl_store(self.authorizer)
         self.apis.use(ClusterActionAuthorization(self.authorizer, {i.principal for i in internal}))
-        self.metadata = MetadataHandler(
-            self.node_id,
-            self.cluster_id,
-            self.socket_server.advertised_endpoint,
-            NoTopics(),
-            authorizer=self.authorizer,
-            auto_create_topics=config.log.auto_create_topics_enable,
-        )
-        self.apis.add_handler(self.metadata)
         self.context = BrokerContext(
             config=config,
             node_id=self.node_id,
@@ -127,71 +116,64 @@ class KafkaServer:
         and its own collaborators, registers its handlers, and returns what has a
         lifetime; the services are started in the order they are appended here.
         """
-        context, config, cluster = self.context, self.config, self.cluster
-        local_metrics = LocalMetrics(self.metrics, self.node_id)
-        if cluster is not None:
-            # The supervisor serves the cluster's /metrics and console; it reads ours here.
-            socket_path = metrics_socket(cluster.peer_dir, self.node_id)
-            self.services.append(
-                HttpPort(web_app(local_metrics, None), "", 0, unix_path=socket_path)
-            )
-        else:
-            # Imported here: a cluster process, started often, serves no console.
-            from broker.console.console_service import http_port_for
-
-            http_port = http_port_for(config, local_metrics, self._listener_address)
-            if http_port is not None:
-                self.services.append(http_port)
+        context, config, topology = self.context, self.config, self.topology
+        deployment = self.deployment
+        metrics_port = deployment.metrics_port(
+            LocalMetrics(self.metrics, self.node_id), self._listener_address
+        )
+        if metrics_port is not None:
+            self.services.append(metrics_port)
         # Hosts forming one cluster through ZooKeeper (only with zookeeper.connect).
         self.membership = add_cluster_membership(context, self.listening.wait)
         if self.membership is not None:
             self.services.append(self.membership)
-        self.log_manager = LogManager(config) if cluster is None else cluster.log_manager
-        self.metadata.topics = (
-            LogTopicSource(self.log_manager, self.node_id)
-            if cluster is None
-            else cluster.topic_source()
+        self.log_manager = deployment.log_manager
+        self.metadata = MetadataHandler(
+            self.node_id,
+            self.cluster_id,
+            self.socket_server.advertised_endpoint,
+            LogTopicSource(self.log_manager, topology),
+            authorizer=self.authorizer,
+            auto_create_topics=config.log.auto_create_topics_enable,
+            topology=topology,
         )
+        self.apis.add_handler(self.metadata)
         self.services.append(self.log_manager)
         add_log_cleaner_metrics(context, self.log_manager)
-        add_data_apis(
-            context,
-            self.log_manager,
-            self.broker_configs,
-            registered_brokers=None if cluster is None else cluster.registered_brokers,
-        )
-        settings = coordinator_config(config)
-        groups = (
-            GroupCoordinatorService(settings, self.log_dirs[0])
-            if cluster is None
-            else cluster.coordinator_service(settings)
+        groups = GroupCoordinatorService(
+            coordinator_config(config), deployment.group_journal_dir, topology
         )
         self.services.append(groups)
-        add_group_coordinator(context, groups, self.log_manager)
-        local_markers = LocalMarkerWriter(self.log_manager, groups)
-        self.services.append(
-            add_transaction_coordinator(
-                context,
-                self.log_manager,
-                groups,
-                local_markers,
-                None if cluster is None else cluster.transaction_placement(local_markers),
-            )
+        add_group_coordinator(context, topology, groups, self.log_manager)
+        local_markers = LocalMarkerWriter(self.log_manager, groups, on_marker=topology.on_marker)
+        transactions = add_transaction_coordinator(
+            context,
+            topology,
+            self.log_manager,
+            groups,
+            local_markers,
+            journal_dir=deployment.transaction_journal_dir,
+            complete_before_serving=deployment.complete_transactions_before_serving,
+        )
+        self.services.append(transactions.service)
+        add_data_apis(
+            context,
+            topology,
+            self.log_manager,
+            self.broker_configs,
+            transaction_verifier=transactions.verifier,
         )
         add_acl_apis(context, self.acl_store)
         add_security_apis(context, self.scram_credentials)
         self.quotas = add_quota_apis(
             context, self.socket_server.quotas.update_ip_connection_rate_quota
         )
-        if cluster is not None:
-            self.services += wire_cluster_member(
-                context,
-                cluster,
-                self.metadata,
-                self.scram_credentials,
-                self.quotas,
-                self.broker_configs,
-            )
+        self.services += deployment.services(
+            context,
+            credentials=self.scram_credentials,
+            quotas=self.quotas,
+            broker_configs=self.broker_configs,
+        )
 
     async def run(
         self, *, task_status: trio.TaskStatus[KafkaServer] = trio.TASK_STATUS_IGNORED
@@ -258,6 +240,13 @@ class KafkaServer:
     def update_connection_quotas(self, config: BrokerConfig) -> None:
         """New connection limits for the acceptors; blocked ones re-check at once."""
         self.socket_server.quotas.update_config(config)
+
+    def advertised_endpoints(self) -> dict[str, tuple[str, int]]:
+        """Each listener's host and port as clients are told (once bound)."""
+        return {
+            e.listener_name: self.socket_server.advertised_endpoint(e.listener_name)
+            for e in self.config.listeners
+        }
 
     def _listener_address(self, listener_name: str) -> str | None:
         """HOST:PORT to reach a listener of this broker (None before it is bound)."""

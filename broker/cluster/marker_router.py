@@ -32,7 +32,8 @@ from broker.protocol.messages.write_txn_markers_request import (
     WriteTxnMarkersRequest,
 )
 from broker.protocol.messages.write_txn_markers_response import WriteTxnMarkersResponse
-from broker.transaction.marker_writer import SKIPPED_MARKER_ERRORS, LocalMarkerWriter
+from broker.topology import LocalMarkers
+from broker.transaction.marker_writer import SKIPPED_MARKER_ERRORS
 from broker.transaction.transaction_coordinator import COORDINATOR_EPOCH
 from broker.transaction.transaction_metadata import TopicPartition
 
@@ -123,7 +124,7 @@ def marker_request(
 class RoutingMarkerWriter:
     def __init__(
         self,
-        local: LocalMarkerWriter,
+        local: LocalMarkers,
         sender: MarkerSender,
         *,
         my_node: int,

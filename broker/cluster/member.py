@@ -1,60 +1,48 @@
-"""One broker process's membership in the cluster: wiring into KafkaServer.
+"""One broker process's membership in the cluster: its `Deployment`.
 
-`ClusterMember` is created by `KafkaServer` when it runs under the supervisor
-(`broker serve --process-index I`). It swaps the log for a
-`ClusterLogManager`, makes Metadata and DescribeCluster list every live
-process, answers FindCoordinator with the coordinator process of a group or
-transactional id, refuses group and transaction operations another process
-coordinates (NOT_COORDINATOR, which makes clients look the coordinator up
-again), and routes transaction markers to the leading processes.
+The composition root (`broker/__main__.py`) makes a `ClusterMember` when the process
+runs under the supervisor (`broker serve --process-index I`) and gives it to
+`KafkaServer`, which builds everything from it: the log is a `ClusterLogManager`, the
+topology a `ClusterTopology` (every live process in Metadata and DescribeCluster,
+groups and transactional ids located by hash, markers and Produce verification over
+the private channel), the ACLs a `SharedAclStore`, and the journals are the shard's.
+It adds the services that follow the files the processes share and the private
+channel's server.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
 
 import trio
 
 from broker.broker_context import BrokerContext, Service
-from broker.cluster.cluster_image import ClusterImage
 from broker.cluster.cluster_log_manager import ClusterLogManager
+from broker.cluster.cluster_metrics import metrics_socket
+from broker.cluster.cluster_topology import ClusterTopology
 from broker.cluster.group_shards import SHARDS as GROUP_SHARDS
-from broker.cluster.marker_router import RoutingMarkerWriter
 from broker.cluster.metadata_store import SqliteMetadataStore
-from broker.cluster.peer_channel import PeerClient
-from broker.cluster.placement import coordinator_shard
-from broker.cluster.remote_partition import RemotePartition
+from broker.cluster.peer_channel import peer_listener
 from broker.cluster.shard_layout import ShardLayout
 from broker.cluster.shared_acls import SharedAclStore
 from broker.cluster.shared_file import SharedFileFollower
 from broker.cluster.transaction_shards import transaction_shard_dir
-from broker.cluster.txn_verification import TransactionVerifier
 from broker.config import BrokerConfig
-from broker.coordinator.coordinator_service import GroupCoordinatorService
-from broker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
+from broker.console.web_app import web_app
 from broker.dynamic_broker_config_store import DynamicBrokerConfigStore
-from broker.errors import KafkaError
 from broker.handlers.broker_configs import BrokerConfigs
-from broker.handlers.log_topics import LogTopicSource
-from broker.handlers.log_view import TopicView
-from broker.handlers.metadata import MetadataHandler
-from broker.protocol.error_codes import ErrorCode
-from broker.protocol.messages.metadata_response import (
-    MetadataResponsePartition,
-    MetadataResponseTopic,
-)
+from broker.http_port import HttpPort
+from broker.metrics_http import LocalMetrics
+from broker.net.internal_listener import InternalListener
 from broker.quotas.quota_managers import QuotaManagers
 from broker.quotas.quota_store import QuotaStore
+from broker.security.acl_store import AclStore
+from broker.security.authorizer import Authorizer
 from broker.security.scram_credentials import ScramCredentialStore
-from broker.transaction.marker_writer import LocalMarkerWriter
-from broker.wiring.transaction_coordinator import TransactionPlacement
-
-if TYPE_CHECKING:
-    from broker.server import KafkaServer  # the process lifecycle below, not its wiring
+from broker.topology import Topology
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +58,7 @@ def resolve_process_count(config: BrokerConfig) -> int:
     return max(len(os.sched_getaffinity(0)), 1)
 
 
-async def stop_when_supervisor_exits(server: KafkaServer) -> None:
+async def stop_when_supervisor_exits(shutdown: Callable[[], None]) -> None:
     """The supervisor holds the write end of this process's stdin and never writes to it:
     end of file means it is gone, even killed with SIGKILL, so no broker process outlives
     it holding ports and partitions."""
@@ -78,7 +66,7 @@ async def stop_when_supervisor_exits(server: KafkaServer) -> None:
         while await stdin.receive_some(4096):
             pass
     log.warning("the supervisor is gone; shutting down")
-    server.shutdown()
+    shutdown()
 
 
 def shard_dir(log_dir: Path, shard: int) -> Path:
@@ -92,289 +80,82 @@ class ClusterMember:
         self.process_count = resolve_process_count(config)
         self.index = process_index
         self.node_id = config.node_id
-        self.base_node_id = self.node_id - process_index
         self.log_dir = Path(config.log_dirs[0])
         self.store = SqliteMetadataStore(self.log_dir)
-        poll_interval_s = config.cluster.metadata_poll_interval_ms / 1000
+        self.poll_interval_s = config.cluster.metadata_poll_interval_ms / 1000
         self.log_manager = ClusterLogManager(
-            config, self.store, self.node_id, poll_interval_s=poll_interval_s
+            config, self.store, self.node_id, poll_interval_s=self.poll_interval_s
         )
-        self.acls = SharedAclStore(self.log_dir, poll_interval_s)
-        self.poll_interval_s = poll_interval_s
         peer_dir = self.store.get(PEER_SOCKET_DIR_KEY)
         # Set by the supervisor; a short path, as Unix socket paths are (108 bytes).
         self.peer_dir = Path(peer_dir) if peer_dir is not None else self.log_dir / ".peers"
-        self.local_markers: LocalMarkerWriter | None = None
-
-    @property
-    def image(self) -> ClusterImage:
-        return self.log_manager.image
-
-    def brokers(self, listener_name: str) -> list[tuple[int, str, int]]:
-        result = []
-        for broker in self.image.alive_brokers():
-            endpoint = broker.endpoints.get(listener_name)
-            if endpoint is not None:
-                result.append((broker.node_id, *endpoint))
-        return result
-
-    def registered_brokers(self) -> int:
-        """The live processes, as Metadata lists them (Kafka's registered brokers)."""
-        return len(self.image.alive_brokers())
-
-    def controller_id(self) -> int:
-        """The lowest live node: the store serialises writes, any process may write."""
-        alive = self.image.alive_brokers()
-        return alive[0].node_id if alive else self.node_id
-
-    def coordinator_node(self, group_id: str) -> int:
-        return self.base_node_id + coordinator_shard(group_id, self.process_count)
-
-    def owns_transaction(self, transactional_id: str) -> bool:
-        """Transactional ids are placed by the groups' rule (Kafka hashes both onto
-        the partitions of their topic, `__transaction_state` and `__consumer_offsets`)."""
-        return self.coordinator_node(transactional_id) == self.node_id
-
-    def owns_group_shard(self, shard: int) -> bool:
-        return shard == self.index
-
-    def leader_of(self, topic: str, partition: int) -> int | None:
-        found = self.image.topics.get(topic)
-        if found is None or not 0 <= partition < len(found.leaders):
-            return None
-        return found.leaders[partition]
-
-    def transaction_placement(self, local: LocalMarkerWriter) -> TransactionPlacement:
-        """This process's transaction coordinator: its shard of the ids and its journal,
-        markers routed to the leading processes over the private channel."""
-        self.local_markers = local  # Produce's verifier listens to its markers
-        markers = RoutingMarkerWriter(
-            local,
-            PeerClient(self.peer_dir, self.node_id),
-            my_node=self.node_id,
-            leader_of=self.leader_of,
-            group_shard=lambda group_id: coordinator_shard(group_id, self.process_count),
-            base_node=self.base_node_id,
+        self._topology = ClusterTopology(
+            self.log_manager,
+            process_index=process_index,
+            process_count=self.process_count,
+            peer_dir=self.peer_dir,
         )
-        return TransactionPlacement(
-            journal_dir=transaction_shard_dir(self.log_dir, self.index),
-            markers=markers,
-            owns=self.owns_transaction,
-            owns_group_shard=self.owns_group_shard,
-            single_process=False,
-        )
+        self._acls: SharedAclStore | None = None
+        self.group_journal_dir = shard_dir(self.log_dir, process_index)
+        self.group_journal_dir.mkdir(parents=True, exist_ok=True)
+        self.transaction_journal_dir = transaction_shard_dir(self.log_dir, process_index)
+        # Other processes may be starting too: their markers must not hold up ours.
+        self.complete_transactions_before_serving = False
 
-    def locate_group(self, group_id: str, listener_name: str) -> tuple[int, str, int] | None:
-        node = self.coordinator_node(group_id)
-        if not self.image.is_alive(node):
-            return None
-        endpoint = self.image.endpoint(node, listener_name)
-        return None if endpoint is None else (node, *endpoint)
+    def topology(self, advertised: Callable[[str], tuple[str, int]]) -> Topology:
+        """The store's view of the cluster (this process's endpoints are registered
+        there by `announce`, so `advertised` is not needed)."""
+        return self._topology
 
-    def topic_source(self) -> ClusterTopicSource:
-        return ClusterTopicSource(self.log_manager, self)
+    def acl_store(self, authorizer: Authorizer) -> AclStore:
+        """One `__acls.json` for every process, followed by a service of `services()`."""
+        if self._acls is None:
+            self._acls = SharedAclStore(self.log_dir, self.poll_interval_s, authorizer)
+        return self._acls
 
-    def coordinator_service(self, config: CoordinatorConfig) -> ShardedCoordinatorService:
-        return ShardedCoordinatorService(config, shard_dir(self.log_dir, self.index), self)
+    def metrics_port(
+        self, metrics: LocalMetrics, bootstrap: Callable[[str], str | None]
+    ) -> Service | None:
+        """The supervisor serves the cluster's /metrics and console; it reads ours on a
+        Unix socket in the private directory."""
+        path = metrics_socket(self.peer_dir, self.node_id)
+        return HttpPort(web_app(metrics, None), "", 0, unix_path=path)
 
-    async def announce(self, server: KafkaServer) -> None:
+    def internal_listeners(self) -> tuple[InternalListener, ...]:
+        """The private channel of the other processes (WriteTxnMarkers, verify-only
+        AddPartitionsToTxn): a listener of this process's SocketServer on a Unix socket
+        in the private directory, its connections carrying the cluster principal."""
+        return (peer_listener(self.peer_dir, self.node_id),)
+
+    def services(
+        self,
+        context: BrokerContext,
+        *,
+        credentials: ScramCredentialStore,
+        quotas: QuotaManagers,
+        broker_configs: BrokerConfigs,
+    ) -> list[Service]:
+        """The shared ACLs' follower, Produce's verification against the other processes
+        and the followers of the other shared files."""
+        acls: list[Service] = [] if self._acls is None else [self._acls]
+        return [
+            *acls,
+            *self._topology.services(),
+            *shared_file_followers(
+                context, self.poll_interval_s, credentials, quotas, broker_configs
+            ),
+        ]
+
+    async def announce(self, endpoints: dict[str, tuple[str, int]]) -> None:
         """Register this process's endpoints: it now serves, clients may come."""
-        endpoints = {
-            e.listener_name: server.socket_server.advertised_endpoint(e.listener_name)
-            for e in server.config.listeners
-        }
-        await _to_thread(self.store.register_broker, self.node_id, endpoints)
+        await trio.to_thread.run_sync(self.store.register_broker, self.node_id, endpoints)
         await self.log_manager.refresh()
         log.info("node %d registered in the cluster at %s", self.node_id, endpoints)
 
 
-async def _to_thread(function: Any, *args: Any) -> Any:
-    return await trio.to_thread.run_sync(function, *args)
-
-
-class ClusterTopicSource(LogTopicSource):
-    """Metadata's topics with each partition's real leader; a partition whose leader
-    is down is LEADER_NOT_AVAILABLE (leader -1), as Kafka reports an offline one."""
-
-    def __init__(self, log_manager: ClusterLogManager, member: ClusterMember) -> None:
-        super().__init__(log_manager, member.node_id)
-        self._member = member
-
-    def describe(self, topic: TopicView, operations: int) -> MetadataResponseTopic:
-        image = self._member.image
-        partitions = []
-        for p in topic.partitions:
-            leader = p.leader if isinstance(p, RemotePartition) else self._member.node_id
-            if image.is_alive(leader):
-                partitions.append(
-                    MetadataResponsePartition(
-                        error_code=ErrorCode.NONE,
-                        partition_index=p.partition,
-                        leader_id=leader,
-                        leader_epoch=p.leader_epoch,
-                        replica_nodes=(leader,),
-                        isr_nodes=(leader,),
-                        offline_replicas=(),
-                    )
-                )
-            else:
-                partitions.append(
-                    MetadataResponsePartition(
-                        error_code=ErrorCode.LEADER_NOT_AVAILABLE,
-                        partition_index=p.partition,
-                        leader_id=-1,
-                        leader_epoch=p.leader_epoch,
-                        replica_nodes=(leader,),
-                        isr_nodes=(),
-                        offline_replicas=(leader,),
-                    )
-                )
-        return MetadataResponseTopic(
-            error_code=ErrorCode.NONE,
-            name=topic.name,
-            topic_id=topic.topic_id,
-            is_internal=topic.is_internal or topic.name.startswith("__"),
-            partitions=tuple(partitions),
-            topic_authorized_operations=operations,
-        )
-
-
-class ShardedCoordinatorService(GroupCoordinatorService):
-    """The coordinator of the groups that hash to this process; its offsets journal is
-    the shard's directory, which the supervisor re-shards when the process count
-    changes (broker/cluster/group_shards.py)."""
-
-    def __init__(self, config: CoordinatorConfig, directory: Path, member: ClusterMember) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        super().__init__(config, directory)
-        self._member = member
-
-    @property
-    def coordinator(self) -> GroupCoordinator:
-        """OffsetFetch reads the coordinator directly: answer NOT_COORDINATOR there too."""
-        return cast(GroupCoordinator, _ShardView(super().coordinator, self._member))
-
-    def _check(self, group_id: str) -> None:
-        node = self._member.coordinator_node(group_id)
-        if node != self._member.node_id:
-            raise KafkaError(
-                ErrorCode.NOT_COORDINATOR, f"group {group_id!r} is coordinated by broker {node}"
-            )
-
-    def join(self, group_id: str, *args: Any, **kwargs: Any) -> None:
-        self._check(group_id)
-        super().join(group_id, *args, **kwargs)
-
-    def sync(self, group_id: str, *args: Any, **kwargs: Any) -> None:
-        self._check(group_id)
-        super().sync(group_id, *args, **kwargs)
-
-    def heartbeat(self, group_id: str, *args: Any, **kwargs: Any) -> ErrorCode:
-        self._check(group_id)
-        return super().heartbeat(group_id, *args, **kwargs)
-
-    def leave(self, group_id: str, *args: Any, **kwargs: Any) -> tuple[ErrorCode, list[ErrorCode]]:
-        self._check(group_id)
-        return super().leave(group_id, *args, **kwargs)
-
-    def validate_transactional_commit(self, group_id: str, *args: Any, **kwargs: Any) -> Any:
-        self._check(group_id)
-        return super().validate_transactional_commit(group_id, *args, **kwargs)
-
-    def add_transactional_offsets(self, group_id: str, *args: Any, **kwargs: Any) -> Any:
-        self._check(group_id)
-        return super().add_transactional_offsets(group_id, *args, **kwargs)
-
-    def commit_offsets(self, group_id: str, *args: Any, **kwargs: Any) -> Any:
-        self._check(group_id)
-        return super().commit_offsets(group_id, *args, **kwargs)
-
-    def delete_offsets(self, group_id: str, *args: Any, **kwargs: Any) -> Any:
-        self._check(group_id)
-        return super().delete_offsets(group_id, *args, **kwargs)
-
-    def consumer_group_heartbeat(self, group_id: str, *args: Any, **kwargs: Any) -> Any:
-        self._check(group_id)
-        return super().consumer_group_heartbeat(group_id, *args, **kwargs)
-
-    def consumer_group(self, group_id: str) -> Any:
-        self._check(group_id)
-        return super().consumer_group(group_id)
-
-    def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
-        mine = [g for g in group_ids if self._member.coordinator_node(g) == self._member.node_id]
-        result = super().delete_groups(mine)
-        for group_id in group_ids:
-            result.setdefault(group_id, ErrorCode.NOT_COORDINATOR)
-        return result
-
-
-def wire_cluster_member(
-    context: BrokerContext,
-    member: ClusterMember,
-    metadata: MetadataHandler,
-    credentials: ScramCredentialStore,
-    quotas: QuotaManagers,
-    broker_configs: BrokerConfigs,
-) -> list[Service]:
-    """After the subsystems are added: list every live process where Kafka lists brokers,
-    locate groups and transactional ids by hash; returns the services that follow the
-    shared files and Produce's verification against the other processes."""
-    from broker.handlers.describe_cluster import DescribeClusterHandler
-    from broker.handlers.group_handlers import FindCoordinatorHandler
-    from broker.handlers.produce import ProduceHandler
-
-    member.acls.authorizer = context.authorizer
-    metadata.cluster_brokers = member.brokers
-    metadata.controller_id = member.controller_id
-    describe = context.apis.handler(DescribeClusterHandler.api_key)
-    if isinstance(describe, DescribeClusterHandler):
-        describe.cluster_brokers = member.brokers
-        describe.controller_id = member.controller_id
-    find = context.apis.handler(FindCoordinatorHandler.api_key)
-    if isinstance(find, FindCoordinatorHandler):
-        find.locate_group = member.locate_group
-        find.locate_transaction = member.locate_group
-    services: list[Service] = [member.acls]
-    produce = context.apis.handler(ProduceHandler.api_key)
-    if isinstance(produce, ProduceHandler) and produce.transaction_verifier is not None:
-        verifier = TransactionVerifier(
-            PeerClient(member.peer_dir, member.node_id),
-            my_node=member.node_id,
-            coordinator_node=member.coordinator_node,
-            local=produce.transaction_verifier,
-        )
-        produce.transaction_verifier = verifier
-        if member.local_markers is not None:
-            member.local_markers.marker_listeners.append(verifier.on_marker)
-        services.append(verifier)
-    # The private channel is the process's internal listener (peer_channel.peer_listener,
-    # served by the SocketServer): WriteTxnMarkers and AddPartitionsToTxn v4 from the others.
-    return [
-        *services,
-        *shared_file_followers(context, member, credentials, quotas, broker_configs),
-    ]
-
-
-class _ShardView:
-    """The coordinator as the offset handlers read it, refusing another process's groups."""
-
-    def __init__(self, coordinator: GroupCoordinator, member: ClusterMember) -> None:
-        self._coordinator = coordinator
-        self._member = member
-
-    def fetch_offsets(self, group_id: str, partitions: Any) -> Any:
-        if self._member.coordinator_node(group_id) != self._member.node_id:
-            return ErrorCode.NOT_COORDINATOR, []
-        return self._coordinator.fetch_offsets(group_id, partitions)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._coordinator, name)
-
-
 def shared_file_followers(
     context: BrokerContext,
-    member: ClusterMember,
+    interval_s: float,
     credentials: ScramCredentialStore,
     quotas: QuotaManagers,
     broker_configs: BrokerConfigs,
@@ -397,7 +178,6 @@ def shared_file_followers(
         # The cluster default and this node's layer; the others' layers are theirs.
         await broker_configs.apply_stored(await trio.to_thread.run_sync(config_store.load))
 
-    interval_s = member.poll_interval_s
     return [
         SharedFileFollower(credentials.path, reload_credentials, interval_s),
         SharedFileFollower(quota_store.path, reload_quotas, interval_s),

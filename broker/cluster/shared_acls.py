@@ -28,10 +28,11 @@ log = logging.getLogger(__name__)
 
 
 class SharedAclStore(AclStore):
-    def __init__(self, log_dir: Path, poll_interval_s: float) -> None:
+    def __init__(self, log_dir: Path, poll_interval_s: float, authorizer: Authorizer) -> None:
+        """`authorizer` enforces the ACLs in this process: another's changes go there."""
         super().__init__(log_dir)
         self.poll_interval_s = poll_interval_s
-        self.authorizer: Authorizer | None = None
+        self.authorizer = authorizer
         self._local = trio.Lock()
         self._seen: Signature = file_signature(self.path)
         self.lock = _ExclusiveChange(self)

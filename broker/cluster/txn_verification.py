@@ -209,7 +209,7 @@ class _Waiter:
 
 
 class TransactionVerifier:
-    """Produce's `transaction_verifier` in a cluster (a broker `Service`: its senders
+    """Produce's transaction verifier in a cluster (a broker `Service`: its senders
     run in its nursery)."""
 
     def __init__(
@@ -220,13 +220,14 @@ class TransactionVerifier:
         coordinator_node: Callable[[str], int],
         local: LocalVerifier,
         timeout_s: float = VERIFY_TIMEOUT_S,
+        guards: VerificationGuards | None = None,
     ) -> None:
         self._peers = peers
         self._my_node = my_node
         self._coordinator_node = coordinator_node
         self._local = local
         self.timeout_s = timeout_s
-        self.guards = VerificationGuards()
+        self.guards = guards if guards is not None else VerificationGuards()
         self.requests_sent = 0
         self._queues: dict[int, list[_Waiter]] = {}
         self._nursery: trio.Nursery | None = None

@@ -31,6 +31,7 @@ from broker.coordinator.offset_store import OffsetAndMetadata, OffsetStore, Topi
 from broker.coordinator.pending_txn_offsets import PendingOffset, PendingTransactionalOffsets
 from broker.errors import KafkaError
 from broker.protocol.error_codes import ErrorCode
+from broker.topology import Topology
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,13 @@ def wall_ms() -> int:
 
 
 class GroupCoordinatorService:
-    def __init__(self, config: CoordinatorConfig, directory: Path) -> None:
+    def __init__(
+        self, config: CoordinatorConfig, directory: Path, topology: Topology | None = None
+    ) -> None:
+        """`topology` places the groups: another broker's are refused with NOT_COORDINATOR
+        (None: this broker coordinates every group)."""
         self.config = config
+        self._topology = topology
         self.store = OffsetStore(directory)
         self._coordinator: GroupCoordinator | None = None
         self._wakeup = trio.Event()
@@ -133,7 +139,20 @@ class GroupCoordinatorService:
             self._after_change()
 
     # -- operations (called by the API handlers) ------------------------------------------
+    def _owns(self, group_id: str) -> bool:
+        return self._topology is None or self._topology.owns_group(group_id)
+
+    def _check(self, group_id: str) -> None:
+        """Another broker's group: NOT_COORDINATOR makes the client look it up again."""
+        if not self._owns(group_id):
+            assert self._topology is not None
+            node = self._topology.coordinator_node(group_id)
+            raise KafkaError(
+                ErrorCode.NOT_COORDINATOR, f"group {group_id!r} is coordinated by broker {node}"
+            )
+
     def join(self, group_id: str, params: JoinParams, callback: JoinCallback) -> None:
+        self._check(group_id)
         if self.consumer_groups.is_active(group_id):
             callback(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, params.member_id))
             return
@@ -152,6 +171,7 @@ class GroupCoordinatorService:
         assignments: dict[str, bytes],
         callback: SyncCallback,
     ) -> None:
+        self._check(group_id)
         self.coordinator.sync(
             group_id,
             member_id,
@@ -169,6 +189,7 @@ class GroupCoordinatorService:
     def heartbeat(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
     ) -> ErrorCode:
+        self._check(group_id)
         error = self.coordinator.heartbeat(
             group_id, member_id, group_instance_id, generation_id, self.now()
         )
@@ -178,6 +199,7 @@ class GroupCoordinatorService:
     def leave(
         self, group_id: str, members: Sequence[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[ErrorCode]]:
+        self._check(group_id)
         result = self.coordinator.leave(group_id, members, self.now(), wall_ms())
         self._after_change()
         return result
@@ -191,6 +213,7 @@ class GroupCoordinatorService:
         offsets: dict[TopicPartition, OffsetCommitItem],
         api_version: int,
     ) -> dict[TopicPartition, ErrorCode]:
+        self._check(group_id)
         if group_id in self.consumer_groups.groups:
             return self._commit_consumer_group_offsets(
                 group_id, generation_id, member_id, offsets, api_version
@@ -214,6 +237,7 @@ class GroupCoordinatorService:
         """TxnOffsetCommit v3+ names the member and generation (KIP-447), checked as
         OffsetCommit's; earlier versions name neither and pass (Kafka's rule); an unknown
         group accepts generation -1."""
+        self._check(group_id)
         consumer_group = self.consumer_groups.groups.get(group_id)
         if consumer_group is not None:
             return consumer_group.validate_offset_commit(member_id, generation_id, 9, True)
@@ -244,6 +268,7 @@ class GroupCoordinatorService:
         offsets: dict[TopicPartition, PendingOffset],
     ) -> ErrorCode:
         """TxnOffsetCommit: hold the offsets until the transaction's marker."""
+        self._check(group_id)
         try:
             held = self.pending_transactions.add(group_id, producer_id, producer_epoch, offsets)
         except OSError as exc:
@@ -279,6 +304,7 @@ class GroupCoordinatorService:
     def delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        self._check(group_id)
         consumer_group = self.consumer_groups.groups.get(group_id)
         if consumer_group is not None:
             return ErrorCode.NONE, self._delete_consumer_group_offsets(consumer_group, partitions)
@@ -287,14 +313,25 @@ class GroupCoordinatorService:
         return result
 
     def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
-        consumer = [g for g in group_ids if g in self.consumer_groups.groups]
-        result = self.coordinator.delete_groups([g for g in group_ids if g not in consumer])
+        mine = [g for g in group_ids if self._owns(g)]
+        consumer = [g for g in mine if g in self.consumer_groups.groups]
+        result = self.coordinator.delete_groups([g for g in mine if g not in consumer])
         for group_id in consumer:
             result[group_id] = self.consumer_groups.delete_group(group_id)
             if result[group_id] is ErrorCode.NONE:
                 self.store.delete_group(group_id)
+        for group_id in group_ids:
+            result.setdefault(group_id, ErrorCode.NOT_COORDINATOR)
         self._after_change()
         return result
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None
+    ) -> tuple[ErrorCode, list[tuple[TopicPartition, OffsetAndMetadata | None]]]:
+        """OffsetFetch: the group's committed offsets (NOT_COORDINATOR elsewhere)."""
+        if not self._owns(group_id):
+            return ErrorCode.NOT_COORDINATOR, []
+        return self.coordinator.fetch_offsets(group_id, partitions)
 
     # -- KIP-848 consumer groups (broker/coordinator/consumer_group.py) ---------------------
     def _next_timer(self) -> float | None:
@@ -319,6 +356,7 @@ class GroupCoordinatorService:
         """ConsumerGroupHeartbeat; `topics` maps every topic to its partition count. A
         classic group with members keeps its id (Kafka's GROUP_ID_NOT_FOUND); an empty
         one becomes a consumer group, its committed offsets kept."""
+        self._check(group_id)
         if group_id not in self.consumer_groups.groups and not (
             self.coordinator.remove_empty_group(group_id)
         ):
@@ -331,6 +369,7 @@ class GroupCoordinatorService:
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         """The consumer group to describe (ConsumerGroupDescribe), or None."""
+        self._check(group_id)
         return self.consumer_groups.groups.get(group_id)
 
     def _delete_consumer_group_offsets(

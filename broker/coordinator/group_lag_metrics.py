@@ -8,9 +8,8 @@ topics come and go.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-from broker.cluster.remote_partition import RemotePartition
 from broker.coordinator.offset_store import OffsetStore
 from broker.handlers.log_view import LogManagerView
 from broker.metrics import MetricSample
@@ -19,11 +18,14 @@ GROUP = "kafka.server"
 TYPE = "ConsumerGroupLag"
 
 
-def group_lag_samples(store: OffsetStore, logs: LogManagerView) -> Iterator[MetricSample]:
+def group_lag_samples(
+    store: OffsetStore, logs: LogManagerView, is_local_leader: Callable[[str, int], bool]
+) -> Iterator[MetricSample]:
     """`CommittedOffset` for each committed offset of each group whose partition still
     exists, and `Lag` (log end offset minus committed offset, never below 0) where this
-    process leads the partition. Of a partition another process of a cluster leads, the
-    end is there: the supervisor's /metrics joins the two (broker/cluster/cluster_metrics.py).
+    broker leads the partition (the topology says which). Of a partition another process
+    leads, the end is there: the supervisor's /metrics joins the two
+    (broker/cluster/cluster_metrics.py).
     """
     for group in sorted(store.groups()):
         for (topic, partition), committed in sorted(store.group_offsets(group).items()):
@@ -32,7 +34,7 @@ def group_lag_samples(store: OffsetStore, logs: LogManagerView) -> Iterator[Metr
                 continue
             tags = (("group", group), ("partition", str(partition)), ("topic", topic))
             values = [("CommittedOffset", committed.offset)]
-            if not isinstance(log, RemotePartition):
+            if is_local_leader(topic, partition):
                 values.append(("Lag", max(log.log_end_offset - committed.offset, 0)))
             for name, value in values:
                 yield MetricSample(GROUP, TYPE, name, tags, "gauge", {"value": float(value)})

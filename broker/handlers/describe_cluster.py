@@ -11,6 +11,7 @@ from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 from broker.protocol.messages.describe_cluster_response import DescribeClusterBroker
 from broker.security.authorizer import ALLOW_ALL, Authorizer
+from broker.topology import SingleProcessTopology, Topology
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 BROKERS_ENDPOINT = 1
@@ -28,14 +29,11 @@ class DescribeClusterHandler:
         advertised: Callable[[str], tuple[str, int]],
         *,
         authorizer: Authorizer = ALLOW_ALL,
+        topology: Topology | None = None,
     ) -> None:
         self._authorizer = authorizer
-        self._node_id = node_id
         self._cluster_id = cluster_id
-        self._advertised = advertised
-        # In a cluster of processes: see MetadataHandler.cluster_brokers.
-        self.cluster_brokers: Callable[[str], list[tuple[int, str, int]]] | None = None
-        self.controller_id: Callable[[], int] | None = None
+        self._topology = topology or SingleProcessTopology(node_id, advertised)
 
     async def handle(self, request: Request[DescribeClusterRequest]) -> DescribeClusterResponse:
         body = request.body
@@ -51,20 +49,15 @@ class DescribeClusterHandler:
                 cluster_id=self._cluster_id,
                 controller_id=-1,
             )
-        host, port = self._advertised(request.context.listener_name)
-        brokers: tuple[DescribeClusterBroker, ...] = (
-            DescribeClusterBroker(broker_id=self._node_id, host=host, port=port, rack=None),
+        brokers = tuple(
+            DescribeClusterBroker(broker_id=n, host=h, port=p, rack=None)
+            for n, h, p in self._topology.brokers(request.context.listener_name)
         )
-        if self.cluster_brokers is not None:
-            brokers = tuple(
-                DescribeClusterBroker(broker_id=n, host=h, port=p, rack=None)
-                for n, h, p in self.cluster_brokers(request.context.listener_name)
-            )
         return DescribeClusterResponse(
             error_code=ErrorCode.NONE,
             endpoint_type=BROKERS_ENDPOINT,
             cluster_id=self._cluster_id,
-            controller_id=self._node_id if self.controller_id is None else self.controller_id(),
+            controller_id=self._topology.controller_id(),
             brokers=brokers,
             cluster_authorized_operations=cluster_authorized_operations(
                 self._authorizer, request, body.include_cluster_authorized_operations

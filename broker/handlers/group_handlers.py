@@ -37,6 +37,7 @@ from broker.protocol.messages.join_group_response import JoinGroupResponseMember
 from broker.protocol.messages.leave_group_response import MemberResponse
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
+from broker.topology import SingleProcessTopology, Topology
 
 COORDINATOR_TYPE_GROUP = 0
 COORDINATOR_TYPE_TRANSACTION = 1
@@ -74,7 +75,7 @@ def client_host(request: Request) -> str:
 
 
 class FindCoordinatorHandler:
-    """This broker coordinates every group and every transactional id."""
+    """The coordinator of a group or transactional id, as the topology places it."""
 
     api_key = ApiKey.FIND_COORDINATOR
     min_version = 0
@@ -86,15 +87,12 @@ class FindCoordinatorHandler:
         advertised: Callable[[str], tuple[str, int]],
         *,
         authorizer: Authorizer = ALLOW_ALL,
+        topology: Topology | None = None,
     ) -> None:
-        self._node_id = node_id
-        self._advertised = advertised
         self._authorizer = authorizer
-        # In a cluster of processes: (node, host, port) of a group's coordinator, or None
-        # while that process is down (broker/cluster/member.py).
-        self.locate_group: Callable[[str, str], tuple[int, str, int] | None] | None = None
-        # ... and a transactional id's (the same hash rule, broker/cluster/placement.py).
-        self.locate_transaction: Callable[[str, str], tuple[int, str, int] | None] | None = None
+        # Groups and transactional ids share one placement rule (Kafka hashes both onto
+        # the partitions of their internal topics); a coordinator that is down is None.
+        self._topology = topology or SingleProcessTopology(node_id, advertised)
 
     def _coordinator(self, request: Request, key: str, key_type: int) -> Coordinator:
         refused = self._authorization_error(request, key, key_type)
@@ -102,12 +100,8 @@ class FindCoordinatorHandler:
             return Coordinator(
                 key=key, node_id=-1, host="", port=-1, error_code=refused, error_message=None
             )
-        locate = {
-            COORDINATOR_TYPE_GROUP: self.locate_group,
-            COORDINATOR_TYPE_TRANSACTION: self.locate_transaction,
-        }.get(key_type)
-        if locate is not None:
-            found = locate(key, request.context.listener_name)
+        if key_type in (COORDINATOR_TYPE_GROUP, COORDINATOR_TYPE_TRANSACTION):
+            found = self._topology.locate_coordinator(key, request.context.listener_name)
             if found is None:
                 return Coordinator(
                     key=key,
@@ -119,11 +113,6 @@ class FindCoordinatorHandler:
                 )
             node, host, port = found
             return Coordinator(key=key, node_id=node, host=host, port=port, error_message=None)
-        if key_type in (COORDINATOR_TYPE_GROUP, COORDINATOR_TYPE_TRANSACTION):
-            host, port = self._advertised(request.context.listener_name)
-            return Coordinator(
-                key=key, node_id=self._node_id, host=host, port=port, error_message=None
-            )
         error = ErrorCode.INVALID_REQUEST
         message = f"unknown coordinator key type {key_type}"
         return Coordinator(

@@ -30,14 +30,15 @@ from broker.protocol.messages.metadata_response import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
+from broker.topology import PartitionLeader, Topology
 
 log = logging.getLogger(__name__)
 
 
 class LogTopicSource:
-    def __init__(self, log_manager: LogManagerView, node_id: int) -> None:
+    def __init__(self, log_manager: LogManagerView, topology: Topology) -> None:
         self._logs = log_manager
-        self._node_id = node_id
+        self._topology = topology
 
     async def describe_topics(
         self,
@@ -93,7 +94,6 @@ class LogTopicSource:
         return self.describe(topic, operations)
 
     def describe(self, topic: TopicView, operations: int) -> MetadataResponseTopic:
-        node = self._node_id
         return MetadataResponseTopic(
             error_code=ErrorCode.NONE,
             name=topic.name,
@@ -101,19 +101,42 @@ class LogTopicSource:
             # `__` names are internal as in Kafka (the pipeline's sink commit log among them).
             is_internal=topic.is_internal or topic.name.startswith("__"),
             partitions=tuple(
-                MetadataResponsePartition(
-                    error_code=ErrorCode.NONE,
-                    partition_index=p.partition,
-                    leader_id=node,
-                    leader_epoch=p.leader_epoch,
-                    replica_nodes=(node,),
-                    isr_nodes=(node,),
-                    offline_replicas=(),
+                describe_partition(
+                    p.partition,
+                    p.leader_epoch,
+                    self._topology.partition_leader(topic.name, p.partition),
                 )
                 for p in topic.partitions
             ),
             topic_authorized_operations=operations,
         )
+
+
+def describe_partition(
+    index: int, leader_epoch: int, leader: PartitionLeader
+) -> MetadataResponsePartition:
+    """Replication factor 1: the leader is the only replica; an offline leader is
+    LEADER_NOT_AVAILABLE with leader -1, as Kafka reports an offline partition."""
+    node = leader.node_id
+    if leader.online:
+        return MetadataResponsePartition(
+            error_code=ErrorCode.NONE,
+            partition_index=index,
+            leader_id=node,
+            leader_epoch=leader_epoch,
+            replica_nodes=(node,),
+            isr_nodes=(node,),
+            offline_replicas=(),
+        )
+    return MetadataResponsePartition(
+        error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+        partition_index=index,
+        leader_id=-1,
+        leader_epoch=leader_epoch,
+        replica_nodes=(node,),
+        isr_nodes=(),
+        offline_replicas=(node,),
+    )
 
 
 def unknown(name: str, error_code: int) -> MetadataResponseTopic:

@@ -35,6 +35,7 @@ from broker.protocol.messages.metadata_response import (
 )
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
+from broker.topology import SingleProcessTopology, Topology
 
 API_KEY = ApiKey.METADATA
 
@@ -94,21 +95,17 @@ class MetadataHandler:
         *,
         authorizer: Authorizer = ALLOW_ALL,
         auto_create_topics: bool = True,
+        topology: Topology | None = None,
     ) -> None:
-        self._node_id = node_id
         self._cluster_id = cluster_id
-        self._advertised = advertised
         self.topics = topics
         self._authorizer = authorizer
         self._auto_create_topics = auto_create_topics
-        # In a cluster of processes: every live broker as (node, host, port) on a
-        # listener, and the controller's id (broker/cluster/member.py).
-        self.cluster_brokers: Callable[[str], list[tuple[int, str, int]]] | None = None
-        self.controller_id: Callable[[], int] | None = None
+        # Every live broker as (node, host, port) on a listener, and the controller.
+        self._topology = topology or SingleProcessTopology(node_id, advertised)
 
     async def handle(self, request: Request[MetadataRequest]) -> MetadataResponse:
         body = request.body
-        host, port = self._advertised(request.context.listener_name)
         version = request.api_version
         topic_ids: list[uuid.UUID] = []
         # v0 has no "all topics" null: an empty list means all topics there.
@@ -139,18 +136,14 @@ class MetadataHandler:
             topics = await self.topics.describe_topics(
                 names, allow_auto_create, topic_ids, body.include_topic_authorized_operations
             )
-        brokers: tuple[MetadataResponseBroker, ...] = (
-            MetadataResponseBroker(node_id=self._node_id, host=host, port=port),
+        brokers = tuple(
+            MetadataResponseBroker(node_id=n, host=h, port=p)
+            for n, h, p in self._topology.brokers(request.context.listener_name)
         )
-        if self.cluster_brokers is not None:
-            brokers = tuple(
-                MetadataResponseBroker(node_id=n, host=h, port=p)
-                for n, h, p in self.cluster_brokers(request.context.listener_name)
-            )
         return MetadataResponse(
             brokers=brokers,
             cluster_id=self._cluster_id,
-            controller_id=self._node_id if self.controller_id is None else self.controller_id(),
+            controller_id=self._topology.controller_id(),
             topics=tuple(topics),
             cluster_authorized_operations=cluster_authorized_operations(
                 self._authorizer, request, body.include_cluster_authorized_operations

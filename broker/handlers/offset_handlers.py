@@ -240,9 +240,9 @@ class OffsetFetchHandler:
     ) -> tuple[ErrorCode, Fetched, Fetched]:
         """The group's offsets of the topics the principal may DESCRIBE; the partitions
         asked for by name on other topics come back apart (all topics hides them)."""
-        coordinator = self._service.coordinator
+        service = self._service
         if wanted is None:
-            error, fetched = coordinator.fetch_offsets(group_id, None)
+            error, fetched = service.fetch_offsets(group_id, None)
             describable = authorized_names(
                 self._authorizer,
                 request,
@@ -258,7 +258,7 @@ class OffsetFetchHandler:
         denied: Fetched = [(tp, None) for tp in wanted if tp[0] not in describable]
         if not allowed and denied:
             return ErrorCode.NONE, [], denied
-        error, fetched = coordinator.fetch_offsets(group_id, allowed)
+        error, fetched = service.fetch_offsets(group_id, allowed)
         return error, fetched, denied
 
     @staticmethod

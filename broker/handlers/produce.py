@@ -75,12 +75,13 @@ class ProduceHandler:
         stats: BrokerTopicStats | None = None,
         *,
         authorizer: Authorizer = ALLOW_ALL,
+        transaction_verifier: TransactionVerifier | None = None,
     ) -> None:
         self._logs = log_manager
         self._stats = stats if stats is not None else BrokerTopicStats()
         self._authorizer = authorizer
-        # Set when a transaction coordinator exists (broker/wiring/transaction_coordinator.py).
-        self.transaction_verifier: TransactionVerifier | None = None
+        # None without a transaction coordinator (KIP-890: the topology's verifier).
+        self.transaction_verifier = transaction_verifier
 
     async def _verify_transaction(
         self, transactional_id: str | None, header: rec.RecordBatchHeader, topic: str, index: int

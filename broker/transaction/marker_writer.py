@@ -26,19 +26,24 @@ the partition from the pending set too."""
 
 
 class LocalMarkerWriter:
-    def __init__(self, log_manager: LogManager, groups: GroupCoordinatorService) -> None:
+    def __init__(
+        self,
+        log_manager: LogManager,
+        groups: GroupCoordinatorService,
+        *,
+        on_marker: Callable[[int, str, int], None] = lambda producer_id, topic, index: None,
+    ) -> None:
         self._logs = log_manager
         self._groups = groups
         # Told of each partition marker before it is written: a transaction verified
-        # there (KIP-890, broker/cluster/txn_verification.py) must be verified again.
-        self.marker_listeners: list[Callable[[int, str, int], None]] = []
+        # there (KIP-890, the topology's `on_marker`) must be verified again.
+        self._on_marker = on_marker
 
     async def write_partition_marker(
         self, producer_id: int, epoch: int, commit: bool, topic: str, index: int
     ) -> None:
         """One marker; KafkaError when it cannot be written (a skipped one is no error)."""
-        for listener in self.marker_listeners:
-            listener(producer_id, topic, index)
+        self._on_marker(producer_id, topic, index)
         partition = self._logs.partition(topic, index)
         if partition is None or partition.deleted:
             log.info("no marker for %s-%d: the partition is gone", topic, index)

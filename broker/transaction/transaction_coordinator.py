@@ -24,9 +24,11 @@ from typing import Protocol
 
 import attrs
 import trio
+import trio_util
 
 from broker.errors import KafkaError
 from broker.protocol.error_codes import ErrorCode
+from broker.topology import MarkerWriter
 from broker.transaction.transaction_log import TransactionLog
 from broker.transaction.transaction_metadata import (
     NO_PRODUCER_EPOCH,
@@ -43,22 +45,6 @@ log = logging.getLogger(__name__)
 COORDINATOR_EPOCH = 0
 """Coordinators never move while they run (a change of the process count restarts
 them all), so each is in its first and only epoch."""
-
-
-class MarkerWriter(Protocol):
-    async def write_markers(
-        self,
-        producer_id: int,
-        epoch: int,
-        commit: bool,
-        partitions: Iterable[TopicPartition],
-        groups: Iterable[str],
-    ) -> None:
-        """Append the COMMIT/ABORT marker to each partition (gone ones are skipped) and
-        tell each group's coordinator, which commits or drops the offsets it holds
-        for the producer; KafkaError when one cannot be written (the transaction stays
-        prepared)."""
-        ...
 
 
 class OffsetSink(Protocol):
@@ -91,6 +77,8 @@ class TransactionCoordinator:
         offsets: OffsetSink,
         allocate_producer_id: Callable[[], Awaitable[int]],
         clock_ms: Callable[[], int],
+        *,
+        owns: Callable[[str], bool] = lambda transactional_id: True,
     ) -> None:
         self.config = config
         self.journal = journal
@@ -101,13 +89,18 @@ class TransactionCoordinator:
         self.transactions: dict[str, TransactionMetadata] = {}
         self._locks: dict[str, trio.Lock] = {}
         self._by_producer: dict[int, str] = {}
-        self.on_change: Callable[[], None] = lambda: None
-        # In a cluster of processes, whether this process coordinates an id (Kafka:
-        # leads its `__transaction_state` partition); others answer NOT_COORDINATOR.
-        self.owns: Callable[[str], bool] = lambda transactional_id: True
+        # How many changes were made: the service's journal flusher follows the latest
+        # value (changes made while it writes are coalesced into its next round).
+        self.changes = trio_util.AsyncValue(0)
+        # Whether this broker coordinates an id (Kafka: leads its `__transaction_state`
+        # partition; the topology's `owns_transaction`); others answer NOT_COORDINATOR.
+        self.owns = owns
         # Produce verification of a producer this coordinator does not know: with one
         # process that is an error; in a cluster its coordinator is another process.
         self.verify_unknown_producers = True
+
+    def on_change(self) -> None:
+        self.changes.value += 1
 
     def load(self, state: dict[str, TransactionMetadata]) -> None:
         self.transactions = dict(state)

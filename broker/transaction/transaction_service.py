@@ -15,7 +15,6 @@ import logging
 import time
 
 import trio
-import trio_util
 
 from broker.transaction.transaction_coordinator import TransactionCoordinator
 
@@ -41,13 +40,6 @@ class TransactionCoordinatorService:
         self.abort_interval_ms = abort_interval_ms
         self.expiration_interval_ms = expiration_interval_ms
         self.complete_before_serving = complete_before_serving
-        # How many changes the coordinator has made: the journal flusher follows its latest
-        # value (changes made while it writes are coalesced into its next round).
-        self._changes = trio_util.AsyncValue(0)
-        coordinator.on_change = self._on_change
-
-    def _on_change(self) -> None:
-        self._changes.value += 1
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         journal = self.coordinator.journal
@@ -85,7 +77,7 @@ class TransactionCoordinatorService:
 
     async def _run_journal_flush(self) -> None:
         journal = self.coordinator.journal
-        async for _ in self._changes.eventual_values(lambda changes: changes > 0):
+        async for _ in self.coordinator.changes.eventual_values(lambda changes: changes > 0):
             await trio.sleep(JOURNAL_FLUSH_DELAY_S)
             if journal.needs_compaction():
                 data = journal.begin_compaction(list(self.coordinator.transactions.values()))

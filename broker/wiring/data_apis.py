@@ -1,15 +1,14 @@
 """Wiring of the log and the data and admin APIs into the broker.
 
-One call from KafkaServer._add_subsystems, with the log it made (a LogManager,
-or a cluster process's): every data and admin handler here is registered, over
-that log. The server starts the log as a service before the network, so it has
+One call from KafkaServer._add_subsystems, with the log its deployment made (a
+LogManager, or a cluster process's) and the topology: every data and admin handler
+here is registered, over that log. The server starts the log as a service before the network, so it has
 recovered every partition before the first request.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 
 from broker.broker_context import BrokerContext
 from broker.broker_topic_stats import BrokerTopicStats
@@ -26,38 +25,43 @@ from broker.handlers.delete_topics import DeleteTopicsHandler
 from broker.handlers.describe_cluster import DescribeClusterHandler
 from broker.handlers.describe_configs import DescribeConfigsHandler
 from broker.handlers.fetch import FetchHandler
-from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.produce import ProduceHandler
 from broker.log import LogManager
 from broker.log.log_metrics import log_samples
+from broker.topology import Topology, TransactionVerifier
 
 
 def add_data_apis(
     context: BrokerContext,
+    topology: Topology,
     log_manager: LogManager,
     brokers: BrokerConfigs,
     *,
-    registered_brokers: Callable[[], int] | None = None,
+    transaction_verifier: TransactionVerifier,
 ) -> None:
     """Register the data and admin APIs over `log_manager`; `brokers` is the broker
     resource's dynamic configs (stored, and changing the running server);
-    `registered_brokers` counts a cluster's live processes (None: this one broker)."""
+    `transaction_verifier` is Produce's KIP-890 check (the transaction coordinator's,
+    which registers InitProducerId)."""
     config = context.config
     node_id = context.node_id
     alterer = ConfigAlterer(log_manager, brokers)
     stats = BrokerTopicStats(context.metrics)
-    context.metrics.add_collector(functools.partial(log_samples, log_manager))
+    context.metrics.add_collector(
+        functools.partial(log_samples, log_manager, topology.is_local_leader)
+    )
     auth = context.authorizer
     for handler in (
-        ProduceHandler(log_manager, stats, authorizer=auth),
+        ProduceHandler(
+            log_manager, stats, authorizer=auth, transaction_verifier=transaction_verifier
+        ),
         FetchHandler(log_manager, stats, authorizer=auth),
         ListOffsetsHandler(log_manager, authorizer=auth),
         OffsetForLeaderEpochHandler(log_manager, authorizer=auth),
-        InitProducerIdHandler(log_manager, authorizer=auth),
         CreateTopicsHandler(
-            log_manager, config, authorizer=auth, registered_brokers=registered_brokers
+            log_manager, config, authorizer=auth, registered_brokers=topology.registered_brokers
         ),
         DeleteTopicsHandler(
             log_manager,
@@ -73,7 +77,11 @@ def add_data_apis(
         AlterConfigsHandler(alterer, authorizer=auth),
         IncrementalAlterConfigsHandler(alterer, authorizer=auth),
         DescribeClusterHandler(
-            node_id, context.cluster_id, context.advertised_endpoint, authorizer=auth
+            node_id,
+            context.cluster_id,
+            context.advertised_endpoint,
+            authorizer=auth,
+            topology=topology,
         ),
     ):
         context.apis.add_handler(handler)

@@ -32,6 +32,7 @@ from broker.handlers.offset_handlers import (
     OffsetDeleteHandler,
     OffsetFetchHandler,
 )
+from broker.topology import Topology
 
 
 def coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
@@ -52,13 +53,21 @@ def coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
 
 
 def add_group_coordinator(
-    context: BrokerContext, service: GroupCoordinatorService, logs: LogManagerView
+    context: BrokerContext,
+    topology: Topology,
+    service: GroupCoordinatorService,
+    logs: LogManagerView,
 ) -> None:
-    """Register the group APIs over `service` and its lag gauges over `logs`."""
-    context.metrics.add_collector(functools.partial(group_lag_samples, service.store, logs))
+    """Register the group APIs over `service` and its lag gauges over `logs`; the
+    topology locates each group's coordinator (FindCoordinator)."""
+    context.metrics.add_collector(
+        functools.partial(group_lag_samples, service.store, logs, topology.is_local_leader)
+    )
     auth = context.authorizer
     for handler in (
-        FindCoordinatorHandler(context.node_id, context.advertised_endpoint, authorizer=auth),
+        FindCoordinatorHandler(
+            context.node_id, context.advertised_endpoint, authorizer=auth, topology=topology
+        ),
         JoinGroupHandler(service, authorizer=auth),
         SyncGroupHandler(service, authorizer=auth),
         HeartbeatHandler(service, authorizer=auth),

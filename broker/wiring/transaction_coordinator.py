@@ -3,7 +3,6 @@ KafkaServer)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -17,95 +16,75 @@ from broker.handlers.describe_transactions import DescribeTransactionsHandler
 from broker.handlers.end_txn import EndTxnHandler
 from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.list_transactions import ListTransactionsHandler
-from broker.handlers.produce import ProduceHandler, TransactionVerifier
 from broker.handlers.txn_offset_commit import TxnOffsetCommitHandler
 from broker.handlers.write_txn_markers import WriteTxnMarkersHandler
 from broker.log import LogManager
+from broker.topology import Topology, TransactionVerifier
 from broker.transaction.marker_writer import GroupOffsetSink, LocalMarkerWriter
-from broker.transaction.transaction_coordinator import (
-    MarkerWriter,
-    TransactionConfig,
-    TransactionCoordinator,
-)
+from broker.transaction.transaction_coordinator import TransactionConfig, TransactionCoordinator
 from broker.transaction.transaction_log import TransactionLog
 from broker.transaction.transaction_metadata import TopicPartition
 from broker.transaction.transaction_service import TransactionCoordinatorService, wall_ms
 
 
 @attrs.frozen
-class TransactionPlacement:
-    """Which transactional ids this process coordinates, where it journals them and how
-    its markers travel. A cluster member makes its own (broker/cluster/member.py)."""
+class Transactions:
+    """The transaction coordinator as the rest of the broker sees it."""
 
-    journal_dir: Path
-    markers: MarkerWriter
-    owns: Callable[[str], bool]
-    owns_group_shard: Callable[[int], bool]
-    single_process: bool
-
-
-def single_process_placement(context: BrokerContext, local: MarkerWriter) -> TransactionPlacement:
-    return TransactionPlacement(
-        journal_dir=context.log_dirs[0],
-        markers=local,
-        owns=lambda transactional_id: True,
-        owns_group_shard=lambda shard: shard == 0,
-        single_process=True,
-    )
+    service: TransactionCoordinatorService
+    verifier: TransactionVerifier
+    """Produce's KIP-890 verification (the topology's, around this coordinator)."""
 
 
 def add_transaction_coordinator(
     context: BrokerContext,
+    topology: Topology,
     log_manager: LogManager,
     groups: GroupCoordinatorService,
     local_markers: LocalMarkerWriter,
-    placement: TransactionPlacement | None = None,
-) -> TransactionCoordinatorService:
+    *,
+    journal_dir: Path,
+    complete_before_serving: bool,
+) -> Transactions:
     """The transaction coordinator over the log and the group coordinator (whose offsets
-    transactions commit), its APIs registered; returns its service for the server."""
+    transactions commit), its APIs registered; the topology places the transactional
+    ids and routes the markers. `complete_before_serving`: finish prepared transactions
+    before the network starts (not when other processes may be starting too)."""
     config = context.config
-    if placement is None:
-        placement = single_process_placement(context, local_markers)
     coordinator = TransactionCoordinator(
         TransactionConfig(
             max_timeout_ms=config.transactions.max_timeout_ms,
             id_expiration_ms=config.transactions.id_expiration_ms,
         ),
-        TransactionLog(placement.journal_dir),
-        placement.markers,
+        TransactionLog(journal_dir),
+        topology.route_markers(local_markers),
         GroupOffsetSink(groups),
         log_manager.allocate_producer_id,
         wall_ms,
+        owns=topology.owns_transaction,
     )
-    coordinator.owns = placement.owns
-    # KIP-890 verification: a producer this coordinator does not know has no open
-    # transaction here. In a cluster, Produce asks the coordinator process of the
-    # producer's transactional id (broker/cluster/txn_verification.py).
-    coordinator.verify_unknown_producers = True
     service = TransactionCoordinatorService(
         coordinator,
         abort_interval_ms=config.transactions.abort_timed_out_transaction_cleanup_interval_ms,
         expiration_interval_ms=config.transactions.remove_expired_transaction_cleanup_interval_ms,
-        # Other processes may be starting too: their markers must not hold up ours.
-        complete_before_serving=placement.single_process,
+        complete_before_serving=complete_before_serving,
     )
     auth = context.authorizer
     for handler in (
         InitProducerIdHandler(log_manager, coordinator, authorizer=auth),
-        AddPartitionsToTxnHandler(coordinator, log_manager, authorizer=auth),
         AddOffsetsToTxnHandler(coordinator, authorizer=auth),
         EndTxnHandler(coordinator, authorizer=auth),
         TxnOffsetCommitHandler(coordinator, groups, log_manager, authorizer=auth),
         DescribeTransactionsHandler(coordinator, authorizer=auth),
         ListTransactionsHandler(coordinator, authorizer=auth),
         DescribeProducersHandler(log_manager, authorizer=auth),
-        WriteTxnMarkersHandler(local_markers, placement.owns_group_shard),
     ):
         context.apis.add_handler(handler)
-    produce = context.apis.handler(ProduceHandler.api_key)
-    if isinstance(produce, ProduceHandler):
-        produce.transaction_verifier = local_verifier(coordinator)
-    return service
+    # Also served on a cluster's internal listener (other processes' markers and
+    # verify-only AddPartitionsToTxn; broker/cluster/peer_channel.py).
+    context.apis.add_handler(WriteTxnMarkersHandler(local_markers, topology.owns_group_shard))
+    context.apis.add_handler(AddPartitionsToTxnHandler(coordinator, log_manager, authorizer=auth))
+    return Transactions(service, topology.transaction_verifier(local_verifier(coordinator)))
 
 
 def local_verifier(coordinator: TransactionCoordinator) -> TransactionVerifier:

@@ -12,12 +12,13 @@ import trio
 
 from broker.cluster.cluster_image import BrokerImage, ClusterImage
 from broker.cluster.cluster_log_manager import ClusterLogManager
-from broker.cluster.member import ClusterTopicSource
+from broker.cluster.cluster_topology import ClusterTopology
 from broker.cluster.metadata_store import SqliteMetadataStore
 from broker.cluster.remote_partition import RemotePartition
 from broker.config import BrokerConfig
 from broker.errors import KafkaError
 from broker.handlers.common import AUTHORIZED_OPERATIONS_OMITTED
+from broker.handlers.log_topics import LogTopicSource
 from broker.log.log_config import LogConfig, broker_topic_defaults
 from broker.protocol.error_codes import ErrorCode
 from tests.log.helpers import make_batch
@@ -119,7 +120,11 @@ async def test_a_restarted_process_reopens_its_partitions_with_their_data(tmp_pa
 def test_metadata_reports_a_partition_whose_leader_is_down_as_leader_not_available(
     tmp_path: Path,
 ) -> None:
-    class Member:
+    remote = RemotePartition("t", 0, 2, LogConfig.from_effective(DEFAULTS))
+
+    class Logs:
+        """The cluster log as the topology reads it: node 2, the leader, is down."""
+
         node_id = 1
         image = ClusterImage(
             3,
@@ -130,15 +135,18 @@ def test_metadata_reports_a_partition_whose_leader_is_down_as_leader_not_availab
             {},
         )
 
+        def partition(self, topic: str, index: int) -> RemotePartition:
+            return remote
+
     class Topic:
         name = "t"
         topic_id = uuid.uuid4()
         is_internal = False
-        partitions = [RemotePartition("t", 0, 2, LogConfig.from_effective(DEFAULTS))]
+        partitions = [remote]
 
-    del tmp_path
-    source = ClusterTopicSource.__new__(ClusterTopicSource)
-    source._member = Member()  # type: ignore[assignment]
+    logs = Logs()
+    topology = ClusterTopology(logs, process_index=0, process_count=2, peer_dir=tmp_path)
+    source = LogTopicSource(logs, topology)  # type: ignore[arg-type]
     described = source.describe(Topic(), AUTHORIZED_OPERATIONS_OMITTED)  # type: ignore[arg-type]
     (partition,) = described.partitions
     assert partition.error_code == ErrorCode.LEADER_NOT_AVAILABLE

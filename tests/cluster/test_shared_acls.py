@@ -22,9 +22,8 @@ class Process:
     """What one process of the cluster holds: its authorizer and its view of the file."""
 
     def __init__(self, log_dir: Path) -> None:
-        self.store = SharedAclStore(log_dir, poll_interval_s=0.01)
         self.authorizer = StandardAuthorizer([cluster_acl(AclOperation.ALTER)])
-        self.store.authorizer = self.authorizer
+        self.store = SharedAclStore(log_dir, poll_interval_s=0.01, authorizer=self.authorizer)
         self.create = CreateAclsHandler(self.authorizer, self.store)
         self.delete = DeleteAclsHandler(self.authorizer, self.store)
 

@@ -414,9 +414,8 @@ class SlowVerifier:
 
 async def test_a_produce_request_asks_about_its_transactional_partitions_together() -> None:
     log = FakeLog(FakeTopic("t", 3))
-    handler = ProduceHandler(log)
     verifier = SlowVerifier()
-    handler.transaction_verifier = verifier
+    handler = ProduceHandler(log, transaction_verifier=verifier)
     batch = rec.encode_batch(
         [rec.Record(0, 0, None, b"v")],
         producer_id=7,

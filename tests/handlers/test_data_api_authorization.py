@@ -86,6 +86,7 @@ from broker.security.acl import (
 )
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import ALLOW_ALL, Authorizer, StandardAuthorizer
+from broker.topology import SingleProcessTopology
 from tests.handlers.fake_log import FakeLog, FakeTopic
 from tests.handlers.request_factory import ALICE, BOB, make_request
 from tests.security.acl_strategies import acl
@@ -244,7 +245,7 @@ def metadata_handler(log: FakeLog, authorizer: StandardAuthorizer) -> MetadataHa
         1,
         "cluster",
         lambda _listener: ("localhost", 9092),
-        LogTopicSource(log, 1),
+        LogTopicSource(log, SingleProcessTopology(1, lambda _listener: ("localhost", 9092))),
         authorizer=authorizer,
     )
 

@@ -29,6 +29,7 @@ from broker.protocol.messages import (
 )
 from broker.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from broker.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
+from broker.topology import SingleProcessTopology
 from tests.handlers.fake_log import FakeLog, FakeTopic
 
 
@@ -227,7 +228,7 @@ def test_leader_epoch_check(requested: int, code: ErrorCode | None) -> None:
 
 async def test_metadata_auto_creation_respects_the_request_and_internal_names() -> None:
     log = FakeLog()
-    source = LogTopicSource(log, node_id=7)
+    source = LogTopicSource(log, SingleProcessTopology(7, lambda _listener: ("h", 1)))
     created, internal = await source.describe_topics(
         ["new", "__consumer_offsets"], allow_auto_create=True
     )

@@ -1,0 +1,78 @@
+"""How one broker process is deployed: the part of the assembly that differs between a
+broker alone and one process of a cluster.
+
+`KafkaServer` is given a `Deployment` by the composition root (`broker/__main__.py`):
+`SingleProcess` (broker/wiring/single_process.py) or a cluster's `ClusterMember`
+(broker/cluster/member.py); issue 20's hosts coordinated through ZooKeeper will be a
+third (docs/replication.md). Everything the subsystems ask about where things are
+goes through its `Topology` (broker/topology.py); the rest is where this process keeps
+its files and what it runs besides the subsystems.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from broker.broker_context import BrokerContext, Service
+from broker.handlers.broker_configs import BrokerConfigs
+from broker.log import LogManager
+from broker.metrics_http import LocalMetrics
+from broker.net.internal_listener import InternalListener
+from broker.quotas.quota_managers import QuotaManagers
+from broker.security.acl_store import AclStore
+from broker.security.authorizer import Authorizer
+from broker.security.scram_credentials import ScramCredentialStore
+from broker.topology import Topology
+
+
+class Deployment(Protocol):
+    @property
+    def log_manager(self) -> LogManager:
+        """The log of the partitions this process leads (started as a service)."""
+        ...
+
+    @property
+    def group_journal_dir(self) -> Path:
+        """Where the group coordinator journals the offsets of its groups."""
+        ...
+
+    @property
+    def transaction_journal_dir(self) -> Path: ...
+
+    @property
+    def complete_transactions_before_serving(self) -> bool:
+        """Whether prepared transactions are finished before the network starts (not
+        where other processes, starting too, would have to take their markers)."""
+        ...
+
+    def topology(self, advertised: Callable[[str], tuple[str, int]]) -> Topology:
+        """Built before any subsystem; `advertised` gives this broker's host and port."""
+        ...
+
+    def acl_store(self, authorizer: Authorizer) -> AclStore:
+        """Where ACL changes are written; `authorizer` is the one enforcing them."""
+        ...
+
+    def metrics_port(
+        self, metrics: LocalMetrics, bootstrap: Callable[[str], str | None]
+    ) -> Service | None:
+        """The HTTP port of /metrics (and the console), or None."""
+        ...
+
+    def internal_listeners(self) -> tuple[InternalListener, ...]:
+        """Listeners only other brokers reach (served by the same SocketServer and
+        KafkaApis as the client listeners, with a fixed principal and a few APIs)."""
+        ...
+
+    def services(
+        self,
+        context: BrokerContext,
+        *,
+        credentials: ScramCredentialStore,
+        quotas: QuotaManagers,
+        broker_configs: BrokerConfigs,
+    ) -> list[Service]:
+        """What runs besides the subsystems, started after them."""
+        ...

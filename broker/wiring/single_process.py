@@ -1,0 +1,55 @@
+"""The deployment of a broker alone (`process.count=1`): everything in its log dir."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from broker.broker_context import BrokerContext, Service
+from broker.config import BrokerConfig
+from broker.handlers.broker_configs import BrokerConfigs
+from broker.log import LogManager
+from broker.metrics_http import LocalMetrics
+from broker.net.internal_listener import InternalListener
+from broker.quotas.quota_managers import QuotaManagers
+from broker.security.acl_store import AclStore
+from broker.security.authorizer import Authorizer
+from broker.security.scram_credentials import ScramCredentialStore
+from broker.topology import SingleProcessTopology, Topology
+
+
+class SingleProcess:
+    def __init__(self, config: BrokerConfig) -> None:
+        self._config = config
+        self._log_dir = Path(config.log_dirs[0])
+        self.log_manager = LogManager(config)
+        self.group_journal_dir = self._log_dir
+        self.transaction_journal_dir = self._log_dir
+        self.complete_transactions_before_serving = True
+
+    def topology(self, advertised: Callable[[str], tuple[str, int]]) -> Topology:
+        return SingleProcessTopology(self._config.node_id, advertised)
+
+    def acl_store(self, authorizer: Authorizer) -> AclStore:
+        return AclStore(self._log_dir)
+
+    def metrics_port(
+        self, metrics: LocalMetrics, bootstrap: Callable[[str], str | None]
+    ) -> Service | None:
+        # Imported here: a cluster process, started often, serves no console.
+        from broker.console.console_service import http_port_for
+
+        return http_port_for(self._config, metrics, bootstrap)
+
+    def internal_listeners(self) -> tuple[InternalListener, ...]:
+        return ()
+
+    def services(
+        self,
+        context: BrokerContext,
+        *,
+        credentials: ScramCredentialStore,
+        quotas: QuotaManagers,
+        broker_configs: BrokerConfigs,
+    ) -> list[Service]:
+        return []
