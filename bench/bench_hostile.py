@@ -369,7 +369,8 @@ def _combine_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
         net_cpu = sum(float(r["_net cpu s"]) for r in runs)
         row["attack units"] = units
         row["attack units / s"] = units / sum(float(r["_attack s"]) for r in runs)
-        row["broker cpu us / attack unit"] = net_cpu / max(units, 1) * 1e6
+        # No unit (an attacker given no CPU sent none): no cost per unit to show.
+        row["broker cpu us / attack unit"] = net_cpu / units * 1e6 if units else "-"
     row["broker log lines during attack (most in a run)"] = max(
         int(r["broker log lines during attack"]) for r in runs
     )
