@@ -6,7 +6,7 @@ authenticated connection and its whole logins) is timed first without the attack
 during it, both times beside a producer sending acks=all records (their count is checked
 against the log end offset afterwards), new clients timed to their first answer, and an
 RSS sampler, so that only the attack differs.
-Attacks (see bench/hostile_clients.py and bench/bench_failed_logins.py): connections
+Attacks (bench/hostile_attacks.py, bench/bench_failed_logins.py): connections
 pipelining large Produce frames without reading responses (900 KiB frames, and frames as
 large as the pool: issue 22 item 1); 50 connections pipelining Fetches of a 16 MiB log
 without reading the responses (the response budget, broker/net/response_memory.py); 150
@@ -39,13 +39,11 @@ connections and a small pool.
 from __future__ import annotations
 
 import functools
-import multiprocessing
-import os
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,15 +51,14 @@ import attrs
 import trio
 
 from bench import bench_failed_logins as logins
+from bench import hostile_attacks as attacks
 from bench import hostile_clients as hc
+from bench.hostile_attacks import MIB, READ_TIMEOUT_MS, TOPIC
 from bench.servers import start_broker_listeners, stop_server
 from broker.net.memory_pool import pool_size
 
 KIB = 1 << 10
-MIB = 1 << 20
-TOPIC = "hostile-bench"
 POOL_BYTES = 50_000_000
-READ_TIMEOUT_MS = 2000
 DEFAULT_MAX_REQUEST = 104857600
 HOSTILE_RATE = 1500
 RUNS = 3
@@ -76,8 +73,6 @@ SOCKETS_SETTLE_S = 2.0
 """How long after the attack the broker's sockets are counted: a hostile sender waits at
 most 1 s for its answer, and every companion has closed by then."""
 
-Attack = Callable[[int, float], Awaitable[dict[str, Any]]]
-
 
 @attrs.frozen
 class Case:
@@ -86,7 +81,7 @@ class Case:
 
     key: str
     name: str
-    attack: Attack
+    attack: attacks.Attack
     overrides: Mapping[str, str] = attrs.field(factory=dict)
     runs: int = RUNS
     scram: bool = False
@@ -132,7 +127,7 @@ async def _measure(
         token = trio.lowlevel.current_trio_token()
         row.update(
             await trio.to_thread.run_sync(
-                _attack_in_process,
+                attacks.attack_in_process,
                 case.attack,
                 target,
                 duration_s,
@@ -233,49 +228,6 @@ def _latency_columns(before: Phase, during: Phase) -> dict[str, Any]:
     return columns
 
 
-def _attack_main(attack: Attack, port: int, duration_s: float, results: Any) -> None:
-    # An attacker would be on another machine: here it only gets the CPU that the
-    # broker and the bystander leave, so that what is measured is the broker's doing.
-    # Nice 19 alone does not do that under Linux's EEVDF scheduler: a waking bystander
-    # still waits its turn behind the attacker's slice; SCHED_IDLE yields at once.
-    if _attacker_priority() == "idle":
-        os.nice(19)
-        if sys.platform == "linux":
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-
-    async def main() -> dict[str, Any]:
-        results.put("started")
-        return await attack(port, trio.current_time() + duration_s)
-
-    results.put(trio.run(main))
-
-
-def _attacker_priority() -> str:
-    """`idle` (the default) or `normal` (BENCH_ATTACKER=normal): on a machine busy with
-    other work an idle attacker gets no CPU and its attack does not happen (see the
-    attack units / s column); a normal one competes with the bystander for the CPU."""
-    return "normal" if os.environ.get("BENCH_ATTACKER") == "normal" else "idle"
-
-
-def _attack_in_process(
-    attack: Attack, port: int, duration_s: float, on_start: Callable[[], None]
-) -> dict[str, Any]:
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    process = context.Process(target=_attack_main, args=(attack, port, duration_s, results))
-    process.start()
-    try:
-        if results.get(timeout=60) == "started":
-            on_start()
-        row: dict[str, Any] = results.get(timeout=duration_s + 60)
-    finally:
-        process.join(10)
-        if process.is_alive():
-            process.kill()
-            process.join()
-    return row
-
-
 def _run_one(work: Path, case: Case, duration_s: float) -> dict[str, Any]:
     work.mkdir(parents=True)
     settings = {"listeners": "PLAINTEXT://127.0.0.1:0", **case.overrides}
@@ -288,47 +240,6 @@ def _run_one(work: Path, case: Case, duration_s: float) -> dict[str, Any]:
         stop_server(process)
         # Pool-sized frames write gigabytes: each run's log goes when the run is done.
         shutil.rmtree(work / "data", ignore_errors=True)
-
-
-async def _large_frames(
-    connections: int, frame_bytes: int, port: int, deadline: float
-) -> dict[str, Any]:
-    sent = [0]
-    frame = hc.large_produce_frame(TOPIC, frame_bytes)
-    await hc.pipeline_without_reading(port, frame, connections, deadline, sent)
-    return {"attack units": sent[0]}
-
-
-async def _large_fetches(
-    connections: int, topic_bytes: int, port: int, deadline: float
-) -> dict[str, Any]:
-    await hc.fill_topic(port, TOPIC, topic_bytes)
-    sent = [0]
-    frame = hc.large_fetch_frame(TOPIC, 2 * topic_bytes)
-    await hc.fetch_without_reading(port, frame, connections, deadline, sent)
-    # Written into socket buffers, not answered: no CPU per frame for this one.
-    return {"fetches sent": sent[0]}
-
-
-async def _slow(connections: int, port: int, deadline: float) -> dict[str, Any]:
-    closed: list[float] = []
-    end = deadline + 2 * READ_TIMEOUT_MS / 1000
-    await hc.slow_senders(port, connections, MIB, 1.0, end, closed)
-    return {
-        "slow senders closed": f"{len(closed)}/{connections}",
-        "close after s (median / max)": (
-            f"{hc.percentile(closed, 0.5):.2f} / {max(closed):.2f}" if closed else "-"
-        ),
-    }
-
-
-async def _hostile(
-    count: int, tasks: int, rate: float | None, port: int, deadline: float
-) -> dict[str, Any]:
-    sent = [0]
-    frames = hc.hostile_frames(TOPIC, seed=14, max_request_bytes=100 * MIB)
-    await hc.send_hostile_frames(port, frames, count, deadline, tasks, sent, rate)
-    return {"attack units": sent[0]}
 
 
 def _combine_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -416,14 +327,14 @@ def cases(quick: bool = False) -> list[Case]:
         Case(
             "900k",
             f"{conns} conns pipelining 900 KiB, pool {small_pool / 1e6:.0f} MB",
-            functools.partial(_large_frames, conns, 900 * KIB),
+            functools.partial(attacks.large_frames, conns, 900 * KIB),
             pool_50,
             runs,
         ),
         Case(
             "900k-default",
             f"{conns} conns pipelining 900 KiB, default pool (-1)",
-            functools.partial(_large_frames, conns, 900 * KIB),
+            functools.partial(attacks.large_frames, conns, 900 * KIB),
             {},
             runs,
         ),
@@ -431,7 +342,7 @@ def cases(quick: bool = False) -> list[Case]:
             "pool-sized",
             f"{flood_conns} conns pipelining pool-sized frames, pool {small_pool / 1e6:.0f} MB",
             # The frame's size prefix at most socket.request.max.bytes, the pool's size.
-            functools.partial(_large_frames, flood_conns, small_pool - 4 * KIB),
+            functools.partial(attacks.large_frames, flood_conns, small_pool - 4 * KIB),
             pool_sized,
             runs,
         ),
@@ -439,21 +350,21 @@ def cases(quick: bool = False) -> list[Case]:
             "fetch",
             f"{conns} conns fetching {fetched // MIB} MiB, never reading, "
             f"pool {small_pool / 1e6:.0f} MB",
-            functools.partial(_large_fetches, conns, fetched),
+            functools.partial(attacks.large_fetches, conns, fetched),
             pool_50,
             runs,
         ),
         Case(
             "slow",
             f"{slow} slow senders (1 B/s)",
-            functools.partial(_slow, slow),
+            functools.partial(attacks.slow, slow),
             {"socket.request.read.timeout.ms": str(READ_TIMEOUT_MS)},
             runs,
         ),
         Case(
             "frames",
             "hostile frames, one per connection, as fast as answered",
-            functools.partial(_hostile, frames, 8, None),
+            functools.partial(attacks.hostile, frames, 8, None),
             {},
             hostile_runs,
             counts_sockets=True,
@@ -461,7 +372,7 @@ def cases(quick: bool = False) -> list[Case]:
         Case(
             "frames-rate",
             f"hostile frames, one per connection, {HOSTILE_RATE}/s",
-            functools.partial(_hostile, frames, 16, HOSTILE_RATE),
+            functools.partial(attacks.hostile, frames, 16, HOSTILE_RATE),
             {},
             runs,
             counts_sockets=True,
@@ -494,7 +405,7 @@ def run(
                 ]
             )
             row["wall s"] = time.monotonic() - started
-            row["attacker priority"] = _attacker_priority()
+            row["attacker priority"] = attacks.attacker_priority()
             pool = pool_size(
                 int(case.overrides.get("queued.max.request.bytes", "-1")),
                 int(case.overrides.get("socket.request.max.bytes", str(DEFAULT_MAX_REQUEST))),
