@@ -50,11 +50,10 @@ BENCHMARKS: list[tuple[str, str, float]] = [
     ),
     ("bench.bench_pipeline", "Spark pipeline", 10.0),
     ("bench.bench_sink_commit", "Spark sink: commit-log bytes read back per micro-batch", 2.0),
-    ("bench.bench_hostile", "Hostile load: memory, bystander latency, slow senders", 4.0),
     (
-        "bench.bench_failed_logins",
-        "Failed SASL logins: a SCRAM client beside 1,000 wrong passwords/s",
-        4.0,
+        "bench.bench_hostile",
+        "Hostile load: memory, bystander latency, new clients, sockets left, failed logins",
+        2.0,
     ),
     ("bench.bench_console", "Produce with a web console page refreshing and without", 4.0),
     (

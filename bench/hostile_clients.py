@@ -13,6 +13,7 @@ import os
 import random
 import struct
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -123,6 +124,24 @@ async def bystander(port: int, deadline: float, latencies: list[float], pause_s:
         if conn is not None:
             with trio.CancelScope(shield=True):
                 await conn.aclose()
+
+
+async def new_clients(port: int, deadline: float, answers: list[float], pause_s: float) -> None:
+    """A new connection every `pause_s` until `deadline`, each timed from connect to its
+    first answer (ApiVersions), then closed; one not answered within BYSTANDER_TIMEOUT_S
+    counts as that long."""
+    while trio.current_time() < deadline:
+        started = time.perf_counter()
+        answered = False
+        with trio.move_on_after(BYSTANDER_TIMEOUT_S):
+            try:
+                async with await KafkaConnection.connect("127.0.0.1", port, "newcomer") as conn:
+                    await conn.request(ApiVersionsRequest(), 3)
+                    answered = True
+            except (OSError, ConnectionClosed, trio.BrokenResourceError):
+                pass
+        answers.append(time.perf_counter() - started if answered else BYSTANDER_TIMEOUT_S)
+        await trio.sleep(pause_s)
 
 
 @attrs.define
@@ -392,6 +411,50 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+_TCP_STATES = {
+    "01": "ESTABLISHED",
+    "02": "SYN_SENT",
+    "03": "SYN_RECV",
+    "04": "FIN_WAIT1",
+    "05": "FIN_WAIT2",
+    "06": "TIME_WAIT",
+    "07": "CLOSE",
+    "08": "CLOSE_WAIT",
+    "09": "LAST_ACK",
+    "0A": "LISTEN",
+    "0B": "CLOSING",
+}
+
+
+def tcp_socket_states(pid: int) -> Counter[str]:
+    """The TCP sockets process `pid` holds, counted by state.
+
+    /proc/<pid>/net/tcp lists every socket of the process's network namespace (other
+    processes' too); those whose inode is one of the process's file descriptors are its
+    own. A socket the process has closed is not counted whatever its state (TIME_WAIT
+    belongs to the kernel)."""
+    inodes: set[str] = set()
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{name}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[len("socket:[") : -1])
+    states: Counter[str] = Counter()
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}", encoding="ascii") as rows:
+                next(rows)  # the header
+                for row in rows:
+                    fields = row.split()
+                    if fields[9] in inodes:
+                        states[_TCP_STATES.get(fields[3], fields[3])] += 1
+        except FileNotFoundError:
+            continue
+    return states
+
+
 async def sample_rss(pid: int, deadline: float, peak: list[int], interval_s: float = 0.05) -> None:
     while trio.current_time() < deadline:
         try:
@@ -411,10 +474,12 @@ __all__ = [
     "hostile_frames",
     "large_produce_frame",
     "log_end_offset",
+    "new_clients",
     "percentile",
     "pipeline_without_reading",
     "rss_bytes",
     "sample_rss",
     "send_hostile_frames",
     "slow_senders",
+    "tcp_socket_states",
 ]

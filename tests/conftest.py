@@ -48,6 +48,7 @@ SLOW_TESTS = frozenset(
         "tests/integration/test_config_errors.py",
         "tests/integration/test_dynamic_config_restart.py",
         "tests/integration/test_hang_ups.py",
+        "tests/integration/test_hostile_bench.py",
         "tests/integration/test_hostile_fairness.py",
         "tests/integration/test_hostile_load.py",
         "tests/integration/test_hostile_responses.py",
