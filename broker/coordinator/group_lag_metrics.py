@@ -9,17 +9,29 @@ topics come and go.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from broker.coordinator.offset_store import OffsetStore
-from broker.handlers.log_view import LogManagerView
 from broker.metrics import MetricSample
 
 GROUP = "kafka.server"
 TYPE = "ConsumerGroupLag"
 
 
+class _PartitionEnd(Protocol):
+    @property
+    def log_end_offset(self) -> int: ...
+
+
+class PartitionEnds(Protocol):
+    """The one question asked of the log (the coordinator sits below the API layer and
+    its log views)."""
+
+    def partition(self, topic: str, partition: int) -> _PartitionEnd | None: ...
+
+
 def group_lag_samples(
-    store: OffsetStore, logs: LogManagerView, is_local_leader: Callable[[str, int], bool]
+    store: OffsetStore, logs: PartitionEnds, is_local_leader: Callable[[str, int], bool]
 ) -> Iterator[MetricSample]:
     """`CommittedOffset` for each committed offset of each group whose partition still
     exists, and `Lag` (log end offset minus committed offset, never below 0) where this

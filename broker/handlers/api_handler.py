@@ -1,9 +1,8 @@
 """What an API handler is, and the outcomes it can return.
 
 A handler turns a request into a response body. Two outcomes are not bodies:
-`NoResponse` (acks=0 produce succeeded: nothing is written, but the request
-is complete) and `CloseConnection` (a failed acks=0 produce: the client
-expects no answer, so closing is how it learns). `Deferred` lets a handler
+`NoResponse` and `CloseConnection` (broker/net/unsent_answers.py, re-exported here for
+the handlers). `Deferred` lets a handler
 return at once and answer later (long-poll fetch, group joins) without
 holding a handler task: the API layer awaits it in its own nursery.
 """
@@ -17,23 +16,14 @@ import attrs
 from typing_extensions import TypeVar
 
 from broker.net.request import Request
+from broker.net.unsent_answers import CloseConnection, NoResponse
 
 ReqT = TypeVar("ReqT", default=Any)
 """The request body a handler takes (a generated `...Request` class)."""
 RespT = TypeVar("RespT", default=Any, covariant=True)
 """The response body a handler answers with (a generated `...Response` class)."""
 
-
-@attrs.frozen
-class NoResponse:
-    """The request is complete and nothing is sent."""
-
-
-@attrs.frozen
-class CloseConnection:
-    """Close the connection instead of answering."""
-
-    reason: str
+__all__ = ["ApiHandler", "CloseConnection", "Deferred", "NoResponse", "Outcome"]
 
 
 @attrs.frozen

@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from broker.handlers.api_handler import CloseConnection, NoResponse
 from broker.metrics import MetricSample
 from broker.net.request import Request
+from broker.net.unsent_answers import CloseConnection, NoResponse
 from broker.protocol.api import ApiKey
 from broker.protocol.messages import FetchResponse
 from broker.quotas.client_quota_configs import ClientQuotaConfigs
