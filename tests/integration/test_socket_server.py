@@ -332,11 +332,17 @@ async def test_connection_creation_rate_slows_the_acceptor_down(tmp_path: Path) 
         assert trio.current_time() - started >= 1.0
 
 
-async def test_idle_connections_are_closed(tmp_path: Path) -> None:
+async def test_idle_connections_are_closed(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """connections.max.idle.ms on Trio's clock: the idle connection closes once the
+    timeout has passed since its last response, the busy one never."""
     async with running_broker(tmp_path, {"connections.max.idle.ms": "300"}) as server:
         idle = await connect(server)
         await api_versions_ok(idle)
+        answered = trio.current_time()
         await assert_closed(idle, timeout_s=5)
+        assert trio.current_time() - answered >= 0.3 - 1e-9
         busy = await connect(server)
         for _ in range(6):
             await api_versions_ok(busy)

@@ -284,7 +284,7 @@ async def test_the_v0_flow_closes_on_a_wrong_plain_token(
 
 
 async def test_an_expired_session_is_closed_on_its_next_request(
-    tmp_path: Path, certs: Certificates
+    tmp_path: Path, certs: Certificates, autojump_clock: trio.testing.MockClock
 ) -> None:
     reauth = {"connections.max.reauth.ms": "200"}
     async with secure_broker(tmp_path, certs, **reauth) as (server, recorder):
@@ -300,7 +300,7 @@ async def test_an_expired_session_is_closed_on_its_next_request(
 
 
 async def test_reauthentication_keeps_the_connection_alive(
-    tmp_path: Path, certs: Certificates
+    tmp_path: Path, certs: Certificates, autojump_clock: trio.testing.MockClock
 ) -> None:
     reauth = {"connections.max.reauth.ms": "200"}
     async with secure_broker(tmp_path, certs, **reauth) as (server, recorder):
