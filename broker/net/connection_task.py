@@ -82,7 +82,6 @@ class ConnectionTasks:
         request_metrics: RequestMetrics,
         meters: ProcessorMeters,
         busy: BusyTime,
-        draining: Callable[[], bool],
         forget: Forget,
     ) -> None:
         self._security = security
@@ -91,7 +90,8 @@ class ConnectionTasks:
         self._metrics = request_metrics
         self._meters = meters
         self._busy = busy
-        self._draining = draining
+        self.draining = False  # set by the processor: read no further requests
+        self._now: Callable[[], float] = trio.current_time
         self._forget = forget
         self._large_reads = trio.Semaphore(LARGE_READS)
         self._hang_ups: HangUpWatcher[Connection] | None = (
@@ -114,11 +114,14 @@ class ConnectionTasks:
     async def serve(self, connection: Connection) -> None:
         """Read, queue, await the response, write; until EOF, error or shutdown."""
         idle = False
+        # The run's clock, called directly: trio.current_time() is three calls deep, and
+        # a request needs the time twice (bytes received, response written).
+        self._now = trio.lowlevel.current_clock().current_time
         try:
             with connection.scope:
                 if not await self._establish(connection):
                     return
-                while not self._draining():
+                while not self.draining:
                     request = await self._read_request(connection)
                     if request is None:
                         break
@@ -150,7 +153,7 @@ class ConnectionTasks:
         if established is None:
             return False
         connection.stream = established.stream
-        connection.protocol.touch(trio.current_time())
+        connection.protocol.touch(self._now())
         if established.principal is not None:
             connection.protocol.authenticated_as(established.principal)
         return True
@@ -166,35 +169,31 @@ class ConnectionTasks:
             connection.first_request = None
             return first
         protocol = connection.protocol
-        event: ConnectionEvent = protocol.next_event(trio.current_time())
+        event: ConnectionEvent = protocol.next_event(self._now())
         while True:
-            kind = type(event)
-            if kind is NeedData:
-                assert isinstance(event, NeedData)
-                event = await self._receive(connection, event.max_bytes)
-            elif kind is NeedMemory:
-                assert isinstance(event, NeedMemory)
-                await self._allocate(connection, event.size)
-                event = protocol.grant_memory(trio.current_time())
-            elif kind is RequestReceived:
-                assert isinstance(event, RequestReceived)
-                return self._request(connection, event)
-            elif kind is SaslAnswer:
-                assert isinstance(event, SaslAnswer)
-                await self._answer_sasl(connection, event)
-                if protocol.state is ConnectionState.CLOSED:
+            match event:
+                case NeedData():
+                    event = await self._receive(connection, event.max_bytes)
+                case RequestReceived():
+                    return self._request(connection, event)
+                case NeedMemory():
+                    await self._wait_for_memory(connection, event.size)
+                    event = protocol.grant_memory(self._now())
+                case SaslAnswer():
+                    await self._answer_sasl(connection, event)
+                    if protocol.state is ConnectionState.CLOSED:
+                        return None
+                    event = protocol.next_event(self._now())
+                case _:  # EndOfStream
                     return None
-                event = protocol.next_event(trio.current_time())
-            else:  # EndOfStream
-                return None
 
-    async def _allocate(self, connection: Connection, size: int) -> None:
-        if not self._pool.try_allocate(size):
-            self._watch_hang_up(connection)
-            try:
-                await self._pool.allocate(size)
-            finally:
-                self._unwatch_hang_up(connection)
+    async def _wait_for_memory(self, connection: Connection, size: int) -> None:
+        """The pool could not admit the frame at once: wait, watching for a hang-up."""
+        self._watch_hang_up(connection)
+        try:
+            await self._pool.allocate(size)
+        finally:
+            self._unwatch_hang_up(connection)
 
     async def _receive(self, connection: Connection, max_bytes: int) -> ConnectionEvent:
         """One read: into a frame's own buffer when one is in progress and the stream is a
@@ -213,9 +212,9 @@ class ConnectionTasks:
             else:
                 count = await stream.receive_into(space)
             del space
-            return protocol.received_into(count, trio.current_time())
+            return protocol.received_into(count, self._now())
         data = await stream.receive_some(max_bytes)
-        return protocol.receive_data(data, trio.current_time())
+        return protocol.receive_data(data, self._now())
 
     def _request(self, connection: Connection, received: RequestReceived) -> Request:
         started = time.perf_counter_ns()
@@ -283,11 +282,11 @@ class ConnectionTasks:
             self._metrics.record(request, response)
             log.info("closing connection %s as the api layer asked", connection.id)
             return False
-        if isinstance(response, SendResponse):
+        if outgoing.chunks:
             await self._write(connection, outgoing.chunks)
-            connection.protocol.touch(trio.current_time())
-            if response.on_complete is not None:
-                response.on_complete()
+            connection.protocol.touch(self._now())
+        if type(response) is SendResponse and response.on_complete is not None:
+            response.on_complete()
         self._metrics.record(request, response)
         return True
 

@@ -22,7 +22,8 @@ Calls out of turn raise `IllegalConnectionState`.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, NoReturn
 
 import attrs
 
@@ -40,9 +41,15 @@ from broker.net.request import (
     SendResponse,
     StartThrottlingResponse,
 )
-from broker.net.request_decoding import Decoded, IsEnabled, client_information, decode_frame
+from broker.net.request_decoding import (
+    API_VERSIONS_KEY,
+    Decoded,
+    IsEnabled,
+    client_information,
+    decode_frame,
+)
 from broker.protocol.api import encode_response
-from broker.protocol.framing import Frame, FrameDecoder
+from broker.protocol.framing import READ_AHEAD, Frame, FrameDecoder
 
 COALESCE_LIMIT = 256 * 1024
 """Response chunks at least this large are written as they are; smaller runs are joined."""
@@ -62,22 +69,20 @@ class IllegalConnectionState(Exception):
     Kafka's mute table rejects): the task closes the connection."""
 
 
-@attrs.frozen
-class NeedData:
+class NeedData(NamedTuple):
     """Read more bytes (at most `max_bytes`, or into `frame_space()`)."""
 
     max_bytes: int
 
 
-@attrs.frozen
-class NeedMemory:
-    """The next frame is `size` bytes: read nothing more until the pool admits them."""
+class NeedMemory(NamedTuple):
+    """The next frame is `size` bytes and the pool cannot admit them now: read nothing
+    more until it does (`grant_memory`)."""
 
     size: int
 
 
-@attrs.frozen
-class RequestReceived:
+class RequestReceived(NamedTuple):
     """A request for the API layer; `memory` pool bytes are the task's to release."""
 
     decoded: Decoded
@@ -85,8 +90,7 @@ class RequestReceived:
     memory: int
 
 
-@attrs.frozen
-class SaslAnswer:
+class SaslAnswer(NamedTuple):
     """The authenticator took the frame (a SASL request or a v0 raw token): carry out
     `verdict` (`answer` are its bytes, if any); `memory` pool bytes are free again."""
 
@@ -95,17 +99,17 @@ class SaslAnswer:
     memory: int
 
 
-@attrs.frozen
-class EndOfStream:
+class EndOfStream(NamedTuple):
     """The peer stopped sending."""
 
 
+# Events are tuples (one or two per request): cheaper to make than attrs classes.
 ConnectionEvent = NeedData | NeedMemory | RequestReceived | SaslAnswer | EndOfStream
 _END = EndOfStream()
+_READ_AHEAD = NeedData(READ_AHEAD)  # the common case, between frames: one object for all
 
 
-@attrs.frozen
-class Outgoing:
+class Outgoing(NamedTuple):
     """What a response means for the connection: `chunks` to write (small ones joined);
     `answers`: it is the request's answer (the request's metrics are recorded);
     `close`: close the connection instead."""
@@ -162,13 +166,14 @@ class KafkaConnection:
         "_normal_max_receive",
         "_pending",
         "_read_timeout_s",
-        "_state",
+        "_try_allocate",
         "client_information",
         "context",
         "last_active",
         "mute",
         "read_deadline",
         "sasl",
+        "state",
     )
 
     def __init__(
@@ -178,6 +183,7 @@ class KafkaConnection:
         is_enabled: IsEnabled,
         now: float,
         *,
+        try_allocate: Callable[[int], bool] = lambda size: False,
         read_timeout_s: float = 0.0,
         sasl: SaslAuthenticator | None = None,
         sasl_max_receive: int | None = None,
@@ -185,6 +191,7 @@ class KafkaConnection:
         self.context = context
         self._decoder = decoder
         self._is_enabled = is_enabled
+        self._try_allocate = try_allocate
         self._read_timeout_s = read_timeout_s
         self.sasl = sasl
         self._normal_max_receive = decoder.max_size
@@ -195,16 +202,12 @@ class KafkaConnection:
         self.mute = ChannelMuteStateMachine()
         self.read_deadline = ReadDeadline()
         self.last_active = now
-        self._state = ConnectionState.READING
+        self.state = ConnectionState.READING  # read-only outside: the calls change it
         self._admitted = False
         self._pending = 0  # the size announced by NeedMemory
         self._memory = 0  # pool bytes admitted for the frame in progress
 
     # -- reading ----------------------------------------------------------------------
-    @property
-    def state(self) -> ConnectionState:
-        return self._state
-
     @property
     def held_memory(self) -> int:
         """Pool bytes of a frame admitted but not yet handed out (to release on close)."""
@@ -221,13 +224,14 @@ class KafkaConnection:
     def frame_space(self, limit: int) -> memoryview | None:
         """Where a large frame's next bytes go (see `FrameDecoder.frame_space`); None
         while no admitted frame is in progress."""
-        if self._state is not ConnectionState.READING or not self._admitted:
+        if self.state is not ConnectionState.READING or not self._admitted:
             return None
         return self._decoder.frame_space(limit)
 
     def receive_data(self, data: Buffer, now: float) -> ConnectionEvent:
         """Bytes read from the peer (empty: end of stream); returns what to do next."""
-        self._expect(ConnectionState.READING)
+        if self.state is not ConnectionState.READING:
+            self._illegal(ConnectionState.READING)
         if not data:
             return _END
         self.last_active = now
@@ -236,7 +240,8 @@ class KafkaConnection:
 
     def received_into(self, count: int, now: float) -> ConnectionEvent:
         """`count` bytes were read into `frame_space()` (0: end of stream)."""
-        self._expect(ConnectionState.READING)
+        if self.state is not ConnectionState.READING:
+            self._illegal(ConnectionState.READING)
         if not count:
             return _END
         self.last_active = now
@@ -244,31 +249,40 @@ class KafkaConnection:
         return self.next_event(now)
 
     def next_event(self, now: float) -> ConnectionEvent:
-        """What to do next from what is buffered (READING only)."""
-        self._expect(ConnectionState.READING)
+        """What to do next from what is buffered (READING only). A frame whose size the
+        pool admits at once (`try_allocate`) goes on without an event."""
+        if self.state is not ConnectionState.READING:
+            self._illegal(ConnectionState.READING)
         decoder = self._decoder
+        deadline = self.read_deadline
         if not self._admitted:
             size = decoder.next_size()  # raises InvalidFrameSize for a bad prefix
             if size is not None:
-                self._state = ConnectionState.AWAITING_MEMORY
-                self._pending = size
-                # Waiting for the pool is the broker's doing: no read deadline meanwhile.
-                self.read_deadline.disarm()
-                return NeedMemory(size)
-        else:
+                if not self._try_allocate(size):
+                    # Waiting for the pool is the broker's doing, not the client's.
+                    deadline.disarm()
+                    self.state = ConnectionState.AWAITING_MEMORY
+                    self._pending = size
+                    return NeedMemory(size)
+                self._admitted = True
+                self._memory = size
+        if self._admitted:
             frame = decoder.next_frame()
             if frame is not None:
-                self.read_deadline.disarm()
+                if deadline.expires_at is not None:
+                    deadline.disarm()
                 self._admitted = False
                 return self._frame_received(frame, now)
         if decoder.in_frame:
-            self.read_deadline.arm(now, self._read_timeout_s)
-        return NeedData(decoder.read_size())
+            deadline.arm(now, self._read_timeout_s)
+        size = decoder.read_size()
+        return _READ_AHEAD if size == READ_AHEAD else NeedData(size)
 
     def grant_memory(self, now: float) -> ConnectionEvent:
         """The pool admitted the frame announced by `NeedMemory`."""
-        self._expect(ConnectionState.AWAITING_MEMORY)
-        self._state = ConnectionState.READING
+        if self.state is not ConnectionState.AWAITING_MEMORY:
+            self._illegal(ConnectionState.AWAITING_MEMORY)
+        self.state = ConnectionState.READING
         self._admitted = True
         self._memory = self._pending
         return self.next_event(now)
@@ -276,16 +290,18 @@ class KafkaConnection:
     def take_first_request(self, decoded: Decoded) -> None:
         """A first request decoded when the connection was screened (first_read), before
         this state existed, becomes the request in flight."""
-        self._expect(ConnectionState.READING)
+        if self.state is not ConnectionState.READING:
+            self._illegal(ConnectionState.READING)
         self._request_in_flight(decoded)
 
     def _request_in_flight(self, decoded: Decoded) -> None:
-        info = client_information(decoded)
-        if info is not None:
-            self._record_client_information(info)
+        if decoded.header.api_key == API_VERSIONS_KEY:
+            info = client_information(decoded)
+            if info is not None:
+                self._record_client_information(info)
         self.mute.mute()
         self.mute.handle_event(MuteEvent.REQUEST_RECEIVED)
-        self._state = ConnectionState.RESPONDING
+        self.state = ConnectionState.RESPONDING
 
     def _frame_received(self, frame: Frame, now: float) -> ConnectionEvent:
         # The frame's memory stays the connection's (`held_memory`) until an event
@@ -320,7 +336,7 @@ class KafkaConnection:
             self.context = attrs.evolve(self.context, principal=self.sasl.principal)
             self._decoder.max_size = self._normal_max_receive
         if self.sasl.state is State.FAILED:
-            self._state = ConnectionState.CLOSED
+            self.state = ConnectionState.CLOSED
         answer = sasl_answer(verdict, decoded) if verdict.action is not Action.CLOSE else []
         return SaslAnswer(verdict, answer, memory)
 
@@ -329,18 +345,20 @@ class KafkaConnection:
         """A response (or throttle notice) for the request in flight: the bytes to write
         and whether to close. The connection reads again (READING) once the response is
         sent and no throttle holds it, as Kafka's mute table says."""
-        self._expect(ConnectionState.RESPONDING)
+        if self.state is not ConnectionState.RESPONDING:
+            self._illegal(ConnectionState.RESPONDING)
         mute = self.mute
         kind = type(response)
         if kind is SendResponse:
             assert isinstance(response, SendResponse)
             mute.handle_event(MuteEvent.RESPONSE_SENT)
-            outgoing = Outgoing(coalesce(response.chunks), answers=True)
+            chunks = response.chunks
+            outgoing = Outgoing(chunks if len(chunks) <= 1 else coalesce(chunks), True)
         elif kind is NoOpResponse:
             mute.handle_event(MuteEvent.RESPONSE_SENT)
             outgoing = _ANSWERED
         elif kind is CloseConnectionResponse:
-            self._state = ConnectionState.CLOSED
+            self.state = ConnectionState.CLOSED
             return _CLOSE
         elif kind is StartThrottlingResponse:
             mute.handle_event(MuteEvent.THROTTLE_STARTED)
@@ -351,7 +369,7 @@ class KafkaConnection:
         else:
             raise IllegalConnectionState(f"unknown response {kind.__name__}")
         if mute.maybe_unmute():
-            self._state = ConnectionState.READING
+            self.state = ConnectionState.READING
         return outgoing
 
     def authenticated_as(self, principal: str) -> None:
@@ -362,6 +380,5 @@ class KafkaConnection:
         """Record activity (a response written); the idle reaper reads `last_active`."""
         self.last_active = now
 
-    def _expect(self, state: ConnectionState) -> None:
-        if self._state is not state:
-            raise IllegalConnectionState(f"connection is {self._state.name}, not {state.name}")
+    def _illegal(self, expected: ConnectionState) -> NoReturn:
+        raise IllegalConnectionState(f"connection is {self.state.name}, not {expected.name}")

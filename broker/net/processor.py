@@ -82,6 +82,7 @@ class Processor:
         self._quotas = quotas
         self._is_enabled = is_enabled
         self._metrics = request_metrics
+        self._pool = memory_pool
         self.meters = meters if meters is not None else ProcessorMeters()
         self._new_send, self._new_receive = trio.open_memory_channel[NewConnection](
             NEW_CONNECTION_QUEUE_SIZE
@@ -113,7 +114,6 @@ class Processor:
             request_metrics=request_metrics,
             meters=self.meters,
             busy=self._busy,
-            draining=lambda: self._draining,
             forget=self._forget,
         )
 
@@ -187,6 +187,7 @@ class Processor:
     async def drain(self) -> None:
         """Stop reading new requests; return once in-flight ones are answered."""
         self._draining = True
+        self._tasks.draining = True
         self._new_send.close()
         self._admission.close()
         for connection in list(self.connections.values()):
@@ -228,6 +229,7 @@ class Processor:
             decoder,
             self._is_enabled,
             trio.current_time(),
+            try_allocate=self._pool.try_allocate,
             read_timeout_s=self._settings.read_timeout_ms / 1000,
             sasl=None if security is None else security.new_authenticator(),
             sasl_max_receive=None if security is None else security.sasl_max_receive,
