@@ -284,7 +284,7 @@ class ConnectionTasks:
             return False
         if outgoing.chunks:
             await self._write(connection, outgoing.chunks)
-            connection.protocol.touch(self._now())
+            connection.protocol.last_active = self._now()
         if type(response) is SendResponse and response.on_complete is not None:
             response.on_complete()
         self._metrics.record(request, response)

@@ -295,7 +295,8 @@ class KafkaConnection:
         self._request_in_flight(decoded)
 
     def _request_in_flight(self, decoded: Decoded) -> None:
-        if decoded.header.api_key == API_VERSIONS_KEY:
+        header = decoded.header
+        if header.api_key == API_VERSIONS_KEY and header.api_version >= 3:
             info = client_information(decoded)
             if info is not None:
                 self._record_client_information(info)

@@ -12,9 +12,11 @@ buffer, once the caller has admitted it (after `next_size()`, before
 (`frame_space()` and `advance()`, for `recv_into`) instead of feeding pieces that are
 appended to a growing buffer. It is handed out without a copy, and bytes beyond it
 stay in the kernel's socket buffer, which is what pushes back on a client that
-pipelines large frames. A large frame's buffer is an anonymous mapping, whose pages
-the kernel provides only once written: a slow sender costs what it sent, not what it
-announced.
+pipelines large frames. Frames up to `MAPPED_FRAME` get a bytearray, from the
+allocator's reused memory (a fresh mapping per frame made the kernel fault in every
+page of every produce request); a larger one gets an anonymous mapping, whose pages the
+kernel provides only once written, so a slow sender announcing a huge frame costs what
+it sent, not what it announced.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ READ_AHEAD = 16384
 size prefix and the start of a large one."""
 MAX_RECEIVE = 1 << 18
 """The largest single read into a frame's buffer."""
-MAPPED_FRAME = 1 << 16
-"""Frames at least this large, not yet whole, get a lazily paged mapping as buffer."""
+MAPPED_FRAME = 1 << 24
+"""Frames at least this large (16 MiB), not yet whole, get a lazily paged mapping."""
 
 Frame = bytes | memoryview
 

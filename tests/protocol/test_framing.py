@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from broker.protocol import framing
 from broker.protocol.framing import READ_AHEAD, FrameDecoder, InvalidFrameSize
 
 
@@ -99,8 +100,13 @@ def test_a_decoder_keeps_only_the_bytes_of_a_frame_not_yet_whole() -> None:
     assert decoder.held_bytes == 2  # moved to the frame's own buffer
 
 
-def test_a_large_frame_is_read_straight_into_a_buffer_of_its_size() -> None:
-    payload = bytes(range(256)) * 1000  # above MAPPED_FRAME: a lazily paged mapping
+@pytest.mark.parametrize("mapped", [False, True])
+def test_a_large_frame_is_read_straight_into_a_buffer_of_its_size(
+    mapped: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if mapped:  # as a frame above MAPPED_FRAME: a lazily paged mapping
+        monkeypatch.setattr(framing, "MAPPED_FRAME", 1000)
+    payload = bytes(range(256)) * 1000
     wire = framed(payload)
     decoder = FrameDecoder(len(payload))
     decoder.feed(wire[:100])
