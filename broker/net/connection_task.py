@@ -213,7 +213,11 @@ class ConnectionTasks:
                 count = await stream.receive_into(space)
             del space
             return protocol.received_into(count, self._now())
-        data = await stream.receive_some(max_bytes)
+        data: Buffer | None = None
+        if isinstance(stream, FastSocketStream):
+            data = stream.receive_nowait(max_bytes)
+        if data is None:
+            data = await stream.receive_some(max_bytes)
         return protocol.receive_data(data, self._now())
 
     def _request(self, connection: Connection, received: RequestReceived) -> Request:
@@ -293,8 +297,12 @@ class ConnectionTasks:
     async def _write(self, connection: Connection, chunks: Sequence[Buffer]) -> None:
         started = time.perf_counter_ns()
         stream = connection.stream
+        fast = stream if isinstance(stream, FastSocketStream) else None
         for chunk in chunks:
-            await stream.send_all(chunk)
+            # Most responses fit the socket's buffer: written without a coroutine.
+            sent = 0 if fast is None else fast.send_nowait(chunk)
+            if sent < len(chunk):
+                await stream.send_all(memoryview(chunk)[sent:] if sent else chunk)
         self._busy.ns += time.perf_counter_ns() - started
 
     async def _close(self, connection: Connection) -> None:
