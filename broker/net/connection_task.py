@@ -173,7 +173,10 @@ class ConnectionTasks:
         while True:
             match event:
                 case NeedData():
-                    event = await self._receive(connection, event.max_bytes)
+                    ready = self._receive_nowait(connection, event.max_bytes)
+                    if ready is None:
+                        ready = await self._receive(connection, event.max_bytes)
+                    event = ready
                 case RequestReceived():
                     return self._request(connection, event)
                 case NeedMemory():
@@ -195,6 +198,17 @@ class ConnectionTasks:
         finally:
             self._unwatch_hang_up(connection)
 
+    def _receive_nowait(self, connection: Connection, max_bytes: int) -> ConnectionEvent | None:
+        """Bytes a socket already holds between frames, without a coroutine (the most
+        common read of a request); None when the read must wait or go into a frame."""
+        stream = connection.stream
+        if not isinstance(stream, FastSocketStream) or connection.protocol.in_frame_buffer:
+            return None
+        data = stream.receive_nowait(max_bytes)
+        if data is None:
+            return None
+        return connection.protocol.receive_data(data, self._now())
+
     async def _receive(self, connection: Connection, max_bytes: int) -> ConnectionEvent:
         """One read: into a frame's own buffer when one is in progress and the stream is a
         socket. Large frames are read in turn with the processor's other large frames:
@@ -213,11 +227,7 @@ class ConnectionTasks:
                 count = await stream.receive_into(space)
             del space
             return protocol.received_into(count, self._now())
-        data: Buffer | None = None
-        if isinstance(stream, FastSocketStream):
-            data = stream.receive_nowait(max_bytes)
-        if data is None:
-            data = await stream.receive_some(max_bytes)
+        data = await stream.receive_some(max_bytes)
         return protocol.receive_data(data, self._now())
 
     def _request(self, connection: Connection, received: RequestReceived) -> Request:

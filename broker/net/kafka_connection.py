@@ -221,6 +221,11 @@ class KafkaConnection:
         """Bytes the next frame still needs (hang-up checks: can it still arrive whole?)."""
         return self._decoder.missing()
 
+    @property
+    def in_frame_buffer(self) -> bool:
+        """Whether reads go into an admitted frame's own buffer (`frame_space`)."""
+        return self._admitted
+
     def frame_space(self, limit: int) -> memoryview | None:
         """Where a large frame's next bytes go (see `FrameDecoder.frame_space`); None
         while no admitted frame is in progress."""
