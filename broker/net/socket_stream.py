@@ -6,8 +6,10 @@ socket's send buffer whole. `trio.SocketStream` nevertheless passes every call
 through the scheduler; here a read or write first tries the nonblocking socket with
 one system call and waits in Trio only when the socket is not ready. The connection
 task sees a Stream like any other (TLS wraps this one as its transport); the extra
-methods (`receive_into`, the descriptor for the hang-up watcher, the unread byte
-count, the detach of a delayed close) are what a socket has and a TLS stream has not.
+methods are what a socket has and a TLS stream has not: the synchronous attempts
+(`receive_nowait`, `send_nowait`, so that a request's common read and write cost no
+coroutine), `receive_into` a frame's own buffer, the descriptor for the hang-up
+watcher, the unread byte count, and the detach of a delayed close.
 """
 
 from __future__ import annotations
