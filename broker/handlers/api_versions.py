@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.net.processor import valid_client_software
 from broker.net.request import Request
+from broker.net.request_decoding import valid_client_software
 from broker.protocol.api import ApiKey, reuse_encoding
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import ApiVersionsRequest, ApiVersionsResponse

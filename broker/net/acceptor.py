@@ -36,9 +36,10 @@ import time
 import trio
 
 from broker.metrics import Meter
+from broker.net.admission import NewConnection
 from broker.net.connection_quotas import ConnectionQuotas
 from broker.net.endpoint import Endpoint
-from broker.net.processor import NewConnection, Processor
+from broker.net.processor import Processor
 from broker.net.run_queue import runnable_tasks
 
 log = logging.getLogger(__name__)

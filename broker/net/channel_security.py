@@ -1,18 +1,20 @@
 """A listener's channel security (Kafka's ChannelBuilder + authenticators), on Trio.
 
-`ListenerSecurity.establish` runs in the connection's own task before its first
-request: the TLS handshake (so a slow or broken handshake only ever holds up its own
-connection), the principal from a client certificate, and for SASL listeners a
-`SaslChannel` that screens requests until the client has authenticated. Failures
-close that connection only; they are logged and counted in socket-server-metrics.
+`ListenerSecurity.tls_handshake` runs in the connection's own task before its first
+request (so a slow or broken handshake only ever holds up its own connection) and
+gives the TLS stream and the principal of a client certificate. On SASL listeners the
+connection's state machine (kafka_connection) screens requests with a
+`SaslAuthenticator` until the client has authenticated, and `carry_out` does the I/O
+of its verdicts: the answer, or the failed-authentication delay and close (KIP-306).
+Failures close that connection only; they are logged and counted in
+socket-server-metrics. Nothing here knows the connection object: it gets a stream and
+names, and returns what the connection then holds.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
 import ssl
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 
@@ -21,23 +23,15 @@ import trio
 
 from broker.config import BrokerConfig, ConfigError
 from broker.metrics import Meter, MetricSample
-from broker.net.authenticator import (
-    Action,
-    Event,
-    SaslAuthenticator,
-    SaslSettings,
-    State,
-    Verdict,
-)
+from broker.net.authenticator import Action, Event, SaslAuthenticator, SaslSettings
 from broker.net.client_text import printable
-from broker.net.connection import Connection
 from broker.net.delayed_close import DelayedCloseQueue
 from broker.net.endpoint import Endpoint
+from broker.net.kafka_connection import SaslAnswer
 from broker.net.log_limiter import LogLimiter
-from broker.net.request import Buffer, Request
+from broker.net.request import Buffer
+from broker.net.socket_stream import FastSocketStream
 from broker.net.tls_stream import HandshakeEof, TlsServerStream
-from broker.protocol.api import encode_response
-from broker.protocol.framing import Frame
 from broker.security.jaas import parse_jaas_config
 from broker.security.principal_mapping import NoMatchingRule, SslPrincipalMapper
 from broker.security.sasl_server import (
@@ -53,15 +47,14 @@ log = logging.getLogger(__name__)
 # Failed authentications and TLS handshakes are the client's to trigger at will.
 _failures = LogLimiter(log)
 
-WriteFn = Callable[[Connection, Sequence[Buffer]], Awaitable[None]]
-ReceiveFrameFn = Callable[[Connection], Awaitable[tuple[Frame, int] | None]]
+WriteFn = Callable[[Sequence[Buffer]], Awaitable[None]]
 
 
 class AuthMetrics:
-    """Kafka's authentication meters of one processor (replaced by registered ones)."""
+    """Kafka's authentication meters of one processor."""
 
-    def __init__(self) -> None:
-        self.meters: dict[Event, Meter] = {event: Meter() for event in Event}
+    def __init__(self, meters: dict[Event, Meter] | None = None) -> None:
+        self.meters: dict[Event, Meter] = meters or {event: Meter() for event in Event}
 
     def mark(self, event: Event | None) -> None:
         if event is not None:
@@ -69,14 +62,14 @@ class AuthMetrics:
 
 
 def tls_connection_samples(
-    connections: Iterable[tuple[str, int, Iterable[Connection]]],
+    connections: Iterable[tuple[str, int, Iterable[trio.abc.Stream]]],
 ) -> Iterator[MetricSample]:
     """Kafka's `connections{cipher,protocol}` gauge: open TLS connections per listener,
-    processor, cipher and TLS version, counted when the metrics are read."""
-    for listener, processor_id, open_connections in connections:
+    processor, cipher and TLS version, counted when the metrics are read (from the
+    connections' streams)."""
+    for listener, processor_id, streams in connections:
         counts: Counter[tuple[str, str]] = Counter()
-        for connection in list(open_connections):
-            stream = connection.stream
+        for stream in list(streams):
             if isinstance(stream, TlsServerStream) and (cipher := stream.cipher()) is not None:
                 counts[(cipher[0], stream.version() or "unknown")] += 1
         for (cipher_name, version), count in sorted(counts.items()):
@@ -97,12 +90,11 @@ def tls_connection_samples(
 
 
 @attrs.frozen
-class ConnectionIO:
-    """What the channel needs from its processor: frames in, bytes out, pool release."""
+class TlsEstablished:
+    """A connection's TLS stream, and the principal its client certificate maps to."""
 
-    write: WriteFn
-    receive_frame: ReceiveFrameFn
-    release: Callable[[int], None]
+    stream: TlsServerStream
+    principal: str | None
 
 
 class ListenerSecurity:
@@ -149,42 +141,36 @@ class ListenerSecurity:
             config.network.listener(listener).sasl_server_max_receive_size,
         )
 
-    async def establish(
-        self, connection: Connection, io: ConnectionIO, metrics: AuthMetrics
-    ) -> bool:
-        """TLS handshake and SASL set-up; False when the connection must close."""
-        if self.ssl_context is not None and not await self._tls_handshake(connection, metrics):
-            return False
-        if self.sasl is not None:
-            connection.sasl = SaslChannel(
-                connection,
-                SaslAuthenticator(self.sasl),
-                io,
-                metrics,
-                FailedAuthenticationDelay(self._delay_s, self.delayed_closes),
-            )
-            connection.sasl.limit_receive(self._sasl_max_receive)
-        return True
+    def new_authenticator(self) -> SaslAuthenticator | None:
+        """A connection's SASL state, on SASL listeners."""
+        return None if self.sasl is None else SaslAuthenticator(self.sasl)
 
-    async def _tls_handshake(self, connection: Connection, metrics: AuthMetrics) -> bool:
+    @property
+    def sasl_max_receive(self) -> int:
+        """`sasl.server.max.receive.size`: the frame limit until authentication completes."""
+        return self._sasl_max_receive
+
+    async def tls_handshake(
+        self, transport: trio.abc.Stream, connection_id: str, metrics: AuthMetrics
+    ) -> TlsEstablished | None:
+        """The TLS handshake over `transport`; None when the connection must close."""
         assert self.ssl_context is not None
-        stream = TlsServerStream(connection.stream, self.ssl_context)
-        connection.stream = stream
+        stream = TlsServerStream(transport, self.ssl_context)
         try:
             await stream.do_handshake()
         except HandshakeEof:
-            log.debug("connection %s closed before the end of the TLS handshake", connection.id)
-            return False
+            log.debug("connection %s closed before the end of the TLS handshake", connection_id)
+            return None
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             _failures.log(
                 logging.INFO,
                 "closing connection %s: failed TLS handshake: %s",
-                connection.id,
+                connection_id,
                 printable(str(exc)),
             )
             metrics.mark(Event.FAILED)
-            return False
-        connection.touch()
+            return None
+        principal = None
         certificate = stream.getpeercert()
         if certificate and self._mapper is not None and self.sasl is None:
             dn = subject_dn(certificate)
@@ -194,152 +180,78 @@ class ListenerSecurity:
                 _failures.log(
                     logging.INFO,
                     "closing connection %s: %s",
-                    connection.id,
+                    connection_id,
                     printable(str(exc), 400),
                 )
                 metrics.mark(Event.FAILED)
-                return False
-            connection.context = attrs.evolve(connection.context, principal=f"User:{name}")
+                return None
+            principal = f"User:{name}"
         if self.sasl is None:
             metrics.mark(Event.AUTHENTICATED)
-        return True
+        return TlsEstablished(stream, principal)
 
-
-@attrs.frozen
-class FailedAuthenticationDelay:
-    """`connection.failed.authentication.delay.ms` of a listener and the queue that
-    closes its failed connections once it has passed."""
-
-    delay_s: float
-    queue: DelayedCloseQueue
-
-
-class SaslChannel:
-    """Drives a connection's `SaslAuthenticator` from the processor's connection task."""
-
-    def __init__(
+    async def carry_out(
         self,
-        connection: Connection,
-        authenticator: SaslAuthenticator,
-        io: ConnectionIO,
+        answer: SaslAnswer,
+        stream: trio.abc.Stream,
+        write: WriteFn,
+        connection_id: str,
+        peer: tuple[str, str],
         metrics: AuthMetrics,
-        failure_delay: FailedAuthenticationDelay,
+        no_reauthentication: bool,
     ) -> None:
-        self._connection = connection
-        self.authenticator = authenticator
-        self._io = io
-        self._metrics = metrics
-        self._failure_delay = failure_delay
-        self._normal_max_receive = connection.decoder.max_size
-
-    def limit_receive(self, max_size: int) -> None:
-        """`sasl.server.max.receive.size` caps frames until authentication completes."""
-        self._connection.decoder.max_size = min(max_size, self._normal_max_receive)
-
-    @property
-    def wants_raw_token(self) -> bool:
-        return self.authenticator.wants_raw_token
-
-    async def screen(self, request: Request) -> bool:
-        """True to hand the request on to the API layer; False when it was answered
-        here or the connection is closing (`closing` set)."""
-        verdict = self.authenticator.on_request(
-            request.api_key, request.api_version, request.body, _now_ms()
-        )
-        if verdict.action is Action.FORWARD:
-            return True
-        try:
-            await self._carry_out(verdict, request)
-        finally:
-            request.release_memory()
-        return False
-
-    async def receive_raw_token(self) -> bool:
-        """One bare token of the v0 flow; False at end of stream or when closing."""
-        received = await self._io.receive_frame(self._connection)
-        if received is None:
-            return False
-        token, memory = received
-        if memory:
-            self._io.release(memory)
-        verdict = self.authenticator.on_raw_token(bytes(token), _now_ms())
-        await self._carry_out(verdict, None)
-        return not self.closing
-
-    @property
-    def closing(self) -> bool:
-        return self.authenticator.state is State.FAILED
-
-    async def _carry_out(self, verdict: Verdict, request: Request | None) -> None:
-        connection = self._connection
-        self._metrics.mark(verdict.event)
-        if (
-            verdict.event is Event.AUTHENTICATED
-            and not self.authenticator.supports_reauthentication
-        ):
-            self._metrics.mark(Event.AUTHENTICATED_NO_REAUTH)
+        """The I/O of a SASL verdict: count it, log a failure, write the answer; a failed
+        login's answer waits out the delay (KIP-306). `peer`: listener and client IP."""
+        verdict = answer.verdict
+        metrics.mark(verdict.event)
+        if verdict.event is Event.AUTHENTICATED and no_reauthentication:
+            metrics.mark(Event.AUTHENTICATED_NO_REAUTH)
         if verdict.action is Action.CLOSE:
             _failures.log(
-                logging.INFO, "closing connection %s: %s", connection.id, printable(verdict.reason)
+                logging.INFO, "closing connection %s: %s", connection_id, printable(verdict.reason)
             )
             return
         if verdict.action is Action.FAIL:
             _failures.log(
                 logging.INFO,
                 "closing connection %s: %s (listener %s, from %s)",
-                connection.id,
+                connection_id,
                 printable(verdict.reason),
-                connection.listener_name,
-                connection.remote_ip,
+                peer[0],
+                peer[1],
             )
-            await self._fail(verdict, request)
+            await self._fail(answer.answer, stream, write)
             return
-        await self._io.write(connection, self._encode(verdict, request))
-        if verdict.event in (Event.AUTHENTICATED, Event.REAUTHENTICATED):
-            connection.context = attrs.evolve(
-                connection.context, principal=self.authenticator.principal
-            )
-            connection.decoder.max_size = self._normal_max_receive
+        await write(answer.answer)
 
-    async def _fail(self, verdict: Verdict, request: Request | None) -> None:
+    async def _fail(
+        self, chunks: Sequence[Buffer], stream: trio.abc.Stream, write: WriteFn
+    ) -> None:
         """Kafka (KIP-306) sends the failure's answer only after the delay, then closes.
         The socket is handed to the listener's delayed-close queue, so the connection's
-        task ends now; the processor's close of the (detached) stream leaves it open."""
-        chunks = self._encode(verdict, request)
-        delay_s = self._failure_delay.delay_s
+        task ends now; its close of the (detached) stream leaves the socket open."""
+        delay_s = self._delay_s
         if delay_s <= 0:
-            await self._io.write(self._connection, chunks)
+            await write(chunks)
             return
-        finish = _detach(self._connection, b"".join(chunks))
+        finish = _detach(stream, b"".join(chunks))
         if finish is None:  # not on a socket (an in-memory stream in tests)
             await trio.sleep(delay_s)
-            await self._io.write(self._connection, chunks)
+            await write(chunks)
             return
-        self._failure_delay.queue.add(trio.current_time() + delay_s, finish)
-
-    def _encode(self, verdict: Verdict, request: Request | None) -> list[Buffer]:
-        if verdict.raw is not None:
-            return [len(verdict.raw).to_bytes(4, "big"), verdict.raw]
-        if verdict.body is not None and request is not None:
-            return encode_response(
-                request.api_key, request.api_version, request.correlation_id, verdict.body
-            )
-        return []
+        self.delayed_closes.add(trio.current_time() + delay_s, finish)
 
 
-def _detach(connection: Connection, answer: bytes) -> Callable[[], None] | None:
+def _detach(stream: trio.abc.Stream, answer: bytes) -> Callable[[], None] | None:
     """Take the connection's socket away from its stream (whose close then does
     nothing) and return what sends `answer` and closes it; None when there is no
     socket. Under TLS the answer is encrypted now, while the TLS engine is at hand."""
-    stream = connection.stream
     if isinstance(stream, TlsServerStream):
         answer = stream.encrypt(answer)
         stream = stream.transport
-    if type(stream) is not trio.SocketStream:
+    if not isinstance(stream, FastSocketStream):
         return None
-    trio.lowlevel.notify_closing(stream.socket)
-    sock = socket.socket(fileno=stream.socket.detach())
-    sock.setblocking(False)
+    sock = stream.detach()
 
     def finish() -> None:
         try:
@@ -353,10 +265,6 @@ def _detach(connection: Connection, answer: bytes) -> Callable[[], None] | None:
             sock.close()
 
     return finish
-
-
-def _now_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 def sasl_settings(

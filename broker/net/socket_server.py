@@ -20,13 +20,13 @@ import trio
 from broker.config import BrokerConfig, ConfigError
 from broker.metrics import MetricsRegistry
 from broker.net.acceptor import Acceptor, bind_listener
-from broker.net.authenticator import Event
 from broker.net.channel_security import ListenerSecurity, tls_connection_samples
 from broker.net.connection_quotas import ConnectionQuotas
 from broker.net.endpoint import Endpoint
 from broker.net.internal_listener import InternalListener, accept_internal, bind_internal
 from broker.net.memory_pool import MemoryPool, pool_size
 from broker.net.processor import Processor, ProcessorSettings, idle_percent_mean
+from broker.net.processor_meters import ProcessorMeters, remove_processor_metrics
 from broker.net.request_channel import RequestChannel
 from broker.net.request_metrics import RequestMetrics
 from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialStore
@@ -34,11 +34,6 @@ from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialS
 log = logging.getLogger(__name__)
 
 CONTROL_PLANE_QUEUE_SIZE = 20
-READ_TIMEOUT_METRIC = "read-timeout-connections-killed"
-"""Connections closed by socket.request.read.timeout.ms (a meter: -rate and -total)."""
-INVALID_REQUEST_METRIC = "invalid-request-connections-closed"
-"""Connections closed for a frame Kafka closes them for: a bad size, an undecodable
-header or body, an unsupported api key or version (a meter: -rate and -total)."""
 
 IsEnabled = Callable[[int, int], bool]
 
@@ -235,8 +230,9 @@ class SocketServer:
     ) -> None:
         assert self._nursery is not None
         for _ in range(count):
+            processor_id = self._next_processor_id
             processor = Processor(
-                self._next_processor_id,
+                processor_id,
                 settings,
                 self._channel_for(name),
                 quotas,
@@ -244,6 +240,7 @@ class SocketServer:
                 self.request_metrics,
                 is_enabled,
                 self.close_excess_connection,
+                ProcessorMeters.registered(self.metrics, name, processor_id),
             )
             self._next_processor_id += 1
             await self._nursery.start(processor.run)
@@ -268,7 +265,7 @@ class SocketServer:
                 # Out of the round-robin first, then its connections are closed.
                 removed = processors.pop()
                 removed.shutdown()
-                self._remove_processor_metrics(endpoint.listener_name, removed)
+                remove_processor_metrics(self.metrics, endpoint.listener_name, removed.id)
         self.config = self.config.with_updates({"num.network.threads": str(new_count)})
 
     def close_excess_connection(self) -> None:
@@ -359,7 +356,7 @@ class SocketServer:
         )
         m.add_collector(
             lambda: tls_connection_samples(
-                (name, p.id, p.connections.values())
+                (name, p.id, [c.stream for c in p.connections.values()])
                 for name, processors in list(self.processors.items())
                 for p in processors
             )
@@ -374,34 +371,13 @@ class SocketServer:
             )
 
     def _register_processor_metrics(self, listener: str, processor: Processor) -> None:
-        """Kafka's socket-server-metrics: connection-count, and the creation and
-        close meters (exposed as -rate and -total)."""
+        """Kafka's socket-server-metrics connection-count (its meters are the processor's,
+        registered at its construction: ProcessorMeters)."""
         tags = {"listener": listener, "networkProcessor": str(processor.id)}
-        group, type_ = "kafka.server", "socket-server-metrics"
         self.metrics.gauge(
-            group, type_, "connection-count", lambda: float(processor.connection_count()), **tags
-        )
-        processor.connections_created = self.metrics.meter(
-            group, type_, "connection-creation", **tags
-        )
-        processor.connections_closed = self.metrics.meter(group, type_, "connection-close", **tags)
-        for event in Event:
-            processor.auth_metrics.meters[event] = self.metrics.meter(
-                group, type_, event.value, **tags
-            )
-        processor.read_timeouts = self.metrics.meter(group, type_, READ_TIMEOUT_METRIC, **tags)
-        processor.invalid_request_closes = self.metrics.meter(
-            group, type_, INVALID_REQUEST_METRIC, **tags
-        )
-
-    def _remove_processor_metrics(self, listener: str, processor: Processor) -> None:
-        tags = {"listener": listener, "networkProcessor": str(processor.id)}
-        names = [
+            "kafka.server",
+            "socket-server-metrics",
             "connection-count",
-            "connection-creation",
-            "connection-close",
-            READ_TIMEOUT_METRIC,
-            INVALID_REQUEST_METRIC,
-        ]
-        for name in [*names, *(event.value for event in Event)]:
-            self.metrics.remove("kafka.server", "socket-server-metrics", name, **tags)
+            lambda: float(processor.connection_count()),
+            **tags,
+        )

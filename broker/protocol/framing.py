@@ -8,13 +8,20 @@ which is a small read-ahead (enough for a few small requests, or a size
 prefix) until the frame's size is known, and then never more than the frame
 still misses. A frame larger than what is already buffered gets its own
 buffer, once the caller has admitted it (after `next_size()`, before
-`next_frame()`); it is handed out without a copy, and bytes beyond it stay
-in the kernel's socket buffer, which is what pushes back on a client that
-pipelines large frames.
+`next_frame()`), allocated at the frame's size: a caller can read straight into it
+(`frame_space()` and `advance()`, for `recv_into`) instead of feeding pieces that are
+appended to a growing buffer. It is handed out without a copy, and bytes beyond it
+stay in the kernel's socket buffer, which is what pushes back on a client that
+pipelines large frames. Frames up to `MAPPED_FRAME` get a bytearray, from the
+allocator's reused memory (a fresh mapping per frame made the kernel fault in every
+page of every produce request); a larger one gets an anonymous mapping, whose pages the
+kernel provides only once written, so a slow sender announcing a huge frame costs what
+it sent, not what it announced.
 """
 
 from __future__ import annotations
 
+import mmap
 import struct
 
 _SIZE = struct.Struct(">i")
@@ -24,6 +31,8 @@ READ_AHEAD = 16384
 size prefix and the start of a large one."""
 MAX_RECEIVE = 1 << 18
 """The largest single read into a frame's buffer."""
+MAPPED_FRAME = 1 << 24
+"""Frames at least this large (16 MiB), not yet whole, get a lazily paged mapping."""
 
 Frame = bytes | memoryview
 
@@ -39,13 +48,14 @@ class InvalidFrameSize(Exception):
 class FrameDecoder:
     """Splits received bytes into frames; see the module docstring for the read protocol."""
 
-    __slots__ = ("_buffer", "_frame", "_max_size", "_size", "_start")
+    __slots__ = ("_buffer", "_filled", "_frame", "_max_size", "_size", "_start")
 
     def __init__(self, max_size: int) -> None:
         self._buffer = bytearray()
         self._start = 0
         self._max_size = max_size
-        self._frame: bytearray | None = None
+        self._frame: bytearray | mmap.mmap | None = None
+        self._filled = 0
         self._size = 0
 
     @property
@@ -60,12 +70,13 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         """Bytes received and not yet handed out as a frame."""
-        return len(self._buffer) - self._start + (0 if self._frame is None else len(self._frame))
+        return len(self._buffer) - self._start + self._filled
 
     @property
     def held_bytes(self) -> int:
-        """Bytes the decoder's buffers hold, taken or not (what it costs in memory)."""
-        return len(self._buffer) + (0 if self._frame is None else len(self._frame))
+        """Bytes received into the decoder's buffers, taken or not (what it costs in
+        memory: a large frame's mapping is paged in only as it is written)."""
+        return len(self._buffer) + self._filled
 
     @property
     def in_frame(self) -> bool:
@@ -75,9 +86,11 @@ class FrameDecoder:
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         frame = self._frame
         if frame is not None:
-            if len(frame) + len(data) > self._size:
+            filled = self._filled
+            if filled + len(data) > self._size:
                 raise ValueError("fed more bytes than read_size() asked for")
-            frame += data
+            frame[filled : filled + len(data)] = data
+            self._filled = filled + len(data)
             return
         if self._start and self._start == len(self._buffer):
             self._buffer = bytearray()
@@ -97,10 +110,24 @@ class FrameDecoder:
 
     def read_size(self) -> int:
         """How many bytes to ask the stream for next (never beyond a frame in progress)."""
-        frame = self._frame
-        if frame is not None:
-            return min(self._size - len(frame), MAX_RECEIVE)
+        if self._frame is not None:
+            return min(self._size - self._filled, MAX_RECEIVE)
         return READ_AHEAD
+
+    def frame_space(self, limit: int = MAX_RECEIVE) -> memoryview | None:
+        """Where the next bytes of a frame in progress go (at most `limit` of them), for a
+        caller that reads into it and then calls `advance()`; None between frames."""
+        frame = self._frame
+        if frame is None:
+            return None
+        filled = self._filled
+        return memoryview(frame)[filled : filled + min(self._size - filled, limit)]
+
+    def advance(self, count: int) -> None:
+        """`count` bytes were written into `frame_space()`."""
+        if self._frame is None or self._filled + count > self._size:
+            raise ValueError("advanced past the frame in progress")
+        self._filled += count
 
     def missing(self) -> int:
         """How many more bytes the next frame needs (at least 1 when incomplete)."""
@@ -108,7 +135,7 @@ class FrameDecoder:
         if size is None:
             return 4 - self.buffered
         if self._frame is not None:
-            return size - len(self._frame)
+            return size - self._filled
         return max(0, 4 + size - (len(self._buffer) - self._start))
 
     def next_frame(self) -> Frame | None:
@@ -118,9 +145,10 @@ class FrameDecoder:
         not yet wholly buffered gets its own buffer here."""
         frame = self._frame
         if frame is not None:
-            if len(frame) < self._size:
+            if self._filled < self._size:
                 return None
             self._frame = None
+            self._filled = 0
             return memoryview(frame).toreadonly()
         size = self.next_size()
         if size is None:
@@ -137,11 +165,12 @@ class FrameDecoder:
             else:
                 self._start = start + size
             return payload
-        # Incomplete: what has arrived moves to the frame's own buffer, which grows as
-        # bytes arrive (so a slow sender costs what it sent, not what it announced; a
-        # large buffer grows in place, by mremap). The read buffer then holds nothing,
+        # Incomplete: what has arrived moves to the frame's own buffer, of the frame's
+        # size, which later reads fill in place. The read buffer then holds nothing,
         # since reads stop at a frame's end.
-        self._frame, self._size = self._buffer[start:], size
+        frame = mmap.mmap(-1, size) if size >= MAPPED_FRAME else bytearray(size)
+        frame[:available] = self._buffer[start:]
+        self._frame, self._size, self._filled = frame, size, available
         self._buffer = bytearray()
         self._start = 0
         return None

@@ -23,6 +23,7 @@ from tests.integration.test_socket_server import (
     no_response_within,
     wait_until,
 )
+from tests.trio_clock import at_real_speed, autojump
 
 MIB = 1 << 20
 TOPIC = "hostile"
@@ -113,17 +114,21 @@ async def test_a_small_request_is_answered_while_large_ones_wait_for_the_pool(
 
 
 async def test_slow_senders_are_closed_after_the_read_timeout_and_counted(
-    tmp_path: Path,
+    tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
     overrides = {"socket.request.read.timeout.ms": "400", "num.network.threads": "1"}
+    at_real_speed(mock_clock)
     async with running_broker(tmp_path, overrides) as server:
+        autojump(mock_clock)
         port = server.bound_port()
         closed_after: list[float] = []
         idle = await connect(server)
         with trio.fail_after(10):
             await hc.slow_senders(port, 10, 100_000, 0.05, trio.current_time() + 5, closed_after)
         assert len(closed_after) == 10
-        assert all(0.35 <= t < 2.5 for t in closed_after), closed_after
+        # Trio's mock clock: the reaper closes each at its deadline, 0.4 s after the first
+        # byte, or at the latest one timeout later (when it slept before that was armed).
+        assert all(0.4 - 1e-6 <= t <= 0.8 + 1e-6 for t in closed_after), closed_after
         # A connection between requests has no read deadline.
         with trio.fail_after(5):
             await idle.request(ApiVersionsRequest(), 3)
@@ -136,6 +141,7 @@ async def test_slow_senders_are_closed_after_the_read_timeout_and_counted(
         )
         assert isinstance(meter, Meter)
         assert meter.count == 10
+        at_real_speed(mock_clock)
 
 
 def test_a_broker_process_closes_slow_senders_and_keeps_answering(tmp_path: Path) -> None:

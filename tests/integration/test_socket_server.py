@@ -25,6 +25,7 @@ from broker.protocol.messages import ApiVersionsRequest, MetadataRequest
 from broker.protocol.messages.metadata_request import MetadataRequestTopic
 from broker.server import KafkaServer
 from tests.integration.broker_harness import connect, running_broker
+from tests.trio_clock import at_real_speed, autojump
 from tests.waiting import wait_until as wait_until  # re-exported: the hostile tests use it
 
 SLOW = "slow"
@@ -332,16 +333,25 @@ async def test_connection_creation_rate_slows_the_acceptor_down(tmp_path: Path) 
         assert trio.current_time() - started >= 1.0
 
 
-async def test_idle_connections_are_closed(tmp_path: Path) -> None:
+async def test_idle_connections_are_closed(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """connections.max.idle.ms on Trio's clock: the idle connection closes once the
+    timeout has passed since its last response, the busy one never."""
+    at_real_speed(mock_clock)
     async with running_broker(tmp_path, {"connections.max.idle.ms": "300"}) as server:
+        autojump(mock_clock)
         idle = await connect(server)
         await api_versions_ok(idle)
+        answered = trio.current_time()
         await assert_closed(idle, timeout_s=5)
+        assert trio.current_time() - answered >= 0.3 - 1e-9
         busy = await connect(server)
         for _ in range(6):
             await api_versions_ok(busy)
             await trio.sleep(0.1)
         await api_versions_ok(busy)
+        at_real_speed(mock_clock)
 
 
 async def test_an_exhausted_memory_pool_stops_reading_until_memory_is_freed(tmp_path: Path) -> None:

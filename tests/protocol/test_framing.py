@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from broker.protocol import framing
 from broker.protocol.framing import READ_AHEAD, FrameDecoder, InvalidFrameSize
 
 
@@ -97,3 +98,30 @@ def test_a_decoder_keeps_only_the_bytes_of_a_frame_not_yet_whole() -> None:
     assert decoder.buffered == 6
     assert decoder.next_frame() is None
     assert decoder.held_bytes == 2  # moved to the frame's own buffer
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+def test_a_large_frame_is_read_straight_into_a_buffer_of_its_size(
+    mapped: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if mapped:  # as a frame above MAPPED_FRAME: a lazily paged mapping
+        monkeypatch.setattr(framing, "MAPPED_FRAME", 1000)
+    payload = bytes(range(256)) * 1000
+    wire = framed(payload)
+    decoder = FrameDecoder(len(payload))
+    decoder.feed(wire[:100])
+    assert decoder.next_size() == len(payload)
+    assert decoder.next_frame() is None
+    position = 100
+    while (space := decoder.frame_space(7000)) is not None and decoder.missing():
+        count = min(len(space), 5000)
+        space[:count] = wire[position : position + count]
+        del space
+        decoder.advance(count)
+        position += count
+        assert decoder.held_bytes == position - 4
+    frame = decoder.next_frame()
+    assert frame is not None and bytes(frame) == payload
+    assert decoder.frame_space() is None
+    with pytest.raises(ValueError):
+        decoder.advance(1)

@@ -39,6 +39,7 @@ from tests.security.helpers import (
     ssl_listener_settings,
     subject_of_client,
 )
+from tests.trio_clock import at_real_speed, autojump
 from tests.waiting import wait_until
 
 LISTENERS = (
@@ -284,27 +285,32 @@ async def test_the_v0_flow_closes_on_a_wrong_plain_token(
 
 
 async def test_an_expired_session_is_closed_on_its_next_request(
-    tmp_path: Path, certs: Certificates
+    tmp_path: Path, certs: Certificates, mock_clock: trio.testing.MockClock
 ) -> None:
     reauth = {"connections.max.reauth.ms": "200"}
+    at_real_speed(mock_clock)
     async with secure_broker(tmp_path, certs, **reauth) as (server, recorder):
         async with await connect(server, "SASL_PLAINTEXT") as connection:
+            autojump(mock_clock)
             result = await sasl_authenticate(connection, "PLAIN", "alice", "alice-secret")
             assert result.session_lifetime_ms == 200
             await metadata(connection)
             await trio.sleep(0.3)
             await connection.send(MetadataRequest(topics=()), 4)
             await assert_closed(connection)
+            at_real_speed(mock_clock)
         assert recorder.principals == ["User:alice"]
         assert auth_total(server, "SASL_PLAINTEXT", "expired-connections-killed-count") == 1
 
 
 async def test_reauthentication_keeps_the_connection_alive(
-    tmp_path: Path, certs: Certificates
+    tmp_path: Path, certs: Certificates, mock_clock: trio.testing.MockClock
 ) -> None:
     reauth = {"connections.max.reauth.ms": "200"}
+    at_real_speed(mock_clock)
     async with secure_broker(tmp_path, certs, **reauth) as (server, recorder):
         async with await connect(server, "SASL_PLAINTEXT") as connection:
+            autojump(mock_clock)
             await sasl_authenticate(connection, "SCRAM-SHA-256", "carol", "carol-pw")
             await trio.sleep(0.3)
             again = await sasl_authenticate(
@@ -312,6 +318,7 @@ async def test_reauthentication_keeps_the_connection_alive(
             )
             assert again.authenticate_error == ErrorCode.NONE
             assert (await metadata(connection)).brokers
+            at_real_speed(mock_clock)
         assert recorder.principals == ["User:carol"]
         assert auth_total(server, "SASL_PLAINTEXT", "successful-reauthentication") == 1
 

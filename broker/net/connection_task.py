@@ -1,0 +1,363 @@
+"""The Trio task of one connection: moves bytes between its stream and its state machine.
+
+Everything decided about a connection is decided by its `KafkaConnection`
+(kafka_connection.py); this task only does what needs I/O or waiting: the TLS
+handshake, reading (straight into a large frame's own buffer when the stream is a
+socket), waiting for the memory pool, queueing a request and waiting for its
+responses, writing, and the one close path. A connection task reads one frame, hands
+the request to the request channel, then waits for its response before it reads
+again, so pipelined requests are answered strictly in order and a slow request only
+ever delays its own connection.
+
+While a connection waits without reading (for the pool, or for an answer its handler
+deferred), its socket is watched for the peer hanging up (hang_up_watcher), so a
+client that went away is closed on our side too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+import trio
+
+from broker.net.admission import FirstRequest, log_invalid
+from broker.net.channel_security import ListenerSecurity
+from broker.net.connection import Connection
+from broker.net.hang_up_watcher import AVAILABLE as hang_up_watch_available
+from broker.net.hang_up_watcher import HangUpWatcher
+from broker.net.kafka_connection import (
+    ConnectionEvent,
+    ConnectionState,
+    IllegalConnectionState,
+    NeedData,
+    NeedMemory,
+    RequestReceived,
+    SaslAnswer,
+)
+from broker.net.log_limiter import LogLimiter
+from broker.net.memory_pool import MemoryPool
+from broker.net.mute_state import IllegalMuteTransition
+from broker.net.processor_meters import BusyTime, ProcessorMeters
+from broker.net.request import (
+    Buffer,
+    EndThrottlingResponse,
+    Request,
+    Response,
+    SendResponse,
+    StartThrottlingResponse,
+)
+from broker.net.request_channel import RequestChannel
+from broker.net.request_decoding import CloseConnection, UnsupportedApi
+from broker.net.request_metrics import RequestMetrics
+from broker.net.request_queue import SMALL_REQUEST_BYTES
+from broker.net.socket_stream import FastSocketStream, close_stream
+from broker.protocol.errors import DecodeError
+from broker.protocol.framing import MAX_RECEIVE, InvalidFrameSize
+
+log = logging.getLogger(__name__)
+# Closes a client can cause at will (bad frames, slow sends): rate-limited.
+_client_closes = LogLimiter(log)
+
+MAX_READ = MAX_RECEIVE
+"""The most one read into a large frame takes (see `_receive`)."""
+LARGE_READS = 1
+"""Reads into large frames a processor does at once."""
+
+Forget = Callable[[Connection], None]
+"""The processor's bookkeeping once a connection has closed."""
+
+
+class ConnectionTasks:
+    """What a processor's connection tasks share: the pool, the request channel, the
+    meters, the hang-up watcher and the turn for large reads."""
+
+    def __init__(
+        self,
+        *,
+        security: ListenerSecurity | None,
+        pool: MemoryPool,
+        channel: RequestChannel,
+        request_metrics: RequestMetrics,
+        meters: ProcessorMeters,
+        busy: BusyTime,
+        forget: Forget,
+    ) -> None:
+        self._security = security
+        self._pool = pool
+        self._channel = channel
+        self._metrics = request_metrics
+        self._meters = meters
+        self._busy = busy
+        self.draining = False  # set by the processor: read no further requests
+        self._now: Callable[[], float] = trio.current_time
+        self._forget = forget
+        self._large_reads = trio.Semaphore(LARGE_READS)
+        self._hang_ups: HangUpWatcher[Connection] | None = (
+            HangUpWatcher() if hang_up_watch_available else None
+        )
+
+    async def watch_hang_ups(self) -> None:
+        """The hang-up watcher's task; until cancelled."""
+        if self._hang_ups is not None:
+            await self._hang_ups.run(self._peer_hung_up)
+
+    def first_request(self, connection: Connection, first: FirstRequest) -> None:
+        """A request decoded at screening becomes the connection's first."""
+        connection.protocol.take_first_request(first.decoded)
+        connection.first_request = self._request(
+            connection, RequestReceived(first.decoded, first.frame, first.memory)
+        )
+
+    # -- the task ------------------------------------------------------------------------
+    async def serve(self, connection: Connection) -> None:
+        """Read, queue, await the response, write; until EOF, error or shutdown."""
+        idle = False
+        # The run's clock, called directly: trio.current_time() is three calls deep, and
+        # a request needs the time twice (bytes received, response written).
+        self._now = trio.lowlevel.current_clock().current_time
+        try:
+            with connection.scope:
+                if not await self._establish(connection):
+                    return
+                while not self.draining:
+                    request = await self._read_request(connection)
+                    if request is None:
+                        break
+                    keep_serving = await self._dispatch(connection, request)
+                    # Not kept alive (with its frame) while the next one is read.
+                    del request
+                    if not keep_serving:
+                        break
+            idle = connection.scope.cancelled_caught and connection.expired
+        except (InvalidFrameSize, DecodeError, UnsupportedApi) as exc:
+            log_invalid(self._meters, connection.id, exc)
+        except (CloseConnection, IllegalMuteTransition, IllegalConnectionState) as exc:
+            _client_closes.log(logging.INFO, "closing connection %s: %s", connection.id, exc)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            log.debug("connection %s lost: %r", connection.id, exc)
+        finally:
+            await self._close(connection)
+        if idle:
+            log.info("closed idle connection %s", connection.id)
+
+    async def _establish(self, connection: Connection) -> bool:
+        """The TLS handshake, where the listener has TLS; False when it failed."""
+        security = self._security
+        if security is None or security.ssl_context is None:
+            return True
+        established = await security.tls_handshake(
+            connection.stream, connection.id, self._meters.auth
+        )
+        if established is None:
+            return False
+        connection.stream = established.stream
+        connection.protocol.touch(self._now())
+        if established.principal is not None:
+            connection.protocol.authenticated_as(established.principal)
+        return True
+
+    async def _read_request(self, connection: Connection) -> Request | None:
+        """The next request for the API layer, or None when the connection is done.
+
+        A frame's bytes are admitted by the pool as soon as its size prefix is read,
+        before its payload is buffered; while the pool makes it wait, the connection
+        is not read, so the kernel pushes back on the client."""
+        first = connection.first_request
+        if first is not None:
+            connection.first_request = None
+            return first
+        protocol = connection.protocol
+        event: ConnectionEvent = protocol.next_event(self._now())
+        while True:
+            match event:
+                case NeedData():
+                    ready = self._receive_nowait(connection, event.max_bytes)
+                    if ready is None:
+                        ready = await self._receive(connection, event.max_bytes)
+                    event = ready
+                case RequestReceived():
+                    return self._request(connection, event)
+                case NeedMemory():
+                    await self._wait_for_memory(connection, event.size)
+                    event = protocol.grant_memory(self._now())
+                case SaslAnswer():
+                    await self._answer_sasl(connection, event)
+                    if protocol.state is ConnectionState.CLOSED:
+                        return None
+                    event = protocol.next_event(self._now())
+                case _:  # EndOfStream
+                    return None
+
+    async def _wait_for_memory(self, connection: Connection, size: int) -> None:
+        """The pool could not admit the frame at once: wait, watching for a hang-up."""
+        self._watch_hang_up(connection)
+        try:
+            await self._pool.allocate(size)
+        finally:
+            self._unwatch_hang_up(connection)
+
+    def _receive_nowait(self, connection: Connection, max_bytes: int) -> ConnectionEvent | None:
+        """Bytes a socket already holds between frames, without a coroutine (the most
+        common read of a request); None when the read must wait or go into a frame."""
+        stream = connection.stream
+        if not isinstance(stream, FastSocketStream) or connection.protocol.in_frame_buffer:
+            return None
+        data = stream.receive_nowait(max_bytes)
+        if data is None:
+            return None
+        return connection.protocol.receive_data(data, self._now())
+
+    async def _receive(self, connection: Connection, max_bytes: int) -> ConnectionEvent:
+        """One read: into a frame's own buffer when one is in progress and the stream is a
+        socket. Large frames are read in turn with the processor's other large frames:
+        every connection reading a large frame at once would make each scheduler round
+        as long as all their reads, and a small request elsewhere waits a few rounds;
+        the turn is taken only once bytes are there (a slow sender never holds it)."""
+        protocol = connection.protocol
+        stream = connection.stream
+        space = protocol.frame_space(MAX_READ)
+        if space is not None and isinstance(stream, FastSocketStream):
+            if protocol.held_memory > SMALL_REQUEST_BYTES:
+                await stream.wait_readable()
+                async with self._large_reads:
+                    count = await stream.receive_into(space)
+            else:
+                count = await stream.receive_into(space)
+            del space
+            return protocol.received_into(count, self._now())
+        data = await stream.receive_some(max_bytes)
+        return protocol.receive_data(data, self._now())
+
+    def _request(self, connection: Connection, received: RequestReceived) -> Request:
+        started = time.perf_counter_ns()
+        decoded, memory = received.decoded, received.memory
+        request = Request(
+            header=decoded.header,
+            body=decoded.body,
+            context=connection.protocol.context,
+            size_bytes=len(received.frame) - decoded.offset,
+            memory_bytes=memory,
+            unsupported_version=decoded.unsupported,
+            response_memory=self._pool.responses,
+        )
+        if memory:
+            pool = self._pool
+            request.release = lambda: pool.release(memory)
+        if self._hang_ups is not None:
+            request.on_deferred = lambda: self._watch_hang_up(connection)
+        self._busy.ns += time.perf_counter_ns() - started
+        return request
+
+    async def _answer_sasl(self, connection: Connection, answer: SaslAnswer) -> None:
+        security = self._security
+        assert security is not None
+        sasl = connection.protocol.sasl
+        try:
+            await security.carry_out(
+                answer,
+                connection.stream,
+                lambda chunks: self._write(connection, chunks),
+                connection.id,
+                (connection.listener_name, connection.remote_ip),
+                self._meters.auth,
+                sasl is not None and not sasl.supports_reauthentication,
+            )
+        finally:
+            if answer.memory:
+                self._pool.release(answer.memory)
+
+    async def _dispatch(self, connection: Connection, request: Request) -> bool:
+        """Queue the request and serve its responses until the connection reads again.
+
+        Returns False when the connection must close."""
+        connection.in_flight = request
+        await self._channel.send_request(request)
+        protocol = connection.protocol
+        while protocol.state is ConnectionState.RESPONDING:
+            response = await connection.responses_in.receive()
+            if not await self._apply(connection, response):
+                return False
+        # The request's pool bytes cover it until its response is written: a client that
+        # does not read its responses holds memory, and the pool counts it.
+        request.release_memory()
+        connection.in_flight = None
+        self._unwatch_hang_up(connection)
+        return True
+
+    async def _apply(self, connection: Connection, response: Response) -> bool:
+        outgoing = connection.protocol.send(response)
+        if isinstance(response, (StartThrottlingResponse, EndThrottlingResponse)):
+            return True
+        request = response.request
+        request.response_dequeue_ns = time.perf_counter_ns()
+        if outgoing.close:
+            self._metrics.record(request, response)
+            log.info("closing connection %s as the api layer asked", connection.id)
+            return False
+        if outgoing.chunks:
+            await self._write(connection, outgoing.chunks)
+            connection.protocol.last_active = self._now()
+        if type(response) is SendResponse and response.on_complete is not None:
+            response.on_complete()
+        self._metrics.record(request, response)
+        return True
+
+    async def _write(self, connection: Connection, chunks: Sequence[Buffer]) -> None:
+        started = time.perf_counter_ns()
+        stream = connection.stream
+        fast = stream if isinstance(stream, FastSocketStream) else None
+        for chunk in chunks:
+            # Most responses fit the socket's buffer: written without a coroutine.
+            sent = 0 if fast is None else fast.send_nowait(chunk)
+            if sent < len(chunk):
+                await stream.send_all(memoryview(chunk)[sent:] if sent else chunk)
+        self._busy.ns += time.perf_counter_ns() - started
+
+    async def _close(self, connection: Connection) -> None:
+        """The one close path: every way out of `serve` ends here."""
+        connection.closing = True
+        if connection.in_flight is not None:
+            connection.in_flight.release_memory()
+        if connection.first_request is not None:
+            connection.first_request.release_memory()
+        held = connection.protocol.held_memory
+        if held:
+            self._pool.release(held)
+        connection.responses_out.close()
+        self._unwatch_hang_up(connection)
+        # Forgotten first: a response for it is dropped from now on.
+        self._forget(connection)
+        await close_stream(connection.stream)
+
+    # -- a peer hanging up while its connection is not read (hang_up_watcher) ------
+    def _watch_hang_up(self, connection: Connection) -> None:
+        stream = connection.stream
+        if self._hang_ups is not None and isinstance(stream, FastSocketStream):
+            self._hang_ups.watch(stream.fileno(), connection)
+
+    def _unwatch_hang_up(self, connection: Connection) -> None:
+        stream = connection.stream
+        if self._hang_ups is not None and isinstance(stream, FastSocketStream):
+            self._hang_ups.unwatch(stream.fileno())
+
+    def _peer_hung_up(self, connection: Connection, reset: bool) -> None:
+        """The peer stopped sending while its connection waits. A request in flight is
+        answered now if it can be (a long poll gives what it has): a peer that only
+        half-closed still gets its answer, one that is gone makes the write or the next
+        read fail, and either way the connection then closes. A frame waiting for pool
+        memory that can no longer arrive whole, or a reset, closes it at once."""
+        if connection.closing:
+            return
+        request = connection.in_flight
+        if request is not None and not reset:
+            if request.hurry is not None:
+                request.hurry()
+            return
+        stream = connection.stream
+        unread = stream.unread_bytes() if isinstance(stream, FastSocketStream) else 0
+        if reset or unread < connection.protocol.missing():
+            log.debug("closing connection %s: the peer hung up", connection.id)
+            connection.closing = True
+            connection.scope.cancel()
