@@ -17,8 +17,9 @@ from pathlib import Path
 import attrs
 import trio
 
+from broker.net.admission import NewConnection
 from broker.net.connection_quotas import ConnectionQuotas
-from broker.net.processor import NewConnection, Processor
+from broker.net.processor import Processor
 
 log = logging.getLogger(__name__)
 
