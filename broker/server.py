@@ -28,7 +28,7 @@ from broker.handlers.kafka_apis import KafkaApis
 from broker.handlers.log_topics import LogTopicSource
 from broker.handlers.metadata import MetadataHandler, NoTopics
 from broker.http_port import HttpPort
-from broker.log import LogManager
+from broker.log.log_manager import LogManager
 from broker.meta_properties import load_or_create_cluster_id
 from broker.metrics import MetricsRegistry
 from broker.metrics_http import LocalMetrics

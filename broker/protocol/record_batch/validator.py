@@ -205,17 +205,16 @@ def validate_record_set(
     ``deep`` additionally walks every record (bounded by ``max_decompressed_size``),
     as LogValidator's record loop does.
     """
-    validator = LogValidator(
-        api_version=api_version,
-        max_batch_size=max_batch_size,
-        max_decompressed_size=max_decompressed_size,
-    )
-    header = validator.read_header(buf)
+    header = read_single_batch_header(buf, api_version)
+    check_append(buf, header, max_batch_size)
+    check_client_batch(header)
     if deep:
-        validator.check_batch(buf, header)
-    else:
-        check_append(buf, header, max_batch_size)
-        check_client_batch(header)
+        walk_batch(
+            memoryview(buf)[: header.size_in_bytes],
+            header,
+            None,
+            max_decompressed_size=max_decompressed_size,
+        )
     return [header]
 
 
