@@ -219,13 +219,23 @@ def validate_record_set(
 
 
 def read_single_batch_header(buf: Buffer, api_version: int | None) -> RecordBatchHeader:
-    version = "3+" if api_version is None else str(api_version)
+    header = read_first_header(buf, api_version)
+    check_single_batch(buf, header, api_version)
+    return header
+
+
+def read_first_header(buf: Buffer, api_version: int | None) -> RecordBatchHeader:
+    """The first batch's header, whole and v2 (no CRC or semantic checks)."""
     if len(buf) == 0:
         raise invalid(
-            f"Produce requests with version {version} must have at least one record "
-            "batch per partition"
+            f"Produce requests with version {_version(api_version)} must have at least one "
+            "record batch per partition"
         )
-    header = parse_whole_header(buf, 0)
+    return parse_whole_header(buf, 0)
+
+
+def check_single_batch(buf: Buffer, header: RecordBatchHeader, api_version: int | None) -> None:
+    """No zstd before Produce v7, and nothing after the one batch."""
     if (
         api_version is not None
         and api_version < 7
@@ -241,10 +251,13 @@ def read_single_batch_header(buf: Buffer, api_version: int | None) -> RecordBatc
         if is_partial_tail(buf, tail):
             raise corrupt(f"record set has {len(buf) - tail} trailing bytes after its batch")
         raise invalid(
-            f"Produce requests with version {version} are only allowed to contain "
-            "exactly one record batch per partition"
+            f"Produce requests with version {_version(api_version)} are only allowed to "
+            "contain exactly one record batch per partition"
         )
-    return header
+
+
+def _version(api_version: int | None) -> str:
+    return "3+" if api_version is None else str(api_version)
 
 
 def check_append(buf: Buffer, header: RecordBatchHeader, max_batch_size: int | None) -> None:
