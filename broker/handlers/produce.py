@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
-import attrs
 import trio
 
 from broker.broker_topic_stats import BrokerTopicStats
@@ -57,8 +57,7 @@ VALID_ACKS = (-1, 0, 1)
 DEEP_VALIDATION_IN_THREAD_FROM = 4000
 
 
-@attrs.frozen(slots=True)
-class ParsedHeader:
+class ParsedHeader(NamedTuple):
     """A partition's batch header as read once for the whole request: ``header`` when
     the first batch is whole (what the transactional checks look at), ``error`` when the
     partition's records are refused before any topic setting matters."""
@@ -107,8 +106,9 @@ def transaction_header(parsed: ParsedHeader) -> RecordBatchHeader | None:
 def has_transactional_records(parsed: list[list[ParsedHeader]]) -> bool:
     for row in parsed:
         for entry in row:
-            header = transaction_header(entry)
-            if header is not None and header.is_transactional:
+            if entry.header is None or not entry.header.is_transactional:
+                continue
+            if transaction_header(entry) is not None:
                 return True
     return False
 
@@ -283,7 +283,8 @@ class ProduceHandler:
             compacted="compact" in topic.config("cleanup.policy"),
             timestamp_before_max_ms=int(topic.config("message.timestamp.before.max.ms")),
             timestamp_after_max_ms=int(topic.config("message.timestamp.after.max.ms")),
-            topic_partition=f"{topic.name}-{data.index}",
+            topic=topic.name,
+            partition=data.index,
         )
         validated = await check_batch(validator, batch, parsed.header)
         header = validated.header

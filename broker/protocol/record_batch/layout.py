@@ -24,8 +24,8 @@ Record layout (``DefaultRecord.java``; zigzag varints), walked by ``walk.py``::
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
-import attrs
 import crc32c
 
 from broker.protocol.compression import CompressionType
@@ -69,9 +69,11 @@ _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
 
 
-@attrs.frozen(slots=True)
-class RecordBatchHeader:
-    """The fixed 61-byte prefix of a v2 batch, as read from the wire."""
+class RecordBatchHeader(NamedTuple):
+    """The fixed 61-byte prefix of a v2 batch, as read from the wire.
+
+    A NamedTuple rather than an attrs class: every Produce, Fetch read, recovery and
+    cleaner pass builds one per batch, and a tuple is built several times faster."""
 
     base_offset: int
     batch_length: int
