@@ -113,28 +113,29 @@ def walk_records(data: bytes, count: int, spans: list[int] | None = None) -> int
         record_end = pos + length
         if length < _MIN_RECORD_SIZE - 1 or record_end > end:
             raise RecordWalkError(f"invalid record length {length} at position {pos}")
-        attributes = data[pos]
-        pos += 1  # in bounds, since the record is at least six bytes
+        attributes_at = pos
+        pos += 1  # attributes: in bounds, since the record is at least six bytes
 
-        b = data[pos]
-        if b < 0x80:
+        # timestampDelta (varlong) and offsetDelta (varint), kept raw (zigzag) and
+        # decoded only for a sink: validation pays for their extent alone.
+        timestamp_raw = data[pos]
+        if timestamp_raw < 0x80:
             pos += 1
         elif data[pos + 1] < 0x80:
-            b = (b & 0x7F) | (data[pos + 1] << 7)
+            if spans is not None:
+                timestamp_raw = (timestamp_raw & 0x7F) | (data[pos + 1] << 7)
             pos += 2
         else:
-            b, pos = _varint(data, pos, 10)
-        timestamp_delta = (b >> 1) ^ -(b & 1)
-
-        b = data[pos]
-        if b < 0x80:
+            timestamp_raw, pos = _varint(data, pos, 10)
+        offset_raw = data[pos]
+        if offset_raw < 0x80:
             pos += 1
         elif data[pos + 1] < 0x80:
-            b = (b & 0x7F) | (data[pos + 1] << 7)
+            if spans is not None:
+                offset_raw = (offset_raw & 0x7F) | (data[pos + 1] << 7)
             pos += 2
         else:
-            b, pos = _varint(data, pos, 5)
-        offset_delta = (b >> 1) ^ -(b & 1)
+            offset_raw, pos = _varint(data, pos, 5)
 
         # key, then value: -1 is null.
         b = data[pos]
@@ -184,9 +185,9 @@ def walk_records(data: bytes, count: int, spans: list[int] | None = None) -> int
         if spans is not None:
             spans.extend(
                 (
-                    attributes,
-                    timestamp_delta,
-                    offset_delta,
+                    data[attributes_at],
+                    (timestamp_raw >> 1) ^ -(timestamp_raw & 1),
+                    (offset_raw >> 1) ^ -(offset_raw & 1),
                     key_start,
                     key_size,
                     value_start,
