@@ -413,12 +413,21 @@ class PartitionLog:
                     self.log_start_offset,
                     duplicate=True,
                 )
-        data = bytearray(memoryview(batch)[:size])
+        # Only the header is copied to be stamped; the records are written from the
+        # caller's bytes (a view of the Produce request), not copied.
+        view = memoryview(batch)[:size]
+        head = bytearray(view[:BATCH_HEADER_SIZE])
+        records = view[BATCH_HEADER_SIZE:]
         base_offset = self.log_end_offset
         now = self._clock()
         append_time = now if log_append_time else -1
         stored = assign_offsets(
-            data, header, base_offset, self.leader_epoch, now if log_append_time else None
+            head,
+            header,
+            base_offset,
+            self.leader_epoch,
+            append_time if log_append_time else None,
+            records,
         )
         active = self.active
         if not active.can_hold(stored, size, config.segment_bytes) or (
@@ -426,7 +435,7 @@ class PartitionLog:
         ):
             active = self._roll(base_offset, now)
         try:
-            active.append(data, stored)
+            active.append(head, stored, records)
         except OSError as exc:
             raise _storage_error(exc, f"cannot append to {active.log_path}") from exc
         self.producer_state.record(stored, stored.max_timestamp)
