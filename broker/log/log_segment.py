@@ -310,35 +310,25 @@ class LogSegment:
             and not self.time_index.is_full
         )
 
-    def append(
-        self,
-        data: bytes | bytearray | memoryview,
-        header: RecordBatchHeader,
-        rest: bytes | bytearray | memoryview = b"",
-    ) -> int:
+    def append(self, data: bytes | bytearray | memoryview, header: RecordBatchHeader) -> int:
         """Write one batch whose offsets are already assigned; returns its position.
 
-        ``rest`` continues ``data`` (the log passes the header it stamped and a view of
-        the records the request holds, written together without copying them).
         Adds index entries per ``index.interval.bytes`` the way Kafka does. On a
         short or failed write the file is truncated back to the old size so the
         segment never holds a partial batch that was not reported; OSError then
         propagates.
         """
         position = self.size
-        parts = [memoryview(part) for part in (data, rest) if len(part)]
-        size = sum(len(part) for part in parts)
         try:
-            while parts:
-                written = os.writev(self._fd, parts)
-                while parts and written >= len(parts[0]):
-                    written -= len(parts.pop(0))
-                if parts and written:
-                    parts[0] = parts[0][written:]
+            view = memoryview(data)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
         except BaseException:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, position)
             raise
+        size = len(data)
         self.size += size
         self.next_offset = header.last_offset + 1
         if self.first_batch_timestamp is None:

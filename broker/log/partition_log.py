@@ -413,21 +413,12 @@ class PartitionLog:
                     self.log_start_offset,
                     duplicate=True,
                 )
-        # Only the header is copied to be stamped; the records are written from the
-        # caller's bytes (a view of the Produce request), not copied.
-        view = memoryview(batch)[:size]
-        head = bytearray(view[:BATCH_HEADER_SIZE])
-        records = view[BATCH_HEADER_SIZE:]
+        data = bytearray(memoryview(batch)[:size])
         base_offset = self.log_end_offset
         now = self._clock()
         append_time = now if log_append_time else -1
         stored = assign_offsets(
-            head,
-            header,
-            base_offset,
-            self.leader_epoch,
-            append_time if log_append_time else None,
-            records,
+            data, header, base_offset, self.leader_epoch, now if log_append_time else None
         )
         active = self.active
         if not active.can_hold(stored, size, config.segment_bytes) or (
@@ -435,7 +426,7 @@ class PartitionLog:
         ):
             active = self._roll(base_offset, now)
         try:
-            active.append(head, stored, records)
+            active.append(data, stored)
         except OSError as exc:
             raise _storage_error(exc, f"cannot append to {active.log_path}") from exc
         self.producer_state.record(stored, stored.max_timestamp)

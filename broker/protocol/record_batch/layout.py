@@ -178,6 +178,12 @@ def magic_at(buf: Buffer, pos: int = 0) -> int:
     return buf[pos + MAGIC_OFFSET]
 
 
+def crc_at(buf: Buffer, pos: int = 0) -> int:
+    """The CRC the batch at ``pos`` stores."""
+    crc: int = _U32.unpack_from(buf, pos + CRC_OFFSET)[0]
+    return crc
+
+
 def crc_of(buf: Buffer, pos: int, end: int) -> int:
     """CRC32C of what the batch's CRC covers: attributes up to ``end``."""
     return crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end])
@@ -212,16 +218,9 @@ def set_max_timestamp(
     (current_max,) = _I64.unpack_from(view, pos + MAX_TIMESTAMP_OFFSET)
     if new_attributes == attributes and current_max == max_timestamp:
         return
-    set_timestamp_fields(view, pos, new_attributes, max_timestamp)
+    _I16.pack_into(view, pos + ATTRIBUTES_OFFSET, new_attributes)
+    _I64.pack_into(view, pos + MAX_TIMESTAMP_OFFSET, max_timestamp)
     write_crc(view, pos)
-
-
-def set_timestamp_fields(
-    buf: WritableBuffer, pos: int, attributes: int, max_timestamp: int
-) -> None:
-    """Overwrite attributes and maxTimestamp; the caller rewrites the CRC."""
-    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes)
-    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, max_timestamp)
 
 
 def set_log_append_time(buf: WritableBuffer, pos: int, timestamp_ms: int) -> None:

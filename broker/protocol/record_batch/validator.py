@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import crc32c
-
 from broker.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.record_batch.batch_checks import (
@@ -30,11 +28,10 @@ from broker.protocol.record_batch.layout import (
     Buffer,
     RecordBatchHeader,
     WritableBuffer,
-    crc_of,
+    crc_at,
     set_base_offset,
+    set_log_append_time,
     set_partition_leader_epoch,
-    set_timestamp_fields,
-    write_crc,
 )
 from broker.protocol.record_batch.record_sinks import SPAN_FIELDS, walk_batch
 
@@ -148,29 +145,24 @@ def _check_timestamps(
 
 
 def assign_offsets(
-    head: WritableBuffer,
+    data: WritableBuffer,
     header: RecordBatchHeader,
     base_offset: int,
     leader_epoch: int,
     append_time_ms: int | None,
-    records: Buffer = b"",
 ) -> RecordBatchHeader:
-    """LogValidator.assignOffsets for a batch the log is about to store, ``head`` then
-    ``records`` (``head`` may be the whole batch, or its 61 header bytes with the
-    records apart, so that the log need not copy them): offsets, the leader epoch and,
-    for LogAppendTime topics, the broker's clock with the CRC rewritten. Returns the
-    stored header, derived rather than read again."""
-    set_base_offset(head, 0, base_offset)
-    set_partition_leader_epoch(head, 0, leader_epoch)
+    """LogValidator.assignOffsets for a batch the log is about to store (``data``, whose
+    header read ``header``): offsets, the leader epoch and, for LogAppendTime topics, the
+    broker's clock (rewriting the CRC). Returns the stored header, derived rather than
+    read again."""
+    set_base_offset(data, 0, base_offset)
+    set_partition_leader_epoch(data, 0, leader_epoch)
     crc, attributes, max_timestamp = header.crc, header.attributes, header.max_timestamp
-    if append_time_ms is not None and (
-        not attributes & TIMESTAMP_TYPE_FLAG or max_timestamp != append_time_ms
-    ):
+    if append_time_ms is not None:
+        set_log_append_time(data, 0, append_time_ms)
+        crc = crc_at(data, 0)
         attributes |= TIMESTAMP_TYPE_FLAG
         max_timestamp = append_time_ms
-        set_timestamp_fields(head, 0, attributes, max_timestamp)
-        crc = crc32c.crc32c(records, crc_of(head, 0, len(head)))
-        write_crc(head, 0, crc)
     # Built directly: attrs.evolve costs more than the rest of the append's bookkeeping.
     return RecordBatchHeader(
         base_offset,
