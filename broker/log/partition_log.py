@@ -39,10 +39,8 @@ from broker.protocol.record_batch.layout import (
     LOG_OVERHEAD,
     MAGIC_V2,
     RecordBatchHeader,
-    base_offset_at,
     batch_size_at,
-    last_offset_at,
-    magic_at,
+    frame_at,
     parse_header,
 )
 from broker.protocol.record_batch.record_sinks import iter_records
@@ -65,11 +63,9 @@ def _whole_batches_end(buf: bytearray, length: int, min_base_offset: int, next_o
     ``next_offset``): a read starting there reports it (`LogSegment.find_batch_checked`)."""
     pos = 0
     while pos + BATCH_HEADER_SIZE <= length:
-        size = batch_size_at(buf, pos)
-        if size < BATCH_HEADER_SIZE or pos + size > length or magic_at(buf, pos) != MAGIC_V2:
+        base, size, magic, last = frame_at(buf, pos)
+        if size < BATCH_HEADER_SIZE or pos + size > length or magic != MAGIC_V2:
             break
-        base = base_offset_at(buf, pos)
-        last = last_offset_at(buf, pos)
         if base < min_base_offset or last < base or last >= next_offset:
             break
         min_base_offset = last + 1
@@ -85,7 +81,7 @@ def _whole_batches_last_offset(buf: bytearray | memoryview, length: int) -> int:
         size = batch_size_at(buf, pos)
         if size < LOG_OVERHEAD or pos + size > length:
             break
-        last = last_offset_at(buf, pos)
+        last = frame_at(buf, pos)[3]
         pos += size
     return last
 

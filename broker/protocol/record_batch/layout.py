@@ -63,6 +63,8 @@ DELETE_HORIZON_FLAG = 0x40
 # keyLength, valueLength and headerCount: seven bytes.
 MIN_RECORD_SIZE = 7
 
+_FRAME = struct.Struct(">qiibIhi")  # the header up to lastOffsetDelta (27 bytes)
+FRAME_SIZE = _FRAME.size
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
@@ -172,6 +174,13 @@ def last_offset_at(buf: Buffer, pos: int = 0) -> int:
     """baseOffset + lastOffsetDelta (needs the first 27 bytes at ``pos``)."""
     delta: int = _I32.unpack_from(buf, pos + LAST_OFFSET_DELTA_OFFSET)[0]
     return base_offset_at(buf, pos) + delta
+
+
+def frame_at(buf: Buffer, pos: int = 0) -> tuple[int, int, int, int]:
+    """(baseOffset, size, magic, lastOffset) of the batch at ``pos`` in one read: what
+    a scan over stored batches checks per batch (needs FRAME_SIZE bytes)."""
+    base, length, _, magic, _, _, delta = _FRAME.unpack_from(buf, pos)
+    return base, length + LOG_OVERHEAD, magic, base + delta
 
 
 def magic_at(buf: Buffer, pos: int = 0) -> int:
