@@ -84,9 +84,9 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError(f"no {' and no '.join(missing)}")
         target = build(args.out)
     except RuntimeError as exc:
-        print(f"record_walk: not compiled ({exc}); the broker runs the pure-Python module")
+        print(f"record walk: not compiled ({exc}); the broker runs the pure-Python module")
         return 1 if args.require else 0
-    print(f"record_walk: compiled to {target}")
+    print(f"record walk: compiled to {target}")
     return 0
 
 

@@ -8,6 +8,7 @@ this counts that edge as well as every written import.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -46,11 +47,16 @@ def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     return found
 
 
-def _cycle_members(prefix: str) -> set[str]:
+@functools.cache
+def _broker_graph() -> dict[str, set[str]]:
     known = _module_names()
+    return {name: _imports(name, path, known) for name, path in known.items()}
+
+
+def _cycle_members(prefix: str) -> set[str]:
     graph = {
-        name: {d for d in _imports(name, path, known) if d.startswith(prefix)}
-        for name, path in known.items()
+        name: {d for d in deps if d.startswith(prefix)}
+        for name, deps in _broker_graph().items()
         if name.startswith(prefix)
     }
     in_cycle: set[str] = set()
