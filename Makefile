@@ -31,7 +31,7 @@ $(STAMP): requirements.lock pyproject.toml
 # older than its source is never used.
 native: $(NATIVE_STAMP)
 
-$(NATIVE_STAMP): $(STAMP) broker/protocol/record_walk.py broker/protocol/native.py tools/build_native.py
+$(NATIVE_STAMP): $(STAMP) broker/protocol/record_batch/walk.py broker/protocol/native.py tools/build_native.py
 	$(BIN)/python tools/build_native.py
 	touch $(NATIVE_STAMP)
 

@@ -26,8 +26,9 @@ import time
 import trio
 
 from broker.config import BrokerConfig
-from broker.log import LogManager, PartitionLog
 from broker.log.log_cleaner import LogCleaner
+from broker.log.log_manager import LogManager
+from broker.log.partition_log import PartitionLog
 from broker.protocol.records import (
     Record,
     encode_batch,

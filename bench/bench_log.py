@@ -13,9 +13,9 @@ import time
 
 import trio
 
+import broker.log.partition_log as partition_log_module
 from broker.config import BrokerConfig
-from broker.log import LogManager
-from broker.log import partition_log as partition_log_module
+from broker.log.log_manager import LogManager
 from broker.protocol.records import Record, encode_batch, read_batch_header
 
 _BATCH_RECORDS = 100

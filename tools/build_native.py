@@ -1,6 +1,6 @@
-"""Compile the per-record hot loop (broker/protocol/record_walk.py) with mypyc, if possible.
+"""Compile the per-record hot loop (broker/protocol/record_batch/walk.py) with mypyc, if possible.
 
-The result is `broker/protocol/record_walk_native.<abi>.so`, stamped with the SHA-256
+The result is `broker/protocol/record_batch/walk_native.<abi>.so`, stamped with the SHA-256
 of the source it was built from; the broker uses it only while that matches (see
 broker/protocol/native.py) and runs the pure module otherwise. Without a C compiler or
 mypyc this says so in one line and exits 0, since the pure module is a complete
@@ -20,7 +20,8 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-from broker.protocol import native, record_walk
+from broker.protocol import native
+from broker.protocol.record_batch import walk as record_walk
 
 PACKAGE_DIR = Path(record_walk.__file__).resolve().parent
 
@@ -35,7 +36,7 @@ def mypyc_available() -> bool:
 
 
 def build(out: Path) -> Path:
-    """Build `record_walk_native` into `out`; returns the extension's path."""
+    """Build `walk_native` into `out`; returns the extension's path."""
     source = Path(record_walk.__file__)
     digest = native.source_digest(source)
     with tempfile.TemporaryDirectory(prefix="build-native-") as scratch:
@@ -83,9 +84,9 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError(f"no {' and no '.join(missing)}")
         target = build(args.out)
     except RuntimeError as exc:
-        print(f"record_walk: not compiled ({exc}); the broker runs the pure-Python module")
+        print(f"record walk: not compiled ({exc}); the broker runs the pure-Python module")
         return 1 if args.require else 0
-    print(f"record_walk: compiled to {target}")
+    print(f"record walk: compiled to {target}")
     return 0
 
 

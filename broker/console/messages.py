@@ -19,11 +19,11 @@ from broker.client.session import ClientError, check_error
 from broker.client.topics import describe_topic
 from broker.console.console_session import ConsoleSession
 from broker.console.transaction_states import Marker, TransactionStates
-from broker.log.partition_log import CONTROL_COMMIT as COMMIT
-from broker.log.partition_log import control_type
 from broker.protocol.api import ApiKey
 from broker.protocol.messages import ProduceRequest
 from broker.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
+from broker.protocol.record_batch.control import CONTROL_COMMIT as COMMIT
+from broker.protocol.record_batch.control import control_type
 from broker.protocol.records import (
     DecodedRecord,
     InvalidRecordsError,

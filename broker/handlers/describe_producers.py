@@ -6,7 +6,7 @@ the topic (else TOPIC_AUTHORIZATION_FAILED), as in KafkaApis."""
 from __future__ import annotations
 
 from broker.handlers.auth_helper import TOPIC, authorized_names
-from broker.log import LogManager
+from broker.log.log_manager import LogManager
 from broker.net.request import Request
 from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
 import trio
 
@@ -24,15 +25,23 @@ from broker.handlers.auth_helper import TOPIC, TRANSACTIONAL_ID, authorize, auth
 from broker.handlers.common import error_code_of, error_message_of
 from broker.handlers.log_view import LogManagerView, PartitionView, TopicView
 from broker.net.request import Request
-from broker.protocol import records as rec
 from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import ProduceRequest, ProduceResponse
-from broker.protocol.messages.produce_request import PartitionProduceData
+from broker.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from broker.protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
     PartitionProduceResponse,
     TopicProduceResponse,
+)
+from broker.protocol.record_batch.batch_checks import check_codec, check_counts
+from broker.protocol.record_batch.errors import InvalidRecordsError
+from broker.protocol.record_batch.layout import RecordBatchHeader
+from broker.protocol.record_batch.validator import (
+    LogValidator,
+    ValidatedBatch,
+    check_single_batch,
+    read_first_header,
 )
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
@@ -43,23 +52,63 @@ API_KEY = ApiKey.PRODUCE
 TransactionVerifier = Callable[[str | None, int, int, tuple[str, int]], Awaitable[int]]
 """(transactional id, producer id, epoch, partition) -> the error code for the batch."""
 VALID_ACKS = (-1, 0, 1)
-LONG_MAX = 2**63 - 1
 # Records validated in a worker thread from this batch size on: about 2 ms of the
 # event loop (validate_records walks a record in about 0.5 us).
 DEEP_VALIDATION_IN_THREAD_FROM = 4000
 
 
-def has_transactional_records(body: ProduceRequest) -> bool:
-    """Whether any partition's batch is marked transactional (Kafka's
-    RequestUtils.hasTransactionalRecords); records too broken to say are refused later,
-    each with its partition's own error."""
+class ParsedHeader(NamedTuple):
+    """A partition's batch header as read once for the whole request: ``header`` when
+    the first batch is whole (what the transactional checks look at), ``error`` when the
+    partition's records are refused before any topic setting matters."""
+
+    header: RecordBatchHeader | None
+    error: InvalidRecordsError | None
+
+
+def read_headers(body: ProduceRequest, api_version: int) -> list[list[ParsedHeader]]:
+    """Each partition's header, read once, in request order: the transactional checks,
+    the verification and the append all use this one parse."""
+    parsed: list[list[ParsedHeader]] = []
     for topic in body.topic_data:
+        row: list[ParsedHeader] = []
         for data in topic.partition_data:
+            batch = data.records or b""
             try:
-                header = rec.read_batch_header(data.records or b"", verify_crc=False)
-            except rec.InvalidRecordsError:
+                header = read_first_header(batch, api_version)
+            except InvalidRecordsError as exc:
+                row.append(ParsedHeader(None, exc))
                 continue
-            if header.is_transactional:
+            try:
+                check_single_batch(batch, header, api_version)
+            except InvalidRecordsError as exc:
+                row.append(ParsedHeader(header, exc))
+                continue
+            row.append(ParsedHeader(header, None))
+        parsed.append(row)
+    return parsed
+
+
+def transaction_header(parsed: ParsedHeader) -> RecordBatchHeader | None:
+    """The header when it is readable enough to say whether the batch is transactional
+    (Kafka's RequestUtils.hasTransactionalRecords); records too broken to say are
+    refused later, each with its partition's own error."""
+    if parsed.header is None:
+        return None
+    try:
+        check_codec(parsed.header)
+        check_counts(parsed.header)
+    except InvalidRecordsError:
+        return None
+    return parsed.header
+
+
+def has_transactional_records(parsed: list[list[ParsedHeader]]) -> bool:
+    for row in parsed:
+        for entry in row:
+            if entry.header is None or not entry.header.is_transactional:
+                continue
+            if transaction_header(entry) is not None:
                 return True
     return False
 
@@ -84,7 +133,7 @@ class ProduceHandler:
         self.transaction_verifier = transaction_verifier
 
     async def _verify_transaction(
-        self, transactional_id: str | None, header: rec.RecordBatchHeader, topic: str, index: int
+        self, transactional_id: str | None, header: RecordBatchHeader, topic: str, index: int
     ) -> None:
         """A transactional batch must belong to an open transaction holding this
         partition (KIP-890's verification), else it would open a transaction in the
@@ -105,7 +154,9 @@ class ProduceHandler:
                 f"transaction holding {topic}-{index}",
             )
 
-    async def _verify_ahead(self, body: ProduceRequest, writable: set[str]) -> None:
+    async def _verify_ahead(
+        self, body: ProduceRequest, parsed: list[list[ParsedHeader]], writable: set[str]
+    ) -> None:
         """Asks about every transactional partition of the request at once, so that where
         each question is a round trip to another process (broker/cluster/txn_verification.py)
         the partitions do not wait in turn; the appends that follow find the answers kept
@@ -114,13 +165,12 @@ class ProduceHandler:
         if verifier is None:
             return
         questions = []
-        for topic in body.topic_data:
+        for topic, row in zip(body.topic_data, parsed, strict=True):
             if topic.name not in writable:
                 continue
-            for data in topic.partition_data:
-                try:
-                    header = rec.read_batch_header(data.records or b"", verify_crc=False)
-                except rec.InvalidRecordsError:
+            for data, entry in zip(topic.partition_data, row, strict=True):
+                header = transaction_header(entry)
+                if header is None:
                     continue  # refused with its reason by the partition's own checks
                 if header.is_transactional and header.producer_id >= 0:
                     questions.append(
@@ -134,7 +184,8 @@ class ProduceHandler:
 
     async def handle(self, request: Request) -> ProduceResponse | NoResponse | CloseConnection:
         body: ProduceRequest = request.body
-        if has_transactional_records(body) and (
+        parsed = read_headers(body, request.api_version)
+        if has_transactional_records(parsed) and (
             body.transactional_id is None
             or not authorize(
                 self._authorizer,
@@ -155,9 +206,9 @@ class ProduceHandler:
             self._authorizer, request, AclOperation.WRITE, TOPIC, (t.name for t in body.topic_data)
         )
         if body.transactional_id is not None:
-            await self._verify_ahead(body, writable)
+            await self._verify_ahead(body, parsed, writable)
         topics = []
-        for topic_data in body.topic_data:
+        for topic_data, row in zip(body.topic_data, parsed, strict=True):
             if topic_data.name not in writable:
                 partitions = [
                     partition_error(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -166,9 +217,9 @@ class ProduceHandler:
             else:
                 partitions = [
                     await self._produce_partition(
-                        request.api_version, body.acks, body.transactional_id, topic_data.name, p
+                        request.api_version, body.acks, body.transactional_id, topic_data, p, h
                     )
-                    for p in topic_data.partition_data
+                    for p, h in zip(topic_data.partition_data, row, strict=True)
                 ]
             topics.append(
                 TopicProduceResponse(name=topic_data.name, partition_responses=tuple(partitions))
@@ -183,9 +234,11 @@ class ProduceHandler:
         api_version: int,
         acks: int,
         transactional_id: str | None,
-        topic_name: str,
+        topic_data: TopicProduceData,
         data: PartitionProduceData,
+        parsed: ParsedHeader,
     ) -> PartitionProduceResponse:
+        topic_name = topic_data.name
         topic = self._logs.topic(topic_name)
         partition = self._logs.partition(topic_name, data.index) if topic else None
         if topic is None or partition is None:
@@ -193,8 +246,15 @@ class ProduceHandler:
         if acks not in VALID_ACKS:
             return partition_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS)
         try:
-            return await self._append(api_version, acks, transactional_id, topic, partition, data)
-        except (KafkaError, rec.InvalidRecordsError) as exc:
+            return await self._append(
+                api_version, acks, transactional_id, topic, partition, data, parsed
+            )
+        except InvalidRecordsError as exc:
+            log.debug("produce to %s-%d refused: %s", topic_name, data.index, exc)
+            if exc.record_index is not None:
+                return record_error(data.index, exc.error_code, exc.record_index, exc.message)
+            return partition_error(data.index, error_code_of(exc), error_message_of(exc))
+        except KafkaError as exc:
             log.debug("produce to %s-%d refused: %s", topic_name, data.index, exc)
             return partition_error(data.index, error_code_of(exc), error_message_of(exc))
 
@@ -206,13 +266,29 @@ class ProduceHandler:
         topic: TopicView,
         partition: PartitionView,
         data: PartitionProduceData,
+        parsed: ParsedHeader,
     ) -> PartitionProduceResponse:
         if topic.is_internal:
             raise KafkaError(
                 ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic.name}"
             )
         batch = data.records if data.records is not None else b""
-        header = await validate_batch(batch, api_version, int(topic.config("max.message.bytes")))
+        if parsed.error is not None:
+            raise parsed.error
+        assert parsed.header is not None  # read_headers gives one or the other
+        log_append_time = topic.config("message.timestamp.type") == "LogAppendTime"
+        validator = LogValidator(
+            api_version=api_version,
+            max_batch_size=int(topic.config("max.message.bytes")),
+            log_append_time=log_append_time,
+            compacted="compact" in topic.config("cleanup.policy"),
+            timestamp_before_max_ms=int(topic.config("message.timestamp.before.max.ms")),
+            timestamp_after_max_ms=int(topic.config("message.timestamp.after.max.ms")),
+            topic=topic.name,
+            partition=data.index,
+        )
+        validated = await check_batch(validator, batch, parsed.header)
+        header = validated.header
         check_batch_fits_segment(header, int(topic.config("segment.bytes")))
         if header.is_transactional:
             await self._verify_transaction(transactional_id, header, topic.name, data.index)
@@ -221,27 +297,8 @@ class ProduceHandler:
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 "the in-sync replicas (1) are fewer than min.insync.replicas",
             )
-        log_append_time = topic.config("message.timestamp.type") == "LogAppendTime"
-        if not log_append_time:
-            bad = late_or_early_record(
-                batch,
-                header,
-                now_ms=time.time_ns() // 1_000_000,
-                before_max_ms=int(topic.config("message.timestamp.before.max.ms")),
-                after_max_ms=int(topic.config("message.timestamp.after.max.ms")),
-            )
-            if bad is not None:
-                index, message = bad
-                return record_error(data.index, ErrorCode.INVALID_TIMESTAMP, index, message)
-        if "compact" in topic.config("cleanup.policy"):
-            keyless = await keyless_record(batch, header)
-            if keyless is not None:
-                message = (
-                    "Compacted topic cannot accept message without key in topic partition "
-                    f"{topic.name}-{data.index}."
-                )
-                return record_error(data.index, ErrorCode.INVALID_RECORD, keyless, message)
-        result = await partition.append(batch, header, log_append_time=log_append_time)
+        validator.check_records(validated, now_ms=time.time_ns() // 1_000_000)
+        result = await partition.append(validated.batch, header, log_append_time=log_append_time)
         self._stats.record_produced(topic.name, len(batch), header.record_count)
         return PartitionProduceResponse(
             index=data.index,
@@ -268,22 +325,16 @@ class ProduceHandler:
         )
 
 
-async def validate_batch(
-    batch: bytes | bytearray | memoryview, api_version: int, max_batch_size: int
-) -> rec.RecordBatchHeader:
-    """Framing and CRC first (cheap), then every record, as LogValidator does, so that
-    nothing a consumer cannot parse reaches the log. Records are walked, not decoded
+async def check_batch(
+    validator: LogValidator, batch: bytes | memoryview, header: RecordBatchHeader
+) -> ValidatedBatch:
+    """Framing and CRC (cheap), then every record walked once, as LogValidator does, so
+    that nothing a consumer cannot parse reaches the log. Records are walked, not decoded
     (the log stores the client's bytes); large batches are walked in a worker thread so
     that one producer does not stall every other connection for milliseconds."""
-    header = rec.validate_record_set(batch, api_version=api_version, max_batch_size=max_batch_size)[
-        0
-    ]
-    whole = memoryview(batch)[: header.size_in_bytes]
     if header.record_count >= DEEP_VALIDATION_IN_THREAD_FROM:
-        await trio.to_thread.run_sync(rec.validate_records, whole, header)
-    else:
-        rec.validate_records(whole, header)
-    return header
+        return await trio.to_thread.run_sync(validator.check_batch, batch, header)
+    return validator.check_batch(batch, header)
 
 
 def record_error(
@@ -299,21 +350,6 @@ def record_error(
         ),
         error_message=message,
     )
-
-
-async def keyless_record(
-    batch: bytes | bytearray | memoryview, header: rec.RecordBatchHeader
-) -> int | None:
-    """Index of the first record without a key (LogValidator.validateKey: a compacted
-    topic keeps records by key, so a keyless one could never be cleaned), or None."""
-
-    def find() -> int | None:
-        records = rec.decode_records(memoryview(batch)[: header.size_in_bytes], header)
-        return next((i for i, record in enumerate(records) if record.key is None), None)
-
-    if header.record_count >= DEEP_VALIDATION_IN_THREAD_FROM:
-        return await trio.to_thread.run_sync(find)
-    return find()
 
 
 def partition_error(
@@ -344,7 +380,7 @@ def acks_zero_outcome(response: ProduceResponse) -> NoResponse | CloseConnection
     return NoResponse()
 
 
-def check_batch_fits_segment(header: rec.RecordBatchHeader, segment_bytes: int) -> None:
+def check_batch_fits_segment(header: RecordBatchHeader, segment_bytes: int) -> None:
     """UnifiedLog.append: a batch larger than a whole segment can never be stored."""
     if header.size_in_bytes > segment_bytes:
         raise KafkaError(
@@ -352,37 +388,3 @@ def check_batch_fits_segment(header: rec.RecordBatchHeader, segment_bytes: int) 
             f"the record batch is {header.size_in_bytes} bytes, larger than the segment "
             f"size {segment_bytes}",
         )
-
-
-def late_or_early_record(
-    batch: bytes | bytearray | memoryview,
-    header: rec.RecordBatchHeader,
-    *,
-    now_ms: int,
-    before_max_ms: int,
-    after_max_ms: int,
-) -> tuple[int, str] | None:
-    """LogValidator.validateTimestamp for CreateTime topics (KIP-937): the first record
-    whose timestamp is too far in the past or future, as (index, message).
-
-    Records are decoded only when a limit is configured (the defaults, Long.MAX,
-    accept everything); the batch's base timestamp is not its minimum, since a
-    producer may give later records earlier timestamps (negative deltas).
-    """
-    if before_max_ms >= LONG_MAX and after_max_ms >= LONG_MAX:
-        return None
-    low, high = now_ms - before_max_ms, now_ms + after_max_ms
-    decoded = rec.decode_records(memoryview(batch)[: header.size_in_bytes], header)
-    for index, record in enumerate(decoded):
-        timestamp = header.base_timestamp + record.timestamp_delta
-        if timestamp < low:
-            return index, (
-                f"timestamp {timestamp} of message with offset {index} is before the allowed "
-                f"range (message.timestamp.before.max.ms={before_max_ms})"
-            )
-        if timestamp > high:
-            return index, (
-                f"timestamp {timestamp} of message with offset {index} is after the allowed "
-                f"range (message.timestamp.after.max.ms={after_max_ms})"
-            )
-    return None

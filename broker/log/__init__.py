@@ -1,9 +1,7 @@
-"""The broker's durable, segmented log (interface: docs/design/log-api.md)."""
+"""The broker's durable, segmented log (interface: docs/design/log-api.md).
 
-from broker.log.log_config import LogConfig
-from broker.log.log_manager import LogManager
-from broker.log.partition_log import PartitionLog
-from broker.log.results import AppendResult, ReadResult
-from broker.log.topic import Topic
-
-__all__ = ["AppendResult", "LogConfig", "LogManager", "PartitionLog", "ReadResult", "Topic"]
+Import names from the module that defines them (`broker.log.log_manager.LogManager`,
+`broker.log.partition_log.PartitionLog`, ...): this file re-exports nothing, so that
+importing one module of the package does not import all of them, and the package has
+no import cycle through it.
+"""

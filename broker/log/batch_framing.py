@@ -11,21 +11,18 @@ cheap checks of header fields; the CRC of the bodies stays the clients' to verif
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
-from broker.protocol.records import BATCH_HEADER_SIZE, MAGIC_V2, RecordBatchHeader
+from broker.protocol.record_batch.layout import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_V2,
+    RecordBatchHeader,
+    parse_header,
+)
 
-LOG_OVERHEAD = 12
-"""The base offset and length fields, which the batch length does not count."""
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_MAGIC_AT = 16
 _MAGIC_BYTE = bytes([MAGIC_V2])
-
-
-def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordBatchHeader:
-    """Unpack a header of a batch on disk, without checks (`framing_problem` makes them)."""
-    return RecordBatchHeader(*_HEADER.unpack_from(buf, pos))
 
 
 class CorruptBatchError(Exception):
@@ -84,11 +81,11 @@ def resync_position(window: bytes, *, min_base_offset: int, next_offset: int) ->
     rather than skipped with it up to that boundary. A false start would have to frame
     batch after batch by chance, with increasing offsets, and land on the boundary.
     """
-    candidate = window.find(_MAGIC_BYTE, _MAGIC_AT) - _MAGIC_AT
+    candidate = window.find(_MAGIC_BYTE, MAGIC_OFFSET) - MAGIC_OFFSET
     while candidate >= 0:
         if _chains_to_end(window, candidate, min_base_offset, next_offset):
             return candidate
-        candidate = window.find(_MAGIC_BYTE, candidate + 1 + _MAGIC_AT) - _MAGIC_AT
+        candidate = window.find(_MAGIC_BYTE, candidate + 1 + MAGIC_OFFSET) - MAGIC_OFFSET
     return None
 
 

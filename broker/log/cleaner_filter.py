@@ -24,35 +24,20 @@ decisions over plain bytes so that tests can drive them with hypothesis and no f
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import attrs
-import crc32c
 
 from broker.log.transaction_index import AbortedTxn
-from broker.protocol.compression import (
-    DEFAULT_MAX_DECOMPRESSED_SIZE,
-    CompressionError,
-    CompressionType,
-    decompress,
-)
-from broker.protocol.error_codes import ErrorCode
-from broker.protocol.records import (
-    BATCH_HEADER_SIZE,
-    LOG_OVERHEAD,
-    InvalidRecordsError,
-    Record,
+from broker.protocol.compression import CompressionType
+from broker.protocol.record_batch.encoder import encode_batch, encode_empty_batch
+from broker.protocol.record_batch.layout import (
+    COMPRESSION_MASK,
+    DELETE_HORIZON_FLAG,
     RecordBatchHeader,
-    decode_records,
-    encode_batch,
+    set_crc_covered_fields,
 )
-
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_ATTRIBUTES_OFFSET = 21
-_CRC_OFFSET = 17
-_DELETE_HORIZON_FLAG = 0x40
-_CODEC_MASK = 0x07
+from broker.protocol.record_batch.record_sinks import Record, decode_records, record_keys
 
 
 class OffsetMap:
@@ -78,59 +63,6 @@ class OffsetMap:
                 if key is not None:
                     latest[key] = base + offset_delta
         self.last_offset = max(self.last_offset, header.last_offset)
-
-
-def record_keys(
-    batch: bytes | bytearray | memoryview, header: RecordBatchHeader
-) -> Iterator[tuple[bytes | None, int, bool]]:
-    """(key, offset delta, value is null) of each record, walking only the varints up
-    to the value's length (the offset map and the all-kept check need nothing else;
-    building whole records costs about twice as much). Raises InvalidRecordsError when
-    the records do not parse; values and headers are not checked (the batch's CRC was)."""
-    payload = memoryview(batch)[BATCH_HEADER_SIZE : header.size_in_bytes]
-    codec = header.attributes & _CODEC_MASK
-    try:
-        data = (
-            payload.tobytes()
-            if codec == CompressionType.NONE
-            else decompress(CompressionType(codec), payload, DEFAULT_MAX_DECOMPRESSED_SIZE)
-        )
-    except (CompressionError, ValueError) as exc:
-        raise InvalidRecordsError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
-    pos = 0
-    end = len(data)
-    try:
-        for _ in range(header.record_count):
-            length, pos = _varint(data, pos)
-            record_end = pos + length
-            pos += 1  # attributes
-            _, pos = _varint(data, pos)  # timestamp delta
-            offset_delta, pos = _varint(data, pos)
-            key_length, pos = _varint(data, pos)
-            if record_end > end or length < 0 or pos + max(key_length, 0) > record_end:
-                raise InvalidRecordsError(ErrorCode.CORRUPT_MESSAGE, "record past its end")
-            key = data[pos : pos + key_length] if key_length >= 0 else None
-            value_length, _ = _varint(data, pos + max(key_length, 0))
-            yield key, offset_delta, value_length < 0
-            pos = record_end
-    except IndexError:
-        raise InvalidRecordsError(ErrorCode.CORRUPT_MESSAGE, "records cut short") from None
-    if pos != end:
-        raise InvalidRecordsError(ErrorCode.CORRUPT_MESSAGE, "bytes after the last record")
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint (at most 10 bytes). IndexError past the end."""
-    raw = 0
-    shift = 0
-    for _ in range(10):
-        byte = data[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-    raise InvalidRecordsError(ErrorCode.CORRUPT_MESSAGE, "varint longer than 10 bytes")
 
 
 @attrs.define
@@ -207,7 +139,7 @@ def clean_batch(
         return CleanResult(batch, len(records), len(kept))
     if not kept:
         if keep_producer_batch:
-            return CleanResult(_empty_batch(header), len(records), 0)
+            return CleanResult(encode_empty_batch(header), len(records), 0)
         return CleanResult(None, len(records), 0)
     horizon = now_ms + delete_retention_ms if needs_horizon else None
     return CleanResult(_rebuild(header, kept, horizon), len(records), len(kept))
@@ -274,7 +206,7 @@ def _rebuild(header: RecordBatchHeader, records: list[Record], horizon: int | No
         encode_batch(
             records,
             base_offset=header.base_offset,
-            compression=CompressionType(header.attributes & _CODEC_MASK),
+            compression=CompressionType(header.attributes & COMPRESSION_MASK),
             base_timestamp=base_timestamp,
             producer_id=header.producer_id,
             producer_epoch=header.producer_epoch,
@@ -285,38 +217,11 @@ def _rebuild(header: RecordBatchHeader, records: list[Record], horizon: int | No
             timestamp_type=header.timestamp_type,
         )
     )
-    attributes = header.attributes | (_DELETE_HORIZON_FLAG if horizon is not None else 0)
-    struct.pack_into(">h", data, _ATTRIBUTES_OFFSET, attributes)
-    struct.pack_into(">i", data, _ATTRIBUTES_OFFSET + 2, header.last_offset_delta)
-    struct.pack_into(">q", data, _ATTRIBUTES_OFFSET + 14, header.max_timestamp)
-    _set_crc(data)
-    return data
-
-
-def _empty_batch(header: RecordBatchHeader) -> bytearray:
-    """Kafka's retained empty batch: the header alone, no records, so that the
-    producer's last sequence and epoch stay in the log."""
-    data = bytearray(
-        _HEADER.pack(
-            header.base_offset,
-            BATCH_HEADER_SIZE - LOG_OVERHEAD,
-            header.partition_leader_epoch,
-            header.magic,
-            0,
-            header.attributes & ~_CODEC_MASK,
-            header.last_offset_delta,
-            header.base_timestamp,
-            header.max_timestamp,
-            header.producer_id,
-            header.producer_epoch,
-            header.base_sequence,
-            0,
-        )
+    set_crc_covered_fields(
+        data,
+        0,
+        attributes=header.attributes | (DELETE_HORIZON_FLAG if horizon is not None else 0),
+        last_offset_delta=header.last_offset_delta,
+        max_timestamp=header.max_timestamp,
     )
-    _set_crc(data)
     return data
-
-
-def _set_crc(data: bytearray) -> None:
-    crc = crc32c.crc32c(memoryview(data)[_ATTRIBUTES_OFFSET:])
-    struct.pack_into(">I", data, _CRC_OFFSET, crc)

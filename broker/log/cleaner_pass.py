@@ -11,7 +11,6 @@ else opens, so it shares nothing mutable with the request path.
 from __future__ import annotations
 
 import os
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,15 +22,14 @@ from broker.log.cleaner_filter import CleanResult, OffsetMap, PassState, clean_b
 from broker.log.log_segment import INT32_MAX, LOG_SUFFIX, LogSegment, segment_file_name
 from broker.log.segment_swap import CLEANED_SUFFIX, commit_cleaned, discard_cleaned
 from broker.log.transaction_index import AbortedTxn
-from broker.protocol.records import (
+from broker.protocol.record_batch.batch_checks import read_batch_header
+from broker.protocol.record_batch.errors import InvalidRecordsError
+from broker.protocol.record_batch.layout import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
-    InvalidRecordsError,
     RecordBatchHeader,
-    read_batch_header,
+    batch_size_at,
 )
-
-_LENGTH = struct.Struct(">i")
 
 FaultHook = Callable[[str], None]
 """Tests inject a crash between the steps of a pass (called with the step's name)."""
@@ -201,7 +199,7 @@ def _batches(
             head = os.pread(fd, LOG_OVERHEAD, position)
             if len(head) < LOG_OVERHEAD:
                 raise CorruptSegmentError(f"{segment.log_path}: cut short at {position}")
-            size = _LENGTH.unpack_from(head, 8)[0] + LOG_OVERHEAD
+            size = batch_size_at(head)
             data = os.pread(fd, size, position) if size >= BATCH_HEADER_SIZE else b""
             if len(data) < max(size, BATCH_HEADER_SIZE):
                 raise CorruptSegmentError(f"{segment.log_path}: batch at {position} is cut short")

@@ -16,34 +16,29 @@ from __future__ import annotations
 
 import contextlib
 import os
-import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from broker.log.batch_framing import (
-    LOG_OVERHEAD,
-    CorruptBatchError,
-    framing_problem,
-    resync_position,
-)
-from broker.log.batch_framing import parse_header as parse_header  # re-exported: its old home
+from broker.log.batch_framing import CorruptBatchError, framing_problem, resync_position
 from broker.log.offset_index import OffsetIndex
 from broker.log.sparse_index import CorruptIndexError
 from broker.log.time_index import TimeIndex
 from broker.log.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
-from broker.protocol.records import (
+from broker.protocol.record_batch.batch_checks import read_batch_header
+from broker.protocol.record_batch.errors import InvalidRecordsError
+from broker.protocol.record_batch.layout import (
     BATCH_HEADER_SIZE,
-    InvalidRecordsError,
+    LOG_OVERHEAD,
     RecordBatchHeader,
-    iter_records,
-    read_batch_header,
+    batch_length_at,
+    parse_header,
 )
+from broker.protocol.record_batch.record_sinks import iter_records
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 INT32_MAX = 2**31 - 1
-_LENGTH = struct.Struct(">i")
 _RECOVERY_CHUNK = 1 << 20
 _SCAN_CHUNK = 16 << 10
 # Kafka's segment.index.bytes default (10 MiB): entries before the segment rolls.
@@ -182,7 +177,7 @@ class LogSegment:
                 chunk_pos, rel = pos, 0
                 if len(chunk) < LOG_OVERHEAD:
                     break
-            (batch_length,) = _LENGTH.unpack_from(chunk, rel + 8)
+            batch_length = batch_length_at(chunk, rel)
             batch_size = batch_length + LOG_OVERHEAD
             if batch_size < BATCH_HEADER_SIZE or pos + batch_size > size:
                 break
@@ -241,7 +236,7 @@ class LogSegment:
             head = os.pread(self._fd, LOG_OVERHEAD, pos)
             if len(head) < LOG_OVERHEAD:
                 return pos, expected
-            (batch_length,) = _LENGTH.unpack_from(head, 8)
+            batch_length = batch_length_at(head)
             batch_size = batch_length + LOG_OVERHEAD
             if batch_size < BATCH_HEADER_SIZE or pos + batch_size > self.size:
                 return pos, expected

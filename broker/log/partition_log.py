@@ -17,7 +17,6 @@ import bisect
 import contextlib
 import logging
 import os
-import struct
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
@@ -27,39 +26,33 @@ from broker.errors import KafkaError
 from broker.log._files import atomic_write
 from broker.log.batch_framing import CorruptBatchError
 from broker.log.log_config import LogConfig
-from broker.log.log_segment import LOG_SUFFIX, LogSegment, parse_header
+from broker.log.log_segment import LOG_SUFFIX, LogSegment
 from broker.log.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, snapshot_file_name
 from broker.log.results import AppendResult, ReadResult
 from broker.log.segment_swap import discard_cleaned, finish_interrupted_swaps, replace_with_swap
 from broker.log.sparse_index import CorruptIndexError
 from broker.log.transaction_index import AbortedTxn, merge_unique
 from broker.protocol.error_codes import ErrorCode
-from broker.protocol.records import (
+from broker.protocol.record_batch.control import CONTROL_COMMIT, control_batch, control_type
+from broker.protocol.record_batch.layout import (
     BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
     MAGIC_V2,
-    Record,
     RecordBatchHeader,
-    encode_batch,
-    iter_records,
-    set_base_offset,
-    set_log_append_time,
-    set_partition_leader_epoch,
+    batch_size_at,
+    frame_at,
+    parse_header,
 )
+from broker.protocol.record_batch.record_sinks import iter_records
+from broker.protocol.record_batch.validator import assign_offsets
 
 logger = logging.getLogger(__name__)
 
 # Reads larger than this copy in a worker thread; smaller ones are a single
 # pread from the page cache, cheaper than a thread round trip (bench/bench_log.py).
 THREAD_READ_THRESHOLD = 64 * 1024
-_LENGTH = struct.Struct(">i")
-_BASE_AND_LENGTH = struct.Struct(">qi")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
 _KEEP_SNAPSHOTS = 2
 _LEFTOVER_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
-_CONTROL_KEY = struct.Struct(">hh")
-_CONTROL_VALUE = struct.Struct(">hi")
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
 
 Clock = Callable[[], int]
 
@@ -70,11 +63,9 @@ def _whole_batches_end(buf: bytearray, length: int, min_base_offset: int, next_o
     ``next_offset``): a read starting there reports it (`LogSegment.find_batch_checked`)."""
     pos = 0
     while pos + BATCH_HEADER_SIZE <= length:
-        base, batch_length = _BASE_AND_LENGTH.unpack_from(buf, pos)
-        size = batch_length + 12
-        if size < BATCH_HEADER_SIZE or pos + size > length or buf[pos + 16] != MAGIC_V2:
+        base, size, magic, last = frame_at(buf, pos)
+        if size < BATCH_HEADER_SIZE or pos + size > length or magic != MAGIC_V2:
             break
-        last = base + _LAST_OFFSET_DELTA.unpack_from(buf, pos + 23)[0]
         if base < min_base_offset or last < base or last >= next_offset:
             break
         min_base_offset = last + 1
@@ -86,42 +77,13 @@ def _whole_batches_last_offset(buf: bytearray | memoryview, length: int) -> int:
     """Last offset of the last whole batch in ``buf[:length]`` (-1 when none)."""
     pos = 0
     last = -1
-    while pos + 12 <= length:
-        size = _LENGTH.unpack_from(buf, pos + 8)[0] + 12
-        if size < 12 or pos + size > length:
+    while pos + LOG_OVERHEAD <= length:
+        size = batch_size_at(buf, pos)
+        if size < LOG_OVERHEAD or pos + size > length:
             break
-        base = struct.unpack_from(">q", buf, pos)[0]
-        last = base + struct.unpack_from(">i", buf, pos + 23)[0]
+        last = frame_at(buf, pos)[3]
         pos += size
     return last
-
-
-def control_batch(producer_id: int, epoch: int, commit: bool, coordinator_epoch: int) -> bytes:
-    """A COMMIT/ABORT marker batch (Kafka's EndTransactionMarker): key = version 0 and
-    the type, value = version 0 and the coordinator epoch."""
-    record = Record(
-        offset_delta=0,
-        timestamp_delta=0,
-        key=_CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT),
-        value=_CONTROL_VALUE.pack(0, coordinator_epoch),
-    )
-    return encode_batch(
-        [record],
-        producer_id=producer_id,
-        producer_epoch=epoch,
-        base_sequence=-1,
-        is_transactional=True,
-        is_control=True,
-    )
-
-
-def control_type(batch: bytes | bytearray | memoryview, header: RecordBatchHeader) -> int | None:
-    """CONTROL_COMMIT / CONTROL_ABORT of a control batch (None when unreadable)."""
-    for record in iter_records(batch, header):
-        if record.key is not None and len(record.key) >= _CONTROL_KEY.size:
-            kind: int = _CONTROL_KEY.unpack_from(record.key)[1]
-            return kind
-    return None
 
 
 def _storage_error(exc: OSError, what: str) -> KafkaError:
@@ -449,14 +411,11 @@ class PartitionLog:
                 )
         data = bytearray(memoryview(batch)[:size])
         base_offset = self.log_end_offset
-        set_base_offset(data, 0, base_offset)
-        set_partition_leader_epoch(data, 0, self.leader_epoch)
-        append_time = -1
         now = self._clock()
-        if log_append_time:
-            append_time = now
-            set_log_append_time(data, 0, now)
-        stored = parse_header(data)
+        append_time = now if log_append_time else -1
+        stored = assign_offsets(
+            data, header, base_offset, self.leader_epoch, now if log_append_time else None
+        )
         active = self.active
         if not active.can_hold(stored, size, config.segment_bytes) or (
             active.size > 0 and now - active.rolling_timestamp > config.segment_ms
@@ -492,10 +451,8 @@ class PartitionLog:
         self.producer_state.check_marker(producer_id, epoch)
         data = bytearray(control_batch(producer_id, epoch, commit, coordinator_epoch))
         base_offset = self.log_end_offset
-        set_base_offset(data, 0, base_offset)
-        set_partition_leader_epoch(data, 0, self.leader_epoch)
         now = self._clock()
-        stored = parse_header(data)
+        stored = assign_offsets(data, parse_header(data), base_offset, self.leader_epoch, None)
         active = self.active
         if not active.can_hold(stored, len(data), self.config.segment_bytes) or (
             active.size > 0 and now - active.rolling_timestamp > self.config.segment_ms

@@ -40,7 +40,7 @@ import crc32c
 from broker.errors import KafkaError
 from broker.log.transaction_index import AbortedTxn
 from broker.protocol.error_codes import ErrorCode
-from broker.protocol.records import RecordBatchHeader
+from broker.protocol.record_batch.layout import RecordBatchHeader
 
 INT32_MAX = 2**31 - 1
 NO_EPOCH = -1

@@ -1,7 +1,8 @@
 """Kafka record batches straight into Arrow, in the schema of Spark's Kafka source.
 
 The hot loop of the source: each fetched batch is decompressed once, its
-records' varints are parsed in one flat loop that appends to plain lists, and
+records walked once by the broker's record walk (`broker/protocol/record_batch/walk.py`,
+compiled when built), the walk's spans appended to plain lists, and
 each column becomes one ``pa.array`` call per Arrow batch. The Arrow schema must
 equal what Spark derives from the source's schema exactly (microsecond UTC
 timestamps, int32 partition, the list child named ``element``), or the query
@@ -16,20 +17,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from broker.protocol.compression import (
-    DEFAULT_MAX_DECOMPRESSED_SIZE,
-    CompressionError,
-    CompressionType,
-    decompress,
-)
-from broker.protocol.error_codes import ErrorCode
-from broker.protocol.records import (
-    BATCH_HEADER_SIZE,
-    LOG_APPEND_TIME,
-    InvalidRecordsError,
-    RecordBatchHeader,
-    iter_batches,
-)
+from broker.protocol.record_batch.batch_checks import iter_batches
+from broker.protocol.record_batch.errors import InvalidRecordsError
+from broker.protocol.record_batch.layout import LOG_APPEND_TIME, RecordBatchHeader
+from broker.protocol.record_batch.record_sinks import record_header_spans, walk_batch
 
 SPARK_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, "
@@ -133,25 +124,36 @@ class RecordColumns:
     def add_batch(
         self, header: RecordBatchHeader, batch: memoryview | bytes, start: int, end: int
     ) -> None:
-        payload = _payload(header, batch)
         before = len(self.offsets)
-        log_append = header.timestamp_type == LOG_APPEND_TIME
-        _decode_into(
-            payload,
-            header.record_count,
-            header.base_offset,
-            header.base_timestamp,
-            header.max_timestamp if log_append else None,
-            self.keys,
-            self.values,
-            self.offsets,
-            self.timestamps,
-            self.headers if self.include_headers else None,
-        )
+        self._add_records(header, batch)
         added = len(self.offsets) - before
         self.timestamp_types.extend([header.timestamp_type] * added)
         if header.base_offset < start or header.last_offset >= end:
             self._trim(before, start, end)
+
+    def _add_records(self, header: RecordBatchHeader, batch: memoryview | bytes) -> None:
+        """The Arrow sink of the record walk: columns appended from the walk's spans.
+        Raises InvalidRecordsError for records that do not decode."""
+        spans: list[int] = []
+        data = walk_batch(batch, header, spans)
+        add_key = self.keys.append
+        add_value = self.values.append
+        add_offset = self.offsets.append
+        add_timestamp = self.timestamps.append
+        headers = self.headers if self.include_headers else None
+        base_offset = header.base_offset
+        base_timestamp = header.base_timestamp
+        log_append = header.timestamp_type == LOG_APPEND_TIME
+        it = iter(spans)
+        for _, ts_delta, offset_delta, k, k_len, v, v_len, h, end in zip(
+            it, it, it, it, it, it, it, it, it, strict=True
+        ):
+            add_key(None if k_len < 0 else data[k : k + k_len])
+            add_value(None if v_len < 0 else data[v : v + v_len])
+            add_offset(base_offset + offset_delta)
+            add_timestamp(header.max_timestamp if log_append else base_timestamp + ts_delta)
+            if headers is not None:
+                headers.append(list(record_header_spans(data, h, end)) or None)
 
     def _trim(self, before: int, start: int, end: int) -> None:
         """Drop this batch's records outside [start, end) (offsets ascend within a batch)."""
@@ -216,150 +218,3 @@ def record_set_to_arrow(
     columns = RecordColumns(topic, partition, include_headers)
     columns.add_record_set(records, start, end)
     return columns.take()
-
-
-def _payload(header: RecordBatchHeader, batch: memoryview | bytes) -> bytes:
-    view = memoryview(batch)[BATCH_HEADER_SIZE : header.size_in_bytes]
-    codec = header.attributes & 0x07
-    if codec == CompressionType.NONE:
-        return view.tobytes()
-    try:
-        return decompress(CompressionType(codec), view, DEFAULT_MAX_DECOMPRESSED_SIZE)
-    except (CompressionError, ValueError) as exc:
-        raise InvalidRecordsError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint of any length (the loop inlines the one- and two-byte cases)."""
-    result = 0
-    shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise IndexError("varint too long")
-
-
-def _decode_into(
-    data: bytes,
-    count: int,
-    base_offset: int,
-    base_timestamp: int,
-    log_append_time: int | None,
-    keys: list[bytes | None],
-    values: list[bytes | None],
-    offsets: list[int],
-    timestamps: list[int],
-    headers: list[Headers] | None,
-) -> None:
-    """The record loop, flat: one- and two-byte varints are decoded inline."""
-    add_key = keys.append
-    add_value = values.append
-    add_offset = offsets.append
-    add_timestamp = timestamps.append
-    varint = _varint
-    pos = 0
-    end = len(data)
-    try:
-        for _ in range(count):
-            b = data[pos]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                length = (b >> 1) ^ -(b & 1)
-                pos += 2
-            else:
-                length, pos = varint(data, pos)
-            record_end = pos + length
-            if length < 6 or record_end > end:
-                raise CorruptRecordsError(f"invalid record length {length}")
-            pos += 1  # attributes
-            b = data[pos]
-            if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                ts_delta = (b >> 1) ^ -(b & 1)
-                pos += 2
-            else:
-                ts_delta, pos = varint(data, pos)
-            b = data[pos]
-            if b < 0x80:
-                offset_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                offset_delta = (b >> 1) ^ -(b & 1)
-                pos += 2
-            else:
-                offset_delta, pos = varint(data, pos)
-            b = data[pos]
-            if b < 0x80:
-                size = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                size = (b >> 1) ^ -(b & 1)
-                pos += 2
-            else:
-                size, pos = varint(data, pos)
-            if size >= 0:
-                add_key(data[pos : pos + size])
-                pos += size
-            else:
-                add_key(None)
-            b = data[pos]
-            if b < 0x80:
-                size = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                size = (b >> 1) ^ -(b & 1)
-                pos += 2
-            else:
-                size, pos = varint(data, pos)
-            if size >= 0:
-                add_value(data[pos : pos + size])
-                pos += size
-            else:
-                add_value(None)
-            if pos >= record_end:
-                raise CorruptRecordsError("record fields run past the record's length")
-            if headers is not None:
-                headers.append(_headers(data, pos, record_end))
-            pos = record_end
-            add_offset(base_offset + offset_delta)
-            add_timestamp(base_timestamp + ts_delta if log_append_time is None else log_append_time)
-    except IndexError as exc:
-        raise CorruptRecordsError("record data ends before the declared record count") from exc
-    if pos != end:
-        raise CorruptRecordsError(f"{end - pos} bytes remain after {count} records")
-
-
-def _headers(data: bytes, pos: int, end: int) -> Headers:
-    count, pos = _varint(data, pos)
-    if count == 0:
-        return None
-    result: list[tuple[str, bytes | None]] = []
-    for _ in range(count):
-        size, pos = _varint(data, pos)
-        if size < 0 or pos + size > end:
-            raise CorruptRecordsError("invalid header key")
-        key = data[pos : pos + size].decode("utf-8", "replace")
-        pos += size
-        size, pos = _varint(data, pos)
-        if size >= 0:
-            if pos + size > end:
-                raise CorruptRecordsError("invalid header value")
-            result.append((key, data[pos : pos + size]))
-            pos += size
-        else:
-            result.append((key, None))
-    return result

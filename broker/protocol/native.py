@@ -1,6 +1,6 @@
 """Optional native builds of pure modules, used only while they match their source.
 
-`tools/build_native.py` compiles a pure module (e.g. `record_walk`) with mypyc into a
+`tools/build_native.py` compiles a pure module (e.g. `record_batch/walk.py`) with mypyc into a
 sibling `<name>_native` extension that records the SHA-256 of the source it was built
 from. A build from an older source is ignored, never run: the pure module always
 works, and is what runs wherever no C compiler was at hand.

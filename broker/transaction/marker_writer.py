@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.coordinator.offset_store import OffsetAndMetadata
 from broker.errors import KafkaError
-from broker.log import LogManager
+from broker.log.log_manager import LogManager
 from broker.protocol.error_codes import ErrorCode
 from broker.transaction.transaction_coordinator import COORDINATOR_EPOCH
 from broker.transaction.transaction_metadata import PendingOffset, TopicPartition

@@ -28,7 +28,7 @@ from broker.handlers.fetch import FetchHandler
 from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.produce import ProduceHandler
-from broker.log import LogManager
+from broker.log.log_manager import LogManager
 from broker.log.log_metrics import log_samples
 from broker.topology import Topology, TransactionVerifier
 

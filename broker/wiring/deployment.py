@@ -17,7 +17,7 @@ from typing import Protocol
 
 from broker.broker_context import BrokerContext, Service
 from broker.handlers.broker_configs import BrokerConfigs
-from broker.log import LogManager
+from broker.log.log_manager import LogManager
 from broker.metrics_http import LocalMetrics
 from broker.net.internal_listener import InternalListener
 from broker.quotas.quota_managers import QuotaManagers

@@ -4,7 +4,7 @@ as Kafka's does: broker/log/log_cleaner.py)."""
 from __future__ import annotations
 
 from broker.broker_context import BrokerContext
-from broker.log import LogManager
+from broker.log.log_manager import LogManager
 
 
 def add_log_cleaner_metrics(context: BrokerContext, log_manager: LogManager) -> None:

@@ -18,7 +18,7 @@ from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.list_transactions import ListTransactionsHandler
 from broker.handlers.txn_offset_commit import TxnOffsetCommitHandler
 from broker.handlers.write_txn_markers import WriteTxnMarkersHandler
-from broker.log import LogManager
+from broker.log.log_manager import LogManager
 from broker.topology import Topology, TransactionVerifier
 from broker.transaction.marker_writer import GroupOffsetSink, LocalMarkerWriter
 from broker.transaction.transaction_coordinator import TransactionConfig, TransactionCoordinator

@@ -17,7 +17,7 @@ from broker.handlers.common import check_leader_epoch, topic_name_error
 from broker.handlers.fetch import FetchHandler
 from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.log_topics import LogTopicSource
-from broker.handlers.produce import ProduceHandler, late_or_early_record
+from broker.handlers.produce import ProduceHandler
 from broker.protocol import records as rec
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
@@ -29,6 +29,8 @@ from broker.protocol.messages import (
 )
 from broker.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from broker.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
+from broker.protocol.record_batch.errors import InvalidRecordsError
+from broker.protocol.record_batch.validator import LogValidator
 from broker.topology import SingleProcessTopology
 from tests.handlers.fake_log import FakeLog, FakeTopic
 
@@ -102,12 +104,14 @@ def test_timestamps_are_checked_per_record_only_when_limited() -> None:
     ]
     data = rec.encode_batch(records, base_timestamp=100_000)
     header = rec.read_batch_header(data)
-    unlimited = late_or_early_record(
-        data, header, now_ms=100_000, before_max_ms=2**63 - 1, after_max_ms=2**63 - 1
-    )
-    assert unlimited is None
-    late = late_or_early_record(data, header, now_ms=100_000, before_max_ms=1000, after_max_ms=1000)
-    assert late is not None and late[0] == 1  # the second record, despite the batch's base
+    unlimited = LogValidator()
+    assert not unlimited.needs_records
+    unlimited.check_records(unlimited.check_batch(data, header), now_ms=100_000)
+    limited = LogValidator(timestamp_before_max_ms=1000, timestamp_after_max_ms=1000)
+    with pytest.raises(InvalidRecordsError) as late:
+        limited.check_records(limited.check_batch(data, header), now_ms=100_000)
+    assert late.value.error_code == ErrorCode.INVALID_TIMESTAMP
+    assert late.value.record_index == 1  # the second record, despite the batch's base
 
 
 def fetch_body(

@@ -10,7 +10,8 @@ from pathlib import Path
 import trio
 
 from broker.config import BrokerConfig
-from broker.log import LogManager, PartitionLog
+from broker.log.log_manager import LogManager
+from broker.log.partition_log import PartitionLog
 from broker.protocol.records import (
     Record,
     RecordBatchHeader,

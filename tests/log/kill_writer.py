@@ -8,7 +8,7 @@ import sys
 import trio
 
 from broker.config import BrokerConfig
-from broker.log import LogManager
+from broker.log.log_manager import LogManager
 from tests.log.helpers import make_batch
 
 

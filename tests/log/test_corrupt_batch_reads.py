@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from broker.errors import KafkaError
-from broker.log import PartitionLog
 from broker.log.batch_framing import framing_problem, resync_position
+from broker.log.partition_log import PartitionLog
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.records import iter_batches, read_batch_header
 from tests.log.helpers import append_values, config, make_batch, open_manager

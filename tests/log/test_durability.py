@@ -57,7 +57,7 @@ async def test_flush_messages_counts_records(
 
 
 async def test_flush_ms_flushes_in_the_background(tmp_path: Path) -> None:
-    from broker.log import LogManager
+    from broker.log.log_manager import LogManager
 
     manager = LogManager(config(tmp_path))
     async with trio.open_nursery() as nursery:

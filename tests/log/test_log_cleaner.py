@@ -15,11 +15,12 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.log import LogManager, PartitionLog
-from broker.log.cleaner_filter import record_keys
 from broker.log.cleaner_pass import FaultHook
 from broker.log.log_cleaner import CleanerSettings, LogCleaner
+from broker.log.log_manager import LogManager
+from broker.log.partition_log import PartitionLog
 from broker.protocol.compression import CompressionType
+from broker.protocol.record_batch.record_sinks import record_keys
 from broker.protocol.records import (
     InvalidRecordsError,
     Record,

@@ -8,8 +8,7 @@ import pytest
 import trio
 
 from broker.errors import KafkaError
-from broker.log import LogManager
-from broker.log.log_manager import LogDirInUseError
+from broker.log.log_manager import LogDirInUseError, LogManager
 from broker.protocol.error_codes import ErrorCode
 from tests.log.helpers import append_values, config, crash, open_manager, read_all
 

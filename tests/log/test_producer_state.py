@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from broker.errors import KafkaError
-from broker.log import PartitionLog
+from broker.log.partition_log import PartitionLog
 from broker.log.producer_state import INT32_MAX, ProducerStateManager, last_sequence
 from broker.protocol.error_codes import ErrorCode
 from tests.log.helpers import config, crash, make_batch, open_manager, read_all

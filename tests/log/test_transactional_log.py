@@ -10,11 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.errors import KafkaError
-from broker.log import LogManager, PartitionLog
-from broker.log.log_manager import CLEAN_SHUTDOWN_FILE
-from broker.log.partition_log import CONTROL_ABORT, CONTROL_COMMIT, control_type
+from broker.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from broker.log.partition_log import PartitionLog
 from broker.log.transaction_index import AbortedTxn
 from broker.protocol.error_codes import ErrorCode
+from broker.protocol.record_batch.control import CONTROL_ABORT, CONTROL_COMMIT, control_type
 from broker.protocol.records import Record, encode_batch, iter_batches, read_batch_header
 from tests.log.helpers import append_values, config, crash, decode_values, open_manager
 

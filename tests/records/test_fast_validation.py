@@ -18,9 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.protocol import native, record_walk
+from broker.protocol import native
 from broker.protocol.compression import CompressionType
 from broker.protocol.error_codes import ErrorCode
+from broker.protocol.record_batch import walk as record_walk
 from broker.protocol.records import (
     InvalidRecordsError,
     Record,
@@ -38,8 +39,8 @@ EXAMPLES = settings(max_examples=300)
 
 
 def _load_extension(path: Path) -> ModuleType:
-    # The name must end as the extension's init function does (record_walk_native).
-    spec = importlib.util.spec_from_file_location("record_walk_native", path)
+    # The name must end as the extension's init function does (walk_native).
+    spec = importlib.util.spec_from_file_location("walk_native", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -10,7 +10,7 @@ of the leader's.
 
 from __future__ import annotations
 
-from broker.log import PartitionLog
+from broker.log.partition_log import PartitionLog
 from broker.protocol.records import iter_batches
 from broker.replication.fetched_records import FetchedBatches
 from broker.replication.leader_epoch_cache import LeaderEpochCache

@@ -10,7 +10,7 @@ from pathlib import Path
 import trio
 
 from broker.config import BrokerConfig
-from broker.log import LogManager
+from broker.log.log_manager import LogManager
 from broker.protocol.error_codes import ErrorCode
 from broker.replication.fetcher_partition_state import SendOffsetsForLeaderEpoch
 from broker.replication.kafka_fetch_session import KafkaFetchSession
