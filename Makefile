@@ -55,6 +55,7 @@ run: setup
 lint: $(STAMP)
 	$(BIN)/ruff check broker tests tools bench
 	$(BIN)/ruff format --check broker tests tools bench
+	$(BIN)/lint-imports --no-cache
 
 format: $(STAMP)
 	$(BIN)/ruff format broker tests tools bench

@@ -11,11 +11,11 @@ import trio
 
 from broker.coordination.kafka_controller import ControllerSettings, KafkaController
 from broker.coordination.membership import ClusterMembership
+from broker.coordination.partition_leader import PartitionLeader
 from broker.coordination.partition_state_store import PartitionStateStore
 from broker.coordination.partition_state_znodes import TopicAssignment
 from broker.protocol.error_codes import ErrorCode
 from broker.replication.leader_and_isr import LeaderAndIsr
-from broker.replication.partition_leader import PartitionLeader
 from broker.replication.partition_leader_state import LeaderSettings, PartitionLeaderState
 from broker.replication.topic_partition import TopicPartition
 from tests.coordination.test_zookeeper_membership import (

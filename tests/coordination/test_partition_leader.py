@@ -11,10 +11,10 @@ import trio.testing
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from broker.coordination.partition_leader import PartitionLeader
 from broker.coordination.store import BadVersionError, CoordinationUnavailable
 from broker.protocol.error_codes import ErrorCode
 from broker.replication.leader_and_isr import LeaderAndIsr
-from broker.replication.partition_leader import PartitionLeader
 from broker.replication.partition_leader_state import LeaderSettings, PartitionLeaderState
 from broker.replication.topic_partition import TopicPartition
 

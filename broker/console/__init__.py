@@ -1,0 +1,1 @@
+"""The web console on the HTTP port (docs/console.md)."""
