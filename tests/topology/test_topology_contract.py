@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from broker.cluster.cluster_image import BrokerImage, ClusterImage, TopicImage
 from broker.cluster.cluster_topology import ClusterTopology
-from broker.cluster.remote_partition import RemotePartition
 from broker.config import BrokerConfig
 from broker.log.log_config import LogConfig, broker_topic_defaults
 from broker.log.partition_log import PartitionLog
 from broker.protocol.error_codes import ErrorCode
+from broker.remote_partition import RemotePartition
 from broker.topology import (
     PartitionLeader,
     SingleProcessTopology,
