@@ -3,8 +3,8 @@
 The composition root (`broker/__main__.py`) makes one when `zookeeper.connect` is set
 and the broker runs as one process. One ZooKeeper session (`KazooCoordinationStore`)
 serves everything: the membership (registration, live brokers, controller election),
-the `PartitionStateView` the topology and the log read, and the `KafkaController`,
-which acts while this broker is elected. Brokers learn leadership by watching the
+the `PartitionStateView` the topology and the log read, the `KafkaController`,
+which acts while this broker is elected, and the replica fetchers (appends only). Brokers learn leadership by watching the
 state znodes, so the controller's LeaderAndIsr / UpdateMetadata requests are not
 sent (`WatchingBrokers`; docs/replication.md says why).
 """
@@ -23,12 +23,14 @@ from broker.coordination.live_brokers import LiveBrokers
 from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.hosts.partition_state_view import PartitionStateView
+from broker.hosts.replica_fetchers import ReplicaFetchers
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
 from broker.hosts.zookeeper_topology import ZooKeeperTopology
 from broker.metrics_http import LocalMetrics
 from broker.net.internal_listener import InternalListener
 from broker.quotas.quota_managers import QuotaManagers
 from broker.replication.broker_notifier import LeaderAndIsrRequest, UpdateMetadataRequest
+from broker.replication.replica_fetcher import ReplicaFetcherSettings
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer
 from broker.security.scram_credentials import ScramCredentialStore
@@ -68,6 +70,14 @@ class ZooKeeperDeployment:
             self.election.view,
             self.live_brokers.brokers,
             WatchingBrokers(),
+        )
+        self.replica_fetchers = ReplicaFetchers(
+            self._node_id,
+            config.network.inter_broker_listener_name,
+            self.log_manager.applied,
+            self.log_manager.replica_log,
+            self.live_brokers.brokers,
+            ReplicaFetcherSettings(),
         )
         self._topology = ZooKeeperTopology(
             self._node_id, self.live_brokers.brokers, self.election.view, self.partition_states
@@ -116,5 +126,5 @@ class ZooKeeperDeployment:
         broker_configs: BrokerConfigs,
     ) -> list[Service]:
         """The partition states (ZooKeeper connected by then: the membership is the
-        first service) and the controller."""
-        return [self.partition_states, self.controller]
+        first service), the controller and the replica fetchers."""
+        return [self.partition_states, self.controller, self.replica_fetchers]

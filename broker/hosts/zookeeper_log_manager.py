@@ -126,6 +126,10 @@ class ZooKeeperLogManager(LogManager):
         await super().close()
         self._replica_logs.clear()
 
+    def replica_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """This broker's log of a partition it is a replica of (leader or follower)."""
+        return self._replica_logs.get((topic, partition))
+
     def _local_logs(self) -> Iterator[PartitionLog]:
         yield from list(self._replica_logs.values())
 
