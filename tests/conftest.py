@@ -26,7 +26,7 @@ settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHES
 # leaves them out (`-m "not slow"`), `make test` runs them. By directory, plus the modules
 # (or single tests, `path::name`) that start a supervisor or broker processes or load a
 # broker; a test elsewhere that needs a real client says so with `@pytest.mark.interop`.
-SLOW_DIRECTORIES = frozenset({"interop", "pipeline", "product", "coordination", "streams", "hosts"})
+SLOW_DIRECTORIES = frozenset({"interop", "pipeline", "product", "coordination", "streams"})
 SLOW_TESTS = frozenset(
     {
         "tests/client/test_coordinator_rediscovery.py::"
@@ -43,6 +43,7 @@ SLOW_TESTS = frozenset(
         "tests/cluster/test_shared_broker_configs.py",
         "tests/cluster/test_shared_state.py",
         "tests/cluster/test_supervisor.py",
+        "tests/hosts/test_hosts_cluster.py",
         "tests/console/test_console_browser.py",  # a real browser
         "tests/integration/test_broker_process.py",
         "tests/integration/test_config_errors.py",
