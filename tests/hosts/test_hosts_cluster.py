@@ -6,8 +6,7 @@ broker stops."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from broker.hosts.zookeeper_deployment import ZooKeeperDeployment
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
 from broker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from broker.server import KafkaServer
-from tests.integration.broker_harness import base_config
+from tests.integration.broker_harness import running_broker
 from tests.topology.test_layering import BROKER, COMPOSITION_ROOT, importers_of
 
 WAIT_S = 30
@@ -28,30 +27,19 @@ HOSTS = {1: ("127.0.0.2", "rack-a"), 2: ("127.0.0.3", "rack-b"), 3: ("127.0.0.4"
 METADATA_VERSION = 9  # racks, leader epochs
 
 
-@asynccontextmanager
-async def running_host(tmp_path: Path, node_id: int, zookeeper: str) -> AsyncIterator[KafkaServer]:
+def running_host(
+    tmp_path: Path, node_id: int, zookeeper: str
+) -> AbstractAsyncContextManager[KafkaServer]:
     address, rack = HOSTS[node_id]
-    config = base_config(
-        tmp_path / f"host-{node_id}",
-        {
-            "listeners": f"PLAINTEXT://{address}:0",
-            "node.id": str(node_id),
-            "broker.rack": rack,
-            "zookeeper.connect": zookeeper,
-            # One id for the cluster (/cluster/id is not read yet: docs/replication.md).
-            "cluster.id": "hosts-test-cluster",
-        },
-    )
-    server = KafkaServer(config, deployment=ZooKeeperDeployment(config))
-    async with trio.open_nursery() as nursery:
-        await nursery.start(server.run)
-        try:
-            yield server
-        finally:
-            server.shutdown()
-            with trio.move_on_after(10):
-                await server.stopped.wait()
-            nursery.cancel_scope.cancel()
+    overrides = {
+        "listeners": f"PLAINTEXT://{address}:0",
+        "node.id": str(node_id),
+        "broker.rack": rack,
+        "zookeeper.connect": zookeeper,
+        # One id for the cluster (/cluster/id is not read yet: docs/replication.md).
+        "cluster.id": "hosts-test-cluster",
+    }
+    return running_broker(tmp_path / f"host-{node_id}", overrides, deployment=ZooKeeperDeployment)
 
 
 async def metadata(server: KafkaServer, topic: str | None = None) -> Any:
