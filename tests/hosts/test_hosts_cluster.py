@@ -19,7 +19,7 @@ from broker.hosts.zookeeper_deployment import ZooKeeperDeployment
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
 from broker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from broker.server import KafkaServer
-from tests.integration.broker_harness import running_broker
+from tests.integration.broker_harness import broker_process, running_broker
 from tests.topology.test_layering import BROKER, COMPOSITION_ROOT, importers_of
 
 WAIT_S = 30
@@ -194,3 +194,25 @@ def test_nothing_below_the_composition_root_imports_the_hosts_package() -> None:
         p for p in BROKER.rglob("*.py") if p != COMPOSITION_ROOT and not p.is_relative_to(hosts)
     )
     assert importers_of("broker.hosts", outside) == []
+
+
+async def test_broker_serve_with_zookeeper_connect_is_deployed_as_a_host_among_hosts(
+    tmp_path: Path, zookeeper_connect: str
+) -> None:
+    """The composition root's choice: racks come only from ZooKeeper's registrations."""
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.2:0",
+        "node.id": "7",
+        "broker.rack": "rack-z",
+        "zookeeper.connect": zookeeper_connect,
+    }
+    with broker_process(tmp_path / "serve", overrides) as broker:
+        async with await KafkaConnection.connect("127.0.0.2", broker.port, "test") as connection:
+            request = MetadataRequest(topics=None, allow_auto_topic_creation=False)
+            with trio.fail_after(WAIT_S):
+                while not (response := await connection.request(request, METADATA_VERSION)).brokers:  # noqa: ASYNC110 - registered when it is
+                    await trio.sleep(0.1)
+    assert [(b.node_id, b.host, b.port, b.rack) for b in response.brokers] == [
+        (7, "127.0.0.2", broker.port, "rack-z")
+    ]
+    assert response.controller_id in (-1, 7)
