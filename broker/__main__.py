@@ -34,8 +34,10 @@ from broker.cluster.supervisor import (
 )
 from broker.config import BrokerConfig, ConfigError, load_config
 from broker.config_error import CONFIG_ERROR_EXIT_CODE
+from broker.hosts.zookeeper_deployment import ZooKeeperDeployment
 from broker.server import KafkaServer
 from broker.startup_checks import check_startup_config
+from broker.wiring.deployment import Deployment
 
 log = logging.getLogger("broker")
 
@@ -99,10 +101,15 @@ async def serve(config: BrokerConfig, process_index: int | None = None) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully.
 
     The composition root: a process the supervisor started (`process_index`) is a
-    cluster member (broker/cluster/), deployed as such; otherwise the broker is alone.
+    cluster member (broker/cluster/), deployed as such; otherwise a broker with
+    `zookeeper.connect` is a host among hosts (broker/hosts/), and without it the
+    broker is alone.
     """
     member = ClusterMember(config, process_index) if process_index is not None else None
-    server = KafkaServer(config, deployment=member)
+    deployment: Deployment | None = member
+    if member is None and config.cluster.zookeeper_connect is not None:
+        deployment = ZooKeeperDeployment(config)
+    server = KafkaServer(config, deployment=deployment)
     tune_garbage_collector()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:

@@ -35,7 +35,6 @@ from broker.security.acl_store import AclStore
 from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialStore
 from broker.transaction.marker_writer import LocalMarkerWriter
 from broker.wiring.acl_apis import add_acl_apis, load_authorizer
-from broker.wiring.cluster_membership import add_cluster_membership
 from broker.wiring.data_apis import add_data_apis
 from broker.wiring.deployment import Deployment
 from broker.wiring.group_coordinator import add_group_coordinator, coordinator_config
@@ -124,7 +123,7 @@ class KafkaServer:
         if metrics_port is not None:
             self.services.append(metrics_port)
         # Hosts forming one cluster through ZooKeeper (only with zookeeper.connect).
-        self.membership = add_cluster_membership(context, self.listening.wait)
+        self.membership = deployment.membership(context, self.listening.wait)
         if self.membership is not None:
             self.services.append(self.membership)
         self.log_manager = deployment.log_manager

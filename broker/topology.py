@@ -39,10 +39,15 @@ question "does this producer's open transaction hold the partition?"."""
 @attrs.frozen
 class PartitionLeader:
     """A partition's leader as Metadata reports it; `online` False while that broker is
-    down (Kafka's offline leader: LEADER_NOT_AVAILABLE, leader -1)."""
+    down (Kafka's offline leader: LEADER_NOT_AVAILABLE, leader -1). Where partitions
+    are replicated, the replicas, the ISR and the leader epoch come with it (None:
+    the leader is the only replica and the log's epoch is reported)."""
 
     node_id: int
     online: bool
+    replicas: tuple[int, ...] | None = None
+    isr: tuple[int, ...] | None = None
+    leader_epoch: int | None = None
 
 
 class MarkerWriter(Protocol):
@@ -89,6 +94,15 @@ class Topology(Protocol):
 
     def registered_brokers(self) -> int:
         """How many brokers are registered (CreateTopics' replication-factor check)."""
+        ...
+
+    def max_replication_factor(self) -> int:
+        """The most replicas a new partition may have (1 where partitions are not
+        replicated; CreateTopics refuses more)."""
+        ...
+
+    def rack(self, node_id: int) -> str | None:
+        """The broker's `broker.rack` as Metadata and DescribeCluster report it."""
         ...
 
     def controller_id(self) -> int: ...
@@ -158,6 +172,12 @@ class SingleProcessTopology:
 
     def registered_brokers(self) -> int:
         return 1
+
+    def max_replication_factor(self) -> int:
+        return 1
+
+    def rack(self, node_id: int) -> str | None:
+        return None
 
     def controller_id(self) -> int:
         return self._node_id

@@ -32,7 +32,6 @@ import trio
 
 from broker.cluster.cluster_image import ClusterImage, TopicImage
 from broker.cluster.metadata_store import MetadataStore
-from broker.cluster.remote_partition import RemotePartition
 from broker.config import BrokerConfig
 from broker.errors import KafkaError
 from broker.log._files import read_offset_checkpoint
@@ -49,6 +48,7 @@ from broker.log.log_manager import (
 from broker.log.partition_log import PartitionLog
 from broker.log.topic import Topic
 from broker.protocol.error_codes import ErrorCode
+from broker.remote_partition import RemotePartition
 
 logger = logging.getLogger(__name__)
 

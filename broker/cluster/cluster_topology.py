@@ -17,9 +17,9 @@ from broker.cluster.cluster_image import ClusterImage
 from broker.cluster.marker_router import RoutingMarkerWriter
 from broker.cluster.peer_channel import PeerClient
 from broker.cluster.placement import coordinator_shard
-from broker.cluster.remote_partition import RemotePartition
 from broker.cluster.txn_verification import TransactionVerifier, VerificationGuards
 from broker.log.partition_log import PartitionLog
+from broker.remote_partition import RemotePartition
 from broker.topology import (
     BrokerAddress,
     LocalMarkers,
@@ -82,6 +82,12 @@ class ClusterTopology:
     def registered_brokers(self) -> int:
         """The live processes, as Metadata lists them (Kafka's registered brokers)."""
         return len(self.image.alive_brokers())
+
+    def max_replication_factor(self) -> int:
+        return 1
+
+    def rack(self, node_id: int) -> str | None:
+        return None
 
     def controller_id(self) -> int:
         """The lowest live node: the store serialises writes, any process may write."""

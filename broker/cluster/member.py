@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import trio
@@ -32,6 +32,7 @@ from broker.cluster.shared_file import SharedFileFollower
 from broker.cluster.transaction_shards import transaction_shard_dir
 from broker.config import BrokerConfig
 from broker.console.web_app import web_app
+from broker.coordination.membership import ClusterMembership
 from broker.dynamic_broker_config_store import DynamicBrokerConfigStore
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.http_port import HttpPort
@@ -43,6 +44,7 @@ from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer
 from broker.security.scram_credentials import ScramCredentialStore
 from broker.topology import Topology
+from broker.wiring.cluster_membership import add_cluster_membership
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +122,11 @@ class ClusterMember:
         Unix socket in the private directory."""
         path = metrics_socket(self.peer_dir, self.node_id)
         return HttpPort(web_app(metrics, None), "", 0, unix_path=path)
+
+    def membership(
+        self, context: BrokerContext, listening: Callable[[], Awaitable[object]]
+    ) -> ClusterMembership | None:
+        return add_cluster_membership(context, listening)
 
     def internal_listeners(self) -> tuple[InternalListener, ...]:
         """The private channel of the other processes (WriteTxnMarkers, verify-only

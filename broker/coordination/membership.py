@@ -39,14 +39,22 @@ class ClusterMembership:
         node_id: int,
         registration: Callable[[], BrokerRegistration],
         listening: Callable[[], Awaitable[object]],
+        *,
+        live_brokers: LiveBrokers | None = None,
+        election: ControllerElection | None = None,
+        on_session_renewed: Callable[[], None] | None = None,
     ) -> None:
-        """`registration` is called once the listeners are bound (`listening` returned)."""
+        """`registration` is called once the listeners are bound (`listening` returned).
+        A deployment whose topology reads the views before the broker is assembled
+        builds them on the same store and passes them in; `on_session_renewed` re-reads
+        its other views when the session comes back."""
         self._store = store
         self._registration = registration
         self._listening = listening
-        self.live_brokers = LiveBrokers(store)
-        self.election = ControllerElection(store, node_id)
+        self.live_brokers = live_brokers or LiveBrokers(store)
+        self.election = election or ControllerElection(store, node_id)
         self.registered = trio.Event()
+        self._on_session_renewed = on_session_renewed
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         sessions_in, sessions = trio.open_memory_channel[SessionState](math.inf)
@@ -92,3 +100,5 @@ class ClusterMembership:
                 disrupted = False
                 self.live_brokers.session_renewed()
                 self.election.session_renewed()
+                if self._on_session_renewed is not None:
+                    self._on_session_renewed()

@@ -47,9 +47,11 @@ class CreateTopicsHandler:
         *,
         authorizer: Authorizer = ALLOW_ALL,
         registered_brokers: Callable[[], int] | None = None,
+        max_replication_factor: Callable[[], int] | None = None,
     ) -> None:
         self._logs = log_manager
         self._registered_brokers = registered_brokers or (lambda: 1)
+        self._max_replication_factor = max_replication_factor or (lambda: 1)
         self._config = broker_config
         self._node_id = broker_config.node_id
         self._authorizer = authorizer
@@ -112,7 +114,7 @@ class CreateTopicsHandler:
             partitions = self._logs.default_partitions
         if replication == -1:
             replication = self._config.log.default_replication_factor
-        if replication != 1:
+        if not 1 <= replication <= self._max_replication_factor():
             raise KafkaError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 replication_refused(replication, self._registered_brokers()),

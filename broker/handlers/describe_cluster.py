@@ -50,7 +50,7 @@ class DescribeClusterHandler:
                 controller_id=-1,
             )
         brokers = tuple(
-            DescribeClusterBroker(broker_id=n, host=h, port=p, rack=None)
+            DescribeClusterBroker(broker_id=n, host=h, port=p, rack=self._topology.rack(n))
             for n, h, p in self._topology.brokers(request.context.listener_name)
         )
         return DescribeClusterResponse(

@@ -115,27 +115,30 @@ class LogTopicSource:
 def describe_partition(
     index: int, leader_epoch: int, leader: PartitionLeader
 ) -> MetadataResponsePartition:
-    """Replication factor 1: the leader is the only replica; an offline leader is
-    LEADER_NOT_AVAILABLE with leader -1, as Kafka reports an offline partition."""
+    """The replicas, ISR and epoch the topology gives (else replication factor 1: the
+    leader is the only replica); an offline leader is LEADER_NOT_AVAILABLE with leader
+    -1, as Kafka reports an offline partition."""
     node = leader.node_id
+    replicas = leader.replicas if leader.replicas is not None else (node,)
+    epoch = leader.leader_epoch if leader.leader_epoch is not None else leader_epoch
     if leader.online:
         return MetadataResponsePartition(
             error_code=ErrorCode.NONE,
             partition_index=index,
             leader_id=node,
-            leader_epoch=leader_epoch,
-            replica_nodes=(node,),
-            isr_nodes=(node,),
+            leader_epoch=epoch,
+            replica_nodes=replicas,
+            isr_nodes=leader.isr if leader.isr is not None else (node,),
             offline_replicas=(),
         )
     return MetadataResponsePartition(
         error_code=ErrorCode.LEADER_NOT_AVAILABLE,
         partition_index=index,
         leader_id=-1,
-        leader_epoch=leader_epoch,
-        replica_nodes=(node,),
-        isr_nodes=(),
-        offline_replicas=(node,),
+        leader_epoch=epoch,
+        replica_nodes=replicas,
+        isr_nodes=leader.isr if leader.isr is not None else (),
+        offline_replicas=() if leader.replicas is not None else (node,),
     )
 
 

@@ -137,7 +137,7 @@ class MetadataHandler:
                 names, allow_auto_create, topic_ids, body.include_topic_authorized_operations
             )
         brokers = tuple(
-            MetadataResponseBroker(node_id=n, host=h, port=p)
+            MetadataResponseBroker(node_id=n, host=h, port=p, rack=self._topology.rack(n))
             for n, h, p in self._topology.brokers(request.context.listener_name)
         )
         return MetadataResponse(

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from broker.broker_context import BrokerContext
+from broker.config import BrokerConfig
 from broker.coordination.broker_registration import BrokerEndpoint, BrokerRegistration
 from broker.coordination.kazoo_store import KazooCoordinationStore, ZooKeeperSettings
 from broker.coordination.membership import ClusterMembership
 
 
-def zookeeper_settings(context: BrokerContext) -> ZooKeeperSettings | None:
-    config = context.config
+def zookeeper_settings(config: BrokerConfig) -> ZooKeeperSettings | None:
     connect = config.cluster.zookeeper_connect
     if connect is None:
         return None
@@ -29,13 +29,8 @@ def zookeeper_settings(context: BrokerContext) -> ZooKeeperSettings | None:
     )
 
 
-def add_cluster_membership(
-    context: BrokerContext, listening: Callable[[], Awaitable[object]]
-) -> ClusterMembership | None:
-    """The membership Service, registering once `listening` returns (ports bound)."""
-    settings = zookeeper_settings(context)
-    if settings is None:
-        return None
+def broker_registration(context: BrokerContext) -> Callable[[], BrokerRegistration]:
+    """`/brokers/ids/<id>`'s content, read once the listeners are bound (real ports)."""
     config = context.config
 
     def registration() -> BrokerRegistration:
@@ -49,6 +44,16 @@ def add_cluster_membership(
         )
         return BrokerRegistration(context.node_id, endpoints, rack=config.server.rack)
 
+    return registration
+
+
+def add_cluster_membership(
+    context: BrokerContext, listening: Callable[[], Awaitable[object]]
+) -> ClusterMembership | None:
+    """The membership Service, registering once `listening` returns (ports bound)."""
+    settings = zookeeper_settings(context.config)
+    if settings is None:
+        return None
     return ClusterMembership(
-        KazooCoordinationStore(settings), context.node_id, registration, listening
+        KazooCoordinationStore(settings), context.node_id, broker_registration(context), listening
     )

@@ -61,7 +61,11 @@ def add_data_apis(
         ListOffsetsHandler(log_manager, authorizer=auth),
         OffsetForLeaderEpochHandler(log_manager, authorizer=auth),
         CreateTopicsHandler(
-            log_manager, config, authorizer=auth, registered_brokers=topology.registered_brokers
+            log_manager,
+            config,
+            authorizer=auth,
+            registered_brokers=topology.registered_brokers,
+            max_replication_factor=topology.max_replication_factor,
         ),
         DeleteTopicsHandler(
             log_manager,

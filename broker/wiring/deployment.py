@@ -2,20 +2,21 @@
 broker alone and one process of a cluster.
 
 `KafkaServer` is given a `Deployment` by the composition root (`broker/__main__.py`):
-`SingleProcess` (broker/wiring/single_process.py) or a cluster's `ClusterMember`
-(broker/cluster/member.py); issue 20's hosts coordinated through ZooKeeper will be a
-third (docs/replication.md). Everything the subsystems ask about where things are
+`SingleProcess` (broker/wiring/single_process.py), a cluster's `ClusterMember`
+(broker/cluster/member.py), or a host among hosts coordinated through ZooKeeper,
+`ZooKeeperDeployment` (broker/hosts/, docs/replication.md). Everything the subsystems ask about where things are
 goes through its `Topology` (broker/topology.py); the rest is where this process keeps
 its files and what it runs besides the subsystems.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
 
 from broker.broker_context import BrokerContext, Service
+from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.log.log_manager import LogManager
 from broker.metrics_http import LocalMetrics
@@ -59,6 +60,13 @@ class Deployment(Protocol):
         self, metrics: LocalMetrics, bootstrap: Callable[[str], str | None]
     ) -> Service | None:
         """The HTTP port of /metrics (and the console), or None."""
+        ...
+
+    def membership(
+        self, context: BrokerContext, listening: Callable[[], Awaitable[object]]
+    ) -> ClusterMembership | None:
+        """The ZooKeeper membership (the first service), or None without
+        `zookeeper.connect`; it registers once `listening` returns."""
         ...
 
     def internal_listeners(self) -> tuple[InternalListener, ...]:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from broker.broker_context import BrokerContext, Service
 from broker.config import BrokerConfig
+from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.log.log_manager import LogManager
 from broker.metrics_http import LocalMetrics
@@ -16,6 +17,7 @@ from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer
 from broker.security.scram_credentials import ScramCredentialStore
 from broker.topology import SingleProcessTopology, Topology
+from broker.wiring.cluster_membership import add_cluster_membership
 
 
 class SingleProcess:
@@ -40,6 +42,11 @@ class SingleProcess:
         from broker.console.console_service import http_port_for
 
         return http_port_for(self._config, metrics, bootstrap)
+
+    def membership(
+        self, context: BrokerContext, listening: Callable[[], Awaitable[object]]
+    ) -> ClusterMembership | None:
+        return add_cluster_membership(context, listening)
 
     def internal_listeners(self) -> tuple[InternalListener, ...]:
         return ()

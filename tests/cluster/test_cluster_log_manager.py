@@ -14,13 +14,13 @@ from broker.cluster.cluster_image import BrokerImage, ClusterImage
 from broker.cluster.cluster_log_manager import ClusterLogManager
 from broker.cluster.cluster_topology import ClusterTopology
 from broker.cluster.metadata_store import SqliteMetadataStore
-from broker.cluster.remote_partition import RemotePartition
 from broker.config import BrokerConfig
 from broker.errors import KafkaError
 from broker.handlers.common import AUTHORIZED_OPERATIONS_OMITTED
 from broker.handlers.log_topics import LogTopicSource
 from broker.log.log_config import LogConfig, broker_topic_defaults
 from broker.protocol.error_codes import ErrorCode
+from broker.remote_partition import RemotePartition
 from tests.log.helpers import make_batch
 
 DEFAULTS = broker_topic_defaults(BrokerConfig({}))

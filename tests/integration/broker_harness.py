@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
@@ -22,6 +22,7 @@ import trio
 from broker.client.connection import KafkaConnection
 from broker.config import BrokerConfig
 from broker.server import KafkaServer
+from broker.wiring.deployment import Deployment
 
 _LISTENING = re.compile(r"listening on (\w+)://[^ ]*:(\d+)")
 _REGISTERED = re.compile(r"node (\d+) registered in the cluster at \{'\w+': \('[^']*', (\d+)\)")
@@ -42,10 +43,15 @@ def base_config(data_dir: Path, overrides: Mapping[str, str] | None = None) -> B
 
 @asynccontextmanager
 async def running_broker(
-    data_dir: Path, overrides: Mapping[str, str] | None = None
+    data_dir: Path,
+    overrides: Mapping[str, str] | None = None,
+    *,
+    deployment: Callable[[BrokerConfig], Deployment] | None = None,
 ) -> AsyncIterator[KafkaServer]:
-    """A broker in this Trio run; shut down gracefully on exit."""
-    server = KafkaServer(base_config(data_dir, overrides))
+    """A broker in this Trio run (deployed alone, or as `deployment` makes it from its
+    config); shut down gracefully on exit."""
+    config = base_config(data_dir, overrides)
+    server = KafkaServer(config, deployment=None if deployment is None else deployment(config))
     async with trio.open_nursery() as nursery:
         await nursery.start(server.run)
         try:

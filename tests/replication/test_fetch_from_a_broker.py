@@ -10,6 +10,7 @@ from pathlib import Path
 import trio
 
 from broker.config import BrokerConfig
+from broker.hosts.partition_log_follower import PartitionLogFollower
 from broker.log.log_manager import LogManager
 from broker.protocol.error_codes import ErrorCode
 from broker.replication.fetcher_partition_state import SendOffsetsForLeaderEpoch
@@ -28,7 +29,6 @@ from tests.integration.data_helpers import (
     values_of,
 )
 from tests.replication.fake_replicas import MemoryLog
-from tests.replication.partition_log_follower import PartitionLogFollower
 from tests.waiting import wait_until
 
 TP = TopicPartition("replicated", 0)

@@ -14,17 +14,18 @@ from hypothesis import strategies as st
 
 from broker.cluster.cluster_image import BrokerImage, ClusterImage, TopicImage
 from broker.cluster.cluster_topology import ClusterTopology
-from broker.cluster.remote_partition import RemotePartition
 from broker.config import BrokerConfig
 from broker.log.log_config import LogConfig, broker_topic_defaults
 from broker.log.partition_log import PartitionLog
 from broker.protocol.error_codes import ErrorCode
+from broker.remote_partition import RemotePartition
 from broker.topology import (
     PartitionLeader,
     SingleProcessTopology,
     TopicPartition,
     Topology,
 )
+from tests.hosts.topology_views import zookeeper_topology
 
 LISTENER = "PLAINTEXT"
 LOG_CONFIG = LogConfig.from_effective(broker_topic_defaults(BrokerConfig({})))
@@ -69,10 +70,13 @@ def cluster_topology(tmp_path: Path, down: Iterable[int] = ()) -> ClusterTopolog
     )
 
 
-@pytest.fixture(params=["single process", "cluster member"])
+@pytest.fixture(params=["single process", "cluster member", "host among hosts"])
 def deployed(request: pytest.FixtureRequest, tmp_path: Path) -> Deployed:
     if request.param == "single process":
         return Deployed(SingleProcessTopology(2, lambda _listener: endpoint(2)), 1, (("t", 0),))
+    if request.param == "host among hosts":
+        # Node 1 of three, the lowest live id, which coordinates every group.
+        return Deployed(zookeeper_topology(node_id=1, live=(1, 2, 3)), 1, (("t", 0),))
     return Deployed(cluster_topology(tmp_path), 3, (("t", 1),))
 
 
@@ -108,9 +112,8 @@ def test_a_partition_led_here_is_local_and_online(deployed: Deployed) -> None:
     for topic, index in deployed.local_partitions:
         assert topology.is_local_leader(topic, index)
         assert topology.leader_of(topic, index) == topology.node_id
-        assert topology.partition_leader(topic, index) == PartitionLeader(
-            topology.node_id, online=True
-        )
+        leader = topology.partition_leader(topic, index)
+        assert (leader.node_id, leader.online) == (topology.node_id, True)
 
 
 class RecordingMarkers:

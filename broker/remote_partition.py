@@ -1,4 +1,5 @@
-"""A partition another process leads: it holds the place of the log in its topic.
+"""A partition another broker (or cluster process) leads: it holds the place of the log
+in its topic.
 
 Handlers find partitions by index in their topic; in a cluster a process has a
 `RemotePartition` where it is not the leader, so everything but the leader's

@@ -1,0 +1,182 @@
+"""What this broker knows of the topics and partition states in ZooKeeper.
+
+Brokers learn partition leadership by watching the znodes rather than from the
+controller's LeaderAndIsr requests (docs/replication.md says why): the children of
+`/brokers/topics`, each topic's assignment and each partition's `state` are read
+with a one-shot watch; ZooKeeper's events come back through one memory channel and
+each re-reads only the znode it names, so the cached image is never older than the
+last event delivered. The image is a `trio_util.AsyncValue` that the topology
+reads and the log follows.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import math
+import uuid
+from collections.abc import Mapping
+
+import attrs
+import trio
+import trio_util
+
+from broker.coordination.broker_registration import MalformedZnode
+from broker.coordination.partition_state_store import PartitionStateStore
+from broker.coordination.partition_state_znodes import (
+    TOPICS_PATH,
+    TopicAssignment,
+    topic_path,
+)
+from broker.coordination.store import (
+    CoordinationStore,
+    CoordinationUnavailable,
+    WatchedChange,
+    WatchEvent,
+)
+from broker.replication.leader_and_isr import LeaderAndIsr
+from broker.replication.topic_partition import TopicPartition
+
+log = logging.getLogger(__name__)
+
+TOPIC_CONFIG_PATH = "/config/topics"
+_READ_ALL = ""  # the event that asks for every znode to be read again
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{TOPIC_CONFIG_PATH}/{topic}"
+
+
+def encode_topic_id(topic_id: uuid.UUID) -> str:
+    """Kafka's `Uuid.toString`: URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def decode_topic_id(topic: str, data: bytes) -> uuid.UUID:
+    """The `topic_id` of a version-3 topic znode; a topic written without one (by an
+    older tool) gets an id derived from its name, the same on every broker."""
+    try:
+        text = json.loads(data).get("topic_id")
+        if isinstance(text, str):
+            return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except (ValueError, AttributeError):
+        pass
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"kafka-topic:{topic}")
+
+
+@attrs.frozen
+class TopicState:
+    topic_id: uuid.UUID
+    assignment: TopicAssignment
+    configs: Mapping[str, str]
+    # Partition -> its state; absent until the controller has written it.
+    states: Mapping[int, LeaderAndIsr]
+
+
+HostsImage = Mapping[str, TopicState]
+
+
+class PartitionStateView:
+    def __init__(self, store: CoordinationStore) -> None:
+        self._store = store
+        self._states = PartitionStateStore(store)
+        self.image: trio_util.AsyncValue[HostsImage] = trio_util.AsyncValue({})
+        self._events_in, self._events = trio.open_memory_channel[WatchEvent](math.inf)
+
+    def partition(self, topic: str, partition: int) -> LeaderAndIsr | None:
+        found = self.image.value.get(topic)
+        return None if found is None else found.states.get(partition)
+
+    def replicas(self, topic: str, partition: int) -> tuple[int, ...] | None:
+        found = self.image.value.get(topic)
+        return None if found is None else found.assignment.partitions.get(partition)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Read everything once, then one znode per watch event (in this task only)."""
+        await self._read_all(full=True)
+        task_status.started()
+        async for event in self._events:
+            try:
+                await self._on_event(event)
+            except CoordinationUnavailable as exc:
+                log.warning("partition states not refreshed, ZooKeeper unavailable: %s", exc)
+                await trio.sleep(1)
+                self.session_renewed()
+
+    def session_renewed(self) -> None:
+        """Read everything again (the session came back, perhaps without its watches)."""
+        self._events_in.send_nowait(WatchEvent(_READ_ALL, WatchedChange.CHILDREN_CHANGED))
+
+    async def _on_event(self, event: WatchEvent) -> None:
+        path = event.path
+        if path in (TOPICS_PATH, _READ_ALL):
+            await self._read_all(full=path == _READ_ALL)
+            return
+        parts = path[len(TOPICS_PATH) + 1 :].split("/")
+        image = dict(self.image.value)
+        if len(parts) == 1:  # the topic's assignment
+            topic = await self._read_topic(parts[0])
+            if topic is None:
+                image.pop(parts[0], None)
+            else:
+                image[parts[0]] = topic
+        elif len(parts) == 4 and parts[1] == "partitions" and parts[3] == "state":
+            name, index = parts[0], int(parts[2])
+            known = image.get(name)
+            if known is None:
+                return
+            state = await self._read_state(TopicPartition(name, index))
+            states = dict(known.states)
+            if state is None:
+                states.pop(index, None)
+            else:
+                states[index] = state
+            image[name] = attrs.evolve(known, states=states)
+        self.image.value = image
+
+    async def _read_all(self, *, full: bool) -> None:
+        """The topics' names; each topic not known yet (every one when `full`) read
+        with its watches. A known topic is not read again: its watches are still
+        set, and a second read would leave a second watch."""
+        names = await self._states.topics(watch=self._events_in)
+        image = {}
+        for name in names:
+            known = None if full else self.image.value.get(name)
+            topic = known if known is not None else await self._read_topic(name)
+            if topic is not None:
+                image[name] = topic
+        self.image.value = image
+
+    async def _read_topic(self, name: str) -> TopicState | None:
+        node = await self._store.get(topic_path(name), watch=self._events_in)
+        if node is None:
+            return None
+        try:
+            assignment = TopicAssignment.decode(name, node.data)
+        except MalformedZnode as exc:
+            log.warning("ignored %s", exc)
+            return None
+        configs: dict[str, str] = {}
+        config_node = await self._store.get(topic_config_path(name))
+        if config_node is not None:
+            try:
+                configs = {
+                    str(k): str(v) for k, v in json.loads(config_node.data)["config"].items()
+                }
+            except (ValueError, KeyError, TypeError, AttributeError):
+                log.warning("ignored %s: not Kafka's topic config", topic_config_path(name))
+        states = {}
+        for index in assignment.partitions:
+            state = await self._read_state(TopicPartition(name, index))
+            if state is not None:
+                states[index] = state
+        return TopicState(decode_topic_id(name, node.data), assignment, configs, states)
+
+    async def _read_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        try:
+            state = await self._states.partition_state(tp, watch=self._events_in)
+        except MalformedZnode as exc:
+            log.warning("ignored %s", exc)
+            return None
+        return None if state is None else state.leader_and_isr

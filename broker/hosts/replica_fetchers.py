@@ -1,0 +1,202 @@
+"""The replica fetchers of a broker among hosts (Kafka's ReplicaFetcherManager).
+
+For every partition whose replicas name this broker while another live broker leads
+it (the partition states as the log last applied them), a `ReplicaFetcher` of that
+leader copies the leader's batches into this broker's log of the partition. One
+fetcher per leader broker (`num.replica.fetchers` = 1), on a connection to the
+leader's `inter.broker.listener.name` endpoint (PLAINTEXT only so far), made again
+after a failure. A partition whose leader or leader epoch changed is handed to the
+new leader's fetcher; one this broker leads now is dropped before the log takes
+appends from producers.
+
+Appends only: the leader does not yet track its followers (no ISR changes, no
+high watermark from them, no acks=all wait), and a follower whose log would need a
+truncation stops copying that partition (`PartitionLogFollower`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
+
+import trio
+import trio_util
+
+from broker.client.connection import ConnectionClosed, KafkaConnection
+from broker.coordination.broker_registration import BrokerRegistration
+from broker.hosts.partition_log_follower import PartitionLogFollower
+from broker.hosts.partition_state_view import HostsImage
+from broker.log.partition_log import PartitionLog
+from broker.replication.fetcher_partition_state import (
+    SendFetch,
+    SendListOffsets,
+    SendOffsetsForLeaderEpoch,
+)
+from broker.replication.kafka_fetch_session import KafkaFetchSession
+from broker.replication.leader_and_isr import NO_LEADER
+from broker.replication.leader_fetch_session import (
+    EpochEndOffsetAnswer,
+    FetchedPartition,
+    FetchLimits,
+    LeaderOffsets,
+)
+from broker.replication.replica_fetcher import (
+    SESSION_FAILURES,
+    ReplicaFetcher,
+    ReplicaFetcherSettings,
+)
+from broker.replication.topic_partition import TopicPartition
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Connect = Callable[[], Awaitable[KafkaConnection]]
+
+
+class ReconnectingFetchSession:
+    """`KafkaFetchSession` over a connection made when first needed and made again
+    after a request failed as a whole (the fetcher backs off in between)."""
+
+    def __init__(self, connect: Connect, replica_id: int) -> None:
+        self._connect = connect
+        self._replica_id = replica_id
+        self._connection: KafkaConnection | None = None
+
+    async def offsets_for_leader_epoch(
+        self, partitions: Mapping[TopicPartition, SendOffsetsForLeaderEpoch]
+    ) -> Mapping[TopicPartition, EpochEndOffsetAnswer]:
+        return await self._call(lambda s: s.offsets_for_leader_epoch(partitions))
+
+    async def fetch(
+        self, partitions: Mapping[TopicPartition, SendFetch], limits: FetchLimits
+    ) -> Mapping[TopicPartition, FetchedPartition]:
+        return await self._call(lambda s: s.fetch(partitions, limits))
+
+    async def list_offsets(
+        self, partitions: Mapping[TopicPartition, SendListOffsets]
+    ) -> Mapping[TopicPartition, LeaderOffsets]:
+        return await self._call(lambda s: s.list_offsets(partitions))
+
+    async def _call(self, request: Callable[[KafkaFetchSession], Awaitable[T]]) -> T:
+        if self._connection is None:
+            self._connection = await self._connect()
+        try:
+            return await request(KafkaFetchSession(self._connection, self._replica_id))
+        except ConnectionClosed as exc:  # the leader stopped: a failure the fetcher backs off
+            await self.aclose()
+            raise ConnectionError(str(exc)) from exc
+        except SESSION_FAILURES:
+            await self.aclose()
+            raise
+
+    async def aclose(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with trio.CancelScope(shield=True):
+                await connection.aclose()
+
+
+class _LeaderFetcher:
+    def __init__(self, fetcher: ReplicaFetcher, session: ReconnectingFetchSession) -> None:
+        self.fetcher = fetcher
+        self.session = session
+        self.scope = trio.CancelScope()
+        # Partition -> the leader epoch it follows at.
+        self.epochs: dict[TopicPartition, int] = {}
+
+
+class ReplicaFetchers:
+    def __init__(
+        self,
+        node_id: int,
+        listener_name: str,
+        applied: trio_util.AsyncValue[HostsImage],
+        replica_log: Callable[[str, int], PartitionLog | None],
+        live_brokers: trio_util.AsyncValue[Mapping[int, BrokerRegistration]],
+        settings: ReplicaFetcherSettings,
+    ) -> None:
+        """`applied` is the image the log has applied (so the follower's log exists);
+        `replica_log` gives this broker's log of a partition it is a replica of."""
+        self._node_id = node_id
+        self._listener_name = listener_name
+        self._applied = applied
+        self._replica_log = replica_log
+        self._live = live_brokers
+        self._settings = settings
+        self._fetchers: dict[int, _LeaderFetcher] = {}
+        self._followers: dict[TopicPartition, PartitionLogFollower] = {}
+
+    def follower(self, tp: TopicPartition) -> PartitionLogFollower | None:
+        return self._followers.get(tp)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            try:
+                async for image in self._applied.eventual_values():
+                    self._follow(image, nursery)
+            finally:
+                for leader in list(self._fetchers.values()):
+                    await leader.session.aclose()
+
+    def _follow(self, image: HostsImage, nursery: trio.Nursery) -> None:
+        wanted: dict[TopicPartition, tuple[int, int]] = {}
+        for name, topic in image.items():
+            for index, replicas in topic.assignment.partitions.items():
+                state = topic.states.get(index)
+                if self._node_id not in replicas or state is None:
+                    continue
+                if state.leader in (NO_LEADER, self._node_id):
+                    continue
+                wanted[TopicPartition(name, index)] = (state.leader, state.leader_epoch)
+        for leader_id, leader in list(self._fetchers.items()):
+            for tp in list(leader.epochs):
+                if wanted.get(tp, (NO_LEADER, -1))[0] != leader_id:
+                    leader.fetcher.remove_partition(tp)
+                    del leader.epochs[tp]
+            if not leader.epochs:
+                leader.scope.cancel()
+                del self._fetchers[leader_id]
+        for tp, (leader_id, epoch) in sorted(wanted.items()):
+            partition_log = self._replica_log(tp.topic, tp.partition)
+            if partition_log is None:
+                continue
+            leader = self._fetchers.get(leader_id) or self._start(leader_id, nursery)
+            if leader.epochs.get(tp) != epoch:
+                follower = self._followers.get(tp)
+                if follower is None or follower.stopped is not None:
+                    follower = self._followers[tp] = PartitionLogFollower(partition_log)
+                leader.fetcher.add_partition(tp, follower, epoch)
+                leader.epochs[tp] = epoch
+                partition_log.leader_epoch = epoch
+
+    def _start(self, leader_id: int, nursery: trio.Nursery) -> _LeaderFetcher:
+        async def connect() -> KafkaConnection:
+            registration = self._live.value.get(leader_id)
+            endpoint = next(
+                (
+                    e
+                    for e in (registration.endpoints if registration is not None else ())
+                    if e.listener_name == self._listener_name
+                ),
+                None,
+            )
+            if endpoint is None:
+                raise ConnectionError(f"broker {leader_id} has no {self._listener_name} listener")
+            return await KafkaConnection.connect(
+                endpoint.host, endpoint.port, f"replica-fetcher-{self._node_id}"
+            )
+
+        session = ReconnectingFetchSession(connect, self._node_id)
+        leader = _LeaderFetcher(ReplicaFetcher(leader_id, session, self._settings), session)
+        self._fetchers[leader_id] = leader
+
+        async def run() -> None:
+            with leader.scope:
+                await leader.fetcher.run()
+            await leader.session.aclose()
+
+        nursery.start_soon(run)
+        log.info("fetching from broker %d", leader_id)
+        return leader

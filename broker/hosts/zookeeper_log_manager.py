@@ -1,0 +1,328 @@
+"""The log of a broker among hosts: every topic in ZooKeeper, a local log for each
+partition this broker is a replica of.
+
+Topics come from ZooKeeper (`PartitionStateView`), not `__topics.json`: CreateTopics
+writes `/config/topics/<t>` and `/brokers/topics/<t>` (placement by
+`assign_replicas_to_brokers` over the live brokers and their racks, the topic id in
+the znode so every broker reports the same), the controller writes each partition's
+first state, and every broker applies what it sees: it creates (or, after a
+restart, loads) the log of each partition whose replicas name it. In a topic the
+handlers see that log where this broker leads the partition (its batches stamped
+with the leader epoch from ZooKeeper) and a `RemotePartition` elsewhere, which
+refuses data operations with NOT_LEADER_OR_FOLLOWER; a follower's log is kept
+aside for the replica fetcher (not wired yet: docs/replication.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+import trio
+import trio_util
+
+from broker.config import BrokerConfig
+from broker.coordination.broker_registration import BrokerRegistration
+from broker.coordination.partition_state_znodes import TOPICS_PATH, TopicAssignment, topic_path
+from broker.coordination.store import CoordinationStore, CoordinationUnavailable, NodeExistsError
+from broker.errors import KafkaError
+from broker.hosts.partition_state_view import (
+    TOPIC_CONFIG_PATH,
+    HostsImage,
+    PartitionStateView,
+    TopicState,
+    encode_topic_id,
+    topic_config_path,
+)
+from broker.log._files import read_offset_checkpoint
+from broker.log.log_config import LogConfig
+from broker.log.log_manager import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_FILE,
+    LogManager,
+    validate_topic_name,
+)
+from broker.log.partition_log import PartitionLog
+from broker.log.topic import Topic
+from broker.protocol.error_codes import ErrorCode
+from broker.remote_partition import RemotePartition
+from broker.replication.leader_and_isr import NO_LEADER
+from broker.replication.replica_assignment import (
+    BrokerMetadata,
+    RackInformationIncomplete,
+    assign_replicas_to_brokers,
+)
+
+logger = logging.getLogger(__name__)
+
+CREATE_WAIT_S = 10.0
+"""How long CreateTopics waits for the controller's first partition states."""
+PRODUCER_ID_NODE_BITS = 10
+"""Producer ids are this broker's own counter with its node id in the low bits, so
+brokers never hand out the same id (node ids below 1024; Kafka's ZooKeeper block
+allocation, `/latest_producer_id_block`, is not built yet)."""
+
+Layout = tuple[tuple[int, bool], ...]
+"""Per partition of a topic: its leader, and whether its log here is the topic's."""
+
+
+class ZooKeeperLogManager(LogManager):
+    def __init__(
+        self,
+        config: BrokerConfig,
+        node_id: int,
+        store: CoordinationStore,
+        view: PartitionStateView,
+        live_brokers: trio_util.AsyncValue[Mapping[int, BrokerRegistration]],
+    ) -> None:
+        super().__init__(config)
+        self.node_id = node_id
+        self._zookeeper = store
+        self._view = view
+        self._live_brokers = live_brokers
+        self._replica_logs: dict[tuple[str, int], PartitionLog] = {}
+        self._layouts: dict[str, Layout] = {}
+        self._apply_lock = trio.Lock()
+        self._found: dict[tuple[str, int], tuple[bool, int]] = {}
+        self.applied: trio_util.AsyncValue[HostsImage] = trio_util.AsyncValue({})
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await self.open()
+        try:
+            async with trio.open_nursery() as nursery:
+                if self.cleaner is not None:
+                    await nursery.start(self.cleaner.run)
+                nursery.start_soon(self._follow_view)
+                task_status.started()
+                await self._background()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.close()
+
+    async def open(self) -> None:
+        """Lock the dirs and note which partitions they hold; the logs are opened as
+        ZooKeeper's topics name them."""
+        await trio.to_thread.run_sync(self._lock_dirs)
+        await trio.to_thread.run_sync(self._producer_ids.load)
+        self._found = await trio.to_thread.run_sync(self._scan_for_recovery)
+        self._open = True
+        await trio.to_thread.run_sync(self._remove_clean_markers)
+
+    async def close(self) -> None:
+        """The followers' logs first (the topics' are closed by the LogManager)."""
+        in_topics = {id(p) for t in self._topics.values() for p in t.partitions}
+        for log in self._replica_logs.values():
+            if id(log) not in in_topics:
+                try:
+                    await trio.to_thread.run_sync(functools.partial(log.close, clean=True))
+                except OSError:
+                    logger.exception("cannot close %r cleanly", log)
+        await super().close()
+        self._replica_logs.clear()
+
+    def replica_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """This broker's log of a partition it is a replica of (leader or follower)."""
+        return self._replica_logs.get((topic, partition))
+
+    def _local_logs(self) -> Iterator[PartitionLog]:
+        yield from list(self._replica_logs.values())
+
+    def _offsets(self) -> dict[Path, tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]]:
+        result: dict[Path, tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]] = {
+            d: ({}, {}) for d in self.log_dirs
+        }
+        for log in self._replica_logs.values():
+            entry = result.setdefault(log.directory.parent, ({}, {}))
+            key = (log.topic, log.partition)
+            entry[0][key] = log.recovery_point
+            entry[1][key] = log.log_start_offset
+        return result
+
+    def _scan_for_recovery(self) -> dict[tuple[str, int], tuple[bool, int]]:
+        """Partition dirs present -> (shut down cleanly, log start offset); a log found
+        is recovered from its start unless the dir's clean-shutdown marker is there."""
+        found = {}
+        for key, directory in self._scan_dirs().items():
+            log_dir = directory.parent
+            starts = read_offset_checkpoint(log_dir / LOG_START_FILE)
+            clean = (log_dir / CLEAN_SHUTDOWN_FILE).exists()
+            found[key] = (clean, starts.get(key, 0))
+        return found
+
+    # ------------------------------------------------------------ applying ZooKeeper's view
+
+    async def _follow_view(self) -> None:
+        async for image in self._view.image.eventual_values():
+            await self._apply(image)
+
+    async def _apply(self, image: HostsImage) -> None:
+        async with self._apply_lock:
+            for name, topic in list(self._topics.items()):
+                wanted = image.get(name)
+                if wanted is None or wanted.topic_id != topic.topic_id:
+                    # Deletion through ZooKeeper is not built yet: stop serving it.
+                    self._unregister(topic)
+                    self._layouts.pop(name, None)
+            for name, wanted in image.items():
+                await self._apply_topic(name, wanted)
+            self.applied.value = image
+
+    async def _apply_topic(self, name: str, wanted: TopicState) -> None:
+        log_config = Topic(name, wanted.topic_id, [], wanted.configs, self._defaults).log_config()
+        partitions: list[PartitionLog] = []
+        layout = []
+        for index, replicas in sorted(wanted.assignment.partitions.items()):
+            state = wanted.states.get(index)
+            leader = NO_LEADER if state is None else state.leader
+            log = None
+            if self.node_id in replicas:
+                log = await self._replica_log(name, index, log_config)
+            if log is not None and state is not None and leader == self.node_id:
+                log.leader_epoch = state.leader_epoch
+                partitions.append(log)
+                layout.append((leader, True))
+            else:
+                partitions.append(RemotePartition(name, index, leader, log_config))
+                layout.append((leader, False))
+        if self._layouts.get(name) == tuple(layout) and name in self._topics:
+            return
+        self._layouts[name] = tuple(layout)
+        self._register(Topic(name, wanted.topic_id, partitions, wanted.configs, self._defaults))
+
+    async def _replica_log(self, name: str, index: int, log_config: LogConfig) -> PartitionLog:
+        key = (name, index)
+        log = self._replica_logs.get(key)
+        if log is None:
+            log = await trio.to_thread.run_sync(self._open_replica, name, index, log_config)
+            log.on_log_start_offset_change = self.checkpoint
+            self._replica_logs[key] = log
+            logger.info("opened the log of %s-%d, a replica here", name, index)
+        return log
+
+    def _open_replica(self, name: str, index: int, log_config: LogConfig) -> PartitionLog:
+        found = self._found.pop((name, index), None)
+        locations = {k: log.directory for k, log in self._replica_logs.items()}
+        directory = self._choose_dir(name, index, locations)
+        if found is None:
+            return self._create_partition(name, index, directory, log_config)
+        clean, log_start = found
+        existing = next(
+            d / f"{name}-{index}" for d in self.log_dirs if (d / f"{name}-{index}").is_dir()
+        )
+        return PartitionLog.load(
+            name,
+            index,
+            existing,
+            log_config,
+            clock=self._clock,
+            clean=clean,
+            recovery_point=0,
+            log_start_offset=log_start,
+        )
+
+    # ------------------------------------------------------------ admin operations
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int = 1,
+        configs: Mapping[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> Topic:
+        """Placed by `assign_replicas_to_brokers` over the live brokers (rack-aware
+        where every broker has `broker.rack`), written to ZooKeeper; answered once
+        this broker has applied the controller's first states (at most CREATE_WAIT_S,
+        after which the topic is reported with the leaders it has)."""
+        validate_topic_name(name)
+        overrides = dict(configs or {})
+        if num_partitions == -1:
+            num_partitions = self.default_partitions
+        if replication_factor == -1:
+            replication_factor = self.config.log.default_replication_factor
+        # The name, partition count and configs; the replication factor is placement's.
+        self._check_new_topic(name, num_partitions, 1, overrides)
+        brokers = [
+            BrokerMetadata(node_id, registration.rack)
+            for node_id, registration in self._live_brokers.value.items()
+        ]
+        try:
+            placement = assign_replicas_to_brokers(brokers, num_partitions, replication_factor)
+        except RackInformationIncomplete as exc:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from exc
+        if validate_only:
+            return self._planned_topic(name, num_partitions, overrides)
+        await self._write_topic(name, TopicAssignment(name, placement), overrides)
+
+        def created(image: HostsImage) -> bool:
+            topic = image.get(name)
+            return topic is not None and len(topic.states) == num_partitions
+
+        with trio.move_on_after(CREATE_WAIT_S):
+            await self.applied.wait_value(created)
+        topic = self._topics.get(name)
+        if topic is None:
+            raise KafkaError(
+                ErrorCode.REQUEST_TIMED_OUT, f"topic {name!r} written, not yet seen in ZooKeeper"
+            )
+        logger.info("created topic %s with %d partitions: %s", name, num_partitions, placement)
+        return topic
+
+    async def _write_topic(
+        self, name: str, assignment: TopicAssignment, overrides: Mapping[str, str]
+    ) -> None:
+        document = json.loads(assignment.encode())
+        document.update(version=3, topic_id=encode_topic_id(uuid.uuid4()))
+        config = json.dumps({"version": 1, "config": dict(overrides)}).encode()
+        try:
+            await self._zookeeper.ensure_path(TOPIC_CONFIG_PATH)
+            await self._zookeeper.ensure_path(TOPICS_PATH)
+            if await self._zookeeper.get(topic_path(name)) is not None:
+                raise NodeExistsError(topic_path(name))
+            try:
+                await self._zookeeper.create(topic_config_path(name), config)
+            except NodeExistsError:  # left by a creation that stopped half-way
+                await self._zookeeper.set(topic_config_path(name), config)
+            await self._zookeeper.create(topic_path(name), json.dumps(document).encode())
+        except NodeExistsError:
+            raise KafkaError(
+                ErrorCode.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists"
+            ) from None
+        except CoordinationUnavailable as exc:
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"ZooKeeper: {exc}") from exc
+
+    async def delete_topic(self, name: str) -> None:
+        raise _not_yet("DeleteTopics")
+
+    async def create_partitions(
+        self, name: str, total: int, *, validate_only: bool = False
+    ) -> None:
+        raise _not_yet("CreatePartitions")
+
+    async def alter_topic_configs(
+        self,
+        name: str,
+        set_: Mapping[str, str],
+        delete: Iterable[str] = (),
+        *,
+        replace_all: bool = False,
+        validate_only: bool = False,
+    ) -> None:
+        raise _not_yet("altering topic configs")
+
+    async def allocate_producer_id(self) -> int:
+        counter = await super().allocate_producer_id()
+        return (counter << PRODUCER_ID_NODE_BITS) | (self.node_id % (1 << PRODUCER_ID_NODE_BITS))
+
+
+def _not_yet(what: str) -> KafkaError:
+    return KafkaError(
+        ErrorCode.INVALID_REQUEST, f"{what} is not yet supported with zookeeper.connect"
+    )

@@ -1,0 +1,130 @@
+"""The `Topology` of a broker among hosts coordinated through ZooKeeper.
+
+Brokers, their racks and endpoints come from the registrations under
+`/brokers/ids` (LiveBrokers' view), the controller from `/controller`
+(ControllerElection's view), and partition leadership, replicas, ISR and leader
+epochs from the partition-state znodes (`PartitionStateView`). Every answer is
+read from those cached views, which ZooKeeper's watches keep current: no request
+waits on ZooKeeper.
+
+Groups and transactional ids are coordinated by the lowest live broker id
+(docs/replication.md says why). Markers and Produce's KIP-890 verification stay
+local in this step: the coordinator writes markers only to partitions it leads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import trio_util
+
+from broker.coordination.broker_registration import BrokerRegistration
+from broker.coordination.controller_election import ControllerView
+from broker.hosts.partition_state_view import PartitionStateView
+from broker.replication.leader_and_isr import NO_LEADER
+from broker.topology import (
+    BrokerAddress,
+    LocalMarkers,
+    MarkerWriter,
+    PartitionLeader,
+    TransactionVerifier,
+)
+
+NO_CONTROLLER_ID = -1
+"""Metadata's controller id while no broker holds `/controller`."""
+
+
+class ZooKeeperTopology:
+    def __init__(
+        self,
+        node_id: int,
+        live_brokers: trio_util.AsyncValue[Mapping[int, BrokerRegistration]],
+        controller: trio_util.AsyncValue[ControllerView],
+        partitions: PartitionStateView,
+    ) -> None:
+        self._node_id = node_id
+        self._live = live_brokers
+        self._controller = controller
+        self._partitions = partitions
+
+    @property
+    def node_id(self) -> int:
+        return self._node_id
+
+    def brokers(self, listener_name: str) -> list[BrokerAddress]:
+        return [
+            (node_id, endpoint.host, endpoint.port)
+            for node_id, registration in sorted(self._live.value.items())
+            for endpoint in registration.endpoints
+            if endpoint.listener_name == listener_name
+        ]
+
+    def rack(self, node_id: int) -> str | None:
+        registration = self._live.value.get(node_id)
+        return None if registration is None else registration.rack
+
+    def registered_brokers(self) -> int:
+        return len(self._live.value)
+
+    def max_replication_factor(self) -> int:
+        return len(self._live.value)
+
+    def controller_id(self) -> int:
+        controller = self._controller.value.controller_id
+        return controller if controller >= 0 else NO_CONTROLLER_ID
+
+    def coordinator_node(self, key: str) -> int:
+        """The lowest live broker id: every broker agrees as soon as it sees the same
+        registrations, and it moves only when that broker leaves."""
+        return min(self._live.value, default=self._node_id)
+
+    def locate_coordinator(self, key: str, listener_name: str) -> BrokerAddress | None:
+        node = self.coordinator_node(key)
+        registration = self._live.value.get(node)
+        if registration is None:
+            return None
+        for endpoint in registration.endpoints:
+            if endpoint.listener_name == listener_name:
+                return (node, endpoint.host, endpoint.port)
+        return None
+
+    def owns_group(self, group_id: str) -> bool:
+        return self.coordinator_node(group_id) == self._node_id
+
+    def owns_transaction(self, transactional_id: str) -> bool:
+        return self.coordinator_node(transactional_id) == self._node_id
+
+    def owns_group_shard(self, shard: int) -> bool:
+        return shard == 0
+
+    def leader_of(self, topic: str, partition: int) -> int | None:
+        state = self._partitions.partition(topic, partition)
+        return None if state is None else state.leader
+
+    def partition_leader(self, topic: str, partition: int) -> PartitionLeader:
+        """As in ZooKeeper: a partition whose state the controller has not written
+        yet, or whose leader is not live, is offline (LEADER_NOT_AVAILABLE)."""
+        replicas = self._partitions.replicas(topic, partition)
+        state = self._partitions.partition(topic, partition)
+        if state is None:
+            return PartitionLeader(NO_LEADER, online=False, replicas=replicas, isr=())
+        online = state.leader != NO_LEADER and state.leader in self._live.value
+        return PartitionLeader(
+            state.leader,
+            online=online,
+            replicas=replicas,
+            isr=state.isr,
+            leader_epoch=state.leader_epoch,
+        )
+
+    def is_local_leader(self, topic: str, partition: int) -> bool:
+        return self.leader_of(topic, partition) == self._node_id
+
+    def on_marker(self, producer_id: int, topic: str, index: int) -> None:
+        return None
+
+    def transaction_verifier(self, local: TransactionVerifier) -> TransactionVerifier:
+        return local
+
+    def route_markers(self, local: LocalMarkers) -> MarkerWriter:
+        return local

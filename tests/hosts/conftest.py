@@ -1,0 +1,3 @@
+from tests.zookeeper_fixture import zookeeper_connect, zookeeper_server
+
+__all__ = ["zookeeper_connect", "zookeeper_server"]
