@@ -18,7 +18,7 @@ from broker.protocol.compression import CompressionType
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import ProduceRequest, ProduceResponse
 from broker.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
-from broker.protocol.record_batch import layout, validator
+from broker.protocol.record_batch import layout, record_sinks, validator
 from broker.protocol.record_batch.batch_checks import read_batch_header
 from broker.protocol.record_batch.encoder import encode_batch
 from broker.protocol.record_batch.errors import InvalidRecordsError
@@ -236,7 +236,9 @@ async def test_the_logs_append_validates_each_batch_once(
         await manager.create_topic("t", 3, configs=limits)
         handler = ProduceHandler(manager)
         calls: Counter[str] = Counter()
-        monkeypatch.setattr(validator, "walk_batch", _counted(calls, "walk", validator.walk_batch))
+        monkeypatch.setattr(
+            validator, "walk_batch", _counted(calls, "walk", record_sinks.walk_batch)
+        )
         for method in ("check_batch", "check_records"):
             real = getattr(LogValidator, method)
             monkeypatch.setattr(LogValidator, method, _counted(calls, method, real))
