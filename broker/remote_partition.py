@@ -17,6 +17,7 @@ from broker.log.log_config import LogConfig
 from broker.log.partition_log import PartitionLog
 from broker.log.results import AppendResult, ReadResult
 from broker.protocol.error_codes import ErrorCode
+from broker.protocol.record_batch.validator import ClientAppend
 from broker.protocol.records import RecordBatchHeader
 
 
@@ -56,6 +57,7 @@ class RemotePartition(PartitionLog):
         self,
         batch: bytes | bytearray | memoryview,
         header: RecordBatchHeader,
+        client: ClientAppend | None = None,
         *,
         log_append_time: bool = False,
     ) -> AppendResult:

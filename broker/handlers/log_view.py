@@ -13,6 +13,7 @@ from typing import Protocol
 
 import trio
 
+from broker.protocol.record_batch.validator import ClientAppend
 from broker.protocol.records import RecordBatchHeader
 
 
@@ -67,6 +68,7 @@ class PartitionView(Protocol):
         self,
         batch: bytes | bytearray | memoryview,
         header: RecordBatchHeader,
+        client: ClientAppend | None = None,
         *,
         log_append_time: bool = False,
     ) -> AppendResultView: ...

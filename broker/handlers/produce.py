@@ -1,19 +1,22 @@
-"""Produce (key 0): validate each partition's batch as Kafka's broker does, then append.
+"""Produce (key 0): the API-level checks of each partition's batch, then the log's append.
 
 The order of checks follows KafkaApis.handleProduceRequest and
 ReplicaManager.appendRecords: unknown topic/partition first, then the request's
-acks, then the records themselves (ProduceRequest.validateRecords,
-UnifiedLog.analyzeAndValidateRecords, LogValidator), then the append (where the
-log checks the idempotent producer's sequence). Every partition gets its own
-error code; one bad partition never stops the others. Produce never creates
-topics (Kafka stopped doing that on the produce path; Metadata does it).
+acks, then the records' framing (ProduceRequest.validateRecords: each partition's
+header read once here), then the log's append, which runs Kafka's LogValidator once
+per batch (UnifiedLog.analyzeAndValidateRecords, LogValidator) and calls back into
+this handler for what needs the request (KIP-890's verification, acks=all against
+min.insync.replicas) before the record checks, then checks the idempotent
+producer's sequence. Every partition gets its own error code; one bad partition
+never stops the others. Produce never creates topics (Kafka stopped doing that on
+the produce path; Metadata does it).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import NamedTuple
 
 import trio
@@ -38,8 +41,8 @@ from broker.protocol.record_batch.batch_checks import check_codec, check_counts
 from broker.protocol.record_batch.errors import InvalidRecordsError
 from broker.protocol.record_batch.layout import RecordBatchHeader
 from broker.protocol.record_batch.validator import (
-    LogValidator,
-    ValidatedBatch,
+    CLIENT_APPEND,
+    ClientAppend,
     check_single_batch,
     read_first_header,
 )
@@ -52,9 +55,6 @@ API_KEY = ApiKey.PRODUCE
 TransactionVerifier = Callable[[str | None, int, int, tuple[str, int]], Awaitable[int]]
 """(transactional id, producer id, epoch, partition) -> the error code for the batch."""
 VALID_ACKS = (-1, 0, 1)
-# Records validated in a worker thread from this batch size on: about 2 ms of the
-# event loop (validate_records walks a record in about 0.5 us).
-DEEP_VALIDATION_IN_THREAD_FROM = 4000
 
 
 class ParsedHeader(NamedTuple):
@@ -275,30 +275,21 @@ class ProduceHandler:
         batch = data.records if data.records is not None else b""
         if parsed.error is not None:
             raise parsed.error
-        assert parsed.header is not None  # read_headers gives one or the other
-        log_append_time = topic.config("message.timestamp.type") == "LogAppendTime"
-        validator = LogValidator(
-            api_version=api_version,
-            max_batch_size=int(topic.config("max.message.bytes")),
-            log_append_time=log_append_time,
-            compacted="compact" in topic.config("cleanup.policy"),
-            timestamp_before_max_ms=int(topic.config("message.timestamp.before.max.ms")),
-            timestamp_after_max_ms=int(topic.config("message.timestamp.after.max.ms")),
-            topic=topic.name,
-            partition=data.index,
-        )
-        validated = await check_batch(validator, batch, parsed.header)
-        header = validated.header
-        check_batch_fits_segment(header, int(topic.config("segment.bytes")))
-        if header.is_transactional:
-            await self._verify_transaction(transactional_id, header, topic.name, data.index)
-        if acks == -1 and int(topic.config("min.insync.replicas")) > 1:
-            raise KafkaError(
-                ErrorCode.NOT_ENOUGH_REPLICAS,
-                "the in-sync replicas (1) are fewer than min.insync.replicas",
+        header = parsed.header
+        assert header is not None  # read_headers gives one or the other
+        client = CLIENT_APPEND
+        min_insync_replicas = int(topic.config("min.insync.replicas")) if acks == -1 else 1
+        if header.is_transactional or min_insync_replicas > 1:
+            client = ClientAppend(
+                partial(
+                    self._before_records,
+                    transactional_id,
+                    min_insync_replicas,
+                    topic.name,
+                    data.index,
+                )
             )
-        validator.check_records(validated, now_ms=time.time_ns() // 1_000_000)
-        result = await partition.append(validated.batch, header, log_append_time=log_append_time)
+        result = await partition.append(batch, header, client)
         self._stats.record_produced(topic.name, len(batch), header.record_count)
         return PartitionProduceResponse(
             index=data.index,
@@ -307,6 +298,24 @@ class ProduceHandler:
             log_append_time_ms=result.log_append_time_ms,
             log_start_offset=result.log_start_offset,
         )
+
+    async def _before_records(
+        self,
+        transactional_id: str | None,
+        min_insync_replicas: int,
+        topic: str,
+        index: int,
+        header: RecordBatchHeader,
+    ) -> None:
+        """The checks of a batch that need the request, which the log's append runs
+        between its batch and record checks (ClientAppend.before_records)."""
+        if header.is_transactional:
+            await self._verify_transaction(transactional_id, header, topic, index)
+        if min_insync_replicas > 1:
+            raise KafkaError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                "the in-sync replicas (1) are fewer than min.insync.replicas",
+            )
 
     def error_response(self, request: Request, error_code: int) -> ProduceResponse | None:
         body: ProduceRequest = request.body
@@ -323,18 +332,6 @@ class ProduceHandler:
                 for t in body.topic_data
             )
         )
-
-
-async def check_batch(
-    validator: LogValidator, batch: bytes | memoryview, header: RecordBatchHeader
-) -> ValidatedBatch:
-    """Framing and CRC (cheap), then every record walked once, as LogValidator does, so
-    that nothing a consumer cannot parse reaches the log. Records are walked, not decoded
-    (the log stores the client's bytes); large batches are walked in a worker thread so
-    that one producer does not stall every other connection for milliseconds."""
-    if header.record_count >= DEEP_VALIDATION_IN_THREAD_FROM:
-        return await trio.to_thread.run_sync(validator.check_batch, batch, header)
-    return validator.check_batch(batch, header)
 
 
 def record_error(
@@ -378,13 +375,3 @@ def acks_zero_outcome(response: ProduceResponse) -> NoResponse | CloseConnection
     if failures:
         return CloseConnection("acks=0 produce failed: " + ", ".join(failures))
     return NoResponse()
-
-
-def check_batch_fits_segment(header: RecordBatchHeader, segment_bytes: int) -> None:
-    """UnifiedLog.append: a batch larger than a whole segment can never be stored."""
-    if header.size_in_bytes > segment_bytes:
-        raise KafkaError(
-            ErrorCode.RECORD_LIST_TOO_LARGE,
-            f"the record batch is {header.size_in_bytes} bytes, larger than the segment "
-            f"size {segment_bytes}",
-        )

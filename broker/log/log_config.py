@@ -105,6 +105,10 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
     delete_retention_ms: int = 86400000
+    # KIP-937's limits on a CreateTime record's timestamp (LONG_MAX: none), checked by
+    # the LogValidator the client append runs.
+    timestamp_before_max_ms: int = LONG_MAX
+    timestamp_after_max_ms: int = LONG_MAX
 
     @classmethod
     def from_effective(cls, values: Mapping[str, str]) -> LogConfig:
@@ -131,4 +135,6 @@ class LogConfig:
             min_compaction_lag_ms=int(values["min.compaction.lag.ms"]),
             max_compaction_lag_ms=max_lag,
             delete_retention_ms=int(values["delete.retention.ms"]),
+            timestamp_before_max_ms=int(values["message.timestamp.before.max.ms"]),
+            timestamp_after_max_ms=int(values["message.timestamp.after.max.ms"]),
         )

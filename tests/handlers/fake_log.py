@@ -11,6 +11,7 @@ import trio
 from broker.errors import KafkaError
 from broker.protocol import records as rec
 from broker.protocol.error_codes import ErrorCode
+from broker.protocol.record_batch.validator import ClientAppend, LogValidator
 
 
 @attrs.frozen
@@ -57,9 +58,15 @@ class FakePartition:
         self,
         batch: bytes | bytearray | memoryview,
         header: rec.RecordBatchHeader,
+        client: ClientAppend | None = None,
         *,
         log_append_time: bool = False,
     ) -> Appended:
+        if client is not None:
+            # The real log's order: batch checks, the request's checks, record checks.
+            LogValidator().check_batch(batch, header)
+            if client.before_records is not None:
+                await client.before_records(header)
         base = self.log_end_offset
         data = bytearray(bytes(batch))
         rec.set_base_offset(data, 0, base)

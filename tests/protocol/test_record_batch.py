@@ -1,9 +1,11 @@
 """The record-batch package: the encoder and the one record walk agree on every field and
 codec; the LogValidator answers any corruption with a Kafka error, never an exception;
-Produce reads each partition's header once."""
+Produce reads each partition's header once and the log's append validates each batch once."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from broker.protocol.compression import CompressionType
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import ProduceRequest, ProduceResponse
 from broker.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
-from broker.protocol.record_batch import layout
+from broker.protocol.record_batch import layout, record_sinks, validator
 from broker.protocol.record_batch.batch_checks import read_batch_header
 from broker.protocol.record_batch.encoder import encode_batch
 from broker.protocol.record_batch.errors import InvalidRecordsError
@@ -213,3 +215,64 @@ async def test_produce_reads_each_partitions_header_once(
         assert counting.unpacked == len(batches)
         log = manager.partition("t", 1)
         assert log is not None and log.log_end_offset == 2
+
+
+def _counted(calls: Counter[str], name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls[name] += 1
+        return real(*args, **kwargs)
+
+    return counting
+
+
+async def test_the_logs_append_validates_each_batch_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Produce hands each batch to the log's append, which runs the LogValidator once
+    (Kafka's UnifiedLog.append): one batch check with one walk of the records, one check
+    of the records' timestamps and keys, whether the batch is stored or refused."""
+    async with open_manager(config(tmp_path)) as manager:
+        limits = {"cleanup.policy": "compact", "message.timestamp.before.max.ms": "86400000"}
+        await manager.create_topic("t", 3, configs=limits)
+        handler = ProduceHandler(manager)
+        calls: Counter[str] = Counter()
+        monkeypatch.setattr(
+            validator, "walk_batch", _counted(calls, "walk", record_sinks.walk_batch)
+        )
+        for method in ("check_batch", "check_records"):
+            real = getattr(LogValidator, method)
+            monkeypatch.setattr(LogValidator, method, _counted(calls, method, real))
+        now = manager.clock()
+        batches = [
+            encode_batch(
+                [Record(0, 0, b"k", b"v")],
+                base_timestamp=now,
+                producer_id=7,
+                producer_epoch=0,
+                base_sequence=0,
+            ),
+            encode_batch([Record(0, 0, b"k", b"v"), Record(1, 1, b"j", b"w")], base_timestamp=now),
+            encode_batch([Record(0, 0, b"k", b"v"), Record(1, 1, None, b"w")], base_timestamp=now),
+        ]
+        body = ProduceRequest(
+            acks=-1,
+            topic_data=(
+                TopicProduceData(
+                    name="t",
+                    partition_data=tuple(
+                        PartitionProduceData(index=i, records=b) for i, b in enumerate(batches)
+                    ),
+                ),
+            ),
+        )
+        response = await handler.handle(_Request(body))  # type: ignore[arg-type]
+        assert isinstance(response, ProduceResponse)
+        answers = response.responses[0].partition_responses
+        assert [p.error_code for p in answers] == [
+            ErrorCode.NONE,
+            ErrorCode.NONE,
+            ErrorCode.INVALID_RECORD,  # the keyless record of a compacted topic
+        ]
+        assert answers[2].record_errors[0].batch_index == 1
+        assert calls == {"walk": 3, "check_batch": 3, "check_records": 3}
+        assert [manager.partition("t", i).log_end_offset for i in range(3)] == [1, 2, 0]  # type: ignore[union-attr]

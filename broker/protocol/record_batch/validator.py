@@ -1,15 +1,19 @@
 """Kafka's LogValidator: what a client's batch must be before the log stores it.
 
-Produce reads a partition's header once (`LogValidator.read_header`), checks the
-batch and walks its records once (`check_batch`), and checks record timestamps and
-keys from that same walk (`check_records`) at the point Kafka does; the log's append
-then assigns offsets, the leader epoch and LogAppendTime (`assign_offsets`) without
-reading the header again. Codes and their order follow Kafka (see
+Produce reads a partition's header once (`LogValidator.read_header`, Kafka's
+ProduceRequest.validateRecords) and hands the batch, that header and the request's
+context (`ClientAppend`) to the log's append, which runs the rest once per batch, as
+UnifiedLog.append runs LogValidator.validateMessagesAndAssignOffsets: the batch
+checks and one walk of its records (`check_batch`), the request's own checks
+(`ClientAppend.before_records`), the records' timestamps and keys from that same walk
+(`check_records`), then offsets, the leader epoch and LogAppendTime (`assign_offsets`)
+without reading the header again. Codes and their order follow Kafka (see
 `validate_record_set`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 from broker.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType
@@ -49,13 +53,30 @@ class ValidatedBatch(NamedTuple):
     spans: tuple[int, ...] | None = None
 
 
+class ClientAppend(NamedTuple):
+    """What only the Produce request knows about a client's batch, handed to the log's
+    append with the batch (Kafka's AppendOrigin.CLIENT with the request's context).
+
+    ``before_records`` runs the checks that need the request (KIP-890's verification of
+    a transactional batch, acks=all against min.insync.replicas) after the batch checks
+    and before the record checks, the order this broker answers in; None when there are
+    none (the common case: no closure per partition)."""
+
+    before_records: Callable[[RecordBatchHeader], Awaitable[None]] | None = None
+
+
+CLIENT_APPEND = ClientAppend()
+"""A client's batch with no request-level checks to run."""
+
+
 class LogValidator(NamedTuple):
-    """The checks of one partition's Produce, with the topic's settings.
+    """The checks of one partition's client batches, with the topic's settings.
 
     ``api_version`` is the Produce request's version (None: assume v7+, where zstd is
-    allowed); ``max_batch_size`` is max.message.bytes; the timestamp limits are
-    KIP-937's message.timestamp.before/after.max.ms (Long.MAX: no limit). Made for
-    each partition of every Produce: a NamedTuple, since it must be cheap to build.
+    allowed; only `read_header` uses it); ``max_batch_size`` is max.message.bytes;
+    ``segment_bytes`` is segment.bytes; the timestamp limits are KIP-937's
+    message.timestamp.before/after.max.ms (Long.MAX: no limit). A NamedTuple, since it
+    must be cheap to build: the log keeps one per topic configuration.
     """
 
     api_version: int | None = None
@@ -67,6 +88,7 @@ class LogValidator(NamedTuple):
     topic: str = ""
     partition: int = -1
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+    segment_bytes: int | None = None
 
     @property
     def needs_records(self) -> bool:
@@ -82,12 +104,20 @@ class LogValidator(NamedTuple):
         return read_single_batch_header(batch, self.api_version)
 
     def check_batch(self, batch: Buffer, header: RecordBatchHeader) -> ValidatedBatch:
-        """Steps 2 and 3 of `validate_record_set`, then every record walked once."""
+        """Steps 2 and 3 of `validate_record_set`, every record walked once, then
+        whether the batch fits a segment (UnifiedLog.append: a batch larger than a whole
+        segment can never be stored)."""
         check_append(batch, header, self.max_batch_size)
         check_client_batch(header)
         view = memoryview(batch)[: header.size_in_bytes]
         spans: list[int] | None = [] if self.needs_records else None
         data = walk_batch(view, header, spans, max_decompressed_size=self.max_decompressed_size)
+        if self.segment_bytes is not None and header.size_in_bytes > self.segment_bytes:
+            raise InvalidRecordsError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"the record batch is {header.size_in_bytes} bytes, larger than the segment "
+                f"size {self.segment_bytes}",
+            )
         if spans is None:
             return ValidatedBatch(view, header)
         return ValidatedBatch(view, header, data, tuple(spans))
