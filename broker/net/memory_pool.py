@@ -35,6 +35,7 @@ import trio
 
 from broker.metrics import SampledRate
 from broker.net.response_memory import ResponseMemory
+from broker.protocol.frame_buffers import DEFAULT_KEEP_BYTES, FrameBuffers
 
 UNBOUNDED_AVAILABLE = 2**63 - 1
 """What Kafka reports as MemoryPoolAvailable without a pool (Long.MAX_VALUE)."""
@@ -89,6 +90,9 @@ class MemoryPool:
             self._available_event.set()
         # Responses waiting to be written get a budget of their own, the pool's size.
         self.responses = ResponseMemory(self._size)
+        # Large frames' buffers, reused; idle ones are kept up to the reserve, so that
+        # resident memory stays within the pool and the reserve (frame_buffers.py).
+        self.frame_buffers = FrameBuffers(self.reserve or DEFAULT_KEEP_BYTES)
 
     # ---- state
 
