@@ -78,14 +78,14 @@ def test_memory_held_is_the_live_frames_plus_at_most_the_kept_bytes(
     operations: list[tuple[str, int]], keep_bytes: int
 ) -> None:
     buffers = FrameBuffers(keep_bytes)
-    live: list[memoryview] = []
+    live: list[tuple[int, memoryview]] = []  # a frame's view and its buffer's size
     for operation, value in operations:
         if operation == "take":
             buffer = buffers.take(value)
             assert len(buffer) == capacity_for(value)
-            live.append(memoryview(buffer)[:value])
+            live.append((len(buffer), memoryview(buffer)[:value]))
             del buffer
-            in_use = sum(len(view.obj) for view in live)  # type: ignore[arg-type]
+            in_use = sum(capacity for capacity, _ in live)
             assert buffers.held_bytes <= in_use + keep_bytes
         elif live:
             live.pop(value % len(live))
