@@ -90,9 +90,13 @@ class MemoryPool:
             self._available_event.set()
         # Responses waiting to be written get a budget of their own, the pool's size.
         self.responses = ResponseMemory(self._size)
-        # Large frames' buffers, reused; idle ones are kept up to the reserve, so that
-        # resident memory stays within the pool and the reserve (frame_buffers.py).
-        self.frame_buffers = FrameBuffers(self.reserve or DEFAULT_KEEP_BYTES)
+        # Large frames' buffers, reused; idle ones are kept up to the reserve and only
+        # while the pool has as much free, so that the memory held for frames stays
+        # within the pool (frame_buffers.py).
+        self.frame_buffers = FrameBuffers(
+            self.reserve or DEFAULT_KEEP_BYTES,
+            None if self._size is None else lambda: max(self._available, 0),
+        )
 
     # ---- state
 

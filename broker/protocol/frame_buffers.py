@@ -11,8 +11,11 @@ faults in and zeroes every page of every frame (about 0.9 ms per 900 KiB frame h
 against 0.03-0.05 ms for a reused bytearray), and the broker takes fewer frames a
 second. So frames get mappings, rounded up to `GRANULE`, reused: a mapping whose frame
 is no longer referenced anywhere is kept for the next frame of its size, up to
-`keep_bytes` of idle mappings in all; beyond that it is unmapped. The memory held is
-then the live frames (which the pool counts) plus at most `keep_bytes`.
+`keep_bytes` of idle mappings in all and no more than `room()` says (the broker's: what
+its memory pool has free); beyond that it is unmapped. An idle mapping then stands for
+pool memory nobody uses, and what the broker holds for frames stays within the pool
+(the live frames, which the pool counts, plus idle mappings at most its free bytes; plus
+at most a granule's rounding per frame, never paged in).
 
 A frame is handed out as a memoryview of its mapping; whoever decodes it may keep
 slices of it (records). A mapping is free once nothing references it but this pool:
@@ -25,6 +28,7 @@ from __future__ import annotations
 import mmap
 import sys
 from collections import deque
+from collections.abc import Callable
 
 POOLED_FRAME = 1 << 17
 """Frames at least this large (128 KiB, glibc's initial mmap threshold) get a reused
@@ -46,10 +50,13 @@ def capacity_for(size: int) -> int:
 class FrameBuffers:
     """Mappings lent to frames in progress or handed out, and idle ones kept for reuse."""
 
-    __slots__ = ("_idle", "_idle_bytes", "_lent", "keep_bytes", "mapped")
+    __slots__ = ("_idle", "_idle_bytes", "_lent", "_room", "keep_bytes", "mapped")
 
-    def __init__(self, keep_bytes: int = DEFAULT_KEEP_BYTES) -> None:
+    def __init__(
+        self, keep_bytes: int = DEFAULT_KEEP_BYTES, room: Callable[[], int] | None = None
+    ) -> None:
         self.keep_bytes = keep_bytes
+        self._room = room
         self._idle: dict[int, list[mmap.mmap]] = {}
         self._idle_bytes = 0
         self._lent: deque[mmap.mmap] = deque()
@@ -77,20 +84,40 @@ class FrameBuffers:
         else:
             buffer = mmap.mmap(-1, capacity)
             self.mapped += 1
+            self._trim(self._limit())
         self._lent.append(buffer)
         return buffer
+
+    def _limit(self) -> int:
+        """The idle bytes that may be kept now."""
+        room = self._room
+        return self.keep_bytes if room is None else min(self.keep_bytes, room())
+
+    def _trim(self, limit: int) -> None:
+        """Unmap idle mappings, largest first, until they total at most `limit`."""
+        if self._idle_bytes <= limit:
+            return
+        for capacity in sorted(self._idle, reverse=True):
+            idle = self._idle[capacity]
+            while idle and self._idle_bytes > limit:
+                idle.pop().close()
+                self._idle_bytes -= capacity
+            if not idle:
+                del self._idle[capacity]
 
     def sweep(self) -> None:
         """Take back the lent mappings nothing references any more: kept while idle
         ones total at most `keep_bytes`, unmapped beyond."""
         lent = self._lent
+        limit = self._limit()
+        self._trim(limit)
         for _ in range(len(lent)):
             buffer = lent.popleft()
             if sys.getrefcount(buffer) > _UNREFERENCED:
                 lent.append(buffer)
                 continue
             capacity = len(buffer)
-            if self._idle_bytes + capacity <= self.keep_bytes:
+            if self._idle_bytes + capacity <= limit:
                 self._idle.setdefault(capacity, []).append(buffer)
                 self._idle_bytes += capacity
             else:

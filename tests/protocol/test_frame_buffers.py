@@ -63,7 +63,7 @@ def test_small_frames_and_decoders_without_buffers_take_none() -> None:
     assert buffers.mapped == 0
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     st.lists(
         st.one_of(
@@ -73,22 +73,31 @@ def test_small_frames_and_decoders_without_buffers_take_none() -> None:
         max_size=40,
     ),
     st.integers(min_value=0, max_value=16 * GRANULE),
+    st.integers(min_value=0, max_value=40 * GRANULE),
 )
-def test_memory_held_is_the_live_frames_plus_at_most_the_kept_bytes(
-    operations: list[tuple[str, int]], keep_bytes: int
+def test_idle_buffers_never_exceed_the_kept_bytes_nor_the_pools_free_memory(
+    operations: list[tuple[str, int]], keep_bytes: int, pool_bytes: int
 ) -> None:
-    buffers = FrameBuffers(keep_bytes)
     live: list[tuple[int, memoryview]] = []  # a frame's view and its buffer's size
+    admitted = [0]  # what the pool counts: admitted before the buffer is taken
+
+    def room() -> int:
+        return max(pool_bytes - admitted[0], 0)
+
+    buffers = FrameBuffers(keep_bytes, room)
     for operation, value in operations:
         if operation == "take":
+            admitted[0] += capacity_for(value)
             buffer = buffers.take(value)
             assert len(buffer) == capacity_for(value)
             live.append((len(buffer), memoryview(buffer)[:value]))
             del buffer
-            in_use = sum(capacity for capacity, _ in live)
-            assert buffers.held_bytes <= in_use + keep_bytes
+            assert buffers.held_bytes == admitted[0] + buffers.idle_bytes
+            assert buffers.idle_bytes <= min(keep_bytes, room())
         elif live:
-            live.pop(value % len(live))
+            capacity = live.pop(value % len(live))[0]
+            admitted[0] -= capacity
     live.clear()
+    admitted[0] = 0
     buffers.sweep()
     assert buffers.held_bytes == buffers.idle_bytes <= keep_bytes
