@@ -114,7 +114,7 @@ class Admission:
         if not self._open:
             self.drop(new)
             return
-        decoder = FrameDecoder(self._max_request_size)
+        decoder = FrameDecoder(self._max_request_size, self._pool.frame_buffers)
         if self._screening:
             self._screen(new, decoder, self._waiter is not None)
         else:

@@ -35,6 +35,7 @@ import trio
 
 from broker.metrics import SampledRate
 from broker.net.response_memory import ResponseMemory
+from broker.protocol.frame_buffers import DEFAULT_KEEP_BYTES, FrameBuffers
 
 UNBOUNDED_AVAILABLE = 2**63 - 1
 """What Kafka reports as MemoryPoolAvailable without a pool (Long.MAX_VALUE)."""
@@ -89,6 +90,13 @@ class MemoryPool:
             self._available_event.set()
         # Responses waiting to be written get a budget of their own, the pool's size.
         self.responses = ResponseMemory(self._size)
+        # Large frames' buffers, reused; idle ones are kept up to the reserve and only
+        # while the pool has as much free, so that the memory held for frames stays
+        # within the pool (frame_buffers.py).
+        self.frame_buffers = FrameBuffers(
+            self.reserve or DEFAULT_KEEP_BYTES,
+            None if self._size is None else lambda: max(self._available, 0),
+        )
 
     # ---- state
 

@@ -12,9 +12,11 @@ buffer, once the caller has admitted it (after `next_size()`, before
 (`frame_space()` and `advance()`, for `recv_into`) instead of feeding pieces that are
 appended to a growing buffer. It is handed out without a copy, and bytes beyond it
 stay in the kernel's socket buffer, which is what pushes back on a client that
-pipelines large frames. Frames up to `MAPPED_FRAME` get a bytearray, from the
+pipelines large frames. Frames below `MAPPED_FRAME` get a bytearray, from the
 allocator's reused memory (a fresh mapping per frame made the kernel fault in every
-page of every produce request); a larger one gets an anonymous mapping, whose pages the
+page of every produce request), or, given `FrameBuffers` (the broker's), from
+`POOLED_FRAME` up a reused mapping that is given back to the kernel once no longer
+needed (frame_buffers.py); a larger one gets an anonymous mapping, whose pages the
 kernel provides only once written, so a slow sender announcing a huge frame costs what
 it sent, not what it announced.
 """
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import mmap
 import struct
+
+from broker.protocol.frame_buffers import POOLED_FRAME, FrameBuffers
 
 _SIZE = struct.Struct(">i")
 
@@ -48,9 +52,10 @@ class InvalidFrameSize(Exception):
 class FrameDecoder:
     """Splits received bytes into frames; see the module docstring for the read protocol."""
 
-    __slots__ = ("_buffer", "_filled", "_frame", "_max_size", "_size", "_start")
+    __slots__ = ("_buffer", "_buffers", "_filled", "_frame", "_max_size", "_size", "_start")
 
-    def __init__(self, max_size: int) -> None:
+    def __init__(self, max_size: int, buffers: FrameBuffers | None = None) -> None:
+        self._buffers = buffers
         self._buffer = bytearray()
         self._start = 0
         self._max_size = max_size
@@ -149,7 +154,8 @@ class FrameDecoder:
                 return None
             self._frame = None
             self._filled = 0
-            return memoryview(frame).toreadonly()
+            view = memoryview(frame)
+            return (view if len(frame) == self._size else view[: self._size]).toreadonly()
         size = self.next_size()
         if size is None:
             return None
@@ -168,9 +174,16 @@ class FrameDecoder:
         # Incomplete: what has arrived moves to the frame's own buffer, of the frame's
         # size, which later reads fill in place. The read buffer then holds nothing,
         # since reads stop at a frame's end.
-        frame = mmap.mmap(-1, size) if size >= MAPPED_FRAME else bytearray(size)
+        frame = self._frame_buffer(size)
         frame[:available] = self._buffer[start:]
         self._frame, self._size, self._filled = frame, size, available
         self._buffer = bytearray()
         self._start = 0
         return None
+
+    def _frame_buffer(self, size: int) -> bytearray | mmap.mmap:
+        if size >= MAPPED_FRAME:
+            return mmap.mmap(-1, size)
+        if size >= POOLED_FRAME and self._buffers is not None:
+            return self._buffers.take(size)
+        return bytearray(size)

@@ -1,0 +1,103 @@
+"""Large frames' buffers: reused once nothing references them, the idle ones bounded."""
+
+from __future__ import annotations
+
+import struct
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.protocol.frame_buffers import GRANULE, FrameBuffers, capacity_for
+from broker.protocol.framing import Frame, FrameDecoder
+
+FRAME = 900 * 1024
+
+
+def _read_frame(decoder: FrameDecoder, payload: bytes) -> Frame:
+    """Feed a frame's prefix and first bytes, then read the rest into its own buffer."""
+    wire = struct.pack(">i", len(payload)) + payload
+    decoder.feed(wire[:1000])
+    assert decoder.next_size() == len(payload)
+    assert decoder.next_frame() is None
+    position = 1000
+    while (space := decoder.frame_space()) is not None and decoder.missing():
+        count = len(space)
+        space[:] = wire[position : position + count]
+        del space
+        decoder.advance(count)
+        position += count
+    frame = decoder.next_frame()
+    assert frame is not None
+    return frame
+
+
+def test_a_large_frames_buffer_is_reused_only_once_nothing_references_it() -> None:
+    buffers = FrameBuffers(keep_bytes=4 * capacity_for(FRAME))
+    decoder = FrameDecoder(1 << 24, buffers)
+    first = _read_frame(decoder, b"a" * FRAME)
+    records = first[100:200]  # a decoded request keeps slices of its frame
+    del first
+    second = _read_frame(decoder, b"b" * FRAME)
+    assert buffers.mapped == 2  # the first frame's slice still holds its buffer
+    assert bytes(records) == b"a" * 100 and len(second) == FRAME
+    del records, second
+    third = _read_frame(decoder, bytes(range(256)) * (FRAME // 256))
+    assert buffers.mapped == 2  # reused
+    assert bytes(third) == bytes(range(256)) * (FRAME // 256)
+
+
+def test_idle_buffers_beyond_the_kept_bytes_are_unmapped() -> None:
+    buffers = FrameBuffers(keep_bytes=capacity_for(FRAME))
+    frames = [_read_frame(FrameDecoder(1 << 24, buffers), b"x" * FRAME) for _ in range(5)]
+    assert buffers.held_bytes == 5 * capacity_for(FRAME)
+    frames.clear()
+    buffers.sweep()
+    assert buffers.idle_bytes == buffers.held_bytes == capacity_for(FRAME)
+
+
+def test_small_frames_and_decoders_without_buffers_take_none() -> None:
+    buffers = FrameBuffers()
+    small = _read_frame(FrameDecoder(1 << 24, buffers), b"s" * 100_000)
+    plain = _read_frame(FrameDecoder(1 << 24), b"p" * FRAME)
+    assert bytes(small) == b"s" * 100_000 and bytes(plain) == b"p" * FRAME
+    assert buffers.mapped == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.integers(min_value=1, max_value=8 * GRANULE).map(lambda n: ("take", n)),
+            st.integers(min_value=0, max_value=20).map(lambda i: ("drop", i)),
+        ),
+        max_size=40,
+    ),
+    st.integers(min_value=0, max_value=16 * GRANULE),
+    st.integers(min_value=0, max_value=40 * GRANULE),
+)
+def test_idle_buffers_never_exceed_the_kept_bytes_nor_the_pools_free_memory(
+    operations: list[tuple[str, int]], keep_bytes: int, pool_bytes: int
+) -> None:
+    live: list[tuple[int, memoryview]] = []  # a frame's view and its buffer's size
+    admitted = [0]  # what the pool counts: admitted before the buffer is taken
+
+    def room() -> int:
+        return max(pool_bytes - admitted[0], 0)
+
+    buffers = FrameBuffers(keep_bytes, room)
+    for operation, value in operations:
+        if operation == "take":
+            admitted[0] += capacity_for(value)
+            buffer = buffers.take(value)
+            assert len(buffer) == capacity_for(value)
+            live.append((len(buffer), memoryview(buffer)[:value]))
+            del buffer
+            assert buffers.held_bytes == admitted[0] + buffers.idle_bytes
+            assert buffers.idle_bytes <= min(keep_bytes, room())
+        elif live:
+            capacity = live.pop(value % len(live))[0]
+            admitted[0] -= capacity
+    live.clear()
+    admitted[0] = 0
+    buffers.sweep()
+    assert buffers.held_bytes == buffers.idle_bytes <= keep_bytes
