@@ -23,7 +23,15 @@ from broker.replication.leader_epoch_checkpoint import (
     LEADER_EPOCH_CHECKPOINT_FILENAME,
     read_checkpoint,
 )
-from tests.log.helpers import BASE_TS, append_values, config, crash, open_manager, read_all
+from tests.log.helpers import (
+    BASE_TS,
+    append_values,
+    config,
+    crash,
+    open_manager,
+    read_all,
+    stored_bytes,
+)
 
 TOPIC = "replica"
 
@@ -54,25 +62,6 @@ class LeaderHistory:
         assign_offsets(data, parse_header(data), self.next_offset, epoch, None)
         self.next_offset += 1
         return bytes(data)
-
-
-async def stored_bytes(log: PartitionLog) -> bytes:
-    out = b""
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:
-        chunk = bytes((await log.read(offset, 1 << 20)).records)
-        assert chunk, f"no progress at {offset}"
-        out += chunk
-        offset = parse_header(chunk[-_last_batch_size(chunk) :]).last_offset + 1
-    return out
-
-
-def _last_batch_size(chunk: bytes) -> int:
-    pos, last = 0, 0
-    while pos < len(chunk):
-        last = parse_header(chunk, pos).size_in_bytes
-        pos += last
-    return last
 
 
 async def test_batches_keep_the_leaders_offsets_epochs_and_bytes(tmp_path: Path) -> None:
