@@ -11,9 +11,11 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from broker.handlers.offset_for_leader_epoch import epoch_end_offset
 from broker.log.follower_log import PartitionFollowerLog
 from broker.log.log_config import LogConfig
 from broker.log.partition_log import PartitionLog
+from broker.protocol.messages.offset_for_leader_epoch_request import OffsetForLeaderPartition
 from broker.replication.fetched_records import fetched_batches
 from broker.replication.leader_fetch_session import FetchLimits
 from broker.replication.replica_fetcher import ReplicaFetcher, ReplicaFetcherSettings
@@ -158,4 +160,26 @@ async def test_a_follower_behind_the_leaders_log_start_starts_its_log_over_there
     assert log.log_start_offset == 10
     assert await stored_bytes(log) == leader.batches[0].data
     assert fetched_batches(await stored_bytes(log)).epoch_starts == leader.epoch_cache.entries
+    log.close(clean=True)
+
+
+async def test_offset_for_leader_epoch_answers_from_the_logs_epoch_cache(tmp_path: Path) -> None:
+    history = MemoryLog()
+    for epoch in (0, 0, 1, 1, 3):
+        history.append_as_leader(epoch, b"v")
+    log = await partition_log_copy(tmp_path / "orders-0", history)
+    log.leader_epoch = 3
+
+    def answer(leader_epoch: int) -> tuple[int, int]:
+        wanted = OffsetForLeaderPartition(
+            partition=0, current_leader_epoch=3, leader_epoch=leader_epoch
+        )
+        found = epoch_end_offset(log, wanted)
+        return found.leader_epoch, found.end_offset
+
+    assert answer(0) == (0, 2)
+    assert answer(1) == (1, 4)
+    assert answer(2) == (1, 4)  # this replica never saw epoch 2: epoch 1 ended at 4
+    assert answer(3) == (3, 5)
+    assert answer(4) == (-1, -1)
     log.close(clean=True)
