@@ -4,13 +4,12 @@ leader-epoch checkpoint kept with the log."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from broker.errors import KafkaError
-from broker.log.log_manager import REPLICATION_OFFSET_FILE
+from broker.log.log_manager import REPLICATION_OFFSET_FILE, LogManager
 from broker.log.log_truncation import truncation_steps
 from broker.log.partition_log import PartitionLog
 from broker.protocol.error_codes import ErrorCode
@@ -34,6 +33,12 @@ from tests.log.helpers import (
 )
 
 TOPIC = "replica"
+
+
+def reopened(manager: LogManager) -> PartitionLog:
+    log = manager.partition(TOPIC, 0)
+    assert log is not None
+    return log
 
 
 class LeaderHistory:
@@ -79,8 +84,8 @@ async def test_batches_keep_the_leaders_offsets_epochs_and_bytes(tmp_path: Path)
         assert log.epoch_cache.entries == expected
         assert tuple(read_checkpoint(log.epoch_checkpoint_path)) == expected
     async with open_manager(config(tmp_path)) as manager:
-        log = manager.partition(TOPIC, 0)
-        assert log is not None and log.epoch_cache.entries == expected
+        log = reopened(manager)
+        assert log.epoch_cache.entries == expected
 
 
 async def test_an_overlapping_or_corrupt_fetch_appends_nothing(tmp_path: Path) -> None:
@@ -151,8 +156,7 @@ async def test_truncation_cuts_segments_indexes_epochs_and_high_watermark(tmp_pa
         await manager.checkpoint()
         assert (log.directory.parent / REPLICATION_OFFSET_FILE).exists()
     async with open_manager(cfg) as manager:
-        log = manager.partition(TOPIC, 0)
-        assert log is not None
+        log = reopened(manager)
         assert log.log_end_offset == 5 and log.high_watermark == 4
         assert [v for _, v in await read_all(log)] == [b"v0", b"w0", b"v1", b"w1", b"new"]
         assert log.epoch_cache.entries[-1] == EpochEntry(3, 4)
@@ -174,8 +178,7 @@ async def test_a_crash_after_any_truncation_step_recovers_to_a_consistent_prefix
             step()
         crash(manager)
     async with open_manager(cfg) as manager:
-        log = manager.partition(TOPIC, 0)
-        assert log is not None
+        log = reopened(manager)
         # What is left is the old log up to some batch, no shorter than the cut.
         recovered = await stored_bytes(log)
         assert b"".join(batches).startswith(recovered)
@@ -185,8 +188,7 @@ async def test_a_crash_after_any_truncation_step_recovers_to_a_consistent_prefix
         assert log.epoch_cache.entries == (EpochEntry(0, 0),)
         await log.append_as_follower(LeaderHistory(2).batch(2, b"after"))
     async with open_manager(cfg) as manager:
-        log = manager.partition(TOPIC, 0)
-        assert log is not None
+        log = reopened(manager)
         assert [v for _, v in await read_all(log)][-1] == b"after"
 
 
@@ -202,8 +204,7 @@ async def test_truncating_fully_starts_an_empty_log_at_the_offset(tmp_path: Path
         assert len(log.segments) == 1 and log.segments[0].base_offset == 40
         await log.append_as_follower(LeaderHistory(40).batch(5, b"x"))
     async with open_manager(cfg) as manager:
-        log = manager.partition(TOPIC, 0)
-        assert log is not None
+        log = reopened(manager)
         assert (log.log_start_offset, log.log_end_offset) == (40, 41)
         assert log.epoch_cache.entries == (EpochEntry(5, 40),)
         assert sorted(p.name for p in log.directory.glob("*.log")) == [f"{40:020d}.log"]
@@ -223,8 +224,7 @@ async def test_a_crash_during_full_truncation_leaves_a_prefix_or_the_new_log(
     for path in sorted(newest.directory.glob(f"{newest.base_offset:020d}.*"), reverse=True):
         path.unlink()
     async with open_manager(cfg) as manager:
-        log = manager.partition(TOPIC, 0)
-        assert log is not None
+        log = reopened(manager)
         assert b"".join(batches).startswith(await stored_bytes(log))
         await log.truncate_fully_and_start_at(40)
         assert log.log_end_offset == 40
@@ -264,9 +264,8 @@ async def test_an_unreadable_epoch_checkpoint_starts_an_empty_cache(tmp_path: Pa
         await append_values(log, [b"a"])
         path = log.epoch_checkpoint_path
     path.write_bytes(b"garbage")
-    shutil.copy(path, path.with_name("kept"))
     async with open_manager(config(tmp_path)) as manager:
-        log = manager.partition(TOPIC, 0)
-        assert log is not None and log.epoch_cache.entries == ()
+        log = reopened(manager)
+        assert not log.epoch_cache.entries
         await append_values(log, [b"b"])
         assert log.epoch_cache.entries == (EpochEntry(0, 1),)
