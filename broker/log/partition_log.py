@@ -943,6 +943,15 @@ class PartitionLog:
         if self.on_log_start_offset_change is not None:
             await self.on_log_start_offset_change()
 
+    async def become_leader(self, leader_epoch: int) -> None:
+        """LeaderAndIsr made this replica leader at ``leader_epoch``: appends are stamped
+        with it, and the epoch starts at the log end in the cache at once (Kafka's
+        Partition.makeLeader), so OffsetsForLeaderEpoch knows it before the first append.
+        Raises KafkaError KAFKA_STORAGE_ERROR."""
+        self.leader_epoch = leader_epoch
+        if self.epoch_cache.assign(leader_epoch, self.log_end_offset):
+            await self._write_epoch_checkpoint()
+
     def _note_leader_epoch(self, base_offset: int) -> None:
         """A leader's append: the first batch of its epoch starts that epoch in the
         cache (once per leadership, so the blocking checkpoint write is rare)."""

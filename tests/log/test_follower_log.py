@@ -256,6 +256,12 @@ async def test_leader_appends_start_their_epoch_in_the_checkpoint(tmp_path: Path
         await log.append_control(5, 0, commit=True)
         expected = [EpochEntry(0, 0), EpochEntry(3, 2)]
         assert read_checkpoint(log.directory / LEADER_EPOCH_CHECKPOINT_FILENAME) == expected
+        # Becoming leader starts the epoch at the log end before anything is appended.
+        await log.become_leader(5)
+        assert log.leader_epoch == 5
+        assert read_checkpoint(log.epoch_checkpoint_path) == [*expected, EpochEntry(5, 4)]
+        await append_values(log, [b"d"])
+        assert log.epoch_cache.entries[-1] == EpochEntry(5, 4)
 
 
 async def test_an_unreadable_epoch_checkpoint_starts_an_empty_cache(tmp_path: Path) -> None:
