@@ -132,6 +132,7 @@ class PartitionLog:
         # Set by replication (a follower, or a leader with followers); None: the log end.
         self._high_watermark: int | None = None
         self._epoch_checkpoint_lock = trio.Lock()
+        self._epoch_checkpoint_dirty = False
         self.deleted = False
         self._clock = clock
         self._appended = trio.Event()
@@ -558,6 +559,8 @@ class PartitionLog:
         async with self._flush_lock:
             if self.recovery_point >= target or self.deleted:
                 return
+            if self._epoch_checkpoint_dirty:
+                await self._write_epoch_checkpoint()
             end = self.log_end_offset
             point = self.recovery_point
             segments = [s for s in self.segments if s.next_offset > point or s is self.active]
@@ -953,13 +956,11 @@ class PartitionLog:
             await self._write_epoch_checkpoint()
 
     def _note_leader_epoch(self, base_offset: int) -> None:
-        """A leader's append: the first batch of its epoch starts that epoch in the
-        cache (once per leadership, so the blocking checkpoint write is rare)."""
+        """A leader's append: the first batch of an epoch the cache lacks starts it there.
+        The checkpoint is written with the next flush (or close), so the append path
+        gains no fsync; `become_leader` writes it at once, before any such append."""
         if self.epoch_cache.assign(self.leader_epoch, base_offset):
-            try:
-                write_checkpoint(self.epoch_checkpoint_path, self.epoch_cache.entries)
-            except OSError as exc:
-                raise _storage_error(exc, f"cannot write {self.epoch_checkpoint_path}") from exc
+            self._epoch_checkpoint_dirty = True
 
     @property
     def epoch_checkpoint_path(self) -> Path:
@@ -967,6 +968,7 @@ class PartitionLog:
 
     async def _write_epoch_checkpoint(self) -> None:
         async with self._epoch_checkpoint_lock:
+            self._epoch_checkpoint_dirty = False
             entries = self.epoch_cache.entries
             try:
                 await trio.to_thread.run_sync(write_checkpoint, self.epoch_checkpoint_path, entries)
@@ -1024,6 +1026,8 @@ class PartitionLog:
         propagates after the descriptors are closed."""
         try:
             if clean and not self.deleted:
+                if self._epoch_checkpoint_dirty:
+                    write_checkpoint(self.epoch_checkpoint_path, self.epoch_cache.entries)
                 self.active.on_become_inactive()
                 self._write_snapshot(self.log_end_offset, durable=True)
                 _flush_segments(

@@ -255,13 +255,22 @@ async def test_leader_appends_start_their_epoch_in_the_checkpoint(tmp_path: Path
         await append_values(log, [b"c"])
         await log.append_control(5, 0, commit=True)
         expected = [EpochEntry(0, 0), EpochEntry(3, 2)]
+        assert log.epoch_cache.entries == tuple(expected)
+        assert not log.epoch_checkpoint_path.exists()  # no fsync on the append path
+        await log.flush()
         assert read_checkpoint(log.directory / LEADER_EPOCH_CHECKPOINT_FILENAME) == expected
         # Becoming leader starts the epoch at the log end before anything is appended.
         await log.become_leader(5)
         assert log.leader_epoch == 5
         assert read_checkpoint(log.epoch_checkpoint_path) == [*expected, EpochEntry(5, 4)]
+        log.leader_epoch = 6  # epoch 5 wrote nothing: epoch 6 replaces it at offset 4
         await append_values(log, [b"d"])
-        assert log.epoch_cache.entries[-1] == EpochEntry(5, 4)
+    async with open_manager(config(tmp_path)) as manager:  # written at the clean close
+        assert reopened(manager).epoch_cache.entries == (
+            *expected,
+            EpochEntry(5, 4),
+            EpochEntry(6, 4),
+        )
 
 
 async def test_an_unreadable_epoch_checkpoint_starts_an_empty_cache(tmp_path: Path) -> None:
