@@ -268,7 +268,6 @@ async def test_leader_appends_start_their_epoch_in_the_checkpoint(tmp_path: Path
     async with open_manager(config(tmp_path)) as manager:  # written at the clean close
         assert reopened(manager).epoch_cache.entries == (
             *expected,
-            EpochEntry(5, 4),
             EpochEntry(6, 4),
         )
 
