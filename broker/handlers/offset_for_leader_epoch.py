@@ -1,11 +1,11 @@
 """OffsetForLeaderEpoch (key 23): where a leader epoch ended, for truncation detection.
 
-Kafka's LeaderEpochFileCache.endOffsetFor, for a broker that has only ever
-been leader itself: the current epoch ends at the log end offset; an unknown
-(-1) or future epoch has no end (-1, -1). An older epoch than the current one
-is answered with the log end offset too: this broker never hands leadership
-away, so no data written under an older epoch was ever truncated, and a
-consumer comparing its position against the answer must not see truncation.
+Kafka's LeaderEpochFileCache.endOffsetFor, answered from the partition's epoch
+cache (`leader-epoch-checkpoint`, kept by the log's appends, leader's and
+follower's): the current epoch ends at the log end offset, an older one where the
+next epoch started; an unknown (-1) or future epoch has no end (-1, -1). A log
+whose cache is still empty (written before the cache existed, nothing appended
+since) answers as a broker that was only ever leader: the log end offset.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from broker.protocol.messages.offset_for_leader_epoch_response import (
     EpochEndOffset,
     OffsetForLeaderTopicResult,
 )
+from broker.replication.leader_epoch_cache import LeaderEpochCache
 from broker.security.acl import AclOperation
 from broker.security.authorizer import ALLOW_ALL, Authorizer
 
@@ -89,9 +90,13 @@ def epoch_end_offset(partition: PartitionView, wanted: OffsetForLeaderPartition)
     current = partition.leader_epoch
     check_leader_epoch(wanted.current_leader_epoch, current)
     requested = wanted.leader_epoch
+    cache = getattr(partition, "epoch_cache", None)  # the broker's log has one, fakes not
     if requested == NO_EPOCH or requested > current:
         epoch, end = NO_EPOCH, UNDEFINED_OFFSET
-    else:
+    elif requested < current and isinstance(cache, LeaderEpochCache) and cache.entries:
+        answer = cache.end_offset_for(requested, partition.log_end_offset)
+        epoch, end = answer.leader_epoch, answer.end_offset
+    else:  # the current epoch (its first batch may not be appended yet) ends at the log end
         epoch, end = requested, partition.log_end_offset
     return EpochEndOffset(
         error_code=ErrorCode.NONE, partition=wanted.partition, leader_epoch=epoch, end_offset=end

@@ -9,9 +9,10 @@ after a failure. A partition whose leader or leader epoch changed is handed to t
 new leader's fetcher; one this broker leads now is dropped before the log takes
 appends from producers.
 
-Appends only: the leader does not yet track its followers (no ISR changes, no
-high watermark from them, no acks=all wait), and a follower whose log would need a
-truncation stops copying that partition (`PartitionLogFollower`).
+The follower's log is the broker's own (`broker/log/follower_log.py`): it appends
+keeping the leader's offsets and epochs and truncates where the leader's history
+diverges (KIP-101/279). The leader does not yet track its followers (no ISR changes,
+no high watermark from them, no acks=all wait).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import trio_util
 
 from broker.client.connection import ConnectionClosed, KafkaConnection
 from broker.coordination.broker_registration import BrokerRegistration
-from broker.hosts.partition_log_follower import PartitionLogFollower
 from broker.hosts.partition_state_view import HostsImage
+from broker.log.follower_log import PartitionFollowerLog
 from broker.log.partition_log import PartitionLog
 from broker.replication.fetcher_partition_state import (
     SendFetch,
@@ -125,9 +126,9 @@ class ReplicaFetchers:
         self._live = live_brokers
         self._settings = settings
         self._fetchers: dict[int, _LeaderFetcher] = {}
-        self._followers: dict[TopicPartition, PartitionLogFollower] = {}
+        self._followers: dict[TopicPartition, PartitionFollowerLog] = {}
 
-    def follower(self, tp: TopicPartition) -> PartitionLogFollower | None:
+    def follower(self, tp: TopicPartition) -> PartitionFollowerLog | None:
         return self._followers.get(tp)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -165,8 +166,8 @@ class ReplicaFetchers:
             leader = self._fetchers.get(leader_id) or self._start(leader_id, nursery)
             if leader.epochs.get(tp) != epoch:
                 follower = self._followers.get(tp)
-                if follower is None or follower.stopped is not None:
-                    follower = self._followers[tp] = PartitionLogFollower(partition_log)
+                if follower is None:
+                    follower = self._followers[tp] = PartitionFollowerLog(partition_log)
                 leader.fetcher.add_partition(tp, follower, epoch)
                 leader.epochs[tp] = epoch
                 partition_log.leader_epoch = epoch

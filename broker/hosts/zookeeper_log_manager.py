@@ -184,7 +184,7 @@ class ZooKeeperLogManager(LogManager):
             if self.node_id in replicas:
                 log = await self._replica_log(name, index, log_config)
             if log is not None and state is not None and leader == self.node_id:
-                log.leader_epoch = state.leader_epoch
+                await log.become_leader(state.leader_epoch)
                 partitions.append(log)
                 layout.append((leader, True))
             else:

@@ -7,7 +7,9 @@ On-disk layout under each `log.dirs` entry (Kafka's where Kafka has one):
   ``<offset>.snapshot`` (producer state);
 * ``.kafka_cleanshutdown``: written after a clean shutdown, removed once loaded;
 * ``recovery-point-offset-checkpoint`` / ``log-start-offset-checkpoint``
-  (Kafka's text format);
+  (Kafka's text format), and ``replication-offset-checkpoint`` (high watermarks)
+  once replication has set one;
+* ``<topic>-<partition>/leader-epoch-checkpoint`` (broker/replication/);
 * ``.lock``: flock'd while a broker uses the directory;
 * first log dir only: ``__topics.json`` (topic metadata),
   ``producer-id-block`` (see producer_id_manager.py) and
@@ -58,6 +60,7 @@ logger = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_FILE = "replication-offset-checkpoint"
 LOCK_FILE = ".lock"
 DELETE_SUFFIX = "-delete"
 MAX_TOPIC_NAME_LENGTH = 249
@@ -105,6 +108,7 @@ class LogManager:
     # File names in each log dir; a cluster process uses its own (broker/cluster/).
     recovery_point_file = RECOVERY_POINT_FILE
     log_start_file = LOG_START_FILE
+    replication_offset_file = REPLICATION_OFFSET_FILE
     clean_shutdown_file = CLEAN_SHUTDOWN_FILE
     cleaner_checkpoint_file = CLEANER_CHECKPOINT_FILE
 
@@ -195,6 +199,9 @@ class LogManager:
                 )
                 for d in self.log_dirs
             }
+            high_watermarks = {
+                d: read_offset_checkpoint(d / self.replication_offset_file) for d in self.log_dirs
+            }
             loaded: dict[tuple[str, int], PartitionLog] = {}
 
             async def load_one(record: TopicRecord, partition: int) -> None:
@@ -229,6 +236,9 @@ class LogManager:
                         ),
                         limiter=limiter,
                     )
+                    high_watermark = high_watermarks.get(log_dir, {}).get(key)
+                    if high_watermark is not None:
+                        log.update_high_watermark(high_watermark)
                 loaded[key] = log
 
             async with trio.open_nursery() as nursery:
@@ -262,7 +272,9 @@ class LogManager:
                 ok = False
         if self._open:
             try:
-                await trio.to_thread.run_sync(self._write_checkpoints, self._offsets())
+                await trio.to_thread.run_sync(
+                    self._write_checkpoints, self._offsets(), self._high_watermarks()
+                )
                 if ok:
                     await trio.to_thread.run_sync(self._write_clean_markers)
             except OSError:
@@ -332,7 +344,9 @@ class LogManager:
         """Persist recovery points and log start offsets (worker thread)."""
         async with self._checkpoint_lock:
             if self._open:
-                await trio.to_thread.run_sync(self._write_checkpoints, self._offsets())
+                await trio.to_thread.run_sync(
+                    self._write_checkpoints, self._offsets(), self._high_watermarks()
+                )
 
     # ------------------------------------------------------------ topics
 
@@ -660,13 +674,32 @@ class LogManager:
                 entry[1][key] = log.log_start_offset
         return result
 
+    def _high_watermarks(self) -> dict[Path, dict[tuple[str, int], int]]:
+        """Replication's high watermarks per log dir (Kafka's
+        replication-offset-checkpoint); none for logs replication never touched."""
+        result: dict[Path, dict[tuple[str, int], int]] = {}
+        for topic in self._topics.values():
+            for log in topic.partitions:
+                high_watermark = log.replicated_high_watermark
+                if high_watermark is not None:
+                    key = (log.topic, log.partition)
+                    result.setdefault(log.directory.parent, {})[key] = high_watermark
+        return result
+
     def _write_checkpoints(
         self,
         offsets: Mapping[Path, tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]],
+        high_watermarks: Mapping[Path, dict[tuple[str, int], int]] | None = None,
     ) -> None:
         for log_dir, (recovery_points, starts) in offsets.items():
             write_offset_checkpoint(log_dir / self.recovery_point_file, recovery_points)
             write_offset_checkpoint(log_dir / self.log_start_file, starts)
+            # Written only where replication keeps high watermarks (or kept once it did),
+            # so a broker without replication writes exactly the files it always wrote.
+            path = log_dir / self.replication_offset_file
+            marks = (high_watermarks or {}).get(log_dir, {})
+            if marks or path.exists():
+                write_offset_checkpoint(path, marks)
 
     def _write_clean_markers(self) -> None:
         for log_dir in self.log_dirs:

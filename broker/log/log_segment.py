@@ -221,6 +221,21 @@ class LogSegment:
         self.txn_index.truncate_to(self.next_offset)
         return truncated
 
+    def truncate_to(self, offset: int) -> int:
+        """Cut the batch holding ``offset`` and everything after it, with the entries of
+        all three indexes past the cut (Kafka's LogSegment.truncateTo); returns the bytes
+        removed. The indexes and summary are rebuilt by `recover` from what remains, so
+        a crash midway leaves a segment the next load recovers the same way. Worker
+        thread: it reads the remaining segment once. Raises OSError."""
+        found = self.find_batch(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        os.ftruncate(self._fd, position)
+        removed = self.size - position
+        self.recover(None)
+        return removed
+
     def find_corruption(self) -> tuple[int, int] | None:
         """(position, offset) of the first batch failing framing or CRC, or None.
 

@@ -27,13 +27,16 @@ from broker.log._files import atomic_write
 from broker.log.batch_framing import CorruptBatchError
 from broker.log.log_config import LogConfig
 from broker.log.log_segment import LOG_SUFFIX, LogSegment
+from broker.log.log_truncation import delete_snapshots_after, truncation_steps, unlink_newest_first
 from broker.log.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager, snapshot_file_name
 from broker.log.results import AppendResult, ReadResult
 from broker.log.segment_swap import discard_cleaned, finish_interrupted_swaps, replace_with_swap
 from broker.log.sparse_index import CorruptIndexError
 from broker.log.transaction_index import AbortedTxn, merge_unique
 from broker.protocol.error_codes import ErrorCode
+from broker.protocol.record_batch.batch_checks import iter_batches
 from broker.protocol.record_batch.control import CONTROL_COMMIT, control_batch, control_type
+from broker.protocol.record_batch.errors import InvalidRecordsError
 from broker.protocol.record_batch.layout import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
@@ -45,6 +48,13 @@ from broker.protocol.record_batch.layout import (
 )
 from broker.protocol.record_batch.record_sinks import iter_records
 from broker.protocol.record_batch.validator import ClientAppend, LogValidator, assign_offsets
+from broker.replication.leader_epoch_cache import LeaderEpochCache
+from broker.replication.leader_epoch_checkpoint import (
+    LEADER_EPOCH_CHECKPOINT_FILENAME,
+    MalformedCheckpoint,
+    read_checkpoint,
+    write_checkpoint,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +118,7 @@ class PartitionLog:
         log_start_offset: int,
         recovery_point: int,
         producer_state: ProducerStateManager | None = None,
+        epoch_cache: LeaderEpochCache | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -121,6 +132,12 @@ class PartitionLog:
         self.producer_state = producer_state or ProducerStateManager()
         self._validator = LogValidator()
         self._validator_config: LogConfig | None = None
+        # Leader epochs and their start offsets, kept in `leader-epoch-checkpoint`.
+        self.epoch_cache = epoch_cache or LeaderEpochCache()
+        # Set by replication (a follower, or a leader with followers); None: the log end.
+        self._high_watermark: int | None = None
+        self._epoch_checkpoint_lock = trio.Lock()
+        self._epoch_checkpoint_dirty = False
         self.deleted = False
         self._clock = clock
         self._appended = trio.Event()
@@ -253,6 +270,7 @@ class PartitionLog:
             active.created_ms = min(now, active.first_batch_timestamp)
         log_end = active.next_offset
         start = min(max(log_start_offset, segments[0].base_offset), log_end)
+        epoch_cache = _load_epoch_cache(directory, start, log_end)
         log = cls(
             topic,
             partition,
@@ -262,6 +280,7 @@ class PartitionLog:
             segments=segments,
             log_start_offset=start,
             recovery_point=log_end,
+            epoch_cache=epoch_cache,
         )
         log._load_producer_state(clean)
         return log
@@ -359,7 +378,7 @@ class PartitionLog:
         """Kafka's LSO: below the first offset of the earliest open transaction,
         everything is decided (committed, aborted or not transactional)."""
         lso = self.producer_state.first_unstable_offset(self.log_end_offset)
-        return max(lso, self.log_start_offset)
+        return max(min(lso, self.high_watermark), self.log_start_offset)
 
     def open_transactions(self) -> dict[int, int]:
         """producer id -> first offset of its open transaction (DescribeProducers)."""
@@ -443,6 +462,7 @@ class PartitionLog:
         except OSError as exc:
             raise _storage_error(exc, f"cannot append to {active.log_path}") from exc
         self.producer_state.record(stored, stored.max_timestamp)
+        self._note_leader_epoch(base_offset)
         self._unflushed_messages += stored.record_count
         self._wake()
         result = AppendResult(base_offset, stored.last_offset, append_time, self.log_start_offset)
@@ -521,6 +541,7 @@ class PartitionLog:
                 active.txn_index.append(aborted)
             except OSError as exc:
                 raise _storage_error(exc, f"cannot append to {active.txn_index.path}") from exc
+        self._note_leader_epoch(base_offset)
         self._unflushed_messages += 1
         self._wake()
         if self._unflushed_messages >= self.config.flush_messages:
@@ -589,6 +610,8 @@ class PartitionLog:
         async with self._flush_lock:
             if self.recovery_point >= target or self.deleted:
                 return
+            if self._epoch_checkpoint_dirty:
+                await self._write_epoch_checkpoint()
             end = self.log_end_offset
             point = self.recovery_point
             segments = [s for s in self.segments if s.next_offset > point or s is self.active]
@@ -636,7 +659,8 @@ class PartitionLog:
                 f"[{start}, {log_end}]",
             )
         upper = lso if read_committed else log_end
-        empty = ReadResult(b"", log_end, start, lso, () if read_committed else None)
+        high_watermark = self.high_watermark
+        empty = ReadResult(b"", high_watermark, start, lso, () if read_committed else None)
         if offset >= upper or self.deleted:
             return empty
         index = max(bisect.bisect_right(self._bases, offset) - 1, 0)
@@ -684,7 +708,7 @@ class PartitionLog:
         if read_committed:
             last = _whole_batches_last_offset(buf, end)
             aborted = self.collect_aborted_transactions(offset, min(last + 1, upper))
-        return ReadResult(memoryview(buf)[:end], log_end, start, lso, aborted)
+        return ReadResult(memoryview(buf)[:end], high_watermark, start, lso, aborted)
 
     # ------------------------------------------------------------ timestamps
 
@@ -799,6 +823,213 @@ class PartitionLog:
         if self.on_log_start_offset_change is not None:
             await self.on_log_start_offset_change()
 
+    # ------------------------------------------------------------ replication
+
+    @property
+    def high_watermark(self) -> int:
+        """The offset below which every in-sync replica holds the records. Without
+        replication (one replica) that is the log end, as before."""
+        return self.log_end_offset if self._high_watermark is None else self._high_watermark
+
+    @property
+    def replicated_high_watermark(self) -> int | None:
+        """The high watermark replication set (persisted in the log dir's
+        replication-offset-checkpoint), None while it never did."""
+        return self._high_watermark
+
+    def update_high_watermark(self, high_watermark: int) -> None:
+        """Set by replication: on a follower the leader's, on a leader the smallest log
+        end of its ISR; kept within [log start, log end] (Kafka's updateHighWatermark)."""
+        self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+
+    async def append_as_follower(self, records: bytes | bytearray | memoryview) -> None:
+        """Append a leader's whole batches as they are (Kafka's appendAsFollower):
+        their offsets, partition leader epochs and timestamps are kept, never assigned.
+        Each batch is checked (framing, CRC, codec, counts) and must start past the log
+        end and past the previous batch; gaps between batches are allowed, since a
+        compacted leader log has them. Producer state learns the batches without
+        sequence checks (the leader made them), markers close transactions (an abort
+        goes into the `.txnindex`), and each new epoch's first offset goes into the
+        epoch cache and its checkpoint.
+
+        Raises KafkaError CORRUPT_MESSAGE (a bad batch, or offsets that overlap the log
+        or go back; nothing is appended then), RECORD_LIST_TOO_LARGE,
+        UNKNOWN_TOPIC_OR_PARTITION (deleted), KAFKA_STORAGE_ERROR.
+        """
+        if self.deleted:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.topic}-{self.partition} was deleted"
+            )
+        name = f"{self.topic}-{self.partition}"
+        try:
+            batches = list(iter_batches(records, verify_crc=True))
+        except InvalidRecordsError as exc:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{name}: {exc}") from None
+        expected = self.log_end_offset
+        for header, _ in batches:
+            if header.base_offset < expected:
+                raise KafkaError(
+                    ErrorCode.CORRUPT_MESSAGE,
+                    f"{name}: a batch at offsets {header.base_offset} to {header.last_offset} "
+                    f"does not follow offset {expected - 1}",
+                )
+            if header.size_in_bytes > self.config.segment_bytes:
+                raise KafkaError(
+                    ErrorCode.RECORD_LIST_TOO_LARGE,
+                    f"batch of {header.size_in_bytes} bytes is larger than segment.bytes "
+                    f"{self.config.segment_bytes}",
+                )
+            expected = header.last_offset + 1
+        epochs_changed = False
+        for header, data in batches:
+            now = self._clock()
+            active = self.active
+            if not active.can_hold(header, header.size_in_bytes, self.config.segment_bytes) or (
+                active.size > 0 and now - active.rolling_timestamp > self.config.segment_ms
+            ):
+                active = self._roll(header.base_offset, now)
+            try:
+                position = active.append(data, header)
+            except OSError as exc:
+                raise _storage_error(exc, f"cannot append to {active.log_path}") from exc
+            if header.producer_id >= 0:
+                if header.is_control:
+                    self._replay_marker(self.producer_state, active, position, header)
+                else:
+                    self.producer_state.record(header, header.max_timestamp)
+            if header.partition_leader_epoch >= 0:
+                epochs_changed |= self.epoch_cache.assign(
+                    header.partition_leader_epoch, header.base_offset
+                )
+            self._unflushed_messages += header.record_count
+        if not batches:
+            return
+        self._wake()
+        if epochs_changed:
+            await self._write_epoch_checkpoint()
+        if self._unflushed_messages >= self.config.flush_messages:
+            await self.flush()
+
+    async def truncate_to(self, offset: int) -> None:
+        """Drop every record at ``offset`` and later (KIP-101; Kafka's truncateTo): later
+        segments deleted, the segment holding ``offset`` cut with its three indexes (a
+        batch holding ``offset`` goes whole, so the log may end before it), producer
+        state rebuilt from a snapshot and the log, the epoch cache truncated from the
+        end, the high watermark clamped. Below the log start nothing is shared: the log
+        starts over at ``offset``. At or past the log end nothing happens.
+        Crash-safe step by step (broker/log/log_truncation.py). Raises KafkaError
+        KAFKA_STORAGE_ERROR."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to offset {offset}")
+        if offset >= self.log_end_offset:
+            return
+        if offset < self.log_start_offset:
+            await self.truncate_fully_and_start_at(offset)
+            return
+        async with self._flush_lock:
+            index = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+            kept = self.segments[index]
+            doomed = self.segments[index + 1 :]
+            del self.segments[index + 1 :]
+            del self._bases[index + 1 :]
+            for segment in doomed:
+                segment.mark_deleted()
+            steps = truncation_steps(self.directory, kept, doomed, offset)
+
+            def run_steps() -> None:
+                for step in steps:
+                    step()
+                self._load_producer_state(clean=False)
+
+            kept.acquire()
+            try:
+                await trio.to_thread.run_sync(run_steps)
+            except OSError as exc:
+                raise _storage_error(exc, f"cannot truncate {self.directory}") from exc
+            finally:
+                kept.release()
+            end = self.log_end_offset
+            self.recovery_point = min(self.recovery_point, end)
+            if self._high_watermark is not None:
+                self._high_watermark = min(self._high_watermark, end)
+            if self.epoch_cache.truncate_from_end(end):
+                await self._write_epoch_checkpoint()
+        logger.info("%s-%d: truncated to offset %d", self.topic, self.partition, end)
+        self._wake()
+
+    async def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Replace the whole log by an empty one starting at ``offset`` (a follower
+        whose log the leader's no longer overlaps): segments deleted newest first, then
+        an empty segment at ``offset``; producer state and epoch cache emptied; log
+        start, recovery point and high watermark at ``offset``. A crash midway leaves a
+        prefix of the old log (or an empty one), which the follower truncates again.
+        Raises KafkaError KAFKA_STORAGE_ERROR."""
+        if offset < 0:
+            raise ValueError(f"cannot start the log at offset {offset}")
+        async with self._flush_lock:
+            doomed = list(self.segments)
+            for segment in doomed:
+                segment.mark_deleted()
+            now = self._clock()
+
+            def replace() -> LogSegment:
+                delete_snapshots_after(self.directory, -1)
+                unlink_newest_first(doomed)
+                segment = _new_segment(self.directory, offset, self.config, now)
+                segment.open()
+                return segment
+
+            try:
+                fresh = await trio.to_thread.run_sync(replace)
+            except OSError as exc:
+                raise _storage_error(exc, f"cannot truncate {self.directory}") from exc
+            self.segments = [fresh]
+            self._bases = [offset]
+            self.log_start_offset = offset
+            self.recovery_point = offset
+            self.producer_state = ProducerStateManager()
+            self.epoch_cache = LeaderEpochCache()
+            if self._high_watermark is not None:
+                self._high_watermark = offset
+            await self._write_epoch_checkpoint()
+        logger.info("%s-%d: truncated fully, starting at %d", self.topic, self.partition, offset)
+        self._wake()
+        if self.on_log_start_offset_change is not None:
+            await self.on_log_start_offset_change()
+
+    async def become_leader(self, leader_epoch: int) -> None:
+        """LeaderAndIsr made this replica leader at ``leader_epoch``: appends are stamped
+        with it, and the epoch starts at the log end in the cache at once (Kafka's
+        Partition.makeLeader), so OffsetsForLeaderEpoch knows it before the first append.
+        Raises KafkaError KAFKA_STORAGE_ERROR.
+
+        The high watermark a follower kept is dropped: until a leader tracks its
+        followers (docs/replication.md), a leader's high watermark is its log end."""
+        self.leader_epoch = leader_epoch
+        self._high_watermark = None
+        if self.epoch_cache.assign(leader_epoch, self.log_end_offset):
+            await self._write_epoch_checkpoint()
+
+    def _note_leader_epoch(self, base_offset: int) -> None:
+        """A leader's append: the first batch of an epoch the cache lacks starts it there.
+        The checkpoint is written with the next flush (or close), so the append path
+        gains no fsync; `become_leader` writes it at once, before any such append."""
+        if self.epoch_cache.assign(self.leader_epoch, base_offset):
+            self._epoch_checkpoint_dirty = True
+
+    @property
+    def epoch_checkpoint_path(self) -> Path:
+        return self.directory / LEADER_EPOCH_CHECKPOINT_FILENAME
+
+    async def _write_epoch_checkpoint(self) -> None:
+        async with self._epoch_checkpoint_lock:
+            self._epoch_checkpoint_dirty = False
+            entries = self.epoch_cache.entries
+            try:
+                await trio.to_thread.run_sync(write_checkpoint, self.epoch_checkpoint_path, entries)
+            except OSError as exc:
+                raise _storage_error(exc, f"cannot write {self.epoch_checkpoint_path}") from exc
+
     # ------------------------------------------------------------ compaction
 
     def install_cleaned(self, cleaned: Sequence[tuple[int, bool]]) -> list[LogSegment]:
@@ -850,6 +1081,8 @@ class PartitionLog:
         propagates after the descriptors are closed."""
         try:
             if clean and not self.deleted:
+                if self._epoch_checkpoint_dirty:
+                    write_checkpoint(self.epoch_checkpoint_path, self.epoch_cache.entries)
                 self.active.on_become_inactive()
                 self._write_snapshot(self.log_end_offset, durable=True)
                 _flush_segments(
@@ -883,6 +1116,22 @@ def _new_segment(directory: Path, base: int, config: LogConfig, now: int) -> Log
         created_ms=now,
         max_index_entries=max(config.segment_index_bytes // 12, 1),
     )
+
+
+def _load_epoch_cache(directory: Path, log_start: int, log_end: int) -> LeaderEpochCache:
+    """The partition's leader-epoch-checkpoint, cut to the log as loaded (a crash may
+    have left epochs past a truncated end, or before a moved start, as Kafka's
+    LogLoader allows for). An unreadable file is logged and starts an empty cache:
+    OffsetsForLeaderEpoch then answers "unknown" until the next epoch starts."""
+    path = directory / LEADER_EPOCH_CHECKPOINT_FILENAME
+    try:
+        cache = LeaderEpochCache(read_checkpoint(path))
+    except MalformedCheckpoint as exc:
+        logger.warning("%s; starting with no leader epochs", exc)
+        cache = LeaderEpochCache()
+    cache.truncate_from_end(log_end)
+    cache.truncate_from_start(log_start)
+    return cache
 
 
 def _flush_segments(segments: list[LogSegment]) -> None:

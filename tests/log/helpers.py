@@ -115,3 +115,15 @@ async def read_all(log: PartitionLog, start: int | None = None) -> list[tuple[in
         out.extend(records)
         offset = records[-1][0] + 1
     return out
+
+
+async def stored_bytes(log: PartitionLog) -> bytes:
+    """The log's bytes from its start to its end, every segment, as reads return them."""
+    out = b""
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        chunk = bytes((await log.read(offset, 1 << 20)).records)
+        assert chunk, f"no progress at {offset}"
+        out += chunk
+        offset = [header.last_offset for header, _ in iter_batches(chunk)][-1] + 1
+    return out

@@ -10,7 +10,7 @@ from pathlib import Path
 import trio
 
 from broker.config import BrokerConfig
-from broker.hosts.partition_log_follower import PartitionLogFollower
+from broker.log.follower_log import PartitionFollowerLog
 from broker.log.log_manager import LogManager
 from broker.protocol.error_codes import ErrorCode
 from broker.replication.fetcher_partition_state import SendOffsetsForLeaderEpoch
@@ -97,7 +97,7 @@ async def test_a_follower_appends_to_the_brokers_own_log_with_the_leaders_offset
         await follower_logs.create_topic(TP.topic, 1)
         partition_log = follower_logs.partition(TP.topic, TP.partition)
         assert partition_log is not None
-        follower = PartitionLogFollower(partition_log)
+        follower = PartitionFollowerLog(partition_log)
         async with running_broker(tmp_path / "leader") as server, await connect(server) as client:
             assert (await create_topic(client, TP.topic)).error_code == ErrorCode.NONE
             for i in range(3):
