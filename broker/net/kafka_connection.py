@@ -354,13 +354,15 @@ class KafkaConnection:
         if self.state is not ConnectionState.RESPONDING:
             self._illegal(ConnectionState.RESPONDING)
         mute = self.mute
-        kind = type(response)
-        if kind is SendResponse:
-            assert isinstance(response, SendResponse)
+        if isinstance(response, SendResponse):
             mute.handle_event(MuteEvent.RESPONSE_SENT)
             chunks = response.chunks
             outgoing = Outgoing(chunks if len(chunks) <= 1 else coalesce(chunks), True)
-        elif kind is NoOpResponse:
+            if mute.maybe_unmute():
+                self.state = ConnectionState.READING
+            return outgoing
+        kind = type(response)
+        if kind is NoOpResponse:
             mute.handle_event(MuteEvent.RESPONSE_SENT)
             outgoing = _ANSWERED
         elif kind is CloseConnectionResponse:

@@ -11,6 +11,7 @@ middleware was registered, so wiring order cannot change behaviour.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Iterable
 from enum import IntEnum
 from typing import Protocol
@@ -46,27 +47,16 @@ class Middleware(Protocol):
 
 
 def build_chain(handler: ApiHandler, middleware: Iterable[Middleware]) -> Next:
-    """`handler.handle` inside every middleware that applies to it, lowest stage outermost."""
+    """`handler.handle` inside every middleware that applies to it, lowest stage outermost.
+
+    Each layer is bound to its handler and the rest of the chain by `functools.partial`:
+    calling it is a C call straight into the layer's coroutine, with no Python frame of
+    its own (a layer costs one coroutine frame per request, nothing more)."""
     call: Next = handler.handle
     for layer in sorted(middleware, key=lambda m: m.stage, reverse=True):
         if layer.applies_to(handler):
-            call = _Link(layer, handler, call)
+            call = functools.partial(layer.__call__, handler=handler, call_next=call)
     return call
-
-
-class _Link:
-    """One layer bound to its handler and the rest of the chain. Not a coroutine itself
-    (it returns the layer's), so a layer costs one coroutine frame, not two."""
-
-    __slots__ = ("_call_next", "_handler", "_layer")
-
-    def __init__(self, layer: Middleware, handler: ApiHandler, call_next: Next) -> None:
-        self._layer = layer
-        self._handler = handler
-        self._call_next = call_next
-
-    def __call__(self, request: Request) -> Awaitable[Outcome]:
-        return self._layer(request, self._handler, self._call_next)
 
 
 def then(outcome: Outcome, answer: Callable[[Outcome], Outcome]) -> Outcome:
