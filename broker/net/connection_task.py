@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 # Closes a client can cause at will (bad frames, slow sends): rate-limited.
 _client_closes = LogLimiter(log)
 
+_RESPONDING = ConnectionState.RESPONDING  # a module constant: cheaper than the enum lookup
 MAX_READ = MAX_RECEIVE
 """The most one read into a large frame takes (see `_receive`)."""
 LARGE_READS = 1
@@ -299,7 +300,7 @@ class ConnectionTasks:
         if not channel.send_request_nowait(request):
             await channel.send_request(request)
         protocol = connection.protocol
-        while protocol.state is ConnectionState.RESPONDING:
+        while protocol.state is _RESPONDING:
             response = await connection.responses_in.receive()
             outgoing = protocol.send(response)
             if isinstance(response, (StartThrottlingResponse, EndThrottlingResponse)):

@@ -11,7 +11,6 @@ middleware was registered, so wiring order cannot change behaviour.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Awaitable, Callable, Iterable
 from enum import IntEnum
 from typing import Protocol
@@ -49,14 +48,24 @@ class Middleware(Protocol):
 def build_chain(handler: ApiHandler, middleware: Iterable[Middleware]) -> Next:
     """`handler.handle` inside every middleware that applies to it, lowest stage outermost.
 
-    Each layer is bound to its handler and the rest of the chain by `functools.partial`:
-    calling it is a C call straight into the layer's coroutine, with no Python frame of
-    its own (a layer costs one coroutine frame per request, nothing more)."""
+    Each layer is bound to its handler and the rest of the chain in a closure over its
+    bound `__call__`: the cheapest binding measured (a partial with keywords copies a
+    dict per call; an object's `__call__` goes through the type's slot lookup)."""
     call: Next = handler.handle
     for layer in sorted(middleware, key=lambda m: m.stage, reverse=True):
         if layer.applies_to(handler):
-            call = functools.partial(layer.__call__, handler=handler, call_next=call)
+            call = _bound(layer, handler, call)
     return call
+
+
+def _bound(layer: Middleware, handler: ApiHandler, call_next: Next) -> Next:
+    """`layer` around `call_next`, as a one-argument call (see `build_chain`)."""
+    answer = layer.__call__
+
+    def link(request: Request) -> Awaitable[Outcome]:
+        return answer(request, handler, call_next)
+
+    return link
 
 
 def then(outcome: Outcome, answer: Callable[[Outcome], Outcome]) -> Outcome:
