@@ -22,7 +22,12 @@ from typing import Any
 
 from bench.bench_network import measured_load, request_bytes
 from bench.bench_produce_consume import _create_topic, measure_consume, measure_produce
-from bench.servers import process_cpu_seconds, running_process, tansu_binary, tansu_broker_process
+from bench.servers import (
+    our_broker_process,
+    process_cpu_seconds,
+    tansu_binary,
+    tansu_broker_process,
+)
 from broker.protocol.messages import ApiVersionsRequest, MetadataRequest
 
 OLD_COMMIT = "56ec732"
@@ -57,21 +62,10 @@ def old_tree() -> Iterator[Path]:
 
 @contextlib.contextmanager
 def broker_from(source: Path, work: Path) -> Iterator[tuple[int, int]]:
-    """A one-process broker run from `source` (its directory first on the path); yields its
-    port and process id."""
+    """A one-process broker run from `source`; yields its port and process id."""
     work.mkdir(parents=True, exist_ok=True)
-    args = ["env", "-C", str(source), f"PYTHONPATH={source}"]
-    args += [sys.executable, "-m", "broker", "serve"]
-    settings = {
-        "listeners": "PLAINTEXT://127.0.0.1:0",
-        "log.dirs": str(work / "data"),
-        "metrics.port": "-1",
-        "process.count": "1",
-    }
-    for key, value in settings.items():
-        args += ["--override", f"{key}={value}"]
-    with running_process(args, work / "broker.log", ready="started") as (port, pid):
-        yield port, pid
+    with our_broker_process(work, source=source) as (bootstrap, pid):
+        yield int(bootstrap.rsplit(":", 1)[1]), pid
 
 
 Slice = Callable[[int, int], tuple[float, float]]
