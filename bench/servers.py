@@ -82,10 +82,12 @@ def our_broker(work: Path, overrides: Mapping[str, str] | None = None) -> Iterat
 
 @contextlib.contextmanager
 def our_broker_process(
-    work: Path, overrides: Mapping[str, str] | None = None
+    work: Path, overrides: Mapping[str, str] | None = None, source: Path | None = None
 ) -> Iterator[tuple[str, int]]:
-    """`our_broker`, yielding the process id too (to read the CPU it used)."""
-    args = [sys.executable, "-m", "broker", "serve"]
+    """`our_broker`, yielding the process id too (to read the CPU it used); `source`: run
+    the broker of another source tree (bench_old_new), with this interpreter."""
+    args = [] if source is None else ["env", "-C", str(source), f"PYTHONPATH={source}"]
+    args += [sys.executable, "-m", "broker", "serve"]
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0",
         "log.dirs": str(work / "data"),

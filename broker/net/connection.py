@@ -24,6 +24,7 @@ class Connection:
         "closing",
         "expired",
         "first_request",
+        "hang_up_watched",
         "id",
         "in_flight",
         "listener_name",
@@ -55,6 +56,9 @@ class Connection:
         self.first_request: Request | None = None
         self.closing = False
         self.expired = False
+        # Whether the hang-up watcher watches its socket (a wait for the pool or for a
+        # deferred answer): the common request has nothing to unwatch.
+        self.hang_up_watched = False
         # Responses routed here by the processor; unbounded because at most one
         # request is in flight, so at most a handful of responses can queue.
         self.responses_out, self.responses_in = trio.open_memory_channel[Response](math.inf)

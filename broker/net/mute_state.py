@@ -60,6 +60,11 @@ TRANSITIONS: dict[tuple[MuteState, MuteEvent], MuteState] = {
 """Every legal (state, event) pair and its target; anything else is illegal."""
 
 
+# Read on every request: module constants, not enum attribute lookups (slow on 3.11).
+_NOT_MUTED = MuteState.NOT_MUTED
+_MUTED = MuteState.MUTED
+
+
 class ChannelMuteStateMachine:
     """The mute state of one connection; starts NOT_MUTED."""
 
@@ -74,13 +79,13 @@ class ChannelMuteStateMachine:
 
     @property
     def is_muted(self) -> bool:
-        return self._state is not MuteState.NOT_MUTED
+        return self._state is not _NOT_MUTED
 
     def mute(self) -> None:
         """Stop reading. Muting an already-muted channel keeps its richer state,
         which is what lets a memory-pool mute coexist with a pending response."""
-        if self._state is MuteState.NOT_MUTED:
-            self._state = MuteState.MUTED
+        if self._state is _NOT_MUTED:
+            self._state = _MUTED
 
     def handle_event(self, event: MuteEvent) -> None:
         target = TRANSITIONS.get((self._state, event))
@@ -91,9 +96,9 @@ class ChannelMuteStateMachine:
     def maybe_unmute(self) -> bool:
         """Resume reading if nothing (response, throttle) still holds the channel.
         Returns whether the channel is now unmuted."""
-        if self._state is MuteState.MUTED:
-            self._state = MuteState.NOT_MUTED
-        return self._state is MuteState.NOT_MUTED
+        if self._state is _MUTED:
+            self._state = _NOT_MUTED
+        return self._state is _NOT_MUTED
 
     def __repr__(self) -> str:
         return f"ChannelMuteStateMachine({self._state.name})"

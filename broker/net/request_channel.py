@@ -61,16 +61,20 @@ class RequestChannel:
         self._processors.pop(processor_id, None)
         self._response_queue_sizes.pop(processor_id, None)
 
-    async def send_request(self, request: Request) -> None:
-        """Enqueue a request; waits while the queue is full (back-pressure).
-
-        The common case, a queue with room, does not yield to the scheduler:
-        the caller waits for its response right after, and that wait yields.
-        """
-        while self._queue.is_full:
-            await self._senders.park()
+    def send_request_nowait(self, request: Request) -> bool:
+        """Enqueue a request if the queue has room (the common case, without a
+        coroutine: the caller waits for its response right after, and that wait
+        yields); False when it is full."""
+        if self._queue.is_full:
+            return False
         self._queue.put(request, request.size_bytes)
         self._takers.unpark()
+        return True
+
+    async def send_request(self, request: Request) -> None:
+        """Enqueue a request; waits while the queue is full (back-pressure)."""
+        while not self.send_request_nowait(request):
+            await self._senders.park()
 
     # -- handlers ---------------------------------------------------------
     def set_handler_count(self, count: int) -> None:

@@ -54,7 +54,16 @@ class FastSocketStream(trio.abc.Stream):
         data = self.receive_nowait(max_bytes or 65536)
         if data is not None:
             return data
-        return await self._inner.receive_some(max_bytes)
+        return await self.receive_after_wait(max_bytes or 65536)
+
+    async def receive_after_wait(self, max_bytes: int) -> bytes:
+        """For a caller that has just found nothing to read: wait until the socket is
+        readable, then read (no second failed read(2) and its exception first)."""
+        while True:
+            await trio.lowlevel.wait_readable(self._fd)
+            data = self.receive_nowait(max_bytes)
+            if data is not None:
+                return data
 
     async def receive_into(self, buffer: memoryview) -> int:
         """Read straight into `buffer` (a large frame's own), waiting for readability
