@@ -22,10 +22,44 @@ class ReplicaTracking(Protocol):
         watermark that fetch moved."""
         ...
 
+    def tracked(self, topic: str, partition: int) -> bool:
+        """Whether this broker leads the partition with followers it tracks."""
+        ...
+
+    def check_produce(self, topic: str, partition: int, required_acks: int) -> ErrorCode:
+        """Before the append of a tracked partition: NOT_ENOUGH_REPLICAS for acks=all
+        below min.insync.replicas."""
+        ...
+
+    def on_append(self, topic: str, partition: int) -> None:
+        """The partition's log grew (alone in the ISR, its high watermark moves)."""
+        ...
+
+    async def wait_for_acks(
+        self, topic: str, partition: int, required_offset: int, timeout_s: float
+    ) -> ErrorCode:
+        """An acks=all produce's answer once every ISR member holds the records before
+        `required_offset` (REQUEST_TIMED_OUT after `timeout_s`)."""
+        ...
+
 
 class NoReplication:
     def on_follower_fetch(
         self, topic: str, partition: int, replica_id: int, fetch_offset: int
+    ) -> ErrorCode:
+        return ErrorCode.NONE
+
+    def tracked(self, topic: str, partition: int) -> bool:
+        return False
+
+    def check_produce(self, topic: str, partition: int, required_acks: int) -> ErrorCode:
+        return ErrorCode.NONE
+
+    def on_append(self, topic: str, partition: int) -> None:
+        return None
+
+    async def wait_for_acks(
+        self, topic: str, partition: int, required_offset: int, timeout_s: float
     ) -> ErrorCode:
         return ErrorCode.NONE
 

@@ -7,6 +7,7 @@ while the leader epoch stays, given up (`resign`) when leadership moves or the
 controller's write beat the leader's. Followers' fetches come in through Fetch
 (`ReplicaTracking`); each one that moves the high watermark sets it in the log, so
 consumers read up to it (the ISR's smallest log end) and followers up to the log end.
+Produce reports its appends and waits here for acks=all (`wait_for_acks`).
 """
 
 from __future__ import annotations
@@ -71,6 +72,27 @@ class PartitionLeaders:
         self._sync_high_watermark(led)
         return code
 
+    def tracked(self, topic: str, partition: int) -> bool:
+        return TopicPartition(topic, partition) in self._led
+
+    def check_produce(self, topic: str, partition: int, required_acks: int) -> ErrorCode:
+        led = self._led.get(TopicPartition(topic, partition))
+        return ErrorCode.NONE if led is None else led.leader.check_produce(required_acks)
+
+    def on_append(self, topic: str, partition: int) -> None:
+        led = self._led.get(TopicPartition(topic, partition))
+        if led is not None:
+            led.leader.on_append(led.log.log_end_offset)
+            self._sync_high_watermark(led)
+
+    async def wait_for_acks(
+        self, topic: str, partition: int, required_offset: int, timeout_s: float
+    ) -> ErrorCode:
+        led = self._led.get(TopicPartition(topic, partition))
+        if led is None:  # leadership moved between the append and the wait
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return await led.leader.wait_for_acks_all(required_offset, timeout_s)
+
     def _sync_high_watermark(self, led: _Led) -> None:
         if led.log.replicated_high_watermark != led.leader.state.high_watermark:
             led.log.update_high_watermark(led.leader.state.high_watermark)
@@ -134,7 +156,11 @@ class PartitionLeaders:
         led.leader.resign()
         led.scope.cancel()
 
-    @staticmethod
-    async def _run_leader(led: _Led) -> None:
+    async def _run_leader(self, led: _Led) -> None:
         with led.scope:
-            await led.leader.run()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(led.leader.run)
+                while True:  # appends that do not come through Produce (markers)
+                    await led.log.data_appended().wait()
+                    led.leader.on_append(led.log.log_end_offset)
+                    self._sync_high_watermark(led)

@@ -57,7 +57,11 @@ def add_data_apis(
     auth = context.authorizer
     for handler in (
         ProduceHandler(
-            log_manager, stats, authorizer=auth, transaction_verifier=transaction_verifier
+            log_manager,
+            stats,
+            authorizer=auth,
+            transaction_verifier=transaction_verifier,
+            replication=replication,
         ),
         FetchHandler(log_manager, stats, authorizer=auth, replication=replication),
         ListOffsetsHandler(log_manager, authorizer=auth),

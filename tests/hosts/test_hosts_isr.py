@@ -1,7 +1,9 @@
 """The leader of a replicated partition tracks its followers (three brokers on their
-own loopback addresses, a real ZooKeeper): the high watermark is the smallest log end
-in the ISR, consumers read only below it, and a follower that stops fetching leaves
-the ISR after replica.lag.time.max.ms, which lets the high watermark move on."""
+own loopback addresses, a real ZooKeeper): acks=all is answered once every ISR member
+has the records, the high watermark is the smallest log end in the ISR, consumers
+read only below it, and a follower that stops fetching leaves the ISR after
+replica.lag.time.max.ms, which lets the high watermark move on and, below
+min.insync.replicas, refuses acks=all."""
 
 from __future__ import annotations
 
@@ -15,17 +17,12 @@ import trio
 from broker.client.connection import KafkaConnection
 from broker.hosts.zookeeper_deployment import ZooKeeperDeployment
 from broker.log.partition_log import PartitionLog
+from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import FetchRequest
 from broker.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from broker.server import KafkaServer
-from tests.hosts.test_hosts_cluster import (
-    HOSTS,
-    WAIT_S,
-    bootstrap,
-    produce,
-    running_host,
-    wait_for_metadata,
-)
+from tests.hosts.test_hosts_cluster import HOSTS, WAIT_S, running_host, wait_for_metadata
+from tests.integration.data_helpers import batch, produce
 
 LAG_TIME_MAX_MS = 3000
 FETCH_VERSION = 12  # topic names, replica id in the request
@@ -40,6 +37,13 @@ def last_offsets(records: bytes) -> list[int]:
         offsets.append(base + delta)
         position += 12 + length
     return offsets
+
+
+async def produce_to(server: KafkaServer, topic: str, values: list[bytes], acks: int) -> Any:
+    """Partition 0's answer to one batch of `values`."""
+    address = HOSTS[server.node_id][0]
+    async with await KafkaConnection.connect(address, server.bound_port(), "test") as connection:
+        return await produce(connection, topic, batch(values), acks=acks)
 
 
 async def consumer_fetch(server: KafkaServer, topic: str) -> Any:
@@ -89,7 +93,7 @@ async def test_the_high_watermark_follows_the_isr_and_a_stopped_follower_leaves_
         await wait_for_metadata(first, None, lambda r: len(r.brokers) == 3)
         deployment = first.deployment
         assert isinstance(deployment, ZooKeeperDeployment)
-        await deployment.log_manager.create_topic(topic, 1, 3)
+        await deployment.log_manager.create_topic(topic, 1, 3, {"min.insync.replicas": "3"})
         response = await wait_for_metadata(
             first, topic, lambda r: r.topics and r.topics[0].partitions[0].leader_id >= 0
         )
@@ -97,13 +101,17 @@ async def test_the_high_watermark_follows_the_isr_and_a_stopped_follower_leaves_
         leader = servers[leader_id]
         stopped_id, running_id = sorted(set(HOSTS) - {leader_id})
         leader_log = replica_log(leader, topic)
-
-        # Both followers fetch everything: the high watermark reaches the log end.
-        values = [f"v{i}".encode() for i in range(5)]
-        await trio.to_thread.run_sync(produce, bootstrap(leader), topic, values)
+        leading = leader.deployment
+        assert isinstance(leading, ZooKeeperDeployment)
         with trio.fail_after(WAIT_S):
-            while leader_log.high_watermark < len(values):  # noqa: ASYNC110 - followers' progress
+            while not leading.replication.tracked(topic, 0):  # noqa: ASYNC110 - ZooKeeper's watches
                 await trio.sleep(0.05)
+
+        # acks=all is answered once both followers have the records.
+        values = [f"v{i}".encode() for i in range(5)]
+        answer = await produce_to(leader, topic, values, acks=-1)
+        assert answer.error_code == ErrorCode.NONE
+        assert leader_log.high_watermark == len(values)
         for follower_id in (stopped_id, running_id):
             assert replica_log(servers[follower_id], topic).log_end_offset == len(values)
         answer = await consumer_fetch(leader, topic)
@@ -116,7 +124,7 @@ async def test_the_high_watermark_follows_the_isr_and_a_stopped_follower_leaves_
         assert isinstance(fetchers, ZooKeeperDeployment)
         fetchers.replica_fetchers._fetchers[leader_id].scope.cancel()
         more = [f"w{i}".encode() for i in range(5)]
-        await trio.to_thread.run_sync(produce, bootstrap(leader), topic, more)
+        assert (await produce_to(leader, topic, more, acks=1)).error_code == ErrorCode.NONE
         total = len(values) + len(more)
         assert leader_log.log_end_offset == total
         answer = await consumer_fetch(leader, topic)
@@ -132,6 +140,10 @@ async def test_the_high_watermark_follows_the_isr_and_a_stopped_follower_leaves_
                 await trio.sleep(0.05)
         assert answer.high_watermark == total
         assert last_offsets(bytes(answer.records))[-1] == total - 1
+        # Two in-sync replicas are fewer than the topic's min.insync.replicas.
+        refused = await produce_to(leader, topic, [b"refused"], acks=-1)
+        assert refused.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert leader_log.log_end_offset == total
         # The running follower learns the high watermark from the leader's answers.
         running_log = replica_log(servers[running_id], topic)
         with trio.fail_after(WAIT_S):
