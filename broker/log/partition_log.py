@@ -841,8 +841,12 @@ class PartitionLog:
 
     def update_high_watermark(self, high_watermark: int) -> None:
         """Set by replication: on a follower the leader's, on a leader the smallest log
-        end of its ISR; kept within [log start, log end] (Kafka's updateHighWatermark)."""
+        end of its ISR; kept within [log start, log end] (Kafka's updateHighWatermark).
+        A rise wakes the fetch long-polls: consumers read only below it."""
+        before = self.high_watermark
         self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+        if self._high_watermark > before:
+            self._wake()
 
     async def append_as_follower(self, records: bytes | bytearray | memoryview) -> None:
         """Append a leader's whole batches as they are (Kafka's appendAsFollower):
