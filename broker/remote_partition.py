@@ -70,6 +70,7 @@ class RemotePartition(PartitionLog):
         *,
         min_one_batch: bool = True,
         read_committed: bool = False,
+        follower: bool = False,
     ) -> ReadResult:
         raise self._refuse()
 

@@ -161,6 +161,7 @@ class KafkaServer:
             self.log_manager,
             self.broker_configs,
             transaction_verifier=transactions.verifier,
+            replication=deployment.replication,
         )
         add_acl_apis(context, self.acl_store)
         add_security_apis(context, self.scram_credentials)

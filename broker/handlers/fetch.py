@@ -28,6 +28,7 @@ from broker.handlers.api_handler import Deferred
 from broker.handlers.auth_helper import TOPIC, authorized_names
 from broker.handlers.common import check_leader_epoch, error_code_of
 from broker.handlers.log_view import LogManagerView, PartitionView
+from broker.handlers.replica_tracking import NO_REPLICATION, ReplicaTracking
 from broker.net.log_limiter import LogLimiter
 from broker.net.request import Request
 from broker.protocol.api import ApiKey
@@ -74,10 +75,12 @@ class FetchHandler:
         stats: BrokerTopicStats | None = None,
         *,
         authorizer: Authorizer = ALLOW_ALL,
+        replication: ReplicaTracking = NO_REPLICATION,
     ) -> None:
         self._logs = log_manager
         self._stats = stats if stats is not None else BrokerTopicStats()
         self._authorizer = authorizer
+        self._replication = replication
         self._corrupt_log = LogLimiter(log, burst=5, interval_s=60.0, what="corrupt batch reports")
 
     async def handle(self, request: Request) -> FetchResponse | Deferred:
@@ -172,6 +175,7 @@ class FetchHandler:
         wakeups: list[trio.Event] = []
         topics = []
         read_committed = body.isolation_level == READ_COMMITTED
+        replica_id = body.replica_id if version < 15 else body.replica_state.replica_id
         bytes_by_topic: list[tuple[str, int]] = []
         for fetch_topic in body.topics:
             name, missing_code = self._topic_name(fetch_topic, version)
@@ -190,8 +194,14 @@ class FetchHandler:
                 wakeups.append(partition.data_appended())
                 limit = min(max(wanted.partition_max_bytes, 0), remaining)
                 try:
+                    if replica_id >= 0:  # a follower: its offset moves the high watermark
+                        code = self._replication.on_follower_fetch(
+                            name, wanted.partition, replica_id, wanted.fetch_offset
+                        )
+                        if code != ErrorCode.NONE:
+                            raise KafkaError(code, f"replica {replica_id} of {name}")
                     data = await read_partition(
-                        partition, wanted, limit, min_one_batch, read_committed
+                        partition, wanted, limit, min_one_batch, read_committed, replica_id >= 0
                     )
                 except KafkaError as exc:
                     has_error = True
@@ -260,6 +270,7 @@ async def read_partition(
     limit: int,
     min_one_batch: bool,
     read_committed: bool,
+    follower: bool = False,
 ) -> PartitionData:
     check_leader_epoch(wanted.current_leader_epoch, partition.leader_epoch)
     if wanted.fetch_offset < 0:
@@ -273,7 +284,9 @@ async def read_partition(
             for a in result.aborted_transactions or ()
         )
     else:
-        result = await partition.read(wanted.fetch_offset, limit, min_one_batch=min_one_batch)
+        result = await partition.read(
+            wanted.fetch_offset, limit, min_one_batch=min_one_batch, follower=follower
+        )
     return PartitionData(
         partition_index=wanted.partition,
         error_code=ErrorCode.NONE,

@@ -80,6 +80,7 @@ class PartitionView(Protocol):
         *,
         min_one_batch: bool = True,
         read_committed: bool = False,
+        follower: bool = False,
     ) -> ReadResultView: ...
 
     def data_appended(self) -> trio.Event: ...

@@ -23,10 +23,11 @@ import trio
 
 from broker.broker_topic_stats import BrokerTopicStats
 from broker.errors import KafkaError
-from broker.handlers.api_handler import CloseConnection, NoResponse
+from broker.handlers.api_handler import CloseConnection, Deferred, NoResponse
 from broker.handlers.auth_helper import TOPIC, TRANSACTIONAL_ID, authorize, authorized_names
 from broker.handlers.common import error_code_of, error_message_of
 from broker.handlers.log_view import LogManagerView, PartitionView, TopicView
+from broker.handlers.replica_tracking import NO_REPLICATION, ReplicaTracking
 from broker.net.request import Request
 from broker.protocol.api import ApiKey
 from broker.protocol.error_codes import ErrorCode
@@ -55,6 +56,7 @@ API_KEY = ApiKey.PRODUCE
 TransactionVerifier = Callable[[str | None, int, int, tuple[str, int]], Awaitable[int]]
 """(transactional id, producer id, epoch, partition) -> the error code for the batch."""
 VALID_ACKS = (-1, 0, 1)
+ACKS_ALL = -1
 
 
 class ParsedHeader(NamedTuple):
@@ -125,8 +127,10 @@ class ProduceHandler:
         *,
         authorizer: Authorizer = ALLOW_ALL,
         transaction_verifier: TransactionVerifier | None = None,
+        replication: ReplicaTracking = NO_REPLICATION,
     ) -> None:
         self._logs = log_manager
+        self._replication = replication
         self._stats = stats if stats is not None else BrokerTopicStats()
         self._authorizer = authorizer
         # None without a transaction coordinator (KIP-890: the topology's verifier).
@@ -182,7 +186,9 @@ class ProduceHandler:
             for producer_id, epoch, partition in questions:
                 nursery.start_soon(verifier, body.transactional_id, producer_id, epoch, partition)
 
-    async def handle(self, request: Request) -> ProduceResponse | NoResponse | CloseConnection:
+    async def handle(
+        self, request: Request
+    ) -> ProduceResponse | NoResponse | CloseConnection | Deferred:
         body: ProduceRequest = request.body
         parsed = read_headers(body, request.api_version)
         if has_transactional_records(parsed) and (
@@ -227,7 +233,47 @@ class ProduceHandler:
         response = ProduceResponse(responses=tuple(topics))
         if body.acks == 0:
             return acks_zero_outcome(response)
+        if body.acks == ACKS_ALL:
+            waits = self._acks_all_waits(body, parsed, response)
+            if waits:
+                return self._deferred_acks(response, waits, max(body.timeout_ms, 0) / 1000)
         return response
+
+    def _acks_all_waits(
+        self, body: ProduceRequest, parsed: list[list[ParsedHeader]], response: ProduceResponse
+    ) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> the offset after its last record, for each appended
+        partition whose followers this broker tracks."""
+        waits = {}
+        for topic, row in zip(response.responses, parsed, strict=True):
+            for answer, entry in zip(topic.partition_responses, row, strict=True):
+                if answer.error_code != ErrorCode.NONE or entry.header is None:
+                    continue
+                if self._replication.tracked(topic.name, answer.index):
+                    end = answer.base_offset + entry.header.last_offset_delta + 1
+                    waits[(topic.name, answer.index)] = end
+        return waits
+
+    def _deferred_acks(
+        self, response: ProduceResponse, waits: dict[tuple[str, int], int], timeout_s: float
+    ) -> Deferred:
+        """Kafka's DelayedProduce: answered once every ISR member has the records, each
+        partition with its own outcome (or at once, with what there is, at shutdown)."""
+
+        async def answer(wait_s: float) -> ProduceResponse:
+            codes: dict[tuple[str, int], ErrorCode] = {}
+
+            async def one(key: tuple[str, int], required_offset: int) -> None:
+                codes[key] = await self._replication.wait_for_acks(
+                    key[0], key[1], required_offset, wait_s
+                )
+
+            async with trio.open_nursery() as nursery:
+                for key, required_offset in waits.items():
+                    nursery.start_soon(one, key, required_offset)
+            return with_partition_errors(response, codes)
+
+        return Deferred(partial(answer, timeout_s), partial(answer, 0.0))
 
     async def _produce_partition(
         self,
@@ -279,6 +325,12 @@ class ProduceHandler:
         assert header is not None  # read_headers gives one or the other
         client = CLIENT_APPEND
         min_insync_replicas = int(topic.config("min.insync.replicas")) if acks == -1 else 1
+        if self._replication.tracked(topic.name, data.index):
+            # The leader counts its ISR (one replica alone is the rule below).
+            code = self._replication.check_produce(topic.name, data.index, acks)
+            if code != ErrorCode.NONE:
+                raise KafkaError(code, "the in-sync replicas are fewer than min.insync.replicas")
+            min_insync_replicas = 1
         if header.is_transactional or min_insync_replicas > 1:
             client = ClientAppend(
                 partial(
@@ -290,6 +342,7 @@ class ProduceHandler:
                 )
             )
         result = await partition.append(batch, header, client)
+        self._replication.on_append(topic.name, data.index)
         self._stats.record_produced(topic.name, len(batch), header.record_count)
         return PartitionProduceResponse(
             index=data.index,
@@ -360,6 +413,23 @@ def partition_error(
         log_append_time_ms=-1,
         log_start_offset=-1,
         error_message=message,
+    )
+
+
+def with_partition_errors(
+    response: ProduceResponse, codes: dict[tuple[str, int], ErrorCode]
+) -> ProduceResponse:
+    """The response with the acks=all outcome of each partition that waited."""
+    return response._replace(
+        responses=tuple(
+            topic._replace(
+                partition_responses=tuple(
+                    p._replace(error_code=codes.get((topic.name, p.index), p.error_code))
+                    for p in topic.partition_responses
+                )
+            )
+            for topic in response.responses
+        )
     )
 
 

@@ -11,8 +11,8 @@ appends from producers.
 
 The follower's log is the broker's own (`broker/log/follower_log.py`): it appends
 keeping the leader's offsets and epochs and truncates where the leader's history
-diverges (KIP-101/279). The leader does not yet track its followers (no ISR changes,
-no high watermark from them, no acks=all wait).
+diverges (KIP-101/279). The leader tracks them from their fetches
+(`broker/hosts/partition_leaders.py`).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from broker.coordination.kazoo_store import KazooCoordinationStore
 from broker.coordination.live_brokers import LiveBrokers
 from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
+from broker.hosts.partition_leaders import PartitionLeaders
 from broker.hosts.partition_state_view import PartitionStateView
 from broker.hosts.replica_fetchers import ReplicaFetchers
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
@@ -64,6 +65,7 @@ class ZooKeeperDeployment:
         self.log_manager = ZooKeeperLogManager(
             config, self._node_id, self.store, self.partition_states, self.live_brokers.brokers
         )
+        self.replication = PartitionLeaders(config, self.store, self.log_manager)
         self.controller = KafkaController(
             self.store,
             self._node_id,
@@ -126,5 +128,5 @@ class ZooKeeperDeployment:
         broker_configs: BrokerConfigs,
     ) -> list[Service]:
         """The partition states (ZooKeeper connected by then: the membership is the
-        first service), the controller and the replica fetchers."""
-        return [self.partition_states, self.controller, self.replica_fetchers]
+        first service), the controller, the partition leaders and the replica fetchers."""
+        return [self.partition_states, self.controller, self.replication, self.replica_fetchers]

@@ -88,6 +88,7 @@ class ZooKeeperLogManager(LogManager):
         self._layouts: dict[str, Layout] = {}
         self._apply_lock = trio.Lock()
         self._found: dict[tuple[str, int], tuple[bool, int]] = {}
+        self._leading: dict[tuple[str, int], int] = {}  # partition -> leader epoch led at
         self.applied: trio_util.AsyncValue[HostsImage] = trio_util.AsyncValue({})
 
     # ------------------------------------------------------------ lifecycle
@@ -184,10 +185,14 @@ class ZooKeeperLogManager(LogManager):
             if self.node_id in replicas:
                 log = await self._replica_log(name, index, log_config)
             if log is not None and state is not None and leader == self.node_id:
-                await log.become_leader(state.leader_epoch)
+                if self._leading.get((name, index)) != state.leader_epoch:
+                    # Once per epoch: an ISR change must not drop the tracked high watermark.
+                    await log.become_leader(state.leader_epoch)
+                    self._leading[(name, index)] = state.leader_epoch
                 partitions.append(log)
                 layout.append((leader, True))
             else:
+                self._leading.pop((name, index), None)
                 partitions.append(RemotePartition(name, index, leader, log_config))
                 layout.append((leader, False))
         if self._layouts.get(name) == tuple(layout) and name in self._topics:

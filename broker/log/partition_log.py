@@ -641,10 +641,12 @@ class PartitionLog:
         *,
         min_one_batch: bool = True,
         read_committed: bool = False,
+        follower: bool = False,
     ) -> ReadResult:
         """Whole batches from the one containing ``offset``, up to ``max_bytes``;
         with ``read_committed`` only below the last stable offset, with the aborted
-        transactions of the range read (Kafka's read with FetchTxnCommitted).
+        transactions of the range read (Kafka's read with FetchTxnCommitted); a
+        consumer reads below the high watermark, a ``follower`` up to the log end.
 
         Raises KafkaError OFFSET_OUT_OF_RANGE outside [log start, log end],
         KAFKA_STORAGE_ERROR when the read fails.
@@ -658,7 +660,7 @@ class PartitionLog:
                 f"offset {offset} is out of range for {self.topic}-{self.partition}: "
                 f"[{start}, {log_end}]",
             )
-        upper = lso if read_committed else log_end
+        upper = lso if read_committed else log_end if follower else self.high_watermark
         high_watermark = self.high_watermark
         empty = ReadResult(b"", high_watermark, start, lso, () if read_committed else None)
         if offset >= upper or self.deleted:
@@ -839,8 +841,12 @@ class PartitionLog:
 
     def update_high_watermark(self, high_watermark: int) -> None:
         """Set by replication: on a follower the leader's, on a leader the smallest log
-        end of its ISR; kept within [log start, log end] (Kafka's updateHighWatermark)."""
+        end of its ISR; kept within [log start, log end] (Kafka's updateHighWatermark).
+        A rise wakes the fetch long-polls: consumers read only below it."""
+        before = self.high_watermark
         self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+        if self._high_watermark > before:
+            self._wake()
 
     async def append_as_follower(self, records: bytes | bytearray | memoryview) -> None:
         """Append a leader's whole batches as they are (Kafka's appendAsFollower):

@@ -28,6 +28,7 @@ from broker.handlers.fetch import FetchHandler
 from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.produce import ProduceHandler
+from broker.handlers.replica_tracking import NO_REPLICATION, ReplicaTracking
 from broker.log.log_manager import LogManager
 from broker.log.log_metrics import log_samples
 from broker.topology import Topology, TransactionVerifier
@@ -40,11 +41,12 @@ def add_data_apis(
     brokers: BrokerConfigs,
     *,
     transaction_verifier: TransactionVerifier,
+    replication: ReplicaTracking = NO_REPLICATION,
 ) -> None:
     """Register the data and admin APIs over `log_manager`; `brokers` is the broker
     resource's dynamic configs (stored, and changing the running server);
     `transaction_verifier` is Produce's KIP-890 check (the transaction coordinator's,
-    which registers InitProducerId)."""
+    which registers InitProducerId); `replication` is the deployment's follower tracking."""
     config = context.config
     node_id = context.node_id
     alterer = ConfigAlterer(log_manager, brokers)
@@ -55,9 +57,13 @@ def add_data_apis(
     auth = context.authorizer
     for handler in (
         ProduceHandler(
-            log_manager, stats, authorizer=auth, transaction_verifier=transaction_verifier
+            log_manager,
+            stats,
+            authorizer=auth,
+            transaction_verifier=transaction_verifier,
+            replication=replication,
         ),
-        FetchHandler(log_manager, stats, authorizer=auth),
+        FetchHandler(log_manager, stats, authorizer=auth, replication=replication),
         ListOffsetsHandler(log_manager, authorizer=auth),
         OffsetForLeaderEpochHandler(log_manager, authorizer=auth),
         CreateTopicsHandler(

@@ -18,6 +18,7 @@ from typing import Protocol
 from broker.broker_context import BrokerContext, Service
 from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
+from broker.handlers.replica_tracking import ReplicaTracking
 from broker.log.log_manager import LogManager
 from broker.metrics_http import LocalMetrics
 from broker.net.internal_listener import InternalListener
@@ -32,6 +33,12 @@ class Deployment(Protocol):
     @property
     def log_manager(self) -> LogManager:
         """The log of the partitions this process leads (started as a service)."""
+        ...
+
+    @property
+    def replication(self) -> ReplicaTracking:
+        """What Fetch and Produce tell the leaders of replicated partitions
+        (`NO_REPLICATION` where every partition has one replica)."""
         ...
 
     @property

@@ -86,6 +86,7 @@ class FakePartition:
         *,
         min_one_batch: bool = True,
         read_committed: bool = False,
+        follower: bool = False,
     ) -> Read:
         self.reads.append((offset, max_bytes, min_one_batch))
         if offset < self.log_start_offset or offset > self.log_end_offset:

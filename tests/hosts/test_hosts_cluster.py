@@ -6,6 +6,7 @@ broker stops."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ METADATA_VERSION = 9  # racks, leader epochs
 
 
 def running_host(
-    tmp_path: Path, node_id: int, zookeeper: str
+    tmp_path: Path, node_id: int, zookeeper: str, extra: Mapping[str, str] | None = None
 ) -> AbstractAsyncContextManager[KafkaServer]:
     address, rack = HOSTS[node_id]
     overrides = {
@@ -38,6 +39,7 @@ def running_host(
         "zookeeper.connect": zookeeper,
         # One id for the cluster (/cluster/id is not read yet: docs/replication.md).
         "cluster.id": "hosts-test-cluster",
+        **(extra or {}),
     }
     return running_broker(tmp_path / f"host-{node_id}", overrides, deployment=ZooKeeperDeployment)
 

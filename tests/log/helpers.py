@@ -105,11 +105,12 @@ def decode_values(records: bytes | memoryview) -> list[tuple[int, bytes | None]]
 
 
 async def read_all(log: PartitionLog, start: int | None = None) -> list[tuple[int, bytes | None]]:
-    """Every record from ``start`` (default: log start) to the end, by fetching."""
+    """Every record from ``start`` (default: log start) to the end, by fetching as a
+    follower does (a consumer reads only below the high watermark)."""
     offset = log.log_start_offset if start is None else start
     out: list[tuple[int, bytes | None]] = []
     while offset < log.log_end_offset:
-        result = await log.read(offset, 4096)
+        result = await log.read(offset, 4096, follower=True)
         records = [r for r in decode_values(result.records) if r[0] >= offset]
         assert records, f"no progress at offset {offset}"
         out.extend(records)

@@ -1,0 +1,67 @@
+"""What Fetch and Produce tell replication (the leader's side of Kafka's ReplicaManager).
+
+Given to the handlers at construction by the deployment: hosts coordinated through
+ZooKeeper track each follower's fetch offset and move the high watermark from the
+ISR (broker/hosts/partition_leaders.py); every other deployment has one replica per
+partition, so there is nothing to track (`NO_REPLICATION`).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from broker.protocol.error_codes import ErrorCode
+
+
+class ReplicaTracking(Protocol):
+    def on_follower_fetch(
+        self, topic: str, partition: int, replica_id: int, fetch_offset: int
+    ) -> ErrorCode:
+        """A follower's Fetch (replica id set) asked for `fetch_offset`, so it holds
+        everything before it; called before the read so the answer carries the high
+        watermark that fetch moved."""
+        ...
+
+    def tracked(self, topic: str, partition: int) -> bool:
+        """Whether this broker leads the partition with followers it tracks."""
+        ...
+
+    def check_produce(self, topic: str, partition: int, required_acks: int) -> ErrorCode:
+        """Before the append of a tracked partition: NOT_ENOUGH_REPLICAS for acks=all
+        below min.insync.replicas."""
+        ...
+
+    def on_append(self, topic: str, partition: int) -> None:
+        """The partition's log grew (alone in the ISR, its high watermark moves)."""
+        ...
+
+    async def wait_for_acks(
+        self, topic: str, partition: int, required_offset: int, timeout_s: float
+    ) -> ErrorCode:
+        """An acks=all produce's answer once every ISR member holds the records before
+        `required_offset` (REQUEST_TIMED_OUT after `timeout_s`)."""
+        ...
+
+
+class NoReplication:
+    def on_follower_fetch(
+        self, topic: str, partition: int, replica_id: int, fetch_offset: int
+    ) -> ErrorCode:
+        return ErrorCode.NONE
+
+    def tracked(self, topic: str, partition: int) -> bool:
+        return False
+
+    def check_produce(self, topic: str, partition: int, required_acks: int) -> ErrorCode:
+        return ErrorCode.NONE
+
+    def on_append(self, topic: str, partition: int) -> None:
+        return None
+
+    async def wait_for_acks(
+        self, topic: str, partition: int, required_offset: int, timeout_s: float
+    ) -> ErrorCode:
+        return ErrorCode.NONE
+
+
+NO_REPLICATION: ReplicaTracking = NoReplication()
