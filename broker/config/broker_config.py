@@ -31,6 +31,7 @@ from broker.config.settings import (
     LogSettings,
     NetworkSettings,
     QuotaSettings,
+    ReplicationSettings,
     SecuritySettings,
     ServerSettings,
     TransactionSettings,
@@ -74,6 +75,7 @@ class BrokerConfig:
         "log",
         "network",
         "quotas",
+        "replication",
         "security",
         "server",
         "transactions",
@@ -92,6 +94,7 @@ class BrokerConfig:
     transactions: TransactionSettings
     security: SecuritySettings
     cluster: ClusterSettings
+    replication: ReplicationSettings
 
     def __init__(self, raw: Mapping[str, str] | None = None) -> None:
         raw_dict = {k.strip(): v for k, v in (raw or {}).items()}
@@ -222,6 +225,7 @@ class BrokerConfig:
             SecuritySettings, value, listener=lambda name: listener_security_settings(self, name)
         )
         self.cluster = build(ClusterSettings, value)
+        self.replication = build(ReplicationSettings, value)
 
     # ---- typed access (for the table's own code and tests; subsystems read the groups)
 

@@ -224,6 +224,25 @@ class ClusterSettings:
     )
 
 
+@attrs.frozen(slots=True)
+class ReplicationSettings:
+    """Replicas on other hosts (they take effect with zookeeper.connect)."""
+
+    replica_lag_time_max_ms: int = attrs.field(metadata=_k("replica.lag.time.max.ms"))
+    replica_fetch_backoff_ms: int = attrs.field(metadata=_k("replica.fetch.backoff.ms"))
+    replica_fetch_wait_max_ms: int = attrs.field(metadata=_k("replica.fetch.wait.max.ms"))
+    replica_fetch_max_bytes: int = attrs.field(metadata=_k("replica.fetch.max.bytes"))
+    num_replica_fetchers: int = attrs.field(metadata=_k("num.replica.fetchers"))
+    auto_leader_rebalance_enable: bool = attrs.field(metadata=_k("auto.leader.rebalance.enable"))
+    leader_imbalance_per_broker_percentage: int = attrs.field(
+        metadata=_k("leader.imbalance.per.broker.percentage")
+    )
+    leader_imbalance_check_interval_seconds: int = attrs.field(
+        metadata=_k("leader.imbalance.check.interval.seconds")
+    )
+    controlled_shutdown_enable: bool = attrs.field(metadata=_k("controlled.shutdown.enable"))
+
+
 SETTINGS_GROUPS: tuple[type[Any], ...] = (
     ServerSettings,
     ListenerSettings,
@@ -236,6 +255,7 @@ SETTINGS_GROUPS: tuple[type[Any], ...] = (
     ListenerSecuritySettings,
     SecuritySettings,
     ClusterSettings,
+    ReplicationSettings,
 )
 
 

@@ -13,7 +13,6 @@ Produce reports its appends and waits here for acks=all (`wait_for_acks`).
 from __future__ import annotations
 
 import logging
-from typing import cast
 
 import attrs
 import trio
@@ -45,7 +44,7 @@ class PartitionLeaders:
         self, config: BrokerConfig, store: CoordinationStore, logs: ZooKeeperLogManager
     ) -> None:
         self._node_id = config.node_id
-        self._lag_time_max_ms = cast(int, config.value("replica.lag.time.max.ms"))
+        self._lag_time_max_ms = config.replication.replica_lag_time_max_ms
         self._states = PartitionStateStore(store)
         self._logs = logs
         self._led: dict[TopicPartition, _Led] = {}

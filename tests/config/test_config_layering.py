@@ -10,7 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "broker" / "config"
-_GETTER = re.compile(r"^(get_\w+|listener_int)$")
+_GETTER = re.compile(r"^(get_\w+|listener_int|value)$")
 _ALLOWED_BELOW = ("broker.config", "broker.errors", "broker.protocol")
 
 
