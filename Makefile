@@ -70,7 +70,7 @@ unit: setup
 	$(BIN)/pytest -q -m "not slow"
 
 suite: setup
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=30
 
 test: setup lint typecheck compose-test suite
 
