@@ -53,7 +53,11 @@ def test_only_packages_whose_command_is_missing_are_installed(tmp_path: Path) ->
 
 
 # Import names that differ from the distribution names pyproject.toml lists.
-_DISTRIBUTION_OF = {"prometheus_client": "prometheus-client", "trio_util": "trio-util"}
+_DISTRIBUTION_OF = {
+    "prometheus_client": "prometheus-client",
+    "trio_util": "trio-util",
+    "typing_extensions": "typing-extensions",
+}
 
 
 def _third_party_imports(package_dir: Path) -> set[str]:
