@@ -99,6 +99,10 @@ class ReplicaFetcher:
         # Partitions the leader fenced (an older epoch than its own): they wait for the
         # controller's next LeaderAndIsr, which the caller passes to add_partition.
         self.fenced: set[TopicPartition] = set()
+        # Partitions whose log refused what the leader sent (a corrupt batch, a storage
+        # error): set aside, as Kafka's fetcher marks a partition failed, so that the
+        # others go on; a later add_partition (the next LeaderAndIsr) tries again.
+        self.failed: set[TopicPartition] = set()
 
     @property
     def partitions(self) -> Mapping[TopicPartition, PartitionFetchState]:
@@ -111,12 +115,14 @@ class ReplicaFetcher:
         )
         self._partitions[tp] = _Partition(log, state)
         self.fenced.discard(tp)
+        self.failed.discard(tp)
         self._added.set()
 
     def remove_partition(self, tp: TopicPartition) -> None:
         """This broker leads it now, or no longer hosts it; an answer in flight is dropped."""
         self._partitions.pop(tp, None)
         self.fenced.discard(tp)
+        self.failed.discard(tp)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -243,8 +249,15 @@ class ReplicaFetcher:
             self._partitions.pop(tp, None)
         else:
             partition.state = transition.state
-        for action in transition.actions:
-            await self._carry_out(tp, partition, action, requests, batches)
+        try:
+            for action in transition.actions:
+                await self._carry_out(tp, partition, action, requests, batches)
+        except KafkaError as exc:
+            log.error(
+                "stopped fetching %s from broker %d: its log refused: %s", tp, self.leader_id, exc
+            )
+            self._partitions.pop(tp, None)
+            self.failed.add(tp)
 
     async def _carry_out(
         self,

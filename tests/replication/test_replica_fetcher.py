@@ -11,6 +11,9 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from broker.errors import KafkaError
+from broker.protocol.error_codes import ErrorCode
+from broker.replication.fetched_records import FetchedBatches
 from broker.replication.leader_epoch_cache import EpochEntry
 from broker.replication.replica_fetcher import ReplicaFetcher, ReplicaFetcherSettings
 from broker.replication.topic_partition import TopicPartition
@@ -101,6 +104,33 @@ async def test_a_fenced_partition_stops_until_the_controller_names_a_newer_epoch
         fetcher.add_partition(TP, follower, leader_epoch=2)
         await wait_until(lambda: follower.contents() == leader.contents(), WAIT_S)
         assert not fetcher.fenced
+
+
+class CorruptingLog(MemoryLog):
+    """A follower whose log refuses what the leader sends, as the broker's log does
+    a batch that fails its checks."""
+
+    async def append_as_follower(self, batches: FetchedBatches) -> None:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "bad CRC")
+
+
+async def test_a_partition_whose_log_refuses_the_leaders_batches_is_set_aside_not_the_fetcher(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    other = TopicPartition("orders", 1)
+    leader, follower = diverged_logs(shared=2, follower_only=0, copied=0, leader_only=2)
+    healthy_leader, healthy = diverged_logs(shared=2, follower_only=0, copied=0, leader_only=2)
+    refusing = CorruptingLog()
+    session = FakeLeader({TP: leader, other: healthy_leader}, {TP: 2, other: 2})
+    async with fetching(session, ReplicaFetcherSettings()) as fetcher:
+        fetcher.add_partition(TP, refusing, leader_epoch=2)
+        fetcher.add_partition(other, healthy, leader_epoch=2)
+        await wait_until(lambda: TP in fetcher.failed, WAIT_S)
+        assert TP not in fetcher.partitions
+        await wait_until(lambda: healthy.contents() == healthy_leader.contents(), WAIT_S)
+        fetcher.add_partition(TP, follower, leader_epoch=2)  # the next LeaderAndIsr
+        await wait_until(lambda: follower.contents() == leader.contents(), WAIT_S)
+        assert not fetcher.failed
 
 
 async def test_a_follower_behind_the_leaders_log_start_starts_over_there(
