@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import broker
+from tests.import_cycles import strongly_connected
 
 ROOT = Path(broker.__file__).parent
 
@@ -59,18 +60,7 @@ def _cycle_members(prefix: str) -> set[str]:
         for name, deps in _broker_graph().items()
         if name.startswith(prefix)
     }
-    in_cycle: set[str] = set()
-    for start in graph:
-        stack, seen = list(graph[start]), set()
-        while stack:
-            node = stack.pop()
-            if node == start:
-                in_cycle.add(start)
-                break
-            if node not in seen:
-                seen.add(node)
-                stack.extend(graph.get(node, ()))
-    return in_cycle
+    return {member for cycle in strongly_connected(graph) for member in cycle}
 
 
 @pytest.mark.parametrize("package", ["broker.log", "broker.protocol"])

@@ -6,6 +6,7 @@ import ast
 from pathlib import Path
 
 import broker.net
+from tests.import_cycles import strongly_connected
 
 NET = Path(broker.net.__file__).parent
 
@@ -23,15 +24,4 @@ def net_imports(path: Path) -> set[str]:
 def test_no_module_of_broker_net_imports_itself_back() -> None:
     graph = {f"broker.net.{p.stem}": net_imports(p) for p in NET.glob("*.py")}
     assert "broker.net.channel_security" not in graph["broker.net.connection"]
-    done: set[str] = set()
-
-    def visit(module: str, path: tuple[str, ...]) -> None:
-        assert module not in path, " -> ".join((*path, module))
-        if module in done:
-            return
-        for imported in sorted(graph.get(module, ())):
-            visit(imported, (*path, module))
-        done.add(module)
-
-    for module in sorted(graph):
-        visit(module, ())
+    assert strongly_connected(graph) == []
