@@ -24,7 +24,7 @@ from typing import TypeVar
 import trio
 import trio_util
 
-from broker.client.connection import ConnectionClosed, KafkaConnection
+from broker.client.connection import KafkaConnection
 from broker.coordination.broker_registration import BrokerRegistration
 from broker.hosts.partition_state_view import HostsImage
 from broker.log.follower_log import PartitionFollowerLog
@@ -84,9 +84,6 @@ class ReconnectingFetchSession:
             self._connection = await self._connect()
         try:
             return await request(KafkaFetchSession(self._connection, self._replica_id))
-        except ConnectionClosed as exc:  # the leader stopped: a failure the fetcher backs off
-            await self.aclose()
-            raise ConnectionError(str(exc)) from exc
         except SESSION_FAILURES:
             await self.aclose()
             raise

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from broker.client.connection import KafkaConnection
+from broker.client.connection import ConnectionClosed, KafkaConnection
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
     FetchRequest,
@@ -83,6 +83,14 @@ class KafkaFetchSession:
         self._connection = connection
         self._replica_id = replica_id
 
+    async def _request(self, request: Any, version: int) -> Any:
+        """The leader's answer; a leader that closed the connection (it stopped, or
+        restarts) is a ConnectionError, a failure the fetcher backs off from."""
+        try:
+            return await self._connection.request(request, version)
+        except ConnectionClosed as exc:
+            raise ConnectionError(str(exc)) from exc
+
     async def offsets_for_leader_epoch(
         self, partitions: Mapping[TopicPartition, SendOffsetsForLeaderEpoch]
     ) -> Mapping[TopicPartition, EpochEndOffsetAnswer]:
@@ -98,7 +106,7 @@ class KafkaFetchSession:
                 ),
             ),
         )
-        response = await self._connection.request(request, OFFSET_FOR_LEADER_EPOCH_VERSION)
+        response = await self._request(request, OFFSET_FOR_LEADER_EPOCH_VERSION)
         return {
             TopicPartition(topic.topic, p.partition): EpochEndOffsetAnswer(
                 _error(p.error_code), EpochEndOffset(p.leader_epoch, p.end_offset)
@@ -131,7 +139,7 @@ class KafkaFetchSession:
                 ),
             ),
         )
-        response = await self._connection.request(request, FETCH_VERSION)
+        response = await self._request(request, FETCH_VERSION)
         answers = {}
         for topic in response.responses:
             for p in topic.partitions:
@@ -174,7 +182,7 @@ class KafkaFetchSession:
                 ),
             ),
         )
-        response = await self._connection.request(request, LIST_OFFSETS_VERSION)
+        response = await self._request(request, LIST_OFFSETS_VERSION)
         return {
             TopicPartition(topic.name, p.partition_index): (_error(p.error_code), p.offset)
             for topic in response.topics
