@@ -10,7 +10,7 @@ restart, loads) the log of each partition whose replicas name it. In a topic the
 handlers see that log where this broker leads the partition (its batches stamped
 with the leader epoch from ZooKeeper) and a `RemotePartition` elsewhere, which
 refuses data operations with NOT_LEADER_OR_FOLLOWER; a follower's log is kept
-aside for the replica fetcher (not wired yet: docs/replication.md).
+aside for the replica fetchers (broker/hosts/replica_fetchers.py).
 """
 
 from __future__ import annotations
