@@ -43,7 +43,8 @@ class BrokerTopicStats:
             meter.mark(size)
 
     def record_corrupt_fetch(self, topic: str) -> None:
-        """A Fetch of `topic` met a corrupt batch and answered CORRUPT_MESSAGE (ours, not
+        """A Fetch of `topic` met a corrupt batch: answered CORRUPT_MESSAGE, or, while an
+        in-sync replica takes over to repair it, NOT_LEADER_OR_FOLLOWER (ours, not
         Kafka's, whose FailedFetchRequestsPerSec counts every fetch error alike)."""
         for meter in self._pair("CorruptBatchFetchesPerSec", topic):
             meter.mark()

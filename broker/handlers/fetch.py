@@ -205,9 +205,10 @@ class FetchHandler:
                     )
                 except KafkaError as exc:
                     has_error = True
+                    answered = error_code_of(exc)
                     if exc.error_code == ErrorCode.CORRUPT_MESSAGE:
-                        self._report_corrupt(name, exc)
-                    partitions.append(error_partition(wanted.partition, error_code_of(exc)))
+                        answered = self._report_corrupt(name, wanted.partition, exc)
+                    partitions.append(error_partition(wanted.partition, answered))
                     continue
                 size = record_bytes(data.records)
                 if size:
@@ -233,11 +234,18 @@ class FetchHandler:
             tuple(bytes_by_topic),
         )
 
-    def _report_corrupt(self, topic: str, error: KafkaError) -> None:
-        """Counted and logged, the log rate-limited: each consumer retries the same
-        offset until an operator moves it past (docs/corrupt-data.md)."""
+    def _report_corrupt(self, topic: str, partition: int, error: KafkaError) -> int:
+        """Counted, and the code to answer: NOT_LEADER_OR_FOLLOWER while an in-sync
+        replica takes over to repair it (replication logs that once), else
+        CORRUPT_MESSAGE, logged rate-limited: each consumer retries the same offset
+        until an operator moves it past (docs/corrupt-data.md)."""
         self._stats.record_corrupt_fetch(topic)
-        self._corrupt_log.log(logging.ERROR, "Fetch answered CORRUPT_MESSAGE: %s", error.message)
+        code = self._replication.corrupt_read(topic, partition)
+        if code == ErrorCode.CORRUPT_MESSAGE:
+            self._corrupt_log.log(
+                logging.ERROR, "Fetch answered CORRUPT_MESSAGE: %s", error.message
+            )
+        return code
 
     def _topic_name(self, fetch_topic: FetchTopic, version: int) -> tuple[str, int]:
         """The topic's name ("" if unknown) and the code for an unknown topic."""

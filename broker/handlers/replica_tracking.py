@@ -42,6 +42,13 @@ class ReplicaTracking(Protocol):
         `required_offset` (REQUEST_TIMED_OUT after `timeout_s`)."""
         ...
 
+    def corrupt_read(self, topic: str, partition: int) -> ErrorCode:
+        """A read of a partition led here met a corrupt batch: the code Fetch answers.
+        NOT_LEADER_OR_FOLLOWER while leadership moves to an in-sync replica that has
+        its own copy (the client finds the new leader and reads on), CORRUPT_MESSAGE
+        when no replica can repair it (docs/corrupt-data.md)."""
+        ...
+
 
 class NoReplication:
     def on_follower_fetch(
@@ -62,6 +69,9 @@ class NoReplication:
         self, topic: str, partition: int, required_offset: int, timeout_s: float
     ) -> ErrorCode:
         return ErrorCode.NONE
+
+    def corrupt_read(self, topic: str, partition: int) -> ErrorCode:
+        return ErrorCode.CORRUPT_MESSAGE
 
 
 NO_REPLICATION: ReplicaTracking = NoReplication()

@@ -21,6 +21,7 @@ from broker.config import BrokerConfig
 from broker.coordination.partition_leader import PartitionLeader
 from broker.coordination.partition_state_store import PartitionStateStore
 from broker.coordination.store import CoordinationStore, CoordinationUnavailable
+from broker.hosts.corrupt_replica_repair import CorruptReplicaRepair
 from broker.hosts.partition_state_view import HostsImage
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
 from broker.log.partition_log import PartitionLog
@@ -41,8 +42,14 @@ class _Led:
 
 class PartitionLeaders:
     def __init__(
-        self, config: BrokerConfig, store: CoordinationStore, logs: ZooKeeperLogManager
+        self,
+        config: BrokerConfig,
+        store: CoordinationStore,
+        logs: ZooKeeperLogManager,
+        corrupt_replicas: CorruptReplicaRepair | None = None,
     ) -> None:
+        """`corrupt_replicas` answers reads that met a corrupt batch (none: CORRUPT_MESSAGE)."""
+        self._corrupt_replicas = corrupt_replicas
         self._node_id = config.node_id
         self._lag_time_max_ms = config.replication.replica_lag_time_max_ms
         self._states = PartitionStateStore(store)
@@ -91,6 +98,11 @@ class PartitionLeaders:
         if led is None:  # leadership moved between the append and the wait
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return await led.leader.wait_for_acks_all(required_offset, timeout_s)
+
+    def corrupt_read(self, topic: str, partition: int) -> ErrorCode:
+        if self._corrupt_replicas is None:
+            return ErrorCode.CORRUPT_MESSAGE
+        return self._corrupt_replicas.corrupt_read(topic, partition)
 
     def _sync_high_watermark(self, led: _Led) -> None:
         if led.log.replicated_high_watermark != led.leader.state.high_watermark:

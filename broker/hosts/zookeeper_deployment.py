@@ -22,6 +22,7 @@ from broker.coordination.kazoo_store import KazooCoordinationStore
 from broker.coordination.live_brokers import LiveBrokers
 from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
+from broker.hosts.corrupt_replica_repair import CorruptReplicaRepair
 from broker.hosts.partition_leaders import PartitionLeaders
 from broker.hosts.partition_state_view import PartitionStateView
 from broker.hosts.replica_fetchers import ReplicaFetchers
@@ -65,7 +66,12 @@ class ZooKeeperDeployment:
         self.log_manager = ZooKeeperLogManager(
             config, self._node_id, self.store, self.partition_states, self.live_brokers.brokers
         )
-        self.replication = PartitionLeaders(config, self.store, self.log_manager)
+        self.corrupt_replicas = CorruptReplicaRepair(
+            self._node_id, self.store, self.log_manager, self.live_brokers.brokers
+        )
+        self.replication = PartitionLeaders(
+            config, self.store, self.log_manager, self.corrupt_replicas
+        )
         self.controller = KafkaController(
             self.store,
             self._node_id,
@@ -128,5 +134,12 @@ class ZooKeeperDeployment:
         broker_configs: BrokerConfigs,
     ) -> list[Service]:
         """The partition states (ZooKeeper connected by then: the membership is the
-        first service), the controller, the partition leaders and the replica fetchers."""
-        return [self.partition_states, self.controller, self.replication, self.replica_fetchers]
+        first service), the controller, the partition leaders, the replica fetchers and
+        the repair of corrupt batches from in-sync replicas."""
+        return [
+            self.partition_states,
+            self.controller,
+            self.replication,
+            self.replica_fetchers,
+            self.corrupt_replicas,
+        ]

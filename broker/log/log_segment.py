@@ -226,11 +226,18 @@ class LogSegment:
         all three indexes past the cut (Kafka's LogSegment.truncateTo); returns the bytes
         removed. The indexes and summary are rebuilt by `recover` from what remains, so
         a crash midway leaves a segment the next load recovers the same way. Worker
-        thread: it reads the remaining segment once. Raises OSError."""
-        found = self.find_batch(offset)
-        if found is None:
+        thread: it reads the remaining segment once. Raises OSError.
+
+        A corrupt batch at ``offset`` (a follower cutting its log below one,
+        docs/corrupt-data.md) is found with the read path's framing checks and cut with
+        everything after it; one before ``offset`` is cut by the recovery that follows."""
+        try:
+            found = self.find_batch_checked(offset)
+            position = None if found is None else found[0]
+        except CorruptBatchError as exc:
+            position = exc.position
+        if position is None:
             return 0
-        position = found[0]
         os.ftruncate(self._fd, position)
         removed = self.size - position
         self.recover(None)

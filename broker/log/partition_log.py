@@ -119,6 +119,7 @@ class PartitionLog:
         recovery_point: int,
         producer_state: ProducerStateManager | None = None,
         epoch_cache: LeaderEpochCache | None = None,
+        unreadable_from: int | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -136,6 +137,8 @@ class PartitionLog:
         self.epoch_cache = epoch_cache or LeaderEpochCache()
         # Set by replication (a follower, or a leader with followers); None: the log end.
         self._high_watermark: int | None = None
+        # The first offset known lost to a corrupt batch (found at load or by a read).
+        self._unreadable_from = unreadable_from
         self._epoch_checkpoint_lock = trio.Lock()
         self._epoch_checkpoint_dirty = False
         self.deleted = False
@@ -211,6 +214,7 @@ class PartitionLog:
             bases = [max(log_start_offset, 0)]
         segments: list[LogSegment] = []
         expected: int | None = None
+        unreadable: int | None = None
         for i, base in enumerate(bases):
             is_last = i == len(bases) - 1
             segment = _new_segment(directory, base, config, now)
@@ -239,6 +243,7 @@ class PartitionLog:
                 # whole files of their own, each validated batch by batch below, and may
                 # hold acknowledged records appended after a restart (issue 14): keep
                 # them, recovered, and leave the corrupt range as a gap in the offsets.
+                unreadable = expected if unreadable is None else unreadable
                 logger.error(
                     "%s: corrupt batch at offset %d; keeping the later segments from %d",
                     segment.log_path,
@@ -252,6 +257,7 @@ class PartitionLog:
             corruption = active.find_corruption()
             if corruption is not None:
                 position, offset = corruption
+                unreadable = offset if unreadable is None else unreadable
                 logger.error(
                     "%s: corrupt batch at position %d (offset %d) after a clean shutdown; "
                     "served as is (consumers see the CRC error), new records go to a new "
@@ -281,6 +287,7 @@ class PartitionLog:
             log_start_offset=start,
             recovery_point=log_end,
             epoch_cache=epoch_cache,
+            unreadable_from=unreadable,
         )
         log._load_producer_state(clean)
         return log
@@ -700,6 +707,7 @@ class PartitionLog:
         except OSError as exc:
             raise _storage_error(exc, f"cannot read {self.topic}-{self.partition}") from exc
         except CorruptBatchError as exc:
+            await self._note_unreadable(segment, offset)
             raise KafkaError(
                 ErrorCode.CORRUPT_MESSAGE,
                 f"{self.topic}-{self.partition}: {exc}; offsets {offset} to "
@@ -711,6 +719,25 @@ class PartitionLog:
             last = _whole_batches_last_offset(buf, end)
             aborted = self.collect_aborted_transactions(offset, min(last + 1, upper))
         return ReadResult(memoryview(buf)[:end], high_watermark, start, lso, aborted)
+
+    async def _note_unreadable(self, segment: LogSegment, offset: int) -> None:
+        """A read of ``offset`` met a corrupt batch in ``segment``: remember where the
+        loss starts, the end of the last batch before it that passes framing and CRC
+        (one scan of the segment in a worker thread, once per corruption), so that a
+        follower cut there continues exactly where the leader's copy is needed. The
+        segment's start when the scan finds nothing before ``offset``."""
+        if self._unreadable_from is not None and self._unreadable_from <= offset:
+            return
+        segment.acquire()
+        try:
+            found = await trio.to_thread.run_sync(segment.find_corruption)
+        except OSError:
+            found = None
+        finally:
+            segment.release()
+        first = found[1] if found is not None and found[1] <= offset else segment.base_offset
+        if self._unreadable_from is None or first < self._unreadable_from:
+            self._unreadable_from = first
 
     # ------------------------------------------------------------ timestamps
 
@@ -832,6 +859,16 @@ class PartitionLog:
         """The offset below which every in-sync replica holds the records. Without
         replication (one replica) that is the log end, as before."""
         return self.log_end_offset if self._high_watermark is None else self._high_watermark
+
+    @property
+    def unreadable_from(self) -> int | None:
+        """The first offset lost to a corrupt batch, as far as the log knows: one a read
+        met, one left in the active segment after a clean shutdown, or the start of the
+        gap recovery left (docs/corrupt-data.md); None when none is known. Replication
+        repairs from it (a follower truncates there and fetches the rest); the log
+        forgets it once truncation or retention removed it."""
+        known = self._unreadable_from
+        return None if known is None or known < self.log_start_offset else known
 
     @property
     def replicated_high_watermark(self) -> int | None:
@@ -958,6 +995,8 @@ class PartitionLog:
             self.recovery_point = min(self.recovery_point, end)
             if self._high_watermark is not None:
                 self._high_watermark = min(self._high_watermark, end)
+            if self._unreadable_from is not None and self._unreadable_from >= end:
+                self._unreadable_from = None  # the corrupt batch went with the cut
             if self.epoch_cache.truncate_from_end(end):
                 await self._write_epoch_checkpoint()
         logger.info("%s-%d: truncated to offset %d", self.topic, self.partition, end)
@@ -995,6 +1034,7 @@ class PartitionLog:
             self.recovery_point = offset
             self.producer_state = ProducerStateManager()
             self.epoch_cache = LeaderEpochCache()
+            self._unreadable_from = None
             if self._high_watermark is not None:
                 self._high_watermark = offset
             await self._write_epoch_checkpoint()
