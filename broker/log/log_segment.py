@@ -221,27 +221,29 @@ class LogSegment:
         self.txn_index.truncate_to(self.next_offset)
         return truncated
 
-    def truncate_to(self, offset: int) -> int:
+    def truncate_to(self, offset: int, *, corrupt: bool = False) -> int:
         """Cut the batch holding ``offset`` and everything after it, with the entries of
         all three indexes past the cut (Kafka's LogSegment.truncateTo); returns the bytes
         removed. The indexes and summary are rebuilt by `recover` from what remains, so
         a crash midway leaves a segment the next load recovers the same way. Worker
         thread: it reads the remaining segment once. Raises OSError.
 
-        A corrupt batch at ``offset`` (a follower cutting its log below one,
-        docs/corrupt-data.md) is found with the read path's framing checks and cut with
-        everything after it; one before ``offset`` is cut by the recovery that follows."""
+        ``corrupt``: the segment holds a corrupt batch at or below ``offset`` (a follower
+        cutting its log below one, docs/corrupt-data.md); the recovery then runs even
+        when ``offset`` is not found, and cuts at the first batch failing framing or
+        CRC, wherever the damaged header made the segment's summary end."""
         try:
             found = self.find_batch_checked(offset)
             position = None if found is None else found[0]
         except CorruptBatchError as exc:
             position = exc.position
         if position is None:
-            return 0
+            if not corrupt:
+                return 0
+            position = self.size
         os.ftruncate(self._fd, position)
         removed = self.size - position
-        self.recover(None)
-        return removed
+        return removed + self.recover(None)
 
     def find_corruption(self) -> tuple[int, int] | None:
         """(position, offset) of the first batch failing framing or CRC, or None.

@@ -44,15 +44,21 @@ def delete_snapshots_after(directory: Path, offset: int) -> None:
 
 
 def truncation_steps(
-    directory: Path, kept: LogSegment, doomed: Sequence[LogSegment], offset: int
+    directory: Path,
+    kept: LogSegment,
+    doomed: Sequence[LogSegment],
+    offset: int,
+    *,
+    corrupt: bool = False,
 ) -> list[Callable[[], object]]:
     """The file steps of truncating to ``offset``, in crash-safe order: snapshots past
     it, the later segments newest first, then the segment holding it cut (run in a
-    worker thread; a test may stop after any of them to play a crash)."""
+    worker thread; a test may stop after any of them to play a crash). ``corrupt``:
+    `kept` holds the corrupt batch the cut removes (`LogSegment.truncate_to`)."""
     steps: list[Callable[[], object]] = [
         functools.partial(delete_snapshots_after, directory, offset)
     ]
     for segment in sorted(doomed, key=lambda s: s.base_offset, reverse=True):
         steps.append(functools.partial(unlink_newest_first, [segment]))
-    steps.append(functools.partial(kept.truncate_to, offset))
+    steps.append(functools.partial(kept.truncate_to, offset, corrupt=corrupt))
     return steps

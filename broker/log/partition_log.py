@@ -119,7 +119,7 @@ class PartitionLog:
         recovery_point: int,
         producer_state: ProducerStateManager | None = None,
         epoch_cache: LeaderEpochCache | None = None,
-        unreadable_from: int | None = None,
+        unreadable: tuple[int, int] | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -137,8 +137,9 @@ class PartitionLog:
         self.epoch_cache = epoch_cache or LeaderEpochCache()
         # Set by replication (a follower, or a leader with followers); None: the log end.
         self._high_watermark: int | None = None
-        # The first offset known lost to a corrupt batch (found at load or by a read).
-        self._unreadable_from = unreadable_from
+        # The first offset known lost to a corrupt batch (found at load or by a read)
+        # and the base offset of the segment holding it.
+        self._unreadable = unreadable
         self._epoch_checkpoint_lock = trio.Lock()
         self._epoch_checkpoint_dirty = False
         self.deleted = False
@@ -214,7 +215,7 @@ class PartitionLog:
             bases = [max(log_start_offset, 0)]
         segments: list[LogSegment] = []
         expected: int | None = None
-        unreadable: int | None = None
+        unreadable: tuple[int, int] | None = None
         for i, base in enumerate(bases):
             is_last = i == len(bases) - 1
             segment = _new_segment(directory, base, config, now)
@@ -243,7 +244,7 @@ class PartitionLog:
                 # whole files of their own, each validated batch by batch below, and may
                 # hold acknowledged records appended after a restart (issue 14): keep
                 # them, recovered, and leave the corrupt range as a gap in the offsets.
-                unreadable = expected if unreadable is None else unreadable
+                unreadable = unreadable or (expected, segment.base_offset)
                 logger.error(
                     "%s: corrupt batch at offset %d; keeping the later segments from %d",
                     segment.log_path,
@@ -257,7 +258,7 @@ class PartitionLog:
             corruption = active.find_corruption()
             if corruption is not None:
                 position, offset = corruption
-                unreadable = offset if unreadable is None else unreadable
+                unreadable = unreadable or (offset, active.base_offset)
                 logger.error(
                     "%s: corrupt batch at position %d (offset %d) after a clean shutdown; "
                     "served as is (consumers see the CRC error), new records go to a new "
@@ -287,7 +288,7 @@ class PartitionLog:
             log_start_offset=start,
             recovery_point=log_end,
             epoch_cache=epoch_cache,
-            unreadable_from=unreadable,
+            unreadable=unreadable,
         )
         log._load_producer_state(clean)
         return log
@@ -726,7 +727,8 @@ class PartitionLog:
         (one scan of the segment in a worker thread, once per corruption), so that a
         follower cut there continues exactly where the leader's copy is needed. The
         segment's start when the scan finds nothing before ``offset``."""
-        if self._unreadable_from is not None and self._unreadable_from <= offset:
+        known = self.unreadable_from
+        if known is not None and known <= offset:
             return
         segment.acquire()
         try:
@@ -736,8 +738,8 @@ class PartitionLog:
         finally:
             segment.release()
         first = found[1] if found is not None and found[1] <= offset else segment.base_offset
-        if self._unreadable_from is None or first < self._unreadable_from:
-            self._unreadable_from = first
+        if known is None or first < known:
+            self._unreadable = (first, segment.base_offset)
 
     # ------------------------------------------------------------ timestamps
 
@@ -867,8 +869,9 @@ class PartitionLog:
         gap recovery left (docs/corrupt-data.md); None when none is known. Replication
         repairs from it (a follower truncates there and fetches the rest); the log
         forgets it once truncation or retention removed it."""
-        known = self._unreadable_from
-        return None if known is None or known < self.log_start_offset else known
+        if self._unreadable is None or self._unreadable[0] < self.log_start_offset:
+            return None
+        return self._unreadable[0]
 
     @property
     def replicated_high_watermark(self) -> int | None:
@@ -964,20 +967,25 @@ class PartitionLog:
         KAFKA_STORAGE_ERROR."""
         if offset < 0:
             raise ValueError(f"cannot truncate to offset {offset}")
-        if offset >= self.log_end_offset:
+        known = self._unreadable if self.unreadable_from is not None else None
+        repair = known is not None and offset >= known[0]
+        if offset >= self.log_end_offset and not repair:
             return
         if offset < self.log_start_offset:
             await self.truncate_fully_and_start_at(offset)
             return
         async with self._flush_lock:
             index = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+            if known is not None and repair:
+                # The segment holding the corrupt batch, whatever end its damage implied.
+                index = min(index, max(bisect.bisect_right(self._bases, known[1]) - 1, 0))
             kept = self.segments[index]
             doomed = self.segments[index + 1 :]
             del self.segments[index + 1 :]
             del self._bases[index + 1 :]
             for segment in doomed:
                 segment.mark_deleted()
-            steps = truncation_steps(self.directory, kept, doomed, offset)
+            steps = truncation_steps(self.directory, kept, doomed, offset, corrupt=repair)
 
             def run_steps() -> None:
                 for step in steps:
@@ -995,8 +1003,8 @@ class PartitionLog:
             self.recovery_point = min(self.recovery_point, end)
             if self._high_watermark is not None:
                 self._high_watermark = min(self._high_watermark, end)
-            if self._unreadable_from is not None and self._unreadable_from >= end:
-                self._unreadable_from = None  # the corrupt batch went with the cut
+            if repair or (known is not None and known[0] >= end):
+                self._unreadable = None  # the corrupt batch went with the cut
             if self.epoch_cache.truncate_from_end(end):
                 await self._write_epoch_checkpoint()
         logger.info("%s-%d: truncated to offset %d", self.topic, self.partition, end)
@@ -1034,7 +1042,7 @@ class PartitionLog:
             self.recovery_point = offset
             self.producer_state = ProducerStateManager()
             self.epoch_cache = LeaderEpochCache()
-            self._unreadable_from = None
+            self._unreadable = None
             if self._high_watermark is not None:
                 self._high_watermark = offset
             await self._write_epoch_checkpoint()
