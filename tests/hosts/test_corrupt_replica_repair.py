@@ -60,8 +60,8 @@ async def all_equal(directories: list[Path], expected: dict[str, bytes]) -> None
             await trio.sleep(0.1)
 
 
-async def leader_of(server: KafkaServer, ready: object = None) -> tuple[int, int]:
-    """(leader, leader epoch) of partition 0 once Metadata names a leader."""
+async def leader_of(server: KafkaServer, other_than: int | None = None) -> tuple[int, int]:
+    """(leader, leader epoch) of partition 0 once Metadata names a leader (not `other_than`)."""
     response = await wait_for_metadata(
         server,
         TOPIC,
@@ -69,7 +69,7 @@ async def leader_of(server: KafkaServer, ready: object = None) -> tuple[int, int
             r.topics
             and r.topics[0].partitions
             and r.topics[0].partitions[0].leader_id >= 0
-            and (ready is None or r.topics[0].partitions[0].leader_id != ready)
+            and r.topics[0].partitions[0].leader_id != other_than
         ),
     )
     partition = response.topics[0].partitions[0]
@@ -115,7 +115,7 @@ async def test_a_corrupt_batch_is_repaired_from_an_in_sync_replica(
         every = ",".join(bootstrap(s) for s in servers.values())
         consumed = await trio.to_thread.run_sync(consume, every, TOPIC, len(values))
         assert consumed == values
-        new_leader, new_epoch = await leader_of(servers[1], ready=leader_id)
+        new_leader, new_epoch = await leader_of(servers[1], other_than=leader_id)
         assert new_epoch > epoch
         corrupt_reads = servers[leader_id].metrics.get(
             "kafka.server", "BrokerTopicMetrics", "CorruptBatchFetchesPerSec", topic=TOPIC
