@@ -6,6 +6,12 @@ operation creates an earlier one), one fsyncs the offset journal shortly
 after it changes (and rolls it into a snapshot when it has grown), one
 expires old offsets on `offsets.retention.check.interval.ms`. When cancelled
 the journal is fsynced and closed, shielded, so acknowledged commits survive.
+
+Given a replicated `GroupMetadataPartition` (hosts coordinated through ZooKeeper) the
+state lives in `__consumer_offsets` instead of the journal: the coordinator starts
+empty, loads the groups from the partition's log each time this broker becomes its
+leader (COORDINATOR_LOAD_IN_PROGRESS meanwhile), forgets them when it stops leading,
+and answers a commit once the in-sync replicas hold it.
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ from broker.coordinator.group_coordinator import (
     GroupOverview,
     OffsetCommitItem,
 )
+from broker.coordinator.group_metadata_partition import GroupMetadataPartition, KeyedRecord
 from broker.coordinator.member_metadata import JoinCallback, JoinParams, JoinResult, SyncCallback
 from broker.coordinator.offset_store import OffsetAndMetadata, OffsetStore, TopicPartition
 from broker.coordinator.pending_txn_offsets import PendingOffset, PendingTransactionalOffsets
+from broker.coordinator.replicated_offset_store import OffsetReplicator, ReplicatedOffsetStore
 from broker.errors import KafkaError
 from broker.protocol.error_codes import ErrorCode
 from broker.topology import Topology
@@ -46,13 +54,26 @@ def wall_ms() -> int:
 
 class GroupCoordinatorService:
     def __init__(
-        self, config: CoordinatorConfig, directory: Path, topology: Topology | None = None
+        self,
+        config: CoordinatorConfig,
+        directory: Path,
+        topology: Topology | None = None,
+        partition: GroupMetadataPartition | None = None,
     ) -> None:
         """`topology` places the groups: another broker's are refused with NOT_COORDINATOR
-        (None: this broker coordinates every group)."""
+        (None: this broker coordinates every group). With `partition` the offsets and
+        groups are kept there instead of in `directory`'s journal."""
         self.config = config
         self._topology = topology
-        self.store = OffsetStore(directory)
+        self._partition = partition
+        self._replicator: OffsetReplicator | None = None
+        self.store: OffsetStore
+        if partition is None:
+            self.store = OffsetStore(directory)
+        else:
+            self._replicator = OffsetReplicator(partition)
+            self.store = ReplicatedOffsetStore(self._replicator.enqueue)
+        self._loaded = partition is None
         self._coordinator: GroupCoordinator | None = None
         self._wakeup = trio.Event()
         self._sleeping_until = math.inf
@@ -80,6 +101,9 @@ class GroupCoordinatorService:
                 nursery.start_soon(self._run_timers)
                 nursery.start_soon(self._run_journal_flush)
                 nursery.start_soon(self._run_offset_expiry)
+                if self._replicator is not None:
+                    nursery.start_soon(self._replicator.run)
+                    nursery.start_soon(self._follow_leadership)
                 task_status.started()
         finally:
             with trio.CancelScope(shield=True):
@@ -93,7 +117,6 @@ class GroupCoordinatorService:
         return trio.current_time() * 1000 + 0.001
 
     async def _run_timers(self) -> None:
-        coordinator = self.coordinator
         while True:
             self._wakeup = trio.Event()
             deadline = self._next_timer()
@@ -101,7 +124,7 @@ class GroupCoordinatorService:
             with trio.move_on_at(self._sleeping_until / 1000):
                 await self._wakeup.wait()
             self._sleeping_until = -math.inf
-            coordinator.fire_timers(self.now(), wall_ms())
+            self.coordinator.fire_timers(self.now(), wall_ms())
             self._fire_consumer_group_timers()
             self._after_change()
 
@@ -138,18 +161,76 @@ class GroupCoordinatorService:
                 log.info("expired %d committed offsets", expired)
             self._after_change()
 
+    # -- the replicated partition's leadership (Kafka's loadGroupsForPartition) ------------
+    async def _follow_leadership(self) -> None:
+        partition, store = self._partition, self.store
+        assert partition is not None and isinstance(store, ReplicatedOffsetStore)
+        async for epoch in partition.leadership.eventual_values():
+            if self._loaded:
+                log.info("no longer the group coordinator: forgetting its groups")
+            self._reset(store, ())
+            if epoch is None:
+                continue
+            records = await partition.read_records()
+            if partition.leadership.value != epoch:
+                continue  # moved again while reading: the next value decides
+            skipped = self._reset(store, records)
+            self._loaded = True
+            log.info(
+                "group coordinator at leader epoch %d: loaded %d groups from %d records (%d skipped)",
+                epoch,
+                len(self.coordinator.groups),
+                len(records),
+                skipped,
+            )
+            self._after_change()
+
+    def _reset(self, store: ReplicatedOffsetStore, records: Sequence[KeyedRecord]) -> int:
+        """The state as `records` say, nothing loaded until the caller says so."""
+        assert self._replicator is not None
+        self._loaded = False
+        self._replicator.drop_pending()
+        skipped = store.reset(records)
+        self._coordinator = GroupCoordinator(self.config, store, wall_ms(), self.now())
+        self.consumer_groups = ConsumerGroupCoordinator(self.config.consumer)
+        return skipped
+
+    async def replicated(
+        self, results: dict[TopicPartition, ErrorCode]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """A commit's results once what it wrote is replicated (at once with journals):
+        a failed append turns every accepted offset into the client's retriable error."""
+        pending = None if self._replicator is None else self._replicator.pending()
+        if pending is None:
+            return results
+        error = await pending.client_error()
+        if error is ErrorCode.NONE:
+            return results
+        return {tp: error if e is ErrorCode.NONE else e for tp, e in results.items()}
+
     # -- operations (called by the API handlers) ------------------------------------------
     def _owns(self, group_id: str) -> bool:
         return self._topology is None or self._topology.owns_group(group_id)
 
-    def _check(self, group_id: str) -> None:
-        """Another broker's group: NOT_COORDINATOR makes the client look it up again."""
+    def _refusal(self, group_id: str) -> KafkaError | None:
+        """Another broker's group: NOT_COORDINATOR makes the client look it up again;
+        ours while the partition's groups load: COORDINATOR_LOAD_IN_PROGRESS."""
         if not self._owns(group_id):
             assert self._topology is not None
             node = self._topology.coordinator_node(group_id)
-            raise KafkaError(
+            return KafkaError(
                 ErrorCode.NOT_COORDINATOR, f"group {group_id!r} is coordinated by broker {node}"
             )
+        if not self._loaded:
+            return KafkaError(
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"group {group_id!r} is loading"
+            )
+        return None
+
+    def _check(self, group_id: str) -> None:
+        refusal = self._refusal(group_id)
+        if refusal is not None:
+            raise refusal
 
     def join(self, group_id: str, params: JoinParams, callback: JoinCallback) -> None:
         self._check(group_id)
@@ -313,15 +394,15 @@ class GroupCoordinatorService:
         return result
 
     def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
-        mine = [g for g in group_ids if self._owns(g)]
+        refusals = {g: r.error_code for g in group_ids if (r := self._refusal(g)) is not None}
+        mine = [g for g in group_ids if g not in refusals]
         consumer = [g for g in mine if g in self.consumer_groups.groups]
         result = self.coordinator.delete_groups([g for g in mine if g not in consumer])
         for group_id in consumer:
             result[group_id] = self.consumer_groups.delete_group(group_id)
             if result[group_id] is ErrorCode.NONE:
                 self.store.delete_group(group_id)
-        for group_id in group_ids:
-            result.setdefault(group_id, ErrorCode.NOT_COORDINATOR)
+        result |= refusals
         self._after_change()
         return result
 
@@ -329,8 +410,9 @@ class GroupCoordinatorService:
         self, group_id: str, partitions: Sequence[TopicPartition] | None
     ) -> tuple[ErrorCode, list[tuple[TopicPartition, OffsetAndMetadata | None]]]:
         """OffsetFetch: the group's committed offsets (NOT_COORDINATOR elsewhere)."""
-        if not self._owns(group_id):
-            return ErrorCode.NOT_COORDINATOR, []
+        refusal = self._refusal(group_id)
+        if refusal is not None:
+            return refusal.error_code, []
         return self.coordinator.fetch_offsets(group_id, partitions)
 
     # -- KIP-848 consumer groups (broker/coordinator/consumer_group.py) ---------------------
