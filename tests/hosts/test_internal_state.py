@@ -191,7 +191,7 @@ def consume_remaining(servers: str) -> list[tuple[int, bytes]]:
                     break
                 continue
             assert message.error() is None, message.error()
-            got.append((message.offset(), message.value() or b""))
+            got.append((message.offset() or 0, message.value() or b""))
     finally:
         consumer.close()
     return got
