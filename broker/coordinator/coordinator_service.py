@@ -33,7 +33,13 @@ from broker.coordinator.group_coordinator import (
     OffsetCommitItem,
 )
 from broker.coordinator.group_metadata_partition import GroupMetadataPartition, KeyedRecord
-from broker.coordinator.member_metadata import JoinCallback, JoinParams, JoinResult, SyncCallback
+from broker.coordinator.member_metadata import (
+    JoinCallback,
+    JoinParams,
+    JoinResult,
+    SyncCallback,
+    SyncResult,
+)
 from broker.coordinator.offset_store import OffsetAndMetadata, OffsetStore, TopicPartition
 from broker.coordinator.pending_txn_offsets import PendingOffset, PendingTransactionalOffsets
 from broker.coordinator.replicated_offset_store import OffsetReplicator, ReplicatedOffsetStore
@@ -190,6 +196,8 @@ class GroupCoordinatorService:
         assert self._replicator is not None
         self._loaded = False
         self._replicator.drop_pending()
+        if self._coordinator is not None:
+            _answer_waiting_members(self._coordinator, ErrorCode.NOT_COORDINATOR)
         skipped = store.reset(records)
         self._coordinator = GroupCoordinator(self.config, store, wall_ms(), self.now())
         self.consumer_groups = ConsumerGroupCoordinator(self.config.consumer)
@@ -504,3 +512,12 @@ class GroupCoordinatorService:
         return [g for g in classic if g.group_id not in shadowed] + (
             self.consumer_groups.list_groups(states, types)
         )
+
+
+def _answer_waiting_members(coordinator: GroupCoordinator, error: ErrorCode) -> None:
+    """Kafka's onGroupUnloaded: members waiting in a JoinGroup or SyncGroup are told to
+    find the coordinator again."""
+    for group in coordinator.groups.values():
+        for member in group.members.values():
+            member.complete_join(JoinResult(error, member.member_id))
+            member.complete_sync(SyncResult(error))

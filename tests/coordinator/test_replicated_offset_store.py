@@ -16,9 +16,12 @@ from hypothesis import strategies as st
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.coordinator.group_coordinator import CoordinatorConfig, OffsetCommitItem
 from broker.coordinator.group_metadata_partition import KeyedRecord
+from broker.coordinator.member_metadata import JoinResult
 from broker.coordinator.offset_store import GroupRecord, MemberRecord, OffsetAndMetadata
 from broker.coordinator.replicated_offset_store import ReplicatedOffsetStore
+from broker.handlers.group_handlers import Pending
 from broker.protocol.error_codes import ErrorCode
+from tests.coordinator.helpers import params
 
 GROUPS = st.sampled_from(["a", "b", "c"])
 PARTITIONS = st.tuples(st.sampled_from(["t", "u"]), st.integers(0, 2))
@@ -123,7 +126,8 @@ async def test_the_coordinator_loads_when_it_leads_and_commits_once_replicated(
     earlier: list[KeyedRecord] = []
     ReplicatedOffsetStore(earlier.extend).commit("g", {("t", 0): OffsetAndMetadata(3)})
     partition = FakePartition(earlier)
-    service = GroupCoordinatorService(CoordinatorConfig(), tmp_path, partition=partition)
+    config = CoordinatorConfig(initial_rebalance_delay_ms=60_000)
+    service = GroupCoordinatorService(config, tmp_path, partition=partition)
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)
         # Not leading: nothing loaded, the client is told to wait.
@@ -149,8 +153,20 @@ async def test_the_coordinator_loads_when_it_leads_and_commits_once_replicated(
         results = await service.replicated(commit(service, 9))
         assert results == {("t", 0): ErrorCode.NOT_COORDINATOR}
 
+        # A member waiting in a JoinGroup (the initial rebalance delay) when leadership
+        # is lost is told to find the new coordinator.
+        first: Pending[JoinResult] = Pending()
+        service.join("g", params(), first.set)  # type: ignore[arg-type]
+        assert first.value is not None and first.value.error is ErrorCode.MEMBER_ID_REQUIRED
+        waiting: Pending[JoinResult] = Pending()
+        service.join("g", params(member_id=first.value.member_id), waiting.set)  # type: ignore[arg-type]
+        assert waiting.value is None
+
         # Leadership lost: the groups are forgotten until this broker leads again.
         partition.leadership.value = None
+        with trio.fail_after(5):
+            await waiting.event.wait()
+        assert waiting.value is not None and waiting.value.error is ErrorCode.NOT_COORDINATOR
         with trio.fail_after(5):
             while service.fetch_offsets("g", None)[0] is ErrorCode.NONE:  # noqa: ASYNC110 - as above
                 await trio.sleep(0.01)
