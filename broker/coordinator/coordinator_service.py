@@ -53,6 +53,9 @@ JOURNAL_FLUSH_DELAY_S = 0.2
 """How long journal appends gather before one fsync (commits are acknowledged
 once written to the page cache, as Kafka acknowledges a single-replica append)."""
 
+LOAD_RETRY_S = 1.0
+"""How long a failed read of the group metadata partition waits before the next."""
+
 
 def wall_ms() -> int:
     return int(time.time() * 1000)
@@ -173,12 +176,12 @@ class GroupCoordinatorService:
         assert partition is not None and isinstance(store, ReplicatedOffsetStore)
         async for epoch in partition.leadership.eventual_values():
             if self._loaded:
-                log.info("no longer the group coordinator: forgetting its groups")
+                log.info("__consumer_offsets leadership changed: forgetting the groups")
             self._reset(store, ())
             if epoch is None:
                 continue
-            records = await partition.read_records()
-            if partition.leadership.value != epoch:
+            records = await self._read_while_leading(partition, epoch)
+            if records is None or partition.leadership.value != epoch:
                 continue  # moved again while reading: the next value decides
             skipped = self._reset(store, records)
             self._loaded = True
@@ -190,6 +193,19 @@ class GroupCoordinatorService:
                 skipped,
             )
             self._after_change()
+
+    @staticmethod
+    async def _read_while_leading(
+        partition: GroupMetadataPartition, epoch: int
+    ) -> list[KeyedRecord] | None:
+        """The partition's records (None: leadership moved before they could be read)."""
+        while partition.leadership.value == epoch:
+            try:
+                return await partition.read_records()
+            except KafkaError as exc:
+                log.warning("cannot load the groups yet: %s", exc.message)
+                await trio.sleep(LOAD_RETRY_S)
+        return None
 
     def _reset(self, store: ReplicatedOffsetStore, records: Sequence[KeyedRecord]) -> int:
         """The state as `records` say, nothing loaded until the caller says so."""
