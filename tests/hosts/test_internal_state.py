@@ -19,6 +19,7 @@ from broker.protocol.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
+    MetadataRequest,
     OffsetCommitRequest,
     OffsetFetchRequest,
     SyncGroupRequest,
@@ -96,6 +97,16 @@ async def find_coordinator(host: tuple[str, int], avoid: int | None = None) -> i
             if answer.error_code == ErrorCode.NONE and answer.node_id != avoid:
                 return int(answer.node_id)
             await trio.sleep(0.1)
+
+
+async def wait_for_registrations(hosts: dict[int, BrokerProcess]) -> None:
+    """Every host registered in ZooKeeper (after its listeners, so after "started")."""
+    request = MetadataRequest(topics=None, allow_auto_topic_creation=False)
+    with trio.fail_after(WAIT_S):
+        for node_id in hosts:
+            async with await KafkaConnection.connect(*address(hosts, node_id), "test") as c:
+                while len((await c.request(request, 9)).brokers) < len(HOSTS):  # noqa: ASYNC110 - registrations arrive when they do
+                    await trio.sleep(0.1)
 
 
 def commit_request(generation: int, member_id: str, offset: int) -> OffsetCommitRequest:
@@ -212,6 +223,7 @@ async def test_offsets_and_generation_survive_the_coordinators_host_killed(
             for node_id in HOSTS:
                 nursery.start_soon(start, node_id)
         hosts = dict(sorted(hosts.items()))
+        await wait_for_registrations(hosts)
         await trio.to_thread.run_sync(create_and_fill_topic, bootstrap(hosts))
         coordinator = await find_coordinator(address(hosts, 1))
         member, generation = await join_sync_and_commit(address(hosts, coordinator))
