@@ -17,22 +17,22 @@ from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
     FindCoordinatorRequest,
     HeartbeatRequest,
-    JoinGroupRequest,
     LeaveGroupRequest,
     MetadataRequest,
-    OffsetCommitRequest,
     OffsetFetchRequest,
     SyncGroupRequest,
 )
-from broker.protocol.messages.join_group_request import JoinGroupRequestProtocol
 from broker.protocol.messages.leave_group_request import MemberIdentity
-from broker.protocol.messages.offset_commit_request import (
-    OffsetCommitRequestPartition,
-    OffsetCommitRequestTopic,
-)
 from broker.protocol.messages.offset_fetch_request import OffsetFetchRequestTopic
 from broker.protocol.messages.sync_group_request import SyncGroupRequestAssignment
-from tests.coordinator.helpers import subscription
+from tests.cluster.test_group_membership_restart import (
+    GROUP,
+    RETRIABLE,
+    TOPIC,
+    commit_request,
+    join_request,
+)
+from tests.hosts.test_hosts_cluster import HOSTS, WAIT_S
 from tests.integration.broker_harness import (
     BrokerProcess,
     start_broker_process,
@@ -40,17 +40,8 @@ from tests.integration.broker_harness import (
 )
 from tests.interop.kafka_clients import admin
 
-WAIT_S = 30
-HOSTS = {1: ("127.0.0.2", "rack-a"), 2: ("127.0.0.3", "rack-b"), 3: ("127.0.0.4", "rack-c")}
-GROUP = "resumers"
-TOPIC = "orders"
 COMMITTED = 5
 RECORDS = 10
-RETRIABLE = {
-    ErrorCode.NOT_COORDINATOR,
-    ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-}
 
 
 def start_host(tmp_path: Path, node_id: int, zookeeper: str) -> BrokerProcess:
@@ -109,39 +100,11 @@ async def wait_for_registrations(hosts: dict[int, BrokerProcess]) -> None:
                     await trio.sleep(0.1)
 
 
-def commit_request(generation: int, member_id: str, offset: int) -> OffsetCommitRequest:
-    return OffsetCommitRequest(
-        group_id=GROUP,
-        generation_id_or_member_epoch=generation,
-        member_id=member_id,
-        topics=(
-            OffsetCommitRequestTopic(
-                name=TOPIC,
-                partitions=(
-                    OffsetCommitRequestPartition(partition_index=0, committed_offset=offset),
-                ),
-            ),
-        ),
-    )
-
-
 async def join_sync_and_commit(host: tuple[str, int]) -> tuple[str, int]:
     async with await KafkaConnection.connect(*host, "test") as connection:
-
-        def join(member_id: str) -> JoinGroupRequest:
-            protocol = JoinGroupRequestProtocol(name="range", metadata=subscription(TOPIC))
-            return JoinGroupRequest(
-                group_id=GROUP,
-                session_timeout_ms=60_000,
-                rebalance_timeout_ms=30_000,
-                member_id=member_id,
-                protocol_type="consumer",
-                protocols=(protocol,),
-            )
-
-        first = await connection.request(join(""), 5)
+        first = await connection.request(join_request(""), 5)
         assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
-        joined = await connection.request(join(first.member_id), 5)
+        joined = await connection.request(join_request(first.member_id), 5)
         assert joined.error_code == ErrorCode.NONE
         member, generation = joined.member_id, joined.generation_id
         assignment = SyncGroupRequestAssignment(member_id=member, assignment=b"a")
