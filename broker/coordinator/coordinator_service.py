@@ -42,7 +42,11 @@ from broker.coordinator.member_metadata import (
 )
 from broker.coordinator.offset_store import OffsetAndMetadata, OffsetStore, TopicPartition
 from broker.coordinator.pending_txn_offsets import PendingOffset, PendingTransactionalOffsets
-from broker.coordinator.replicated_offset_store import OffsetReplicator, ReplicatedOffsetStore
+from broker.coordinator.replicated_offset_store import (
+    AppendRound,
+    OffsetReplicator,
+    ReplicatedOffsetStore,
+)
 from broker.errors import KafkaError
 from broker.protocol.error_codes import ErrorCode
 from broker.topology import Topology
@@ -83,6 +87,7 @@ class GroupCoordinatorService:
             self._replicator = OffsetReplicator(partition)
             self.store = ReplicatedOffsetStore(self._replicator.enqueue)
         self._loaded = partition is None
+        self._tasks: trio.Nursery | None = None
         self._coordinator: GroupCoordinator | None = None
         self._wakeup = trio.Event()
         self._sleeping_until = math.inf
@@ -110,6 +115,7 @@ class GroupCoordinatorService:
                 nursery.start_soon(self._run_timers)
                 nursery.start_soon(self._run_journal_flush)
                 nursery.start_soon(self._run_offset_expiry)
+                self._tasks = nursery
                 if self._replicator is not None:
                     nursery.start_soon(self._replicator.run)
                     nursery.start_soon(self._follow_leadership)
@@ -287,9 +293,25 @@ class GroupCoordinatorService:
             assignments,
             self.now(),
             wall_ms(),
-            callback,
+            self._once_stored(callback),
         )
         self._after_change()
+
+    def _once_stored(self, callback: SyncCallback) -> SyncCallback:
+        """Kafka answers SyncGroup once the group's GroupMetadata record is stored: with a
+        replicated partition a successful answer waits for the append holding it."""
+        replicator, tasks = self._replicator, self._tasks
+        if replicator is None or tasks is None:
+            return callback
+
+        def answer(result: SyncResult) -> None:
+            pending = replicator.pending()
+            if pending is None or result.error is not ErrorCode.NONE:
+                callback(result)
+            else:
+                tasks.start_soon(_answer_when_stored, pending, result, callback)
+
+        return answer
 
     def heartbeat(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
@@ -537,3 +559,10 @@ def _answer_waiting_members(coordinator: GroupCoordinator, error: ErrorCode) -> 
         for member in group.members.values():
             member.complete_join(JoinResult(error, member.member_id))
             member.complete_sync(SyncResult(error))
+
+
+async def _answer_when_stored(
+    pending: AppendRound, result: SyncResult, callback: SyncCallback
+) -> None:
+    error = await pending.client_error()
+    callback(result if error is ErrorCode.NONE else SyncResult(error))

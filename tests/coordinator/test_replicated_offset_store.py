@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.coordinator.group_coordinator import CoordinatorConfig, OffsetCommitItem
 from broker.coordinator.group_metadata_partition import KeyedRecord
-from broker.coordinator.member_metadata import JoinResult
+from broker.coordinator.member_metadata import JoinResult, SyncResult
 from broker.coordinator.offset_store import GroupRecord, MemberRecord, OffsetAndMetadata
 from broker.coordinator.replicated_offset_store import ReplicatedOffsetStore
 from broker.handlers.group_handlers import Pending
@@ -172,4 +172,42 @@ async def test_the_coordinator_loads_when_it_leads_and_commits_once_replicated(
                 await trio.sleep(0.01)
         assert service.fetch_offsets("g", None)[0] is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         assert service.store.group_offsets("g") == {}
+        nursery.cancel_scope.cancel()
+
+
+async def test_sync_group_is_answered_once_the_group_record_is_replicated(tmp_path: Path) -> None:
+    partition = FakePartition([])
+    config = CoordinatorConfig(initial_rebalance_delay_ms=0)
+    service = GroupCoordinatorService(config, tmp_path, partition=partition)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        partition.leadership.value = 1
+        with trio.fail_after(5):
+            while service.fetch_offsets("g", None)[0] is not ErrorCode.NONE:  # noqa: ASYNC110 - loading has no event of its own
+                await trio.sleep(0.01)
+        for append_error, answered in (
+            (ErrorCode.NONE, ErrorCode.NONE),
+            (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        ):
+            partition.append_error = append_error
+            first: Pending[JoinResult] = Pending()
+            service.join("g", params(), first.set)
+            assert first.value is not None
+            joined: Pending[JoinResult] = Pending()
+            service.join("g", params(member_id=first.value.member_id), joined.set)
+            with trio.fail_after(5):
+                await joined.event.wait()
+            assert joined.value is not None and joined.value.error is ErrorCode.NONE
+            member, generation = joined.value.member_id, joined.value.generation_id
+            synced: Pending[SyncResult] = Pending()
+            service.sync("g", member, None, generation, None, None, {member: b"a"}, synced.set)
+            assert not synced.event.is_set(), "answered before the group record was appended"
+            with trio.fail_after(5):
+                await synced.event.wait()
+            assert synced.value is not None and synced.value.error is answered
+            assert service.leave("g", [(member, None)])[0] is ErrorCode.NONE
+        stored = ReplicatedOffsetStore(lambda _records: None)
+        stored.reset(partition.records)
+        record = stored.group_record("g")
+        assert record is not None and record.generation_id >= 1
         nursery.cancel_scope.cancel()
