@@ -140,7 +140,10 @@ class KafkaServer:
         self.services.append(self.log_manager)
         add_log_cleaner_metrics(context, self.log_manager)
         groups = GroupCoordinatorService(
-            coordinator_config(config), deployment.group_journal_dir, topology
+            coordinator_config(config),
+            deployment.group_journal_dir,
+            topology,
+            deployment.group_metadata_partition,
         )
         self.services.append(groups)
         add_group_coordinator(context, topology, groups, self.log_manager)

@@ -45,6 +45,7 @@ SLOW_TESTS = frozenset(
         "tests/cluster/test_supervisor.py",
         "tests/hosts/test_hosts_cluster.py",
         "tests/hosts/test_corrupt_replica_repair.py",
+        "tests/hosts/test_internal_state.py",
         "tests/console/test_console_browser.py",  # a real browser
         "tests/integration/test_broker_process.py",
         "tests/integration/test_config_errors.py",

@@ -158,6 +158,9 @@ class GroupSettings:
         metadata=_k("group.consumer.heartbeat.interval.ms")
     )
     consumer_assignors: tuple[str, ...] = attrs.field(metadata=_k("group.consumer.assignors"))
+    offsets_topic_replication_factor: int = attrs.field(
+        metadata=_k("offsets.topic.replication.factor")
+    )
 
 
 @attrs.frozen(slots=True)

@@ -6,6 +6,12 @@ operation creates an earlier one), one fsyncs the offset journal shortly
 after it changes (and rolls it into a snapshot when it has grown), one
 expires old offsets on `offsets.retention.check.interval.ms`. When cancelled
 the journal is fsynced and closed, shielded, so acknowledged commits survive.
+
+Given a replicated `GroupMetadataPartition` (hosts coordinated through ZooKeeper) the
+state lives in `__consumer_offsets` instead of the journal: the coordinator starts
+empty, loads the groups from the partition's log each time this broker becomes its
+leader (COORDINATOR_LOAD_IN_PROGRESS meanwhile), forgets them when it stops leading,
+and answers a commit once the in-sync replicas hold it.
 """
 
 from __future__ import annotations
@@ -26,9 +32,21 @@ from broker.coordinator.group_coordinator import (
     GroupOverview,
     OffsetCommitItem,
 )
-from broker.coordinator.member_metadata import JoinCallback, JoinParams, JoinResult, SyncCallback
+from broker.coordinator.group_metadata_partition import GroupMetadataPartition, KeyedRecord
+from broker.coordinator.member_metadata import (
+    JoinCallback,
+    JoinParams,
+    JoinResult,
+    SyncCallback,
+    SyncResult,
+)
 from broker.coordinator.offset_store import OffsetAndMetadata, OffsetStore, TopicPartition
 from broker.coordinator.pending_txn_offsets import PendingOffset, PendingTransactionalOffsets
+from broker.coordinator.replicated_offset_store import (
+    AppendRound,
+    OffsetReplicator,
+    ReplicatedOffsetStore,
+)
 from broker.errors import KafkaError
 from broker.protocol.error_codes import ErrorCode
 from broker.topology import Topology
@@ -39,6 +57,9 @@ JOURNAL_FLUSH_DELAY_S = 0.2
 """How long journal appends gather before one fsync (commits are acknowledged
 once written to the page cache, as Kafka acknowledges a single-replica append)."""
 
+LOAD_RETRY_S = 1.0
+"""How long a failed read of the group metadata partition waits before the next."""
+
 
 def wall_ms() -> int:
     return int(time.time() * 1000)
@@ -46,13 +67,27 @@ def wall_ms() -> int:
 
 class GroupCoordinatorService:
     def __init__(
-        self, config: CoordinatorConfig, directory: Path, topology: Topology | None = None
+        self,
+        config: CoordinatorConfig,
+        directory: Path,
+        topology: Topology | None = None,
+        partition: GroupMetadataPartition | None = None,
     ) -> None:
         """`topology` places the groups: another broker's are refused with NOT_COORDINATOR
-        (None: this broker coordinates every group)."""
+        (None: this broker coordinates every group). With `partition` the offsets and
+        groups are kept there instead of in `directory`'s journal."""
         self.config = config
         self._topology = topology
-        self.store = OffsetStore(directory)
+        self._partition = partition
+        self._replicator: OffsetReplicator | None = None
+        self.store: OffsetStore
+        if partition is None:
+            self.store = OffsetStore(directory)
+        else:
+            self._replicator = OffsetReplicator(partition)
+            self.store = ReplicatedOffsetStore(self._replicator.enqueue)
+        self._loaded = partition is None
+        self._tasks: trio.Nursery | None = None
         self._coordinator: GroupCoordinator | None = None
         self._wakeup = trio.Event()
         self._sleeping_until = math.inf
@@ -80,6 +115,10 @@ class GroupCoordinatorService:
                 nursery.start_soon(self._run_timers)
                 nursery.start_soon(self._run_journal_flush)
                 nursery.start_soon(self._run_offset_expiry)
+                self._tasks = nursery
+                if self._replicator is not None:
+                    nursery.start_soon(self._replicator.run)
+                    nursery.start_soon(self._follow_leadership)
                 task_status.started()
         finally:
             with trio.CancelScope(shield=True):
@@ -93,7 +132,6 @@ class GroupCoordinatorService:
         return trio.current_time() * 1000 + 0.001
 
     async def _run_timers(self) -> None:
-        coordinator = self.coordinator
         while True:
             self._wakeup = trio.Event()
             deadline = self._next_timer()
@@ -101,7 +139,7 @@ class GroupCoordinatorService:
             with trio.move_on_at(self._sleeping_until / 1000):
                 await self._wakeup.wait()
             self._sleeping_until = -math.inf
-            coordinator.fire_timers(self.now(), wall_ms())
+            self.coordinator.fire_timers(self.now(), wall_ms())
             self._fire_consumer_group_timers()
             self._after_change()
 
@@ -138,18 +176,91 @@ class GroupCoordinatorService:
                 log.info("expired %d committed offsets", expired)
             self._after_change()
 
+    # -- the replicated partition's leadership (Kafka's loadGroupsForPartition) ------------
+    async def _follow_leadership(self) -> None:
+        partition, store = self._partition, self.store
+        assert partition is not None and isinstance(store, ReplicatedOffsetStore)
+        async for epoch in partition.leadership.eventual_values():
+            if self._loaded:
+                log.info("__consumer_offsets leadership changed: forgetting the groups")
+            self._reset(store, ())
+            if epoch is None:
+                continue
+            records = await self._read_while_leading(partition, epoch)
+            if records is None or partition.leadership.value != epoch:
+                continue  # moved again while reading: the next value decides
+            skipped = self._reset(store, records)
+            self._loaded = True
+            log.info(
+                "group coordinator at leader epoch %d: loaded %d groups from %d records (%d skipped)",
+                epoch,
+                len(self.coordinator.groups),
+                len(records),
+                skipped,
+            )
+            self._after_change()
+
+    @staticmethod
+    async def _read_while_leading(
+        partition: GroupMetadataPartition, epoch: int
+    ) -> list[KeyedRecord] | None:
+        """The partition's records (None: leadership moved before they could be read)."""
+        while partition.leadership.value == epoch:
+            try:
+                return await partition.read_records()
+            except KafkaError as exc:
+                log.warning("cannot load the groups yet: %s", exc.message)
+                await trio.sleep(LOAD_RETRY_S)
+        return None
+
+    def _reset(self, store: ReplicatedOffsetStore, records: Sequence[KeyedRecord]) -> int:
+        """The state as `records` say, nothing loaded until the caller says so."""
+        assert self._replicator is not None
+        self._loaded = False
+        self._replicator.drop_pending()
+        if self._coordinator is not None:
+            _answer_waiting_members(self._coordinator, ErrorCode.NOT_COORDINATOR)
+        skipped = store.reset(records)
+        self._coordinator = GroupCoordinator(self.config, store, wall_ms(), self.now())
+        self.consumer_groups = ConsumerGroupCoordinator(self.config.consumer)
+        return skipped
+
+    async def replicated(
+        self, results: dict[TopicPartition, ErrorCode]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """A commit's results once what it wrote is replicated (at once with journals):
+        a failed append turns every accepted offset into the client's retriable error."""
+        pending = None if self._replicator is None else self._replicator.pending()
+        if pending is None:
+            return results
+        error = await pending.client_error()
+        if error is ErrorCode.NONE:
+            return results
+        return {tp: error if e is ErrorCode.NONE else e for tp, e in results.items()}
+
     # -- operations (called by the API handlers) ------------------------------------------
     def _owns(self, group_id: str) -> bool:
         return self._topology is None or self._topology.owns_group(group_id)
 
-    def _check(self, group_id: str) -> None:
-        """Another broker's group: NOT_COORDINATOR makes the client look it up again."""
+    def _refusal(self, group_id: str) -> KafkaError | None:
+        """Another broker's group: NOT_COORDINATOR makes the client look it up again;
+        ours while the partition's groups load: COORDINATOR_LOAD_IN_PROGRESS."""
         if not self._owns(group_id):
             assert self._topology is not None
             node = self._topology.coordinator_node(group_id)
-            raise KafkaError(
+            return KafkaError(
                 ErrorCode.NOT_COORDINATOR, f"group {group_id!r} is coordinated by broker {node}"
             )
+        if not self._loaded:
+            return KafkaError(
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"group {group_id!r} is loading"
+            )
+        return None
+
+    def _check(self, group_id: str) -> None:
+        refusal = self._refusal(group_id)
+        if refusal is not None:
+            raise refusal
 
     def join(self, group_id: str, params: JoinParams, callback: JoinCallback) -> None:
         self._check(group_id)
@@ -182,9 +293,25 @@ class GroupCoordinatorService:
             assignments,
             self.now(),
             wall_ms(),
-            callback,
+            self._once_stored(callback),
         )
         self._after_change()
+
+    def _once_stored(self, callback: SyncCallback) -> SyncCallback:
+        """Kafka answers SyncGroup once the group's GroupMetadata record is stored: with a
+        replicated partition a successful answer waits for the append holding it."""
+        replicator, tasks = self._replicator, self._tasks
+        if replicator is None or tasks is None:
+            return callback
+
+        def answer(result: SyncResult) -> None:
+            pending = replicator.pending()
+            if pending is None or result.error is not ErrorCode.NONE:
+                callback(result)
+            else:
+                tasks.start_soon(_answer_when_stored, pending, result, callback)
+
+        return answer
 
     def heartbeat(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
@@ -313,15 +440,15 @@ class GroupCoordinatorService:
         return result
 
     def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
-        mine = [g for g in group_ids if self._owns(g)]
+        refusals = {g: r.error_code for g in group_ids if (r := self._refusal(g)) is not None}
+        mine = [g for g in group_ids if g not in refusals]
         consumer = [g for g in mine if g in self.consumer_groups.groups]
         result = self.coordinator.delete_groups([g for g in mine if g not in consumer])
         for group_id in consumer:
             result[group_id] = self.consumer_groups.delete_group(group_id)
             if result[group_id] is ErrorCode.NONE:
                 self.store.delete_group(group_id)
-        for group_id in group_ids:
-            result.setdefault(group_id, ErrorCode.NOT_COORDINATOR)
+        result |= refusals
         self._after_change()
         return result
 
@@ -329,8 +456,9 @@ class GroupCoordinatorService:
         self, group_id: str, partitions: Sequence[TopicPartition] | None
     ) -> tuple[ErrorCode, list[tuple[TopicPartition, OffsetAndMetadata | None]]]:
         """OffsetFetch: the group's committed offsets (NOT_COORDINATOR elsewhere)."""
-        if not self._owns(group_id):
-            return ErrorCode.NOT_COORDINATOR, []
+        refusal = self._refusal(group_id)
+        if refusal is not None:
+            return refusal.error_code, []
         return self.coordinator.fetch_offsets(group_id, partitions)
 
     # -- KIP-848 consumer groups (broker/coordinator/consumer_group.py) ---------------------
@@ -422,3 +550,19 @@ class GroupCoordinatorService:
         return [g for g in classic if g.group_id not in shadowed] + (
             self.consumer_groups.list_groups(states, types)
         )
+
+
+def _answer_waiting_members(coordinator: GroupCoordinator, error: ErrorCode) -> None:
+    """Kafka's onGroupUnloaded: members waiting in a JoinGroup or SyncGroup are told to
+    find the coordinator again."""
+    for group in coordinator.groups.values():
+        for member in group.members.values():
+            member.complete_join(JoinResult(error, member.member_id))
+            member.complete_sync(SyncResult(error))
+
+
+async def _answer_when_stored(
+    pending: AppendRound, result: SyncResult, callback: SyncCallback
+) -> None:
+    error = await pending.client_error()
+    callback(result if error is ErrorCode.NONE else SyncResult(error))

@@ -4,7 +4,9 @@ Why not an internal compacted `__consumer_offsets` topic: the log was being
 built at the same time, and a single broker gains nothing from replaying its
 offsets through the log. So offsets live in plain files in the root of the
 first log dir (files, not directories, so a log-dir scan never mistakes them
-for partitions):
+for partitions). Hosts coordinated through ZooKeeper, whose state must survive
+the host, keep the same records in a replicated `__consumer_offsets` partition
+instead (`replicated_offset_store.py`):
 
 - `coordinator-offsets.snapshot`: the whole state at some point, written to a
   temporary file, fsynced and renamed over the old one (atomic), naming the

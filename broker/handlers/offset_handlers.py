@@ -114,6 +114,7 @@ class OffsetCommitHandler:
                 offsets,
                 request.api_version,
             )
+            results = await self._service.replicated(results)  # acknowledged once the ISR has it
         return self._response(
             [
                 ((t.name, p.partition_index), results[(t.name, p.partition_index)])

@@ -13,9 +13,11 @@ Produce reports its appends and waits here for acks=all (`wait_for_acks`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import attrs
 import trio
+import trio_util
 
 from broker.config import BrokerConfig
 from broker.coordination.partition_leader import PartitionLeader
@@ -55,6 +57,8 @@ class PartitionLeaders:
         self._states = PartitionStateStore(store)
         self._logs = logs
         self._led: dict[TopicPartition, _Led] = {}
+        # What is led, at which leader epoch (the group coordinator's partition follows it).
+        self.leading: trio_util.AsyncValue[Mapping[TopicPartition, int]] = trio_util.AsyncValue({})
 
     def leader(self, topic: str, partition: int) -> PartitionLeader | None:
         led = self._led.get(TopicPartition(topic, partition))
@@ -157,6 +161,7 @@ class PartitionLeaders:
             self._led[tp] = led
             self._sync_high_watermark(led)
             nursery.start_soon(self._run_leader, led)
+        self.leading.value = {tp: led.leader_epoch for tp, led in self._led.items()}
 
     def _min_insync_replicas(self, topic: str) -> int:
         found = self._logs.topic(topic)

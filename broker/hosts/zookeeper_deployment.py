@@ -4,7 +4,8 @@ The composition root (`broker/__main__.py`) makes one when `zookeeper.connect` i
 and the broker runs as one process. One ZooKeeper session (`KazooCoordinationStore`)
 serves everything: the membership (registration, live brokers, controller election),
 the `PartitionStateView` the topology and the log read, the `KafkaController`,
-which acts while this broker is elected, and the replica fetchers (appends only). Brokers learn leadership by watching the
+which acts while this broker is elected, the replica fetchers (appends only), and
+`__consumer_offsets`-0, where the group coordinator keeps its state. Brokers learn leadership by watching the
 state znodes, so the controller's LeaderAndIsr / UpdateMetadata requests are not
 sent (`WatchingBrokers`; docs/replication.md says why).
 """
@@ -22,6 +23,7 @@ from broker.coordination.kazoo_store import KazooCoordinationStore
 from broker.coordination.live_brokers import LiveBrokers
 from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
+from broker.hosts.consumer_offsets_partition import ConsumerOffsetsPartition
 from broker.hosts.corrupt_replica_repair import CorruptReplicaRepair
 from broker.hosts.partition_leaders import PartitionLeaders
 from broker.hosts.partition_state_view import PartitionStateView
@@ -87,8 +89,15 @@ class ZooKeeperDeployment:
             self.live_brokers.brokers,
             ReplicaFetcherSettings(),
         )
+        self.group_metadata_partition = ConsumerOffsetsPartition(
+            config, self.log_manager, self.replication, self.live_brokers.brokers
+        )
         self._topology = ZooKeeperTopology(
-            self._node_id, self.live_brokers.brokers, self.election.view, self.partition_states
+            self._node_id,
+            self.live_brokers.brokers,
+            self.election.view,
+            self.partition_states,
+            self.group_metadata_partition.want_topic,
         )
         self.group_journal_dir = self._log_dir
         self.transaction_journal_dir = self._log_dir
@@ -135,11 +144,13 @@ class ZooKeeperDeployment:
     ) -> list[Service]:
         """The partition states (ZooKeeper connected by then: the membership is the
         first service), the controller, the partition leaders, the replica fetchers and
-        the repair of corrupt batches from in-sync replicas."""
+        the group coordinator's partition and the repair of corrupt batches from
+        in-sync replicas."""
         return [
             self.partition_states,
             self.controller,
             self.replication,
             self.replica_fetchers,
             self.corrupt_replicas,
+            self.group_metadata_partition,
         ]

@@ -7,19 +7,21 @@ epochs from the partition-state znodes (`PartitionStateView`). Every answer is
 read from those cached views, which ZooKeeper's watches keep current: no request
 waits on ZooKeeper.
 
-Groups and transactional ids are coordinated by the lowest live broker id
-(docs/replication.md says why). Markers and Produce's KIP-890 verification stay
+Groups and transactional ids are coordinated by the leader of `__consumer_offsets`-0,
+whose replicated log holds the groups' state (docs/replication.md says why); the first
+look-up asks for the topic to be created. Markers and Produce's KIP-890 verification stay
 local in this step: the coordinator writes markers only to partitions it leads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import trio_util
 
 from broker.coordination.broker_registration import BrokerRegistration
 from broker.coordination.controller_election import ControllerView
+from broker.coordinator.group_metadata_partition import CONSUMER_OFFSETS
 from broker.hosts.partition_state_view import PartitionStateView
 from broker.replication.leader_and_isr import NO_LEADER
 from broker.topology import (
@@ -41,11 +43,14 @@ class ZooKeeperTopology:
         live_brokers: trio_util.AsyncValue[Mapping[int, BrokerRegistration]],
         controller: trio_util.AsyncValue[ControllerView],
         partitions: PartitionStateView,
+        want_offsets_topic: Callable[[], None],
     ) -> None:
+        """`want_offsets_topic` is called while `__consumer_offsets` does not exist."""
         self._node_id = node_id
         self._live = live_brokers
         self._controller = controller
         self._partitions = partitions
+        self._want_offsets_topic = want_offsets_topic
 
     @property
     def node_id(self) -> int:
@@ -74,9 +79,14 @@ class ZooKeeperTopology:
         return controller if controller >= 0 else NO_CONTROLLER_ID
 
     def coordinator_node(self, key: str) -> int:
-        """The lowest live broker id: every broker agrees as soon as it sees the same
-        registrations, and it moves only when that broker leaves."""
-        return min(self._live.value, default=self._node_id)
+        """The leader of `__consumer_offsets`-0 (NO_LEADER while it has none or the
+        topic is not created yet)."""
+        state = self._partitions.partition(CONSUMER_OFFSETS, 0)
+        if state is None:
+            if self._partitions.replicas(CONSUMER_OFFSETS, 0) is None:
+                self._want_offsets_topic()
+            return NO_LEADER
+        return state.leader
 
     def locate_coordinator(self, key: str, listener_name: str) -> BrokerAddress | None:
         node = self.coordinator_node(key)

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from broker.broker_context import BrokerContext, Service
 from broker.coordination.membership import ClusterMembership
+from broker.coordinator.group_metadata_partition import GroupMetadataPartition
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.replica_tracking import ReplicaTracking
 from broker.log.log_manager import LogManager
@@ -44,6 +45,13 @@ class Deployment(Protocol):
     @property
     def group_journal_dir(self) -> Path:
         """Where the group coordinator journals the offsets of its groups."""
+        ...
+
+    @property
+    def group_metadata_partition(self) -> GroupMetadataPartition | None:
+        """The replicated `__consumer_offsets` partition the group coordinator keeps its
+        state in instead of `group_journal_dir` (hosts coordinated through ZooKeeper),
+        or None."""
         ...
 
     @property

@@ -28,6 +28,7 @@ class SingleProcess:
         self.log_manager = LogManager(config)
         self.replication = NO_REPLICATION
         self.group_journal_dir = self._log_dir
+        self.group_metadata_partition = None
         self.transaction_journal_dir = self._log_dir
         self.complete_transactions_before_serving = True
 

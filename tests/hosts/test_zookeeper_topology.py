@@ -34,16 +34,27 @@ def test_a_leader_whose_broker_is_gone_is_offline_and_an_unwritten_state_has_no_
     assert (unknown.node_id, unknown.online) == (NO_LEADER, False)
 
 
-def test_groups_and_transactions_go_to_the_lowest_live_broker() -> None:
-    topology = zookeeper_topology(node_id=2, live=(2, 3))
+def test_groups_and_transactions_go_to_the_leader_of_the_offsets_partition() -> None:
+    topology = zookeeper_topology(node_id=2, offsets_leader=2)
     assert topology.coordinator_node("any group") == 2
     assert topology.owns_group("g") and topology.owns_transaction("t")
     assert topology.locate_coordinator("g", "PLAINTEXT") == (2, "127.0.0.1", 9002)
-    assert zookeeper_topology(node_id=3).locate_coordinator("g", "PLAINTEXT") == (
-        1,
-        "127.0.0.1",
-        9001,
+    elsewhere = zookeeper_topology(node_id=3, offsets_leader=1)
+    assert elsewhere.locate_coordinator("g", "PLAINTEXT") == (1, "127.0.0.1", 9001)
+    assert not elsewhere.owns_group("g") and not elsewhere.owns_transaction("t")
+    gone = zookeeper_topology(node_id=2, live=(2, 3), offsets_leader=1)
+    assert gone.locate_coordinator("g", "PLAINTEXT") is None
+
+
+def test_a_coordinator_looked_up_before_the_offsets_topic_exists_asks_for_it() -> None:
+    wanted: list[int] = []
+    topology = zookeeper_topology(
+        node_id=3, offsets_leader=None, want_offsets_topic=lambda: wanted.append(3)
     )
+    assert topology.locate_coordinator("g", "PLAINTEXT") is None
+    assert not topology.owns_group("g")
+    assert wanted
+    assert zookeeper_topology(node_id=3).coordinator_node("g") == 1
 
 
 def test_the_controller_is_the_elected_broker_and_minus_one_without_one() -> None:

@@ -75,7 +75,7 @@ def deployed(request: pytest.FixtureRequest, tmp_path: Path) -> Deployed:
     if request.param == "single process":
         return Deployed(SingleProcessTopology(2, lambda _listener: endpoint(2)), 1, (("t", 0),))
     if request.param == "host among hosts":
-        # Node 1 of three, the lowest live id, which coordinates every group.
+        # Node 1 of three, leading __consumer_offsets-0: it coordinates every group.
         return Deployed(zookeeper_topology(node_id=1, live=(1, 2, 3)), 1, (("t", 0),))
     return Deployed(cluster_topology(tmp_path), 3, (("t", 1),))
 
