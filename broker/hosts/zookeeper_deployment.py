@@ -143,7 +143,7 @@ class ZooKeeperDeployment:
         broker_configs: BrokerConfigs,
     ) -> list[Service]:
         """The partition states (ZooKeeper connected by then: the membership is the
-        first service), the controller, the partition leaders, the replica fetchers and
+        first service), the controller, the partition leaders, the replica fetchers,
         the group coordinator's partition and the repair of corrupt batches from
         in-sync replicas."""
         return [
