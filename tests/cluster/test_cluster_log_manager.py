@@ -92,6 +92,26 @@ async def test_configs_partitions_and_deletion_reach_the_other_process(tmp_path:
         assert not any(tmp_path.glob("t-*"))  # noqa: ASYNC240 - a tmp dir of a few files
 
 
+async def test_once_a_delete_returns_every_process_answers_the_topic_unknown(
+    tmp_path: Path,
+) -> None:
+    """Kafka's answers after DeleteTopics, from whichever process a client asks: Metadata
+    UNKNOWN_TOPIC_OR_PARTITION without partitions, and no partition to produce to (Produce
+    answers UNKNOWN_TOPIC_OR_PARTITION), never the topic again or under another leader."""
+    async with two_processes(tmp_path) as managers:
+        await managers[0].create_topic("gone", 2)
+        await managers[1].delete_topic("gone")
+        for index, manager in enumerate(managers):
+            topology = ClusterTopology(
+                manager, process_index=index, process_count=2, peer_dir=tmp_path
+            )
+            source = LogTopicSource(manager, topology)
+            (described,) = await source.describe_topics(["gone"], allow_auto_create=False)
+            assert described.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert described.partitions == ()
+            assert [manager.partition("gone", p) for p in range(2)] == [None, None]
+
+
 async def test_producer_ids_are_unique_across_processes(tmp_path: Path) -> None:
     async with two_processes(tmp_path) as (first, second):
         ids = [await m.allocate_producer_id() for m in (first, second, first, second)]

@@ -4,8 +4,10 @@ the client's delivery report within bounded time, and the broker keeps serving."
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -55,12 +57,40 @@ def produce_collecting_reports(
     return delivered, errors, elapsed
 
 
+class ClientLog(logging.Handler):
+    """librdkafka's debug lines of one client (given `logger`), kept to tell after the
+    fact how it reached an outcome."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__(logging.DEBUG)
+        self.logger = logger
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def client_log() -> Iterator[ClientLog]:
+    log = ClientLog(logging.getLogger(f"{__name__}.client"))
+    log.logger.propagate = False
+    log.logger.setLevel(logging.DEBUG)
+    log.logger.addHandler(log)
+    try:
+        yield log
+    finally:
+        log.logger.removeHandler(log)
+
+
 def test_producing_to_a_deleted_topic_reports_unknown_topic_instead_of_hanging(
-    bootstrap: str,
+    bootstrap: str, client_log: ClientLog
 ) -> None:
     topic = unique_topic("deleted")
     create_topic(bootstrap, topic, partitions=1)
-    producer = Producer(rdkafka_settings(bootstrap, linger_ms=5, message_timeout_ms=15000))
+    settings = rdkafka_settings(
+        bootstrap, linger_ms=5, message_timeout_ms=15000, debug="topic,msg", log_level=7
+    )
+    producer = Producer(settings, logger=client_log.logger)
     outcomes: list[KafkaError | None] = []
 
     def report(err: KafkaError | None, msg: Any) -> None:
@@ -71,6 +101,7 @@ def test_producing_to_a_deleted_topic_reports_unknown_topic_instead_of_hanging(
         producer.produce(topic, value=b"before-%d" % i, on_delivery=report)
     assert producer.flush(20) == 0
     assert outcomes == [None] * 20
+    deleted_at = len(client_log.lines)
     client = admin(bootstrap)
     client.delete_topics([topic], request_timeout=15)[topic].result(timeout=20)
     outcomes.clear()
@@ -87,12 +118,38 @@ def test_producing_to_a_deleted_topic_reports_unknown_topic_instead_of_hanging(
     # topic error; librdkafka retries, then (after topic.metadata.propagation.max.ms)
     # marks the topic gone and fails what is queued for its partitions as "unknown
     # partition" (or "unknown topic"), or passes the broker's error through.
+    # _DESTROY is a race inside librdkafka that Kafka meets the same way (seen in ~5% of
+    # runs, with one process or three): a retried Produce is in flight when the Metadata
+    # answer that marks the topic gone is applied. That removes the partition and fails
+    # its (then empty) queue (rdkafka_topic.c rd_kafka_topic_set_notexists; the broker
+    # thread's PARTITION_LEAVE: "no next broker, failing 0 message(s)"); the Produce
+    # answer, UNKNOWN_TOPIC_OR_PART with actions Refresh, then puts the batch back on the
+    # removed partition's queue (rdkafka_request.c rd_kafka_handle_Produce_error ->
+    # rd_kafka_toppar_retry_msgq, which checks only for termination), and
+    # rd_kafka_toppar_destroy_final (rdkafka_partition.c) fails it with _DESTROY. Kafka
+    # answers a Produce for a topic missing from its metadata cache with the same
+    # UNKNOWN_TOPIC_OR_PARTITION (KafkaApis.handleProduceRequest), so the same sequence
+    # ends the same way against Kafka (karafka's in-flight topic removal spec, run
+    # against Kafka, accepts `destroy` for it: karafka/karafka#2724). The client's log
+    # must show that race, and no move of the partition to another (or no) leader, which
+    # would be the broker's fault.
     allowed = {
         KafkaError.UNKNOWN_TOPIC_OR_PART,
         KafkaError._UNKNOWN_TOPIC,
         KafkaError._UNKNOWN_PARTITION,
+        KafkaError._DESTROY,
     }
     assert codes <= allowed, codes
+    after_delete = client_log.lines[deleted_at:]
+    delegations = [line for line in after_delete if "BRKDELGT" in line]
+    assert not delegations, delegations
+    if KafkaError._DESTROY in codes:
+        late_answers = [
+            line
+            for line in after_delete
+            if f"{topic} [0]: MessageSet" in line and "[NOT LEADER]" in line
+        ]
+        assert late_answers, after_delete[-60:]
     assert elapsed < 14, f"errors took {elapsed:.1f}s: retried until message.timeout.ms"
     # The broker is fine: other topics still work.
     other = unique_topic("after-delete")
