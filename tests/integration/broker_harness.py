@@ -99,13 +99,15 @@ class BrokerProcess:
 def start_broker_process(
     data_dir: Path,
     overrides: Mapping[str, str] | None = None,
-    timeout_s: float = 30.0,
+    timeout_s: float = 60.0,
     config_file: Path | None = None,
     log_level: str | None = None,
 ) -> BrokerProcess:
     """`python -m broker serve` as a user runs it; waits until it logs its listeners
     (with `process.count` > 1: until the supervisor reports every process started).
-    Tests run one process unless they set `process.count`."""
+    Tests run one process unless they set `process.count`. The start-up deadline is
+    generous because three processes on a loaded 2-core CI machine took over 30 s; it
+    costs nothing when the broker starts in time."""
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0",
         "log.dirs": str(data_dir),
