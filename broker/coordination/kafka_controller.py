@@ -97,13 +97,25 @@ class _RebalanceDue:
     pass
 
 
+@attrs.frozen
+class _TopicDeletionRequested:
+    pass
+
+
 @attrs.frozen(eq=False)
 class _ControlledShutdown:
     broker_id: int
     reply: trio.MemorySendChannel[list[TopicPartition]]
 
 
-_Event = _BrokersChanged | _IsrChangeNotified | _TopicsChanged | _RebalanceDue | _ControlledShutdown
+_Event = (
+    _BrokersChanged
+    | _IsrChangeNotified
+    | _TopicsChanged
+    | _RebalanceDue
+    | _ControlledShutdown
+    | _TopicDeletionRequested
+)
 
 
 class _Deposed(Exception):
@@ -138,6 +150,10 @@ class KafkaController:
         self._partitions: dict[TopicPartition, PartitionState] = {}
         self._live: frozenset[int] = frozenset()
         self._shutting_down: set[int] = set()
+        # Each topic's znode is watched once (CreatePartitions changes it); a fired watch
+        # takes its topic out of the set so the next read arms it again.
+        self._topic_watch: trio.MemorySendChannel[WatchEvent] | None = None
+        self._watched_topics: set[str] = set()
 
     @property
     def live(self) -> frozenset[int]:
@@ -216,6 +232,8 @@ class KafkaController:
         self._inbox = inbox_in
         try:
             async with trio.open_nursery() as nursery:
+                self._watched_topics = set()
+                self._topic_watch = self._topic_watch_into(nursery, inbox_in)
                 await self._load_topics(self._watch_into(nursery, inbox_in, _TopicsChanged()))
                 # onControllerFailover: elect where leaders are gone, then tell every
                 # live broker the whole state (it may have missed the last controller's).
@@ -226,13 +244,18 @@ class KafkaController:
                     "controller of epoch %d active over %d partitions", epoch, len(self._partitions)
                 )
                 inbox_in.send_nowait(_IsrChangeNotified())  # reads them, arms the watch
+                inbox_in.send_nowait(_TopicDeletionRequested())  # the same
                 nursery.start_soon(self._follow_live_brokers, inbox_in)
                 if self._settings.auto_leader_rebalance_enable:
                     nursery.start_soon(self._rebalance_timer, inbox_in)
                 isr_watch = self._watch_into(nursery, inbox_in, _IsrChangeNotified())
                 topics_watch = self._watch_into(nursery, inbox_in, _TopicsChanged())
+                deletion_watch = self._watch_into(nursery, inbox_in, _TopicDeletionRequested())
                 async for event in inbox:
-                    await self._handle(event, isr_watch, topics_watch)
+                    if isinstance(event, _TopicDeletionRequested):
+                        await self._on_topic_deletion(deletion_watch)
+                    else:
+                        await self._handle(event, isr_watch, topics_watch)
         finally:
             self.active_epoch.value = 0
             self._inbox = None
@@ -336,12 +359,11 @@ class KafkaController:
         form the ISR)."""
         new_states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         new_replicas: dict[TopicPartition, tuple[int, ...]] = {}
-        known_topics = {tp.topic for tp in self._partitions}
         for topic in await self._states.topics(watch=watch):
-            if topic in known_topics:
-                continue
+            topic_watch = None if topic in self._watched_topics else self._topic_watch
+            self._watched_topics.add(topic)
             try:
-                assignment = await self._states.topic_assignment(topic)
+                assignment = await self._states.topic_assignment(topic, watch=topic_watch)
             except MalformedZnode as exc:
                 log.error("controller ignores topic %s: %s", topic, exc)
                 continue
@@ -349,6 +371,8 @@ class KafkaController:
                 continue
             for partition, replicas in sorted(assignment.partitions.items()):
                 tp = TopicPartition(topic, partition)
+                if tp in self._partitions:  # known; only partitions added are new
+                    continue
                 current = await self._read_state(tp)
                 if current is not None:
                     self._partitions[tp] = PartitionState(tp, replicas, current)
@@ -370,6 +394,17 @@ class KafkaController:
             self._partitions[tp] = PartitionState(tp, new_replicas[tp], state.leader_and_isr)
             created.append(self._partitions[tp])
         self._announce(created)
+
+    async def _on_topic_deletion(self, watch: trio.MemorySendChannel[WatchEvent]) -> None:
+        """DeleteTopics marked topics under `/admin/delete_topics`: forget their partitions
+        and delete their znodes; every broker deletes its replicas' logs when the topic
+        leaves its view (brokers watch the znodes instead of receiving StopReplica)."""
+        for topic in await self._states.topics_to_delete(watch=watch):
+            doomed = [tp for tp in self._partitions if tp.topic == topic]
+            for tp in doomed:
+                del self._partitions[tp]
+            await self._states.delete_topic(topic)
+            log.info("controller: deleted topic %s (%d partitions)", topic, len(doomed))
 
     # -- writing and telling --
     async def _write(self, decide: Decide, partitions: Iterable[PartitionState]) -> None:
@@ -467,6 +502,20 @@ class KafkaController:
         async def forward() -> None:
             async for _change in watch:
                 inbox.send_nowait(event)
+
+        nursery.start_soon(forward)
+        return watch_in
+
+    def _topic_watch_into(
+        self, nursery: trio.Nursery, inbox: trio.MemorySendChannel[_Event]
+    ) -> trio.MemorySendChannel[WatchEvent]:
+        """The sink of the topics' own znodes: a change re-reads the topics."""
+        watch_in, watch = trio.open_memory_channel[WatchEvent](math.inf)
+
+        async def forward() -> None:
+            async for change in watch:
+                self._watched_topics.discard(change.path.rsplit("/", 1)[-1])
+                inbox.send_nowait(_TopicsChanged())
 
         nursery.start_soon(forward)
         return watch_in

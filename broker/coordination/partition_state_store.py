@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from broker.coordination.controller_election import CONTROLLER_EPOCH_PATH
 from broker.coordination.partition_state_znodes import (
+    DELETE_TOPICS_PATH,
     ISR_CHANGE_NOTIFICATION_PATH,
     ISR_CHANGE_NOTIFICATION_PREFIX,
     REASSIGN_PARTITIONS_PATH,
@@ -25,10 +26,13 @@ from broker.coordination.partition_state_znodes import (
     TopicAssignment,
     decode_isr_change_notification,
     decode_partition_reassignment,
+    delete_topic_path,
     encode_isr_change_notification,
     encode_partition_reassignment,
     partition_path,
     partition_state_path,
+    partitions_path,
+    topic_config_path,
     topic_path,
 )
 from broker.coordination.store import (
@@ -36,6 +40,7 @@ from broker.coordination.store import (
     CheckOp,
     CoordinationStore,
     CreateOp,
+    NodeExistsError,
     NoNodeError,
     SetOp,
     WatchSink,
@@ -68,6 +73,35 @@ class PartitionStateStore:
     ) -> TopicAssignment | None:
         node = await self._store.get(topic_path(topic), watch=watch)
         return None if node is None else TopicAssignment.decode(topic, node.data)
+
+    # -- topic deletion (Kafka 2.x's TopicDeletionManager, without StopReplica) --
+    async def request_topic_deletion(self, topic: str) -> None:
+        """DeleteTopics' part: mark the topic; asking twice is asking once."""
+        await self._store.ensure_path(DELETE_TOPICS_PATH)
+        with contextlib.suppress(NodeExistsError):
+            await self._store.create(delete_topic_path(topic))
+
+    async def topics_to_delete(self, *, watch: WatchSink | None = None) -> list[str]:
+        await self._store.ensure_path(DELETE_TOPICS_PATH)
+        return await self._store.children(DELETE_TOPICS_PATH, watch=watch)
+
+    async def delete_topic(self, topic: str) -> None:
+        """The controller's part: every znode of the topic, leaves first, its config, and
+        last the request (so a controller stopped half-way finds it again)."""
+        with contextlib.suppress(NoNodeError):
+            for partition in await self._store.children(partitions_path(topic)):
+                tp = TopicPartition(topic, int(partition))
+                for path in (partition_state_path(tp), partition_path(tp)):
+                    with contextlib.suppress(NoNodeError):
+                        await self._store.delete(path)
+        for path in (
+            partitions_path(topic),
+            topic_path(topic),
+            topic_config_path(topic),
+            delete_topic_path(topic),
+        ):
+            with contextlib.suppress(NoNodeError):
+                await self._store.delete(path)
 
     # -- partition states --
     async def partition_state(

@@ -1,0 +1,179 @@
+"""Topic administration on hosts coordinated through a real ZooKeeper, through a real
+client: one cluster id from `/cluster/id`, topic configs followed by every broker,
+partitions added with their replicas placed and led, and a topic deleted as Kafka 2.x
+deletes it (its znodes and every replica's log gone)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+from kazoo.client import KazooClient
+
+from broker.coordination.cluster_id import InconsistentClusterId
+from broker.hosts.zookeeper_deployment import ZooKeeperDeployment
+from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
+from broker.meta_properties import META_PROPERTIES
+from broker.protocol.error_codes import ErrorCode
+from broker.server import KafkaServer
+from tests.hosts.test_hosts_cluster import (
+    HOSTS,
+    WAIT_S,
+    bootstrap,
+    metadata,
+    running_host,
+    wait_for_metadata,
+)
+from tests.integration.broker_harness import base_config
+
+TOPIC = "administered"
+
+
+def znodes(zookeeper: str, *paths: str) -> dict[str, bytes | None]:
+    client = KazooClient(hosts=zookeeper)
+    client.start(WAIT_S)
+    try:
+        found = {}
+        for path in paths:
+            node = client.exists(path)
+            found[path] = None if node is None else client.get(path)[0]
+        return found
+    finally:
+        client.stop()
+        client.close()
+
+
+def administer(servers: str, call: Callable[[AdminClient], dict[Any, Any]]) -> None:
+    admin = AdminClient({"bootstrap.servers": servers})  # alive until answered
+    for future in call(admin).values():
+        future.result(timeout=WAIT_S)
+
+
+def set_retention(admin: AdminClient) -> dict[Any, Any]:
+    entry = ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=[entry])
+    return admin.incremental_alter_configs([resource])
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    with trio.fail_after(WAIT_S):
+        while not condition():  # noqa: ASYNC110 - ZooKeeper's watches arrive when they do
+            await trio.sleep(0.05)
+
+
+def hosts_logs(server: KafkaServer) -> ZooKeeperLogManager:
+    assert isinstance(server.log_manager, ZooKeeperLogManager)
+    return server.log_manager
+
+
+async def test_hosts_share_a_cluster_id_and_alter_extend_and_delete_topics(
+    tmp_path: Path, zookeeper_connect: str
+) -> None:
+    async with AsyncExitStack() as stack:
+        servers = {
+            node_id: await stack.enter_async_context(
+                running_host(tmp_path, node_id, zookeeper_connect)
+            )
+            for node_id in HOSTS
+        }
+        # One cluster id, the one the first broker wrote to /cluster/id in Kafka's JSON.
+        stored = (await trio.to_thread.run_sync(znodes, zookeeper_connect, "/cluster/id"))[
+            "/cluster/id"
+        ]
+        assert stored is not None
+        document = json.loads(stored)
+        assert document["version"] == "1"
+        for server in servers.values():
+            response = await wait_for_metadata(server, None, lambda r: len(r.brokers) == 3)
+            assert response.cluster_id == document["id"]
+            assert server.cluster_id == document["id"]
+        servers_1 = bootstrap(servers[1])
+
+        def create(admin: AdminClient) -> dict[Any, Any]:
+            return admin.create_topics([NewTopic(TOPIC, num_partitions=2, replication_factor=3)])
+
+        await trio.to_thread.run_sync(administer, servers_1, create)
+
+        # A config change through one broker is written to /config/topics and followed by all.
+        await trio.to_thread.run_sync(administer, bootstrap(servers[2]), set_retention)
+        for server in servers.values():
+            logs = hosts_logs(server)
+            await until(
+                lambda logs=logs: logs.topic(TOPIC) is not None  # type: ignore[misc]
+                and logs.topic(TOPIC).configs().get("retention.ms") == "123456"  # type: ignore[union-attr]
+            )
+        config_path = f"/config/topics/{TOPIC}"
+        config = (await trio.to_thread.run_sync(znodes, zookeeper_connect, config_path))[
+            config_path
+        ]
+        assert config is not None and json.loads(config)["config"] == {"retention.ms": "123456"}
+
+        # Two partitions added: placed over the three racks, led, a replica on every broker.
+        def add_partitions(admin: AdminClient) -> dict[Any, Any]:
+            return admin.create_partitions([NewPartitions(TOPIC, 4)])
+
+        await trio.to_thread.run_sync(administer, bootstrap(servers[3]), add_partitions)
+        for server in servers.values():
+            response = await wait_for_metadata(
+                server,
+                TOPIC,
+                lambda r: len(r.topics[0].partitions) == 4
+                and all(p.leader_id >= 0 for p in r.topics[0].partitions),
+            )
+            for p in response.topics[0].partitions:
+                assert sorted(p.replica_nodes) == [1, 2, 3]
+                assert p.leader_id == p.replica_nodes[0]
+            logs = hosts_logs(server)
+            await until(lambda logs=logs: logs.replica_log(TOPIC, 3) is not None)  # type: ignore[misc]
+        added = {p.partition_index: p for p in response.topics[0].partitions}
+        assert {added[2].leader_id, added[3].leader_id} <= set(HOSTS)
+        assert added[2].leader_id != added[3].leader_id  # placement goes on spreading them
+
+        # Deleted: the topic leaves every broker's Metadata, its logs and its znodes go.
+        directories = [
+            log.directory
+            for server in servers.values()
+            for p in range(4)
+            if (log := hosts_logs(server).replica_log(TOPIC, p)) is not None
+        ]
+        assert len(directories) == 12 and all(d.is_dir() for d in directories)
+        await trio.to_thread.run_sync(
+            administer, bootstrap(servers[2]), lambda admin: admin.delete_topics([TOPIC])
+        )
+        for server in servers.values():
+            response = await wait_for_metadata(
+                server,
+                TOPIC,
+                lambda r: r.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            )
+            assert hosts_logs(server).replica_log(TOPIC, 0) is None
+        await until(lambda: not any(d.exists() for d in directories))
+        paths = (f"/brokers/topics/{TOPIC}", config_path, f"/admin/delete_topics/{TOPIC}")
+        gone = await trio.to_thread.run_sync(znodes, zookeeper_connect, *paths)
+        assert gone == dict.fromkeys(paths)
+        # The name can be used again: a new topic, empty.
+        await trio.to_thread.run_sync(administer, servers_1, create)
+        response = await metadata(servers[1], TOPIC)
+        assert len(response.topics[0].partitions) == 2
+
+    # A broker whose meta.properties names another cluster does not start.
+    data_dir = tmp_path / "elsewhere"
+    data_dir.mkdir()
+    (data_dir / META_PROPERTIES).write_text("version=1\ncluster.id=another-cluster\nnode.id=9\n")
+    config = base_config(data_dir, {"node.id": "9", "zookeeper.connect": zookeeper_connect})
+    with pytest.raises(InconsistentClusterId, match="doesn't match stored clusterId another"):
+        ZooKeeperDeployment(config)
