@@ -24,6 +24,7 @@ from broker.handlers.delete_records import DeleteRecordsHandler
 from broker.handlers.delete_topics import DeleteTopicsHandler
 from broker.handlers.describe_cluster import DescribeClusterHandler
 from broker.handlers.describe_configs import DescribeConfigsHandler
+from broker.handlers.describe_log_dirs import DescribeLogDirsHandler
 from broker.handlers.fetch import FetchHandler
 from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
@@ -86,6 +87,7 @@ def add_data_apis(
         ),
         AlterConfigsHandler(alterer, authorizer=auth),
         IncrementalAlterConfigsHandler(alterer, authorizer=auth),
+        DescribeLogDirsHandler(context.log_dirs, log_manager.local_logs, authorizer=auth),
         DescribeClusterHandler(
             node_id,
             context.cluster_id,

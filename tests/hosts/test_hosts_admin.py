@@ -24,12 +24,15 @@ from confluent_kafka.admin import (
 )
 from kazoo.client import KazooClient
 
+from broker.client.connection import KafkaConnection
 from broker.coordination.cluster_id import InconsistentClusterId
 from broker.hosts.zookeeper_deployment import ZooKeeperDeployment
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
 from broker.meta_properties import META_PROPERTIES
 from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import DescribeLogDirsRequest
 from broker.server import KafkaServer
+from tests.client.cli_runner import run_cli
 from tests.hosts.test_hosts_cluster import (
     HOSTS,
     WAIT_S,
@@ -41,6 +44,7 @@ from tests.hosts.test_hosts_cluster import (
 from tests.integration.broker_harness import base_config
 
 TOPIC = "administered"
+LOG_DIRS_VERSION = 4
 
 
 def znodes(zookeeper: str, *paths: str) -> dict[str, bytes | None]:
@@ -113,8 +117,10 @@ async def test_hosts_share_a_cluster_id_and_alter_extend_and_delete_topics(
         for server in servers.values():
             logs = hosts_logs(server)
             await until(
-                lambda logs=logs: logs.topic(TOPIC) is not None  # type: ignore[misc]
-                and logs.topic(TOPIC).configs().get("retention.ms") == "123456"  # type: ignore[union-attr]
+                lambda logs=logs: (
+                    logs.topic(TOPIC) is not None  # type: ignore[misc]
+                    and logs.topic(TOPIC).configs().get("retention.ms") == "123456"
+                )  # type: ignore[union-attr]
             )
         config_path = f"/config/topics/{TOPIC}"
         config = (await trio.to_thread.run_sync(znodes, zookeeper_connect, config_path))[
@@ -131,8 +137,10 @@ async def test_hosts_share_a_cluster_id_and_alter_extend_and_delete_topics(
             response = await wait_for_metadata(
                 server,
                 TOPIC,
-                lambda r: len(r.topics[0].partitions) == 4
-                and all(p.leader_id >= 0 for p in r.topics[0].partitions),
+                lambda r: (
+                    len(r.topics[0].partitions) == 4
+                    and all(p.leader_id >= 0 for p in r.topics[0].partitions)
+                ),
             )
             for p in response.topics[0].partitions:
                 assert sorted(p.replica_nodes) == [1, 2, 3]
@@ -142,6 +150,34 @@ async def test_hosts_share_a_cluster_id_and_alter_extend_and_delete_topics(
         added = {p.partition_index: p for p in response.topics[0].partitions}
         assert {added[2].leader_id, added[3].leader_id} <= set(HOSTS)
         assert added[2].leader_id != added[3].leader_id  # placement goes on spreading them
+
+        # DescribeLogDirs: every broker's dir holds a replica of each partition, led or not.
+        for node_id, server in servers.items():
+            address = HOSTS[node_id][0]
+            async with await KafkaConnection.connect(address, server.bound_port(), "t") as conn:
+                request = DescribeLogDirsRequest(topics=None)
+                described = await conn.request(request, LOG_DIRS_VERSION)
+            (result,) = described.results
+            assert result.error_code == ErrorCode.NONE and result.total_bytes > 0
+            assert Path(result.log_dir) == (tmp_path / f"host-{node_id}").resolve()
+            (held,) = [t for t in result.topics if t.name == TOPIC]
+            assert [p.partition_index for p in held.partitions] == [0, 1, 2, 3]
+            assert all(p.offset_lag == 0 and p.partition_size >= 0 for p in held.partitions)
+
+        # The test client: leader, replicas and ISR per partition; the log dirs.
+        described = await trio.to_thread.run_sync(
+            run_cli, ["topics", "describe", TOPIC, "-b", servers_1]
+        )
+        assert described.code == 0, described.err
+        rows = [line for line in described.out.decode().splitlines() if "Leader:" in line]
+        assert len(rows) == 4
+        for row in rows:
+            assert "Replicas: " in row and "Isr: " in row
+            isr = row.split("Isr: ")[1].split("\t")[0]
+            assert sorted(isr.split(",")) == ["1", "2", "3"]
+        dirs = await trio.to_thread.run_sync(run_cli, ["log-dirs", TOPIC, "-b", servers_1])
+        assert dirs.code == 0, dirs.err
+        assert dirs.out.decode().count(f"\t{TOPIC}-") == 4
 
         # Deleted: the topic leaves every broker's Metadata, its logs and its znodes go.
         directories = [
