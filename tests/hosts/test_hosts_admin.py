@@ -5,6 +5,7 @@ deletes it (its znodes and every replica's log gone)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -79,6 +80,15 @@ async def until(condition: Callable[[], bool]) -> None:
             await trio.sleep(0.05)
 
 
+def retention_is(logs: ZooKeeperLogManager, value: str) -> bool:
+    topic = logs.topic(TOPIC)
+    return topic is not None and topic.configs().get("retention.ms") == value
+
+
+def holds_partition(logs: ZooKeeperLogManager, partition: int) -> bool:
+    return logs.replica_log(TOPIC, partition) is not None
+
+
 def hosts_logs(server: KafkaServer) -> ZooKeeperLogManager:
     assert isinstance(server.log_manager, ZooKeeperLogManager)
     return server.log_manager
@@ -115,13 +125,7 @@ async def test_hosts_share_a_cluster_id_and_alter_extend_and_delete_topics(
         # A config change through one broker is written to /config/topics and followed by all.
         await trio.to_thread.run_sync(administer, bootstrap(servers[2]), set_retention)
         for server in servers.values():
-            logs = hosts_logs(server)
-            await until(
-                lambda logs=logs: (
-                    logs.topic(TOPIC) is not None  # type: ignore[misc]
-                    and logs.topic(TOPIC).configs().get("retention.ms") == "123456"
-                )  # type: ignore[union-attr]
-            )
+            await until(functools.partial(retention_is, hosts_logs(server), "123456"))
         config_path = f"/config/topics/{TOPIC}"
         config = (await trio.to_thread.run_sync(znodes, zookeeper_connect, config_path))[
             config_path
@@ -146,7 +150,7 @@ async def test_hosts_share_a_cluster_id_and_alter_extend_and_delete_topics(
                 assert sorted(p.replica_nodes) == [1, 2, 3]
                 assert p.leader_id == p.replica_nodes[0]
             logs = hosts_logs(server)
-            await until(lambda logs=logs: logs.replica_log(TOPIC, 3) is not None)  # type: ignore[misc]
+            await until(functools.partial(holds_partition, logs, 3))
         added = {p.partition_index: p for p in response.topics[0].partitions}
         assert {added[2].leader_id, added[3].leader_id} <= set(HOSTS)
         assert added[2].leader_id != added[3].leader_id  # placement goes on spreading them
@@ -210,6 +214,6 @@ async def test_hosts_share_a_cluster_id_and_alter_extend_and_delete_topics(
     data_dir = tmp_path / "elsewhere"
     data_dir.mkdir()
     (data_dir / META_PROPERTIES).write_text("version=1\ncluster.id=another-cluster\nnode.id=9\n")
-    config = base_config(data_dir, {"node.id": "9", "zookeeper.connect": zookeeper_connect})
+    elsewhere = base_config(data_dir, {"node.id": "9", "zookeeper.connect": zookeeper_connect})
     with pytest.raises(InconsistentClusterId, match="doesn't match stored clusterId another"):
-        ZooKeeperDeployment(config)
+        ZooKeeperDeployment(elsewhere)
