@@ -162,6 +162,7 @@ class KafkaServer:
             self.broker_configs,
             transaction_verifier=transactions.verifier,
             replication=deployment.replication,
+            leader_elections=deployment.leader_elections,
         )
         add_acl_apis(context, self.acl_store)
         add_security_apis(context, self.scram_credentials)

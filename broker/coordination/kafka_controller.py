@@ -28,7 +28,11 @@ import trio_util
 from broker.coordination.broker_registration import BrokerRegistration, MalformedZnode
 from broker.coordination.controller_election import CONTROLLER_EPOCH_PATH, ControllerView
 from broker.coordination.partition_state_store import ControllerMovedError, PartitionStateStore
-from broker.coordination.partition_state_znodes import LeaderIsrAndControllerEpoch
+from broker.coordination.partition_state_znodes import (
+    PREFERRED_REPLICA_ELECTION_PATH,
+    UNCLEAN_LEADER_ELECTION_PATH,
+    LeaderIsrAndControllerEpoch,
+)
 from broker.coordination.store import (
     BadVersionError,
     CoordinationStore,
@@ -102,6 +106,11 @@ class _TopicDeletionRequested:
     pass
 
 
+@attrs.frozen
+class _LeaderElectionRequested:
+    path: str  # PREFERRED_REPLICA_ELECTION_PATH or UNCLEAN_LEADER_ELECTION_PATH
+
+
 @attrs.frozen(eq=False)
 class _ControlledShutdown:
     broker_id: int
@@ -115,6 +124,7 @@ _Event = (
     | _RebalanceDue
     | _ControlledShutdown
     | _TopicDeletionRequested
+    | _LeaderElectionRequested
 )
 
 
@@ -245,15 +255,23 @@ class KafkaController:
                 )
                 inbox_in.send_nowait(_IsrChangeNotified())  # reads them, arms the watch
                 inbox_in.send_nowait(_TopicDeletionRequested())  # the same
+                for path in (PREFERRED_REPLICA_ELECTION_PATH, UNCLEAN_LEADER_ELECTION_PATH):
+                    inbox_in.send_nowait(_LeaderElectionRequested(path))
                 nursery.start_soon(self._follow_live_brokers, inbox_in)
                 if self._settings.auto_leader_rebalance_enable:
                     nursery.start_soon(self._rebalance_timer, inbox_in)
                 isr_watch = self._watch_into(nursery, inbox_in, _IsrChangeNotified())
                 topics_watch = self._watch_into(nursery, inbox_in, _TopicsChanged())
                 deletion_watch = self._watch_into(nursery, inbox_in, _TopicDeletionRequested())
+                election_watches = {
+                    path: self._watch_into(nursery, inbox_in, _LeaderElectionRequested(path))
+                    for path in (PREFERRED_REPLICA_ELECTION_PATH, UNCLEAN_LEADER_ELECTION_PATH)
+                }
                 async for event in inbox:
                     if isinstance(event, _TopicDeletionRequested):
                         await self._on_topic_deletion(deletion_watch)
+                    elif isinstance(event, _LeaderElectionRequested):
+                        await self._on_leader_election(event.path, election_watches[event.path])
                     else:
                         await self._handle(event, isr_watch, topics_watch)
         finally:
@@ -405,6 +423,26 @@ class KafkaController:
                 del self._partitions[tp]
             await self._states.delete_topic(topic)
             log.info("controller: deleted topic %s (%d partitions)", topic, len(doomed))
+
+    async def _on_leader_election(
+        self, path: str, watch: trio.MemorySendChannel[WatchEvent]
+    ) -> None:
+        """ElectLeaders asked (through `path`): PREFERRED leads from the first replica where
+        it is live and in sync; UNCLEAN elects where no live leader is left, from the ISR
+        if it can, else from any live replica."""
+        asked = await self._states.leader_election_request(path, watch=watch)
+        if not asked:
+            return
+        states = [self._partitions[tp] for tp in asked if tp in self._partitions]
+
+        def decide(partitions: Iterable[PartitionState]) -> list[LeaderAndIsrUpdate]:
+            if path == PREFERRED_REPLICA_ELECTION_PATH:
+                return preferred_replica_election(partitions, self._live)
+            return on_broker_failure(partitions, self._live, lambda _topic: True)
+
+        await self._write(decide, states)
+        log.info("controller: leader election of %d partitions (%s)", len(states), path)
+        await self._states.delete_leader_election_request(path)
 
     # -- writing and telling --
     async def _write(self, decide: Decide, partitions: Iterable[PartitionState]) -> None:

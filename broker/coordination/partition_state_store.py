@@ -103,6 +103,25 @@ class PartitionStateStore:
             with contextlib.suppress(NoNodeError):
                 await self._store.delete(path)
 
+    # -- leader elections asked for (ElectLeaders) --
+    async def request_leader_election(
+        self, path: str, partitions: Sequence[TopicPartition]
+    ) -> None:
+        """NodeExistsError while an earlier request is pending (the caller waits)."""
+        await self._store.ensure_path("/admin")
+        await self._store.create(path, encode_isr_change_notification(partitions))
+
+    async def leader_election_request(
+        self, path: str, *, watch: WatchSink | None = None
+    ) -> list[TopicPartition]:
+        """The partitions asked for (none without a request); the watch sees it created."""
+        node = await self._store.get(path, watch=watch)
+        return [] if node is None else decode_isr_change_notification(path, node.data)
+
+    async def delete_leader_election_request(self, path: str) -> None:
+        with contextlib.suppress(NoNodeError):
+            await self._store.delete(path)
+
     # -- partition states --
     async def partition_state(
         self, tp: TopicPartition, *, watch: WatchSink | None = None

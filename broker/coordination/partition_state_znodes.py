@@ -10,6 +10,9 @@ and an operator's runbook read them:
 - `/isr_change_notification/isr_change_<seq>`: `{"version":1,"partitions":[{"topic":"t","partition":0}]}`
 - `/admin/reassign_partitions`: `{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}`
 - `/admin/delete_topics/<t>`: empty; DeleteTopics asks, the controller deletes the topic's znodes
+- `/admin/preferred_replica_election`: `{"version":1,"partitions":[{"topic":"t","partition":0}]}`;
+  `/admin/unclean_leader_election` (ours, as Kafka 2.4+ sends UNCLEAN to the controller
+  directly): the same document; ElectLeaders asks, the controller elects and deletes it
 - `/config/topics/<t>`: `{"version":1,"config":{"retention.ms":"1000"}}`, the topic's overrides
 
 A document another tool wrote badly raises MalformedZnode naming the path, never
@@ -33,6 +36,8 @@ ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 ISR_CHANGE_NOTIFICATION_PREFIX = f"{ISR_CHANGE_NOTIFICATION_PATH}/isr_change_"
 REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
+PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
+UNCLEAN_LEADER_ELECTION_PATH = "/admin/unclean_leader_election"
 TOPIC_CONFIG_PATH = "/config/topics"
 TOPIC_ZNODE_VERSION = 2
 PARTITION_STATE_VERSION = 1

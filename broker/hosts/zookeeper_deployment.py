@@ -34,6 +34,7 @@ from broker.coordination.kazoo_store import (
 from broker.coordination.live_brokers import LiveBrokers
 from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
+from broker.hosts.leader_elections import ZooKeeperLeaderElections
 from broker.hosts.partition_leaders import PartitionLeaders
 from broker.hosts.partition_state_view import PartitionStateView
 from broker.hosts.replica_fetchers import ReplicaFetchers
@@ -80,6 +81,9 @@ class ZooKeeperDeployment:
             config, self._node_id, self.store, self.partition_states, self.live_brokers.brokers
         )
         self.replication = PartitionLeaders(config, self.store, self.log_manager)
+        self.leader_elections = ZooKeeperLeaderElections(
+            self.store, self.log_manager.applied, self.live_brokers.brokers
+        )
         self.controller = KafkaController(
             self.store,
             self._node_id,

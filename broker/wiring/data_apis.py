@@ -25,6 +25,7 @@ from broker.handlers.delete_topics import DeleteTopicsHandler
 from broker.handlers.describe_cluster import DescribeClusterHandler
 from broker.handlers.describe_configs import DescribeConfigsHandler
 from broker.handlers.describe_log_dirs import DescribeLogDirsHandler
+from broker.handlers.elect_leaders import NO_ELECTIONS, ElectLeadersHandler, LeaderElections
 from broker.handlers.fetch import FetchHandler
 from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
@@ -43,6 +44,7 @@ def add_data_apis(
     *,
     transaction_verifier: TransactionVerifier,
     replication: ReplicaTracking = NO_REPLICATION,
+    leader_elections: LeaderElections = NO_ELECTIONS,
 ) -> None:
     """Register the data and admin APIs over `log_manager`; `brokers` is the broker
     resource's dynamic configs (stored, and changing the running server);
@@ -88,6 +90,7 @@ def add_data_apis(
         AlterConfigsHandler(alterer, authorizer=auth),
         IncrementalAlterConfigsHandler(alterer, authorizer=auth),
         DescribeLogDirsHandler(context.log_dirs, log_manager.local_logs, authorizer=auth),
+        ElectLeadersHandler(log_manager, leader_elections, authorizer=auth),
         DescribeClusterHandler(
             node_id,
             context.cluster_id,

@@ -18,6 +18,7 @@ from typing import Protocol
 from broker.broker_context import BrokerContext, Service
 from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
+from broker.handlers.elect_leaders import LeaderElections
 from broker.handlers.replica_tracking import ReplicaTracking
 from broker.log.log_manager import LogManager
 from broker.metrics_http import LocalMetrics
@@ -39,6 +40,11 @@ class Deployment(Protocol):
     def replication(self) -> ReplicaTracking:
         """What Fetch and Produce tell the leaders of replicated partitions
         (`NO_REPLICATION` where every partition has one replica)."""
+        ...
+
+    @property
+    def leader_elections(self) -> LeaderElections:
+        """ElectLeaders' elections (`NO_ELECTIONS` where every partition has one replica)."""
         ...
 
     @property

@@ -9,6 +9,7 @@ from broker.broker_context import BrokerContext, Service
 from broker.config import BrokerConfig
 from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
+from broker.handlers.elect_leaders import NO_ELECTIONS
 from broker.handlers.replica_tracking import NO_REPLICATION
 from broker.log.log_manager import LogManager
 from broker.metrics_http import LocalMetrics
@@ -27,6 +28,7 @@ class SingleProcess:
         self._log_dir = Path(config.log_dirs[0])
         self.log_manager = LogManager(config)
         self.replication = NO_REPLICATION
+        self.leader_elections = NO_ELECTIONS
         self.group_journal_dir = self._log_dir
         self.transaction_journal_dir = self._log_dir
         self.complete_transactions_before_serving = True
