@@ -85,9 +85,9 @@ class ZooKeeperLeaderElections:
         state = None if topic is None else topic.states.get(key[1])
         if topic is None or state is None:
             return False
-        if election_type is ElectionType.PREFERRED:
-            if state.leader != topic.assignment.partitions[key[1]][0]:
-                return False
+        preferred = topic.assignment.partitions[key[1]][0]
+        if election_type is ElectionType.PREFERRED and state.leader != preferred:
+            return False
         return state.leader in self._live_brokers.value
 
     async def _ask(self, path: str, partitions: list[TopicPartition]) -> None:
