@@ -54,6 +54,13 @@ from broker.replication.controller_decisions import (
     preferred_replica_election,
 )
 from broker.replication.leader_and_isr import NO_LEADER, LeaderAndIsr
+from broker.replication.partition_reassignment import (
+    cancel_reassignment,
+    cancelled_replicas,
+    complete_reassignment,
+    epoch_bump,
+    start_reassignment,
+)
 from broker.replication.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -107,6 +114,11 @@ class _TopicDeletionRequested:
 
 
 @attrs.frozen
+class _ReassignmentRequested:
+    pass
+
+
+@attrs.frozen
 class _LeaderElectionRequested:
     path: str  # PREFERRED_REPLICA_ELECTION_PATH or UNCLEAN_LEADER_ELECTION_PATH
 
@@ -125,6 +137,7 @@ _Event = (
     | _ControlledShutdown
     | _TopicDeletionRequested
     | _LeaderElectionRequested
+    | _ReassignmentRequested
 )
 
 
@@ -164,6 +177,8 @@ class KafkaController:
         # takes its topic out of the set so the next read arms it again.
         self._topic_watch: trio.MemorySendChannel[WatchEvent] | None = None
         self._watched_topics: set[str] = set()
+        # Reassignments started by this controller, to their target replicas.
+        self._reassigning: dict[TopicPartition, tuple[int, ...]] = {}
 
     @property
     def live(self) -> frozenset[int]:
@@ -242,7 +257,7 @@ class KafkaController:
         self._inbox = inbox_in
         try:
             async with trio.open_nursery() as nursery:
-                self._watched_topics = set()
+                self._watched_topics, self._reassigning = set(), {}
                 self._topic_watch = self._topic_watch_into(nursery, inbox_in)
                 await self._load_topics(self._watch_into(nursery, inbox_in, _TopicsChanged()))
                 # onControllerFailover: elect where leaders are gone, then tell every
@@ -255,6 +270,7 @@ class KafkaController:
                 )
                 inbox_in.send_nowait(_IsrChangeNotified())  # reads them, arms the watch
                 inbox_in.send_nowait(_TopicDeletionRequested())  # the same
+                inbox_in.send_nowait(_ReassignmentRequested())
                 for path in (PREFERRED_REPLICA_ELECTION_PATH, UNCLEAN_LEADER_ELECTION_PATH):
                     inbox_in.send_nowait(_LeaderElectionRequested(path))
                 nursery.start_soon(self._follow_live_brokers, inbox_in)
@@ -267,13 +283,18 @@ class KafkaController:
                     path: self._watch_into(nursery, inbox_in, _LeaderElectionRequested(path))
                     for path in (PREFERRED_REPLICA_ELECTION_PATH, UNCLEAN_LEADER_ELECTION_PATH)
                 }
+                reassignment_watch = self._watch_into(nursery, inbox_in, _ReassignmentRequested())
                 async for event in inbox:
-                    if isinstance(event, _TopicDeletionRequested):
+                    if isinstance(event, _ReassignmentRequested):
+                        await self._on_reassignment(reassignment_watch)
+                    elif isinstance(event, _TopicDeletionRequested):
                         await self._on_topic_deletion(deletion_watch)
                     elif isinstance(event, _LeaderElectionRequested):
                         await self._on_leader_election(event.path, election_watches[event.path])
                     else:
                         await self._handle(event, isr_watch, topics_watch)
+                    if self._reassigning:  # an ISR grew, a broker came: one may complete
+                        await self._complete_reassignments()
         finally:
             self.active_epoch.value = 0
             self._inbox = None
@@ -443,6 +464,80 @@ class KafkaController:
         await self._write(decide, states)
         log.info("controller: leader election of %d partitions (%s)", len(states), path)
         await self._states.delete_leader_election_request(path)
+
+    async def _on_reassignment(self, watch: trio.MemorySendChannel[WatchEvent]) -> None:
+        """`/admin/reassign_partitions` changed: start what is new (KIP-455's first step,
+        `partition_reassignment.py`), revert what was withdrawn, then complete what can."""
+        asked = await self._states.partition_reassignment(watch=watch)
+        for tp, target in sorted(self._reassigning.items()):
+            if asked.get(tp) != target:  # cancelled, or replaced by another target
+                await self._finish_reassignment(tp, None, forget=tp not in asked)
+        for tp, target in sorted(asked.items()):
+            state = self._partitions.get(tp)
+            if tp in self._reassigning:
+                continue
+            if state is None or tuple(state.replicas) == tuple(target):
+                await self._forget_reassignment(tp)
+                continue
+            start = start_reassignment(state.replicas, target)
+            await self._states.update_topic_assignment(
+                tp.topic,
+                {tp.partition: start.replicas},
+                {tp.partition: start.adding},
+                {tp.partition: start.removing},
+            )
+            self._partitions[tp] = attrs.evolve(state, replicas=start.replicas)
+            self._reassigning[tp] = tuple(target)
+            log.info("controller: reassigning %s from %s to %s", tp, state.replicas, target)
+            await self._write(
+                lambda states: [epoch_bump(s) for s in states], [self._partitions[tp]]
+            )
+        await self._complete_reassignments()
+
+    async def _complete_reassignments(self) -> None:
+        for tp, target in sorted(self._reassigning.items()):
+            state = self._partitions.get(tp)
+            if state is None:
+                del self._reassigning[tp]
+                continue
+            if complete_reassignment(state, target, self._live) is not None:
+                await self._finish_reassignment(tp, target)
+
+    async def _finish_reassignment(
+        self, tp: TopicPartition, target: tuple[int, ...] | None, *, forget: bool = True
+    ) -> None:
+        """Completed (to `target`) or cancelled (None: back to the replicas before);
+        `forget` takes it out of `/admin/reassign_partitions`."""
+        state = self._partitions[tp]
+        if target is None:
+            assignment = await self._states.topic_assignment(tp.topic)
+            adding = () if assignment is None else assignment.adding_replicas.get(tp.partition, ())
+            target = original = cancelled_replicas(state.replicas, adding)
+
+            def decide(states: Iterable[PartitionState]) -> list[LeaderAndIsrUpdate]:
+                updates = (cancel_reassignment(s, original, self._live) for s in states)
+                return [u for u in updates if u is not None]
+        else:
+            final = target
+
+            def decide(states: Iterable[PartitionState]) -> list[LeaderAndIsrUpdate]:
+                updates = (complete_reassignment(s, final, self._live) for s in states)
+                return [u for u in updates if u is not None]
+
+        await self._write(decide, [state])
+        await self._states.update_topic_assignment(tp.topic, {tp.partition: target}, {}, {})
+        self._partitions[tp] = attrs.evolve(self._partitions[tp], replicas=tuple(target))
+        log.info("controller: %s now on replicas %s", tp, list(target))
+        self._reassigning.pop(tp, None)
+        if forget:
+            await self._forget_reassignment(tp)
+
+    async def _forget_reassignment(self, tp: TopicPartition) -> None:
+        self._reassigning.pop(tp, None)
+        remaining = await self._states.partition_reassignment()
+        if tp in remaining:
+            del remaining[tp]
+            await self._states.set_partition_reassignment(remaining)
 
     # -- writing and telling --
     async def _write(self, decide: Decide, partitions: Iterable[PartitionState]) -> None:

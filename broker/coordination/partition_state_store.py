@@ -13,6 +13,7 @@ zkVersion, which the next write must name.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Mapping, Sequence
 
 from broker.coordination.controller_election import CONTROLLER_EPOCH_PATH
@@ -212,6 +213,47 @@ class PartitionStateStore:
     ) -> dict[TopicPartition, tuple[int, ...]]:
         node = await self._store.get(REASSIGN_PARTITIONS_PATH, watch=watch)
         return {} if node is None else decode_partition_reassignment(node.data)
+
+    async def set_partition_reassignment(
+        self, reassignment: Mapping[TopicPartition, Sequence[int]]
+    ) -> None:
+        """What remains to be reassigned (the controller's and AlterPartitionReassignments'
+        merge, KIP-455); deleted when nothing remains."""
+        if not reassignment:
+            await self.delete_partition_reassignment()
+            return
+        data = encode_partition_reassignment(reassignment)
+        try:
+            await self._store.set(REASSIGN_PARTITIONS_PATH, data)
+        except NoNodeError:
+            await self._store.ensure_path("/admin")
+            await self._store.create(REASSIGN_PARTITIONS_PATH, data)
+
+    async def update_topic_assignment(
+        self,
+        topic: str,
+        replicas: Mapping[int, Sequence[int]],
+        adding: Mapping[int, Sequence[int]],
+        removing: Mapping[int, Sequence[int]],
+    ) -> None:
+        """Change some partitions' replicas (and their `adding_replicas` /
+        `removing_replicas`, dropped where empty) in the topic znode, keeping every other
+        field (the topic id above all) as written; BadVersionError if it changed meanwhile."""
+        node = await self._store.get(topic_path(topic))
+        if node is None:
+            raise NoNodeError(topic_path(topic))
+        document = json.loads(node.data)
+        document["version"] = max(int(document.get("version", 1)), 2)
+        for key, changes in (("adding_replicas", adding), ("removing_replicas", removing)):
+            current = dict(document.get(key) or {})
+            for partition in replicas:
+                current.pop(str(partition), None)
+            current.update({str(p): list(r) for p, r in changes.items() if r})
+            document[key] = current
+        document["partitions"].update({str(p): list(r) for p, r in replicas.items()})
+        await self._store.set(
+            topic_path(topic), json.dumps(document).encode(), version=node.version
+        )
 
     async def delete_partition_reassignment(self) -> None:
         with contextlib.suppress(NoNodeError):

@@ -36,6 +36,7 @@ from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.hosts.leader_elections import ZooKeeperLeaderElections
 from broker.hosts.partition_leaders import PartitionLeaders
+from broker.hosts.partition_reassignments import ZooKeeperReassignments
 from broker.hosts.partition_state_view import PartitionStateView
 from broker.hosts.replica_fetchers import ReplicaFetchers
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
@@ -82,6 +83,9 @@ class ZooKeeperDeployment:
         )
         self.replication = PartitionLeaders(config, self.store, self.log_manager)
         self.leader_elections = ZooKeeperLeaderElections(
+            self.store, self.log_manager.applied, self.live_brokers.brokers
+        )
+        self.partition_reassignments = ZooKeeperReassignments(
             self.store, self.log_manager.applied, self.live_brokers.brokers
         )
         self.controller = KafkaController(

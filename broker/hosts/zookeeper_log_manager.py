@@ -185,11 +185,24 @@ class ZooKeeperLogManager(LogManager):
                     doomed += self._forget_replicas(name)
             for name, wanted in image.items():
                 await self._apply_topic(name, wanted)
+                doomed += self._forget_moved_replicas(name, wanted)
             # The fetchers and leaders let go of the partitions before their logs go.
             self.applied.value = image
             if doomed:
                 await self._remove_partitions(doomed)
                 logger.info("deleted the logs of %s", sorted({log.topic for log in doomed}))
+
+    def _forget_moved_replicas(self, name: str, wanted: TopicState) -> list[PartitionLog]:
+        """Partitions reassigned away from this broker: their logs go."""
+        keys = [
+            key
+            for key in self._replica_logs
+            if key[0] == name and self.node_id not in wanted.assignment.partitions.get(key[1], ())
+        ]
+        for key in keys:
+            self._leading.pop(key, None)
+            logger.info("%s-%d was reassigned away from broker %d", *key, self.node_id)
+        return [self._replica_logs.pop(key) for key in keys]
 
     def _forget_replicas(self, name: str) -> list[PartitionLog]:
         keys = [key for key in self._replica_logs if key[0] == name]

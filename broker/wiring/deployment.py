@@ -19,6 +19,7 @@ from broker.broker_context import BrokerContext, Service
 from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.elect_leaders import LeaderElections
+from broker.handlers.partition_reassignments import PartitionReassignments
 from broker.handlers.replica_tracking import ReplicaTracking
 from broker.log.log_manager import LogManager
 from broker.metrics_http import LocalMetrics
@@ -45,6 +46,11 @@ class Deployment(Protocol):
     @property
     def leader_elections(self) -> LeaderElections:
         """ElectLeaders' elections (`NO_ELECTIONS` where every partition has one replica)."""
+        ...
+
+    @property
+    def partition_reassignments(self) -> PartitionReassignments:
+        """Where replicas move (`NO_REASSIGNMENTS` where every partition has one replica)."""
         ...
 
     @property

@@ -10,6 +10,7 @@ from broker.config import BrokerConfig
 from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.elect_leaders import NO_ELECTIONS
+from broker.handlers.partition_reassignments import NO_REASSIGNMENTS
 from broker.handlers.replica_tracking import NO_REPLICATION
 from broker.log.log_manager import LogManager
 from broker.metrics_http import LocalMetrics
@@ -29,6 +30,7 @@ class SingleProcess:
         self.log_manager = LogManager(config)
         self.replication = NO_REPLICATION
         self.leader_elections = NO_ELECTIONS
+        self.partition_reassignments = NO_REASSIGNMENTS
         self.group_journal_dir = self._log_dir
         self.transaction_journal_dir = self._log_dir
         self.complete_transactions_before_serving = True

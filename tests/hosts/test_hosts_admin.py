@@ -31,20 +31,31 @@ from broker.hosts.zookeeper_deployment import ZooKeeperDeployment
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
 from broker.meta_properties import META_PROPERTIES
 from broker.protocol.error_codes import ErrorCode
-from broker.protocol.messages import DescribeLogDirsRequest
+from broker.protocol.messages import (
+    AlterPartitionReassignmentsRequest,
+    DescribeLogDirsRequest,
+    ListPartitionReassignmentsRequest,
+)
+from broker.protocol.messages.alter_partition_reassignments_request import (
+    ReassignablePartition,
+    ReassignableTopic,
+)
 from broker.server import KafkaServer
 from tests.client.cli_runner import run_cli
 from tests.hosts.test_hosts_cluster import (
     HOSTS,
     WAIT_S,
     bootstrap,
+    consume,
     metadata,
+    produce,
     running_host,
     wait_for_metadata,
 )
 from tests.integration.broker_harness import base_config
 
 TOPIC = "administered"
+MOVED = "moved"
 LOG_DIRS_VERSION = 4
 
 
@@ -92,6 +103,72 @@ def holds_partition(logs: ZooKeeperLogManager, partition: int) -> bool:
 def hosts_logs(server: KafkaServer) -> ZooKeeperLogManager:
     assert isinstance(server.log_manager, ZooKeeperLogManager)
     return server.log_manager
+
+
+async def reassignment(
+    server: KafkaServer, replicas: tuple[int, ...] | None, topic: str = MOVED
+) -> tuple[int, str | None]:
+    partition = ReassignablePartition(partition_index=0, replicas=replicas)
+    request = AlterPartitionReassignmentsRequest(
+        topics=(ReassignableTopic(name=topic, partitions=(partition,)),)
+    )
+    async with await KafkaConnection.connect(
+        HOSTS[server.node_id][0], server.bound_port(), "t"
+    ) as connection:
+        response = await connection.request(request, 0)
+    (result,) = response.responses[0].partitions
+    return result.error_code, result.error_message
+
+
+async def ongoing_reassignments(server: KafkaServer) -> Any:
+    async with await KafkaConnection.connect(
+        HOSTS[server.node_id][0], server.bound_port(), "t"
+    ) as connection:
+        return (await connection.request(ListPartitionReassignmentsRequest(), 0)).topics
+
+
+async def reassign_a_partition(servers: dict[int, KafkaServer], zookeeper: str) -> None:
+    """A partition with replication factor 2 moved to the broker that had no replica: the
+    new replica copies the log and joins the ISR, the old one is removed, its log deleted."""
+
+    def create(admin: AdminClient) -> dict[Any, Any]:
+        return admin.create_topics([NewTopic(MOVED, num_partitions=1, replication_factor=2)])
+
+    await trio.to_thread.run_sync(administer, bootstrap(servers[1]), create)
+    before = await wait_for_metadata(
+        servers[1], MOVED, lambda r: len(r.topics[0].partitions[0].isr_nodes) == 2
+    )
+    old = tuple(before.topics[0].partitions[0].replica_nodes)
+    (newcomer,) = set(HOSTS) - set(old)
+    target = (old[1], newcomer)  # the leader (old[0]) leaves
+    values = [f"moved-{i}".encode() for i in range(10)]
+    await trio.to_thread.run_sync(produce, bootstrap(servers[1]), MOVED, values)
+    leaving_log = hosts_logs(servers[old[0]]).replica_log(MOVED, 0)
+    assert leaving_log is not None and leaving_log.log_end_offset == len(values)
+
+    bad = await reassignment(servers[2], (old[1], 9))
+    assert bad[0] == ErrorCode.INVALID_REPLICA_ASSIGNMENT and "9" in str(bad[1])
+    assert (await reassignment(servers[2], None))[0] == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    assert await reassignment(servers[2], target) == (ErrorCode.NONE, None)
+    for server in servers.values():
+        after = await wait_for_metadata(
+            server,
+            MOVED,
+            lambda r: (
+                tuple(r.topics[0].partitions[0].replica_nodes) == target
+                and tuple(sorted(r.topics[0].partitions[0].isr_nodes)) == tuple(sorted(target))
+            ),
+        )
+        assert after.topics[0].partitions[0].leader_id == old[1]
+        assert await ongoing_reassignments(server) == ()
+    moved_log = hosts_logs(servers[newcomer]).replica_log(MOVED, 0)
+    assert moved_log is not None and moved_log.log_end_offset == len(values)
+    await until(lambda: hosts_logs(servers[old[0]]).replica_log(MOVED, 0) is None)
+    await until(lambda: not leaving_log.directory.exists())
+    path = "/admin/reassign_partitions"
+    assert await trio.to_thread.run_sync(znodes, zookeeper, path) == {path: None}
+    consumed = await trio.to_thread.run_sync(consume, bootstrap(servers[newcomer]), MOVED, 10)
+    assert consumed == values
 
 
 async def test_hosts_share_a_cluster_id_and_alter_extend_and_delete_topics(
@@ -182,6 +259,8 @@ async def test_hosts_share_a_cluster_id_and_alter_extend_and_delete_topics(
         dirs = await trio.to_thread.run_sync(run_cli, ["log-dirs", TOPIC, "-b", servers_1])
         assert dirs.code == 0, dirs.err
         assert dirs.out.decode().count(f"\t{TOPIC}-") == 4
+
+        await reassign_a_partition(servers, zookeeper_connect)
 
         # Deleted: the topic leaves every broker's Metadata, its logs and its znodes go.
         directories = [
