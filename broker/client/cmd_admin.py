@@ -27,12 +27,10 @@ from broker.protocol.messages import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
     DescribeGroupsRequest,
-    DescribeLogDirsRequest,
     ListGroupsRequest,
 )
 from broker.protocol.messages.create_topics_request import CreatableTopic, CreatableTopicConfig
 from broker.protocol.messages.delete_topics_request import DeleteTopicState
-from broker.protocol.messages.describe_log_dirs_request import DescribableLogDirTopic
 from broker.protocol.messages.registry import API_NAMES
 
 Parsers = Any  # argparse's private _SubParsersAction
@@ -117,15 +115,6 @@ def add_parsers(commands: Parsers, common: argparse.ArgumentParser) -> None:
         "example: broker client topics describe orders",
     )
     p.add_argument("names", nargs="*", metavar="TOPIC")
-
-    p = command(
-        commands,
-        "log-dirs",
-        log_dirs,
-        "the broker's log dirs and the partitions each holds: size and offset lag",
-        "example: broker client log-dirs orders",
-    )
-    p.add_argument("topics", nargs="*", metavar="TOPIC")
 
     groups = commands.add_parser("groups", help="list or describe consumer groups").add_subparsers(
         dest="action", required=True
@@ -293,36 +282,6 @@ async def topics_describe(session: ClientSession, args: argparse.Namespace) -> i
                 f"Isr: {','.join(map(str, p.isr_nodes))}"
                 + (f"\t{describe_line(state)}" if state is not None else "")
             )
-    return 0
-
-
-async def log_dirs(session: ClientSession, args: argparse.Namespace) -> int:
-    """DescribeLogDirs to the broker connected to (kafka-log-dirs.sh --describe's content)."""
-    wanted = None
-    if args.topics:
-        response = await fetch_metadata(session, list(args.topics))
-        for topic in response.topics:
-            check_error(topic.error_code, f"topic {topic.name!r}")
-        wanted = tuple(
-            DescribableLogDirTopic(
-                topic=t.name or "", partitions=tuple(p.partition_index for p in t.partitions)
-            )
-            for t in response.topics
-        )
-    described = await session.call(DescribeLogDirsRequest(topics=wanted))
-    check_error(described.error_code, "DescribeLogDirs failed")
-    if args.json:
-        print_json(described.results)
-        return 0
-    for result in described.results:
-        check_error(result.error_code, f"log dir {result.log_dir}")
-        print(f"{result.log_dir}\ttotal {result.total_bytes}\tusable {result.usable_bytes}")
-        for topic in result.topics:
-            for p in topic.partitions:
-                print(
-                    f"\t{topic.name}-{p.partition_index}\tsize {p.partition_size}"
-                    f"\toffset lag {p.offset_lag}"
-                )
     return 0
 
 

@@ -41,7 +41,8 @@ class DescribeLogDirsHandler:
         *,
         authorizer: Authorizer = ALLOW_ALL,
     ) -> None:
-        self._log_dirs = log_dirs
+        # Reported absolute, as Kafka does; resolved once, not on the event loop per request.
+        self._absolute = {d: d.resolve() for d in log_dirs}
         self._local_logs = local_logs
         self._authorizer = authorizer
 
@@ -50,7 +51,7 @@ class DescribeLogDirsHandler:
         wanted = request.body.topics
         chosen = None if wanted is None else {(t.topic, p) for t in wanted for p in t.partitions}
         by_dir: dict[Path, dict[str, list[DescribeLogDirsPartition]]] = {
-            d.resolve(): {} for d in self._log_dirs
+            d: {} for d in self._absolute.values()
         }
         for log in self._local_logs():
             if chosen is not None and (log.topic, log.partition) not in chosen:
@@ -60,7 +61,8 @@ class DescribeLogDirsHandler:
                 partition_size=log.size_bytes,
                 offset_lag=max(log.high_watermark - log.log_end_offset, 0),
             )
-            topics = by_dir.setdefault(log.directory.parent.resolve(), {})
+            parent = log.directory.parent
+            topics = by_dir.setdefault(self._absolute.get(parent, parent), {})
             topics.setdefault(log.topic, []).append(partition)
         return DescribeLogDirsResponse(
             results=tuple(_result(d, topics) for d, topics in sorted(by_dir.items()))

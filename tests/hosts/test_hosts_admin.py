@@ -149,6 +149,9 @@ async def reassign_a_partition(servers: dict[int, KafkaServer], zookeeper: str) 
     bad = await reassignment(servers[2], (old[1], 9))
     assert bad[0] == ErrorCode.INVALID_REPLICA_ASSIGNMENT and "9" in str(bad[1])
     assert (await reassignment(servers[2], None))[0] == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    cancel = ["reassignments", "alter", "--cancel", f"{MOVED}:0", "-b", bootstrap(servers[3])]
+    cancelled = await trio.to_thread.run_sync(run_cli, cancel)
+    assert cancelled.code == 1 and b"NO_REASSIGNMENT_IN_PROGRESS" in cancelled.out
     assert await reassignment(servers[2], target) == (ErrorCode.NONE, None)
     for server in servers.values():
         after = await wait_for_metadata(
@@ -161,6 +164,10 @@ async def reassign_a_partition(servers: dict[int, KafkaServer], zookeeper: str) 
         )
         assert after.topics[0].partitions[0].leader_id == old[1]
         assert await ongoing_reassignments(server) == ()
+    listed = await trio.to_thread.run_sync(
+        run_cli, ["reassignments", "list", "-b", bootstrap(servers[1])]
+    )
+    assert (listed.code, listed.out) == (0, b"")
     moved_log = hosts_logs(servers[newcomer]).replica_log(MOVED, 0)
     assert moved_log is not None and moved_log.log_end_offset == len(values)
     await until(lambda: hosts_logs(servers[old[0]]).replica_log(MOVED, 0) is None)

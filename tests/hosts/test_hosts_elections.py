@@ -17,6 +17,7 @@ from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import ElectLeadersRequest
 from broker.protocol.messages.elect_leaders_request import TopicPartitions
 from broker.server import KafkaServer
+from tests.client.cli_runner import run_cli
 from tests.hosts.test_hosts_cluster import (
     HOSTS,
     WAIT_S,
@@ -111,6 +112,10 @@ async def test_elect_leaders_moves_leadership_to_the_preferred_replica_and_uncle
         assert list(outcome.values()) == [None]  # no error for the partition
         for server in servers.values():
             await partition_where(server, lambda p: p.leader_id == preferred)
+        again = ["elect-leaders", f"{TOPIC}:0", "-b", bootstrap(servers[third])]
+        answered = await trio.to_thread.run_sync(run_cli, again)
+        assert answered.code == 0, answered.err
+        assert answered.out.decode() == f"{TOPIC}-0\tELECTION_NOT_NEEDED\n"
 
         # Unclean: the ISR narrowed to one replica whose broker then stops; a replica out of
         # the ISR returns and stays out of leadership until an UNCLEAN election is asked.
