@@ -79,6 +79,11 @@ def administer(servers: str, call: Callable[[AdminClient], dict[Any, Any]]) -> N
         future.result(timeout=WAIT_S)
 
 
+def describe_cluster(servers: str) -> Any:
+    admin = AdminClient({"bootstrap.servers": servers})
+    return admin.describe_cluster().result(timeout=WAIT_S)
+
+
 def set_retention(admin: AdminClient) -> dict[Any, Any]:
     entry = ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET)
     resource = ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=[entry])
@@ -200,6 +205,9 @@ async def test_hosts_share_a_cluster_id_and_alter_extend_and_delete_topics(
             assert response.cluster_id == document["id"]
             assert server.cluster_id == document["id"]
         servers_1 = bootstrap(servers[1])
+        described = await trio.to_thread.run_sync(describe_cluster, bootstrap(servers[3]))
+        assert described.cluster_id == document["id"]
+        assert {node.id for node in described.nodes} == set(HOSTS)
 
         def create(admin: AdminClient) -> dict[Any, Any]:
             return admin.create_topics([NewTopic(TOPIC, num_partitions=2, replication_factor=3)])
