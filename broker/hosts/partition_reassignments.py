@@ -3,7 +3,7 @@ through ZooKeeper.
 
 The targets are merged into `/admin/reassign_partitions` (Kafka's znode, so
 `kafka-reassign-partitions.sh --zookeeper` reads the same), which the controller
-follows (broker/coordination/kafka_controller.py, `partition_reassignment.py`): new
+follows (broker/coordination/controller_admin_requests.py, `partition_reassignment.py`): new
 replicas are added, join the ISR once caught up, and the old ones are removed. What is
 ongoing is read from the topic znodes' `adding_replicas` / `removing_replicas` as this
 broker applied them. The answer to Alter comes once the request is written, as
