@@ -10,15 +10,17 @@ Each method runs as one event of the controller's inbox.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable
 
 import attrs
 import trio
 
+from broker.coordination.broker_registration import MalformedZnode
 from broker.coordination.partition_state_store import PartitionStateStore
 from broker.coordination.partition_state_znodes import PREFERRED_REPLICA_ELECTION_PATH
-from broker.coordination.store import WatchEvent
+from broker.coordination.store import NoNodeError, WatchEvent
 from broker.replication.controller_decisions import (
     LeaderAndIsrUpdate,
     PartitionState,
@@ -67,7 +69,12 @@ class AdminRequests:
         """ElectLeaders asked (through `path`): PREFERRED leads from the first replica where
         it is live and in sync; UNCLEAN elects where no live leader is left, from the ISR
         if it can, else from any live replica."""
-        asked = await self._states.leader_election_request(path, watch=watch)
+        try:
+            asked = await self._states.leader_election_request(path, watch=watch)
+        except MalformedZnode as exc:
+            log.error("controller ignores %s", exc)
+            await self._states.delete_leader_election_request(path)
+            return
         if not asked:
             return
         states = [self._partitions[tp] for tp in asked if tp in self._partitions]
@@ -84,7 +91,11 @@ class AdminRequests:
     async def _on_reassignment(self, watch: trio.MemorySendChannel[WatchEvent]) -> None:
         """`/admin/reassign_partitions` changed: start what is new (KIP-455's first step,
         `partition_reassignment.py`), revert what was withdrawn, then complete what can."""
-        asked = await self._states.partition_reassignment(watch=watch)
+        try:
+            asked = await self._states.partition_reassignment(watch=watch)
+        except MalformedZnode as exc:
+            log.error("controller ignores %s", exc)
+            return
         for tp, target in sorted(self._reassigning.items()):
             if asked.get(tp) != target:  # cancelled, or replaced by another target
                 await self._finish_reassignment(tp, None, forget=tp not in asked)
@@ -96,12 +107,16 @@ class AdminRequests:
                 await self._forget_reassignment(tp)
                 continue
             start = start_reassignment(state.replicas, target)
-            await self._states.update_topic_assignment(
-                tp.topic,
-                {tp.partition: start.replicas},
-                {tp.partition: start.adding},
-                {tp.partition: start.removing},
-            )
+            try:
+                await self._states.update_topic_assignment(
+                    tp.topic,
+                    {tp.partition: start.replicas},
+                    {tp.partition: start.adding},
+                    {tp.partition: start.removing},
+                )
+            except NoNodeError:  # the topic was deleted meanwhile
+                await self._forget_reassignment(tp)
+                continue
             self._partitions[tp] = attrs.evolve(state, replicas=start.replicas)
             self._reassigning[tp] = tuple(target)
             log.info("controller: reassigning %s from %s to %s", tp, state.replicas, target)
@@ -141,7 +156,8 @@ class AdminRequests:
                 return [u for u in updates if u is not None]
 
         await self._write(decide, [state])
-        await self._states.update_topic_assignment(tp.topic, {tp.partition: target}, {}, {})
+        with contextlib.suppress(NoNodeError):  # deleted meanwhile: nothing to record
+            await self._states.update_topic_assignment(tp.topic, {tp.partition: target}, {}, {})
         self._partitions[tp] = attrs.evolve(self._partitions[tp], replicas=tuple(target))
         log.info("controller: %s now on replicas %s", tp, list(target))
         self._reassigning.pop(tp, None)

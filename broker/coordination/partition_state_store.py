@@ -223,11 +223,18 @@ class PartitionStateStore:
             await self.delete_partition_reassignment()
             return
         data = encode_partition_reassignment(reassignment)
-        try:
-            await self._store.set(REASSIGN_PARTITIONS_PATH, data)
-        except NoNodeError:
-            await self._store.ensure_path("/admin")
-            await self._store.create(REASSIGN_PARTITIONS_PATH, data)
+        await self._store.ensure_path("/admin")
+        while True:  # created or deleted by the other writer meanwhile: once more
+            try:
+                await self._store.set(REASSIGN_PARTITIONS_PATH, data)
+                return
+            except NoNodeError:
+                pass
+            try:
+                await self._store.create(REASSIGN_PARTITIONS_PATH, data)
+                return
+            except NodeExistsError:
+                pass
 
     async def update_topic_assignment(
         self,
@@ -238,22 +245,28 @@ class PartitionStateStore:
     ) -> None:
         """Change some partitions' replicas (and their `adding_replicas` /
         `removing_replicas`, dropped where empty) in the topic znode, keeping every other
-        field (the topic id above all) as written; BadVersionError if it changed meanwhile."""
-        node = await self._store.get(topic_path(topic))
-        if node is None:
-            raise NoNodeError(topic_path(topic))
-        document = json.loads(node.data)
-        document["version"] = max(int(document.get("version", 1)), 2)
-        for key, changes in (("adding_replicas", adding), ("removing_replicas", removing)):
-            current = dict(document.get(key) or {})
-            for partition in replicas:
-                current.pop(str(partition), None)
-            current.update({str(p): list(r) for p, r in changes.items() if r})
-            document[key] = current
-        document["partitions"].update({str(p): list(r) for p, r in replicas.items()})
-        await self._store.set(
-            topic_path(topic), json.dumps(document).encode(), version=node.version
-        )
+        field (the topic id above all) as written; read again if another writer
+        (CreatePartitions) changed it meanwhile. NoNodeError if the topic is gone."""
+        while True:
+            node = await self._store.get(topic_path(topic))
+            if node is None:
+                raise NoNodeError(topic_path(topic))
+            document = json.loads(node.data)
+            document["version"] = max(int(document.get("version", 1)), 2)
+            for key, changes in (("adding_replicas", adding), ("removing_replicas", removing)):
+                current = dict(document.get(key) or {})
+                for partition in replicas:
+                    current.pop(str(partition), None)
+                current.update({str(p): list(r) for p, r in changes.items() if r})
+                document[key] = current
+            document["partitions"].update({str(p): list(r) for p, r in replicas.items()})
+            try:
+                await self._store.set(
+                    topic_path(topic), json.dumps(document).encode(), version=node.version
+                )
+                return
+            except BadVersionError:
+                continue
 
     async def delete_partition_reassignment(self) -> None:
         with contextlib.suppress(NoNodeError):
