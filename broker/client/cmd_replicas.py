@@ -84,6 +84,16 @@ def _topic_partition(text: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
+async def _partitions_of(
+    session: ClientSession, topics: list[str]
+) -> list[tuple[str, tuple[int, ...]]]:
+    """Each named topic's partitions; ClientError naming a topic that does not exist."""
+    response = await fetch_metadata(session, list(topics))
+    for topic in response.topics:
+        check_error(topic.error_code, f"topic {topic.name!r}")
+    return [(t.name or "", tuple(p.partition_index for p in t.partitions)) for t in response.topics]
+
+
 def _print_json(value: object) -> None:
     print(json.dumps(to_json(value), indent=2))
 
@@ -92,14 +102,9 @@ async def log_dirs(session: ClientSession, args: argparse.Namespace) -> int:
     """DescribeLogDirs to the broker connected to (kafka-log-dirs.sh --describe's content)."""
     wanted = None
     if args.topics:
-        response = await fetch_metadata(session, list(args.topics))
-        for topic in response.topics:
-            check_error(topic.error_code, f"topic {topic.name!r}")
         wanted = tuple(
-            DescribableLogDirTopic(
-                topic=t.name or "", partitions=tuple(p.partition_index for p in t.partitions)
-            )
-            for t in response.topics
+            DescribableLogDirTopic(topic=name, partitions=partitions)
+            for name, partitions in await _partitions_of(session, args.topics)
         )
     described = await session.call(DescribeLogDirsRequest(topics=wanted))
     check_error(described.error_code, "DescribeLogDirs failed")
@@ -151,12 +156,9 @@ async def elect_leaders(session: ClientSession, args: argparse.Namespace) -> int
 async def reassignments_list(session: ClientSession, args: argparse.Namespace) -> int:
     topics = None
     if args.topics:
-        response = await fetch_metadata(session, list(args.topics))
         topics = tuple(
-            ListPartitionReassignmentsTopics(
-                name=t.name or "", partition_indexes=tuple(p.partition_index for p in t.partitions)
-            )
-            for t in response.topics
+            ListPartitionReassignmentsTopics(name=name, partition_indexes=partitions)
+            for name, partitions in await _partitions_of(session, args.topics)
         )
     listed = await session.call(ListPartitionReassignmentsRequest(topics=topics))
     check_error(listed.error_code, "ListPartitionReassignments failed")
