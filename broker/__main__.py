@@ -34,6 +34,7 @@ from broker.cluster.supervisor import (
 )
 from broker.config import BrokerConfig, ConfigError, load_config
 from broker.config_error import CONFIG_ERROR_EXIT_CODE
+from broker.coordination.cluster_id import InconsistentClusterId
 from broker.hosts.zookeeper_deployment import ZooKeeperDeployment
 from broker.server import KafkaServer
 from broker.startup_checks import check_startup_config
@@ -167,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except* ConfigError as group:  # found by a check the start-up checks do not make
         config_error = _first_leaf(group)
         log.error("invalid configuration: %s", config_error)
-    except* (OSError, StartupError) as group:
+    except* (OSError, StartupError, InconsistentClusterId) as group:
         failure = _first_leaf(group)
     if config_error is not None:
         return CONFIG_ERROR_EXIT_CODE

@@ -22,13 +22,20 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+def stored_cluster_id(log_dir: Path) -> str | None:
+    """The cluster id `meta.properties` holds, None before the first start."""
+    path = log_dir / META_PROPERTIES
+    if not path.exists():
+        return None
+    return parse_properties(path.read_text(encoding="utf-8")).get("cluster.id") or None
+
+
 def load_or_create_cluster_id(log_dir: Path, node_id: int, configured: str | None = None) -> str:
     """Read the cluster id from `log_dir`, creating the file on first start."""
     path = log_dir / META_PROPERTIES
-    if path.exists():
-        existing = parse_properties(path.read_text(encoding="utf-8")).get("cluster.id")
-        if existing:
-            return existing
+    existing = stored_cluster_id(log_dir)
+    if existing:
+        return existing
     cluster_id = configured or new_cluster_id()
     log_dir.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(".tmp")

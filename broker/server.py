@@ -165,6 +165,8 @@ class KafkaServer:
             self.broker_configs,
             transaction_verifier=transactions.verifier,
             replication=deployment.replication,
+            leader_elections=deployment.leader_elections,
+            partition_reassignments=deployment.partition_reassignments,
         )
         add_acl_apis(context, self.acl_store)
         add_security_apis(context, self.scram_credentials)

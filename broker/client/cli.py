@@ -29,6 +29,7 @@ from broker.client import (
     cmd_quotas,
     cmd_raw,
     cmd_records,
+    cmd_replicas,
     cmd_transactions,
     cmd_users,
 )
@@ -78,7 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_quotas.add_parser(commands, common)
     cmd_acls.add_parsers(commands, common)
     cmd_users.add_parsers(commands, common)
-    for admin in (cmd_configs, cmd_group_admin, cmd_records, cmd_transactions, cmd_perf):
+    for admin in (
+        cmd_configs,
+        cmd_group_admin,
+        cmd_records,
+        cmd_transactions,
+        cmd_perf,
+        cmd_replicas,
+    ):
         admin.add_parsers(commands, common)
     return parser
 

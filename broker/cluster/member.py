@@ -35,6 +35,8 @@ from broker.console.web_app import web_app
 from broker.coordination.membership import ClusterMembership
 from broker.dynamic_broker_config_store import DynamicBrokerConfigStore
 from broker.handlers.broker_configs import BrokerConfigs
+from broker.handlers.elect_leaders import NO_ELECTIONS
+from broker.handlers.partition_reassignments import NO_REASSIGNMENTS
 from broker.handlers.replica_tracking import NO_REPLICATION
 from broker.http_port import HttpPort
 from broker.metrics_http import LocalMetrics
@@ -90,6 +92,8 @@ class ClusterMember:
             config, self.store, self.node_id, poll_interval_s=self.poll_interval_s
         )
         self.replication = NO_REPLICATION
+        self.leader_elections = NO_ELECTIONS
+        self.partition_reassignments = NO_REASSIGNMENTS
         peer_dir = self.store.get(PEER_SOCKET_DIR_KEY)
         # Set by the supervisor; a short path, as Unix socket paths are (108 bytes).
         self.peer_dir = Path(peer_dir) if peer_dir is not None else self.log_dir / ".peers"

@@ -26,9 +26,14 @@ import trio
 import trio_util
 
 from broker.coordination.broker_registration import BrokerRegistration, MalformedZnode
+from broker.coordination.controller_admin_requests import AdminRequests
 from broker.coordination.controller_election import CONTROLLER_EPOCH_PATH, ControllerView
 from broker.coordination.partition_state_store import ControllerMovedError, PartitionStateStore
-from broker.coordination.partition_state_znodes import LeaderIsrAndControllerEpoch
+from broker.coordination.partition_state_znodes import (
+    PREFERRED_REPLICA_ELECTION_PATH,
+    UNCLEAN_LEADER_ELECTION_PATH,
+    LeaderIsrAndControllerEpoch,
+)
 from broker.coordination.store import (
     BadVersionError,
     CoordinationStore,
@@ -97,20 +102,44 @@ class _RebalanceDue:
     pass
 
 
+@attrs.frozen
+class _TopicDeletionRequested:
+    pass
+
+
+@attrs.frozen
+class _ReassignmentRequested:
+    pass
+
+
+@attrs.frozen
+class _LeaderElectionRequested:
+    path: str  # PREFERRED_REPLICA_ELECTION_PATH or UNCLEAN_LEADER_ELECTION_PATH
+
+
 @attrs.frozen(eq=False)
 class _ControlledShutdown:
     broker_id: int
     reply: trio.MemorySendChannel[list[TopicPartition]]
 
 
-_Event = _BrokersChanged | _IsrChangeNotified | _TopicsChanged | _RebalanceDue | _ControlledShutdown
+_Event = (
+    _BrokersChanged
+    | _IsrChangeNotified
+    | _TopicsChanged
+    | _RebalanceDue
+    | _ControlledShutdown
+    | _TopicDeletionRequested
+    | _LeaderElectionRequested
+    | _ReassignmentRequested
+)
 
 
 class _Deposed(Exception):
     """`/controller_epoch` no longer holds this controller's epoch."""
 
 
-class KafkaController:
+class KafkaController(AdminRequests):
     def __init__(
         self,
         store: CoordinationStore,
@@ -138,6 +167,12 @@ class KafkaController:
         self._partitions: dict[TopicPartition, PartitionState] = {}
         self._live: frozenset[int] = frozenset()
         self._shutting_down: set[int] = set()
+        # Each topic's znode is watched once (CreatePartitions changes it); a fired watch
+        # takes its topic out of the set so the next read arms it again.
+        self._topic_watch: trio.MemorySendChannel[WatchEvent] | None = None
+        self._watched_topics: set[str] = set()
+        # Reassignments started by this controller, to their target replicas.
+        self._reassigning: dict[TopicPartition, tuple[int, ...]] = {}
 
     @property
     def live(self) -> frozenset[int]:
@@ -216,6 +251,8 @@ class KafkaController:
         self._inbox = inbox_in
         try:
             async with trio.open_nursery() as nursery:
+                self._watched_topics, self._reassigning = set(), {}
+                self._topic_watch = self._topic_watch_into(nursery, inbox_in)
                 await self._load_topics(self._watch_into(nursery, inbox_in, _TopicsChanged()))
                 # onControllerFailover: elect where leaders are gone, then tell every
                 # live broker the whole state (it may have missed the last controller's).
@@ -226,13 +263,32 @@ class KafkaController:
                     "controller of epoch %d active over %d partitions", epoch, len(self._partitions)
                 )
                 inbox_in.send_nowait(_IsrChangeNotified())  # reads them, arms the watch
+                inbox_in.send_nowait(_TopicDeletionRequested())  # the same
+                inbox_in.send_nowait(_ReassignmentRequested())
+                for path in (PREFERRED_REPLICA_ELECTION_PATH, UNCLEAN_LEADER_ELECTION_PATH):
+                    inbox_in.send_nowait(_LeaderElectionRequested(path))
                 nursery.start_soon(self._follow_live_brokers, inbox_in)
                 if self._settings.auto_leader_rebalance_enable:
                     nursery.start_soon(self._rebalance_timer, inbox_in)
                 isr_watch = self._watch_into(nursery, inbox_in, _IsrChangeNotified())
                 topics_watch = self._watch_into(nursery, inbox_in, _TopicsChanged())
+                deletion_watch = self._watch_into(nursery, inbox_in, _TopicDeletionRequested())
+                election_watches = {
+                    path: self._watch_into(nursery, inbox_in, _LeaderElectionRequested(path))
+                    for path in (PREFERRED_REPLICA_ELECTION_PATH, UNCLEAN_LEADER_ELECTION_PATH)
+                }
+                reassignment_watch = self._watch_into(nursery, inbox_in, _ReassignmentRequested())
                 async for event in inbox:
-                    await self._handle(event, isr_watch, topics_watch)
+                    if isinstance(event, _ReassignmentRequested):
+                        await self._on_reassignment(reassignment_watch)
+                    elif isinstance(event, _TopicDeletionRequested):
+                        await self._on_topic_deletion(deletion_watch)
+                    elif isinstance(event, _LeaderElectionRequested):
+                        await self._on_leader_election(event.path, election_watches[event.path])
+                    else:
+                        await self._handle(event, isr_watch, topics_watch)
+                    if self._reassigning:  # an ISR grew, a broker came: one may complete
+                        await self._complete_reassignments()
         finally:
             self.active_epoch.value = 0
             self._inbox = None
@@ -336,12 +392,11 @@ class KafkaController:
         form the ISR)."""
         new_states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         new_replicas: dict[TopicPartition, tuple[int, ...]] = {}
-        known_topics = {tp.topic for tp in self._partitions}
         for topic in await self._states.topics(watch=watch):
-            if topic in known_topics:
-                continue
+            topic_watch = None if topic in self._watched_topics else self._topic_watch
+            self._watched_topics.add(topic)
             try:
-                assignment = await self._states.topic_assignment(topic)
+                assignment = await self._states.topic_assignment(topic, watch=topic_watch)
             except MalformedZnode as exc:
                 log.error("controller ignores topic %s: %s", topic, exc)
                 continue
@@ -349,6 +404,8 @@ class KafkaController:
                 continue
             for partition, replicas in sorted(assignment.partitions.items()):
                 tp = TopicPartition(topic, partition)
+                if tp in self._partitions:  # known; only partitions added are new
+                    continue
                 current = await self._read_state(tp)
                 if current is not None:
                     self._partitions[tp] = PartitionState(tp, replicas, current)
@@ -467,6 +524,20 @@ class KafkaController:
         async def forward() -> None:
             async for _change in watch:
                 inbox.send_nowait(event)
+
+        nursery.start_soon(forward)
+        return watch_in
+
+    def _topic_watch_into(
+        self, nursery: trio.Nursery, inbox: trio.MemorySendChannel[_Event]
+    ) -> trio.MemorySendChannel[WatchEvent]:
+        """The sink of the topics' own znodes: a change re-reads the topics."""
+        watch_in, watch = trio.open_memory_channel[WatchEvent](math.inf)
+
+        async def forward() -> None:
+            async for change in watch:
+                self._watched_topics.discard(change.path.rsplit("/", 1)[-1])
+                inbox.send_nowait(_TopicsChanged())
 
         nursery.start_soon(forward)
         return watch_in

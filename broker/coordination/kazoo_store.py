@@ -80,6 +80,36 @@ class ZooKeeperSettings:
         return posixpath.normpath("/" + path)
 
 
+def get_or_create_blocking(settings: ZooKeeperSettings, path: str, data: bytes) -> bytes:
+    """Before the broker (and its Trio tasks) exist: `path`'s data, created with `data`
+    if missing (the broker's identity must be known when it is built). A short session
+    of its own; CoordinationUnavailable as `connect` raises it."""
+    client = KazooClient(
+        hosts=settings.hosts, timeout=settings.session_timeout_ms / 1000, logger=_kazoo_log
+    )
+    try:
+        client.start(settings.connection_timeout_ms / 1000)
+    except KazooTimeoutError:
+        raise CoordinationUnavailable(
+            f"zookeeper.connect={settings.connect}: no ZooKeeper server answered"
+            f" within zookeeper.connection.timeout.ms={settings.connection_timeout_ms}"
+        ) from None
+    try:
+        if settings.chroot:
+            client.ensure_path(settings.chroot)
+            client.chroot = settings.chroot
+        client.ensure_path(posixpath.dirname(path))
+        with contextlib.suppress(zk_errors.NodeExistsError):
+            client.create(path, data)
+        found, _stat = client.get(path)
+        return bytes(found)
+    except zk_errors.KazooException as exc:
+        raise _translate(exc) from exc
+    finally:
+        client.stop()
+        client.close()
+
+
 def _translate(exc: BaseException) -> BaseException:
     if isinstance(exc, zk_errors.NodeExistsError):
         return NodeExistsError(str(exc) or "node exists")

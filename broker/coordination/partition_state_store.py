@@ -13,10 +13,12 @@ zkVersion, which the next write must name.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Mapping, Sequence
 
 from broker.coordination.controller_election import CONTROLLER_EPOCH_PATH
 from broker.coordination.partition_state_znodes import (
+    DELETE_TOPICS_PATH,
     ISR_CHANGE_NOTIFICATION_PATH,
     ISR_CHANGE_NOTIFICATION_PREFIX,
     REASSIGN_PARTITIONS_PATH,
@@ -25,10 +27,13 @@ from broker.coordination.partition_state_znodes import (
     TopicAssignment,
     decode_isr_change_notification,
     decode_partition_reassignment,
+    delete_topic_path,
     encode_isr_change_notification,
     encode_partition_reassignment,
     partition_path,
     partition_state_path,
+    partitions_path,
+    topic_config_path,
     topic_path,
 )
 from broker.coordination.store import (
@@ -36,6 +41,7 @@ from broker.coordination.store import (
     CheckOp,
     CoordinationStore,
     CreateOp,
+    NodeExistsError,
     NoNodeError,
     SetOp,
     WatchSink,
@@ -68,6 +74,54 @@ class PartitionStateStore:
     ) -> TopicAssignment | None:
         node = await self._store.get(topic_path(topic), watch=watch)
         return None if node is None else TopicAssignment.decode(topic, node.data)
+
+    # -- topic deletion (Kafka 2.x's TopicDeletionManager, without StopReplica) --
+    async def request_topic_deletion(self, topic: str) -> None:
+        """DeleteTopics' part: mark the topic; asking twice is asking once."""
+        await self._store.ensure_path(DELETE_TOPICS_PATH)
+        with contextlib.suppress(NodeExistsError):
+            await self._store.create(delete_topic_path(topic))
+
+    async def topics_to_delete(self, *, watch: WatchSink | None = None) -> list[str]:
+        await self._store.ensure_path(DELETE_TOPICS_PATH)
+        return await self._store.children(DELETE_TOPICS_PATH, watch=watch)
+
+    async def delete_topic(self, topic: str) -> None:
+        """The controller's part: every znode of the topic, leaves first, its config, and
+        last the request (so a controller stopped half-way finds it again)."""
+        with contextlib.suppress(NoNodeError):
+            for partition in await self._store.children(partitions_path(topic)):
+                tp = TopicPartition(topic, int(partition))
+                for path in (partition_state_path(tp), partition_path(tp)):
+                    with contextlib.suppress(NoNodeError):
+                        await self._store.delete(path)
+        for path in (
+            partitions_path(topic),
+            topic_path(topic),
+            topic_config_path(topic),
+            delete_topic_path(topic),
+        ):
+            with contextlib.suppress(NoNodeError):
+                await self._store.delete(path)
+
+    # -- leader elections asked for (ElectLeaders) --
+    async def request_leader_election(
+        self, path: str, partitions: Sequence[TopicPartition]
+    ) -> None:
+        """NodeExistsError while an earlier request is pending (the caller waits)."""
+        await self._store.ensure_path("/admin")
+        await self._store.create(path, encode_isr_change_notification(partitions))
+
+    async def leader_election_request(
+        self, path: str, *, watch: WatchSink | None = None
+    ) -> list[TopicPartition]:
+        """The partitions asked for (none without a request); the watch sees it created."""
+        node = await self._store.get(path, watch=watch)
+        return [] if node is None else decode_isr_change_notification(path, node.data)
+
+    async def delete_leader_election_request(self, path: str) -> None:
+        with contextlib.suppress(NoNodeError):
+            await self._store.delete(path)
 
     # -- partition states --
     async def partition_state(
@@ -159,6 +213,60 @@ class PartitionStateStore:
     ) -> dict[TopicPartition, tuple[int, ...]]:
         node = await self._store.get(REASSIGN_PARTITIONS_PATH, watch=watch)
         return {} if node is None else decode_partition_reassignment(node.data)
+
+    async def set_partition_reassignment(
+        self, reassignment: Mapping[TopicPartition, Sequence[int]]
+    ) -> None:
+        """What remains to be reassigned (the controller's and AlterPartitionReassignments'
+        merge, KIP-455); deleted when nothing remains."""
+        if not reassignment:
+            await self.delete_partition_reassignment()
+            return
+        data = encode_partition_reassignment(reassignment)
+        await self._store.ensure_path("/admin")
+        while True:  # created or deleted by the other writer meanwhile: once more
+            try:
+                await self._store.set(REASSIGN_PARTITIONS_PATH, data)
+                return
+            except NoNodeError:
+                pass
+            try:
+                await self._store.create(REASSIGN_PARTITIONS_PATH, data)
+                return
+            except NodeExistsError:
+                pass
+
+    async def update_topic_assignment(
+        self,
+        topic: str,
+        replicas: Mapping[int, Sequence[int]],
+        adding: Mapping[int, Sequence[int]],
+        removing: Mapping[int, Sequence[int]],
+    ) -> None:
+        """Change some partitions' replicas (and their `adding_replicas` /
+        `removing_replicas`, dropped where empty) in the topic znode, keeping every other
+        field (the topic id above all) as written; read again if another writer
+        (CreatePartitions) changed it meanwhile. NoNodeError if the topic is gone."""
+        while True:
+            node = await self._store.get(topic_path(topic))
+            if node is None:
+                raise NoNodeError(topic_path(topic))
+            document = json.loads(node.data)
+            document["version"] = max(int(document.get("version", 1)), 2)
+            for key, changes in (("adding_replicas", adding), ("removing_replicas", removing)):
+                current = dict(document.get(key) or {})
+                for partition in replicas:
+                    current.pop(str(partition), None)
+                current.update({str(p): list(r) for p, r in changes.items() if r})
+                document[key] = current
+            document["partitions"].update({str(p): list(r) for p, r in replicas.items()})
+            try:
+                await self._store.set(
+                    topic_path(topic), json.dumps(document).encode(), version=node.version
+                )
+                return
+            except BadVersionError:
+                continue
 
     async def delete_partition_reassignment(self) -> None:
         with contextlib.suppress(NoNodeError):

@@ -9,6 +9,11 @@ and an operator's runbook read them:
   (the znode's version is the LeaderAndIsr's zkVersion, for conditional writes)
 - `/isr_change_notification/isr_change_<seq>`: `{"version":1,"partitions":[{"topic":"t","partition":0}]}`
 - `/admin/reassign_partitions`: `{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}`
+- `/admin/delete_topics/<t>`: empty; DeleteTopics asks, the controller deletes the topic's znodes
+- `/admin/preferred_replica_election`: `{"version":1,"partitions":[{"topic":"t","partition":0}]}`;
+  `/admin/unclean_leader_election` (ours, as Kafka 2.4+ sends UNCLEAN to the controller
+  directly): the same document; ElectLeaders asks, the controller elects and deletes it
+- `/config/topics/<t>`: `{"version":1,"config":{"retention.ms":"1000"}}`, the topic's overrides
 
 A document another tool wrote badly raises MalformedZnode naming the path, never
 a KeyError from deep inside a caller.
@@ -30,6 +35,10 @@ TOPICS_PATH = "/brokers/topics"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 ISR_CHANGE_NOTIFICATION_PREFIX = f"{ISR_CHANGE_NOTIFICATION_PATH}/isr_change_"
 REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
+DELETE_TOPICS_PATH = "/admin/delete_topics"
+PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
+UNCLEAN_LEADER_ELECTION_PATH = "/admin/unclean_leader_election"
+TOPIC_CONFIG_PATH = "/config/topics"
 TOPIC_ZNODE_VERSION = 2
 PARTITION_STATE_VERSION = 1
 NOTIFICATION_VERSION = 1
@@ -40,6 +49,14 @@ Assignment = Mapping[int, tuple[int, ...]]
 
 def topic_path(topic: str) -> str:
     return f"{TOPICS_PATH}/{topic}"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS_PATH}/{topic}"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{TOPIC_CONFIG_PATH}/{topic}"
 
 
 def partitions_path(topic: str) -> str:

@@ -25,8 +25,10 @@ import trio_util
 from broker.coordination.broker_registration import MalformedZnode
 from broker.coordination.partition_state_store import PartitionStateStore
 from broker.coordination.partition_state_znodes import (
+    TOPIC_CONFIG_PATH,
     TOPICS_PATH,
     TopicAssignment,
+    topic_config_path,
     topic_path,
 )
 from broker.coordination.store import (
@@ -40,12 +42,8 @@ from broker.replication.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
-TOPIC_CONFIG_PATH = "/config/topics"
 _READ_ALL = ""  # the event that asks for every znode to be read again
-
-
-def topic_config_path(topic: str) -> str:
-    return f"{TOPIC_CONFIG_PATH}/{topic}"
+__all__ = ["TOPIC_CONFIG_PATH", "topic_config_path"]  # where the hosts' modules find them
 
 
 def encode_topic_id(topic_id: uuid.UUID) -> str:
@@ -113,6 +111,13 @@ class PartitionStateView:
         if path in (TOPICS_PATH, _READ_ALL):
             await self._read_all(full=path == _READ_ALL)
             return
+        if path.startswith(TOPIC_CONFIG_PATH + "/"):  # a topic's configs were changed
+            name = path[len(TOPIC_CONFIG_PATH) + 1 :]
+            known = self.image.value.get(name)
+            if known is not None:
+                configs = await self._read_configs(name)
+                self.image.value = {**self.image.value, name: attrs.evolve(known, configs=configs)}
+            return
         parts = path[len(TOPICS_PATH) + 1 :].split("/")
         image = dict(self.image.value)
         if len(parts) == 1:  # the topic's assignment
@@ -157,21 +162,24 @@ class PartitionStateView:
         except MalformedZnode as exc:
             log.warning("ignored %s", exc)
             return None
-        configs: dict[str, str] = {}
-        config_node = await self._store.get(topic_config_path(name))
-        if config_node is not None:
-            try:
-                configs = {
-                    str(k): str(v) for k, v in json.loads(config_node.data)["config"].items()
-                }
-            except (ValueError, KeyError, TypeError, AttributeError):
-                log.warning("ignored %s: not Kafka's topic config", topic_config_path(name))
+        configs = await self._read_configs(name)
         states = {}
         for index in assignment.partitions:
             state = await self._read_state(TopicPartition(name, index))
             if state is not None:
                 states[index] = state
         return TopicState(decode_topic_id(name, node.data), assignment, configs, states)
+
+    async def _read_configs(self, name: str) -> dict[str, str]:
+        """`/config/topics/<t>`, watched: AlterConfigs on any broker reaches every one."""
+        config_node = await self._store.get(topic_config_path(name), watch=self._events_in)
+        if config_node is None:
+            return {}
+        try:
+            return {str(k): str(v) for k, v in json.loads(config_node.data)["config"].items()}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            log.warning("ignored %s: not Kafka's topic config", topic_config_path(name))
+            return {}
 
     async def _read_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
         try:

@@ -17,19 +17,34 @@ from pathlib import Path
 
 from broker.broker_context import BrokerContext, Service
 from broker.config import BrokerConfig
+from broker.coordination.broker_registration import MalformedZnode
+from broker.coordination.cluster_id import (
+    CLUSTER_ID_PATH,
+    InconsistentClusterId,
+    check_stored_cluster_id,
+    decode_cluster_id,
+    encode_cluster_id,
+)
 from broker.coordination.controller_election import ControllerElection
 from broker.coordination.kafka_controller import KafkaController
-from broker.coordination.kazoo_store import KazooCoordinationStore
+from broker.coordination.kazoo_store import (
+    KazooCoordinationStore,
+    ZooKeeperSettings,
+    get_or_create_blocking,
+)
 from broker.coordination.live_brokers import LiveBrokers
 from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.hosts.consumer_offsets_partition import ConsumerOffsetsPartition
 from broker.hosts.corrupt_replica_repair import CorruptReplicaRepair
+from broker.hosts.leader_elections import ZooKeeperLeaderElections
 from broker.hosts.partition_leaders import PartitionLeaders
+from broker.hosts.partition_reassignments import ZooKeeperReassignments
 from broker.hosts.partition_state_view import PartitionStateView
 from broker.hosts.replica_fetchers import ReplicaFetchers
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
 from broker.hosts.zookeeper_topology import ZooKeeperTopology
+from broker.meta_properties import load_or_create_cluster_id, new_cluster_id, stored_cluster_id
 from broker.metrics_http import LocalMetrics
 from broker.net.internal_listener import InternalListener
 from broker.quotas.quota_managers import QuotaManagers
@@ -61,6 +76,7 @@ class ZooKeeperDeployment:
         self._config = config
         self._node_id = config.node_id
         self._log_dir = Path(config.log_dirs[0])
+        self.cluster_id = self._cluster_id(settings)
         self.store = KazooCoordinationStore(settings)
         self.live_brokers = LiveBrokers(self.store)
         self.election = ControllerElection(self.store, self._node_id)
@@ -73,6 +89,12 @@ class ZooKeeperDeployment:
         )
         self.replication = PartitionLeaders(
             config, self.store, self.log_manager, self.corrupt_replicas
+        )
+        self.leader_elections = ZooKeeperLeaderElections(
+            self.store, self.log_manager.applied, self.live_brokers.brokers
+        )
+        self.partition_reassignments = ZooKeeperReassignments(
+            self.store, self.log_manager.applied, self.live_brokers.brokers
         )
         self.controller = KafkaController(
             self.store,
@@ -103,6 +125,19 @@ class ZooKeeperDeployment:
         self.transaction_journal_dir = self._log_dir
         # Other brokers may be starting too: their partitions' markers must not hold ours.
         self.complete_transactions_before_serving = False
+
+    def _cluster_id(self, settings: ZooKeeperSettings) -> str:
+        """`/cluster/id`, created by the first broker, written into `meta.properties`
+        (which the server reads); InconsistentClusterId if that names another cluster."""
+        stored = stored_cluster_id(self._log_dir)
+        proposed = stored or self._config.server.cluster_id or new_cluster_id()
+        found = get_or_create_blocking(settings, CLUSTER_ID_PATH, encode_cluster_id(proposed))
+        try:
+            cluster_id = decode_cluster_id(found)
+        except MalformedZnode as exc:
+            raise InconsistentClusterId(str(exc)) from exc
+        check_stored_cluster_id(stored, cluster_id)
+        return load_or_create_cluster_id(self._log_dir, self._node_id, cluster_id)
 
     def topology(self, advertised: Callable[[str], tuple[str, int]]) -> Topology:
         """ZooKeeper's view (this broker's own endpoints are in its registration)."""

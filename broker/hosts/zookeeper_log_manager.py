@@ -15,20 +15,28 @@ aside for the replica fetchers (broker/hosts/replica_fetchers.py).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 import trio
 import trio_util
 
 from broker.config import BrokerConfig
-from broker.coordination.broker_registration import BrokerRegistration
+from broker.coordination.broker_registration import BrokerRegistration, MalformedZnode
+from broker.coordination.partition_state_store import PartitionStateStore
 from broker.coordination.partition_state_znodes import TOPICS_PATH, TopicAssignment, topic_path
-from broker.coordination.store import CoordinationStore, CoordinationUnavailable, NodeExistsError
+from broker.coordination.store import (
+    BadVersionError,
+    CoordinationStore,
+    CoordinationUnavailable,
+    NodeExistsError,
+    NoNodeError,
+)
 from broker.errors import KafkaError
 from broker.hosts.partition_state_view import (
     TOPIC_CONFIG_PATH,
@@ -39,7 +47,7 @@ from broker.hosts.partition_state_view import (
     topic_config_path,
 )
 from broker.log._files import read_offset_checkpoint
-from broker.log.log_config import LogConfig
+from broker.log.log_config import LogConfig, altered_topic_configs
 from broker.log.log_manager import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_FILE,
@@ -54,13 +62,15 @@ from broker.replication.leader_and_isr import NO_LEADER
 from broker.replication.replica_assignment import (
     BrokerMetadata,
     RackInformationIncomplete,
+    assign_new_partitions,
     assign_replicas_to_brokers,
 )
 
 logger = logging.getLogger(__name__)
 
 CREATE_WAIT_S = 10.0
-"""How long CreateTopics waits for the controller's first partition states."""
+"""How long CreateTopics, CreatePartitions, DeleteTopics and config changes wait for
+this broker to apply what the controller (or ZooKeeper) made of them."""
 PRODUCER_ID_NODE_BITS = 10
 """Producer ids are this broker's own counter with its node id in the low bits, so
 brokers never hand out the same id (node ids below 1024; Kafka's ZooKeeper block
@@ -82,6 +92,7 @@ class ZooKeeperLogManager(LogManager):
         super().__init__(config)
         self.node_id = node_id
         self._zookeeper = store
+        self._states = PartitionStateStore(store)
         self._view = view
         self._live_brokers = live_brokers
         self._replica_logs: dict[tuple[str, int], PartitionLog] = {}
@@ -164,15 +175,42 @@ class ZooKeeperLogManager(LogManager):
 
     async def _apply(self, image: HostsImage) -> None:
         async with self._apply_lock:
+            doomed: list[PartitionLog] = []
             for name, topic in list(self._topics.items()):
                 wanted = image.get(name)
                 if wanted is None or wanted.topic_id != topic.topic_id:
-                    # Deletion through ZooKeeper is not built yet: stop serving it.
+                    # Deleted (or deleted and created again): its replicas' logs go.
                     self._unregister(topic)
                     self._layouts.pop(name, None)
+                    doomed += self._forget_replicas(name)
             for name, wanted in image.items():
                 await self._apply_topic(name, wanted)
+                doomed += self._forget_moved_replicas(name, wanted)
+            # The fetchers and leaders let go of the partitions before their logs go.
             self.applied.value = image
+            if doomed:
+                await self._remove_partitions(doomed)
+                logger.info("deleted the logs of %s", sorted({log.topic for log in doomed}))
+
+    def _forget_moved_replicas(self, name: str, wanted: TopicState) -> list[PartitionLog]:
+        """Partitions reassigned away from this broker: their logs go."""
+        keys = [
+            key
+            for key in self._replica_logs
+            if key[0] == name and self.node_id not in wanted.assignment.partitions.get(key[1], ())
+        ]
+        for key in keys:
+            self._leading.pop(key, None)
+            logger.info("%s-%d was reassigned away from broker %d", *key, self.node_id)
+        return [self._replica_logs.pop(key) for key in keys]
+
+    def _forget_replicas(self, name: str) -> list[PartitionLog]:
+        keys = [key for key in self._replica_logs if key[0] == name]
+        for key in keys:
+            self._leading.pop(key, None)
+        if self.cleaner is not None:
+            self.cleaner.forget_topic(name)
+        return [self._replica_logs.pop(key) for key in keys]
 
     async def _apply_topic(self, name: str, wanted: TopicState) -> None:
         log_config = Topic(name, wanted.topic_id, [], wanted.configs, self._defaults).log_config()
@@ -195,7 +233,13 @@ class ZooKeeperLogManager(LogManager):
                 self._leading.pop((name, index), None)
                 partitions.append(RemotePartition(name, index, leader, log_config))
                 layout.append((leader, False))
-        if self._layouts.get(name) == tuple(layout) and name in self._topics:
+        known = self._topics.get(name)
+        if known is not None and self._layouts.get(name) == tuple(layout):
+            if known.configs() != wanted.configs:  # AlterConfigs on some broker
+                known._set_overrides(wanted.configs)
+                for (topic, _), replica in self._replica_logs.items():
+                    if topic == name:
+                        replica.config = log_config
             return
         self._layouts[name] = tuple(layout)
         self._register(Topic(name, wanted.topic_id, partitions, wanted.configs, self._defaults))
@@ -254,12 +298,8 @@ class ZooKeeperLogManager(LogManager):
             replication_factor = self.config.log.default_replication_factor
         # The name, partition count and configs; the replication factor is placement's.
         self._check_new_topic(name, num_partitions, 1, overrides)
-        brokers = [
-            BrokerMetadata(node_id, registration.rack)
-            for node_id, registration in self._live_brokers.value.items()
-        ]
         try:
-            placement = assign_replicas_to_brokers(brokers, num_partitions, replication_factor)
+            placement = assign_replicas_to_brokers(self._live(), num_partitions, replication_factor)
         except RackInformationIncomplete as exc:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from exc
         if validate_only:
@@ -304,12 +344,51 @@ class ZooKeeperLogManager(LogManager):
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"ZooKeeper: {exc}") from exc
 
     async def delete_topic(self, name: str) -> None:
-        raise _not_yet("DeleteTopics")
+        """As Kafka 2.x: mark `/admin/delete_topics/<t>`; the controller deletes the
+        topic's znodes and every broker its replicas' logs. Answered once this broker
+        no longer has the topic (REQUEST_TIMED_OUT after CREATE_WAIT_S, the deletion
+        going on)."""
+        if not self.delete_topic_enable:
+            raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+        topic = self._known(name)
+        async with _zookeeper_errors():
+            await self._states.request_topic_deletion(name)
+        await self._until_applied(
+            lambda image: name not in image or image[name].topic_id != topic.topic_id,
+            f"topic {name!r} marked for deletion, not yet deleted",
+        )
+        logger.info("deleted topic %s (%s)", name, topic.topic_id)
 
     async def create_partitions(
         self, name: str, total: int, *, validate_only: bool = False
     ) -> None:
-        raise _not_yet("CreatePartitions")
+        """The added partitions placed by `assign_new_partitions` over the live brokers
+        and racks, written into the topic's znode at the version read; the controller,
+        watching it, writes their first states. Answered once this broker applied them."""
+        self._known(name)
+        async with _zookeeper_errors():
+            node = await self._zookeeper.get(topic_path(name))
+            if node is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+            assignment = TopicAssignment.decode(name, node.data)
+            added = assign_new_partitions(self._live(), assignment.partitions, total)
+            if validate_only:
+                return
+            document = json.loads(node.data)
+            document["partitions"].update({str(p): list(r) for p, r in added.items()})
+            try:
+                await self._zookeeper.set(
+                    topic_path(name), json.dumps(document).encode(), version=node.version
+                )
+            except BadVersionError:
+                raise KafkaError(
+                    ErrorCode.REASSIGNMENT_IN_PROGRESS, f"topic {name!r} changed meanwhile; retry"
+                ) from None
+        await self._until_applied(
+            lambda image: name in image and len(image[name].states) >= total,
+            f"partitions of {name!r} written, not yet all led",
+        )
+        logger.info("added partitions to %s: %s", name, added)
 
     async def alter_topic_configs(
         self,
@@ -320,14 +399,58 @@ class ZooKeeperLogManager(LogManager):
         replace_all: bool = False,
         validate_only: bool = False,
     ) -> None:
-        raise _not_yet("altering topic configs")
+        """Written to `/config/topics/<t>`, which every broker watches; answered once this
+        broker applied it."""
+        topic = self._known(name)
+        new = altered_topic_configs(
+            name,
+            topic.configs(),
+            set_,
+            delete,
+            replace_all=replace_all,
+            internal=topic.is_internal,
+        )
+        if validate_only:
+            return
+        document = json.dumps({"version": 1, "config": dict(new)}).encode()
+        async with _zookeeper_errors():
+            try:
+                await self._zookeeper.set(topic_config_path(name), document)
+            except NoNodeError:  # a topic written by a tool that left no config
+                await self._zookeeper.create(topic_config_path(name), document)
+        await self._until_applied(
+            lambda image: name in image and dict(image[name].configs) == dict(new),
+            f"configs of {name!r} written, not yet applied",
+        )
+
+    def _known(self, name: str) -> Topic:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        return topic
+
+    def _live(self) -> list[BrokerMetadata]:
+        return [
+            BrokerMetadata(node_id, registration.rack)
+            for node_id, registration in self._live_brokers.value.items()
+        ]
+
+    async def _until_applied(self, done: Callable[[HostsImage], bool], late: str) -> None:
+        with trio.move_on_after(CREATE_WAIT_S):
+            await self.applied.wait_value(done)
+            return
+        raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, late)
 
     async def allocate_producer_id(self) -> int:
         counter = await super().allocate_producer_id()
         return (counter << PRODUCER_ID_NODE_BITS) | (self.node_id % (1 << PRODUCER_ID_NODE_BITS))
 
 
-def _not_yet(what: str) -> KafkaError:
-    return KafkaError(
-        ErrorCode.INVALID_REQUEST, f"{what} is not yet supported with zookeeper.connect"
-    )
+@contextlib.asynccontextmanager
+async def _zookeeper_errors() -> AsyncIterator[None]:
+    try:
+        yield
+    except CoordinationUnavailable as exc:
+        raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"ZooKeeper: {exc}") from exc
+    except MalformedZnode as exc:
+        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) from exc

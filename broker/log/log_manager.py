@@ -153,6 +153,10 @@ class LogManager:
                 if isinstance(partition, PartitionLog):
                     yield partition
 
+    def local_logs(self) -> list[PartitionLog]:
+        """Every partition log in this broker's dirs, a follower's too (DescribeLogDirs)."""
+        return list(self._local_logs())
+
     def cleaner_state(self, topic_name: str) -> str | None:
         """The cleaner's view of each partition of a compacted topic as JSON (what
         `topics describe` shows); None for other topics or without a cleaner."""

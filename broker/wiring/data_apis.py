@@ -24,9 +24,17 @@ from broker.handlers.delete_records import DeleteRecordsHandler
 from broker.handlers.delete_topics import DeleteTopicsHandler
 from broker.handlers.describe_cluster import DescribeClusterHandler
 from broker.handlers.describe_configs import DescribeConfigsHandler
+from broker.handlers.describe_log_dirs import DescribeLogDirsHandler
+from broker.handlers.elect_leaders import NO_ELECTIONS, ElectLeadersHandler, LeaderElections
 from broker.handlers.fetch import FetchHandler
 from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
+from broker.handlers.partition_reassignments import (
+    NO_REASSIGNMENTS,
+    AlterPartitionReassignmentsHandler,
+    ListPartitionReassignmentsHandler,
+    PartitionReassignments,
+)
 from broker.handlers.produce import ProduceHandler
 from broker.handlers.replica_tracking import NO_REPLICATION, ReplicaTracking
 from broker.log.log_manager import LogManager
@@ -42,6 +50,8 @@ def add_data_apis(
     *,
     transaction_verifier: TransactionVerifier,
     replication: ReplicaTracking = NO_REPLICATION,
+    leader_elections: LeaderElections = NO_ELECTIONS,
+    partition_reassignments: PartitionReassignments = NO_REASSIGNMENTS,
 ) -> None:
     """Register the data and admin APIs over `log_manager`; `brokers` is the broker
     resource's dynamic configs (stored, and changing the running server);
@@ -86,6 +96,10 @@ def add_data_apis(
         ),
         AlterConfigsHandler(alterer, authorizer=auth),
         IncrementalAlterConfigsHandler(alterer, authorizer=auth),
+        DescribeLogDirsHandler(context.log_dirs, log_manager.local_logs, authorizer=auth),
+        ElectLeadersHandler(log_manager, leader_elections, authorizer=auth),
+        AlterPartitionReassignmentsHandler(log_manager, partition_reassignments, authorizer=auth),
+        ListPartitionReassignmentsHandler(partition_reassignments, authorizer=auth),
         DescribeClusterHandler(
             node_id,
             context.cluster_id,

@@ -19,6 +19,8 @@ from broker.broker_context import BrokerContext, Service
 from broker.coordination.membership import ClusterMembership
 from broker.coordinator.group_metadata_partition import GroupMetadataPartition
 from broker.handlers.broker_configs import BrokerConfigs
+from broker.handlers.elect_leaders import LeaderElections
+from broker.handlers.partition_reassignments import PartitionReassignments
 from broker.handlers.replica_tracking import ReplicaTracking
 from broker.log.log_manager import LogManager
 from broker.metrics_http import LocalMetrics
@@ -40,6 +42,16 @@ class Deployment(Protocol):
     def replication(self) -> ReplicaTracking:
         """What Fetch and Produce tell the leaders of replicated partitions
         (`NO_REPLICATION` where every partition has one replica)."""
+        ...
+
+    @property
+    def leader_elections(self) -> LeaderElections:
+        """ElectLeaders' elections (`NO_ELECTIONS` where every partition has one replica)."""
+        ...
+
+    @property
+    def partition_reassignments(self) -> PartitionReassignments:
+        """Where replicas move (`NO_REASSIGNMENTS` where every partition has one replica)."""
         ...
 
     @property

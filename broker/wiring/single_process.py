@@ -9,6 +9,8 @@ from broker.broker_context import BrokerContext, Service
 from broker.config import BrokerConfig
 from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
+from broker.handlers.elect_leaders import NO_ELECTIONS
+from broker.handlers.partition_reassignments import NO_REASSIGNMENTS
 from broker.handlers.replica_tracking import NO_REPLICATION
 from broker.log.log_manager import LogManager
 from broker.metrics_http import LocalMetrics
@@ -27,6 +29,8 @@ class SingleProcess:
         self._log_dir = Path(config.log_dirs[0])
         self.log_manager = LogManager(config)
         self.replication = NO_REPLICATION
+        self.leader_elections = NO_ELECTIONS
+        self.partition_reassignments = NO_REASSIGNMENTS
         self.group_journal_dir = self._log_dir
         self.group_metadata_partition = None
         self.transaction_journal_dir = self._log_dir

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from kazoo.client import KazooClient
 
 from broker.coordination.broker_registration import DuplicateBrokerId
 from broker.coordination.kazoo_store import KazooCoordinationStore, ZooKeeperSettings
@@ -119,3 +120,41 @@ async def test_every_process_of_a_host_registers_as_its_own_broker(
             assert json.loads(controller.data)["brokerid"] in (11, 12)
         finally:
             await store.close()
+
+
+def test_a_log_dir_of_another_cluster_stops_start_up_with_one_line(
+    tmp_path: Path, zookeeper_connect: str
+) -> None:
+    (tmp_path / "meta.properties").write_text("version=1\ncluster.id=elsewhere\nnode.id=1\n")
+    hosts, _, chroot = zookeeper_connect.partition("/")
+    store = KazooClient(hosts=hosts)  # the chroot is the broker's to create
+    store.start(WAIT_S)
+    try:
+        cluster_id = b'{"version":"1","id":"this-cluster"}'
+        store.create(f"/{chroot}/cluster/id", cluster_id, makepath=True)
+    finally:
+        store.stop()
+        store.close()
+    settings = {
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "log.dirs": str(tmp_path),
+        "process.count": "1",
+        "metrics.port": "-1",
+        "zookeeper.connect": zookeeper_connect,
+    }
+    overrides = [arg for key, value in settings.items() for arg in ("--override", f"{key}={value}")]
+    result = subprocess.run(
+        [sys.executable, "-m", "broker", "serve", *overrides],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1, result.stderr
+    assert (
+        "The Cluster ID this-cluster doesn't match stored clusterId elsewhere in meta.properties"
+        in errors[0]
+    )
+    assert "Traceback" not in result.stderr

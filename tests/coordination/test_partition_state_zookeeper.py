@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import trio
 
@@ -86,5 +88,60 @@ async def test_partition_state_is_written_conditionally_and_fenced_by_the_contro
         assert await states.partition_reassignment() == {tp: (3, 2, 1)}
         await states.delete_partition_reassignment()
         assert await states.partition_reassignment() == {}
+    finally:
+        await store.close()
+
+
+async def test_admin_requests_keep_the_topic_znode_whole_and_deletion_removes_every_znode(
+    zookeeper_connect: str,
+) -> None:
+    store = KazooCoordinationStore(
+        ZooKeeperSettings(zookeeper_connect, session_timeout_ms=6000, connection_timeout_ms=10000)
+    )
+    await store.connect()
+    try:
+        states = PartitionStateStore(store)
+        tp = TopicPartition("moving", 0)
+        document = {"version": 3, "topic_id": "AAAAAAAAAAAAAAAAAAAAAA", "partitions": {"0": [1, 2]}}
+        await store.ensure_path("/brokers/topics")
+        await store.create("/brokers/topics/moving", json.dumps(document).encode())
+        await store.ensure_path("/config/topics")
+        await store.create("/config/topics/moving", b'{"version":1,"config":{}}')
+
+        # A reassignment's start and end: the topic id and version survive each write.
+        await states.update_topic_assignment("moving", {0: (3, 1, 2)}, {0: (3,)}, {0: (1,)})
+        moving = await states.topic_assignment("moving")
+        assert moving == TopicAssignment("moving", {0: (3, 1, 2)}, {0: (3,)}, {0: (1,)})
+        await states.update_topic_assignment("moving", {0: (3, 2)}, {}, {})
+        node = await store.get("/brokers/topics/moving")
+        assert node is not None
+        written = json.loads(node.data)
+        assert written["topic_id"] == document["topic_id"] and written["version"] == 3
+        assert (written["partitions"], written["adding_replicas"]) == ({"0": [3, 2]}, {})
+
+        # The reassignment request: set, replaced, gone when nothing remains.
+        await states.set_partition_reassignment({tp: (3, 2)})
+        await states.set_partition_reassignment({tp: (2, 3)})
+        assert await states.partition_reassignment() == {tp: (2, 3)}
+        await states.set_partition_reassignment({})
+        assert await store.get("/admin/reassign_partitions") is None
+
+        # Deletion asked twice is asked once; the controller's part removes it all.
+        await states.request_topic_deletion("moving")
+        await states.request_topic_deletion("moving")
+        assert await states.topics_to_delete() == ["moving"]
+        first = LeaderIsrAndControllerEpoch(LeaderAndIsr(3, 0, (3, 2)), controller_epoch=1)
+        await store.create(CONTROLLER_EPOCH_PATH, b"1")
+        epoch_node = await store.get(CONTROLLER_EPOCH_PATH)
+        assert epoch_node is not None
+        await states.create_partition_states({tp: first}, epoch_node.version)
+        await states.delete_topic("moving")
+        for path in (
+            "/brokers/topics/moving",
+            "/config/topics/moving",
+            "/admin/delete_topics/moving",
+        ):
+            assert await store.get(path) is None
+        assert await states.topics_to_delete() == []
     finally:
         await store.close()

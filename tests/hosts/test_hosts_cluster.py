@@ -37,7 +37,7 @@ def running_host(
         "node.id": str(node_id),
         "broker.rack": rack,
         "zookeeper.connect": zookeeper,
-        # One id for the cluster (/cluster/id is not read yet: docs/replication.md).
+        # Seeds /cluster/id (the first broker writes it; the others take it from there).
         "cluster.id": "hosts-test-cluster",
         **(extra or {}),
     }
