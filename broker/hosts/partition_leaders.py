@@ -13,22 +13,28 @@ Produce reports its appends and waits here for acks=all (`wait_for_acks`).
 from __future__ import annotations
 
 import logging
+import math
 
 import attrs
 import trio
+import trio_util
 
 from broker.config import BrokerConfig
 from broker.coordination.partition_leader import PartitionLeader
 from broker.coordination.partition_state_store import PartitionStateStore
 from broker.coordination.store import CoordinationStore, CoordinationUnavailable
 from broker.hosts.partition_state_view import HostsImage
+from broker.hosts.replication_settings import leader_settings
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
 from broker.log.partition_log import PartitionLog
 from broker.protocol.error_codes import ErrorCode
-from broker.replication.partition_leader_state import LeaderSettings, PartitionLeaderState
+from broker.replication.partition_leader_state import PartitionLeaderState
 from broker.replication.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
+
+# After ZooKeeper failed the read of a state to lead, how long before trying again.
+RETRY_S = 1.0
 
 
 @attrs.frozen
@@ -44,10 +50,14 @@ class PartitionLeaders:
         self, config: BrokerConfig, store: CoordinationStore, logs: ZooKeeperLogManager
     ) -> None:
         self._node_id = config.node_id
-        self._lag_time_max_ms = config.replication.replica_lag_time_max_ms
+        self._config = config
         self._states = PartitionStateStore(store)
         self._logs = logs
         self._led: dict[TopicPartition, _Led] = {}
+        # One more at each change of what is led here.
+        self._led_changes = trio_util.AsyncValue(0)
+        # Each wake-up re-applies the latest image: a new one, a leader's lost write.
+        self._wakeups_in, self._wakeups = trio.open_memory_channel[None](math.inf)
 
     def leader(self, topic: str, partition: int) -> PartitionLeader | None:
         led = self._led.get(TopicPartition(topic, partition))
@@ -55,9 +65,26 @@ class PartitionLeaders:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._follow_images)
             task_status.started()
-            async for image in self._logs.applied.eventual_values():
-                await self._apply(image, nursery)
+            async for _wakeup in self._wakeups:
+                while True:  # several wake-ups ask for one application of the latest
+                    try:
+                        self._wakeups.receive_nowait()
+                    except trio.WouldBlock:
+                        break
+                await self._apply(self._logs.applied.value, nursery)
+
+    async def _follow_images(self) -> None:
+        async for _image in self._logs.applied.eventual_values():
+            self._wakeups_in.send_nowait(None)
+
+    async def leading_alone(self) -> None:
+        """Returns once every partition led here has no other replica (a controlled
+        shutdown moved the others' leadership, and their waiting produces answered)."""
+        await self._led_changes.wait_value(
+            lambda _: all(len(led.leader.state.replicas) <= 1 for led in self._led.values())
+        )
 
     # -- ReplicaTracking --
     def on_follower_fetch(
@@ -72,11 +99,16 @@ class PartitionLeaders:
         return code
 
     def tracked(self, topic: str, partition: int) -> bool:
-        return TopicPartition(topic, partition) in self._led
+        """Every partition here is replicated through ZooKeeper: one whose log is local
+        before its leader runs (the states applied, the leader not built yet) must not
+        take an acks=all produce as if it had no followers."""
+        return True
 
     def check_produce(self, topic: str, partition: int, required_acks: int) -> ErrorCode:
         led = self._led.get(TopicPartition(topic, partition))
-        return ErrorCode.NONE if led is None else led.leader.check_produce(required_acks)
+        if led is None:  # leadership is arriving or leaving: the client asks again
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return led.leader.check_produce(required_acks)
 
     def on_append(self, topic: str, partition: int) -> None:
         led = self._led.get(TopicPartition(topic, partition))
@@ -123,13 +155,11 @@ class PartitionLeaders:
                 stored = await self._states.partition_state(tp)
             except CoordinationUnavailable as exc:
                 log.warning("%s: not tracking its followers yet: %s", tp, exc)
+                nursery.start_soon(self._wake_after, RETRY_S)
                 continue
             if stored is None or stored.leader_and_isr.leader_epoch != state.leader_epoch:
                 continue  # a newer state is on its way through the view
-            settings = LeaderSettings(
-                replica_lag_time_max_ms=self._lag_time_max_ms,
-                min_insync_replicas=self._min_insync_replicas(tp.topic),
-            )
+            settings = leader_settings(self._config, self._min_insync_replicas(tp.topic))
             leader_state = PartitionLeaderState(
                 tp,
                 self._node_id,
@@ -145,6 +175,7 @@ class PartitionLeaders:
             self._led[tp] = led
             self._sync_high_watermark(led)
             nursery.start_soon(self._run_leader, led)
+        self._led_changes.value += 1
 
     def _min_insync_replicas(self, topic: str) -> int:
         found = self._logs.topic(topic)
@@ -155,10 +186,21 @@ class PartitionLeaders:
         led.leader.resign()
         led.scope.cancel()
 
+    async def _wake_after(self, delay_s: float) -> None:
+        await trio.sleep(delay_s)
+        self._wakeups_in.send_nowait(None)
+
+    async def _rebuild_after_conflict(self, led: _Led) -> None:
+        """The controller wrote the state first: re-read it and build again at once
+        rather than at the view's next change."""
+        await led.leader.conflict.wait()
+        self._wakeups_in.send_nowait(None)
+
     async def _run_leader(self, led: _Led) -> None:
         with led.scope:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(led.leader.run)
+                nursery.start_soon(self._rebuild_after_conflict, led)
                 while True:  # appends that do not come through Produce (markers)
                     await led.log.data_appended().wait()
                     led.leader.on_append(led.log.log_end_offset)

@@ -124,6 +124,15 @@ class ReplicaFetchers:
         self._settings = settings
         self._fetchers: dict[int, _LeaderFetcher] = {}
         self._followers: dict[TopicPartition, PartitionFollowerLog] = {}
+        self._stopped = False
+
+    def stop(self) -> None:
+        """Stop following every partition (a controlled shutdown: the broker leaves the
+        ISRs, so no leader may take it back in by its fetches)."""
+        self._stopped = True
+        for leader in self._fetchers.values():
+            leader.scope.cancel()
+        self._fetchers.clear()
 
     def follower(self, tp: TopicPartition) -> PartitionFollowerLog | None:
         return self._followers.get(tp)
@@ -139,6 +148,8 @@ class ReplicaFetchers:
                     await leader.session.aclose()
 
     def _follow(self, image: HostsImage, nursery: trio.Nursery) -> None:
+        if self._stopped:
+            return
         wanted: dict[TopicPartition, tuple[int, int]] = {}
         for name, topic in image.items():
             for index, replicas in topic.assignment.partitions.items():

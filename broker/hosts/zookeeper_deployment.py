@@ -12,6 +12,7 @@ sent (`WatchingBrokers`; docs/replication.md says why).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 from broker.broker_context import BrokerContext, Service
@@ -22,16 +23,22 @@ from broker.coordination.kazoo_store import KazooCoordinationStore
 from broker.coordination.live_brokers import LiveBrokers
 from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
+from broker.handlers.controlled_shutdown import ControlledShutdownHandler
+from broker.hosts.controlled_shutdown import ControlledShutdown, answer_controlled_shutdown
 from broker.hosts.partition_leaders import PartitionLeaders
 from broker.hosts.partition_state_view import PartitionStateView
 from broker.hosts.replica_fetchers import ReplicaFetchers
+from broker.hosts.replication_settings import (
+    controlled_shutdown_settings,
+    controller_settings,
+    replica_fetcher_settings,
+)
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
 from broker.hosts.zookeeper_topology import ZooKeeperTopology
 from broker.metrics_http import LocalMetrics
 from broker.net.internal_listener import InternalListener
 from broker.quotas.quota_managers import QuotaManagers
 from broker.replication.broker_notifier import LeaderAndIsrRequest, UpdateMetadataRequest
-from broker.replication.replica_fetcher import ReplicaFetcherSettings
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer
 from broker.security.scram_credentials import ScramCredentialStore
@@ -72,6 +79,7 @@ class ZooKeeperDeployment:
             self.election.view,
             self.live_brokers.brokers,
             WatchingBrokers(),
+            controller_settings(config, self._topic_config),
         )
         self.replica_fetchers = ReplicaFetchers(
             self._node_id,
@@ -79,7 +87,17 @@ class ZooKeeperDeployment:
             self.log_manager.applied,
             self.log_manager.replica_log,
             self.live_brokers.brokers,
-            ReplicaFetcherSettings(),
+            replica_fetcher_settings(config),
+        )
+        self.controlled_shutdown = ControlledShutdown(
+            self._node_id,
+            config.network.inter_broker_listener_name,
+            self.controller,
+            self.election.view,
+            self.live_brokers.brokers,
+            self.replication.leading_alone,
+            self.replica_fetchers.stop,
+            controlled_shutdown_settings(config),
         )
         self._topology = ZooKeeperTopology(
             self._node_id, self.live_brokers.brokers, self.election.view, self.partition_states
@@ -88,6 +106,10 @@ class ZooKeeperDeployment:
         self.transaction_journal_dir = self._log_dir
         # Other brokers may be starting too: their partitions' markers must not hold ours.
         self.complete_transactions_before_serving = False
+
+    def _topic_config(self, topic: str, key: str) -> str | None:
+        found = self.log_manager.topic(topic)
+        return None if found is None else found.config(key)
 
     def topology(self, advertised: Callable[[str], tuple[str, int]]) -> Topology:
         """ZooKeeper's view (this broker's own endpoints are in its registration)."""
@@ -104,6 +126,7 @@ class ZooKeeperDeployment:
             live_brokers=self.live_brokers,
             election=self.election,
             on_session_renewed=self.partition_states.session_renewed,
+            leaving=self.controlled_shutdown.run,
         )
 
     def acl_store(self, authorizer: Authorizer) -> AclStore:
@@ -128,5 +151,9 @@ class ZooKeeperDeployment:
         broker_configs: BrokerConfigs,
     ) -> list[Service]:
         """The partition states (ZooKeeper connected by then: the membership is the
-        first service), the controller, the partition leaders and the replica fetchers."""
+        first service), the controller, the partition leaders and the replica fetchers;
+        the controller answers ControlledShutdown."""
+        context.apis.add_handler(
+            ControlledShutdownHandler(partial(answer_controlled_shutdown, self.controller))
+        )
         return [self.partition_states, self.controller, self.replication, self.replica_fetchers]

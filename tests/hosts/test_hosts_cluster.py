@@ -39,6 +39,8 @@ def running_host(
         "zookeeper.connect": zookeeper,
         # One id for the cluster (/cluster/id is not read yet: docs/replication.md).
         "cluster.id": "hosts-test-cluster",
+        # A broker stopping last leads partitions no other replica can take: retry soon.
+        "controlled.shutdown.retry.backoff.ms": "100",
         **(extra or {}),
     }
     return running_broker(tmp_path / f"host-{node_id}", overrides, deployment=ZooKeeperDeployment)
