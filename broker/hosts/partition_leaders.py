@@ -173,6 +173,13 @@ class PartitionLeaders:
             leader = PartitionLeader(leader_state, stored.controller_epoch, self._states)
             led = _Led(leader, partition_log, state.leader_epoch, trio.CancelScope())
             self._led[tp] = led
+            log.info(
+                "%s: leading at epoch %d, ISR %s, high watermark %d",
+                tp,
+                state.leader_epoch,
+                list(stored.leader_and_isr.isr),
+                leader_state.high_watermark,
+            )
             self._sync_high_watermark(led)
             nursery.start_soon(self._run_leader, led)
         self._led_changes.value += 1

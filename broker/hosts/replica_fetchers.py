@@ -87,6 +87,9 @@ class ReconnectingFetchSession:
         except SESSION_FAILURES:
             await self.aclose()
             raise
+        except trio.Cancelled:  # its answer would be read by the next request: drop it
+            await self.aclose()
+            raise
 
     async def aclose(self) -> None:
         connection, self._connection = self._connection, None
