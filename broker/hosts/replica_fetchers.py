@@ -185,6 +185,10 @@ class ReplicaFetchers:
 
     def _start(self, leader_id: int, nursery: trio.Nursery) -> _LeaderFetcher:
         async def connect() -> KafkaConnection:
+            # A broker just started may not have read /brokers/ids yet: wait a moment
+            # rather than back off a whole replica.fetch.backoff.ms.
+            with trio.move_on_after(self._settings.replica_fetch_backoff_ms / 1000):
+                await self._live.wait_value(lambda brokers: leader_id in brokers)
             registration = self._live.value.get(leader_id)
             endpoint = next(
                 (
