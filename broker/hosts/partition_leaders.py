@@ -43,6 +43,10 @@ class _Led:
     log: PartitionLog
     leader_epoch: int
     scope: trio.CancelScope
+    # Set when the leadership goes on here at the next leader epoch (the controller
+    # changed only the ISR, or rewrote the state after a conflict): the produces waiting
+    # for acks=all wait on the rebuilt leader instead of answering NOT_LEADER_OR_FOLLOWER.
+    renewed: trio.Event = attrs.field(factory=trio.Event)
 
 
 class PartitionLeaders:
@@ -56,6 +60,8 @@ class PartitionLeaders:
         self._led: dict[TopicPartition, _Led] = {}
         # One more at each change of what is led here.
         self._led_changes = trio_util.AsyncValue(0)
+        # What the latest image applied says this broker leads.
+        self._wanted: frozenset[TopicPartition] = frozenset()
         # Each wake-up re-applies the latest image: a new one, a leader's lost write.
         self._wakeups_in, self._wakeups = trio.open_memory_channel[None](math.inf)
 
@@ -119,10 +125,23 @@ class PartitionLeaders:
     async def wait_for_acks(
         self, topic: str, partition: int, required_offset: int, timeout_s: float
     ) -> ErrorCode:
-        led = self._led.get(TopicPartition(topic, partition))
-        if led is None:  # leadership moved between the append and the wait
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        return await led.leader.wait_for_acks_all(required_offset, timeout_s)
+        tp = TopicPartition(topic, partition)
+        deadline = trio.current_time() + timeout_s
+        led = self._led.get(tp)
+        while led is not None:  # None: leadership moved between the append and the wait
+            remaining_s = max(0.0, deadline - trio.current_time())
+            code = await led.leader.wait_for_acks_all(required_offset, remaining_s)
+            if code != ErrorCode.NOT_LEADER_OR_FOLLOWER or not led.renewed.is_set():
+                return code
+            led = await self._rebuilt(tp, deadline)
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    async def _rebuilt(self, tp: TopicPartition, deadline: float) -> _Led | None:
+        """The leader built again for a renewed leadership (None if it is not by the
+        deadline, or the partition is no longer led here)."""
+        with trio.move_on_at(deadline):
+            await self._led_changes.wait_value(lambda _: tp in self._led or tp not in self._wanted)
+        return self._led.get(tp)
 
     def _sync_high_watermark(self, led: _Led) -> None:
         if led.log.replicated_high_watermark != led.leader.state.high_watermark:
@@ -136,6 +155,7 @@ class PartitionLeaders:
             for index, state in topic.states.items()
             if state.leader == self._node_id
         }
+        self._wanted = frozenset(wanted)
         for tp, led in list(self._led.items()):
             state = wanted.get(tp)
             if (
@@ -143,6 +163,11 @@ class PartitionLeaders:
                 or state.leader_epoch != led.leader_epoch
                 or led.leader.conflict.is_set()
             ):
+                if state is not None and state.leader_epoch in (
+                    led.leader_epoch,
+                    led.leader_epoch + 1,
+                ):
+                    led.renewed.set()  # no other leader in between: the log is the same
                 self._resign(tp)
         for tp, state in wanted.items():
             if tp in self._led:

@@ -20,14 +20,17 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.hosts.zookeeper_deployment import ZooKeeperDeployment
+from broker.protocol.error_codes import ErrorCode
 from tests.hosts.test_hosts_cluster import (
     HOSTS,
     WAIT_S,
     bootstrap,
     consume,
+    metadata,
     running_host,
     wait_for_metadata,
 )
+from tests.hosts.test_hosts_isr import produce_to, replica_log
 
 MAX_RECORDS = 20_000  # the producer's bound; it stops far earlier when told
 EXTRA = {
@@ -177,3 +180,55 @@ async def test_a_leader_stopped_gracefully_hands_over_first_and_leads_again_once
         assert deployment.controlled_shutdown.remaining == []
         print(f"longest gap between acknowledgements: {run.longest_ack_gap_s():.3f} s")
         assert run.longest_ack_gap_s() < 5  # loose: the 2-core machine is shared
+
+
+async def test_an_acks_all_produce_waiting_on_a_follower_that_leaves_is_answered_by_its_leader(
+    tmp_path: Path, zookeeper_connect: str
+) -> None:
+    topic = "waiting"
+    async with AsyncExitStack() as stack:
+        servers = {
+            node_id: await stack.enter_async_context(
+                running_host(tmp_path, node_id, zookeeper_connect)
+            )
+            for node_id in HOSTS
+        }
+        first = servers[1]
+        await wait_for_metadata(first, None, lambda r: len(r.brokers) == 3)
+        deployment = first.deployment
+        assert isinstance(deployment, ZooKeeperDeployment)
+        await deployment.log_manager.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
+        response = await wait_for_metadata(
+            first, topic, lambda r: r.topics and r.topics[0].partitions[0].leader_id > 0
+        )
+        leader_id = response.topics[0].partitions[0].leader_id
+        leader = servers[leader_id]
+        leaving = next(n for n in HOSTS if n != leader_id)
+        leading = leader.deployment
+        assert isinstance(leading, ZooKeeperDeployment)
+        with trio.fail_after(WAIT_S):
+            while leading.replication.leader(topic, 0) is None:  # noqa: ASYNC110 - ZooKeeper's watches
+                await trio.sleep(0.05)
+
+        # A follower that stopped fetching holds an acks=all produce back ...
+        follower = servers[leaving].deployment
+        assert isinstance(follower, ZooKeeperDeployment)
+        follower.replica_fetchers.stop()
+        answers = []
+
+        async def produce_one() -> None:
+            answers.append(await produce_to(leader, topic, [b"held"], acks=-1))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce_one)
+            with trio.fail_after(WAIT_S):
+                while replica_log(leader, topic).log_end_offset < 1:  # noqa: ASYNC110 - the append
+                    await trio.sleep(0.02)
+            assert answers == []
+            # ... until its controlled shutdown takes it out of the ISR: the leader stays
+            # (the next epoch) and answers the waiting produce itself.
+            servers[leaving].shutdown()
+        assert answers[0].error_code == ErrorCode.NONE
+        state = (await metadata(leader, topic)).topics[0].partitions[0]
+        assert state.leader_id == leader_id and state.leader_epoch == 1
+        assert leaving not in state.isr_nodes
