@@ -213,6 +213,8 @@ class KafkaServer:
             log.info("broker %d of cluster %s started", self.node_id, self.cluster_id)
             task_status.started(self)
             await self._shutdown_requested.wait()
+            if self.membership is not None:  # Kafka's controlled shutdown comes first
+                await self.membership.leave()
             await self._stop_gracefully()
             nursery.cancel_scope.cancel()
 

@@ -40,6 +40,8 @@ class KafkaConnection:
         self._correlation = itertools.count(1)
         self._pending: deque[tuple[int, int, int]] = deque()
         self._decoder = FrameDecoder(_MAX_RESPONSE)
+        # Responses of requests cancelled while waiting, still to be read and dropped.
+        self._abandoned = 0
 
     @classmethod
     async def connect(
@@ -74,9 +76,17 @@ class KafkaConnection:
         await self.aclose()
 
     async def request(self, body: Any, version: int) -> Any:
-        """Send one request and return its decoded response body."""
+        """Send one request and return its decoded response body. A request cancelled
+        while it waited leaves its answer on the way: the next request reads it first."""
+        while self._abandoned:
+            await self.receive()
+            self._abandoned -= 1
         await self.send(body, version)
-        _, response = await self.receive()
+        try:
+            _, response = await self.receive()
+        except trio.Cancelled:
+            self._abandoned += 1
+            raise
         return response
 
     async def send(self, body: Any, version: int, correlation_id: int | None = None) -> int:

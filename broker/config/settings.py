@@ -244,6 +244,12 @@ class ReplicationSettings:
         metadata=_k("leader.imbalance.check.interval.seconds")
     )
     controlled_shutdown_enable: bool = attrs.field(metadata=_k("controlled.shutdown.enable"))
+    controlled_shutdown_max_retries: int = attrs.field(
+        metadata=_k("controlled.shutdown.max.retries")
+    )
+    controlled_shutdown_retry_backoff_ms: int = attrs.field(
+        metadata=_k("controlled.shutdown.retry.backoff.ms")
+    )
 
 
 SETTINGS_GROUPS: tuple[type[Any], ...] = (

@@ -130,6 +130,9 @@ _DEFS: list[ConfigDef] = [
     _d("leader.imbalance.per.broker.percentage", T.INT, 10, "Share (percent) of a broker's preferred partitions led elsewhere above which the controller rebalances them; takes effect with zookeeper.connect.", v.between(0, 100)),
     _d("leader.imbalance.check.interval.seconds", T.LONG, 300, "How often the controller checks the leader imbalance; takes effect with zookeeper.connect.", v.at_least(1)),
     _d("controlled.shutdown.enable", T.BOOLEAN, True, "On SIGTERM, ask the controller to move this broker's leaderships away before stopping; takes effect with zookeeper.connect."),
+    _d("controlled.shutdown.max.retries", T.INT, 3, "How many times a controlled shutdown asks the controller again (while partitions remain or no controller answers) before the broker stops anyway.", v.at_least(0)),
+    _d("controlled.shutdown.retry.backoff.ms", T.LONG, 5000, "Wait between a controlled shutdown's attempts.", v.at_least(0)),
+    _d("unclean.leader.election.enable", T.BOOLEAN, False, "Default unclean.leader.election.enable: whether the controller may elect a replica outside the ISR (losing records) when no ISR member is live; takes effect with zookeeper.connect.", topic="unclean.leader.election.enable"),
     # ---- socket server (spec §3, §4, §6)
     _d("num.network.threads", T.INT, 3, "Processors per listener (also listener.name.X.num.network.threads).", v.at_least(1), dynamic=CLUSTER_WIDE, per_listener=True),
     _d("num.io.threads", T.INT, 8, "Request handler tasks.", v.at_least(1), dynamic=CLUSTER_WIDE),

@@ -108,13 +108,13 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in (
     _t("max.compaction.lag.ms", ConfigType.LONG, int_in(1, LONG_MAX), "Longest a record stays uncompacted: older dirty data makes the log cleanable whatever its dirty ratio, and the active segment rolls at this age."),
     _t("min.cleanable.dirty.ratio", ConfigType.DOUBLE, double, "Dirty bytes over all cleanable bytes above which the cleaner cleans the log."),
     _t("min.compaction.lag.ms", ConfigType.LONG, int_in(0, LONG_MAX), "Shortest time a record stays uncompacted."),
+    _t("unclean.leader.election.enable", ConfigType.BOOLEAN, boolean, "Whether the controller may elect a live replica outside the ISR when no ISR member is live, losing the records only the ISR had (with zookeeper.connect)."),
     # Known to Kafka and accepted so that admin tools setting them do not fail; they
-    # have no effect here (no replication, no preallocation).
+    # have no effect here (no preallocation).
     _t("file.delete.delay.ms", ConfigType.LONG, int_in(0, LONG_MAX), f"{_NO_EFFECT} (segments are deleted at once).", "60000"),
     _t("message.downconversion.enable", ConfigType.BOOLEAN, boolean, f"{_NO_EFFECT}.", "true"),
     _t("preallocate", ConfigType.BOOLEAN, boolean, f"{_NO_EFFECT} (no preallocation).", "false"),
     _t("segment.jitter.ms", ConfigType.LONG, int_in(0, LONG_MAX), f"{_NO_EFFECT} (no roll jitter).", "0"),
-    _t("unclean.leader.election.enable", ConfigType.BOOLEAN, boolean, f"{_NO_EFFECT} yet: the controller's offline election (broker/replication) honours it once replication runs with zookeeper.connect.", "false"),
 )}
 # fmt: on
 

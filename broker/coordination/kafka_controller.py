@@ -85,6 +85,9 @@ class ControllerSettings:
 @attrs.frozen
 class _BrokersChanged:
     live: frozenset[int]
+    # Registered again since the last event (a new registration timestamp): a broker
+    # restarted faster than the controller saw it gone.
+    restarted: frozenset[int] = frozenset()
 
 
 @attrs.frozen
@@ -305,7 +308,7 @@ class KafkaController(AdminRequests):
         topics_watch: trio.MemorySendChannel[WatchEvent],
     ) -> None:
         if isinstance(event, _BrokersChanged):
-            await self._on_brokers_changed(event.live)
+            await self._on_brokers_changed(event.live, event.restarted)
         elif isinstance(event, _ControlledShutdown):
             with event.reply:  # closed unanswered if deciding fails: NotControllerError
                 event.reply.send_nowait(await self._on_controlled_shutdown(event.broker_id))
@@ -317,17 +320,20 @@ class KafkaController(AdminRequests):
             await self._rebalance()
 
     # -- events --
-    async def _on_brokers_changed(self, live: frozenset[int]) -> None:
-        if live == self._live:
+    async def _on_brokers_changed(
+        self, live: frozenset[int], restarted: frozenset[int] = frozenset()
+    ) -> None:
+        if live == self._live and not restarted:
             return
-        started = live - self._live
+        started = (live - self._live) | restarted
         log.info(
             "controller: brokers %s left, %s joined",
             sorted(self._live - live),
             sorted(started),
         )
         self._live = live
-        self._shutting_down &= live
+        # A broker back after its controlled shutdown may lead again (preferred leader).
+        self._shutting_down = (self._shutting_down & live) - restarted
         # Offline partitions whose ISR member returned come back here too.
         await self._write(self._on_failure, self._partitions.values())
         self._send_full_state(started)  # onBrokerStartup
@@ -543,13 +549,25 @@ class KafkaController(AdminRequests):
         return watch_in
 
     async def _follow_live_brokers(self, inbox: trio.MemorySendChannel[_Event]) -> None:
+        known: Mapping[int, BrokerRegistration] = dict(self._live_brokers.value)
         async for brokers in self._live_brokers.eventual_values():
-            inbox.send_nowait(_BrokersChanged(frozenset(brokers)))
+            inbox.send_nowait(
+                _BrokersChanged(frozenset(brokers), restarted_brokers(known, brokers))
+            )
+            known = dict(brokers)
 
     async def _rebalance_timer(self, inbox: trio.MemorySendChannel[_Event]) -> None:
         while True:
             await trio.sleep(self._settings.leader_imbalance_check_interval_s)
             inbox.send_nowait(_RebalanceDue())
+
+
+def restarted_brokers(
+    before: Mapping[int, BrokerRegistration], after: Mapping[int, BrokerRegistration]
+) -> frozenset[int]:
+    """Brokers registered in both views with different registrations: each registered
+    again (a restart) between the two reads, whatever the controller saw in between."""
+    return frozenset(b for b, r in after.items() if b in before and before[b] != r)
 
 
 def _drain(channel: trio.MemoryReceiveChannel[_Event]) -> list[_Event]:

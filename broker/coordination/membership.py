@@ -43,11 +43,13 @@ class ClusterMembership:
         live_brokers: LiveBrokers | None = None,
         election: ControllerElection | None = None,
         on_session_renewed: Callable[[], None] | None = None,
+        leaving: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """`registration` is called once the listeners are bound (`listening` returned).
         A deployment whose topology reads the views before the broker is assembled
         builds them on the same store and passes them in; `on_session_renewed` re-reads
-        its other views when the session comes back."""
+        its other views when the session comes back; `leaving` is the controlled
+        shutdown `leave` runs."""
         self._store = store
         self._registration = registration
         self._listening = listening
@@ -55,6 +57,13 @@ class ClusterMembership:
         self.election = election or ControllerElection(store, node_id)
         self.registered = trio.Event()
         self._on_session_renewed = on_session_renewed
+        self._leaving = leaving
+
+    async def leave(self) -> None:
+        """A graceful shutdown's first step, while the listeners still serve: the
+        controlled shutdown (leadership moved away), where the deployment has one."""
+        if self._leaving is not None and self.registered.is_set():
+            await self._leaving()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         sessions_in, sessions = trio.open_memory_channel[SessionState](math.inf)

@@ -87,6 +87,9 @@ class ReconnectingFetchSession:
         except SESSION_FAILURES:
             await self.aclose()
             raise
+        except trio.Cancelled:  # its answer would be read by the next request: drop it
+            await self.aclose()
+            raise
 
     async def aclose(self) -> None:
         connection, self._connection = self._connection, None
@@ -124,6 +127,15 @@ class ReplicaFetchers:
         self._settings = settings
         self._fetchers: dict[int, _LeaderFetcher] = {}
         self._followers: dict[TopicPartition, PartitionFollowerLog] = {}
+        self._stopped = False
+
+    def stop(self) -> None:
+        """Stop following every partition (a controlled shutdown: the broker leaves the
+        ISRs, so no leader may take it back in by its fetches)."""
+        self._stopped = True
+        for leader in self._fetchers.values():
+            leader.scope.cancel()
+        self._fetchers.clear()
 
     def follower(self, tp: TopicPartition) -> PartitionFollowerLog | None:
         return self._followers.get(tp)
@@ -139,6 +151,8 @@ class ReplicaFetchers:
                     await leader.session.aclose()
 
     def _follow(self, image: HostsImage, nursery: trio.Nursery) -> None:
+        if self._stopped:
+            return
         wanted: dict[TopicPartition, tuple[int, int]] = {}
         for name, topic in image.items():
             for index, replicas in topic.assignment.partitions.items():
@@ -171,6 +185,10 @@ class ReplicaFetchers:
 
     def _start(self, leader_id: int, nursery: trio.Nursery) -> _LeaderFetcher:
         async def connect() -> KafkaConnection:
+            # A broker just started may not have read /brokers/ids yet: wait a moment
+            # rather than back off a whole replica.fetch.backoff.ms.
+            with trio.move_on_after(self._settings.replica_fetch_backoff_ms / 1000):
+                await self._live.wait_value(lambda brokers: leader_id in brokers)
             registration = self._live.value.get(leader_id)
             endpoint = next(
                 (

@@ -13,6 +13,7 @@ sent (`WatchingBrokers`; docs/replication.md says why).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 from broker.broker_context import BrokerContext, Service
@@ -35,13 +36,20 @@ from broker.coordination.kazoo_store import (
 from broker.coordination.live_brokers import LiveBrokers
 from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
+from broker.handlers.controlled_shutdown import ControlledShutdownHandler
 from broker.hosts.consumer_offsets_partition import ConsumerOffsetsPartition
+from broker.hosts.controlled_shutdown import ControlledShutdown, answer_controlled_shutdown
 from broker.hosts.corrupt_replica_repair import CorruptReplicaRepair
 from broker.hosts.leader_elections import ZooKeeperLeaderElections
 from broker.hosts.partition_leaders import PartitionLeaders
 from broker.hosts.partition_reassignments import ZooKeeperReassignments
 from broker.hosts.partition_state_view import PartitionStateView
 from broker.hosts.replica_fetchers import ReplicaFetchers
+from broker.hosts.replication_settings import (
+    controlled_shutdown_settings,
+    controller_settings,
+    replica_fetcher_settings,
+)
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
 from broker.hosts.zookeeper_topology import ZooKeeperTopology
 from broker.meta_properties import load_or_create_cluster_id, new_cluster_id, stored_cluster_id
@@ -49,7 +57,6 @@ from broker.metrics_http import LocalMetrics
 from broker.net.internal_listener import InternalListener
 from broker.quotas.quota_managers import QuotaManagers
 from broker.replication.broker_notifier import LeaderAndIsrRequest, UpdateMetadataRequest
-from broker.replication.replica_fetcher import ReplicaFetcherSettings
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer
 from broker.security.scram_credentials import ScramCredentialStore
@@ -102,6 +109,7 @@ class ZooKeeperDeployment:
             self.election.view,
             self.live_brokers.brokers,
             WatchingBrokers(),
+            controller_settings(config, self._topic_config),
         )
         self.replica_fetchers = ReplicaFetchers(
             self._node_id,
@@ -109,7 +117,17 @@ class ZooKeeperDeployment:
             self.log_manager.applied,
             self.log_manager.replica_log,
             self.live_brokers.brokers,
-            ReplicaFetcherSettings(),
+            replica_fetcher_settings(config),
+        )
+        self.controlled_shutdown = ControlledShutdown(
+            self._node_id,
+            config.network.inter_broker_listener_name,
+            self.controller,
+            self.election.view,
+            self.live_brokers.brokers,
+            self.replication.leading_alone,
+            self.replica_fetchers.stop,
+            controlled_shutdown_settings(config),
         )
         self.group_metadata_partition = ConsumerOffsetsPartition(
             config, self.log_manager, self.replication, self.live_brokers.brokers
@@ -139,6 +157,10 @@ class ZooKeeperDeployment:
         check_stored_cluster_id(stored, cluster_id)
         return load_or_create_cluster_id(self._log_dir, self._node_id, cluster_id)
 
+    def _topic_config(self, topic: str, key: str) -> str | None:
+        found = self.log_manager.topic(topic)
+        return None if found is None else found.config(key)
+
     def topology(self, advertised: Callable[[str], tuple[str, int]]) -> Topology:
         """ZooKeeper's view (this broker's own endpoints are in its registration)."""
         return self._topology
@@ -154,6 +176,7 @@ class ZooKeeperDeployment:
             live_brokers=self.live_brokers,
             election=self.election,
             on_session_renewed=self.partition_states.session_renewed,
+            leaving=self.controlled_shutdown.run,
         )
 
     def acl_store(self, authorizer: Authorizer) -> AclStore:
@@ -180,7 +203,10 @@ class ZooKeeperDeployment:
         """The partition states (ZooKeeper connected by then: the membership is the
         first service), the controller, the partition leaders, the replica fetchers,
         the group coordinator's partition and the repair of corrupt batches from
-        in-sync replicas."""
+        in-sync replicas; the controller answers ControlledShutdown."""
+        context.apis.add_handler(
+            ControlledShutdownHandler(partial(answer_controlled_shutdown, self.controller))
+        )
         return [
             self.partition_states,
             self.controller,

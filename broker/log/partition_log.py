@@ -1057,10 +1057,10 @@ class PartitionLog:
         Partition.makeLeader), so OffsetsForLeaderEpoch knows it before the first append.
         Raises KafkaError KAFKA_STORAGE_ERROR.
 
-        The high watermark a follower kept is dropped: until a leader tracks its
-        followers (docs/replication.md), a leader's high watermark is its log end."""
+        The high watermark it had as follower stays (Kafka's makeLeader): records past it
+        may not be on every in-sync replica, so consumers see them only once the new
+        leader's ISR holds them and moves it."""
         self.leader_epoch = leader_epoch
-        self._high_watermark = None
         if self.epoch_cache.assign(leader_epoch, self.log_end_offset):
             await self._write_epoch_checkpoint()
 

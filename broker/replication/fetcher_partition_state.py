@@ -24,6 +24,14 @@ from broker.replication.leader_epoch_cache import EpochEndOffset, LeaderEpochCac
 
 UNKNOWN_EPOCH = -1
 
+# A leader learns of its election through its own ZooKeeper watch, often a few
+# milliseconds after its followers: NOT_LEADER_OR_FOLLOWER or UNKNOWN_LEADER_EPOCH
+# from it is retried after this, doubling up to replica.fetch.backoff.ms, so that a
+# leadership change holds acks=all producers for milliseconds, not a whole back-off.
+LEADER_NOT_READY_FIRST_BACKOFF_MS = 25
+LEADER_NOT_READY_QUICK_RETRIES = 5  # 25 + 50 + 100 + 200 + 400 ms
+LEADER_NOT_READY = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH})
+
 
 class FetchPhase(enum.Enum):
     TRUNCATING = "truncating"
@@ -38,6 +46,8 @@ class PartitionFetchState:
     fetch_offset: int
     phase: FetchPhase = FetchPhase.TRUNCATING
     delayed_until: float | None = None
+    # Answers in a row saying the leader does not know its leadership yet.
+    leader_not_ready: int = 0
 
     @classmethod
     def start_following(
@@ -48,6 +58,11 @@ class PartitionFetchState:
 
     def is_delayed(self, now: float) -> bool:
         return self.delayed_until is not None and now < self.delayed_until
+
+    @property
+    def retrying_soon(self) -> bool:
+        """Delayed by one of the first, short retries of a leader not ready yet."""
+        return 0 < self.leader_not_ready <= LEADER_NOT_READY_QUICK_RETRIES
 
 
 @attrs.frozen(eq=False)
@@ -192,7 +207,7 @@ def on_event(
             return Transition(state)
         if event.error is not ErrorCode.NONE:
             return _on_error(state, event.error, now, settings)
-        return _truncate(state, event.answer, log)
+        return _truncate(attrs.evolve(state, leader_not_ready=0), event.answer, log)
     if isinstance(event, FetchAnswered):
         if state.phase is not FetchPhase.FETCHING:
             return Transition(state)
@@ -249,6 +264,7 @@ def _on_fetch(
         )
     if event.error is not ErrorCode.NONE:
         return _on_error(state, event.error, now, settings)
+    state = attrs.evolve(state, leader_not_ready=0)
     if event.diverging_epoch is not None:
         return _truncate(state, event.diverging_epoch, log)
     if event.records_end_offset is None or event.records_end_offset <= state.fetch_offset:
@@ -285,5 +301,10 @@ def _on_error(
         return Transition(None, (RemovePartition(error),))
     # NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH (the leader has not heard of its own
     # election yet), UNKNOWN_TOPIC_OR_PARTITION and the rest: back off, then retry.
-    delayed_until = now + settings.replica_fetch_backoff_ms / 1000
-    return Transition(attrs.evolve(state, delayed_until=delayed_until))
+    backoff_ms = settings.replica_fetch_backoff_ms
+    not_ready = state.leader_not_ready
+    if error in LEADER_NOT_READY:
+        backoff_ms = min(backoff_ms, LEADER_NOT_READY_FIRST_BACKOFF_MS << min(not_ready, 16))
+        not_ready += 1
+    delayed_until = now + backoff_ms / 1000
+    return Transition(attrs.evolve(state, delayed_until=delayed_until, leader_not_ready=not_ready))

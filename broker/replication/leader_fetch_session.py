@@ -58,6 +58,11 @@ class FetchLimits:
 
 
 class LeaderFetchSession(Protocol):
+    """The requests a follower sends one leader. A `fetch` may be cancelled in flight
+    (ReplicaFetcher interrupts its long poll when a partition is added): the session
+    must stay usable (the broker's drops the connection whose answer it will not read,
+    broker/hosts/replica_fetchers.py)."""
+
     async def offsets_for_leader_epoch(
         self, partitions: Mapping[TopicPartition, SendOffsetsForLeaderEpoch]
     ) -> Mapping[TopicPartition, EpochEndOffsetAnswer]: ...

@@ -48,7 +48,11 @@ from broker.replication.fetcher_partition_state import (
 )
 from broker.replication.follower_log import FollowerLog
 from broker.replication.leader_epoch_cache import UNDEFINED_EPOCH_END_OFFSET
-from broker.replication.leader_fetch_session import FetchLimits, LeaderFetchSession
+from broker.replication.leader_fetch_session import (
+    FetchedPartition,
+    FetchLimits,
+    LeaderFetchSession,
+)
 from broker.replication.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -96,6 +100,9 @@ class ReplicaFetcher:
         self._machine_settings = FetcherSettings(settings.replica_fetch_backoff_ms)
         self._partitions: dict[TopicPartition, _Partition] = {}
         self._added = trio.Event()
+        # The Fetch in flight: a partition added meanwhile interrupts its long poll
+        # (replica.fetch.wait.max.ms), so a new leadership is followed at once.
+        self._fetch_scope: trio.CancelScope | None = None
         # Partitions the leader fenced (an older epoch than its own): they wait for the
         # controller's next LeaderAndIsr, which the caller passes to add_partition.
         self.fenced: set[TopicPartition] = set()
@@ -117,6 +124,8 @@ class ReplicaFetcher:
         self.fenced.discard(tp)
         self.failed.discard(tp)
         self._added.set()
+        if self._fetch_scope is not None:
+            self._fetch_scope.cancel()
 
     def remove_partition(self, tp: TopicPartition) -> None:
         """This broker leads it now, or no longer hosts it; an answer in flight is dropped."""
@@ -138,10 +147,14 @@ class ReplicaFetcher:
         if requests.empty():
             await self._wait_for_work()
             return
-        if requests.epochs:
-            await self._send_offsets_for_leader_epoch(requests.epochs)
-        if requests.list_offsets:
-            await self._send_list_offsets(requests.list_offsets)
+        if requests.epochs or requests.list_offsets:
+            # Those partitions fetch next round, together with the others: a Fetch sent
+            # now would hold them back for a whole long poll (replica.fetch.wait.max.ms).
+            if requests.epochs:
+                await self._send_offsets_for_leader_epoch(requests.epochs)
+            if requests.list_offsets:
+                await self._send_list_offsets(requests.list_offsets)
+            return
         if requests.fetches:
             await self._send_fetch(requests.fetches)
 
@@ -200,7 +213,29 @@ class ReplicaFetcher:
             await self._feed(tp, event, now)
 
     async def _send_fetch(self, requests: dict[TopicPartition, SendFetch]) -> None:
-        answers = await self._answers("Fetch", self._session.fetch(requests, self._settings.limits))
+        """Interrupted by `add_partition`: the partitions asked for stay as they were and
+        are asked for again in the next round (the session drops the connection whose
+        answer it will not read)."""
+        limits = self._settings.limits
+        # A partition retrying a leader not ready yet is asked again when its short
+        # back-off ends, not after a whole long poll: the leader answers by then.
+        retry_at = min(
+            (
+                p.state.delayed_until
+                for tp, p in self._partitions.items()
+                if tp not in requests and p.state.delayed_until and p.state.retrying_soon
+            ),
+            default=math.inf,
+        )
+        if retry_at < math.inf:
+            wait_ms = max(0, math.ceil((retry_at - trio.current_time()) * 1000))
+            limits = attrs.evolve(limits, max_wait_ms=min(limits.max_wait_ms, wait_ms))
+        answers: Mapping[TopicPartition, FetchedPartition] | None = None
+        with trio.CancelScope() as self._fetch_scope:
+            answers = await self._answers("Fetch", self._session.fetch(requests, limits))
+        self._fetch_scope = None
+        if answers is None:
+            return
         now = trio.current_time()
         for tp, request in requests.items():
             answer = answers.get(tp)

@@ -5,6 +5,7 @@ broker stops."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
@@ -39,6 +40,8 @@ def running_host(
         "zookeeper.connect": zookeeper,
         # Seeds /cluster/id (the first broker writes it; the others take it from there).
         "cluster.id": "hosts-test-cluster",
+        # A broker stopping last leads partitions no other replica can take: retry soon.
+        "controlled.shutdown.retry.backoff.ms": "100",
         **(extra or {}),
     }
     return running_broker(tmp_path / f"host-{node_id}", overrides, deployment=ZooKeeperDeployment)
@@ -91,7 +94,8 @@ def consume(servers: str, topic: str, count: int) -> list[bytes]:
     consumer.subscribe([topic])
     values: list[bytes] = []
     try:
-        for _ in range(WAIT_S * 10):
+        deadline = time.monotonic() + WAIT_S  # bounded in time, whatever the count
+        while time.monotonic() < deadline:
             message = consumer.poll(0.1)
             if message is None:
                 if len(values) >= count:

@@ -104,7 +104,7 @@ async def test_the_high_watermark_follows_the_isr_and_a_stopped_follower_leaves_
         leading = leader.deployment
         assert isinstance(leading, ZooKeeperDeployment)
         with trio.fail_after(WAIT_S):
-            while not leading.replication.tracked(topic, 0):  # noqa: ASYNC110 - ZooKeeper's watches
+            while leading.replication.leader(topic, 0) is None:  # noqa: ASYNC110 - ZooKeeper's watches
                 await trio.sleep(0.05)
 
         # acks=all is answered once both followers have the records.

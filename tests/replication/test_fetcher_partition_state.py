@@ -124,13 +124,7 @@ def test_a_fenced_epoch_stops_fetching_until_the_controller_says_more() -> None:
 
 
 @pytest.mark.parametrize(
-    "error",
-    [
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.UNKNOWN_LEADER_EPOCH,
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.KAFKA_STORAGE_ERROR,
-    ],
+    "error", [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.KAFKA_STORAGE_ERROR]
 )
 def test_retriable_errors_delay_the_partition_by_the_backoff(error: ErrorCode) -> None:
     delayed = step(fetching(), FetchAnswered(EPOCH, error))
@@ -140,6 +134,29 @@ def test_retriable_errors_delay_the_partition_by_the_backoff(error: ErrorCode) -
     assert on_event(delayed.state, Poll(), local_log(), now=100.5).actions == (
         SendFetch(10, EPOCH, 5, 0),
     )
+
+
+@pytest.mark.parametrize(
+    "error", [ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH]
+)
+def test_a_leader_not_aware_of_its_election_yet_is_asked_again_soon_then_less_often(
+    error: ErrorCode,
+) -> None:
+    state = fetching()
+    delays = []
+    for _ in range(7):
+        delayed = step(state, FetchAnswered(EPOCH, error))
+        assert delayed.actions == () and delayed.state is not None
+        assert delayed.state.delayed_until is not None
+        delays.append(round(delayed.state.delayed_until - 100, 3))
+        state = delayed.state
+    # 25 ms first, doubling, never beyond replica.fetch.backoff.ms (500 here).
+    assert delays == [0.025, 0.05, 0.1, 0.2, 0.4, 0.5, 0.5]
+    # An answer without error starts the count again.
+    ready = on_event(state, Poll(), local_log(), now=101).state
+    assert ready is not None
+    answered = on_event(ready, FetchAnswered(EPOCH, ErrorCode.NONE, 10), local_log(), 101)
+    assert answered.state is not None and answered.state.leader_not_ready == 0
 
 
 ERRORS = st.sampled_from(list(ErrorCode)[:80])
