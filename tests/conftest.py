@@ -44,6 +44,7 @@ SLOW_TESTS = frozenset(
         "tests/cluster/test_shared_state.py",
         "tests/cluster/test_supervisor.py",
         "tests/hosts/test_hosts_cluster.py",
+        "tests/hosts/test_faults.py",
         "tests/console/test_console_browser.py",  # a real browser
         "tests/integration/test_broker_process.py",
         "tests/integration/test_config_errors.py",

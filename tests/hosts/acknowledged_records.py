@@ -51,11 +51,13 @@ class ProducedHistory:
     threads' delivery callbacks: one history per producer, merged with `merge`)."""
 
     sent: set[bytes] = attrs.field(factory=set)
+    sent_at: dict[bytes, float] = attrs.field(factory=dict)
     acknowledged: dict[bytes, Acknowledgement] = attrs.field(factory=dict)
     failed: dict[bytes, str] = attrs.field(factory=dict)
 
-    def on_sent(self, value: bytes) -> None:
+    def on_sent(self, value: bytes, at: float = 0.0) -> None:
         self.sent.add(value)
+        self.sent_at[value] = at
 
     def on_acknowledged(self, value: bytes, partition: int, offset: int, at: float) -> None:
         self.acknowledged[value] = Acknowledgement(partition, offset, at)
@@ -65,13 +67,18 @@ class ProducedHistory:
 
     def merge(self, other: ProducedHistory) -> None:
         self.sent |= other.sent
+        self.sent_at.update(other.sent_at)
         self.acknowledged.update(other.acknowledged)
         self.failed.update(other.failed)
 
     def first_acknowledged_after(self, partitions: set[int], moment: float) -> float | None:
-        """When the first record of `partitions` acknowledged after `moment` was."""
-        times = [a.at for a in self.acknowledged.values() if a.partition in partitions]
-        later = [t for t in times if t > moment]
+        """When the first record of `partitions` sent after `moment` was acknowledged
+        (records sent before may have been acknowledged before it, and only read after)."""
+        later = [
+            acked.at
+            for value, acked in list(self.acknowledged.items())
+            if acked.partition in partitions and self.sent_at.get(value, 0.0) > moment
+        ]
         return min(later) if later else None
 
 

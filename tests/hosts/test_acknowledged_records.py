@@ -73,11 +73,16 @@ def test_a_producers_values_out_of_sending_order_are_reported() -> None:
     ]
 
 
-def test_the_failover_time_is_the_first_acknowledgement_after_the_fault() -> None:
+def test_the_failover_time_ends_at_the_first_acknowledgement_of_a_record_sent_after_the_fault() -> (
+    None
+):
     produced = ProducedHistory()
-    produced.on_acknowledged(value("a", 0), 0, 0, at=1.0)
-    produced.on_acknowledged(value("a", 1), 1, 0, at=7.0)
-    produced.on_acknowledged(value("a", 2), 0, 1, at=9.0)
+    for sequence, (sent_at, partition, acked_at) in enumerate(
+        [(0.5, 0, 1.0), (1.5, 0, 2.5), (3.0, 1, 7.0), (4.0, 0, 9.0)]
+    ):
+        produced.on_sent(value("a", sequence), at=sent_at)
+        produced.on_acknowledged(value("a", sequence), partition, sequence, at=acked_at)
+    # a-1 was acknowledged after the fault at 2.0, but sent before it.
     assert produced.first_acknowledged_after({0}, 2.0) == 9.0
     assert produced.first_acknowledged_after({0, 1}, 2.0) == 7.0
     assert produced.first_acknowledged_after({0}, 10.0) is None
