@@ -282,13 +282,16 @@ class ProducerLoad:
             else:
                 history.on_failed(value, str(error))
 
-        pause_s = self.duration_s / self.count
+        started = time.monotonic()
         for sequence in range(self.count):
             value = SentValue(name, sequence).encode()
             history.on_sent(value, time.monotonic())
             partition = sequence % self.partition_count
             producer.produce(self.topic, value, partition=partition, on_delivery=delivered)
-            producer.poll(pause_s)
+            # poll returns at each delivery: the pace is kept by the clock, not by it.
+            next_at = started + (sequence + 1) * self.duration_s / self.count
+            while (left := next_at - time.monotonic()) > 0:
+                producer.poll(left)
         producer.flush(WAIT_S)
 
     def _on_error(self, name: str, error: KafkaError) -> None:

@@ -74,14 +74,17 @@ def hosts(tmp_path: Path, zookeeper: RestartableZooKeeper) -> Iterator[Hosts]:
 
 
 def under_load(
-    hosts: Hosts, fault: Callable[[str, ProducerLoad], None], count: int = 100
+    hosts: Hosts,
+    fault: Callable[[str, ProducerLoad], None],
+    count: int = 100,
+    duration_s: float = 6.0,
 ) -> ProducedHistory:
     """A replicated topic, producers sending `count` values each over a few seconds with
     `fault` done meanwhile; then the cluster fully recovered and the log checked."""
     topic = f"faults-{uuid.uuid4().hex[:8]}"
     create_topic(hosts.bootstrap, topic, PARTITIONS)
     wait_for_full_isr(hosts, topic, PARTITIONS)
-    load = ProducerLoad(hosts.bootstrap, topic, PARTITIONS, count, duration_s=count / 25)
+    load = ProducerLoad(hosts.bootstrap, topic, PARTITIONS, count, duration_s)
     load.start()
     time.sleep(1.0)
     fault(topic, load)
@@ -113,7 +116,10 @@ def acknowledged_again(
         if hosts is None:
             raise
         views = {i: host_partitions(h, load.topic) for i, h in hosts.hosts.items() if h.process}
-        raise AssertionError(f"{exc}; Metadata per host: {views}") from None
+        failed = {v: e for h in load.histories for v, e in list(h.failed.items())[:3]}
+        raise AssertionError(
+            f"{exc}; Metadata per host: {views}; fatal: {load.fatal}; failed: {failed}"
+        ) from None
     resumed = acked()
     assert resumed is not None
     return resumed - since
@@ -164,9 +170,10 @@ def test_zookeeper_restarted_under_load_leaves_the_hosts_serving(
         window.append(time.monotonic())
         zookeeper.restart(down_s=2.0)
         window.append(time.monotonic())
+        print(f"ZooKeeper down for {window[1] - window[0]:.2f} s")
         acknowledged_again(load, set(range(PARTITIONS)), window[-1], hosts)
 
-    history = under_load(hosts, restart_zookeeper_meanwhile, count=300)
+    history = under_load(hosts, restart_zookeeper_meanwhile, count=150, duration_s=12.0)
     stopped, restarted = window
     during = [a for a in history.acknowledged.values() if stopped < a.at < restarted]
     after = [a for a in history.acknowledged.values() if a.at > restarted]
@@ -187,4 +194,4 @@ def test_a_rolling_restart_of_every_host_loses_no_acknowledged_record(hosts: Hos
             host.start()
             wait_for_full_isr(hosts, topic, PARTITIONS)
 
-    under_load(hosts, restart_each_host, count=150)
+    under_load(hosts, restart_each_host, count=200, duration_s=30.0)
