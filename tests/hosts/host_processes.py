@@ -273,12 +273,11 @@ class ProducerLoad:
         )
 
         def delivered(error: KafkaError | None, message: Message) -> None:
-            value = message.value()
+            value, partition, offset = message.value(), message.partition(), message.offset()
             assert value is not None
             if error is None:
-                history.on_acknowledged(
-                    value, message.partition(), message.offset(), time.monotonic()
-                )
+                assert partition is not None and offset is not None
+                history.on_acknowledged(value, partition, offset, time.monotonic())
             else:
                 history.on_failed(value, str(error))
 
@@ -321,9 +320,9 @@ def read_back(servers: str, topic: str, count: int) -> dict[int, list[tuple[int,
                 message = consumer.poll(0.5)
                 if message is None or message.error() is not None:
                     continue
-                value = message.value()
-                assert value is not None
-                records.append((message.offset(), value))
+                value, offset = message.value(), message.offset()
+                assert value is not None and offset is not None
+                records.append((offset, value))
             read[partition] = records
     finally:
         consumer.close()
