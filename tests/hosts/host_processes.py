@@ -183,8 +183,8 @@ def _holds(ready: Callable[[], bool]) -> bool:
         return False
 
 
-def host_partitions(host: Host, topic: str) -> dict[int, PartitionView]:
-    """The topic as this one host answers Metadata (a client may ask any)."""
+def host_metadata(host: Host, topic: str) -> MetadataResponse:
+    """Metadata of the topic as this one host answers it (a client may ask any)."""
 
     async def ask() -> MetadataResponse:
         with trio.fail_after(10):
@@ -195,12 +195,16 @@ def host_partitions(host: Host, topic: str) -> dict[int, PartitionView]:
                 response: MetadataResponse = await c.request(request, METADATA_VERSION)
                 return response
 
-    response = trio.run(ask)
+    return trio.run(ask)
+
+
+def host_partitions(host: Host, topic: str) -> dict[int, PartitionView]:
+    """The topic's partitions as this one host answers Metadata."""
     return {
         p.partition_index: PartitionView(
             p.leader_id, p.replica_nodes, tuple(sorted(p.isr_nodes)), p.leader_epoch
         )
-        for t in response.topics
+        for t in host_metadata(host, topic).topics
         for p in t.partitions
     }
 

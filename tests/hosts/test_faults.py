@@ -25,6 +25,7 @@ from tests.hosts.host_processes import (
     Hosts,
     ProducerLoad,
     create_topic,
+    host_metadata,
     host_partitions,
     hosts_cluster,
     partitions,
@@ -140,25 +141,43 @@ def test_a_host_killed_and_brought_back_loses_no_acknowledged_record(hosts: Host
 
 
 def test_a_leader_paused_past_its_session_is_fenced_when_it_resumes(hosts: Hosts) -> None:
-    def pause_a_leader(topic: str, load: ProducerLoad) -> None:
-        views = partitions(hosts.bootstrap, topic)
-        victim = views[0].leader
+    """The controller's host is the one paused (each host leads a partition): the other
+    hosts elect a controller and leaders, and the resumed host gives up both."""
+
+    def pause_the_controllers_host(topic: str, load: ProducerLoad) -> None:
+        victim = host_metadata(hosts.hosts[1], topic).controller_id
+        paused = hosts.hosts[victim]
         other = next(h for i, h in hosts.hosts.items() if i != victim)
+        before = host_partitions(paused, topic)
+        led = led_by(dict(before), victim)
+        assert led, f"host {victim} leads no partition: {before}"
         paused_at = time.monotonic()
-        hosts.hosts[victim].signal(signal.SIGSTOP)
+        paused.signal(signal.SIGSTOP)
         try:
             wait_until(
-                "another leader for partition 0",
-                lambda: host_partitions(other, topic)[0].leader not in (-1, victim),
+                f"other leaders for partitions {sorted(led)}",
+                lambda: not led_by(dict(host_partitions(other, topic)), victim),
             )
             print(
-                f"SIGSTOP of host {victim}: leader moved after {time.monotonic() - paused_at:.2f} s"
+                f"SIGSTOP of host {victim}: leaders moved after {time.monotonic() - paused_at:.2f} s"
             )
             time.sleep(max(0.0, paused_at + SESSION_TIMEOUT_S + 1 - time.monotonic()))
         finally:
-            hosts.hosts[victim].signal(signal.SIGCONT)
+            paused.signal(signal.SIGCONT)
+        resumed_at = time.monotonic()
 
-    under_load(hosts, pause_a_leader)
+        def fenced() -> bool:
+            now = host_partitions(paused, topic)
+            return all(
+                now[p].leader != victim and now[p].leader_epoch > before[p].leader_epoch
+                for p in led
+            )
+
+        wait_until("the resumed host knows it no longer leads", fenced)
+        print(f"SIGCONT of host {victim}: fenced after {time.monotonic() - resumed_at:.2f} s")
+        assert paused.process is not None and paused.process.process.poll() is None
+
+    under_load(hosts, pause_the_controllers_host)
 
 
 def test_zookeeper_restarted_under_load_leaves_the_hosts_serving(
