@@ -14,7 +14,7 @@ from __future__ import annotations
 import signal
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -23,6 +23,7 @@ import pytest
 from tests.hosts.acknowledged_records import ProducedHistory, anomalies
 from tests.hosts.host_processes import (
     Hosts,
+    PartitionView,
     ProducerLoad,
     create_topic,
     host_metadata,
@@ -97,8 +98,8 @@ def under_load(
     return history
 
 
-def led_by(views: dict[int, object], node_id: int) -> set[int]:
-    return {p for p, view in views.items() if getattr(view, "leader", None) == node_id}
+def led_by(views: Mapping[int, PartitionView], node_id: int) -> set[int]:
+    return {p for p, view in views.items() if view.leader == node_id}
 
 
 def acknowledged_again(
@@ -132,7 +133,7 @@ def test_a_host_killed_and_brought_back_loses_no_acknowledged_record(hosts: Host
         victim = views[0].leader
         killed_at = time.monotonic()
         hosts.hosts[victim].kill()
-        failover_s = acknowledged_again(load, led_by(dict(views), victim), killed_at, hosts)
+        failover_s = acknowledged_again(load, led_by(views, victim), killed_at, hosts)
         print(f"kill -9 of host {victim}: acks resumed after {failover_s:.2f} s")
         assert failover_s < SESSION_TIMEOUT_S + 15
         hosts.hosts[victim].start()
@@ -149,14 +150,14 @@ def test_a_leader_paused_past_its_session_is_fenced_when_it_resumes(hosts: Hosts
         paused = hosts.hosts[victim]
         other = next(h for i, h in hosts.hosts.items() if i != victim)
         before = host_partitions(paused, topic)
-        led = led_by(dict(before), victim)
+        led = led_by(before, victim)
         assert led, f"host {victim} leads no partition: {before}"
         paused_at = time.monotonic()
         paused.signal(signal.SIGSTOP)
         try:
             wait_until(
                 f"other leaders for partitions {sorted(led)}",
-                lambda: not led_by(dict(host_partitions(other, topic)), victim),
+                lambda: not led_by(host_partitions(other, topic), victim),
             )
             print(
                 f"SIGSTOP of host {victim}: leaders moved after {time.monotonic() - paused_at:.2f} s"
@@ -206,7 +207,7 @@ def test_a_rolling_restart_of_every_host_loses_no_acknowledged_record(hosts: Hos
             views = partitions(hosts.bootstrap, topic)
             stopped_at = time.monotonic()
             assert host.stop() == 0
-            led = led_by(dict(views), node_id)
+            led = led_by(views, node_id)
             if led:
                 stall_s = acknowledged_again(load, led, stopped_at, hosts)
                 print(f"rolling restart, host {node_id}: acks resumed after {stall_s:.2f} s")
