@@ -30,6 +30,7 @@ class ZooKeeperServer:
     host: str
     port: int
     process: subprocess.Popen[bytes]
+    data_dir: Path
 
     @property
     def hosts(self) -> str:
@@ -62,7 +63,7 @@ def _write_config(data_dir: Path, host: str, port: int) -> Path:
                 f"clientPort={port}",
                 f"clientPortAddress={host}",
                 "admin.enableServer=false",
-                "4lw.commands.whitelist=ruok,srvr,cons",
+                "4lw.commands.whitelist=ruok,srvr,cons,wchp,wchc",
                 # Kafka's zookeeper.session.timeout.ms (18 s) must be within the bounds.
                 "minSessionTimeout=1000",
                 "maxSessionTimeout=60000",
@@ -77,14 +78,17 @@ class ZooKeeperExited(RuntimeError):
     """The server stopped before answering (its free port taken meanwhile, most likely)."""
 
 
-def start_zookeeper(data_dir: Path, host: str = "127.0.0.1") -> ZooKeeperServer:
+def start_zookeeper(
+    data_dir: Path, host: str = "127.0.0.1", port: int | None = None
+) -> ZooKeeperServer:
+    """A server on `port` (a free one when None) keeping its data in `data_dir`."""
     java = shutil.which("java")
     if java is None or not ZOOKEEPER_JAR.exists():
         raise RuntimeError("ZooKeeper or Java is missing: run `make setup`")
-    port = _free_port(host)
+    port = _free_port(host) if port is None else port
     config = _write_config(data_dir, host, port)
     log_path = data_dir / "zookeeper.log"
-    with log_path.open("wb") as log_file:
+    with log_path.open("ab") as log_file:
         process = subprocess.Popen(
             [
                 java,
@@ -101,7 +105,7 @@ def start_zookeeper(data_dir: Path, host: str = "127.0.0.1") -> ZooKeeperServer:
             stdout=log_file,
             stderr=subprocess.STDOUT,
         )
-    server = ZooKeeperServer(host, port, process)
+    server = ZooKeeperServer(host, port, process, data_dir)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -123,6 +127,14 @@ def stop_zookeeper(server: ZooKeeperServer) -> None:
     except subprocess.TimeoutExpired:
         server.process.kill()
         server.process.wait(STOP_TIMEOUT_S)
+
+
+def restart_zookeeper(server: ZooKeeperServer, down_s: float = 0.0) -> ZooKeeperServer:
+    """The same server stopped and started again on its port and data (its sessions
+    survive when clients reconnect within their timeout, as with a real restart)."""
+    stop_zookeeper(server)
+    time.sleep(down_s)
+    return start_zookeeper(server.data_dir, server.host, server.port)
 
 
 @pytest.fixture(scope="session")

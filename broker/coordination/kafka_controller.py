@@ -213,13 +213,15 @@ class KafkaController(AdminRequests):
         after_epoch = 0  # a deposed controller waits for an election newer than its own
         while True:
             epoch = (await self._view.wait_value(self._elected_after(after_epoch))).own_epoch
+            # except*: raised inside the activation's nurseries, they come in groups
+            # (a bare except missed them and a lost session stopped the broker).
             try:
                 await self._active_while_elected(epoch)
-            except (ControllerMovedError, _Deposed) as exc:
-                log.warning("controller epoch %d ended: %s", epoch, exc)
+            except* (ControllerMovedError, _Deposed) as group:
+                log.warning("controller epoch %d ended: %s", epoch, _first_leaf(group))
                 after_epoch = epoch
-            except CoordinationUnavailable as exc:
-                log.warning("controller waits for ZooKeeper: %s", exc)
+            except* CoordinationUnavailable as group:
+                log.warning("controller waits for ZooKeeper: %s", _first_leaf(group))
                 after_epoch = epoch - 1
                 await trio.sleep(self._settings.retry_backoff_s)
 
@@ -577,3 +579,10 @@ def _drain(channel: trio.MemoryReceiveChannel[_Event]) -> list[_Event]:
             events.append(channel.receive_nowait())
         except (trio.WouldBlock, trio.EndOfChannel):
             return events
+
+
+def _first_leaf(error: BaseException) -> BaseException:
+    """The first exception of a (nested) group, for a one-line log."""
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error

@@ -1,0 +1,217 @@
+"""Issue 20's faults, each under load, on three hosts run as `broker serve` processes
+(127.0.0.2-4, one rack each) coordinated through a real ZooKeeper: a topic with
+replication factor 3 and min.insync.replicas=2, two idempotent confluent-kafka
+producers with acks=all, and afterwards the checker (`acknowledged_records.py`) over
+every partition read back: every acknowledged record there once, at its offset, in
+producing order, nothing that was never sent.
+
+The session timeout is short (5 s) so that failovers fit in the test's time; the
+failover times are printed (`pytest -s`) and quoted in docs/replication.md.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import attrs
+import pytest
+
+from tests.hosts.acknowledged_records import ProducedHistory, anomalies
+from tests.hosts.host_processes import (
+    Hosts,
+    PartitionView,
+    ProducerLoad,
+    create_topic,
+    host_metadata,
+    host_partitions,
+    hosts_cluster,
+    partitions,
+    read_back,
+    wait_for_full_isr,
+    wait_until,
+)
+from tests.zookeeper_fixture import (
+    ZooKeeperServer,
+    restart_zookeeper,
+    start_zookeeper,
+    stop_zookeeper,
+)
+
+SESSION_TIMEOUT_S = 5.0
+PARTITIONS = 3
+SETTINGS = {
+    "zookeeper.session.timeout.ms": str(int(SESSION_TIMEOUT_S * 1000)),
+    "replica.lag.time.max.ms": "3000",
+    "replica.fetch.backoff.ms": "200",
+    "min.insync.replicas": "2",
+}
+
+
+@attrs.define
+class RestartableZooKeeper:
+    server: ZooKeeperServer
+
+    def restart(self, down_s: float) -> None:
+        self.server = restart_zookeeper(self.server, down_s)
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestartableZooKeeper]:
+    """This module's own server: one test restarts it."""
+    zookeeper = RestartableZooKeeper(start_zookeeper(tmp_path_factory.mktemp("zookeeper")))
+    try:
+        yield zookeeper
+    finally:
+        stop_zookeeper(zookeeper.server)
+
+
+@pytest.fixture
+def hosts(tmp_path: Path, zookeeper: RestartableZooKeeper) -> Iterator[Hosts]:
+    connect = f"{zookeeper.server.hosts}/faults-{uuid.uuid4().hex[:12]}"
+    yield from hosts_cluster(tmp_path, connect, SETTINGS)
+
+
+def under_load(
+    hosts: Hosts,
+    fault: Callable[[str, ProducerLoad], None],
+    count: int = 100,
+    duration_s: float = 6.0,
+) -> ProducedHistory:
+    """A replicated topic, producers sending `count` values each over a few seconds with
+    `fault` done meanwhile; then the cluster fully recovered and the log checked."""
+    topic = f"faults-{uuid.uuid4().hex[:8]}"
+    create_topic(hosts.bootstrap, topic, PARTITIONS)
+    wait_for_full_isr(hosts, topic, PARTITIONS)
+    load = ProducerLoad(hosts.bootstrap, topic, PARTITIONS, count, duration_s)
+    load.start()
+    time.sleep(1.0)
+    fault(topic, load)
+    history = load.join()
+    wait_for_full_isr(hosts, topic, PARTITIONS)
+    assert load.fatal == []
+    assert anomalies(history, read_back(hosts.bootstrap, topic, PARTITIONS)) == []
+    assert len(history.acknowledged) > len(history.sent) / 2, history.failed
+    return history
+
+
+def led_by(views: Mapping[int, PartitionView], node_id: int) -> set[int]:
+    return {p for p, view in views.items() if view.leader == node_id}
+
+
+def acknowledged_again(
+    load: ProducerLoad, led: set[int], since: float, hosts: Hosts | None = None
+) -> float:
+    """Seconds from `since` until a record of the `led` partitions sent after it is
+    acknowledged (on failure, the topic as every running host sees it)."""
+
+    def acked() -> float | None:
+        times = [h.first_acknowledged_after(led, since) for h in load.histories]
+        return min((t for t in times if t is not None), default=None)
+
+    try:
+        wait_until(f"acks on partitions {sorted(led)} resume", lambda: acked() is not None)
+    except AssertionError as exc:
+        if hosts is None:
+            raise
+        views = {i: host_partitions(h, load.topic) for i, h in hosts.hosts.items() if h.process}
+        failed = {v: e for h in load.histories for v, e in list(h.failed.items())[:3]}
+        raise AssertionError(
+            f"{exc}; Metadata per host: {views}; fatal: {load.fatal}; failed: {failed}"
+        ) from None
+    resumed = acked()
+    assert resumed is not None
+    return resumed - since
+
+
+def test_a_host_killed_and_brought_back_loses_no_acknowledged_record(hosts: Hosts) -> None:
+    def kill_a_leader_and_restart_it(topic: str, load: ProducerLoad) -> None:
+        views = partitions(hosts.bootstrap, topic)
+        victim = views[0].leader
+        killed_at = time.monotonic()
+        hosts.hosts[victim].kill()
+        failover_s = acknowledged_again(load, led_by(views, victim), killed_at, hosts)
+        print(f"kill -9 of host {victim}: acks resumed after {failover_s:.2f} s")
+        assert failover_s < SESSION_TIMEOUT_S + 15
+        hosts.hosts[victim].start()
+
+    under_load(hosts, kill_a_leader_and_restart_it)
+
+
+def test_a_leader_paused_past_its_session_is_fenced_when_it_resumes(hosts: Hosts) -> None:
+    """The controller's host is the one paused (each host leads a partition): the other
+    hosts elect a controller and leaders, and the resumed host gives up both."""
+
+    def pause_the_controllers_host(topic: str, load: ProducerLoad) -> None:
+        victim = host_metadata(hosts.hosts[1], topic).controller_id
+        paused = hosts.hosts[victim]
+        other = next(h for i, h in hosts.hosts.items() if i != victim)
+        before = host_partitions(paused, topic)
+        led = led_by(before, victim)
+        assert led, f"host {victim} leads no partition: {before}"
+        paused_at = time.monotonic()
+        paused.signal(signal.SIGSTOP)
+        try:
+            wait_until(
+                f"other leaders for partitions {sorted(led)}",
+                lambda: not led_by(host_partitions(other, topic), victim),
+            )
+            print(
+                f"SIGSTOP of host {victim}: leaders moved after {time.monotonic() - paused_at:.2f} s"
+            )
+            time.sleep(max(0.0, paused_at + SESSION_TIMEOUT_S + 1 - time.monotonic()))
+        finally:
+            paused.signal(signal.SIGCONT)
+        resumed_at = time.monotonic()
+
+        def fenced() -> bool:
+            now = host_partitions(paused, topic)
+            return all(
+                now[p].leader != victim and now[p].leader_epoch > before[p].leader_epoch
+                for p in led
+            )
+
+        wait_until("the resumed host knows it no longer leads", fenced)
+        print(f"SIGCONT of host {victim}: fenced after {time.monotonic() - resumed_at:.2f} s")
+        assert paused.process is not None and paused.process.process.poll() is None
+
+    under_load(hosts, pause_the_controllers_host)
+
+
+def test_zookeeper_restarted_under_load_leaves_the_hosts_serving(
+    hosts: Hosts, zookeeper: RestartableZooKeeper
+) -> None:
+    window: list[float] = []
+
+    def restart_zookeeper_meanwhile(topic: str, load: ProducerLoad) -> None:
+        window.append(time.monotonic())
+        zookeeper.restart(down_s=2.0)
+        window.append(time.monotonic())
+        print(f"ZooKeeper down for {window[1] - window[0]:.2f} s")
+        acknowledged_again(load, set(range(PARTITIONS)), window[-1], hosts)
+
+    history = under_load(hosts, restart_zookeeper_meanwhile, count=150, duration_s=12.0)
+    stopped, restarted = window
+    during = [a for a in history.acknowledged.values() if stopped < a.at < restarted]
+    after = [a for a in history.acknowledged.values() if a.at > restarted]
+    assert during, "no acknowledgement while ZooKeeper was down"
+    assert after, "no acknowledgement after ZooKeeper came back"
+
+
+def test_a_rolling_restart_of_every_host_loses_no_acknowledged_record(hosts: Hosts) -> None:
+    def restart_each_host(topic: str, load: ProducerLoad) -> None:
+        for node_id, host in hosts.hosts.items():
+            views = partitions(hosts.bootstrap, topic)
+            stopped_at = time.monotonic()
+            assert host.stop() == 0
+            led = led_by(views, node_id)
+            if led:
+                stall_s = acknowledged_again(load, led, stopped_at, hosts)
+                print(f"rolling restart, host {node_id}: acks resumed after {stall_s:.2f} s")
+            host.start()
+            wait_for_full_isr(hosts, topic, PARTITIONS)
+
+    under_load(hosts, restart_each_host, count=200, duration_s=30.0)
