@@ -153,6 +153,12 @@ class SqliteMetadataStore:
             },
         )
 
+    def load_reports(self) -> dict[int, float]:
+        """Each process's last reported bytes in per second (placement's input)."""
+        with self._lock:
+            rows = self._db.execute("SELECT node_id, bytes_in_per_sec FROM broker_load").fetchall()
+        return {int(node): float(rate) for node, rate in rows}
+
     def get(self, key: str) -> str | None:
         with self._lock:
             row = self._db.execute("SELECT value FROM cluster WHERE key = ?", (key,)).fetchone()
