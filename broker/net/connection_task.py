@@ -244,6 +244,12 @@ class ConnectionTasks:
                     await stream.wait_readable()
                 async with self._large_reads:
                     count = await stream.receive_into(space)
+                    # The turn allows up to MAX_READ: what arrived meanwhile comes too.
+                    while 0 < count < len(space) and stream.unread_bytes():
+                        more = stream.receive_into_nowait(space[count:])
+                        if not more:
+                            break
+                        count += more
             else:
                 count = await stream.receive_into(space)
             del space
