@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from broker.log import log_segment
 from broker.protocol.record_batch.validator import CLIENT_APPEND
 from broker.protocol.records import iter_batches
 from tests.log.helpers import config, decode_values, make_batch, open_manager
@@ -24,7 +23,7 @@ async def test_short_writes_still_store_each_batch_whole_with_its_offsets(
         # header and the records, inside the records) is crossed by a short write.
         return real_writev(fd, [bytes(b"".join(bytes(b) for b in buffers)[:7])])
 
-    monkeypatch.setattr(log_segment.os, "writev", short_writev)
+    monkeypatch.setattr(os, "writev", short_writev)
     async with open_manager(config(tmp_path)) as manager:
         log = (await manager.create_topic("t", 1)).partitions[0]
         sent = []
