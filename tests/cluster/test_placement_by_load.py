@@ -6,6 +6,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,7 +18,8 @@ from broker.cluster.placement_by_load import (
     NodeLoad,
     place_leaders,
 )
-from broker.cluster.placement_load_report import BytesInWindow
+from broker.cluster.placement_load_report import BytesInWindow, LoadReporter
+from broker.metrics import Meter
 
 node_ids = st.lists(st.integers(min_value=0, max_value=100), min_size=1, max_size=8, unique=True)
 rates = st.floats(min_value=0, max_value=1e9, allow_nan=False)
@@ -135,3 +137,37 @@ def test_the_store_places_a_new_topic_away_from_the_process_reporting_load(
         assert store.read_image().topics["after"].leaders == (1, 1)
     finally:
         store.close()
+
+
+class RecordingStore:
+    def __init__(self) -> None:
+        self.reports: list[tuple[int, float]] = []
+
+    def report_load(self, node_id: int, bytes_in_per_s: float) -> None:
+        self.reports.append((node_id, bytes_in_per_s))
+
+
+async def test_a_process_reports_its_bytes_in_per_second_and_zero_once_a_window_is_quiet() -> None:
+    store = RecordingStore()
+    bytes_in = Meter()
+    reporter = LoadReporter(store, 7, bytes_in, interval_s=0.02, window_s=0.2)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(reporter.run)
+        with trio.fail_after(10):
+            for _ in range(1000):
+                if any(rate > 0 for _, rate in store.reports):
+                    break
+                bytes_in.mark(3000)
+                await trio.sleep(0.01)
+            quiet_from = len(store.reports)
+            # Silence for longer than the window: the reports fall back to nothing.
+            for _ in range(200):
+                if store.reports[quiet_from:] and store.reports[-1][1] == 0.0:
+                    break
+                await trio.sleep(0.05)
+        nursery.cancel_scope.cancel()
+    assert any(rate > 0 for _, rate in store.reports[:quiet_from])
+    assert store.reports[quiet_from:] and store.reports[-1][1] == 0.0
+    assert store.reports[0] == (7, 0.0)
+    assert {node for node, _ in store.reports} == {7}
+    assert all(rate >= 0 for _, rate in store.reports)
