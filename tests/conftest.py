@@ -34,6 +34,7 @@ SLOW_TESTS = frozenset(
         "tests/cluster/test_client_admin_routing.py",
         "tests/cluster/test_client_against_cluster.py",
         "tests/cluster/test_cluster_clients.py",
+        "tests/cluster/test_load_placement.py",
         "tests/cluster/test_cluster_metrics.py",
         "tests/cluster/test_cluster_transactions.py",
         "tests/cluster/test_group_membership_restart.py",

@@ -20,12 +20,15 @@ from pathlib import Path
 import trio
 
 from broker.broker_context import BrokerContext, Service
+from broker.broker_topic_stats import GROUP as TOPIC_METRICS_GROUP
+from broker.broker_topic_stats import TYPE as TOPIC_METRICS_TYPE
 from broker.cluster.cluster_log_manager import ClusterLogManager
 from broker.cluster.cluster_metrics import metrics_socket
 from broker.cluster.cluster_topology import ClusterTopology
 from broker.cluster.group_shards import SHARDS as GROUP_SHARDS
 from broker.cluster.metadata_store import SqliteMetadataStore
 from broker.cluster.peer_channel import peer_listener
+from broker.cluster.placement_load_report import LoadReporter
 from broker.cluster.shard_layout import ShardLayout
 from broker.cluster.shared_acls import SharedAclStore
 from broker.cluster.shared_file import SharedFileFollower
@@ -149,11 +152,19 @@ class ClusterMember:
         quotas: QuotaManagers,
         broker_configs: BrokerConfigs,
     ) -> list[Service]:
-        """The shared ACLs' follower, Produce's verification against the other processes
-        and the followers of the other shared files."""
+        """The shared ACLs' follower, Produce's verification against the other processes,
+        the followers of the other shared files and the load reports that place leaders."""
         acls: list[Service] = [] if self._acls is None else [self._acls]
+        bytes_in = context.metrics.meter(TOPIC_METRICS_GROUP, TOPIC_METRICS_TYPE, "BytesInPerSec")
         return [
             *acls,
+            LoadReporter(
+                self.store,
+                self.node_id,
+                bytes_in,
+                interval_s=self.config.cluster.load_report_interval_ms / 1000,
+                window_s=self.config.cluster.load_window_ms / 1000,
+            ),
             *self._topology.services(),
             *shared_file_followers(
                 context, self.poll_interval_s, credentials, quotas, broker_configs

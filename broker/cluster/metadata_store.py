@@ -13,7 +13,9 @@ Schema (`cluster-metadata.sqlite` in the first log dir, WAL mode):
   `{listener: [host, port]}`; `applied_version` is the last metadata version
   the process has applied (admin calls wait for it, so a created topic is
   ready on its leaders before CreateTopics answers);
-- `topics(name, topic_id, configs)` and `partitions(topic, partition, leader)`.
+- `topics(name, topic_id, configs)` and `partitions(topic, partition, leader)`;
+- `broker_load(node_id, bytes_in_per_sec)`: each process's recent load, which places new
+  leaders (broker/cluster/placement_by_load.py); reports do not bump the version.
 
 Processes learn of changes by reading `metadata.version` (one indexed SELECT)
 on a Trio deadline every `cluster.metadata.poll.interval.ms`; only a changed
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Protocol
 
 from broker.cluster.cluster_image import BrokerImage, ClusterImage, TopicImage
-from broker.cluster.placement import spread_leaders
+from broker.cluster.placement_by_load import NodeLoad, place_leaders
 from broker.errors import KafkaError
 from broker.protocol.error_codes import ErrorCode
 
@@ -56,6 +58,10 @@ CREATE TABLE IF NOT EXISTS partitions (
     leader INTEGER NOT NULL,
     PRIMARY KEY (topic, partition)
 );
+CREATE TABLE IF NOT EXISTS broker_load (
+    node_id INTEGER PRIMARY KEY,
+    bytes_in_per_sec REAL NOT NULL
+);
 """
 
 
@@ -74,6 +80,7 @@ class MetadataStore(Protocol):
     def register_broker(self, node_id: int, endpoints: Mapping[str, tuple[str, int]]) -> int: ...
     def set_alive(self, node_id: int, alive: bool) -> None: ...
     def report_applied(self, node_id: int, version: int) -> None: ...
+    def report_load(self, node_id: int, bytes_in_per_s: float) -> None: ...
     def allocate_producer_ids(self, block_size: int) -> int: ...
     def close(self) -> None: ...
 
@@ -145,6 +152,12 @@ class SqliteMetadataStore:
                 for name, topic_id, configs in topics
             },
         )
+
+    def load_reports(self) -> dict[int, float]:
+        """Each process's last reported bytes in per second (placement's input)."""
+        with self._lock:
+            rows = self._db.execute("SELECT node_id, bytes_in_per_sec FROM broker_load").fetchall()
+        return {int(node): float(rate) for node, rate in rows}
 
     def get(self, key: str) -> str | None:
         with self._lock:
@@ -263,6 +276,16 @@ class SqliteMetadataStore:
             [("UPDATE brokers SET applied_version = ? WHERE node_id = ?", (version, node_id))]
         )
 
+    def report_load(self, node_id: int, bytes_in_per_s: float) -> None:
+        self._write(
+            [
+                (
+                    "INSERT OR REPLACE INTO broker_load(node_id, bytes_in_per_sec) VALUES (?, ?)",
+                    (node_id, bytes_in_per_s),
+                )
+            ]
+        )
+
     def allocate_producer_ids(self, block_size: int) -> int:
         """Reserve a block of producer ids for the caller; returns its first id."""
         with self._transaction() as db:
@@ -286,6 +309,7 @@ class SqliteMetadataStore:
             placeholders = ",".join("?" * len(wanted))
             db.execute(f"DELETE FROM brokers WHERE node_id NOT IN ({placeholders})", wanted)
             db.execute("UPDATE brokers SET alive = 0")
+            db.execute("DELETE FROM broker_load")  # the processes start afresh
             db.executemany(
                 "INSERT OR IGNORE INTO brokers(node_id, endpoints, alive) VALUES (?, '{}', 0)",
                 [(node,) for node in wanted],
@@ -345,7 +369,13 @@ def _partition_count(db: sqlite3.Connection) -> int:
 
 
 def _spread(db: sqlite3.Connection, count: int) -> tuple[int, ...]:
-    nodes = [int(r[0]) for r in db.execute("SELECT node_id FROM brokers ORDER BY node_id")]
-    if not nodes:
+    """Leaders for `count` new partitions: the least loaded processes, count breaking ties."""
+    rows = db.execute(
+        "SELECT b.node_id, COALESCE(l.bytes_in_per_sec, 0), "
+        "(SELECT COUNT(*) FROM partitions p WHERE p.leader = b.node_id) "
+        "FROM brokers b LEFT JOIN broker_load l ON l.node_id = b.node_id ORDER BY b.node_id"
+    ).fetchall()
+    if not rows:
         raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, "no broker is registered")
-    return spread_leaders(nodes, count, _partition_count(db))
+    nodes = [NodeLoad(int(node), float(load), int(leaders)) for node, load, leaders in rows]
+    return place_leaders(nodes, count, _partition_count(db))

@@ -215,6 +215,8 @@ class SecuritySettings:
 class ClusterSettings:
     process_count: int = attrs.field(metadata=_k("process.count"))
     metadata_poll_interval_ms: int = attrs.field(metadata=_k("cluster.metadata.poll.interval.ms"))
+    load_report_interval_ms: int = attrs.field(metadata=_k("cluster.load.report.interval.ms"))
+    load_window_ms: int = attrs.field(metadata=_k("cluster.load.window.ms"))
     process_listener_ports: tuple[str, ...] = attrs.field(metadata=_k("process.listener.ports"))
     process_advertised_listener_ports: tuple[str, ...] = attrs.field(
         metadata=_k("process.advertised.listener.ports")

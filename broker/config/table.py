@@ -113,6 +113,8 @@ _DEFS: list[ConfigDef] = [
     # ---- a cluster of processes on one machine (docs/cluster.md)
     _d("process.count", T.INT, 0, "Broker processes to run under one supervisor, each a node with its own node.id (node.id + i) and ports (each listener's port + i); 0 (the default) means one per core this process may run on (a single process on one core); 1 runs a single process without a supervisor (ours, not Kafka's).", v.at_least(0)),
     _d("cluster.metadata.poll.interval.ms", T.INT, 50, "How often each process of a cluster checks the shared metadata store's version for changes (ours, not Kafka's).", v.at_least(1)),
+    _d("cluster.load.report.interval.ms", T.INT, 1000, "How often each process of a cluster reports its load (bytes produced per second) to the shared metadata store; new partition leaders go to the least loaded process (ours, not Kafka's).", v.at_least(1)),
+    _d("cluster.load.window.ms", T.INT, 60000, "The window over which each process of a cluster measures the bytes produced to it per second, the load that places new partition leaders (ours, not Kafka's).", v.at_least(1)),
     _d("process.listener.ports", T.LIST, [], "Explicit ports per listener for the processes of a cluster, NAME:FIRST-LAST (process i binds the i-th); a listener not named binds its port + i (ours, not Kafka's)."),
     _d("process.advertised.listener.ports", T.LIST, [], "Like process.listener.ports for the ports advertised to clients (e.g. those a container platform publishes); a listener not named follows advertised.listeners' port + i (ours, not Kafka's)."),
     # ---- brokers on several hosts, through ZooKeeper (docs/replication.md)

@@ -334,8 +334,15 @@ class LogSegment:
             and not self.time_index.is_full
         )
 
-    def append(self, data: bytes | bytearray | memoryview, header: RecordBatchHeader) -> int:
-        """Write one batch whose offsets are already assigned; returns its position.
+    def append(
+        self,
+        data: bytes | bytearray | memoryview,
+        header: RecordBatchHeader,
+        rest: bytes | bytearray | memoryview = b"",
+    ) -> int:
+        """Write one batch whose offsets are already assigned (``data``, then ``rest``:
+        a leader writes its patched header and the request's records with one writev,
+        no copy of the batch); returns its position.
 
         Adds index entries per ``index.interval.bytes`` the way Kafka does. On a
         short or failed write the file is truncated back to the old size so the
@@ -343,16 +350,19 @@ class LogSegment:
         propagates.
         """
         position = self.size
+        size = len(data) + len(rest)
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
+            parts = [memoryview(data), memoryview(rest)]
+            while parts:
+                written = os.writev(self._fd, parts)
+                while parts and written >= len(parts[0]):
+                    written -= len(parts.pop(0))
+                if written:
+                    parts[0] = parts[0][written:]
         except BaseException:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, position)
             raise
-        size = len(data)
         self.size += size
         self.next_offset = header.last_offset + 1
         if self.first_batch_timestamp is None:

@@ -453,10 +453,16 @@ class PartitionLog:
                     self.log_start_offset,
                     duplicate=True,
                 )
-        data = bytearray(memoryview(batch)[:size])
         base_offset = self.log_end_offset
         now = self._clock()
         append_time = now if log_append_time else -1
+        view = memoryview(batch)[:size]
+        if log_append_time:  # the CRC, which covers the timestamps, is rewritten: a copy
+            data, rest = bytearray(view), view[size:]
+        else:
+            # Offsets and the leader epoch lie outside what the CRC covers: only the header
+            # is copied to be assigned them, the records go from the request to the file.
+            data, rest = bytearray(view[:BATCH_HEADER_SIZE]), view[BATCH_HEADER_SIZE:]
         stored = assign_offsets(
             data, header, base_offset, self.leader_epoch, now if log_append_time else None
         )
@@ -466,7 +472,7 @@ class PartitionLog:
         ):
             active = self._roll(base_offset, now)
         try:
-            active.append(data, stored)
+            active.append(data, stored, rest)
         except OSError as exc:
             raise _storage_error(exc, f"cannot append to {active.log_path}") from exc
         self.producer_state.record(stored, stored.max_timestamp)

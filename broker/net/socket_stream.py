@@ -76,6 +76,16 @@ class FastSocketStream(trio.abc.Stream):
             except OSError as exc:
                 raise trio.BrokenResourceError(exc) from exc
 
+    def receive_into_nowait(self, buffer: memoryview) -> int | None:
+        """Bytes already waiting, read straight into `buffer`; None when there are none
+        yet (0 at end of stream)."""
+        try:
+            return os.readv(self._fd, (buffer,))
+        except BlockingIOError:
+            return None
+        except OSError as exc:
+            raise trio.BrokenResourceError(exc) from exc
+
     async def wait_readable(self) -> None:
         await trio.lowlevel.wait_readable(self._fd)
 
