@@ -96,7 +96,7 @@ async def test_a_corrupt_batch_is_repaired_from_an_in_sync_replica(
         leading = servers[leader_id].deployment
         assert isinstance(leading, ZooKeeperDeployment)
         with trio.fail_after(WAIT_S):
-            while not leading.replication.tracked(TOPIC, 0):  # noqa: ASYNC110 - ZooKeeper's watches
+            while leading.replication.leader(TOPIC, 0) is None:  # noqa: ASYNC110 - ZooKeeper's watches
                 await trio.sleep(0.05)
         values = []
         for i in range(BATCHES):
