@@ -67,7 +67,10 @@ async def test_elect_leaders_moves_leadership_to_the_preferred_replica_and_uncle
         """One host in its own task, so that hosts stop in any order."""
         stops[node_id], stopped[node_id] = trio.Event(), trio.Event()
         try:
-            async with running_host(tmp_path, node_id, zookeeper_connect) as server:
+            # Leadership moves here only when the test asks (ElectLeaders), not by the
+            # controller's own preferred-leader rebalance.
+            extra = {"auto.leader.rebalance.enable": "false"}
+            async with running_host(tmp_path, node_id, zookeeper_connect, extra) as server:
                 servers[node_id] = server
                 task_status.started()
                 await stops[node_id].wait()
@@ -122,9 +125,15 @@ async def test_elect_leaders_moves_leadership_to_the_preferred_replica_and_uncle
         await stop(third)
         await stop(second)
         await partition_where(servers[preferred], lambda p: list(p.isr_nodes) == [preferred])
-        await start(second)
+        # The last ISR member stops before the other returns (a follower back while the
+        # leader runs would catch up and rejoin the ISR).
         await stop(preferred)
+        await start(second)
         offline = await partition_where(servers[second], lambda p: p.leader_id == -1)
+        # The returned broker sees its own registration before it is asked to elect.
+        await wait_for_metadata(
+            servers[second], None, lambda r: second in {b.node_id for b in r.brokers}
+        )
         assert list(offline.isr_nodes) == [preferred]
         assert (await elect(servers[second], 0))[0] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
         assert await elect(servers[second], 1) == (ErrorCode.NONE, None)
