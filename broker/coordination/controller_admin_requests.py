@@ -140,6 +140,7 @@ class AdminRequests:
         """Completed (to `target`) or cancelled (None: back to the replicas before);
         `forget` takes it out of `/admin/reassign_partitions`."""
         state = self._partitions[tp]
+        completing = target is not None
         if target is None:
             assignment = await self._states.topic_assignment(tp.topic)
             adding = () if assignment is None else assignment.adding_replicas.get(tp.partition, ())
@@ -156,6 +157,13 @@ class AdminRequests:
                 return [u for u in updates if u is not None]
 
         await self._write(decide, [state])
+        written = self._partitions[tp].leader_and_isr
+        if completing and not (set(written.isr) <= set(target) and written.leader in target):
+            # The leader changed the ISR since it was read (a target replica fell out):
+            # the assignment waits, so no broker sees replicas that exclude an ISR member;
+            # the next ISR change completes it (`_complete_reassignments`).
+            log.info("controller: %s not yet movable to %s (ISR %s)", tp, target, written.isr)
+            return
         with contextlib.suppress(NoNodeError):  # deleted meanwhile: nothing to record
             await self._states.update_topic_assignment(tp.topic, {tp.partition: target}, {}, {})
         self._partitions[tp] = attrs.evolve(self._partitions[tp], replicas=tuple(target))

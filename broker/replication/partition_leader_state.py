@@ -74,8 +74,6 @@ class PartitionLeaderState:
     ) -> None:
         if leader_and_isr.leader != local_broker_id:
             raise ValueError(f"{topic_partition}: broker {local_broker_id} is not its leader")
-        if not set(leader_and_isr.isr) <= set(replicas):
-            raise ValueError(f"{topic_partition}: ISR {leader_and_isr.isr} outside {replicas}")
         self.topic_partition = topic_partition
         self.local_broker_id = local_broker_id
         self.replicas = tuple(replicas)
@@ -88,11 +86,15 @@ class PartitionLeaderState:
         self.leader_epoch_start_offset = log_end_offset
         self.high_watermark = min(high_watermark, log_end_offset)
         self.pending_isr: tuple[int, ...] | None = None
+        # An ISR member outside the replicas (a state written before the assignment
+        # caught up with it) is still followed: the high watermark waits for every ISR
+        # member, so acks=all keeps its promise, and the member leaves the ISR by lagging
+        # once it stops fetching. It never joins the ISR again (`_maybe_expand_isr`).
         self.followers = {
             broker_id: FollowerReplica.at_leadership_start(
                 broker_id, in_isr=broker_id in leader_and_isr.isr, now=now
             )
-            for broker_id in self.replicas
+            for broker_id in dict.fromkeys([*self.replicas, *leader_and_isr.isr])
             if broker_id != local_broker_id
         }
         self._maybe_increment_high_watermark()
@@ -175,6 +177,8 @@ class PartitionLeaderState:
 
     def _maybe_expand_isr(self, replica_id: int) -> IsrChangeProposal | None:
         if self.pending_isr is not None or replica_id in self.isr:
+            return None
+        if replica_id not in self.replicas:
             return None
         log_end = self.followers[replica_id].log_end_offset
         if log_end < self.high_watermark or log_end < self.leader_epoch_start_offset:

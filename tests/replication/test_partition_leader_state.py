@@ -135,6 +135,32 @@ def test_fetches_from_strangers_or_beyond_the_log_end_are_refused() -> None:
     assert state.on_follower_fetch(2, -1, now=1).error is ErrorCode.OFFSET_OUT_OF_RANGE
 
 
+def test_an_isr_member_outside_the_replicas_holds_the_high_watermark_until_it_lags_out() -> None:
+    """A reassignment's assignment written before its ISR change (replicas (1, 3), ISR
+    (1, 2)): the leader starts, acks=all still waits for broker 2, and broker 2 leaves
+    the ISR by lagging and never joins again."""
+    state = PartitionLeaderState(
+        TP,
+        1,
+        (1, 3),
+        LeaderAndIsr(1, 5, (1, 2), zk_version=7),
+        log_end_offset=10,
+        high_watermark=10,
+        now=0.0,
+        settings=LeaderSettings(LAG_MS, 1),
+    )
+    state.on_append(20)
+    assert state.acks_all_status(20).done is False
+    assert state.on_follower_fetch(3, 20, now=1).isr_change is not None
+    state.isr_change_failed()
+    assert state.on_follower_fetch(2, 20, now=1).high_watermark_advanced is True
+    assert state.acks_all_status(20).done is True
+    state.on_append(30)
+    commit(state, state.maybe_shrink_isr(now=1 + LAG_S + 1))
+    assert state.isr == (1,)
+    assert state.on_follower_fetch(2, 30, now=20).isr_change is None
+
+
 class LeaderMachine(RuleBasedStateMachine):
     """Every interleaving of appends, follower fetches (each follower's log only grows,
     as within one leadership), time, ISR checks and the store's answers."""

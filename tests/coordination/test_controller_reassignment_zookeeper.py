@@ -1,0 +1,137 @@
+"""A reassignment's completion on a real ZooKeeper when the leader shrinks the ISR at the
+moment the controller writes: the assignment must not move ahead of the ISR, or brokers
+see replicas that leave out an ISR member (CI once crashed a leader on exactly that:
+"ISR (1, 2) outside (1, 3)")."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+import trio
+
+from broker.coordination.kafka_controller import ControllerSettings, KafkaController
+from broker.coordination.kazoo_store import KazooCoordinationStore, ZooKeeperSettings
+from broker.coordination.partition_state_store import PartitionStateStore
+from broker.coordination.partition_state_znodes import (
+    LeaderIsrAndControllerEpoch,
+    TopicAssignment,
+    partition_state_path,
+)
+from broker.coordination.store import Op, SetOp
+from broker.replication.leader_and_isr import LeaderAndIsr
+from broker.replication.topic_partition import TopicPartition
+from tests.coordination.test_zookeeper_membership import WAIT_S, connected, membership
+from tests.replication.recording_notifier import RecordingNotifier
+from tests.waiting import wait_until
+
+TP = TopicPartition("moved", 0)
+
+
+class ShrinkingStore(KazooCoordinationStore):
+    """A real ZooKeeper store that, once armed, lets the partition's leader shrink the ISR
+    to `shrunk` just before the controller's first write of a state without it."""
+
+    shrunk: tuple[int, ...] = ()
+    injected = 0
+
+    async def commit(self, ops: Sequence[Op]) -> None:
+        for op in ops:
+            if ShrinkingStore.shrunk and isinstance(op, SetOp):
+                if op.path != partition_state_path(TP):
+                    continue
+                written = LeaderIsrAndControllerEpoch.decode(TP, op.data, op.version)
+                if set(written.leader_and_isr.isr) >= set(ShrinkingStore.shrunk):
+                    continue
+                shrunk, ShrinkingStore.shrunk = ShrinkingStore.shrunk, ()
+                state = written.leader_and_isr
+                leaders_write = LeaderIsrAndControllerEpoch(
+                    LeaderAndIsr(state.leader, state.leader_epoch - 1, shrunk),
+                    written.controller_epoch,
+                )
+                await self.set(op.path, leaders_write.encode(), version=op.version)
+                ShrinkingStore.injected += 1
+        await super().commit(ops)
+
+
+@asynccontextmanager
+async def controller_host(
+    connect: str, node_id: int, notifier: RecordingNotifier
+) -> AsyncIterator[KafkaController]:
+    settings = ZooKeeperSettings(connect, session_timeout_ms=6000, connection_timeout_ms=10000)
+    member = membership(connect, node_id, store=ShrinkingStore(settings))
+    controller = KafkaController(
+        member._store,
+        node_id,
+        member.election.view,
+        member.live_brokers.brokers,
+        notifier,
+        ControllerSettings(auto_leader_rebalance_enable=False),
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(member.run)
+        nursery.start_soon(controller.run)
+        with trio.fail_after(WAIT_S):
+            await member.registered.wait()
+        yield controller
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_completion_that_meets_an_isr_shrink_leaves_the_assignment_until_the_isr_allows(
+    zookeeper_connect: str,
+) -> None:
+    notifier = RecordingNotifier()
+    async with (
+        controller_host(zookeeper_connect, 1, notifier) as c1,
+        controller_host(zookeeper_connect, 2, notifier) as c2,
+        controller_host(zookeeper_connect, 3, notifier) as c3,
+        connected(zookeeper_connect) as leader_session,
+    ):
+        controllers = {1: c1, 2: c2, 3: c3}
+        await wait_until(
+            lambda: any(
+                c.active_epoch.value > 0 and c.live == {1, 2, 3} for c in controllers.values()
+            ),
+            WAIT_S,
+        )
+        (active_id,) = [b for b, c in controllers.items() if c.active_epoch.value > 0]
+        controller = controllers[active_id]
+        leader, kept, added = active_id, *[b for b in (1, 2, 3) if b != active_id]
+        states = PartitionStateStore(leader_session)
+        await states.create_topic(TopicAssignment(TP.topic, {0: (leader, kept)}))
+        await wait_until(lambda: TP in controller.partition_states, WAIT_S)
+        await states.set_partition_reassignment({TP: (leader, added)})
+        await wait_until(lambda: added in controller.partition_states[TP].replicas, WAIT_S)
+
+        async def leader_adds_to_isr() -> None:
+            found = await states.partition_state(TP)
+            assert found is not None
+            state = found.leader_and_isr
+            await states.update_isr_as_leader(
+                TP, state.with_isr((leader, kept, added)), found.controller_epoch
+            )
+            await states.propagate_isr_changes([TP])
+
+        # The added replica joins the ISR; as the controller completes, the leader drops
+        # it again (it lagged): the controller's write fails, and it decides once more.
+        ShrinkingStore.shrunk = (leader, kept)
+        await leader_adds_to_isr()
+        await wait_until(lambda: ShrinkingStore.injected == 1, WAIT_S)
+        await wait_until(
+            lambda: controller.partition_states[TP].leader_and_isr.isr == (leader, kept), WAIT_S
+        )
+        assignment = await states.topic_assignment(TP.topic)
+        assert assignment is not None
+        assert set(assignment.partitions[0]) == {leader, kept, added}
+        assert (await states.partition_reassignment()) == {TP: (leader, added)}
+
+        # The replica catches up again: now the reassignment completes.
+        await leader_adds_to_isr()
+        await wait_until(
+            lambda: controller.partition_states[TP].replicas == (leader, added), WAIT_S
+        )
+        final = await states.partition_state(TP)
+        assignment = await states.topic_assignment(TP.topic)
+        assert final is not None and assignment is not None
+        assert assignment.partitions[0] == (leader, added)
+        assert (final.leader_and_isr.leader, final.leader_and_isr.isr) == (leader, (leader, added))
