@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import posixpath
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -129,6 +130,9 @@ class KazooCoordinationStore:
 
     def __init__(self, settings: ZooKeeperSettings) -> None:
         self._settings = settings
+        self._watchers: weakref.WeakValueDictionary[int, Callable[[WatchedEvent], None]] = (
+            weakref.WeakValueDictionary()
+        )
         # Connected without the chroot first, so that it can be created (as Kafka does).
         self._client = KazooClient(
             hosts=settings.hosts,
@@ -235,14 +239,24 @@ class KazooCoordinationStore:
             raise translated from None
 
     def _watcher(self, sink: WatchSink | None) -> Callable[[WatchedEvent], None] | None:
+        """One callback per sink while a watch of it is pending: kazoo keeps a path's
+        watchers in a set, so a znode read again before its watch fired (a topic's states
+        re-read on an assignment change) holds one watch, not one more per read, and its
+        change is delivered once. kazoo holds the callback and the callback holds the sink
+        (some sinks have no other owner); the cache holds the callback weakly, so once no
+        watch is pending both can go."""
         if sink is None:
             return None
+        found = self._watchers.get(id(sink))
+        if found is not None:
+            return found
 
         def on_event(event: WatchedEvent) -> None:
             change = _CHANGES.get(event.type)
             if change is not None:
                 self._to_trio(sink, WatchEvent(str(event.path), change))
 
+        self._watchers[id(sink)] = on_event
         return on_event
 
     def _on_state(self, state: KazooState) -> None:
