@@ -16,6 +16,7 @@ Clients then keep sending full fetches.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Sequence
 
 import attrs
@@ -27,6 +28,7 @@ from broker.errors import KafkaError
 from broker.handlers.api_handler import Deferred
 from broker.handlers.auth_helper import TOPIC, authorized_names
 from broker.handlers.common import check_leader_epoch, error_code_of
+from broker.handlers.leader_hints import NO_HINTS, LeaderHints, with_fetch_hints
 from broker.handlers.log_view import LogManagerView, PartitionView
 from broker.handlers.replica_tracking import NO_REPLICATION, ReplicaTracking
 from broker.net.log_limiter import LogLimiter
@@ -76,11 +78,13 @@ class FetchHandler:
         *,
         authorizer: Authorizer = ALLOW_ALL,
         replication: ReplicaTracking = NO_REPLICATION,
+        leader_hints: LeaderHints = NO_HINTS,
     ) -> None:
         self._logs = log_manager
         self._stats = stats if stats is not None else BrokerTopicStats()
         self._authorizer = authorizer
         self._replication = replication
+        self._leader_hints = leader_hints
         self._corrupt_log = LogLimiter(log, burst=5, interval_s=60.0, what="corrupt batch reports")
 
     async def handle(self, request: Request) -> FetchResponse | Deferred:
@@ -92,23 +96,36 @@ class FetchHandler:
         denied = self._unreadable_topics(request, body, version)
         outcome = await self._read(request, body, version, denied)
         if self._complete(body, outcome):
-            return self._answer(outcome)
+            return self._answer(request, outcome)
 
         async def wait() -> FetchResponse:
             return self._answer(
-                await self._long_poll(request, body, version, outcome, deadline, denied)
+                request, await self._long_poll(request, body, version, outcome, deadline, denied)
             )
 
         async def early() -> FetchResponse:
-            return self._answer(await self._read(request, body, version, denied))
+            return self._answer(request, await self._read(request, body, version, denied))
 
         return Deferred(wait, early)
 
-    def _answer(self, outcome: FetchOutcome) -> FetchResponse:
-        """The response that leaves, counted once (a long poll may read several times)."""
+    def _answer(self, request: Request, outcome: FetchOutcome) -> FetchResponse:
+        """The response that leaves, counted once (a long poll may read several times),
+        with KIP-951's leader hints where a partition is led elsewhere."""
         for topic, size in outcome.bytes_by_topic:
             self._stats.record_fetched(topic, size)
-        return outcome.response
+        if not outcome.has_error:
+            return outcome.response
+        return with_fetch_hints(
+            outcome.response,
+            request.api_version,
+            request.context.listener_name,
+            self._leader_hints,
+            self._topic_name_of,
+        )
+
+    def _topic_name_of(self, topic_id: uuid.UUID) -> str | None:
+        topic = self._logs.topic_by_id(topic_id)
+        return None if topic is None else topic.name
 
     def _complete(self, body: FetchRequest, outcome: FetchOutcome) -> bool:
         """KafkaApis/ReplicaManager.fetchMessages: answer now unless waiting could help."""

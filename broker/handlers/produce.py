@@ -26,6 +26,7 @@ from broker.errors import KafkaError
 from broker.handlers.api_handler import CloseConnection, Deferred, NoResponse
 from broker.handlers.auth_helper import TOPIC, TRANSACTIONAL_ID, authorize, authorized_names
 from broker.handlers.common import error_code_of, error_message_of
+from broker.handlers.leader_hints import NO_HINTS, LeaderHints, with_produce_hints
 from broker.handlers.log_view import LogManagerView, PartitionView, TopicView
 from broker.handlers.replica_tracking import NO_REPLICATION, ReplicaTracking
 from broker.net.request import Request
@@ -128,9 +129,11 @@ class ProduceHandler:
         authorizer: Authorizer = ALLOW_ALL,
         transaction_verifier: TransactionVerifier | None = None,
         replication: ReplicaTracking = NO_REPLICATION,
+        leader_hints: LeaderHints = NO_HINTS,
     ) -> None:
         self._logs = log_manager
         self._replication = replication
+        self._leader_hints = leader_hints
         self._stats = stats if stats is not None else BrokerTopicStats()
         self._authorizer = authorizer
         # None without a transaction coordinator (KIP-890: the topology's verifier).
@@ -233,11 +236,25 @@ class ProduceHandler:
         response = ProduceResponse(responses=tuple(topics))
         if body.acks == 0:
             return acks_zero_outcome(response)
+        hinted = partial(self._hinted, request)
         if body.acks == ACKS_ALL:
             waits = self._acks_all_waits(body, parsed, response)
             if waits:
-                return self._deferred_acks(response, waits, max(body.timeout_ms, 0) / 1000)
-        return response
+                return self._deferred_acks(response, waits, max(body.timeout_ms, 0) / 1000, hinted)
+        return hinted(response)
+
+    def _hinted(self, request: Request, response: ProduceResponse) -> ProduceResponse:
+        """KIP-951's leader hints, looked up only where a partition was refused."""
+        refused = any(
+            answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            for topic in response.responses
+            for answer in topic.partition_responses
+        )
+        if not refused:
+            return response
+        return with_produce_hints(
+            response, request.api_version, request.context.listener_name, self._leader_hints
+        )
 
     def _acks_all_waits(
         self, body: ProduceRequest, parsed: list[list[ParsedHeader]], response: ProduceResponse
@@ -255,7 +272,11 @@ class ProduceHandler:
         return waits
 
     def _deferred_acks(
-        self, response: ProduceResponse, waits: dict[tuple[str, int], int], timeout_s: float
+        self,
+        response: ProduceResponse,
+        waits: dict[tuple[str, int], int],
+        timeout_s: float,
+        hinted: Callable[[ProduceResponse], ProduceResponse],
     ) -> Deferred:
         """Kafka's DelayedProduce: answered once every ISR member has the records, each
         partition with its own outcome (or at once, with what there is, at shutdown)."""
@@ -271,7 +292,7 @@ class ProduceHandler:
             async with trio.open_nursery() as nursery:
                 for key, required_offset in waits.items():
                     nursery.start_soon(one, key, required_offset)
-            return with_partition_errors(response, codes)
+            return hinted(with_partition_errors(response, codes))
 
         return Deferred(partial(answer, timeout_s), partial(answer, 0.0))
 

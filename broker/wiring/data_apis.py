@@ -27,6 +27,7 @@ from broker.handlers.describe_configs import DescribeConfigsHandler
 from broker.handlers.describe_log_dirs import DescribeLogDirsHandler
 from broker.handlers.elect_leaders import NO_ELECTIONS, ElectLeadersHandler, LeaderElections
 from broker.handlers.fetch import FetchHandler
+from broker.handlers.leader_hints import TopologyLeaderHints
 from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.partition_reassignments import (
@@ -65,6 +66,7 @@ def add_data_apis(
         functools.partial(log_samples, log_manager, topology.is_local_leader)
     )
     auth = context.authorizer
+    hints = TopologyLeaderHints(topology)
     for handler in (
         ProduceHandler(
             log_manager,
@@ -72,8 +74,11 @@ def add_data_apis(
             authorizer=auth,
             transaction_verifier=transaction_verifier,
             replication=replication,
+            leader_hints=hints,
         ),
-        FetchHandler(log_manager, stats, authorizer=auth, replication=replication),
+        FetchHandler(
+            log_manager, stats, authorizer=auth, replication=replication, leader_hints=hints
+        ),
         ListOffsetsHandler(log_manager, authorizer=auth),
         OffsetForLeaderEpochHandler(log_manager, authorizer=auth),
         CreateTopicsHandler(

@@ -19,9 +19,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.client.connection import KafkaConnection
 from broker.hosts.zookeeper_deployment import ZooKeeperDeployment
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
+from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from broker.server import KafkaServer
 from tests.integration.broker_harness import broker_process, running_broker
+from tests.integration.data_helpers import batch, produce_request
 from tests.topology.test_layering import BROKER, COMPOSITION_ROOT, importers_of
 
 WAIT_S = 30
@@ -170,6 +172,19 @@ async def test_three_hosts_form_one_cluster_with_replicated_partitions_and_failo
                 while follower_log.log_end_offset < len(values):  # noqa: ASYNC110 - a fetcher's progress
                     await trio.sleep(0.05)
             assert bytes((await follower_log.read(0, 1 << 20)).records) == leader_batches
+
+        # KIP-951: a Produce v10 sent to a follower is refused with the leader named, and
+        # the leader's endpoint on this listener, so a client retries there at once.
+        async with await KafkaConnection.connect(
+            HOSTS[other][0], servers[other].bound_port(), "test"
+        ) as connection:
+            refused = await connection.request(produce_request(topic, {0: batch([b"x"])}), 10)
+        answer = refused.responses[0].partition_responses[0]
+        assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (leader, 0)
+        assert [(e.node_id, e.host, e.port, e.rack) for e in refused.node_endpoints] == [
+            (leader, HOSTS[leader][0], servers[leader].bound_port(), HOSTS[leader][1])
+        ]
 
         # The leader's broker stops: the controller elects another ISR member, epoch 1.
         servers[leader].shutdown()
