@@ -243,7 +243,11 @@ class GroupCoordinatorService:
         """Write the records of what changed in the group (Kafka writes them with each
         operation; here they are the difference from those last written)."""
         group = self.consumer_groups.groups.get(group_id)
-        self.store.write_consumer_group(group_id, {} if group is None else group_records(group))
+        if group is None or (not group.members and group.group_epoch == 0):
+            records = {}  # gone, or never joined (a first heartbeat that failed)
+        else:
+            records = group_records(group)
+        self.store.write_consumer_group(group_id, records)
 
     async def stored(self) -> ErrorCode:
         """Once the records written so far are replicated (at once with journals): NONE,

@@ -194,12 +194,13 @@ async def test_consumer_group_members_carry_on_with_their_epochs_after_the_coord
         )
         assert [m.owned() for m in members] == owned_before
         for member in members:
-            assert sorted(member.seen) == sorted(set(member.seen)), "a record came twice"
+            assert sorted(member.seen) == sorted(set(member.seen)), f"read twice: {member.seen}"
             expected = {(p, o) for p in member.owned() for o in range(BEFORE + AFTER)}
             assert set(member.seen) == expected
 
         # No member rejoined: the new coordinator has the group at the same epochs.
-        assert await describe(address(hosts, successor)) == before
+        after = await describe(address(hosts, successor))
+        assert after == before, f"before the kill {before}, after {after}"
         for member in members:
             committed = await trio.to_thread.run_sync(member.committed)
             assert committed == dict.fromkeys(member.owned(), COMMITTED)
