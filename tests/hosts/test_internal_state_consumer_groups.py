@@ -55,7 +55,7 @@ def start_host(tmp_path: Path, node_id: int, zookeeper: str) -> BrokerProcess:
         "node.id": str(node_id),
         "broker.rack": rack,
         "zookeeper.connect": zookeeper,
-        "zookeeper.session.timeout.ms": "6000",
+        "zookeeper.session.timeout.ms": "4000",
         "cluster.id": "kip848-state-test",
         "num.network.threads": "1",
         "num.io.threads": "2",
