@@ -23,18 +23,14 @@ from confluent_kafka.admin import NewTopic
 from broker.client.connection import KafkaConnection
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import ConsumerGroupDescribeRequest
-from tests.hosts.test_hosts_cluster import HOSTS, WAIT_S
+from tests.hosts.test_hosts_cluster import WAIT_S
 from tests.hosts.test_internal_state import (
     address,
     bootstrap,
     find_coordinator,
-    wait_for_registrations,
+    start_hosts,
 )
-from tests.integration.broker_harness import (
-    BrokerProcess,
-    start_broker_process,
-    stop_broker_process,
-)
+from tests.integration.broker_harness import stop_broker_process
 from tests.interop.kafka_clients import admin
 
 GROUP = "kip848-failover"
@@ -48,23 +44,13 @@ COMMITTED = 2
 Epochs = tuple[int, dict[str, int]]
 
 
-def start_host(tmp_path: Path, node_id: int, zookeeper: str) -> BrokerProcess:
-    host, rack = HOSTS[node_id]
-    overrides = {
-        "listeners": f"PLAINTEXT://{host}:0",
-        "node.id": str(node_id),
-        "broker.rack": rack,
-        "zookeeper.connect": zookeeper,
-        "zookeeper.session.timeout.ms": "4000",
-        "cluster.id": "kip848-state-test",
-        "num.network.threads": "1",
-        "num.io.threads": "2",
-        # Long enough that no member's session ends while the coordinator moves; the
-        # new coordinator starts every loaded member's session afresh.
-        "group.consumer.session.timeout.ms": "20000",
-        "group.consumer.heartbeat.interval.ms": "300",
-    }
-    return start_broker_process(tmp_path / f"host-{node_id}", overrides, timeout_s=WAIT_S)
+SETTINGS = {
+    # Long enough that no member's session ends while the coordinator moves; the new
+    # coordinator starts every loaded member's session afresh.
+    "group.consumer.session.timeout.ms": "20000",
+    "group.consumer.heartbeat.interval.ms": "300",
+    "zookeeper.session.timeout.ms": "4000",
+}
 
 
 def produce(servers: str, first: int, count: int) -> None:
@@ -156,20 +142,9 @@ async def describe(host: tuple[str, int]) -> Epochs:
 async def test_consumer_group_members_carry_on_with_their_epochs_after_the_coordinators_host_is_killed(
     tmp_path: Path, zookeeper_connect: str
 ) -> None:
-    hosts: dict[int, BrokerProcess] = {}
+    hosts = await start_hosts(tmp_path, zookeeper_connect, SETTINGS)
     members: list[Member] = []
-
-    async def start(node_id: int) -> None:
-        hosts[node_id] = await trio.to_thread.run_sync(
-            start_host, tmp_path, node_id, zookeeper_connect
-        )
-
     try:
-        async with trio.open_nursery() as nursery:
-            for node_id in HOSTS:
-                nursery.start_soon(start, node_id)
-        hosts = dict(sorted(hosts.items()))
-        await wait_for_registrations(hosts)
         await trio.to_thread.run_sync(create_and_fill_topic, bootstrap(hosts))
         coordinator = await find_coordinator(address(hosts, 1))
         members = [Member(bootstrap(hosts)) for _ in range(2)]
