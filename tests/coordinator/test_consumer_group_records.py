@@ -145,6 +145,19 @@ def test_a_member_without_its_metadata_record_is_left_out_and_one_without_assign
     assert fenced.error is ErrorCode.FENCED_MEMBER_EPOCH
 
 
+def test_a_loaded_member_is_removed_only_when_silent_for_a_session_from_the_load() -> None:
+    group, clients = settled_group()
+    loaded_at = 50_000.0  # long after the members' last heartbeats
+    replayed = load_consumer_group("g", group_records(group), CONFIG, loaded_at)
+    assert replayed.on_timeout(loaded_at + CONFIG.session_timeout_ms - 1) == []
+    for client in clients[1:]:
+        beat = replayed.heartbeat(client.params(), loaded_at + 10, TOPICS)
+        assert (beat.error, beat.member_epoch) == (ErrorCode.NONE, client.epoch)
+    silent = replayed.on_timeout(loaded_at + CONFIG.session_timeout_ms)
+    assert silent == [clients[0].member_id]
+    assert set(replayed.members) == {c.member_id for c in clients[1:]}
+
+
 def join_params(member_id: str, epoch: int = 0, **fields: Any) -> HeartbeatParams:
     return HeartbeatParams(
         member_id=member_id,
