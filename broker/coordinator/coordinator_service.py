@@ -235,8 +235,12 @@ class GroupCoordinatorService:
         self.consumer_groups = ConsumerGroupCoordinator(self.config.consumer)
         now = self.now()
         for group_id, records in self.store.state.consumer_groups.items():
+            try:
+                group = load_consumer_group(group_id, records, self.config.consumer, now)
+            except (KeyError, ValueError, TypeError) as exc:
+                log.warning("consumer group %s: records not ours, not loaded: %r", group_id, exc)
+                continue
             self.coordinator.remove_empty_group(group_id)
-            group = load_consumer_group(group_id, records, self.config.consumer, now)
             self.consumer_groups.add_loaded(group)
 
     def _store_consumer_group(self, group_id: str) -> None:

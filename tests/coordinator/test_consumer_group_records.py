@@ -158,6 +158,20 @@ def test_a_loaded_member_is_removed_only_when_silent_for_a_session_from_the_load
     assert set(replayed.members) == {c.member_id for c in clients[1:]}
 
 
+async def test_a_group_whose_records_are_not_ours_is_skipped_and_the_others_load(
+    tmp_path: Path,
+) -> None:
+    group, _ = settled_group()
+    written: list[KeyedRecord] = []
+    store = ReplicatedOffsetStore(written.extend)
+    store.write_consumer_group("g", group_records(group))
+    store.write_consumer_group("bad", {(MEMBER_METADATA, "m"): {"unexpected": 1}})
+    async with trio.open_nursery() as nursery:
+        service = await loaded_service(tmp_path / "c", FakePartition(written), nursery)
+        assert set(service.consumer_groups.groups) == {"g"}
+        nursery.cancel_scope.cancel()
+
+
 def join_params(member_id: str, epoch: int = 0, **fields: Any) -> HeartbeatParams:
     return HeartbeatParams(
         member_id=member_id,
