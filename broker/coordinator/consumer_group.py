@@ -87,7 +87,11 @@ def _compile(regex: str) -> re.Pattern[str] | None:
 
 
 class ConsumerGroup:
-    def __init__(self, group_id: str, config: ConsumerGroupConfig) -> None:
+    def __init__(
+        self, group_id: str, config: ConsumerGroupConfig, topics: Mapping[str, int] | None = None
+    ) -> None:
+        """`topics`: the partition counts known before the first heartbeat (a group loaded
+        from its records: those it last assigned)."""
         self.group_id = group_id
         self.config = config
         self.group_epoch = 0
@@ -101,7 +105,7 @@ class ConsumerGroup:
         self.rebalance_deadlines: dict[str, float] = {}
         self.subscribed_partitions: dict[str, int] = {}
         """Partition counts of the subscribed topics the last target was computed with."""
-        self._topics: Mapping[str, int] = {}
+        self._topics: Mapping[str, int] = {} if topics is None else topics
 
     # -- views ---------------------------------------------------------------------------
     @property
@@ -427,6 +431,19 @@ class ConsumerGroup:
         return expired
 
     # -- offsets --------------------------------------------------------------------------
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """Kafka's ConsumerGroup.validateOffsetFetch (OffsetFetch v9+): no member and a
+        negative epoch is an admin or a client outside the group; a member must name
+        its current epoch exactly."""
+        if member_id is None and member_epoch < 0:
+            return ErrorCode.NONE
+        member = self.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
     def validate_offset_commit(
         self, member_id: str, member_epoch: int, api_version: int, transactional: bool
     ) -> ErrorCode:

@@ -59,6 +59,11 @@ class ConsumerGroupCoordinator:
         self.groups: dict[str, ConsumerGroup] = {}
         self._deadlines = GroupDeadlines()
 
+    def add_loaded(self, group: ConsumerGroup) -> None:
+        """A group replayed from its records (a coordinator starting or taking over)."""
+        self.groups[group.group_id] = group
+        self._reschedule(group)
+
     def is_active(self, group_id: str) -> bool:
         """A consumer group with members (an empty one gives way to a classic group)."""
         group = self.groups.get(group_id)

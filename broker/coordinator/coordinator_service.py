@@ -26,6 +26,7 @@ import trio
 
 from broker.coordinator.consumer_group import ConsumerGroup, HeartbeatParams, HeartbeatResult
 from broker.coordinator.consumer_group_coordinator import ConsumerGroupCoordinator
+from broker.coordinator.consumer_group_records import group_records, load_consumer_group
 from broker.coordinator.group_coordinator import (
     CoordinatorConfig,
     GroupCoordinator,
@@ -105,9 +106,11 @@ class GroupCoordinatorService:
         await trio.to_thread.run_sync(self.store.load)
         await trio.to_thread.run_sync(self.pending_transactions.load)
         self._coordinator = GroupCoordinator(self.config, self.store, wall_ms(), self.now())
+        self._load_consumer_groups()
         log.info(
-            "group coordinator loaded %d groups from %s",
+            "group coordinator loaded %d groups (%d consumer groups) from %s",
             len(self._coordinator.groups),
+            len(self.consumer_groups.groups),
             self.store.directory,
         )
         try:
@@ -222,8 +225,40 @@ class GroupCoordinatorService:
             _answer_waiting_members(self._coordinator, ErrorCode.NOT_COORDINATOR)
         skipped = store.reset(records)
         self._coordinator = GroupCoordinator(self.config, store, wall_ms(), self.now())
-        self.consumer_groups = ConsumerGroupCoordinator(self.config.consumer)
+        self._load_consumer_groups()
         return skipped
+
+    def _load_consumer_groups(self) -> None:
+        """The KIP-848 groups as their records say (Kafka's replay and onLoaded); a group's
+        committed offsets made the classic coordinator load an empty classic group of
+        the same id, which gives way."""
+        self.consumer_groups = ConsumerGroupCoordinator(self.config.consumer)
+        now = self.now()
+        for group_id, records in self.store.state.consumer_groups.items():
+            try:
+                group = load_consumer_group(group_id, records, self.config.consumer, now)
+            except (KeyError, ValueError, TypeError) as exc:
+                log.warning("consumer group %s: records not ours, not loaded: %r", group_id, exc)
+                continue
+            self.coordinator.remove_empty_group(group_id)
+            self.consumer_groups.add_loaded(group)
+
+    def _store_consumer_group(self, group_id: str) -> None:
+        """Write the records of what changed in the group (Kafka writes them with each
+        operation; here they are the difference from those last written)."""
+        group = self.consumer_groups.groups.get(group_id)
+        if group is None or (not group.members and group.group_epoch == 0):
+            records = {}  # gone, or never joined (a first heartbeat that failed)
+        else:
+            records = group_records(group)
+        self.store.write_consumer_group(group_id, records)
+
+    async def stored(self) -> ErrorCode:
+        """Once the records written so far are replicated (at once with journals): NONE,
+        or the error a client is told to retry with (Kafka answers a consumer group's
+        heartbeat once its records are committed)."""
+        last = None if self._replicator is None else self._replicator.last_written()
+        return ErrorCode.NONE if last is None else await last.client_error()
 
     async def replicated(
         self, results: dict[TopicPartition, ErrorCode]
@@ -267,7 +302,9 @@ class GroupCoordinatorService:
         if self.consumer_groups.is_active(group_id):
             callback(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, params.member_id))
             return
-        self.consumer_groups.forget_empty(group_id)
+        if group_id in self.consumer_groups.groups:
+            self.consumer_groups.forget_empty(group_id)
+            self._store_consumer_group(group_id)
         self.coordinator.join(group_id, params, self.now(), wall_ms(), callback)
         self._after_change()
 
@@ -447,18 +484,29 @@ class GroupCoordinatorService:
         for group_id in consumer:
             result[group_id] = self.consumer_groups.delete_group(group_id)
             if result[group_id] is ErrorCode.NONE:
-                self.store.delete_group(group_id)
+                self.store.delete_group(group_id)  # its offsets and its records
         result |= refusals
         self._after_change()
         return result
 
     def fetch_offsets(
-        self, group_id: str, partitions: Sequence[TopicPartition] | None
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[ErrorCode, list[tuple[TopicPartition, OffsetAndMetadata | None]]]:
-        """OffsetFetch: the group's committed offsets (NOT_COORDINATOR elsewhere)."""
+        """OffsetFetch: the group's committed offsets (NOT_COORDINATOR elsewhere). From
+        v9 a member of a consumer group names itself and its epoch, checked as Kafka's
+        ConsumerGroup.validateOffsetFetch checks them."""
         refusal = self._refusal(group_id)
         if refusal is not None:
             return refusal.error_code, []
+        consumer_group = self.consumer_groups.groups.get(group_id)
+        if consumer_group is not None:
+            error = consumer_group.validate_offset_fetch(member_id, member_epoch)
+            if error is not ErrorCode.NONE:
+                return error, []
         return self.coordinator.fetch_offsets(group_id, partitions)
 
     # -- KIP-848 consumer groups (broker/coordinator/consumer_group.py) ---------------------
@@ -471,8 +519,11 @@ class GroupCoordinatorService:
         return min(deadlines) if deadlines else None
 
     def _fire_consumer_group_timers(self) -> None:
-        for group_id, member_id in self.consumer_groups.fire_timers(self.now()):
+        fenced = self.consumer_groups.fire_timers(self.now())
+        for group_id, member_id in fenced:
             log.info("consumer group %s: member %s fenced (timed out)", group_id, member_id)
+        for group_id in sorted({g for g, _ in fenced}):
+            self._store_consumer_group(group_id)
 
     def consumer_group_heartbeat(
         self,
@@ -492,6 +543,7 @@ class GroupCoordinatorService:
                 ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
             )
         result = self.consumer_groups.heartbeat(group_id, params, api_version, self.now(), topics)
+        self._store_consumer_group(group_id)
         self._after_change()
         return result
 

@@ -28,7 +28,9 @@ Record kinds: `c` commit offsets, `d` delete some offsets, `x` delete a group
 and when it became empty, for retention and for listing after a restart; Kafka's
 GroupMetadata record: generation, protocol, leader and members with their subscription
 and assignment, written when a rebalance completes and when the group empties, so
-members keep their generation across a restart of their coordinator).
+members keep their generation across a restart of their coordinator); and Kafka's
+records of a KIP-848 consumer group (`consumer_group_records.py`: `cgm`, `cgp`, `cgmm`,
+`cgtm`, `cgta`, `cgca`, each a key's value or its tombstone).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from typing import Any
 
 import attrs
 
+from broker.coordinator import consumer_group_records
+from broker.coordinator.consumer_group_records import GroupRecords
 from broker.journal_records import decode_records, encode_record
 
 log = logging.getLogger(__name__)
@@ -102,11 +106,22 @@ class OffsetState:
     def __init__(self) -> None:
         self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self.groups: dict[str, GroupRecord] = {}
+        self.consumer_groups: dict[str, GroupRecords] = {}
+        """KIP-848 groups: each record key's last value."""
 
     def apply(self, record: dict[str, Any]) -> None:
         kind = record.get("t")
         group = str(record.get("g", ""))
-        if kind == "c":
+        if kind in consumer_group_records.KINDS:
+            key = consumer_group_records.record_key(record)
+            records = self.consumer_groups.setdefault(group, {})
+            if record["v"] is None:
+                records.pop(key, None)
+            else:
+                records[key] = dict(record["v"])
+            if not records:
+                del self.consumer_groups[group]
+        elif kind == "c":
             offsets = self.offsets.setdefault(group, {})
             for topic, partition, offset, epoch, metadata, ts in record["o"]:
                 offsets[(topic, partition)] = OffsetAndMetadata(offset, epoch, metadata, ts)
@@ -119,6 +134,7 @@ class OffsetState:
         elif kind == "x":
             self.offsets.pop(group, None)
             self.groups.pop(group, None)
+            self.consumer_groups.pop(group, None)
         elif kind == "g":
             self.groups[group] = GroupRecord(
                 str(record.get("pt", "")),
@@ -136,6 +152,8 @@ class OffsetState:
             yield _group_record(group, rec)
         for group, offsets in self.offsets.items():
             yield _commit_record(group, offsets.items())
+        for group, records in self.consumer_groups.items():
+            yield from consumer_group_records.changed_records(group, {}, records)
 
 
 def _commit_record(
@@ -283,7 +301,12 @@ class OffsetStore:
         return self.state.groups.get(group)
 
     def groups(self) -> set[str]:
+        """Groups with offsets or a classic GroupMetadata record."""
         return set(self.state.offsets) | set(self.state.groups)
+
+    def consumer_group_records(self, group: str) -> GroupRecords:
+        """The KIP-848 group's records as last written (empty: none)."""
+        return self.state.consumer_groups.get(group, {})
 
     # -- mutations --------------------------------------------------------------
     def commit(self, group: str, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
@@ -296,12 +319,20 @@ class OffsetStore:
             self._append({"t": "d", "g": group, "p": parts})
 
     def delete_group(self, group: str) -> None:
-        if group in self.state.offsets or group in self.state.groups:
+        state = self.state
+        if group in state.offsets or group in state.groups or group in state.consumer_groups:
             self._append({"t": "x", "g": group})
 
     def set_group_record(self, group: str, record: GroupRecord) -> None:
         if self.state.groups.get(group) != record:
             self._append(_group_record(group, record))
+
+    def write_consumer_group(self, group: str, records: GroupRecords) -> None:
+        """Record what changed in a KIP-848 group since its records were last written
+        (`records` empty: the group is gone, every record gets its tombstone)."""
+        written = self.consumer_group_records(group)
+        for record in consumer_group_records.changed_records(group, written, records):
+            self._append(record)
 
     def _append(self, record: dict[str, Any]) -> None:
         self.state.apply(record)

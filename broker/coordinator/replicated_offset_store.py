@@ -2,7 +2,8 @@
 partition instead of journal files (hosts coordinated through ZooKeeper).
 
 The records are keyed as Kafka keys them, so the topic can be compacted: one key per
-(group, topic, partition) for an offset and one per group for its GroupMetadata record;
+(group, topic, partition) for an offset, one per group for its GroupMetadata record, and
+for a KIP-848 group one per record kind and group (per member for the member records);
 deleting an offset or a group writes tombstones. The values are the journal's JSON
 records (`offset_store.py`), one offset each, not Kafka's binary schemas: only this
 broker reads them.
@@ -24,6 +25,7 @@ from typing import Any
 import attrs
 import trio
 
+from broker.coordinator import consumer_group_records
 from broker.coordinator.group_metadata_partition import (
     CONSUMER_OFFSETS,
     GroupMetadataPartition,
@@ -36,6 +38,7 @@ log = logging.getLogger(__name__)
 
 OFFSET_KEY = "o"
 GROUP_KEY = "g"
+CONSUMER_GROUP_KEY = "cg"
 
 RETRIABLE_ON_THE_COORDINATOR = frozenset(
     {
@@ -57,9 +60,16 @@ def _value(record: dict[str, Any]) -> bytes:
     return json.dumps(record, separators=(",", ":")).encode()
 
 
+def _consumer_group_key(group: str, key: consumer_group_records.RecordKey) -> bytes:
+    return _key(CONSUMER_GROUP_KEY, key[0], group, key[1])
+
+
 def keyed_records(record: dict[str, Any], state: OffsetState) -> list[KeyedRecord]:
     """A journal record as the partition's keyed records (before `state` applies it)."""
     kind, group = record["t"], record["g"]
+    if kind in consumer_group_records.KINDS:
+        key = _consumer_group_key(group, consumer_group_records.record_key(record))
+        return [(key, None if record["v"] is None else _value(record))]
     if kind == "c":
         return [
             (
@@ -77,6 +87,9 @@ def keyed_records(record: dict[str, Any], state: OffsetState) -> list[KeyedRecor
             (_key(OFFSET_KEY, group, t, p), None) for t, p in state.offsets.get(group, {})
         ]
         tombstones.append((_key(GROUP_KEY, group), None))
+        tombstones += [
+            (_consumer_group_key(group, key), None) for key in state.consumer_groups.get(group, {})
+        ]
         return tombstones
     if kind == "g":
         return [(_key(GROUP_KEY, group), _value(record))]
@@ -95,6 +108,9 @@ def apply_keyed(state: OffsetState, key: bytes, value: bytes | None) -> None:
         state.apply({"t": "d", "g": group, "p": [[topic, partition]]})
     elif parts[0] == GROUP_KEY:
         state.groups.pop(str(parts[1]), None)
+    elif parts[0] == CONSUMER_GROUP_KEY:
+        _, kind, group, member = parts
+        state.apply(consumer_group_records.journal_record(str(group), (kind, member), None))
     else:
         raise ValueError(f"not a group metadata key: {key!r}")
 
@@ -165,6 +181,7 @@ class OffsetReplicator:
     def __init__(self, partition: GroupMetadataPartition) -> None:
         self._partition = partition
         self._open: AppendRound | None = None
+        self._appending: AppendRound | None = None
         self._wake = trio.Event()
 
     def enqueue(self, records: Sequence[KeyedRecord]) -> None:
@@ -179,6 +196,12 @@ class OffsetReplicator:
         """The round the records enqueued last belong to (None: nothing waits)."""
         return self._open
 
+    def last_written(self) -> AppendRound | None:
+        """The round holding the last record written, open or being appended (None: all
+        are appended). Kafka answers an operation that wrote nothing once the records
+        written before it are committed, since its answer may rest on them."""
+        return self._open or self._appending
+
     def drop_pending(self) -> None:
         """Leadership lost: the records not yet appended are the new leader's to lose."""
         if self._open is not None:
@@ -192,7 +215,11 @@ class OffsetReplicator:
             current, self._open = self._open, None
             if current is None:
                 continue
-            error = await self._partition.append(current.records)
+            self._appending = current
+            try:
+                error = await self._partition.append(current.records)
+            finally:
+                self._appending = None
             if error is not ErrorCode.NONE:
                 log.warning(
                     "%d group metadata records not replicated: %s", len(current.records), error.name

@@ -107,6 +107,13 @@ class ConsumerGroupHeartbeatHandler:
             request.api_version,
             {name: len(t.partitions) for name, t in topics.items()},
         )
+        stored = await self._service.stored()
+        if stored is not ErrorCode.NONE:
+            # Kafka answers once the group's records are committed: a member told an
+            # epoch the next coordinator would not know would be fenced there.
+            return ConsumerGroupHeartbeatResponse(
+                error_code=stored, error_message="the group's records were not replicated"
+            )
         if result.error is not ErrorCode.NONE:
             return ConsumerGroupHeartbeatResponse(
                 error_code=result.error,

@@ -179,7 +179,9 @@ class OffsetFetchHandler:
                     if group.topics is None
                     else [(t.name, p) for t in group.topics for p in t.partition_indexes]
                 )
-                error, fetched, denied = self._fetch(request, group.group_id, wanted)
+                error, fetched, denied = self._fetch(
+                    request, group.group_id, wanted, group.member_id, group.member_epoch
+                )
                 fetched, unstable = self._split_unstable(group.group_id, fetched, body)
                 topics = (
                     _committed_by_topic(
@@ -237,13 +239,19 @@ class OffsetFetchHandler:
         )
 
     def _fetch(
-        self, request: Request, group_id: str, wanted: list[TopicPartition] | None
+        self,
+        request: Request,
+        group_id: str,
+        wanted: list[TopicPartition] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[ErrorCode, Fetched, Fetched]:
         """The group's offsets of the topics the principal may DESCRIBE; the partitions
-        asked for by name on other topics come back apart (all topics hides them)."""
+        asked for by name on other topics come back apart (all topics hides them). A
+        consumer group's member (v9+) must name its current epoch."""
         service = self._service
         if wanted is None:
-            error, fetched = service.fetch_offsets(group_id, None)
+            error, fetched = service.fetch_offsets(group_id, None, member_id, member_epoch)
             describable = authorized_names(
                 self._authorizer,
                 request,
@@ -259,7 +267,7 @@ class OffsetFetchHandler:
         denied: Fetched = [(tp, None) for tp in wanted if tp[0] not in describable]
         if not allowed and denied:
             return ErrorCode.NONE, [], denied
-        error, fetched = service.fetch_offsets(group_id, allowed)
+        error, fetched = service.fetch_offsets(group_id, allowed, member_id, member_epoch)
         return error, fetched, denied
 
     @staticmethod

@@ -36,7 +36,11 @@ from broker.protocol.messages.offset_delete_request import (
     OffsetDeleteRequestPartition,
     OffsetDeleteRequestTopic,
 )
-from broker.protocol.messages.offset_fetch_request import OffsetFetchRequestTopic
+from broker.protocol.messages.offset_fetch_request import (
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopic,
+    OffsetFetchRequestTopics,
+)
 from tests.integration.broker_harness import connect, running_broker
 from tests.product.test_client import Client
 
@@ -167,6 +171,22 @@ async def test_consumer_group_apis_end_to_end(tmp_path: Path) -> None:
             7,
         )
         assert fetched.topics[0].partitions[0].committed_offset == 7
+        # OffsetFetch v9 names the member and its epoch: Kafka checks them exactly.
+        for member, epoch, error in (
+            ("m1", 2, ErrorCode.NONE),
+            ("m1", 1, ErrorCode.STALE_MEMBER_EPOCH),
+            ("zz", 2, ErrorCode.UNKNOWN_MEMBER_ID),
+        ):
+            group = OffsetFetchRequestGroup(
+                group_id="g",
+                member_id=member,
+                member_epoch=epoch,
+                topics=(OffsetFetchRequestTopics(name="t", partition_indexes=(0,)),),
+            )
+            answer = (await conn.request(OffsetFetchRequest(groups=(group,)), 9)).groups[0]
+            assert answer.error_code == error
+            if error is ErrorCode.NONE:
+                assert answer.topics[0].partitions[0].committed_offset == 7
         deleted = await conn.request(
             OffsetDeleteRequest(
                 group_id="g",

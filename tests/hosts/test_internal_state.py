@@ -6,6 +6,7 @@ survivor that loaded the state from its replica of the partition."""
 from __future__ import annotations
 
 import signal
+from collections.abc import Mapping
 from pathlib import Path
 
 import trio
@@ -44,7 +45,9 @@ COMMITTED = 5
 RECORDS = 10
 
 
-def start_host(tmp_path: Path, node_id: int, zookeeper: str) -> BrokerProcess:
+def start_host(
+    tmp_path: Path, node_id: int, zookeeper: str, extra: Mapping[str, str] | None = None
+) -> BrokerProcess:
     address, rack = HOSTS[node_id]
     overrides = {
         "listeners": f"PLAINTEXT://{address}:0",
@@ -56,6 +59,7 @@ def start_host(tmp_path: Path, node_id: int, zookeeper: str) -> BrokerProcess:
         "num.network.threads": "1",
         "num.io.threads": "2",
         "group.initial.rebalance.delay.ms": "0",
+        **(extra or {}),
     }
     return start_broker_process(tmp_path / f"host-{node_id}", overrides, timeout_s=WAIT_S)
 
@@ -76,6 +80,31 @@ def create_and_fill_topic(servers: str) -> None:
     for i in range(RECORDS):
         producer.produce(TOPIC, str(i).encode(), partition=0)
     assert producer.flush(WAIT_S) == 0
+
+
+async def start_hosts(
+    tmp_path: Path, zookeeper: str, extra: Mapping[str, str] | None = None
+) -> dict[int, BrokerProcess]:
+    """Every host started at once and registered (those started are stopped again when
+    another fails)."""
+    hosts: dict[int, BrokerProcess] = {}
+
+    async def start(node_id: int) -> None:
+        hosts[node_id] = await trio.to_thread.run_sync(
+            start_host, tmp_path, node_id, zookeeper, extra
+        )
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for node_id in HOSTS:
+                nursery.start_soon(start, node_id)
+        hosts = dict(sorted(hosts.items()))
+        await wait_for_registrations(hosts)
+    except BaseException:
+        for process in hosts.values():
+            stop_broker_process(process, signal.SIGKILL)
+        raise
+    return hosts
 
 
 async def find_coordinator(host: tuple[str, int], avoid: int | None = None) -> int:
@@ -174,19 +203,8 @@ def consume_remaining(servers: str) -> list[tuple[int, bytes]]:
 async def test_offsets_and_generation_survive_the_coordinators_host_killed(
     tmp_path: Path, zookeeper_connect: str
 ) -> None:
-    hosts: dict[int, BrokerProcess] = {}
-
-    async def start(node_id: int) -> None:
-        hosts[node_id] = await trio.to_thread.run_sync(
-            start_host, tmp_path, node_id, zookeeper_connect
-        )
-
+    hosts = await start_hosts(tmp_path, zookeeper_connect)
     try:
-        async with trio.open_nursery() as nursery:
-            for node_id in HOSTS:
-                nursery.start_soon(start, node_id)
-        hosts = dict(sorted(hosts.items()))
-        await wait_for_registrations(hosts)
         await trio.to_thread.run_sync(create_and_fill_topic, bootstrap(hosts))
         coordinator = await find_coordinator(address(hosts, 1))
         member, generation = await join_sync_and_commit(address(hosts, coordinator))
