@@ -1,0 +1,167 @@
+"""Hosts among hosts each run as a supervisor with several processes, every process a
+broker of the ZooKeeper cluster (issue 20 item 1, docs/replication.md).
+
+Two hosts on 127.0.0.2 and 127.0.0.3, each `broker serve` with `process.count=2`, its
+own rack and log dir, on a real ZooKeeper: four brokers, replicas spread over the
+racks, a real client producing with acks=all while one process is killed with -9 and
+its supervisor starts it again; nothing acknowledged is lost."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import trio
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker.client.connection import KafkaConnection
+from broker.protocol.messages.metadata_request import MetadataRequest
+from broker.protocol.messages.metadata_response import MetadataResponse
+from tests.hosts.acknowledged_records import anomalies
+from tests.hosts.host_processes import (
+    WAIT_S,
+    ProducerLoad,
+    free_port,
+    partitions,
+    read_back,
+    registered,
+    wait_until,
+)
+from tests.integration.broker_harness import (
+    BrokerProcess,
+    start_broker_process,
+    stop_broker_process,
+)
+
+TOPIC = "spread"
+PARTITIONS = 4
+HOSTS = {"127.0.0.2": (1, "rack-a"), "127.0.0.3": (3, "rack-b")}  # base node id, rack
+RACKS = {1: "rack-a", 2: "rack-a", 3: "rack-b", 4: "rack-b"}
+SESSION_TIMEOUT_MS = 3000
+
+
+def consecutive_free_ports(host: str, count: int) -> int:
+    """A port p with p..p+count-1 free (process i binds the configured port + i)."""
+    for _ in range(50):
+        port = free_port(host)
+        try:
+            for offset in range(1, count):
+                with socket.socket() as sock:
+                    sock.bind((host, port + offset))
+        except OSError:
+            continue
+        return port
+    raise AssertionError(f"no {count} consecutive free ports on {host}")
+
+
+@pytest.fixture
+def supervisors(tmp_path: Path, zookeeper_connect: str) -> Iterator[dict[str, BrokerProcess]]:
+    def start(address: str) -> BrokerProcess:
+        node_id, rack = HOSTS[address]
+        port = consecutive_free_ports(address, 2)
+        return start_broker_process(
+            tmp_path / f"host-{rack}",
+            {
+                "listeners": f"PLAINTEXT://{address}:{port}",
+                "process.count": "2",
+                "node.id": str(node_id),
+                "broker.rack": rack,
+                "zookeeper.connect": zookeeper_connect,
+                "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                "replica.lag.time.max.ms": "3000",
+                "num.network.threads": "1",
+                "num.io.threads": "2",
+            },
+            timeout_s=2 * WAIT_S,
+        )
+
+    started: dict[str, BrokerProcess] = {}
+    try:
+        with ThreadPoolExecutor(len(HOSTS)) as pool:
+            for address, future in [(a, pool.submit(start, a)) for a in HOSTS]:
+                started[address] = future.result()
+        yield started
+    finally:
+        for host in started.values():
+            stop_broker_process(host, signal.SIGTERM, timeout_s=WAIT_S)
+
+
+def child_pids(supervisor_pid: int) -> dict[int, int]:
+    """The supervisor's broker processes: process index -> pid (from /proc)."""
+    found: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            arguments = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        if parent == supervisor_pid and b"--process-index" in arguments:
+            found[int(arguments[arguments.index(b"--process-index") + 1])] = int(entry.name)
+    return found
+
+
+def broker_racks(address: str, port: int) -> dict[int, str | None]:
+    """Each broker's rack as Metadata names it."""
+
+    async def ask() -> MetadataResponse:
+        with trio.fail_after(10):
+            async with await KafkaConnection.connect(address, port, "racks") as connection:
+                response: MetadataResponse = await connection.request(MetadataRequest(topics=()), 9)
+                return response
+
+    return {broker.node_id: broker.rack for broker in trio.run(ask).brokers}
+
+
+def test_two_hosts_of_two_processes_each_form_one_cluster_that_survives_a_killed_process(
+    supervisors: dict[str, BrokerProcess],
+) -> None:
+    servers = ",".join(f"{address}:{host.port}" for address, host in supervisors.items())
+    wait_until("four brokers registered", lambda: registered(servers) == {1, 2, 3, 4})
+    first = supervisors["127.0.0.2"]
+    assert broker_racks("127.0.0.2", first.port) == RACKS
+
+    admin = AdminClient({"bootstrap.servers": servers})
+    created = admin.create_topics(
+        [NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=2)]
+    )
+    created[TOPIC].result(timeout=WAIT_S)
+    views = partitions(servers, TOPIC)
+    assert len(views) == PARTITIONS
+    for index, view in views.items():
+        assert {RACKS[node] for node in view.replicas} == {"rack-a", "rack-b"}, (index, view)
+
+    # Kill -9 the second process of the first host (node 2) under load; its supervisor
+    # starts it again once ZooKeeper has ended the dead process's session.
+    load = ProducerLoad(servers, TOPIC, PARTITIONS, count=600, duration_s=12.0)
+    load.start()
+    wait_until(
+        "records acknowledged", lambda: sum(len(h.acknowledged) for h in load.histories) > 50
+    )
+    victim = child_pids(first.process.pid)[1]
+    os.kill(victim, signal.SIGKILL)
+    wait_until(
+        "node 2 restarted by its supervisor",
+        lambda: (
+            "broker process 1 (node 2) exited with -9" in first.log_text()
+            and child_pids(first.process.pid).get(1, victim) != victim
+            and registered(servers) == {1, 2, 3, 4}
+        ),
+    )
+    history = load.join()
+    assert not load.fatal
+
+    def full_isr() -> bool:
+        now = partitions(servers, TOPIC)
+        return all(len(v.isr) == 2 and v.leader >= 0 for v in now.values())
+
+    wait_until("every partition back to its full ISR", full_isr)
+    assert len(history.acknowledged) > 50, "too few records were acknowledged"
+    assert not anomalies(history, read_back(servers, TOPIC, PARTITIONS))
