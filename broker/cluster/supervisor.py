@@ -323,7 +323,10 @@ class Supervisor:
 
     async def _all_registered(self) -> bool:
         if self.zookeeper is not None:
-            return await self.zookeeper.registered(self.nodes) == set(self.nodes)
+            # Started, and registered since: each waited for an earlier registration of
+            # its id (a killed host's, its session not yet ended) to go before it started.
+            running = all(process is not None for process in self.processes)
+            return running and await self.zookeeper.registered(self.nodes) == set(self.nodes)
         assert self.store is not None
         image = await trio.to_thread.run_sync(self.store.read_image)
         # Every process registered, and every one has applied the image that says so:
@@ -361,6 +364,8 @@ class Supervisor:
             if self.zookeeper is not None:
                 # Its earlier run's (or a killed host's) registration must be gone first.
                 await self.zookeeper.wait_unregistered(node)
+                if self._stop_requested.is_set():
+                    return
             started = trio.current_time()
             # The process's stdin: it stops when this end closes, i.e. when we are gone.
             stdin, lifeline = os.pipe()

@@ -32,8 +32,9 @@ GONE_MARGIN_S = 5.0
 
 
 class ZooKeeperRegistrations:
-    def __init__(self, settings: ZooKeeperSettings) -> None:
+    def __init__(self, settings: ZooKeeperSettings, *, margin_s: float = GONE_MARGIN_S) -> None:
         self._settings = settings
+        self._margin_s = margin_s
         self._store = KazooCoordinationStore(settings)
 
     async def connect(self) -> None:
@@ -58,7 +59,7 @@ class ZooKeeperRegistrations:
         registration still there after that belongs to a live broker with the same id,
         which the process started next reports in its own line; so does a ZooKeeper
         that stays away."""
-        limit_s = self._settings.session_timeout_ms / 1000 + GONE_MARGIN_S
+        limit_s = self._settings.session_timeout_ms / 1000 + self._margin_s
         with trio.move_on_after(limit_s):
             waited = False
             while True:
