@@ -110,8 +110,8 @@ def child_pids(supervisor_pid: int) -> dict[int, int]:
     return found
 
 
-def broker_racks(address: str, port: int) -> dict[int, str | None]:
-    """Each broker's rack as Metadata names it."""
+def brokers(address: str, port: int) -> dict[int, tuple[str, int, str | None]]:
+    """Each broker's advertised host, port and rack as Metadata names them."""
 
     async def ask() -> MetadataResponse:
         with trio.fail_after(10):
@@ -119,7 +119,7 @@ def broker_racks(address: str, port: int) -> dict[int, str | None]:
                 response: MetadataResponse = await connection.request(MetadataRequest(topics=()), 9)
                 return response
 
-    return {broker.node_id: broker.rack for broker in trio.run(ask).brokers}
+    return {b.node_id: (b.host, b.port, b.rack) for b in trio.run(ask).brokers}
 
 
 def test_two_hosts_of_two_processes_each_form_one_cluster_that_survives_a_killed_process(
@@ -128,7 +128,13 @@ def test_two_hosts_of_two_processes_each_form_one_cluster_that_survives_a_killed
     servers = ",".join(f"{address}:{host.port}" for address, host in supervisors.items())
     wait_until("four brokers registered", lambda: registered(servers) == {1, 2, 3, 4})
     first = supervisors["127.0.0.2"]
-    assert broker_racks("127.0.0.2", first.port) == RACKS
+    # Process i of a host: node.id + i on the listener's port + i, with the host's rack.
+    known = brokers("127.0.0.2", first.port)
+    assert {node: rack for node, (_host, _port, rack) in known.items()} == RACKS
+    for base, address in ((1, "127.0.0.2"), (3, "127.0.0.3")):
+        assert {known[base][0], known[base + 1][0]} == {address}
+        assert known[base + 1][1] == known[base][1] + 1
+        assert supervisors[address].port in (known[base][1], known[base + 1][1])
 
     admin = AdminClient({"bootstrap.servers": servers})
     created = admin.create_topics(
