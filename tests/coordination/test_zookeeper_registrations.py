@@ -13,14 +13,20 @@ SESSION_TIMEOUT_MS = 1000
 MARGIN_S = 0.5
 
 
+async def registered_elsewhere(settings: ZooKeeperSettings, node: int) -> KazooCoordinationStore:
+    """Another session holding `node`'s registration, as a broker process does."""
+    session = KazooCoordinationStore(settings)
+    await session.connect()
+    await session.ensure_path("/brokers/ids")
+    await session.create(f"/brokers/ids/{node}", b"{}", ephemeral=True)
+    return session
+
+
 async def test_a_registration_is_waited_for_until_its_session_ends(
     zookeeper_connect: str,
 ) -> None:
     settings = ZooKeeperSettings(zookeeper_connect, session_timeout_ms=SESSION_TIMEOUT_MS)
-    dead_process = KazooCoordinationStore(settings)
-    await dead_process.connect()
-    await dead_process.ensure_path("/brokers/ids")
-    await dead_process.create("/brokers/ids/7", b"{}", ephemeral=True)
+    dead_process = await registered_elsewhere(settings, 7)
     registrations = ZooKeeperRegistrations(settings)
     await registrations.connect()
     try:
@@ -50,10 +56,7 @@ async def test_a_registration_that_stays_is_waited_for_no_longer_than_a_session(
     zookeeper_connect: str,
 ) -> None:
     settings = ZooKeeperSettings(zookeeper_connect, session_timeout_ms=SESSION_TIMEOUT_MS)
-    other_broker = KazooCoordinationStore(settings)
-    await other_broker.connect()
-    await other_broker.ensure_path("/brokers/ids")
-    await other_broker.create("/brokers/ids/9", b"{}", ephemeral=True)
+    other_broker = await registered_elsewhere(settings, 9)
     registrations = ZooKeeperRegistrations(settings, margin_s=MARGIN_S)
     await registrations.connect()
     try:

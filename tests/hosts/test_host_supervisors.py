@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.client.connection import KafkaConnection
 from broker.protocol.messages.metadata_request import MetadataRequest
 from broker.protocol.messages.metadata_response import MetadataResponse
+from tests.cluster.test_supervisor import child_pids
 from tests.hosts.acknowledged_records import anomalies
 from tests.hosts.host_processes import (
     WAIT_S,
@@ -91,23 +92,6 @@ def supervisors(tmp_path: Path, zookeeper_connect: str) -> Iterator[dict[str, Br
     finally:
         for host in started.values():
             stop_broker_process(host, signal.SIGTERM, timeout_s=WAIT_S)
-
-
-def child_pids(supervisor_pid: int) -> dict[int, int]:
-    """The supervisor's broker processes: process index -> pid (from /proc)."""
-    found: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            arguments = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        if parent == supervisor_pid and b"--process-index" in arguments:
-            found[int(arguments[arguments.index(b"--process-index") + 1])] = int(entry.name)
-    return found
 
 
 def brokers(address: str, port: int) -> dict[int, tuple[str, int, str | None]]:
