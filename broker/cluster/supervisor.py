@@ -55,7 +55,7 @@ from broker.config_error import CONFIG_ERROR_EXIT_CODE
 from broker.console.console_service import connect_host, http_port_for
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogDirInUseError
 from broker.log.topic_store import TopicRecord, TopicStore
-from broker.meta_properties import load_or_create_cluster_id
+from broker.meta_properties import META_PROPERTIES, load_or_create_cluster_id
 from broker.wiring.cluster_membership import zookeeper_settings
 
 log = logging.getLogger(__name__)
@@ -185,6 +185,8 @@ class Supervisor:
 
     def prepare(self) -> None:
         """Everything that must happen before any process starts (blocking)."""
+        if self.zookeeper is not None:
+            self._refuse_a_log_at_the_root()
         self._lock_log_dirs()
         if self.zookeeper is not None:
             for node in self.nodes:
@@ -198,6 +200,20 @@ class Supervisor:
             )
             return
         self._prepare_shared_state()
+
+    def _refuse_a_log_at_the_root(self) -> None:
+        """A log dir that a single broker or a one-host cluster used holds its log at the
+        top: the processes of a host among hosts would not see it (theirs are in
+        `node-<id>`) and would come up as empty replicas of partitions whose data sits
+        beside them. Refused, so that no one loses a log by raising `process.count`."""
+        for log_dir in self.log_dirs:
+            if (log_dir / META_PROPERTIES).exists():
+                raise ConfigError(
+                    f"log.dirs: {log_dir} holds the log of one broker ({META_PROPERTIES} at"
+                    f" its top); with zookeeper.connect and process.count={self.count} each"
+                    f" process keeps its log in {log_dir}/{PROCESS_LOG_DIR_PREFIX}<node.id>:"
+                    f" move that broker's log into its node's directory or use another log dir"
+                )
 
     def _lock_log_dirs(self) -> None:
         for log_dir in self.log_dirs:

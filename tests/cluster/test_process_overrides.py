@@ -4,11 +4,12 @@ metrics port, each process being a whole broker (docs/cluster.md, docs/replicati
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from broker.cluster.supervisor import check_process_configs, process_overrides
+from broker.cluster.supervisor import Supervisor, check_process_configs, process_overrides
 from broker.config import BrokerConfig, ConfigError
 
 ONE_HOST = {
@@ -66,3 +67,28 @@ def test_a_process_whose_port_would_be_out_of_range_is_refused_before_any_starts
     )
     with pytest.raises(ConfigError, match="for process 1 of the cluster"):
         check_process_configs(host, 2)
+
+
+def test_a_host_of_processes_refuses_a_log_dir_holding_one_brokers_log(tmp_path: Path) -> None:
+    """Each process's log is in `node-<id>`: one left at the top would be ignored."""
+    host = config(tmp_path, **{"zookeeper.connect": "127.0.0.1:2181", "process.count": "2"})
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "meta.properties").write_text("version=1\nnode.id=5\n")
+    supervisor = Supervisor(host, None, [], "INFO")
+    with pytest.raises(ConfigError, match=r"log.dirs: .*/b holds the log of one broker"):
+        supervisor.prepare()
+    assert not (tmp_path / "a" / "node-5").exists()  # nothing made before the refusal
+
+
+def test_a_host_of_processes_makes_each_process_its_log_dirs(tmp_path: Path) -> None:
+    host = config(tmp_path, **{"zookeeper.connect": "127.0.0.1:2181", "process.count": "2"})
+    supervisor = Supervisor(host, None, [], "INFO")
+    try:
+        supervisor.prepare()
+    finally:
+        for fd in supervisor._lock_fds:
+            os.close(fd)
+    made = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("*/node-*"))
+    assert made == ["a/node-5", "a/node-6", "b/node-5", "b/node-6"]
+    assert supervisor.store is None  # no metadata store: ZooKeeper is the store
+    assert not list(tmp_path.glob("*/cluster-metadata.sqlite"))
