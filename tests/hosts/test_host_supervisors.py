@@ -75,8 +75,11 @@ def supervisors(tmp_path: Path, zookeeper_connect: str) -> Iterator[dict[str, Br
                 "zookeeper.connect": zookeeper_connect,
                 "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
                 "replica.lag.time.max.ms": "3000",
-                # At the end the last host has nowhere to move its leaderships to.
+                # Short retries: a host's processes stop together, so one may ask a
+                # controller that is stopping too, and the last host has nowhere to
+                # move its leaderships to.
                 "controlled.shutdown.retry.backoff.ms": "200",
+                "controlled.shutdown.max.retries": "10",
                 "num.network.threads": "1",
                 "num.io.threads": "2",
             },
