@@ -101,22 +101,25 @@ def tune_garbage_collector() -> None:
 async def serve(config: BrokerConfig, process_index: int | None = None) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully.
 
-    The composition root: a process the supervisor started (`process_index`) is a
-    cluster member (broker/cluster/), deployed as such; otherwise a broker with
-    `zookeeper.connect` is a host among hosts (broker/hosts/), and without it the
-    broker is alone.
+    The composition root: a broker with `zookeeper.connect` is a broker among hosts
+    (broker/hosts/), alone or one of its supervisor's processes (`process_index`);
+    without it, a process the supervisor started is a member of the one-host cluster
+    (broker/cluster/), and a broker without either is alone.
     """
-    member = ClusterMember(config, process_index) if process_index is not None else None
-    deployment: Deployment | None = member
-    if member is None and config.cluster.zookeeper_connect is not None:
+    member: ClusterMember | None = None
+    deployment: Deployment | None = None
+    if config.cluster.zookeeper_connect is not None:
         deployment = ZooKeeperDeployment(config)
+    elif process_index is not None:
+        deployment = member = ClusterMember(config, process_index)
     server = KafkaServer(config, deployment=deployment)
     tune_garbage_collector()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(server.run)
-            if member is not None:
+            if process_index is not None:
                 nursery.start_soon(stop_when_supervisor_exits, server.shutdown)
+            if member is not None:
                 await member.announce(server.advertised_endpoints())
 
             async def stop_on_signal() -> None:

@@ -16,6 +16,15 @@ before it was ever ready (a port in use, a bad log dir) fails the start-up.
 
 While it runs it mirrors the store's topics into `__topics.json`, so that a
 single-process broker started on the same data dir later finds them.
+
+With `zookeeper.connect` the host is one among hosts, and ZooKeeper is the metadata
+store: each process is a whole ZooKeeper broker (broker/hosts/) with its own log dir,
+`node-<id>` under each entry of `log.dirs`, and its own `metrics.port` + I. The
+supervisor makes no metadata store, private channel or shards; it locks the log dirs,
+reports ready once every process is registered in ZooKeeper, and restarts a process
+that died once ZooKeeper has ended its old session
+(`broker/cluster/zookeeper_registrations.py`). SIGTERM is each process's controlled
+shutdown.
 """
 
 from __future__ import annotations
@@ -40,12 +49,14 @@ from broker.cluster.member import PEER_SOCKET_DIR_KEY, resolve_process_count
 from broker.cluster.metadata_store import SqliteMetadataStore
 from broker.cluster.process_ports import process_listener_overrides
 from broker.cluster.transaction_shards import reshard_transaction_state
+from broker.cluster.zookeeper_registrations import ZooKeeperRegistrations
 from broker.config import BrokerConfig, ConfigError
 from broker.config_error import CONFIG_ERROR_EXIT_CODE
 from broker.console.console_service import connect_host, http_port_for
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogDirInUseError
 from broker.log.topic_store import TopicRecord, TopicStore
-from broker.meta_properties import load_or_create_cluster_id
+from broker.meta_properties import META_PROPERTIES, load_or_create_cluster_id
+from broker.wiring.cluster_membership import zookeeper_settings
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +87,25 @@ class ProcessConfigError(StartupError):
     the one line that says which key, so the supervisor adds none and exits as it did."""
 
 
+PROCESS_LOG_DIR_PREFIX = "node-"
+
+
+def process_log_dirs(config: BrokerConfig, node_id: int) -> list[Path]:
+    """A process's own log dirs on a host among hosts: `node-<id>` under each entry."""
+    return [Path(d) / f"{PROCESS_LOG_DIR_PREFIX}{node_id}" for d in config.log_dirs]
+
+
 def process_overrides(config: BrokerConfig, index: int) -> dict[str, str]:
-    """The settings that differ between the processes of one cluster."""
-    overrides = {"node.id": str(config.node_id + index)}
+    """The settings that differ between the processes of one cluster (on a host among
+    hosts also the log dirs and the metrics port, each process being a whole broker)."""
+    node_id = config.node_id + index
+    overrides = {"node.id": str(node_id)}
     overrides |= process_listener_overrides(config, index)
+    if config.cluster.zookeeper_connect is not None:
+        overrides["log.dirs"] = ",".join(str(d) for d in process_log_dirs(config, node_id))
+        port = config.server.metrics_port
+        if port > 0:
+            overrides["metrics.port"] = str(port + index)
     return overrides
 
 
@@ -119,9 +145,17 @@ class Supervisor:
         self.peer_dir: Path | None = None
         self.ready = trio.Event()
         self._stop_requested = trio.Event()
-        # One HTTP port for the cluster: every process's /metrics, and the console.
+        # A host among hosts: ZooKeeper is the metadata store, each process a broker.
+        zookeeper = zookeeper_settings(config)
+        self.zookeeper = None if zookeeper is None else ZooKeeperRegistrations(zookeeper)
+        # One HTTP port for the cluster: every process's /metrics, and the console
+        # (on a host among hosts each process serves its own).
         self.metrics = ClusterMetrics(self.nodes, self._metrics_socket)
-        self.http_port = http_port_for(config, self.metrics, self._listener_address)
+        self.http_port = (
+            http_port_for(config, self.metrics, self._listener_address)
+            if self.zookeeper is None
+            else None
+        )
         self._addresses: dict[str, str] = {}
 
     def _metrics_socket(self, node: int) -> Path | None:
@@ -151,6 +185,37 @@ class Supervisor:
 
     def prepare(self) -> None:
         """Everything that must happen before any process starts (blocking)."""
+        if self.zookeeper is not None:
+            self._refuse_a_log_at_the_root()
+        self._lock_log_dirs()
+        if self.zookeeper is not None:
+            for node in self.nodes:
+                for log_dir in process_log_dirs(self.config, node):
+                    log_dir.mkdir(parents=True, exist_ok=True)
+            log.info(
+                "host of %d broker processes among hosts (ZooKeeper), nodes %d..%d",
+                self.count,
+                self.nodes[0],
+                self.nodes[-1],
+            )
+            return
+        self._prepare_shared_state()
+
+    def _refuse_a_log_at_the_root(self) -> None:
+        """A log dir that a single broker or a one-host cluster used holds its log at the
+        top: the processes of a host among hosts would not see it (theirs are in
+        `node-<id>`) and would come up as empty replicas of partitions whose data sits
+        beside them. Refused, so that no one loses a log by raising `process.count`."""
+        for log_dir in self.log_dirs:
+            if (log_dir / META_PROPERTIES).exists():
+                raise ConfigError(
+                    f"log.dirs: {log_dir} holds the log of one broker ({META_PROPERTIES} at"
+                    f" its top); with zookeeper.connect and process.count={self.count} each"
+                    f" process keeps its log in {log_dir}/{PROCESS_LOG_DIR_PREFIX}<node.id>:"
+                    f" move that broker's log into its node's directory or use another log dir"
+                )
+
+    def _lock_log_dirs(self) -> None:
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -162,6 +227,9 @@ class Supervisor:
                     f"log dir {log_dir} is in use by another broker process"
                 ) from None
             self._lock_fds.append(fd)
+
+    def _prepare_shared_state(self) -> None:
+        for log_dir in self.log_dirs:
             # The single-process marker would vouch for partitions the cluster writes.
             (log_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
         first = self.log_dirs[0]
@@ -233,7 +301,8 @@ class Supervisor:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         try:
             await trio.to_thread.run_sync(self.prepare)
-            assert self.store is not None
+            if self.zookeeper is not None:
+                await self.zookeeper.connect()
             async with trio.open_nursery() as nursery:
                 for index in range(self.count):
                     nursery.start_soon(self._keep_running, index)
@@ -244,12 +313,16 @@ class Supervisor:
                 if self.http_port is not None:
                     await nursery.start(self.http_port.run)
                 task_status.started()
-                nursery.start_soon(self._mirror_loop)
+                if self.store is not None:
+                    nursery.start_soon(self._mirror_loop)
                 await self._stop_requested.wait()
                 await self._stop_all()
                 nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
+                if self.zookeeper is not None:
+                    with contextlib.suppress(Exception):
+                        await self.zookeeper.close()
                 if self.store is not None:
                     with contextlib.suppress(Exception):
                         await trio.to_thread.run_sync(self._mirror_topics)
@@ -264,18 +337,26 @@ class Supervisor:
         self._stopping = True
         self._stop_requested.set()
 
-    async def _wait_ready(self) -> None:
+    async def _all_registered(self) -> bool:
+        if self.zookeeper is not None:
+            # Started, and registered since: each waited for an earlier registration of
+            # its id (a killed host's, its session not yet ended) to go before it started.
+            running = all(process is not None for process in self.processes)
+            return running and await self.zookeeper.registered(self.nodes) == set(self.nodes)
         assert self.store is not None
+        image = await trio.to_thread.run_sync(self.store.read_image)
+        # Every process registered, and every one has applied the image that says so:
+        # each then names the others as leaders and coordinators (one that had not yet
+        # would answer COORDINATOR_NOT_AVAILABLE for a moment).
+        return all(
+            image.is_alive(node) and image.brokers[node].applied_version >= image.version
+            for node in self.nodes
+        )
+
+    async def _wait_ready(self) -> None:
         with trio.move_on_after(READY_TIMEOUT_S):
             while not self._stop_requested.is_set():
-                image = await trio.to_thread.run_sync(self.store.read_image)
-                # Every process registered, and every one has applied the image that
-                # says so: each then names the others as leaders and coordinators (one
-                # that had not yet would answer COORDINATOR_NOT_AVAILABLE for a moment).
-                if all(
-                    image.is_alive(node) and image.brokers[node].applied_version >= image.version
-                    for node in self.nodes
-                ):
+                if await self._all_registered():
                     for index in range(self.count):
                         self._ever_ready[index] = True
                     return
@@ -284,7 +365,6 @@ class Supervisor:
         raise StartupError(f"the broker processes did not all start within {READY_TIMEOUT_S}s")
 
     async def _keep_running(self, index: int) -> None:
-        assert self.store is not None
         node = self.nodes[index]
         command = [*self._command, "--process-index", str(index)]
         overrides = process_overrides(self.config, index)
@@ -297,6 +377,11 @@ class Supervisor:
         )
         delay: float | None = None
         while True:
+            if self.zookeeper is not None:
+                # Its earlier run's (or a killed host's) registration must be gone first.
+                await self.zookeeper.wait_unregistered(node)
+                if self._stop_requested.is_set():
+                    return
             started = trio.current_time()
             # The process's stdin: it stops when this end closes, i.e. when we are gone.
             stdin, lifeline = os.pipe()
@@ -315,8 +400,9 @@ class Supervisor:
                         os.close(fd)
             self.processes[index] = None
             code = process.returncode
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(self.store.set_alive, node, False)
+            if self.store is not None:  # ZooKeeper ends the process's session itself
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(self.store.set_alive, node, False)
             if self._stopping:
                 return
             if not self._ever_ready[index] and not self.ready.is_set():
@@ -329,11 +415,12 @@ class Supervisor:
             # A process that keeps dying soon after its start is restarted less and less often.
             delay = restart_delay(delay, trio.current_time() - started < STABLE_AFTER_S)
             log.warning(
-                "broker process %d (node %d) exited with %s; restarting it in %.1f s",
+                "broker process %d (node %d) exited with %s; restarting it in %.1f s%s",
                 index,
                 node,
                 code,
                 delay,
+                "" if self.zookeeper is None else " once ZooKeeper has ended its session",
             )
             with trio.move_on_at(trio.current_time() + delay):
                 await self._stop_requested.wait()

@@ -111,7 +111,7 @@ _DEFS: list[ConfigDef] = [
     _d("controller.listener.names", T.STRING, None, "KRaft controller listeners; accepted for compatibility, ignored."),
     _d("controller.quorum.voters", T.LIST, [], "KRaft quorum voters; accepted for compatibility, ignored."),
     # ---- a cluster of processes on one machine (docs/cluster.md)
-    _d("process.count", T.INT, 0, "Broker processes to run under one supervisor, each a node with its own node.id (node.id + i) and ports (each listener's port + i); 0 (the default) means one per core this process may run on (a single process on one core); 1 runs a single process without a supervisor (ours, not Kafka's).", v.at_least(0)),
+    _d("process.count", T.INT, 0, "Broker processes to run under one supervisor, each a node with its own node.id (node.id + i) and ports (each listener's port + i); 0 (the default) means one per core this process may run on (a single process on one core); 1 runs a single process without a supervisor; with zookeeper.connect each process is a broker among hosts with its own log dir node-<id> under each log.dirs entry (ours, not Kafka's).", v.at_least(0)),
     _d("cluster.metadata.poll.interval.ms", T.INT, 50, "How often each process of a cluster checks the shared metadata store's version for changes (ours, not Kafka's).", v.at_least(1)),
     _d("cluster.load.report.interval.ms", T.INT, 1000, "How often each process of a cluster reports its load (bytes produced per second) to the shared metadata store; new partition leaders go to the least loaded process (ours, not Kafka's).", v.at_least(1)),
     _d("cluster.load.window.ms", T.INT, 60000, "The window over which each process of a cluster measures the bytes produced to it per second, the load that places new partition leaders (ours, not Kafka's).", v.at_least(1)),
@@ -172,7 +172,7 @@ _DEFS: list[ConfigDef] = [
     _d("quota.window.num", T.INT, 11, "Number of quota sample windows a client-quota rate is measured over; a new client may burst (num - 1) windows' worth before it is throttled.", v.at_least(1)),
     _d("unstable.api.versions.enable", T.BOOLEAN, False, "Advertise unreleased API versions (internal)."),
     _d("broker.shutdown.timeout.ms", T.LONG, 30000, "How long a graceful shutdown may take before remaining tasks are cancelled (ours, not Kafka's).", v.at_least(0)),
-    _d("metrics.port", T.INT, 9404, "Port of the HTTP endpoint serving /metrics (every process of a cluster, from the supervisor) and the web console; 0 picks a free port, -1 disables it (ours, not Kafka's).", v.between(-1, 65535)),
+    _d("metrics.port", T.INT, 9404, "Port of the HTTP endpoint serving /metrics (every process of a cluster, from the supervisor; with zookeeper.connect each process serves its own on metrics.port + i) and the web console; 0 picks a free port, -1 disables it (ours, not Kafka's).", v.between(-1, 65535)),
     _d("console.enable", T.BOOLEAN, True, "Serve the web console at /console/ on the metrics.port endpoint (docs/console.md; ours, not Kafka's)."),
     # ---- log
     _d("log.dirs", T.LIST, None, "Directories holding the log; takes precedence over log.dir.", v.non_empty_list),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from broker.coordination.broker_registration import DuplicateBrokerId
 from broker.coordination.kazoo_store import KazooCoordinationStore, ZooKeeperSettings
 from tests.integration.broker_harness import broker_process, running_broker
 
+LISTENING = re.compile(r"listening on PLAINTEXT://[^ ]*:(\d+)")
 WAIT_S = 30
 
 
@@ -110,11 +112,14 @@ async def test_every_process_of_a_host_registers_as_its_own_broker(
                 while len(await store.children("/brokers/ids")) < 2:  # noqa: ASYNC110 - ZooKeeper's state
                     await trio.sleep(0.1)
             assert await store.children("/brokers/ids") == ["11", "12"]
-            ports = broker.node_ports()
-            assert set(ports) == {11, 12}
-            for node_id, port in ports.items():
+            # Each a whole broker with its own ephemeral port, registered as bound.
+            listening = {int(port) for port in LISTENING.findall(broker.log_text())}
+            registered = set()
+            for node_id in (11, 12):
                 node = await store.get(f"/brokers/ids/{node_id}")
-                assert node is not None and json.loads(node.data)["port"] == port
+                assert node is not None
+                registered.add(json.loads(node.data)["port"])
+            assert registered == listening and len(registered) == 2
             controller = await store.get("/controller")
             assert controller is not None
             assert json.loads(controller.data)["brokerid"] in (11, 12)

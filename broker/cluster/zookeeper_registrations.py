@@ -1,0 +1,79 @@
+"""What a supervisor of a host among hosts knows of its processes in ZooKeeper.
+
+With `zookeeper.connect` each process of the supervisor is a broker of the ZooKeeper
+cluster and registers itself under `/brokers/ids` (broker/coordination/). The
+supervisor reads those registrations on a session of its own: a process is ready once
+its znode exists, and a process that died (kill -9 included) is started again only
+once its old session has ended and taken the znode with it. Started earlier, the new
+process would find its id taken and stop (DuplicateBrokerId, as a Kafka broker
+restarted within its session timeout does), and the controller would not see the
+broker leave, so it would not move the leadership the dead process held.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import trio
+
+from broker.coordination.broker_registration import broker_path
+from broker.coordination.kazoo_store import KazooCoordinationStore, ZooKeeperSettings
+from broker.coordination.store import CoordinationError, CoordinationUnavailable
+
+log = logging.getLogger(__name__)
+
+POLL_INTERVAL_S = 0.1
+"""How often registrations are read while the supervisor waits on one."""
+
+GONE_MARGIN_S = 5.0
+"""Beyond the session timeout, how long a dead process's registration may linger
+(ZooKeeper expires sessions on its own tick) before the process is started anyway."""
+
+
+class ZooKeeperRegistrations:
+    def __init__(self, settings: ZooKeeperSettings, *, margin_s: float = GONE_MARGIN_S) -> None:
+        self._settings = settings
+        self._margin_s = margin_s
+        self._store = KazooCoordinationStore(settings)
+
+    async def connect(self) -> None:
+        await self._store.connect()
+
+    async def close(self) -> None:
+        await self._store.close()
+
+    async def registered(self, nodes: Sequence[int]) -> set[int]:
+        """The nodes among `nodes` registered now (none while ZooKeeper is away)."""
+        try:
+            return {node for node in nodes if await self._is_registered(node)}
+        except (CoordinationError, CoordinationUnavailable):
+            return set()
+
+    async def _is_registered(self, node: int) -> bool:
+        return await self._store.get(broker_path(node)) is not None
+
+    async def wait_unregistered(self, node: int) -> None:
+        """Until `node`'s registration is gone: at once after a clean exit (the process
+        closed its session), within the session timeout after a crash. Bounded: a
+        registration still there after that belongs to a live broker with the same id,
+        which the process started next reports in its own line; so does a ZooKeeper
+        that stays away."""
+        limit_s = self._settings.session_timeout_ms / 1000 + self._margin_s
+        with trio.move_on_after(limit_s):
+            waited = False
+            while True:
+                try:
+                    if not await self._is_registered(node):
+                        return
+                except (CoordinationError, CoordinationUnavailable):
+                    pass  # still ours to wait for
+                if not waited:
+                    log.info(
+                        "node %d is still registered in ZooKeeper; waiting for its session"
+                        " to end (zookeeper.session.timeout.ms=%d)",
+                        node,
+                        self._settings.session_timeout_ms,
+                    )
+                    waited = True
+                await trio.sleep(POLL_INTERVAL_S)

@@ -1,0 +1,172 @@
+"""Hosts among hosts each run as a supervisor with several processes, every process a
+broker of the ZooKeeper cluster (issue 20 item 1, docs/replication.md).
+
+Two hosts on 127.0.0.2 and 127.0.0.3, each `broker serve` with `process.count=2`, its
+own rack and log dir, on a real ZooKeeper: four brokers, replicas spread over the
+racks, a real client producing with acks=all while one process is killed with -9 and
+its supervisor starts it again; nothing acknowledged is lost."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import trio
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker.client.connection import KafkaConnection
+from broker.protocol.messages.metadata_request import MetadataRequest
+from broker.protocol.messages.metadata_response import MetadataResponse
+from tests.cluster.test_supervisor import child_pids
+from tests.hosts.acknowledged_records import anomalies
+from tests.hosts.host_processes import (
+    WAIT_S,
+    ProducerLoad,
+    free_port,
+    partitions,
+    read_back,
+    registered,
+    wait_until,
+)
+from tests.integration.broker_harness import (
+    BrokerProcess,
+    start_broker_process,
+    stop_broker_process,
+)
+
+TOPIC = "spread"
+PARTITIONS = 4
+HOSTS = {"127.0.0.2": (1, "rack-a"), "127.0.0.3": (3, "rack-b")}  # base node id, rack
+RACKS = {1: "rack-a", 2: "rack-a", 3: "rack-b", 4: "rack-b"}
+SESSION_TIMEOUT_MS = 3000
+
+
+def consecutive_free_ports(host: str, count: int) -> int:
+    """A port p with p..p+count-1 free (process i binds the configured port + i)."""
+    for _ in range(50):
+        port = free_port(host)
+        try:
+            for offset in range(1, count):
+                with socket.socket() as sock:
+                    sock.bind((host, port + offset))
+        except OSError:
+            continue
+        return port
+    raise AssertionError(f"no {count} consecutive free ports on {host}")
+
+
+@pytest.fixture
+def supervisors(tmp_path: Path, zookeeper_connect: str) -> Iterator[dict[str, BrokerProcess]]:
+    def start(address: str) -> BrokerProcess:
+        node_id, rack = HOSTS[address]
+        port = consecutive_free_ports(address, 2)
+        return start_broker_process(
+            tmp_path / f"host-{rack}",
+            {
+                "listeners": f"PLAINTEXT://{address}:{port}",
+                "process.count": "2",
+                "node.id": str(node_id),
+                "broker.rack": rack,
+                "zookeeper.connect": zookeeper_connect,
+                "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                "replica.lag.time.max.ms": "3000",
+                # Short retries: a host's processes stop together, so one may ask a
+                # controller that is stopping too, and the last host has nowhere to
+                # move its leaderships to.
+                "controlled.shutdown.retry.backoff.ms": "200",
+                "controlled.shutdown.max.retries": "10",
+                "num.network.threads": "1",
+                "num.io.threads": "2",
+            },
+            timeout_s=2 * WAIT_S,
+        )
+
+    started: dict[str, BrokerProcess] = {}
+    try:
+        with ThreadPoolExecutor(len(HOSTS)) as pool:
+            for address, future in [(a, pool.submit(start, a)) for a in HOSTS]:
+                started[address] = future.result()
+        yield started
+    finally:
+        for host in started.values():
+            stop_broker_process(host, signal.SIGTERM, timeout_s=WAIT_S)
+
+
+def brokers(address: str, port: int) -> dict[int, tuple[str, int, str | None]]:
+    """Each broker's advertised host, port and rack as Metadata names them."""
+
+    async def ask() -> MetadataResponse:
+        with trio.fail_after(10):
+            async with await KafkaConnection.connect(address, port, "racks") as connection:
+                response: MetadataResponse = await connection.request(MetadataRequest(topics=()), 9)
+                return response
+
+    return {b.node_id: (b.host, b.port, b.rack) for b in trio.run(ask).brokers}
+
+
+def test_two_hosts_of_two_processes_each_form_one_cluster_that_survives_a_killed_process(
+    supervisors: dict[str, BrokerProcess],
+) -> None:
+    servers = ",".join(f"{address}:{host.port}" for address, host in supervisors.items())
+    wait_until("four brokers registered", lambda: registered(servers) == {1, 2, 3, 4})
+    first = supervisors["127.0.0.2"]
+    # Process i of a host: node.id + i on the listener's port + i, with the host's rack.
+    known = brokers("127.0.0.2", first.port)
+    assert {node: rack for node, (_host, _port, rack) in known.items()} == RACKS
+    for base, address in ((1, "127.0.0.2"), (3, "127.0.0.3")):
+        assert {known[base][0], known[base + 1][0]} == {address}
+        assert known[base + 1][1] == known[base][1] + 1
+        assert supervisors[address].port in (known[base][1], known[base + 1][1])
+
+    admin = AdminClient({"bootstrap.servers": servers})
+    created = admin.create_topics(
+        [NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=2)]
+    )
+    created[TOPIC].result(timeout=WAIT_S)
+    views = partitions(servers, TOPIC)
+    assert len(views) == PARTITIONS
+    for index, view in views.items():
+        assert {RACKS[node] for node in view.replicas} == {"rack-a", "rack-b"}, (index, view)
+
+    # Kill -9 a process of the first host that leads a partition, under load; its
+    # supervisor starts it again once ZooKeeper has ended the dead process's session.
+    node = min((view.leader for view in views.values() if view.leader in (1, 2)), default=2)
+    index = node - 1
+    load = ProducerLoad(servers, TOPIC, PARTITIONS, count=400, duration_s=8.0)
+    load.start()
+    wait_until(
+        "records acknowledged", lambda: sum(len(h.acknowledged) for h in load.histories) > 50
+    )
+    victim = child_pids(first.process.pid)[index]
+    os.kill(victim, signal.SIGKILL)
+    wait_until(
+        f"node {node} restarted by its supervisor",
+        lambda: (
+            f"broker process {index} (node {node}) exited with -9" in first.log_text()
+            and child_pids(first.process.pid).get(index, victim) != victim
+            and registered(servers) == {1, 2, 3, 4}
+        ),
+    )
+    history = load.join()
+    assert not load.fatal
+
+    def full_isr() -> bool:
+        now = partitions(servers, TOPIC)
+        return all(len(v.isr) == 2 and v.leader >= 0 for v in now.values())
+
+    wait_until("every partition back to its full ISR", full_isr)
+    assert len(history.acknowledged) > 50, "too few records were acknowledged"
+    assert not anomalies(history, read_back(servers, TOPIC, PARTITIONS))
+
+    # SIGTERM: the supervisor stops each process with its controlled shutdown, which
+    # hands its leaderships to the other host first.
+    assert stop_broker_process(first, signal.SIGTERM, timeout_s=WAIT_S) == 0
+    assert first.log_text().count("controlled shutdown succeeded") == 2
+    second = supervisors["127.0.0.3"]
+    left = partitions(f"127.0.0.3:{second.port}", TOPIC)
+    assert {view.leader for view in left.values()} <= {3, 4}, left
