@@ -14,10 +14,8 @@ from typing import Protocol
 
 from broker.broker_context import Service
 from broker.cluster.cluster_image import ClusterImage
-from broker.cluster.marker_router import RoutingMarkerWriter
 from broker.cluster.peer_channel import PeerClient
 from broker.cluster.placement import coordinator_shard
-from broker.cluster.txn_verification import TransactionVerifier, VerificationGuards
 from broker.log.partition_log import PartitionLog
 from broker.remote_partition import RemotePartition
 from broker.topology import (
@@ -29,6 +27,8 @@ from broker.topology import (
 from broker.topology import (
     TransactionVerifier as VerifyPartition,
 )
+from broker.transaction.marker_router import RoutingMarkerWriter
+from broker.transaction.txn_verification import TransactionVerifier, VerificationGuards
 
 
 class ClusterLog(Protocol):

@@ -25,7 +25,7 @@ from typing import Any
 import trio
 
 from broker.client.connection import ConnectionClosed, KafkaConnection
-from broker.errors import KafkaError
+from broker.errors import KafkaError, PeerUnavailable
 from broker.net.internal_listener import InternalListener
 from broker.net.request import CLUSTER_PRINCIPAL
 from broker.protocol.api import ApiKey
@@ -44,10 +44,6 @@ PEER_APIS = frozenset({ApiKey.WRITE_TXN_MARKERS, ApiKey.ADD_PARTITIONS_TO_TXN})
 
 def socket_path(socket_dir: Path, node_id: int) -> Path:
     return socket_dir / f"node-{node_id}.sock"
-
-
-class PeerUnavailable(Exception):
-    """The process could not be reached or did not answer (it may be restarting)."""
 
 
 def peer_listener(socket_dir: Path, node_id: int) -> InternalListener:

@@ -4,7 +4,7 @@ the markers that end a transaction, timeouts and expiration.
 
 The markers go through a `MarkerWriter`: local appends with one process, and
 WriteTxnMarkers to the leading process for partitions another process leads
-(broker/cluster/marker_router.py). They are written before EndTxn is answered: the client
+(broker/transaction/marker_router.py). They are written before EndTxn is answered: the client
 then sees its transaction complete, where Kafka answers after PrepareCommit and
 lets a retriable CONCURRENT_TRANSACTIONS cover the gap. The order of durable
 steps is Kafka's: the Prepare state is journalled before any marker, the

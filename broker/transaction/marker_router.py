@@ -22,9 +22,8 @@ import attrs
 import tenacity
 import trio
 
-from broker.cluster.peer_channel import PeerUnavailable
-from broker.errors import KafkaError
-from broker.handlers.write_txn_markers import GROUP_MARKER_TOPIC
+from broker.coordinator.group_metadata_partition import CONSUMER_OFFSETS as GROUP_MARKER_TOPIC
+from broker.errors import KafkaError, PeerUnavailable
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages.write_txn_markers_request import (
     WritableTxnMarker,
