@@ -97,12 +97,14 @@ class ClusterTopology:
     def group_shard(self, key: str) -> int:
         return coordinator_shard(key, self._count)
 
-    def coordinator_node(self, key: str) -> int:
+    def coordinator_node(self, key: str, *, transaction: bool = False) -> int:
         """Transactional ids are placed by the groups' rule (Kafka hashes both onto
         the partitions of their topic, `__transaction_state` and `__consumer_offsets`)."""
         return self._base_node_id + self.group_shard(key)
 
-    def locate_coordinator(self, key: str, listener_name: str) -> BrokerAddress | None:
+    def locate_coordinator(
+        self, key: str, listener_name: str, *, transaction: bool = False
+    ) -> BrokerAddress | None:
         node = self.coordinator_node(key)
         if not self.image.is_alive(node):
             return None

@@ -129,18 +129,25 @@ class RoutingMarkerWriter:
         my_node: int,
         leader_of: Callable[[str, int], int | None],
         group_shard: Callable[[str], int],
-        base_node: int,
+        base_node: int = 0,
+        group_node: Callable[[str], int] | None = None,
         delivery_timeout_s: float = MARKER_DELIVERY_TIMEOUT_S,
     ) -> None:
+        """A group's marker goes to `group_node(group)` where given (the hosts: the
+        leader of `__consumer_offsets`-0), else to `base_node` + its shard (the
+        processes of one host)."""
         self._local = local
         self._sender = sender
         self._my_node = my_node
         self._leader_of = leader_of
         self._group_shard = group_shard
         self._base_node = base_node
+        self._group_node_of = group_node
         self.delivery_timeout_s = delivery_timeout_s
 
     def _group_node(self, group: str) -> int:
+        if self._group_node_of is not None:
+            return self._group_node_of(group)
         return self._base_node + self._group_shard(group)
 
     async def write_markers(
