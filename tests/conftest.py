@@ -47,6 +47,7 @@ SLOW_TESTS = frozenset(
         "tests/hosts/test_hosts_cluster.py",
         "tests/hosts/test_corrupt_replica_repair.py",
         "tests/hosts/test_internal_state.py",
+        "tests/hosts/test_transactions_across_hosts.py",
         "tests/hosts/test_controlled_shutdown.py",
         "tests/hosts/test_faults.py",
         "tests/console/test_console_browser.py",  # a real browser

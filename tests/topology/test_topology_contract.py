@@ -98,8 +98,13 @@ def test_a_key_has_one_coordinator_and_only_it_owns_the_key(deployed: Deployed, 
     topology = deployed.topology
     node = topology.coordinator_node(key)
     assert topology.owns_group(key) == (node == topology.node_id)
-    assert topology.owns_transaction(key) == (node == topology.node_id)
     assert topology.locate_coordinator(key, LISTENER) == (node, *endpoint(node))
+    txn_node = topology.coordinator_node(key, transaction=True)
+    assert topology.owns_transaction(key) == (txn_node == topology.node_id)
+    assert topology.locate_coordinator(key, LISTENER, transaction=True) == (
+        txn_node,
+        *endpoint(txn_node),
+    )
 
 
 def test_the_broker_owns_exactly_one_group_shard(deployed: Deployed) -> None:
