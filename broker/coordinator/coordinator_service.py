@@ -47,6 +47,10 @@ from broker.coordinator.replicated_offset_store import (
     OffsetReplicator,
     ReplicatedOffsetStore,
 )
+from broker.coordinator.replicated_pending_offsets import (
+    ReplicatedPendingOffsets,
+    is_pending_key,
+)
 from broker.errors import KafkaError
 from broker.protocol.error_codes import ErrorCode
 from broker.topology import Topology
@@ -92,7 +96,11 @@ class GroupCoordinatorService:
         self._wakeup = trio.Event()
         self._sleeping_until = math.inf
         self._journal_changed = trio.Event()
-        self.pending_transactions = PendingTransactionalOffsets(directory)
+        self.pending_transactions = (
+            PendingTransactionalOffsets(directory)
+            if self._replicator is None
+            else ReplicatedPendingOffsets(self._replicator.enqueue)
+        )
         self.consumer_groups = ConsumerGroupCoordinator(config.consumer)
 
     @property
@@ -220,7 +228,10 @@ class GroupCoordinatorService:
         self._replicator.drop_pending()
         if self._coordinator is not None:
             _answer_waiting_members(self._coordinator, ErrorCode.NOT_COORDINATOR)
-        skipped = store.reset(records)
+        pending = self.pending_transactions
+        if isinstance(pending, ReplicatedPendingOffsets):
+            pending.reset(r for r in records if is_pending_key(r[0]))
+        skipped = store.reset(r for r in records if not is_pending_key(r[0]))
         self._coordinator = GroupCoordinator(self.config, store, wall_ms(), self.now())
         self.consumer_groups = ConsumerGroupCoordinator(self.config.consumer)
         return skipped

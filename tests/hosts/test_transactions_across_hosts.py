@@ -31,6 +31,7 @@ SETTINGS = {
     "zookeeper.session.timeout.ms": "6000",
     "transaction.state.log.replication.factor": "3",
     "offsets.topic.replication.factor": "3",
+    "controlled.shutdown.enable": "false",  # a quicker teardown
 }
 
 
