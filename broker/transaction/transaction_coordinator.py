@@ -129,6 +129,13 @@ class TransactionCoordinator:
         if error is not ErrorCode.NONE:
             raise KafkaError(error, f"the state of {metadata.transactional_id!r} is not stored")
 
+    async def _persist_answer(self, metadata: TransactionMetadata) -> ErrorCode:
+        try:
+            await self._persist(metadata)
+        except KafkaError as exc:
+            return exc.error_code
+        return ErrorCode.NONE
+
     def _refusal(self, transactional_id: str) -> ErrorCode | None:
         """NOT_COORDINATOR for an id another broker coordinates; for one of ours while
         its state loads (a new leader of `__transaction_state`), COORDINATOR_LOAD_IN_PROGRESS."""
@@ -187,7 +194,10 @@ class TransactionCoordinator:
             )
             if error is not ErrorCode.NONE:
                 return InitResult(error)
-            await self._persist(metadata)
+            try:
+                await self._persist(metadata)
+            except KafkaError as exc:
+                return InitResult(exc.error_code)
             log.info(
                 "transactional id %r: producer id %d epoch %d",
                 transactional_id,
@@ -235,8 +245,7 @@ class TransactionCoordinator:
             if metadata.state is TransactionState.ONGOING and wanted <= metadata.partitions:
                 return ErrorCode.NONE
             metadata.add_partitions(wanted, self._clock())
-            await self._persist(metadata)
-            return ErrorCode.NONE
+            return await self._persist_answer(metadata)
 
     async def add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
@@ -249,8 +258,7 @@ class TransactionCoordinator:
             if metadata.state is TransactionState.ONGOING and group_id in metadata.groups:
                 return ErrorCode.NONE
             metadata.add_group(group_id, self._clock())
-            await self._persist(metadata)
-            return ErrorCode.NONE
+            return await self._persist_answer(metadata)
 
     def check_txn_offset_commit(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str

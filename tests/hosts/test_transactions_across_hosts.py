@@ -13,7 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from broker.client.connection import KafkaConnection
 from broker.protocol.error_codes import ErrorCode
@@ -26,6 +32,9 @@ TRANSACTIONAL_ID = "txn-across-hosts-producer"
 BEFORE_KILL = 4
 TRANSACTIONS = 10
 RECORDS_PER_PARTITION = 3
+GROUP = "txn-across-hosts-group"
+"""Each transaction also commits this group's offset of partition 0 to its number + 1
+(TxnOffsetCommit): only a committed transaction's offset may become the group's."""
 DEADLINE_S = 60.0
 SETTINGS = {
     "zookeeper.session.timeout.ms": "6000",
@@ -81,12 +90,15 @@ def values(number: int) -> dict[int, list[bytes]]:
     }
 
 
-def write_transaction(producer: Producer, number: int, commit: bool) -> None:
-    """One transaction over every partition (KafkaException when it did not end)."""
+def write_transaction(producer: Producer, group: object, number: int, commit: bool) -> None:
+    """One transaction over every partition and the group's offset (KafkaException
+    when it did not end)."""
     producer.begin_transaction()
     for partition, records in values(number).items():
         for value in records:
             producer.produce(TOPIC, value, partition=partition)
+    offset = [TopicPartition(TOPIC, 0, number + 1)]
+    producer.send_offsets_to_transaction(offset, group, DEADLINE_S)
     if commit:
         for _ in range(10):
             try:
@@ -99,6 +111,16 @@ def write_transaction(producer: Producer, number: int, commit: bool) -> None:
     else:
         producer.flush(DEADLINE_S)
         producer.abort_transaction(DEADLINE_S)
+
+
+def group_offset(hosts: Hosts) -> int:
+    """The group's committed offset of partition 0 (OffsetFetch, require_stable)."""
+    from tests.interop.kafka_clients import admin
+
+    wanted = ConsumerGroupTopicPartitions(GROUP, [TopicPartition(TOPIC, 0)])
+    futures = admin(hosts.bootstrap).list_consumer_group_offsets([wanted], require_stable=True)
+    (found,) = futures[GROUP].result(timeout=DEADLINE_S).topic_partitions
+    return int(found.offset)
 
 
 def read_committed(hosts: Hosts, expected: int) -> dict[int, list[bytes]]:
@@ -135,6 +157,8 @@ def read_committed(hosts: Hosts, expected: int) -> dict[int, list[bytes]]:
 def test_transactions_carry_on_when_the_coordinators_host_is_killed(hosts: Hosts) -> None:
     create_topic(hosts.bootstrap, TOPIC, PARTITIONS)
     producer = new_producer(hosts)
+    group_member = Consumer({"bootstrap.servers": hosts.bootstrap, "group.id": GROUP})
+    group = group_member.consumer_group_metadata()
     committed: set[int] = set()
     aborted: set[int] = set()
     unknown: set[int] = set()
@@ -147,7 +171,7 @@ def test_transactions_carry_on_when_the_coordinators_host_is_killed(hosts: Hosts
             hosts.hosts[killed].kill()
         commit = number % 3 != 2  # keep in step with meant_to_commit below
         try:
-            write_transaction(producer, number, commit)
+            write_transaction(producer, group, number, commit)
             (committed if commit else aborted).add(number)
         except KafkaException as exc:
             error = exc.args[0]
@@ -167,6 +191,10 @@ def test_transactions_carry_on_when_the_coordinators_host_is_killed(hosts: Hosts
     assert len(committed) >= len(meant_to_commit) - 1, (committed, aborted, unknown)
     assert {n for n in committed if n > BEFORE_KILL}, "no transaction committed after the kill"
     assert transaction_coordinator(hosts, avoid=killed) != killed
+
+    group_member.close()
+    assert group_offset(hosts) - 1 in committed | unknown
+    assert group_offset(hosts) - 1 >= max(committed)
 
     expected = len(committed) * RECORDS_PER_PARTITION * PARTITIONS
     got = read_committed(hosts, expected)
