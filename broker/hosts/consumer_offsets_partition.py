@@ -148,6 +148,15 @@ class ConsumerOffsetsPartition:
         except KafkaError as exc:
             return exc.error_code
         self._leaders.on_append(self._topic, PARTITION)
-        return await self._leaders.wait_for_acks(
+        error = await self._leaders.wait_for_acks(
             self._topic, PARTITION, result.last_offset + 1, APPEND_TIMEOUT_S
         )
+        if error is not ErrorCode.NONE:
+            log.warning(
+                "%s-%d: records up to offset %d not acknowledged by the ISR: %s",
+                self._topic,
+                PARTITION,
+                result.last_offset,
+                error.name,
+            )
+        return error
