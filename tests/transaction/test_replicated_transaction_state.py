@@ -6,6 +6,7 @@ the in-sync replicas, and failed appends reach the client as Kafka maps them."""
 from __future__ import annotations
 
 import trio
+import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -97,11 +98,8 @@ async def test_a_new_leader_loads_then_finishes_what_its_predecessor_left_prepar
         assert answer.error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
         partition.leadership.value = 1
-        with trio.fail_after(5):
-            while coordinator.transactions.get("a") is None or (
-                coordinator.transactions["a"].state is not TransactionState.COMPLETE_COMMIT
-            ):
-                await trio.sleep(0.01)
+        await trio.testing.wait_all_tasks_blocked()  # loaded, then the markers written
+        assert coordinator.transactions["a"].state is TransactionState.COMPLETE_COMMIT
         assert markers.markers == {("t", 0): [(7, 2, True)], ("t", 1): [(7, 2, True)]}
         assert state_from_records(partition.records)["a"].state is (
             TransactionState.COMPLETE_COMMIT
@@ -119,9 +117,8 @@ async def test_a_new_leader_loads_then_finishes_what_its_predecessor_left_prepar
         assert answer.error is ErrorCode.NOT_COORDINATOR
 
         partition.leadership.value = None
-        with trio.fail_after(5):
-            while coordinator.transactions:
-                await trio.sleep(0.01)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not coordinator.transactions
         answer = await coordinator.init_producer_id("b", 30_000)
         assert answer.error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         nursery.cancel_scope.cancel()
