@@ -32,7 +32,11 @@ from broker.coordinator.group_coordinator import (
     GroupOverview,
     OffsetCommitItem,
 )
-from broker.coordinator.group_metadata_partition import GroupMetadataPartition, KeyedRecord
+from broker.coordinator.group_metadata_partition import (
+    GroupMetadataPartition,
+    KeyedRecord,
+    read_while_leading,
+)
 from broker.coordinator.member_metadata import (
     JoinCallback,
     JoinParams,
@@ -60,9 +64,6 @@ log = logging.getLogger(__name__)
 JOURNAL_FLUSH_DELAY_S = 0.2
 """How long journal appends gather before one fsync (commits are acknowledged
 once written to the page cache, as Kafka acknowledges a single-replica append)."""
-
-LOAD_RETRY_S = 1.0
-"""How long a failed read of the group metadata partition waits before the next."""
 
 
 def wall_ms() -> int:
@@ -194,7 +195,7 @@ class GroupCoordinatorService:
             self._reset(store, ())
             if epoch is None:
                 continue
-            records = await self._read_while_leading(partition, epoch)
+            records = await read_while_leading(partition, epoch)
             if records is None or partition.leadership.value != epoch:
                 continue  # moved again while reading: the next value decides
             skipped = self._reset(store, records)
@@ -207,19 +208,6 @@ class GroupCoordinatorService:
                 skipped,
             )
             self._after_change()
-
-    @staticmethod
-    async def _read_while_leading(
-        partition: GroupMetadataPartition, epoch: int
-    ) -> list[KeyedRecord] | None:
-        """The partition's records (None: leadership moved before they could be read)."""
-        while partition.leadership.value == epoch:
-            try:
-                return await partition.read_records()
-            except KafkaError as exc:
-                log.warning("cannot load the groups yet: %s", exc.message)
-                await trio.sleep(LOAD_RETRY_S)
-        return None
 
     def _reset(self, store: ReplicatedOffsetStore, records: Sequence[KeyedRecord]) -> int:
         """The state as `records` say, nothing loaded until the caller says so."""

@@ -23,8 +23,10 @@ import time
 
 import trio
 
-from broker.coordinator.group_metadata_partition import GroupMetadataPartition, KeyedRecord
-from broker.errors import KafkaError
+from broker.coordinator.group_metadata_partition import (
+    GroupMetadataPartition,
+    read_while_leading,
+)
 from broker.transaction.replicated_transaction_log import (
     TRANSACTION_STATE,
     ReplicatedTransactionLog,
@@ -35,8 +37,6 @@ from broker.transaction.transaction_coordinator import TransactionCoordinator
 log = logging.getLogger(__name__)
 
 JOURNAL_FLUSH_DELAY_S = 0.2
-READ_RETRY_S = 0.5
-"""How long a failed read of `__transaction_state` waits before the next."""
 
 
 def wall_ms() -> int:
@@ -104,7 +104,7 @@ class TransactionCoordinatorService:
             if epoch is None:
                 log.info("%s leadership lost: forgetting the transactions", TRANSACTION_STATE)
                 continue
-            records = await _read_while_leading(partition, epoch)
+            records = await read_while_leading(partition, epoch)
             if records is None or partition.leadership.value != epoch:
                 continue
             coordinator.load(state_from_records(records))
@@ -146,16 +146,3 @@ class TransactionCoordinatorService:
                     continue
                 journal.finish_compaction()
             await trio.to_thread.run_sync(journal.flush)
-
-
-async def _read_while_leading(
-    partition: GroupMetadataPartition, epoch: int
-) -> list[KeyedRecord] | None:
-    """The partition's records (None: leadership moved before they could be read)."""
-    while partition.leadership.value == epoch:
-        try:
-            return await partition.read_records()
-        except KafkaError as exc:
-            log.warning("cannot read %s yet: %s", TRANSACTION_STATE, exc.message)
-            await trio.sleep(READ_RETRY_S)
-    return None
