@@ -77,7 +77,9 @@ class LocalMarkers(MarkerWriter, Protocol):
         self, producer_id: int, epoch: int, commit: bool, topic: str, index: int
     ) -> None: ...
 
-    def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None: ...
+    async def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None:
+        """KafkaError when the group coordinator could not store it (replicated)."""
+        ...
 
 
 class Topology(Protocol):

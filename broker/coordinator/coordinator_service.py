@@ -224,6 +224,12 @@ class GroupCoordinatorService:
         self.consumer_groups = ConsumerGroupCoordinator(self.config.consumer)
         return skipped
 
+    async def stored(self) -> ErrorCode:
+        """Once what was changed so far is replicated (NONE at once with journals), or
+        the client's error for the append that failed."""
+        pending = None if self._replicator is None else self._replicator.pending()
+        return ErrorCode.NONE if pending is None else await pending.client_error()
+
     async def replicated(
         self, results: dict[TopicPartition, ErrorCode]
     ) -> dict[TopicPartition, ErrorCode]:

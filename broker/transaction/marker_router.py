@@ -205,7 +205,7 @@ class RoutingMarkerWriter:
             await self._local.write_partition_marker(producer_id, epoch, commit, topic, index)
             remaining_partitions.discard((topic, index))
         if route.local_groups:
-            self._local.write_group_marker(producer_id, epoch, commit)
+            await self._local.write_group_marker(producer_id, epoch, commit)
             remaining_groups -= set(route.local_groups)
         nodes = set(route.remote_partitions) | set(route.remote_groups)
         async with trio.open_nursery() as nursery:

@@ -81,8 +81,13 @@ class LocalMarkerWriter:
             if error is not ErrorCode.NONE:
                 raise KafkaError(error, f"the marker of {topic}-{index} is not replicated")
 
-    def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None:
+    async def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None:
+        """The group coordinator commits or drops the producer's pending offsets; where
+        they are kept in a replicated `__consumer_offsets`, once the ISR holds that."""
         self._groups.complete_transaction(producer_id, epoch, commit)
+        error = await self._groups.stored()
+        if error is not ErrorCode.NONE:
+            raise KafkaError(error, f"the group marker of producer {producer_id} is not stored")
 
     async def write_markers(
         self,
@@ -95,7 +100,7 @@ class LocalMarkerWriter:
         for topic, index in partitions:
             await self.write_partition_marker(producer_id, epoch, commit, topic, index)
         if any(True for _ in groups):
-            self.write_group_marker(producer_id, epoch, commit)
+            await self.write_group_marker(producer_id, epoch, commit)
 
 
 class GroupOffsetSink:

@@ -53,7 +53,7 @@ class FakeLocal:
     ) -> None:
         self.partitions.append((producer_id, commit, topic, index))
 
-    def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None:
+    async def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None:
         self.groups.append((producer_id, commit))
 
 

@@ -133,7 +133,7 @@ class RecordingMarkers:
     ) -> None:
         self.partitions.append((topic, index))
 
-    def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None:
+    async def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None:
         self.groups += 1
 
     async def write_markers(
@@ -147,7 +147,7 @@ class RecordingMarkers:
         for topic, index in partitions:
             await self.write_partition_marker(producer_id, epoch, commit, topic, index)
         if list(groups):
-            self.write_group_marker(producer_id, epoch, commit)
+            await self.write_group_marker(producer_id, epoch, commit)
 
 
 async def test_markers_for_partitions_and_groups_of_this_broker_are_appended_here(
