@@ -18,3 +18,8 @@ class KafkaError(Exception):
         super().__init__(message or error_code.name)
         self.error_code = error_code
         self.message = message or error_code.name
+
+
+class PeerUnavailable(Exception):
+    """Another broker (a process of the cluster, or a host) could not be reached or did
+    not answer an inter-broker request (it may be restarting)."""

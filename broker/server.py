@@ -147,7 +147,12 @@ class KafkaServer:
         )
         self.services.append(groups)
         add_group_coordinator(context, topology, groups, self.log_manager)
-        local_markers = LocalMarkerWriter(self.log_manager, groups, on_marker=topology.on_marker)
+        local_markers = LocalMarkerWriter(
+            self.log_manager,
+            groups,
+            on_marker=topology.on_marker,
+            replication=deployment.replication,
+        )
         transactions = add_transaction_coordinator(
             context,
             topology,
@@ -156,6 +161,7 @@ class KafkaServer:
             local_markers,
             journal_dir=deployment.transaction_journal_dir,
             complete_before_serving=deployment.complete_transactions_before_serving,
+            partition=deployment.transaction_state_partition,
         )
         self.services.append(transactions.service)
         add_data_apis(

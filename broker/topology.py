@@ -77,7 +77,9 @@ class LocalMarkers(MarkerWriter, Protocol):
         self, producer_id: int, epoch: int, commit: bool, topic: str, index: int
     ) -> None: ...
 
-    def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None: ...
+    async def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None:
+        """KafkaError when the group coordinator could not store it (replicated)."""
+        ...
 
 
 class Topology(Protocol):
@@ -107,14 +109,18 @@ class Topology(Protocol):
 
     def controller_id(self) -> int: ...
 
-    def coordinator_node(self, key: str) -> int:
-        """The node coordinating a group id or a transactional id (one rule for both,
-        as Kafka hashes both onto the partitions of their internal topics)."""
+    def coordinator_node(self, key: str, *, transaction: bool = False) -> int:
+        """The node coordinating a group id or (`transaction`) a transactional id (one
+        rule for both where Kafka hashes both onto the partitions of their internal
+        topics; among hosts, the leaders of `__consumer_offsets` and
+        `__transaction_state`)."""
         ...
 
-    def locate_coordinator(self, key: str, listener_name: str) -> BrokerAddress | None:
-        """FindCoordinator's answer for a group or transactional id; None while that
-        node is down (COORDINATOR_NOT_AVAILABLE)."""
+    def locate_coordinator(
+        self, key: str, listener_name: str, *, transaction: bool = False
+    ) -> BrokerAddress | None:
+        """FindCoordinator's answer for a group or (`transaction`) a transactional id;
+        None while that node is down (COORDINATOR_NOT_AVAILABLE)."""
         ...
 
     def owns_group(self, group_id: str) -> bool:
@@ -182,10 +188,12 @@ class SingleProcessTopology:
     def controller_id(self) -> int:
         return self._node_id
 
-    def coordinator_node(self, key: str) -> int:
+    def coordinator_node(self, key: str, *, transaction: bool = False) -> int:
         return self._node_id
 
-    def locate_coordinator(self, key: str, listener_name: str) -> BrokerAddress | None:
+    def locate_coordinator(
+        self, key: str, listener_name: str, *, transaction: bool = False
+    ) -> BrokerAddress | None:
         return (self._node_id, *self._advertised(listener_name))
 
     def owns_group(self, group_id: str) -> bool:

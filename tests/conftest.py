@@ -48,6 +48,7 @@ SLOW_TESTS = frozenset(
         "tests/hosts/test_corrupt_replica_repair.py",
         "tests/hosts/test_internal_state.py",
         "tests/hosts/test_internal_state_consumer_groups.py",
+        "tests/hosts/test_transactions_across_hosts.py",
         "tests/hosts/test_controlled_shutdown.py",
         "tests/hosts/test_faults.py",
         "tests/hosts/test_host_supervisors.py",

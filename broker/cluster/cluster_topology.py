@@ -14,10 +14,8 @@ from typing import Protocol
 
 from broker.broker_context import Service
 from broker.cluster.cluster_image import ClusterImage
-from broker.cluster.marker_router import RoutingMarkerWriter
 from broker.cluster.peer_channel import PeerClient
 from broker.cluster.placement import coordinator_shard
-from broker.cluster.txn_verification import TransactionVerifier, VerificationGuards
 from broker.log.partition_log import PartitionLog
 from broker.remote_partition import RemotePartition
 from broker.topology import (
@@ -29,6 +27,8 @@ from broker.topology import (
 from broker.topology import (
     TransactionVerifier as VerifyPartition,
 )
+from broker.transaction.marker_router import RoutingMarkerWriter
+from broker.transaction.txn_verification import TransactionVerifier, VerificationGuards
 
 
 class ClusterLog(Protocol):
@@ -97,12 +97,14 @@ class ClusterTopology:
     def group_shard(self, key: str) -> int:
         return coordinator_shard(key, self._count)
 
-    def coordinator_node(self, key: str) -> int:
+    def coordinator_node(self, key: str, *, transaction: bool = False) -> int:
         """Transactional ids are placed by the groups' rule (Kafka hashes both onto
         the partitions of their topic, `__transaction_state` and `__consumer_offsets`)."""
         return self._base_node_id + self.group_shard(key)
 
-    def locate_coordinator(self, key: str, listener_name: str) -> BrokerAddress | None:
+    def locate_coordinator(
+        self, key: str, listener_name: str, *, transaction: bool = False
+    ) -> BrokerAddress | None:
         node = self.coordinator_node(key)
         if not self.image.is_alive(node):
             return None

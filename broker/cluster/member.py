@@ -110,6 +110,7 @@ class ClusterMember:
         self.group_journal_dir = shard_dir(self.log_dir, process_index)
         self.group_journal_dir.mkdir(parents=True, exist_ok=True)
         self.group_metadata_partition = None
+        self.transaction_state_partition = None
         self.transaction_journal_dir = transaction_shard_dir(self.log_dir, process_index)
         # Other processes may be starting too: their markers must not hold up ours.
         self.complete_transactions_before_serving = False

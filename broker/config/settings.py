@@ -173,6 +173,10 @@ class TransactionSettings:
     remove_expired_transaction_cleanup_interval_ms: int = attrs.field(
         metadata=_k("transaction.remove.expired.transaction.cleanup.interval.ms")
     )
+    state_log_replication_factor: int = attrs.field(
+        metadata=_k("transaction.state.log.replication.factor")
+    )
+    state_log_min_isr: int = attrs.field(metadata=_k("transaction.state.log.min.isr"))
 
 
 @attrs.frozen(slots=True)

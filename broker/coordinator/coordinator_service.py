@@ -33,7 +33,11 @@ from broker.coordinator.group_coordinator import (
     GroupOverview,
     OffsetCommitItem,
 )
-from broker.coordinator.group_metadata_partition import GroupMetadataPartition, KeyedRecord
+from broker.coordinator.group_metadata_partition import (
+    GroupMetadataPartition,
+    KeyedRecord,
+    read_while_leading,
+)
 from broker.coordinator.member_metadata import (
     JoinCallback,
     JoinParams,
@@ -48,6 +52,10 @@ from broker.coordinator.replicated_offset_store import (
     OffsetReplicator,
     ReplicatedOffsetStore,
 )
+from broker.coordinator.replicated_pending_offsets import (
+    ReplicatedPendingOffsets,
+    is_pending_key,
+)
 from broker.errors import KafkaError
 from broker.protocol.error_codes import ErrorCode
 from broker.topology import Topology
@@ -57,9 +65,6 @@ log = logging.getLogger(__name__)
 JOURNAL_FLUSH_DELAY_S = 0.2
 """How long journal appends gather before one fsync (commits are acknowledged
 once written to the page cache, as Kafka acknowledges a single-replica append)."""
-
-LOAD_RETRY_S = 1.0
-"""How long a failed read of the group metadata partition waits before the next."""
 
 
 def wall_ms() -> int:
@@ -93,7 +98,11 @@ class GroupCoordinatorService:
         self._wakeup = trio.Event()
         self._sleeping_until = math.inf
         self._journal_changed = trio.Event()
-        self.pending_transactions = PendingTransactionalOffsets(directory)
+        self.pending_transactions = (
+            PendingTransactionalOffsets(directory)
+            if self._replicator is None
+            else ReplicatedPendingOffsets(self._replicator.enqueue)
+        )
         self.consumer_groups = ConsumerGroupCoordinator(config.consumer)
 
     @property
@@ -189,7 +198,7 @@ class GroupCoordinatorService:
             self._reset(store, ())
             if epoch is None:
                 continue
-            records = await self._read_while_leading(partition, epoch)
+            records = await read_while_leading(partition, epoch)
             if records is None or partition.leadership.value != epoch:
                 continue  # moved again while reading: the next value decides
             skipped = self._reset(store, records)
@@ -203,19 +212,6 @@ class GroupCoordinatorService:
             )
             self._after_change()
 
-    @staticmethod
-    async def _read_while_leading(
-        partition: GroupMetadataPartition, epoch: int
-    ) -> list[KeyedRecord] | None:
-        """The partition's records (None: leadership moved before they could be read)."""
-        while partition.leadership.value == epoch:
-            try:
-                return await partition.read_records()
-            except KafkaError as exc:
-                log.warning("cannot load the groups yet: %s", exc.message)
-                await trio.sleep(LOAD_RETRY_S)
-        return None
-
     def _reset(self, store: ReplicatedOffsetStore, records: Sequence[KeyedRecord]) -> int:
         """The state as `records` say, nothing loaded until the caller says so."""
         assert self._replicator is not None
@@ -223,7 +219,10 @@ class GroupCoordinatorService:
         self._replicator.drop_pending()
         if self._coordinator is not None:
             _answer_waiting_members(self._coordinator, ErrorCode.NOT_COORDINATOR)
-        skipped = store.reset(records)
+        pending = self.pending_transactions
+        if isinstance(pending, ReplicatedPendingOffsets):
+            pending.reset(r for r in records if is_pending_key(r[0]))
+        skipped = store.reset(r for r in records if not is_pending_key(r[0]))
         self._coordinator = GroupCoordinator(self.config, store, wall_ms(), self.now())
         self._load_consumer_groups()
         return skipped

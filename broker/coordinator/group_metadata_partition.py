@@ -13,12 +13,20 @@ acknowledged once every in-sync replica holds it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Protocol
 
+import trio
 import trio_util
 
+from broker.errors import KafkaError
 from broker.protocol.error_codes import ErrorCode
+
+log = logging.getLogger(__name__)
+
+READ_RETRY_S = 1.0
+"""How long a failed read of the partition waits before the next."""
 
 CONSUMER_OFFSETS = "__consumer_offsets"
 
@@ -41,3 +49,17 @@ class GroupMetadataPartition(Protocol):
         """Append the records as the leader and wait until every in-sync replica holds
         them: NONE, or the error Produce with acks=all would have answered."""
         ...
+
+
+async def read_while_leading(
+    partition: GroupMetadataPartition, epoch: int
+) -> list[KeyedRecord] | None:
+    """The partition's records as a new leader loads them, reads that fail retried (None:
+    leadership moved before they could be read)."""
+    while partition.leadership.value == epoch:
+        try:
+            return await partition.read_records()
+        except KafkaError as exc:
+            log.warning("cannot load the partition's records yet: %s", exc.message)
+            await trio.sleep(READ_RETRY_S)
+    return None

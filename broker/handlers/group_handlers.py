@@ -101,7 +101,11 @@ class FindCoordinatorHandler:
                 key=key, node_id=-1, host="", port=-1, error_code=refused, error_message=None
             )
         if key_type in (COORDINATOR_TYPE_GROUP, COORDINATOR_TYPE_TRANSACTION):
-            found = self._topology.locate_coordinator(key, request.context.listener_name)
+            found = self._topology.locate_coordinator(
+                key,
+                request.context.listener_name,
+                transaction=key_type == COORDINATOR_TYPE_TRANSACTION,
+            )
             if found is None:
                 return Coordinator(
                     key=key,

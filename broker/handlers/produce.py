@@ -165,7 +165,7 @@ class ProduceHandler:
         self, body: ProduceRequest, parsed: list[list[ParsedHeader]], writable: set[str]
     ) -> None:
         """Asks about every transactional partition of the request at once, so that where
-        each question is a round trip to another process (broker/cluster/txn_verification.py)
+        each question is a round trip to another process (broker/transaction/txn_verification.py)
         the partitions do not wait in turn; the appends that follow find the answers kept
         (a refusal is asked again there and reported with its partition)."""
         verifier = self.transaction_verifier

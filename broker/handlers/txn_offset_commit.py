@@ -87,7 +87,9 @@ class TxnOffsetCommitHandler:
                     body.group_id, body.producer_id, body.producer_epoch, offsets
                 )
             error = producer_fenced_for(request.api_version, FENCED_FROM, error)
-            results.update(dict.fromkeys(offsets, error))
+            # Answered once the pending offsets are replicated (a replicated partition).
+            stored = await self._groups.replicated(dict.fromkeys(offsets, ErrorCode(error)))
+            results.update(stored)
         return self._response(body, results)
 
     @staticmethod

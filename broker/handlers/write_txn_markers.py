@@ -68,7 +68,7 @@ class WriteTxnMarkersHandler:
             if topic == GROUP_MARKER_TOPIC:
                 if not self._owns_group_shard(index):
                     return ErrorCode.NOT_COORDINATOR
-                self._markers.write_group_marker(
+                await self._markers.write_group_marker(
                     marker.producer_id, marker.producer_epoch, marker.transaction_result
                 )
             else:

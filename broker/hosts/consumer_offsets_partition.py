@@ -11,6 +11,10 @@ state survives whatever a partition's acknowledged records survive. One partitio
 not Kafka's 50: every group moves with it at once, and there is no per-partition
 loading and unloading of group subsets to get wrong; the cost is that one broker
 coordinates every group.
+
+`__transaction_state`-0 is kept the same way (the same class, given the topic, its
+`transaction.state.log.replication.factor` and `transaction.state.log.min.isr`): its
+leader is the transaction coordinator.
 """
 
 from __future__ import annotations
@@ -51,9 +55,22 @@ class ConsumerOffsetsPartition:
         logs: ZooKeeperLogManager,
         leaders: PartitionLeaders,
         live_brokers: trio_util.AsyncValue[Mapping[int, BrokerRegistration]],
+        *,
+        topic: str = CONSUMER_OFFSETS,
+        replication_factor: int | None = None,
+        min_insync: int = 2,
     ) -> None:
+        """`replication_factor` None: `offsets.topic.replication.factor`; `min_insync`
+        applies from three replicas up (1 below)."""
         self._node_id = config.node_id
-        self._replication_factor = config.groups.offsets_topic_replication_factor
+        self._topic = topic
+        self._partition = TopicPartition(topic, PARTITION)
+        self._replication_factor = (
+            config.groups.offsets_topic_replication_factor
+            if replication_factor is None
+            else replication_factor
+        )
+        self._min_insync = min_insync
         self._logs = logs
         self._leaders = leaders
         self._live = live_brokers
@@ -69,33 +86,33 @@ class ConsumerOffsetsPartition:
             nursery.start_soon(self._create_when_wanted)
             task_status.started()
             async for leading in self._leaders.leading.eventual_values():
-                epoch = leading.get(OFFSETS_PARTITION)
-                if self._logs.replica_log(CONSUMER_OFFSETS, PARTITION) is None:
+                epoch = leading.get(self._partition)
+                if self._logs.replica_log(self._topic, PARTITION) is None:
                     epoch = None
                 self.leadership.value = epoch
 
     async def _create_when_wanted(self) -> None:
         while True:
             await self._wanted.wait()
-            if self._logs.topic(CONSUMER_OFFSETS) is None:
+            if self._logs.topic(self._topic) is None:
                 await self._create()
             self._wanted = trio.Event()
 
     async def _create(self) -> None:
         replicas = max(1, min(self._replication_factor, len(self._live.value)))
-        min_insync = 2 if replicas >= MIN_INSYNC_FROM_REPLICAS else 1
+        min_insync = min(self._min_insync, replicas) if replicas >= MIN_INSYNC_FROM_REPLICAS else 1
         configs = {"cleanup.policy": "compact", "min.insync.replicas": str(min_insync)}
         try:
-            await self._logs.create_topic(CONSUMER_OFFSETS, 1, replicas, configs)
+            await self._logs.create_topic(self._topic, 1, replicas, configs)
         except KafkaError as exc:
             if exc.error_code is not ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.warning("cannot create %s yet: %s", CONSUMER_OFFSETS, exc.message)
+                log.warning("cannot create %s yet: %s", self._topic, exc.message)
             return
-        log.info("created %s with %d replicas", CONSUMER_OFFSETS, replicas)
+        log.info("created %s with %d replicas", self._topic, replicas)
 
     # -- GroupMetadataPartition --
     async def read_records(self) -> list[KeyedRecord]:
-        partition_log = self._logs.replica_log(CONSUMER_OFFSETS, PARTITION)
+        partition_log = self._logs.replica_log(self._topic, PARTITION)
         if partition_log is None:
             return []
         records: list[KeyedRecord] = []
@@ -117,10 +134,10 @@ class ConsumerOffsetsPartition:
         return records
 
     async def append(self, records: Sequence[KeyedRecord]) -> ErrorCode:
-        partition_log = self._logs.replica_log(CONSUMER_OFFSETS, PARTITION)
+        partition_log = self._logs.replica_log(self._topic, PARTITION)
         if partition_log is None or self.leadership.value is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        refused = self._leaders.check_produce(CONSUMER_OFFSETS, PARTITION, -1)
+        refused = self._leaders.check_produce(self._topic, PARTITION, -1)
         if refused is not ErrorCode.NONE:
             return refused
         batch = encode_batch(
@@ -130,7 +147,16 @@ class ConsumerOffsetsPartition:
             result = await partition_log.append(batch, read_batch_header(batch))
         except KafkaError as exc:
             return exc.error_code
-        self._leaders.on_append(CONSUMER_OFFSETS, PARTITION)
-        return await self._leaders.wait_for_acks(
-            CONSUMER_OFFSETS, PARTITION, result.last_offset + 1, APPEND_TIMEOUT_S
+        self._leaders.on_append(self._topic, PARTITION)
+        error = await self._leaders.wait_for_acks(
+            self._topic, PARTITION, result.last_offset + 1, APPEND_TIMEOUT_S
         )
+        if error is not ErrorCode.NONE:
+            log.warning(
+                "%s-%d: records up to offset %d not acknowledged by the ISR: %s",
+                self._topic,
+                PARTITION,
+                result.last_offset,
+                error.name,
+            )
+        return error

@@ -5,7 +5,8 @@ and the broker runs as one process. One ZooKeeper session (`KazooCoordinationSto
 serves everything: the membership (registration, live brokers, controller election),
 the `PartitionStateView` the topology and the log read, the `KafkaController`,
 which acts while this broker is elected, the replica fetchers (appends only), and
-`__consumer_offsets`-0, where the group coordinator keeps its state. Brokers learn leadership by watching the
+`__consumer_offsets`-0 and `__transaction_state`-0, where the group and transaction
+coordinators keep their state. Brokers learn leadership by watching the
 state znodes, so the controller's LeaderAndIsr / UpdateMetadata requests are not
 sent (`WatchingBrokers`; docs/replication.md says why).
 """
@@ -37,6 +38,7 @@ from broker.coordination.live_brokers import LiveBrokers
 from broker.coordination.membership import ClusterMembership
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.controlled_shutdown import ControlledShutdownHandler
+from broker.hosts.broker_peers import BrokerPeers
 from broker.hosts.consumer_offsets_partition import ConsumerOffsetsPartition
 from broker.hosts.controlled_shutdown import ControlledShutdown, answer_controlled_shutdown
 from broker.hosts.corrupt_replica_repair import CorruptReplicaRepair
@@ -61,6 +63,7 @@ from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer
 from broker.security.scram_credentials import ScramCredentialStore
 from broker.topology import Topology
+from broker.transaction.replicated_transaction_log import TRANSACTION_STATE
 from broker.wiring.cluster_membership import broker_registration, zookeeper_settings
 
 
@@ -132,12 +135,26 @@ class ZooKeeperDeployment:
         self.group_metadata_partition = ConsumerOffsetsPartition(
             config, self.log_manager, self.replication, self.live_brokers.brokers
         )
+        self.transaction_state_partition = ConsumerOffsetsPartition(
+            config,
+            self.log_manager,
+            self.replication,
+            self.live_brokers.brokers,
+            topic=TRANSACTION_STATE,
+            replication_factor=config.transactions.state_log_replication_factor,
+            min_insync=config.transactions.state_log_min_isr,
+        )
+        self.peers = BrokerPeers(
+            self._node_id, config.network.inter_broker_listener_name, self.live_brokers.brokers
+        )
         self._topology = ZooKeeperTopology(
             self._node_id,
             self.live_brokers.brokers,
             self.election.view,
             self.partition_states,
             self.group_metadata_partition.want_topic,
+            want_transaction_topic=self.transaction_state_partition.want_topic,
+            peers=self.peers,
         )
         self.group_journal_dir = self._log_dir
         self.transaction_journal_dir = self._log_dir
@@ -202,8 +219,9 @@ class ZooKeeperDeployment:
     ) -> list[Service]:
         """The partition states (ZooKeeper connected by then: the membership is the
         first service), the controller, the partition leaders, the replica fetchers,
-        the group coordinator's partition and the repair of corrupt batches from
-        in-sync replicas; the controller answers ControlledShutdown."""
+        the group and transaction coordinators' partitions, the repair of corrupt
+        batches from in-sync replicas, and the connections to other brokers with the
+        KIP-890 verifiers' senders; the controller answers ControlledShutdown."""
         context.apis.add_handler(
             ControlledShutdownHandler(partial(answer_controlled_shutdown, self.controller))
         )
@@ -214,4 +232,7 @@ class ZooKeeperDeployment:
             self.replica_fetchers,
             self.corrupt_replicas,
             self.group_metadata_partition,
+            self.transaction_state_partition,
+            self.peers,
+            *self._topology.services(),
         ]

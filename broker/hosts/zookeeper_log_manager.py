@@ -30,6 +30,7 @@ from broker.config import BrokerConfig
 from broker.coordination.broker_registration import BrokerRegistration, MalformedZnode
 from broker.coordination.partition_state_store import PartitionStateStore
 from broker.coordination.partition_state_znodes import TOPICS_PATH, TopicAssignment, topic_path
+from broker.coordination.producer_id_block import ZooKeeperProducerIds
 from broker.coordination.store import (
     BadVersionError,
     CoordinationStore,
@@ -71,10 +72,6 @@ logger = logging.getLogger(__name__)
 CREATE_WAIT_S = 10.0
 """How long CreateTopics, CreatePartitions, DeleteTopics and config changes wait for
 this broker to apply what the controller (or ZooKeeper) made of them."""
-PRODUCER_ID_NODE_BITS = 10
-"""Producer ids are this broker's own counter with its node id in the low bits, so
-brokers never hand out the same id (node ids below 1024; Kafka's ZooKeeper block
-allocation, `/latest_producer_id_block`, is not built yet)."""
 
 Layout = tuple[tuple[int, bool], ...]
 """Per partition of a topic: its leader, and whether its log here is the topic's."""
@@ -93,6 +90,7 @@ class ZooKeeperLogManager(LogManager):
         self.node_id = node_id
         self._zookeeper = store
         self._states = PartitionStateStore(store)
+        self._zookeeper_producer_ids = ZooKeeperProducerIds(store, node_id)
         self._view = view
         self._live_brokers = live_brokers
         self._replica_logs: dict[tuple[str, int], PartitionLog] = {}
@@ -442,8 +440,14 @@ class ZooKeeperLogManager(LogManager):
         raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, late)
 
     async def allocate_producer_id(self) -> int:
-        counter = await super().allocate_producer_id()
-        return (counter << PRODUCER_ID_NODE_BITS) | (self.node_id % (1 << PRODUCER_ID_NODE_BITS))
+        """From blocks claimed in `/latest_producer_id_block`, as Kafka 2.x's brokers do,
+        so no two brokers (nor one broker's successive transaction coordinators) ever
+        hand out the same id."""
+        async with _zookeeper_errors():
+            try:
+                return await self._zookeeper_producer_ids.allocate()
+            except ValueError as exc:
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) from exc
 
 
 @contextlib.asynccontextmanager

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.coordinator.offset_store import OffsetAndMetadata
@@ -25,6 +26,17 @@ SKIPPED_MARKER_ERRORS = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID
 the partition from the pending set too."""
 
 
+MARKER_REPLICATION_TIMEOUT_S = 5.0
+
+
+class MarkerReplication(Protocol):
+    """The deployment's `replication` (broker/handlers/replica_tracking.py)."""
+
+    async def wait_for_acks(
+        self, topic: str, partition: int, required_offset: int, timeout_s: float
+    ) -> ErrorCode: ...
+
+
 class LocalMarkerWriter:
     def __init__(
         self,
@@ -32,9 +44,14 @@ class LocalMarkerWriter:
         groups: GroupCoordinatorService,
         *,
         on_marker: Callable[[int, str, int], None] = lambda producer_id, topic, index: None,
+        replication: MarkerReplication | None = None,
     ) -> None:
         self._logs = log_manager
         self._groups = groups
+        # Where partitions are replicated a marker counts once every in-sync replica
+        # holds it (Kafka writes markers with acks=all): a new leader must not lack the
+        # marker of a transaction its coordinator has completed.
+        self._replication = replication
         # Told of each partition marker before it is written: a transaction verified
         # there (KIP-890, the topology's `on_marker`) must be verified again.
         self._on_marker = on_marker
@@ -49,7 +66,7 @@ class LocalMarkerWriter:
             log.info("no marker for %s-%d: the partition is gone", topic, index)
             return
         try:
-            await partition.append_control(
+            offset = await partition.append_control(
                 producer_id, epoch, commit=commit, coordinator_epoch=COORDINATOR_EPOCH
             )
         except KafkaError as exc:
@@ -57,9 +74,20 @@ class LocalMarkerWriter:
                 log.info("no marker for %s-%d: %s", topic, index, exc)
                 return
             raise
+        if self._replication is not None:
+            error = await self._replication.wait_for_acks(
+                topic, index, offset + 1, MARKER_REPLICATION_TIMEOUT_S
+            )
+            if error is not ErrorCode.NONE:
+                raise KafkaError(error, f"the marker of {topic}-{index} is not replicated")
 
-    def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None:
+    async def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None:
+        """The group coordinator commits or drops the producer's pending offsets; where
+        they are kept in a replicated `__consumer_offsets`, once the ISR holds that."""
         self._groups.complete_transaction(producer_id, epoch, commit)
+        error = await self._groups.stored()
+        if error is not ErrorCode.NONE:
+            raise KafkaError(error, f"the group marker of producer {producer_id} is not stored")
 
     async def write_markers(
         self,
@@ -72,7 +100,7 @@ class LocalMarkerWriter:
         for topic, index in partitions:
             await self.write_partition_marker(producer_id, epoch, commit, topic, index)
         if any(True for _ in groups):
-            self.write_group_marker(producer_id, epoch, commit)
+            await self.write_group_marker(producer_id, epoch, commit)
 
 
 class GroupOffsetSink:

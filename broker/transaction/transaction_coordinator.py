@@ -4,7 +4,7 @@ the markers that end a transaction, timeouts and expiration.
 
 The markers go through a `MarkerWriter`: local appends with one process, and
 WriteTxnMarkers to the leading process for partitions another process leads
-(broker/cluster/marker_router.py). They are written before EndTxn is answered: the client
+(broker/transaction/marker_router.py). They are written before EndTxn is answered: the client
 then sees its transaction complete, where Kafka answers after PrepareCommit and
 lets a retriable CONCURRENT_TRANSACTIONS cover the gap. The order of durable
 steps is Kafka's: the Prepare state is journalled before any marker, the
@@ -98,6 +98,8 @@ class TransactionCoordinator:
         # Produce verification of a producer this coordinator does not know: with one
         # process that is an error; in a cluster its coordinator is another process.
         self.verify_unknown_producers = True
+        # False while a new leader of `__transaction_state` reads it back.
+        self.loaded = True
 
     def on_change(self) -> None:
         self.changes.value += 1
@@ -112,7 +114,9 @@ class TransactionCoordinator:
             lock = self._locks[transactional_id] = trio.Lock()
         return lock
 
-    def _persist(self, metadata: TransactionMetadata) -> None:
+    async def _persist(self, metadata: TransactionMetadata) -> None:
+        """Write the id's state and wait until it is stored (replicated where the state
+        is kept in `__transaction_state`); KafkaError with the client's error if not."""
         try:
             self.journal.write(metadata)
         except OSError as exc:
@@ -121,6 +125,25 @@ class TransactionCoordinator:
             ) from exc
         self._by_producer[metadata.producer_id] = metadata.transactional_id
         self.on_change()
+        error = await self.journal.stored()
+        if error is not ErrorCode.NONE:
+            raise KafkaError(error, f"the state of {metadata.transactional_id!r} is not stored")
+
+    async def _persist_answer(self, metadata: TransactionMetadata) -> ErrorCode:
+        try:
+            await self._persist(metadata)
+        except KafkaError as exc:
+            return exc.error_code
+        return ErrorCode.NONE
+
+    def _refusal(self, transactional_id: str) -> ErrorCode | None:
+        """NOT_COORDINATOR for an id another broker coordinates; for one of ours while
+        its state loads (a new leader of `__transaction_state`), COORDINATOR_LOAD_IN_PROGRESS."""
+        if not self.owns(transactional_id):
+            return ErrorCode.NOT_COORDINATOR
+        if not self.loaded:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return None
 
     # -- InitProducerId ----------------------------------------------------------------------
     async def init_producer_id(
@@ -130,8 +153,9 @@ class TransactionCoordinator:
         expected_producer_id: int = NO_PRODUCER_ID,
         expected_epoch: int = NO_PRODUCER_EPOCH,
     ) -> InitResult:
-        if not self.owns(transactional_id):
-            return InitResult(ErrorCode.NOT_COORDINATOR)
+        refused = self._refusal(transactional_id)
+        if refused is not None:
+            return InitResult(refused)
         if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
             return InitResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         async with self._lock(transactional_id):
@@ -170,7 +194,10 @@ class TransactionCoordinator:
             )
             if error is not ErrorCode.NONE:
                 return InitResult(error)
-            self._persist(metadata)
+            try:
+                await self._persist(metadata)
+            except KafkaError as exc:
+                return InitResult(exc.error_code)
             log.info(
                 "transactional id %r: producer id %d epoch %d",
                 transactional_id,
@@ -184,10 +211,9 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int
     ) -> TransactionMetadata:
         """The id's metadata, ready for a new step of its transaction, or the error."""
-        if not self.owns(transactional_id):
-            raise KafkaError(
-                ErrorCode.NOT_COORDINATOR, f"{transactional_id!r} is not coordinated here"
-            )
+        refused = self._refusal(transactional_id)
+        if refused is not None:
+            raise KafkaError(refused, f"{transactional_id!r} is not coordinated here")
         metadata = self.transactions.get(transactional_id)
         if metadata is None:
             raise KafkaError(
@@ -219,8 +245,7 @@ class TransactionCoordinator:
             if metadata.state is TransactionState.ONGOING and wanted <= metadata.partitions:
                 return ErrorCode.NONE
             metadata.add_partitions(wanted, self._clock())
-            self._persist(metadata)
-            return ErrorCode.NONE
+            return await self._persist_answer(metadata)
 
     async def add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
@@ -233,8 +258,7 @@ class TransactionCoordinator:
             if metadata.state is TransactionState.ONGOING and group_id in metadata.groups:
                 return ErrorCode.NONE
             metadata.add_group(group_id, self._clock())
-            self._persist(metadata)
-            return ErrorCode.NONE
+            return await self._persist_answer(metadata)
 
     def check_txn_offset_commit(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
@@ -243,8 +267,8 @@ class TransactionCoordinator:
         group must have been added with AddOffsetsToTxn first (what makes this
         coordinator send the group its marker), else the offsets would wait forever.
         Kafka's group coordinator cannot check this; a transaction coordinated by
-        another process is not checked here either (NONE)."""
-        if not self.owns(transactional_id):
+        another process (or while loading) is not checked here either (NONE)."""
+        if not self.owns(transactional_id) or not self.loaded:
             return ErrorCode.NONE
         metadata = self.transactions.get(transactional_id)
         if metadata is None:
@@ -260,8 +284,9 @@ class TransactionCoordinator:
     async def end_txn(
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
     ) -> ErrorCode:
-        if not self.owns(transactional_id):
-            return ErrorCode.NOT_COORDINATOR
+        refused = self._refusal(transactional_id)
+        if refused is not None:
+            return refused
         async with self._lock(transactional_id):
             metadata = self.transactions.get(transactional_id)
             if metadata is None:
@@ -282,7 +307,7 @@ class TransactionCoordinator:
                 return ErrorCode.NONE if state is wanted else ErrorCode.INVALID_TXN_STATE
             if state is TransactionState.ONGOING:
                 metadata.prepare_end(commit, self._clock())
-                self._persist(metadata)
+                await self._persist(metadata)
                 try:
                     await self._complete(metadata)
                 except KafkaError as exc:
@@ -312,7 +337,7 @@ class TransactionCoordinator:
             for group_id, offsets in metadata.pending_offsets.items():
                 self.offsets.commit_transactional_offsets(group_id, offsets)
         metadata.complete(self._clock())
-        self._persist(metadata)
+        await self._persist(metadata)
 
     async def _abort_fencing(self, metadata: TransactionMetadata, why: str) -> None:
         log.info(
@@ -325,7 +350,7 @@ class TransactionCoordinator:
         now = self._clock()
         metadata.fence_epoch(now)
         metadata.prepare_end(False, now)
-        self._persist(metadata)
+        await self._persist(metadata)
         await self._complete(metadata)
 
     # -- background work --------------------------------------------------------------------
@@ -334,14 +359,14 @@ class TransactionCoordinator:
         for tid, metadata in list(self.transactions.items()):
             if metadata.state.is_prepare or metadata.state is TransactionState.PREPARE_EPOCH_FENCE:
                 async with self._lock(tid):
-                    if metadata.state is TransactionState.PREPARE_EPOCH_FENCE:
-                        metadata.prepare_end(False, self._clock())
-                        self._persist(metadata)
-                    if metadata.state.is_prepare:
-                        try:
+                    try:
+                        if metadata.state is TransactionState.PREPARE_EPOCH_FENCE:
+                            metadata.prepare_end(False, self._clock())
+                            await self._persist(metadata)
+                        if metadata.state.is_prepare:
                             await self._complete(metadata)
-                        except KafkaError as exc:
-                            log.warning("transaction %r stays prepared: %s", tid, exc)
+                    except KafkaError as exc:
+                        log.warning("transaction %r stays prepared: %s", tid, exc)
 
     async def abort_timed_out(self) -> int:
         """Kafka's abortTimedOutTransactions: open transactions older than their timeout
@@ -438,8 +463,9 @@ class TransactionCoordinator:
 
         if not transactional_id:
             return every(ErrorCode.INVALID_REQUEST)
-        if not self.owns(transactional_id):
-            return every(ErrorCode.NOT_COORDINATOR)
+        refused = self._refusal(transactional_id)
+        if refused is not None:
+            return every(refused)
         metadata = self.transactions.get(transactional_id)
         if metadata is None or metadata.producer_id != producer_id:
             return every(ErrorCode.INVALID_PRODUCER_ID_MAPPING)

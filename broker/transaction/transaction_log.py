@@ -21,6 +21,7 @@ from typing import Any
 
 from broker.journal_records import decode_records, encode_record
 from broker.log._files import fsync_dir
+from broker.protocol.error_codes import ErrorCode
 from broker.transaction.transaction_metadata import TransactionMetadata
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,11 @@ class TransactionLog:
 
     def write_removal(self, transactional_id: str) -> None:
         self._append(encode_record({"id": transactional_id, "dead": True}))
+
+    async def stored(self) -> ErrorCode:
+        """Once what was written so far is as durable as an answer needs: at once here
+        (the page cache); the replicated log waits for the in-sync replicas."""
+        return ErrorCode.NONE
 
     def _append(self, data: bytes) -> None:
         if self._fd < 0:

@@ -7,6 +7,13 @@ transactions every `transaction.abort.timed.out.transaction.cleanup.interval.ms`
 (also retrying prepared ones whose markers failed), one forgets idle ids every
 `transaction.remove.expired.transaction.cleanup.interval.ms`, and one fsyncs the
 journal shortly after it changes. On cancel the journal is fsynced and closed.
+
+With the state in the replicated `__transaction_state` (hosts coordinated through
+ZooKeeper; `ReplicatedTransactionLog`) there is no journal to load: each time this
+broker becomes the partition's leader the coordinator reads its log back (answering
+COORDINATOR_LOAD_IN_PROGRESS meanwhile), then completes or aborts the transactions left
+in PREPARE_COMMIT / PREPARE_ABORT by the coordinator before it, as Kafka's
+TransactionStateManager does on loading; when it stops leading, it forgets them.
 """
 
 from __future__ import annotations
@@ -16,6 +23,15 @@ import time
 
 import trio
 
+from broker.coordinator.group_metadata_partition import (
+    GroupMetadataPartition,
+    read_while_leading,
+)
+from broker.transaction.replicated_transaction_log import (
+    TRANSACTION_STATE,
+    ReplicatedTransactionLog,
+    state_from_records,
+)
 from broker.transaction.transaction_coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
@@ -43,6 +59,9 @@ class TransactionCoordinatorService:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         journal = self.coordinator.journal
+        if isinstance(journal, ReplicatedTransactionLog):
+            await self._run_replicated(journal, task_status)
+            return
         state = await trio.to_thread.run_sync(journal.load)
         self.coordinator.load(state)
         log.info("transaction coordinator loaded %d transactional ids", len(state))
@@ -59,6 +78,44 @@ class TransactionCoordinatorService:
         finally:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(journal.close)
+
+    async def _run_replicated(
+        self, journal: ReplicatedTransactionLog, task_status: trio.TaskStatus[None]
+    ) -> None:
+        self.coordinator.loaded = False
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(journal.replicator.run)
+            nursery.start_soon(self._run_abort_timed_out)
+            nursery.start_soon(self._run_expiration)
+            task_status.started()
+            await self._follow_leadership(journal.partition, nursery)
+
+    async def _follow_leadership(
+        self, partition: GroupMetadataPartition, nursery: trio.Nursery
+    ) -> None:
+        """Kafka's loadTransactionsForTxnTopicPartition / removeTransactionsForTxnTopicPartition."""
+        coordinator = self.coordinator
+        journal = coordinator.journal
+        assert isinstance(journal, ReplicatedTransactionLog)
+        async for epoch in partition.leadership.eventual_values():
+            coordinator.loaded = False
+            journal.replicator.drop_pending()
+            coordinator.load({})
+            if epoch is None:
+                log.info("%s leadership lost: forgetting the transactions", TRANSACTION_STATE)
+                continue
+            records = await read_while_leading(partition, epoch)
+            if records is None or partition.leadership.value != epoch:
+                continue
+            coordinator.load(state_from_records(records))
+            coordinator.loaded = True
+            log.info(
+                "transaction coordinator loaded %d transactional ids from %s (leader epoch %d)",
+                len(coordinator.transactions),
+                TRANSACTION_STATE,
+                epoch,
+            )
+            nursery.start_soon(coordinator.complete_pending)
 
     async def _run_abort_timed_out(self) -> None:
         while True:

@@ -70,6 +70,13 @@ class Deployment(Protocol):
     def transaction_journal_dir(self) -> Path: ...
 
     @property
+    def transaction_state_partition(self) -> GroupMetadataPartition | None:
+        """The replicated `__transaction_state` partition the transaction coordinator
+        keeps its state in instead of `transaction_journal_dir` (hosts coordinated
+        through ZooKeeper), or None."""
+        ...
+
+    @property
     def complete_transactions_before_serving(self) -> bool:
         """Whether prepared transactions are finished before the network starts (not
         where other processes, starting too, would have to take their markers)."""

@@ -33,6 +33,7 @@ class SingleProcess:
         self.partition_reassignments = NO_REASSIGNMENTS
         self.group_journal_dir = self._log_dir
         self.group_metadata_partition = None
+        self.transaction_state_partition = None
         self.transaction_journal_dir = self._log_dir
         self.complete_transactions_before_serving = True
 

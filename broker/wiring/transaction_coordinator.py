@@ -9,6 +9,7 @@ import attrs
 
 from broker.broker_context import BrokerContext
 from broker.coordinator.coordinator_service import GroupCoordinatorService
+from broker.coordinator.group_metadata_partition import GroupMetadataPartition
 from broker.handlers.add_offsets_to_txn import AddOffsetsToTxnHandler
 from broker.handlers.add_partitions_to_txn import AddPartitionsToTxnHandler
 from broker.handlers.describe_producers import DescribeProducersHandler
@@ -21,6 +22,7 @@ from broker.handlers.write_txn_markers import WriteTxnMarkersHandler
 from broker.log.log_manager import LogManager
 from broker.topology import Topology, TransactionVerifier
 from broker.transaction.marker_writer import GroupOffsetSink, LocalMarkerWriter
+from broker.transaction.replicated_transaction_log import ReplicatedTransactionLog
 from broker.transaction.transaction_coordinator import TransactionConfig, TransactionCoordinator
 from broker.transaction.transaction_log import TransactionLog
 from broker.transaction.transaction_metadata import TopicPartition
@@ -45,18 +47,21 @@ def add_transaction_coordinator(
     *,
     journal_dir: Path,
     complete_before_serving: bool,
+    partition: GroupMetadataPartition | None = None,
 ) -> Transactions:
     """The transaction coordinator over the log and the group coordinator (whose offsets
     transactions commit), its APIs registered; the topology places the transactional
     ids and routes the markers. `complete_before_serving`: finish prepared transactions
-    before the network starts (not when other processes may be starting too)."""
+    before the network starts (not when other processes may be starting too).
+    `partition`: the replicated `__transaction_state` partition the state is kept in
+    instead of a journal in `journal_dir` (hosts coordinated through ZooKeeper)."""
     config = context.config
     coordinator = TransactionCoordinator(
         TransactionConfig(
             max_timeout_ms=config.transactions.max_timeout_ms,
             id_expiration_ms=config.transactions.id_expiration_ms,
         ),
-        TransactionLog(journal_dir),
+        TransactionLog(journal_dir) if partition is None else ReplicatedTransactionLog(partition),
         topology.route_markers(local_markers),
         GroupOffsetSink(groups),
         log_manager.allocate_producer_id,

@@ -26,7 +26,6 @@ from confluent_kafka.admin import (
 )
 
 from broker.client.connection import KafkaConnection
-from broker.cluster.marker_router import marker_request
 from broker.cluster.placement import coordinator_shard
 from broker.handlers.group_handlers import COORDINATOR_TYPE_TRANSACTION
 from broker.protocol.error_codes import ErrorCode
@@ -35,6 +34,7 @@ from broker.protocol.messages import (
     FindCoordinatorRequest,
     InitProducerIdRequest,
 )
+from broker.transaction.marker_router import marker_request
 from tests.cluster.test_supervisor import child_pids, wait_until
 from tests.integration.broker_harness import start_broker_process, stop_broker_process
 from tests.interop.kafka_clients import admin, consumer_settings, create_topic

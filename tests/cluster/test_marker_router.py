@@ -9,9 +9,7 @@ import pytest
 import trio
 import trio.lowlevel
 
-from broker.cluster.marker_router import RoutingMarkerWriter, route_markers
-from broker.cluster.peer_channel import PeerUnavailable
-from broker.errors import KafkaError
+from broker.errors import KafkaError, PeerUnavailable
 from broker.handlers.write_txn_markers import GROUP_MARKER_TOPIC
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages.write_txn_markers_request import WriteTxnMarkersRequest
@@ -21,6 +19,7 @@ from broker.protocol.messages.write_txn_markers_response import (
     WritableTxnMarkerTopicResult,
     WriteTxnMarkersResponse,
 )
+from broker.transaction.marker_router import RoutingMarkerWriter, route_markers
 
 LEADERS = {("t", 0): 1, ("t", 1): 2, ("t", 2): 3, ("u", 0): 2}
 GROUP_SHARDS = {"g0": 0, "g1": 1, "g2": 2}
@@ -54,7 +53,7 @@ class FakeLocal:
     ) -> None:
         self.partitions.append((producer_id, commit, topic, index))
 
-    def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None:
+    async def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None:
         self.groups.append((producer_id, commit))
 
 

@@ -14,8 +14,8 @@ import pytest
 import trio
 
 from broker.client.connection import KafkaConnection
-from broker.cluster.marker_router import marker_request
-from broker.cluster.peer_channel import PeerClient, PeerUnavailable, socket_path
+from broker.cluster.peer_channel import PeerClient, socket_path
+from broker.errors import PeerUnavailable
 from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.write_txn_markers import GROUP_MARKER_TOPIC, WriteTxnMarkersHandler
 from broker.protocol.error_codes import ErrorCode
@@ -23,6 +23,7 @@ from broker.protocol.messages import ApiVersionsRequest, MetadataRequest
 from broker.protocol.messages.write_txn_markers_response import WriteTxnMarkersResponse
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.security.authorizer import StandardAuthorizer
+from broker.transaction.marker_router import marker_request
 from tests.cluster.peer_server import client_listener_chain, serving_peer
 from tests.cluster.test_marker_router import FakeLocal
 from tests.handlers.request_factory import make_request

@@ -16,16 +16,8 @@ import pytest
 import trio
 import trio.testing
 
-from broker.cluster.peer_channel import PeerClient, PeerUnavailable
-from broker.cluster.txn_verification import (
-    TransactionVerifier,
-    VerificationGuards,
-    VerifyItem,
-    produce_error_for,
-    response_errors,
-    take_batch,
-    verify_only_request,
-)
+from broker.cluster.peer_channel import PeerClient
+from broker.errors import PeerUnavailable
 from broker.handlers.add_partitions_to_txn import AddPartitionsToTxnHandler
 from broker.handlers.produce import ProduceHandler
 from broker.protocol import records as rec
@@ -42,6 +34,15 @@ from broker.protocol.messages.produce_request import PartitionProduceData, Topic
 from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.security.authorizer import StandardAuthorizer
 from broker.transaction.transaction_metadata import TopicPartition
+from broker.transaction.txn_verification import (
+    TransactionVerifier,
+    VerificationGuards,
+    VerifyItem,
+    produce_error_for,
+    response_errors,
+    take_batch,
+    verify_only_request,
+)
 from tests.cluster.peer_server import client_listener_chain, serving_peer
 from tests.handlers.fake_log import FakeLog, FakeTopic
 from tests.handlers.request_factory import make_request

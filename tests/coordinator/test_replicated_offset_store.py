@@ -19,6 +19,7 @@ from broker.coordinator.group_metadata_partition import KeyedRecord
 from broker.coordinator.member_metadata import JoinResult, SyncResult
 from broker.coordinator.offset_store import GroupRecord, MemberRecord, OffsetAndMetadata
 from broker.coordinator.replicated_offset_store import ReplicatedOffsetStore
+from broker.coordinator.replicated_pending_offsets import ReplicatedPendingOffsets, is_pending_key
 from broker.handlers.group_handlers import Pending
 from broker.protocol.error_codes import ErrorCode
 from tests.coordinator.helpers import params
@@ -211,3 +212,22 @@ async def test_sync_group_is_answered_once_the_group_record_is_replicated(tmp_pa
         record = stored.group_record("g")
         assert record is not None and record.generation_id >= 1
         nursery.cancel_scope.cancel()
+
+
+def test_pending_transactional_offsets_load_back_and_a_marker_tombstones_them() -> None:
+    sunk: list[KeyedRecord] = []
+    pending = ReplicatedPendingOffsets(sunk.extend)
+    assert pending.add("g", 7, 0, {("t", 0): (5, -1, "")})
+    assert pending.add("g", 7, 0, {("t", 1): (9, -1, "m")})
+    assert pending.add("h", 8, 2, {("t", 0): (3, -1, "")})
+    reloaded = ReplicatedPendingOffsets(lambda records: None)
+    compacted = list({key: (key, value) for key, value in sunk}.values())
+    for records in (sunk, compacted):
+        reloaded.reset(records)
+        assert reloaded.by_producer == pending.by_producer
+        assert reloaded.pending_partitions("g") == {("t", 0), ("t", 1)}
+    assert all(is_pending_key(key) for key, _ in sunk)
+
+    pending.forget(7, 0)
+    reloaded.reset(sunk)
+    assert reloaded.by_producer == {8: {"h": {("t", 0): (3, -1, "")}}}

@@ -57,6 +57,20 @@ def test_a_coordinator_looked_up_before_the_offsets_topic_exists_asks_for_it() -
     assert zookeeper_topology(node_id=3).coordinator_node("g") == 1
 
 
+def test_transactional_ids_go_to_the_leader_of_the_transaction_state_partition() -> None:
+    topology = zookeeper_topology(node_id=2, offsets_leader=1, transactions_leader=2)
+    assert topology.coordinator_node("t", transaction=True) == 2
+    assert topology.owns_transaction("t") and not topology.owns_group("g")
+    assert topology.locate_coordinator("t", "PLAINTEXT", transaction=True) == (
+        2,
+        "127.0.0.1",
+        9002,
+    )
+    assert topology.locate_coordinator("g", "PLAINTEXT") == (1, "127.0.0.1", 9001)
+    assert not topology.owns_group_shard(0)
+    assert zookeeper_topology(node_id=1, offsets_leader=1).owns_group_shard(0)
+
+
 def test_the_controller_is_the_elected_broker_and_minus_one_without_one() -> None:
     assert zookeeper_topology(node_id=2, controller=3).controller_id() == 3
     assert zookeeper_topology(node_id=2, controller=-1).controller_id() == -1

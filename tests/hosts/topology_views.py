@@ -2,7 +2,8 @@
 brokers 1..3 (PLAINTEXT on 127.0.0.1:9000+id, rack r<id>), topic `t` with partition
 p led by broker p+1 at leader epoch 4, replicas (p+1, then the others), ISR all;
 `__consumer_offsets`-0 led by `offsets_leader` (None: not created; the topology then
-calls `want_offsets_topic`)."""
+calls `want_offsets_topic`), `__transaction_state`-0 by `transactions_leader` (None: the
+same broker)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from broker.coordinator.group_metadata_partition import CONSUMER_OFFSETS
 from broker.hosts.partition_state_view import PartitionStateView, TopicState
 from broker.hosts.zookeeper_topology import ZooKeeperTopology
 from broker.replication.leader_and_isr import LeaderAndIsr
+from broker.transaction.replicated_transaction_log import TRANSACTION_STATE
 
 NODES = (1, 2, 3)
 
@@ -35,6 +37,7 @@ def zookeeper_topology(
     controller: int = 1,
     offsets_leader: int | None = 1,
     want_offsets_topic: Callable[[], None] = lambda: None,
+    transactions_leader: int | None = None,
 ) -> ZooKeeperTopology:
     brokers: Mapping[int, BrokerRegistration] = {n: registration(n) for n in live}
     # Never connected: the test sets the image the watches would have.
@@ -42,13 +45,18 @@ def zookeeper_topology(
     replicas = {p: (p + 1, *(n for n in NODES if n != p + 1)) for p in range(len(NODES))}
     states = {p: LeaderAndIsr(p + 1, 4, NODES, 2) for p in replicas}
     image = {"t": TopicState(uuid.UUID(int=1), TopicAssignment("t", replicas), {}, states)}
-    if offsets_leader is not None:
-        offsets = {0: (offsets_leader, *(n for n in NODES if n != offsets_leader))}
-        image[CONSUMER_OFFSETS] = TopicState(
-            uuid.UUID(int=2),
-            TopicAssignment(CONSUMER_OFFSETS, offsets),
+    internal = {CONSUMER_OFFSETS: offsets_leader, TRANSACTION_STATE: transactions_leader}
+    if transactions_leader is None:
+        internal[TRANSACTION_STATE] = offsets_leader
+    for number, (topic, leader) in enumerate(internal.items(), start=2):
+        if leader is None:
+            continue
+        assigned = {0: (leader, *(n for n in NODES if n != leader))}
+        image[topic] = TopicState(
+            uuid.UUID(int=number),
+            TopicAssignment(topic, assigned),
             {},
-            {0: LeaderAndIsr(offsets_leader, 0, offsets[0], 2)},
+            {0: LeaderAndIsr(leader, 0, assigned[0], 2)},
         )
     view.image.value = image
     return ZooKeeperTopology(

@@ -98,8 +98,13 @@ def test_a_key_has_one_coordinator_and_only_it_owns_the_key(deployed: Deployed, 
     topology = deployed.topology
     node = topology.coordinator_node(key)
     assert topology.owns_group(key) == (node == topology.node_id)
-    assert topology.owns_transaction(key) == (node == topology.node_id)
     assert topology.locate_coordinator(key, LISTENER) == (node, *endpoint(node))
+    txn_node = topology.coordinator_node(key, transaction=True)
+    assert topology.owns_transaction(key) == (txn_node == topology.node_id)
+    assert topology.locate_coordinator(key, LISTENER, transaction=True) == (
+        txn_node,
+        *endpoint(txn_node),
+    )
 
 
 def test_the_broker_owns_exactly_one_group_shard(deployed: Deployed) -> None:
@@ -128,7 +133,7 @@ class RecordingMarkers:
     ) -> None:
         self.partitions.append((topic, index))
 
-    def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None:
+    async def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None:
         self.groups += 1
 
     async def write_markers(
@@ -142,7 +147,7 @@ class RecordingMarkers:
         for topic, index in partitions:
             await self.write_partition_marker(producer_id, epoch, commit, topic, index)
         if list(groups):
-            self.write_group_marker(producer_id, epoch, commit)
+            await self.write_group_marker(producer_id, epoch, commit)
 
 
 async def test_markers_for_partitions_and_groups_of_this_broker_are_appended_here(

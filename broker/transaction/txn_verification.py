@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import attrs
 import trio
 
-from broker.cluster.peer_channel import PeerUnavailable
+from broker.errors import PeerUnavailable
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages.add_partitions_to_txn_request import (
     AddPartitionsToTxnRequest,

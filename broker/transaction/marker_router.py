@@ -22,9 +22,8 @@ import attrs
 import tenacity
 import trio
 
-from broker.cluster.peer_channel import PeerUnavailable
-from broker.errors import KafkaError
-from broker.handlers.write_txn_markers import GROUP_MARKER_TOPIC
+from broker.coordinator.group_metadata_partition import CONSUMER_OFFSETS as GROUP_MARKER_TOPIC
+from broker.errors import KafkaError, PeerUnavailable
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages.write_txn_markers_request import (
     WritableTxnMarker,
@@ -130,18 +129,25 @@ class RoutingMarkerWriter:
         my_node: int,
         leader_of: Callable[[str, int], int | None],
         group_shard: Callable[[str], int],
-        base_node: int,
+        base_node: int = 0,
+        group_node: Callable[[str], int] | None = None,
         delivery_timeout_s: float = MARKER_DELIVERY_TIMEOUT_S,
     ) -> None:
+        """A group's marker goes to `group_node(group)` where given (the hosts: the
+        leader of `__consumer_offsets`-0), else to `base_node` + its shard (the
+        processes of one host)."""
         self._local = local
         self._sender = sender
         self._my_node = my_node
         self._leader_of = leader_of
         self._group_shard = group_shard
         self._base_node = base_node
+        self._group_node_of = group_node
         self.delivery_timeout_s = delivery_timeout_s
 
     def _group_node(self, group: str) -> int:
+        if self._group_node_of is not None:
+            return self._group_node_of(group)
         return self._base_node + self._group_shard(group)
 
     async def write_markers(
@@ -199,7 +205,7 @@ class RoutingMarkerWriter:
             await self._local.write_partition_marker(producer_id, epoch, commit, topic, index)
             remaining_partitions.discard((topic, index))
         if route.local_groups:
-            self._local.write_group_marker(producer_id, epoch, commit)
+            await self._local.write_group_marker(producer_id, epoch, commit)
             remaining_groups -= set(route.local_groups)
         nodes = set(route.remote_partitions) | set(route.remote_groups)
         async with trio.open_nursery() as nursery:
