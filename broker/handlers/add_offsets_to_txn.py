@@ -22,6 +22,7 @@ FENCED_FROM = 2
 
 class AddOffsetsToTxnHandler:
     api_key = ApiKey.ADD_OFFSETS_TO_TXN
+    waits_on_replication = True  # answered once the ISR has its records
     min_version = 0
     max_version = 3
 

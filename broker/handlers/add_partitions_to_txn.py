@@ -45,6 +45,7 @@ BATCHED_FROM = 4
 
 class AddPartitionsToTxnHandler:
     api_key = ApiKey.ADD_PARTITIONS_TO_TXN
+    waits_on_replication = True  # answered once the ISR has its records
     min_version = 0
     max_version = 4
     cluster_action_from = BATCHED_FROM  # the brokers' form (middleware/authorization)

@@ -49,6 +49,7 @@ def _by_topic(partitions: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
 
 class ConsumerGroupHeartbeatHandler:
     api_key = ApiKey.CONSUMER_GROUP_HEARTBEAT
+    waits_on_replication = True  # answered once the ISR has its records
     min_version = 0
     max_version = 1
 

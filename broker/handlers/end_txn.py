@@ -21,6 +21,7 @@ FENCED_FROM = 2
 
 class EndTxnHandler:
     api_key = ApiKey.END_TXN
+    waits_on_replication = True  # answered once the ISR has its records
     min_version = 0
     max_version = 3
 

@@ -35,6 +35,7 @@ FENCED_FROM = 4
 
 class InitProducerIdHandler:
     api_key = API_KEY
+    waits_on_replication = True  # answered once the ISR has its records
     min_version = 0
     max_version = 4
 

@@ -21,6 +21,7 @@ from broker.handlers.middleware import Middleware, Next, build_chain
 from broker.handlers.middleware.deferred_answers import DeferredAnswers
 from broker.handlers.middleware.error_mapping import ErrorMapping
 from broker.handlers.middleware.principal import ListenerPrincipals
+from broker.handlers.middleware.replication_waits import ReplicationWaits
 from broker.net.request import (
     CloseConnectionResponse,
     NoOpResponse,
@@ -35,9 +36,9 @@ log = logging.getLogger(__name__)
 
 def standard_middleware(fixed_principals: dict[str, str] | None = None) -> list[Middleware]:
     """What every broker runs: listeners' principals, error mapping (with the local-time
-    stamp). Quotas and authorization are added by their wiring (they need their
-    collaborators)."""
-    return [ListenerPrincipals(fixed_principals or {}), ErrorMapping()]
+    stamp), and answers that wait on replication deferred. Quotas and authorization are
+    added by their wiring (they need their collaborators)."""
+    return [ListenerPrincipals(fixed_principals or {}), ErrorMapping(), ReplicationWaits()]
 
 
 class KafkaApis:

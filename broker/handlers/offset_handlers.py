@@ -76,6 +76,7 @@ class OffsetCommitHandler:
     """v2+ (Kafka 4's range); generation -1 commits for standalone consumers."""
 
     api_key = ApiKey.OFFSET_COMMIT
+    waits_on_replication = True  # answered once the ISR has its records
     min_version = 2
     max_version = 9
 

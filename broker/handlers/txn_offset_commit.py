@@ -31,6 +31,7 @@ FENCED_FROM = 2
 
 class TxnOffsetCommitHandler:
     api_key = ApiKey.TXN_OFFSET_COMMIT
+    waits_on_replication = True  # answered once the ISR has its records
     min_version = 0
     max_version = 3
 

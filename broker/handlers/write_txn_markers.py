@@ -37,6 +37,7 @@ GROUP_MARKER_TOPIC = "__consumer_offsets"
 
 class WriteTxnMarkersHandler:
     api_key = ApiKey.WRITE_TXN_MARKERS
+    waits_on_replication = True  # answered once the ISR has its records
     min_version = 0
     max_version = 1
     cluster_action_from = 0  # every version needs CLUSTER_ACTION (middleware/authorization)

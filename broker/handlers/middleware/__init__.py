@@ -28,6 +28,7 @@ class Stage(IntEnum):
     QUOTAS = 20  # client quotas: see the final answer, error responses included
     ERRORS = 30  # the handler boundary: local completion stamped, exceptions mapped
     AUTHORIZATION = 40  # cluster-action checks
+    REPLICATION_WAITS = 50  # answers that wait on an ISR leave the handler task
 
 
 class Middleware(Protocol):
