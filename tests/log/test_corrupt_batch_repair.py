@@ -136,7 +136,7 @@ async def test_a_replicated_log_refuses_a_batch_whose_body_fails_its_crc_and_ser
         await log.read(last_bad, 1 << 20)
     assert raised.value.error_code == ErrorCode.CORRUPT_MESSAGE
     assert "CRC" in raised.value.message
-    assert log.unreadable_from == first_bad
+    assert unreadable_from(log) == first_bad
     log.close(clean=True)
     # Without replication the broker sends log bytes unread, as Kafka's does.
     alone = await trio.to_thread.run_sync(lambda: load(directory, clean=True))
