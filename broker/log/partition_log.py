@@ -472,9 +472,7 @@ class PartitionLog:
         """`append` under the append lock: a duplicate's result, or the stored batch's
         header, base offset and append time."""
         if self.deleted:
-            raise KafkaError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.topic}-{self.partition} was deleted"
-            )
+            raise self._deleted_error()
         size = header.size_in_bytes
         config = self.config
         if size > config.segment_bytes:
@@ -541,6 +539,8 @@ class PartitionLog:
                 active.release()
         except OSError as exc:
             raise _storage_error(exc, f"cannot append to {active.log_path}") from exc
+        if self.deleted:  # the topic went while the thread wrote: its files are closed
+            raise self._deleted_error()
         active.appended(stored, position, size)
 
     @contextlib.asynccontextmanager
@@ -601,9 +601,7 @@ class PartitionLog:
         KAFKA_STORAGE_ERROR when a write fails.
         """
         if self.deleted:
-            raise KafkaError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.topic}-{self.partition} was deleted"
-            )
+            raise self._deleted_error()
         async with self._appending():
             self.producer_state.check_marker(producer_id, epoch)
             data = bytearray(control_batch(producer_id, epoch, commit, coordinator_epoch))
@@ -997,9 +995,7 @@ class PartitionLog:
         UNKNOWN_TOPIC_OR_PARTITION (deleted), KAFKA_STORAGE_ERROR.
         """
         if self.deleted:
-            raise KafkaError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.topic}-{self.partition} was deleted"
-            )
+            raise self._deleted_error()
         name = f"{self.topic}-{self.partition}"
         try:
             batches = list(iter_batches(records, verify_crc=True))
@@ -1245,6 +1241,11 @@ class PartitionLog:
         finally:
             for segment in self.segments:
                 segment.close()
+
+    def _deleted_error(self) -> KafkaError:
+        return KafkaError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.topic}-{self.partition} was deleted"
+        )
 
     def mark_deleted(self) -> None:
         """The topic is being deleted: refuse appends, wake fetchers, release files."""
