@@ -95,7 +95,7 @@ def _whole_batches_end(buf: bytearray, length: int, min_base_offset: int, next_o
 
 def _first_crc_failure(buf: bytearray, end: int) -> int | None:
     """Position of the first batch in ``buf[:end]`` (whole, framed batches) whose body
-    fails its CRC, or None. CRC32C runs in hardware (about 1 ms a few hundred MB); the
+    fails its CRC, or None. CRC32C runs in hardware (about 40 µs a MiB here); the
     walk is one header read a batch."""
     pos = 0
     while pos < end:
