@@ -59,6 +59,10 @@ async def test_short_writes_still_store_each_batch_whole_with_its_offsets(
         ]
 
 
+LARGE = make_batch([os.urandom(THREAD_WRITE_THRESHOLD)])
+"""A batch written from a worker thread."""
+
+
 class HeldWrites:
     """LogSegment.write held for large batches until `go_on` is set (the thread waits)."""
 
@@ -88,7 +92,7 @@ async def test_a_large_batch_is_written_from_a_worker_thread_and_later_appends_w
     held = HeldWrites(monkeypatch)
     async with open_manager(config(tmp_path)) as manager:
         log = (await manager.create_topic("t", 1)).partitions[0]
-        large, large_header = make_batch([os.urandom(THREAD_WRITE_THRESHOLD)])
+        large, large_header = LARGE
         small, small_header = make_batch([b"after"])
         offsets: list[int] = []
 
@@ -113,13 +117,12 @@ async def test_a_topic_deleted_while_a_large_batch_is_written_answers_unknown_to
 ) -> None:
     held = HeldWrites(monkeypatch)
     async with open_manager(config(tmp_path)) as manager:
-        log = (await manager.create_topic("t", 1)).partitions[0]
-        large, large_header = make_batch([os.urandom(THREAD_WRITE_THRESHOLD)])
+        topic = await manager.create_topic("t", 1)
         errors: list[ErrorCode] = []
 
         async def append() -> None:
             with pytest.raises(KafkaError) as raised:
-                await log.append(large, large_header, CLIENT_APPEND)
+                await topic.partitions[0].append(*LARGE, CLIENT_APPEND)
             errors.append(raised.value.error_code)
 
         async with trio.open_nursery() as nursery:
