@@ -137,6 +137,11 @@ class ReplicaFetchers:
             leader.scope.cancel()
         self._fetchers.clear()
 
+    def failed_partitions_count(self) -> int:
+        """Partitions set aside because this broker's log refused the leader's batches
+        (Kafka's FailedPartitionsCount): each stays behind until its next leader change."""
+        return sum(len(leader.fetcher.failed) for leader in self._fetchers.values())
+
     def follower(self, tp: TopicPartition) -> PartitionFollowerLog | None:
         return self._followers.get(tp)
 

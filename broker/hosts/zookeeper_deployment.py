@@ -225,6 +225,13 @@ class ZooKeeperDeployment:
         context.apis.add_handler(
             ControlledShutdownHandler(partial(answer_controlled_shutdown, self.controller))
         )
+        context.metrics.gauge(
+            "kafka.server",
+            "ReplicaFetcherManager",
+            "FailedPartitionsCount",
+            self.replica_fetchers.failed_partitions_count,
+            clientId="Replica",
+        )
         return [
             self.partition_states,
             self.controller,

@@ -350,7 +350,18 @@ class LogSegment:
         propagates.
         """
         position = self.size
-        size = len(data) + len(rest)
+        self.write(data, rest)
+        self.appended(header, position, len(data) + len(rest))
+        return position
+
+    def write(
+        self, data: bytes | bytearray | memoryview, rest: bytes | bytearray | memoryview = b""
+    ) -> None:
+        """The file part of `append` (a worker thread may run it for a large batch while
+        the caller holds its log's append lock; `appended` then follows on the event
+        loop): ``data`` then ``rest`` at the end of the file, truncated back on a short
+        or failed write. OSError propagates."""
+        position = self.size
         try:
             parts = [memoryview(data), memoryview(rest)]
             while parts:
@@ -363,6 +374,10 @@ class LogSegment:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, position)
             raise
+
+    def appended(self, header: RecordBatchHeader, position: int, size: int) -> None:
+        """What the segment knows of a batch `write` put at ``position``: its size, next
+        offset, timestamps and the index entries Kafka adds per index.interval.bytes."""
         self.size += size
         self.next_offset = header.last_offset + 1
         if self.first_batch_timestamp is None:
@@ -375,7 +390,6 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_index = 0
         self._bytes_since_index += size
-        return position
 
     # ------------------------------------------------------------ reading
 

@@ -17,7 +17,7 @@ import bisect
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
 import trio
@@ -43,6 +43,8 @@ from broker.protocol.record_batch.layout import (
     MAGIC_V2,
     RecordBatchHeader,
     batch_size_at,
+    crc_at,
+    crc_of,
     frame_at,
     parse_header,
 )
@@ -61,6 +63,11 @@ logger = logging.getLogger(__name__)
 # Reads larger than this copy in a worker thread; smaller ones are a single
 # pread from the page cache, cheaper than a thread round trip (bench/bench_log.py).
 THREAD_READ_THRESHOLD = 64 * 1024
+# Batches at least this large are written in a worker thread: a write of a few hundred
+# KiB into the page cache held the event loop for 0.2-1.3 ms on the loaded 2-core
+# machine, most of a 900 KiB Produce's time there and every bystander's wait behind it
+# (issue 22 item 1). Smaller ones are cheaper written than sent to a thread.
+THREAD_WRITE_THRESHOLD = 256 * 1024
 # A client's batch is validated in a worker thread from this many records on: about
 # 2 ms of the event loop (the record walk takes about 0.5 us a record).
 VALIDATION_IN_THREAD_FROM = 4000
@@ -84,6 +91,19 @@ def _whole_batches_end(buf: bytearray, length: int, min_base_offset: int, next_o
         min_base_offset = last + 1
         pos += size
     return pos
+
+
+def _first_crc_failure(buf: bytearray, end: int) -> int | None:
+    """Position of the first batch in ``buf[:end]`` (whole, framed batches) whose body
+    fails its CRC, or None. CRC32C runs in hardware (about 40 µs a MiB here); the
+    walk is one header read a batch."""
+    pos = 0
+    while pos < end:
+        size = batch_size_at(buf, pos)
+        if crc_at(buf, pos) != crc_of(buf, pos, pos + size):
+            return pos
+        pos += size
+    return None
 
 
 def _whole_batches_last_offset(buf: bytearray | memoryview, length: int) -> int:
@@ -146,6 +166,9 @@ class PartitionLog:
         self._clock = clock
         self._appended = trio.Event()
         self._flush_lock = trio.Lock()
+        # Held from a batch's offsets to its bytes in the segment: a large batch is
+        # written in a worker thread, and no other append or truncation may come between.
+        self._append_lock = trio.Lock()
         self._unflushed_messages = 0
         self.last_flush_time = trio.current_time() if _in_trio() else 0.0
         # Called after log_start_offset moved, to persist the checkpoint.
@@ -430,10 +453,26 @@ class PartitionLog:
         if client is not None:
             batch = await self._validate(batch, header, client)
             log_append_time = self.config.log_append_time
+        async with self._appending():
+            outcome = await self._append_locked(batch, header, log_append_time)
+        if isinstance(outcome, AppendResult):
+            return outcome  # a duplicate
+        stored, base_offset, append_time = outcome
+        result = AppendResult(base_offset, stored.last_offset, append_time, self.log_start_offset)
+        if self._unflushed_messages >= self.config.flush_messages:
+            await self.flush(stored.last_offset + 1)
+        return result
+
+    async def _append_locked(
+        self,
+        batch: bytes | bytearray | memoryview,
+        header: RecordBatchHeader,
+        log_append_time: bool,
+    ) -> AppendResult | tuple[RecordBatchHeader, int, int]:
+        """`append` under the append lock: a duplicate's result, or the stored batch's
+        header, base offset and append time."""
         if self.deleted:
-            raise KafkaError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.topic}-{self.partition} was deleted"
-            )
+            raise self._deleted_error()
         size = header.size_in_bytes
         config = self.config
         if size > config.segment_bytes:
@@ -471,18 +510,50 @@ class PartitionLog:
             active.size > 0 and now - active.rolling_timestamp > config.segment_ms
         ):
             active = self._roll(base_offset, now)
-        try:
-            active.append(data, stored, rest)
-        except OSError as exc:
-            raise _storage_error(exc, f"cannot append to {active.log_path}") from exc
+        await self._write(active, data, stored, rest)
         self.producer_state.record(stored, stored.max_timestamp)
         self._note_leader_epoch(base_offset)
         self._unflushed_messages += stored.record_count
         self._wake()
-        result = AppendResult(base_offset, stored.last_offset, append_time, self.log_start_offset)
-        if self._unflushed_messages >= config.flush_messages:
-            await self.flush(stored.last_offset + 1)
-        return result
+        return stored, base_offset, append_time
+
+    async def _write(
+        self,
+        active: LogSegment,
+        data: bytes | bytearray | memoryview,
+        stored: RecordBatchHeader,
+        rest: bytes | bytearray | memoryview = b"",
+    ) -> None:
+        """One batch into the active segment, a large one from a worker thread (the
+        append lock held: the segment's end moves only once it is written)."""
+        size = len(data) + len(rest)
+        try:
+            if size < THREAD_WRITE_THRESHOLD:
+                active.append(data, stored, rest)
+                return
+            position = active.size
+            active.acquire()
+            try:
+                await trio.to_thread.run_sync(active.write, data, rest)
+            finally:
+                active.release()
+        except OSError as exc:
+            raise _storage_error(exc, f"cannot append to {active.log_path}") from exc
+        if self.deleted:  # the topic went while the thread wrote: its files are closed
+            raise self._deleted_error()
+        active.appended(stored, position, size)
+
+    @contextlib.asynccontextmanager
+    async def _appending(self) -> AsyncIterator[None]:
+        """The append lock, taken without a checkpoint when free (the usual case)."""
+        try:
+            self._append_lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._append_lock.acquire()
+        try:
+            yield
+        finally:
+            self._append_lock.release()
 
     async def _validate(
         self, batch: bytes | bytearray | memoryview, header: RecordBatchHeader, client: ClientAppend
@@ -530,33 +601,32 @@ class PartitionLog:
         KAFKA_STORAGE_ERROR when a write fails.
         """
         if self.deleted:
-            raise KafkaError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.topic}-{self.partition} was deleted"
-            )
-        self.producer_state.check_marker(producer_id, epoch)
-        data = bytearray(control_batch(producer_id, epoch, commit, coordinator_epoch))
-        base_offset = self.log_end_offset
-        now = self._clock()
-        stored = assign_offsets(data, parse_header(data), base_offset, self.leader_epoch, None)
-        active = self.active
-        if not active.can_hold(stored, len(data), self.config.segment_bytes) or (
-            active.size > 0 and now - active.rolling_timestamp > self.config.segment_ms
-        ):
-            active = self._roll(base_offset, now)
-        try:
-            active.append(data, stored)
-        except OSError as exc:
-            raise _storage_error(exc, f"cannot append to {active.log_path}") from exc
-        aborted = self.producer_state.record_marker(
-            producer_id, epoch, base_offset, commit, base_offset + 1
-        )
-        if aborted is not None:
+            raise self._deleted_error()
+        async with self._appending():
+            self.producer_state.check_marker(producer_id, epoch)
+            data = bytearray(control_batch(producer_id, epoch, commit, coordinator_epoch))
+            base_offset = self.log_end_offset
+            now = self._clock()
+            stored = assign_offsets(data, parse_header(data), base_offset, self.leader_epoch, None)
+            active = self.active
+            if not active.can_hold(stored, len(data), self.config.segment_bytes) or (
+                active.size > 0 and now - active.rolling_timestamp > self.config.segment_ms
+            ):
+                active = self._roll(base_offset, now)
             try:
-                active.txn_index.append(aborted)
+                active.append(data, stored)
             except OSError as exc:
-                raise _storage_error(exc, f"cannot append to {active.txn_index.path}") from exc
-        self._note_leader_epoch(base_offset)
-        self._unflushed_messages += 1
+                raise _storage_error(exc, f"cannot append to {active.log_path}") from exc
+            aborted = self.producer_state.record_marker(
+                producer_id, epoch, base_offset, commit, base_offset + 1
+            )
+            if aborted is not None:
+                try:
+                    active.txn_index.append(aborted)
+                except OSError as exc:
+                    raise _storage_error(exc, f"cannot append to {active.txn_index.path}") from exc
+            self._note_leader_epoch(base_offset)
+            self._unflushed_messages += 1
         self._wake()
         if self._unflushed_messages >= self.config.flush_messages:
             await self.flush(base_offset + 1)
@@ -721,6 +791,22 @@ class PartitionLog:
                 f"{exc.next_readable - 1} cannot be read (next readable: {exc.next_readable})",
             ) from None
         end = _whole_batches_end(buf, read, first.base_offset, segment.next_offset)
+        if self._high_watermark is not None:
+            # Replicated: a body damaged on disk is repaired from an in-sync replica
+            # (docs/corrupt-data.md), so the leader checks what it serves; the batches
+            # before the damaged one are served, a read starting at it is refused.
+            damaged = _first_crc_failure(buf, end)
+            if damaged == 0:
+                await self._note_unreadable(segment, offset)
+                raise KafkaError(
+                    ErrorCode.CORRUPT_MESSAGE,
+                    f"{self.topic}-{self.partition}: corrupt batch at position {position} "
+                    f"of {segment.log_path}: its records fail their CRC; offsets {offset} "
+                    f"to {first.last_offset} cannot be read "
+                    f"(next readable: {first.last_offset + 1})",
+                )
+            if damaged is not None:
+                end = damaged
         aborted = None
         if read_committed:
             last = _whole_batches_last_offset(buf, end)
@@ -909,9 +995,7 @@ class PartitionLog:
         UNKNOWN_TOPIC_OR_PARTITION (deleted), KAFKA_STORAGE_ERROR.
         """
         if self.deleted:
-            raise KafkaError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.topic}-{self.partition} was deleted"
-            )
+            raise self._deleted_error()
         name = f"{self.topic}-{self.partition}"
         try:
             batches = list(iter_batches(records, verify_crc=True))
@@ -932,28 +1016,29 @@ class PartitionLog:
                     f"{self.config.segment_bytes}",
                 )
             expected = header.last_offset + 1
-        epochs_changed = False
-        for header, data in batches:
-            now = self._clock()
-            active = self.active
-            if not active.can_hold(header, header.size_in_bytes, self.config.segment_bytes) or (
-                active.size > 0 and now - active.rolling_timestamp > self.config.segment_ms
-            ):
-                active = self._roll(header.base_offset, now)
-            try:
-                position = active.append(data, header)
-            except OSError as exc:
-                raise _storage_error(exc, f"cannot append to {active.log_path}") from exc
-            if header.producer_id >= 0:
-                if header.is_control:
-                    self._replay_marker(self.producer_state, active, position, header)
-                else:
-                    self.producer_state.record(header, header.max_timestamp)
-            if header.partition_leader_epoch >= 0:
-                epochs_changed |= self.epoch_cache.assign(
-                    header.partition_leader_epoch, header.base_offset
-                )
-            self._unflushed_messages += header.record_count
+        async with self._appending():
+            epochs_changed = False
+            for header, data in batches:
+                now = self._clock()
+                active = self.active
+                if not active.can_hold(header, header.size_in_bytes, self.config.segment_bytes) or (
+                    active.size > 0 and now - active.rolling_timestamp > self.config.segment_ms
+                ):
+                    active = self._roll(header.base_offset, now)
+                try:
+                    position = active.append(data, header)
+                except OSError as exc:
+                    raise _storage_error(exc, f"cannot append to {active.log_path}") from exc
+                if header.producer_id >= 0:
+                    if header.is_control:
+                        self._replay_marker(self.producer_state, active, position, header)
+                    else:
+                        self.producer_state.record(header, header.max_timestamp)
+                if header.partition_leader_epoch >= 0:
+                    epochs_changed |= self.epoch_cache.assign(
+                        header.partition_leader_epoch, header.base_offset
+                    )
+                self._unflushed_messages += header.record_count
         if not batches:
             return
         self._wake()
@@ -980,7 +1065,7 @@ class PartitionLog:
         if offset < self.log_start_offset:
             await self.truncate_fully_and_start_at(offset)
             return
-        async with self._flush_lock:
+        async with self._append_lock, self._flush_lock:
             index = max(bisect.bisect_right(self._bases, offset) - 1, 0)
             if known is not None and repair:
                 # The segment holding the corrupt batch, whatever end its damage implied.
@@ -1025,7 +1110,7 @@ class PartitionLog:
         Raises KafkaError KAFKA_STORAGE_ERROR."""
         if offset < 0:
             raise ValueError(f"cannot start the log at offset {offset}")
-        async with self._flush_lock:
+        async with self._append_lock, self._flush_lock:
             doomed = list(self.segments)
             for segment in doomed:
                 segment.mark_deleted()
@@ -1156,6 +1241,11 @@ class PartitionLog:
         finally:
             for segment in self.segments:
                 segment.close()
+
+    def _deleted_error(self) -> KafkaError:
+        return KafkaError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.topic}-{self.partition} was deleted"
+        )
 
     def mark_deleted(self) -> None:
         """The topic is being deleted: refuse appends, wake fetchers, release files."""

@@ -289,7 +289,11 @@ class ReplicaFetcher:
                 await self._carry_out(tp, partition, action, requests, batches)
         except KafkaError as exc:
             log.error(
-                "stopped fetching %s from broker %d: its log refused: %s", tp, self.leader_id, exc
+                "stopped fetching %s from broker %d: its log refused the leader's batches (set "
+                "aside until the next leader change, counted in FailedPartitionsCount): %s",
+                tp,
+                self.leader_id,
+                exc,
             )
             self._partitions.pop(tp, None)
             self.failed.add(tp)

@@ -3,8 +3,9 @@ on their own loopback addresses, a real ZooKeeper; docs/corrupt-data.md): a batc
 destroyed in the leader's segment while it runs is found by a consumer's read, the
 leader hands the partition to another in-sync replica and the consumer reads every
 record intact; a batch destroyed in a stopped follower's segment is found by its
-recovery. Each time the damaged replica fetches the leader's copy and all three logs
-end byte for byte equal."""
+recovery; a batch whose body (not its header) is damaged in the leader's segment fails
+the CRC the leader checks as it reads, and is repaired the same way. Each time the
+damaged replica fetches the leader's copy and all three logs end byte for byte equal."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import trio
 
 from broker.hosts.zookeeper_deployment import ZooKeeperDeployment
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE
-from broker.metrics import Meter
+from broker.metrics import Gauge, Meter
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.records import iter_batches
 from broker.server import KafkaServer
@@ -47,6 +48,25 @@ def destroy_batch(directory: Path, segment: int, nth: int) -> int:
             fd = os.open(path, os.O_WRONLY)
             try:
                 os.pwrite(fd, bytes(61), position)
+            finally:
+                os.close(fd)
+            return header.base_offset
+        position += len(view)
+    raise AssertionError(f"{path} has no batch {nth}")
+
+
+def damage_body(directory: Path, segment: int, nth: int) -> int:
+    """Change one byte of a record value in the nth batch of a segment, its header
+    intact (only the CRC tells); the batch's base offset."""
+    path = sorted(directory.glob("*.log"))[segment]
+    data = path.read_bytes()
+    position = 0
+    for i, (header, view) in enumerate(iter_batches(data)):
+        if i == nth:
+            at = data.index(b"-b", position, position + len(view)) + 1
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.pwrite(fd, b"X", at)
             finally:
                 os.close(fd)
             return header.base_offset
@@ -134,3 +154,16 @@ async def test_a_corrupt_batch_is_repaired_from_an_in_sync_replica(
         (directories[follower].parent / CLEAN_SHUTDOWN_FILE).unlink()
         await start(follower)
         await all_equal(list(directories.values()), expected)
+
+        # A record body damaged in the leader's segment, its header intact: the leader's
+        # read checks the CRC, and the partition is repaired as for a destroyed header.
+        damage_body(directories[new_leader], 0, 6)
+        consumed = await trio.to_thread.run_sync(consume, every, TOPIC, len(values))
+        assert consumed == values
+        await leader_of(servers[1], other_than=new_leader)
+        await all_equal(list(directories.values()), expected)
+        for server in servers.values():
+            failed = server.metrics.get(
+                "kafka.server", "ReplicaFetcherManager", "FailedPartitionsCount", clientId="Replica"
+            )
+            assert isinstance(failed, Gauge) and failed.value == 0

@@ -117,6 +117,33 @@ async def test_a_read_remembers_where_the_loss_starts_not_the_offset_it_asked_fo
     log.close(clean=True)
 
 
+async def test_a_replicated_log_refuses_a_batch_whose_body_fails_its_crc_and_serves_those_before(
+    tmp_path: Path,
+) -> None:
+    leader = leader_history()
+    directory = tmp_path / "orders-0"
+    log = await partition_log_copy(directory, leader)  # replicated: a high watermark is set
+    position, first_bad, last_bad = batch_at(log, 1, 1)
+    segment_base = log.segments[1].base_offset
+    # The last byte of the batch's records changes; its header stays intact.
+    data = log.segments[1].log_path.read_bytes()
+    end = position + len(next(iter_batches(data[position:]))[1])
+    destroy(log.segments[1].log_path, end - 1, bytes([data[end - 1] ^ 0xFF]))
+    before = await log.read(segment_base, 1 << 20)
+    assert [h.last_offset for h, _ in iter_batches(bytes(before.records))] == [first_bad - 1]
+    assert log.unreadable_from is None
+    with pytest.raises(KafkaError) as raised:
+        await log.read(last_bad, 1 << 20)
+    assert raised.value.error_code == ErrorCode.CORRUPT_MESSAGE
+    assert "CRC" in raised.value.message
+    assert unreadable_from(log) == first_bad
+    log.close(clean=True)
+    # Without replication the broker sends log bytes unread, as Kafka's does.
+    alone = await trio.to_thread.run_sync(lambda: load(directory, clean=True))
+    assert (await alone.read(last_bad, 1 << 20)).records
+    alone.close(clean=True)
+
+
 @pytest.mark.parametrize("found", ["by a read", "at recovery", "in the active segment"])
 async def test_a_follower_cut_below_its_corrupt_batch_ends_byte_for_byte_equal_to_the_leader(
     tmp_path: Path, found: str

@@ -1,16 +1,26 @@
-"""A leader's append writes the patched header and the request's records, not a copy."""
+"""A leader's append writes the patched header and the request's records, not a copy; a
+large batch from a worker thread."""
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+import trio
 
+from broker.errors import KafkaError
+from broker.log.log_segment import LogSegment
+from broker.log.partition_log import THREAD_WRITE_THRESHOLD
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.record_batch.layout import RecordBatchHeader
 from broker.protocol.record_batch.validator import CLIENT_APPEND
 from broker.protocol.records import iter_batches
 from tests.log.helpers import config, decode_values, make_batch, open_manager
+
+WAIT_S = 10.0
 
 
 async def test_short_writes_still_store_each_batch_whole_with_its_offsets(
@@ -47,3 +57,77 @@ async def test_short_writes_still_store_each_batch_whole_with_its_offsets(
             b"v2" * 20,
             b"w2",
         ]
+
+
+LARGE = make_batch([os.urandom(THREAD_WRITE_THRESHOLD)])
+"""A batch written from a worker thread."""
+
+
+class HeldWrites:
+    """LogSegment.write held for large batches until `go_on` is set (the thread waits)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.writing, self.go_on = threading.Event(), threading.Event()
+        real_write = LogSegment.write
+
+        def held_write(
+            segment: LogSegment, data: bytes | memoryview, rest: bytes | memoryview = b""
+        ) -> None:
+            if len(data) + len(rest) >= THREAD_WRITE_THRESHOLD:
+                self.writing.set()
+                assert self.go_on.wait(WAIT_S)
+            real_write(segment, data, rest)
+
+        monkeypatch.setattr(LogSegment, "write", held_write)
+
+    async def started(self) -> None:
+        """Once the thread writes (the event loop running meanwhile: this task waits)."""
+        assert await trio.to_thread.run_sync(self.writing.wait, WAIT_S)
+
+
+async def test_a_large_batch_is_written_from_a_worker_thread_and_later_appends_wait_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22 item 1: a 900 KiB Produce held the event loop for its whole write."""
+    held = HeldWrites(monkeypatch)
+    async with open_manager(config(tmp_path)) as manager:
+        log = (await manager.create_topic("t", 1)).partitions[0]
+        large, large_header = LARGE
+        small, small_header = make_batch([b"after"])
+        offsets: list[int] = []
+
+        async def append(data: bytes, header: RecordBatchHeader) -> None:
+            offsets.append((await log.append(data, header, CLIENT_APPEND)).base_offset)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(append, large, large_header)
+            await held.started()
+            nursery.start_soon(append, small, small_header)
+            await trio.sleep(0.05)
+            assert offsets == [] and log.log_end_offset == 0, "nothing shows before the write"
+            held.go_on.set()
+        assert offsets == [0, 1]
+        values = [v for _, v in decode_values((await log.read(0, 1 << 21)).records)]
+        assert len(values) == 2 and values[1] == b"after"
+        assert values[0] is not None and len(values[0]) == THREAD_WRITE_THRESHOLD
+
+
+async def test_a_topic_deleted_while_a_large_batch_is_written_answers_unknown_topic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = HeldWrites(monkeypatch)
+    async with open_manager(config(tmp_path)) as manager:
+        topic = await manager.create_topic("t", 1)
+        errors: list[ErrorCode] = []
+
+        async def append() -> None:
+            with pytest.raises(KafkaError) as raised:
+                await topic.partitions[0].append(*LARGE, CLIENT_APPEND)
+            errors.append(raised.value.error_code)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(append)
+            await held.started()
+            await manager.delete_topic("t")
+            held.go_on.set()
+        assert errors == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import pytest
 import trio
 import trio.testing
 from hypothesis import given, settings
@@ -115,7 +117,7 @@ class CorruptingLog(MemoryLog):
 
 
 async def test_a_partition_whose_log_refuses_the_leaders_batches_is_set_aside_not_the_fetcher(
-    autojump_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     other = TopicPartition("orders", 1)
     leader, follower = diverged_logs(shared=2, follower_only=0, copied=0, leader_only=2)
@@ -127,6 +129,9 @@ async def test_a_partition_whose_log_refuses_the_leaders_batches_is_set_aside_no
         fetcher.add_partition(other, healthy, leader_epoch=2)
         await wait_until(lambda: TP in fetcher.failed, WAIT_S)
         assert TP not in fetcher.partitions
+        set_aside = [r for r in caplog.records if "set aside" in r.getMessage()]
+        assert [r.levelno for r in set_aside] == [logging.ERROR]
+        assert str(TP) in set_aside[0].getMessage() and "bad CRC" in set_aside[0].getMessage()
         await wait_until(lambda: healthy.contents() == healthy_leader.contents(), WAIT_S)
         fetcher.add_partition(TP, follower, leader_epoch=2)  # the next LeaderAndIsr
         await wait_until(lambda: follower.contents() == leader.contents(), WAIT_S)
