@@ -42,6 +42,7 @@ import attrs
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.replicated_load import VALUE, Burst, PacedLoad, first_ack_after, longest_gap
+from bench.servers import process_cpu_seconds
 from tests.hosts.host_processes import (
     WAIT_S,
     Hosts,
@@ -129,17 +130,20 @@ def throughput(hosts: Hosts, plan: Plan, rf1: str, rf3: str) -> dict[str, Any]:
     }
     for burst in bursts.values():
         burst.connect()
-    totals = {1: [0, 0.0], 3: [0, 0.0]}
+    totals = {1: [0, 0.0, 0.0], 3: [0, 0.0, 0.0]}
     ratios: list[float] = []
     for index in range(plan.rounds):
         rates = {}
         for factor in (1, 3) if index % 2 == 0 else (3, 1):
+            cpu_before = _hosts_cpu_seconds(hosts)
             records, seconds = bursts[factor].slice(plan.slice_s)
             totals[factor][0] += records
             totals[factor][1] += seconds
+            totals[factor][2] += _hosts_cpu_seconds(hosts) - cpu_before
             rates[factor] = records / seconds
         ratios.append(rates[3] / rates[1])
     rf3_rate, rf1_rate = (totals[f][0] / totals[f][1] for f in (3, 1))
+    rf3_cpu_us, rf1_cpu_us = (totals[f][2] / totals[f][0] * 1e6 for f in (3, 1))
     ratio = rf3_rate / rf1_rate
     return _row(
         f"produce {len(VALUE)} B values, 2 producers, acks=all, {PARTITIONS} partitions "
@@ -153,7 +157,17 @@ def throughput(hosts: Hosts, plan: Plan, rf1: str, rf3: str) -> dict[str, Any]:
         ratio >= RATIO_GOAL,
         _spread(ratios),
         f"{plan.rounds} slices of {plan.slice_s:g} s per factor, alternated",
-        f"{rf3_rate * len(VALUE) / 1e6:.1f} MB/s vs {rf1_rate * len(VALUE) / 1e6:.1f} MB/s",
+        f"{rf3_rate * len(VALUE) / 1e6:.1f} MB/s vs {rf1_rate * len(VALUE) / 1e6:.1f} MB/s; "
+        f"CPU of the three brokers per record: {rf3_cpu_us:.1f} µs vs {rf1_cpu_us:.1f} µs "
+        f"({rf3_cpu_us / rf1_cpu_us:.1f}x)",
+    )
+
+
+def _hosts_cpu_seconds(hosts: Hosts) -> float:
+    return sum(
+        process_cpu_seconds(host.process.process.pid)
+        for host in hosts.hosts.values()
+        if host.process is not None
     )
 
 
