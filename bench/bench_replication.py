@@ -105,7 +105,14 @@ def three_hosts(work: Path, plan: Plan) -> Iterator[Hosts]:
         settings = {"zookeeper.session.timeout.ms": str(plan.session_timeout_ms)}
         cluster = contextlib.contextmanager(hosts_cluster)
         with cluster(work, f"{zookeeper.hosts}/bench", settings) as hosts:
-            yield hosts
+            try:
+                yield hosts
+            finally:
+                # Nothing to keep: a controlled shutdown with a host down would wait out
+                # its retries (controlled.shutdown.retry.backoff.ms) for nothing.
+                for host in hosts.hosts.values():
+                    if host.process is not None:
+                        host.kill()
     finally:
         stop_zookeeper(zookeeper)
 
@@ -163,6 +170,15 @@ def throughput(hosts: Hosts, plan: Plan, rf1: str, rf3: str) -> dict[str, Any]:
     )
 
 
+def _led_followed(led: float | None, followed: float | None) -> str:
+    """A host's stall on the partitions it led (clients must find the new leader) and
+    on those it followed (the leaders must learn that it left the ISR)."""
+    shown = [
+        f"{what} {s:.2f}" for what, s in (("led", led), ("followed", followed)) if s is not None
+    ]
+    return ", ".join(shown)
+
+
 def _hosts_cpu_seconds(hosts: Hosts) -> float:
     return sum(
         process_cpu_seconds(host.process.process.pid)
@@ -175,6 +191,7 @@ def rolling_restart(hosts: Hosts, plan: Plan, topic: str) -> dict[str, Any]:
     load = PacedLoad(hosts.bootstrap, topic, PARTITIONS)
     load.start()
     stalls: dict[int, float] = {}
+    kinds: dict[int, tuple[float | None, float | None]] = {}
     exits: dict[int, int] = {}
     try:
         time.sleep(WARM_S)
@@ -183,11 +200,22 @@ def rolling_restart(hosts: Hosts, plan: Plan, topic: str) -> dict[str, Any]:
         baseline = longest_gap(load.acked, quiet_start, time.monotonic())
         for node_id in list(hosts.hosts)[: plan.restarts]:
             host = hosts.hosts[node_id]
+            led = {
+                p
+                for p, view in partitions(hosts.bootstrap, topic).items()
+                if view.leader == node_id
+            }
             stopped_at = time.monotonic()
             exits[node_id] = host.stop()
             host.start()
             wait_for_full_isr(hosts, topic, PARTITIONS)
-            stalls[node_id] = longest_gap(load.acked, stopped_at, time.monotonic())
+            back_at = time.monotonic()
+            stalls[node_id] = longest_gap(load.acked, stopped_at, back_at)
+            followed = set(range(PARTITIONS)) - led
+            kinds[node_id] = (
+                longest_gap(load.acked, stopped_at, back_at, led) if led else None,
+                longest_gap(load.acked, stopped_at, back_at, followed) if followed else None,
+            )
     finally:
         load.stop()
     longest = max(stalls.values())
@@ -201,7 +229,7 @@ def rolling_restart(hosts: Hosts, plan: Plan, topic: str) -> dict[str, Any]:
         longest / baseline,
         f"< {STALL_GOAL_S:g} s per host",
         longest < STALL_GOAL_S,
-        " / ".join(f"host {n}: {s:.2f}" for n, s in stalls.items()),
+        "; ".join(f"host {n}: {_led_followed(*kinds[n])}" for n in stalls),
         f"{len(stalls)} hosts",
         f"exit codes {sorted(set(exits.values()))}; {len(load.failed)} records failed",
     )
@@ -296,7 +324,7 @@ def _row(
         "measured/baseline": ratio,
         "goal": goal,
         "goal met": "yes" if met else "NO",
-        "spread (min / median / max)": spread,
+        "spread (min / median / max) or per host": spread,
         "samples": samples,
         "notes": notes,
     }

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -111,6 +111,8 @@ class PacedLoad:
     rate: float = 100.0
     max_s: float = 300.0
     producers: int = 2
+    config: Mapping[str, Any] = attrs.field(factory=dict)
+    """librdkafka settings over PRODUCER_CONFIG."""
     acked: list[Acked] = attrs.field(factory=list)
     failed: list[str] = attrs.field(factory=list)
     _stop: threading.Event = attrs.field(factory=threading.Event)
@@ -129,7 +131,12 @@ class PacedLoad:
 
     def _produce(self) -> None:
         producer = Producer(
-            {"bootstrap.servers": self.servers, "message.timeout.ms": 60000, **PRODUCER_CONFIG}
+            {
+                "bootstrap.servers": self.servers,
+                "message.timeout.ms": 60000,
+                **PRODUCER_CONFIG,
+                **self.config,
+            }
         )
         started = time.monotonic()
         count = int(self.rate * self.max_s)
@@ -162,12 +169,16 @@ def first_ack_after(acked: Iterable[Acked], partitions: set[int], moment: float)
     )
 
 
-def longest_gap(acked: Iterable[Acked], start: float, end: float) -> float:
-    """The longest time any one partition went without an acknowledgement within
-    [start, end]: a partition stalled while the others carried on counts."""
-    by_partition: dict[int, list[float]] = {}
+def longest_gap(
+    acked: Iterable[Acked], start: float, end: float, partitions: Collection[int] | None = None
+) -> float:
+    """The longest time any one partition (of `partitions`, None: all) went without an
+    acknowledgement within [start, end]: a partition stalled while the others carried on
+    counts."""
+    by_partition: dict[int, list[float]] = {p: [] for p in partitions or ()}
     for a in acked:
-        by_partition.setdefault(a.partition, []).append(a.acked_at)
+        if partitions is None or a.partition in partitions:
+            by_partition.setdefault(a.partition, []).append(a.acked_at)
     longest = 0.0
     for times in by_partition.values():
         moments = [start, *sorted(t for t in times if start < t < end), end]
