@@ -2,8 +2,9 @@
 ZooKeeper and three brokers, each its own host, and the archive pipeline bootstrapping
 from all three; `docker compose up` without the profile unchanged.
 
-The ZooKeeper service's command runs natively (Debian's jars, which `make setup`
-installs for the tests) on a free port until its own healthcheck passes; each broker's
+The ZooKeeper image's command (docker/Dockerfile.zookeeper) runs natively (Debian's
+jars, which `make setup` installs for the tests) on a free port, data in the service's
+volume's place, until the service's healthcheck passes; each broker's
 environment loads as the broker's configuration. docker/compose-test.sh validates the
 profile with every compose tool it finds (`--profile cluster config`) and proves the
 default stack on a real engine; the cluster's manual check is in docs/replication.md.
@@ -11,6 +12,7 @@ default stack on a real engine; the cluster's manual check is in docs/replicatio
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -103,16 +105,19 @@ def test_the_cluster_pipeline_bootstraps_from_every_broker() -> None:
 def test_the_zookeeper_service_runs_debians_zookeeper_until_its_healthcheck_passes(
     tmp_path: Path,
 ) -> None:
-    pipeline = " ".join(dockerfile_instructions(ROOT / "docker" / "Dockerfile.pipeline"))
-    assert re.search(r"apt-get install [^&]*\bzookeeper\b", pipeline)
+    instructions = dockerfile_instructions(ROOT / "docker" / "Dockerfile.zookeeper")
+    assert re.search(r"apt-get install [^&]*\bzookeeper\b", " ".join(instructions))
     service = SERVICES["zookeeper"]
-    assert service["image"] == "trio-kafka-pipeline:local"
+    assert service["image"] == "trio-kafka-zookeeper:local"
+    assert service["build"]["args"] == ["BASE_IMAGE"]
+    (cmd,) = [i for i in instructions if i.startswith("CMD")]
+    image_command: list[str] = json.loads(cmd.removeprefix("CMD"))
+    (volume,) = service["volumes"]
+    data_in_image = volume.split(":")[1]
+    assert image_command[-2:] == ["2181", data_in_image]
     port = free_port()
     data_dir = tmp_path / "zookeeper"
-    command = [
-        str(port) if arg == "2181" else str(data_dir) if arg.endswith("/zookeeper") else arg
-        for arg in service["command"]
-    ]
+    command = [*image_command[:-2], str(port), str(data_dir)]
     health = [arg.replace("2181", str(port)) for arg in service["healthcheck"]["test"][1:]]
     health[0] = "python3"
     log_path = tmp_path / "zookeeper.log"
@@ -124,7 +129,7 @@ def test_the_zookeeper_service_runs_debians_zookeeper_until_its_healthcheck_pass
             assert process.poll() is None, log_path.read_text()
             assert time.monotonic() < deadline, log_path.read_text()
             time.sleep(0.2)
-        assert (data_dir / "version-2").is_dir(), "ZooKeeper keeps its data in the volume"
+        assert (data_dir / "version-2").is_dir(), "ZooKeeper keeps its data in its volume"
     finally:
         process.terminate()
         try:
