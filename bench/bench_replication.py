@@ -119,7 +119,7 @@ def three_hosts(work: Path, plan: Plan) -> Iterator[Hosts]:
 
 def create_topic(hosts: Hosts, name: str, factor: int, config: Mapping[str, str]) -> str:
     admin = AdminClient({"bootstrap.servers": hosts.bootstrap})
-    new = NewTopic(name, num_partitions=PARTITIONS, replication_factor=factor, config=config)
+    new = NewTopic(name, num_partitions=PARTITIONS, replication_factor=factor, config=dict(config))
     admin.create_topics([new])[name].result(timeout=WAIT_S)
 
     def led() -> bool:
