@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.servers import stop_server
 from broker.config.broker_config import load_config
 from broker.config.table import CONFIG_DEFS
 from broker.env_overrides import overrides_from_environment
@@ -131,9 +132,4 @@ def test_the_zookeeper_service_runs_debians_zookeeper_until_its_healthcheck_pass
             time.sleep(0.2)
         assert (data_dir / "version-2").is_dir(), "ZooKeeper keeps its data in its volume"
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_server(process)
