@@ -55,6 +55,11 @@ BENCHMARKS: list[tuple[str, str, float]] = [
         "Hostile load: memory, bystander latency, new clients, sockets left, failed logins",
         2.0,
     ),
+    (
+        "bench.bench_replication",
+        "Replication on three hosts (issue 20): RF 3 vs RF 1, rolling restart, kill -9",
+        3.0,
+    ),
     ("bench.bench_console", "Produce with a web console page refreshing and without", 4.0),
     (
         "bench.bench_compaction",

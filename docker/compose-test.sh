@@ -73,6 +73,17 @@ install_debian_tools() {
 trap 'stop_started_dockerd; rm -rf "$work"' EXIT
 install_debian_tools
 
+# Every profile validated by every compose tool found, engine or not (no engine needed
+# for `config`); the `cluster` profile's manual check is in docs/replication.md.
+for tool in "docker compose" "docker-compose"; do
+  read -r -a validate <<<"$tool"
+  "${validate[@]}" version >/dev/null 2>&1 || continue
+  for profile in spark secured cluster; do
+    "${validate[@]}" --profile "$profile" config -q \
+      || { echo "compose-test: $tool: profile $profile of compose.yaml is invalid"; exit 1; }
+  done
+done
+
 ensure_engine || not_run "no Docker engine answers or can be started here (install Debian's docker.io and run as root, or start one)."
 
 # Every compose tool found here proves the same file, one after the other.

@@ -61,6 +61,7 @@ SLOW_TESTS = frozenset(
         "tests/integration/test_hostile_fairness.py",
         "tests/integration/test_hostile_load.py",
         "tests/integration/test_hostile_responses.py",
+        "tests/integration/test_replication_bench.py",  # three hosts and ZooKeeper
         "tests/log/test_durability.py",
         # Single tests that start broker processes, in modules that are otherwise fast.
         "tests/integration/test_client_quota_apis.py::"

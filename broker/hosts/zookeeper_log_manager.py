@@ -279,7 +279,7 @@ class ZooKeeperLogManager(LogManager):
         self,
         name: str,
         num_partitions: int,
-        replication_factor: int = 1,
+        replication_factor: int = -1,  # auto-creation: default.replication.factor
         configs: Mapping[str, str] | None = None,
         *,
         validate_only: bool = False,

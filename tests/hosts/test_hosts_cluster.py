@@ -118,7 +118,9 @@ async def test_three_hosts_form_one_cluster_with_replicated_partitions_and_failo
     async with AsyncExitStack() as stack:
         servers = {
             node_id: await stack.enter_async_context(
-                running_host(tmp_path, node_id, zookeeper_connect)
+                running_host(
+                    tmp_path, node_id, zookeeper_connect, {"default.replication.factor": "3"}
+                )
             )
             for node_id in HOSTS
         }
@@ -151,6 +153,18 @@ async def test_three_hosts_form_one_cluster_with_replicated_partitions_and_failo
                 assert p.leader_epoch == 0
         # Each partition has a different preferred leader (placement spreads them).
         assert {p.leader_id for p in partitions.values()} == {1, 2, 3}
+
+        # A topic auto-created by a Metadata request takes default.replication.factor.
+        address, port = HOSTS[1][0], servers[1].bound_port()
+        async with await KafkaConnection.connect(address, port, "test") as connection:
+            request = MetadataRequest(
+                topics=(MetadataRequestTopic(name="auto"),), allow_auto_topic_creation=True
+            )
+            await connection.request(request, METADATA_VERSION)
+        response = await wait_for_metadata(
+            servers[2], "auto", lambda r: r.topics[0].error_code == 0 and r.topics[0].partitions
+        )
+        assert [sorted(p.replica_nodes) for p in response.topics[0].partitions] == [[1, 2, 3]]
 
         # Produce to partition 0's leader and consume back, bootstrapped from another broker.
         leader = partitions[0].leader_id
