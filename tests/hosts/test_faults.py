@@ -7,6 +7,11 @@ producing order, nothing that was never sent.
 
 The session timeout is short (5 s) so that failovers fit in the test's time; the
 failover times are printed (`pytest -s`) and quoted in docs/replication.md.
+
+The network cut runs the hosts in network namespaces of their own (`network_namespaces.py`,
+root needed, as CI runs), with ZooKeeper and the clients in the test's namespace, and has
+a consumer group consume through it (`consumed_records.py` checks it resumed from its
+committed offsets).
 """
 
 from __future__ import annotations
@@ -15,13 +20,19 @@ import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import attrs
 import pytest
+from confluent_kafka.admin import AdminClient
 
-from tests.hosts.acknowledged_records import ProducedHistory, anomalies
+from tests.hosts.acknowledged_records import ProducedHistory, ReadBack, anomalies
+from tests.hosts.consumed_records import covers, resumption_anomalies
+from tests.hosts.group_consumers import GroupConsumers
 from tests.hosts.host_processes import (
+    ADDRESSES,
+    WAIT_S,
     Hosts,
     PartitionView,
     ProducerLoad,
@@ -31,9 +42,11 @@ from tests.hosts.host_processes import (
     hosts_cluster,
     partitions,
     read_back,
+    replica_sizes,
     wait_for_full_isr,
     wait_until,
 )
+from tests.hosts.network_namespaces import BRIDGE_ADDRESS, HostNetworks, host_networks
 from tests.zookeeper_fixture import (
     ZooKeeperServer,
     restart_zookeeper,
@@ -75,14 +88,21 @@ def hosts(tmp_path: Path, zookeeper: RestartableZooKeeper) -> Iterator[Hosts]:
     yield from hosts_cluster(tmp_path, connect, SETTINGS)
 
 
+@attrs.frozen
+class LoadOutcome:
+    history: ProducedHistory
+    read: ReadBack
+
+
 def under_load(
     hosts: Hosts,
     fault: Callable[[str, ProducerLoad], None],
     count: int = 100,
     duration_s: float = 6.0,
-) -> ProducedHistory:
+) -> LoadOutcome:
     """A replicated topic, producers sending `count` values each over a few seconds with
-    `fault` done meanwhile; then the cluster fully recovered and the log checked."""
+    `fault` done meanwhile; then the cluster fully recovered and the log checked: every
+    replica the same bytes as its leader's, every acknowledged record there once."""
     topic = f"faults-{uuid.uuid4().hex[:8]}"
     create_topic(hosts.bootstrap, topic, PARTITIONS)
     wait_for_full_isr(hosts, topic, PARTITIONS)
@@ -93,9 +113,16 @@ def under_load(
     history = load.join()
     wait_for_full_isr(hosts, topic, PARTITIONS)
     assert load.fatal == []
-    assert anomalies(history, read_back(hosts.bootstrap, topic, PARTITIONS)) == []
+    wait_until("every replica holds its leader's bytes", lambda: replicas_agree(hosts, topic))
+    read = read_back(hosts.bootstrap, topic, PARTITIONS)
+    assert anomalies(history, read) == []
     assert len(history.acknowledged) > len(history.sent) / 2, history.failed
-    return history
+    return LoadOutcome(history, read)
+
+
+def replicas_agree(hosts: Hosts, topic: str) -> bool:
+    sizes = [replica_sizes(host, topic) for host in hosts.hosts.values()]
+    return len(sizes[0]) == PARTITIONS and all(s == sizes[0] for s in sizes)
 
 
 def led_by(views: Mapping[int, PartitionView], node_id: int) -> set[int]:
@@ -193,7 +220,7 @@ def test_zookeeper_restarted_under_load_leaves_the_hosts_serving(
         print(f"ZooKeeper down for {window[1] - window[0]:.2f} s")
         acknowledged_again(load, set(range(PARTITIONS)), window[-1], hosts)
 
-    history = under_load(hosts, restart_zookeeper_meanwhile, count=150, duration_s=12.0)
+    history = under_load(hosts, restart_zookeeper_meanwhile, count=150, duration_s=12.0).history
     stopped, restarted = window
     during = [a for a in history.acknowledged.values() if stopped < a.at < restarted]
     after = [a for a in history.acknowledged.values() if a.at > restarted]
@@ -215,3 +242,106 @@ def test_a_rolling_restart_of_every_host_loses_no_acknowledged_record(hosts: Hos
             wait_for_full_isr(hosts, topic, PARTITIONS)
 
     under_load(hosts, restart_each_host, count=200, duration_s=30.0)
+
+
+@pytest.fixture
+def cut_off_hosts(tmp_path: Path) -> Iterator[tuple[Hosts, HostNetworks]]:
+    """The three hosts each in a network namespace of its own, on one bridge with the
+    test's namespace, where this test's ZooKeeper and clients run (the test's thread
+    stays there until the hosts and ZooKeeper are stopped)."""
+    octets = {node_id: str(10 + node_id) for node_id in ADDRESSES}
+    with host_networks(octets) as networks, networks.test.entered():
+        (tmp_path / "zookeeper").mkdir()
+        server = start_zookeeper(tmp_path / "zookeeper", host=BRIDGE_ADDRESS)
+        try:
+            settings = {
+                **SETTINGS,
+                "group.initial.rebalance.delay.ms": "0",
+                "offsets.topic.num.partitions": "3",
+            }
+            with contextmanager(hosts_cluster)(
+                tmp_path, f"{server.hosts}/cut-off", settings, networks
+            ) as hosts:
+                yield hosts, networks
+        finally:
+            stop_zookeeper(server)
+
+
+def group_coordinator(servers: str, group: str) -> int:
+    admin = AdminClient({"bootstrap.servers": servers})
+    described = admin.describe_consumer_groups([group])[group].result(timeout=WAIT_S)
+    return int(described.coordinator.id)
+
+
+def test_a_host_cut_off_the_network_is_fenced_then_rejoins_and_the_group_resumes(
+    cut_off_hosts: tuple[Hosts, HostNetworks],
+) -> None:
+    """The host cut off is the group's coordinator (it leads a partition of the topic
+    too), cut from ZooKeeper, the other hosts and every client past its session timeout:
+    the others elect leaders and a coordinator; the cut-off leader cannot shrink its ISR
+    without ZooKeeper, so nothing it takes meanwhile is acknowledged; healed, it learns
+    it lost leadership, truncates and rejoins every ISR. A second consumer joins the
+    group during the cut: the group rebalances through the new coordinator, and every
+    member resumes from the committed offsets."""
+    hosts, networks = cut_off_hosts
+    group = f"cut-off-{uuid.uuid4().hex[:8]}"
+    started: list[GroupConsumers] = []
+    cut: list[float] = []
+
+    def cut_off_the_coordinators_host(topic: str, load: ProducerLoad) -> None:
+        consumers = GroupConsumers(hosts.bootstrap, topic, group)
+        started.append(consumers)
+        consumers.add("c0")
+        every = set(range(PARTITIONS))
+        wait_until("c0 holds every partition", lambda: consumers.holding("c0") == every)
+        victim = group_coordinator(hosts.bootstrap, group)
+        host = hosts.hosts[victim]
+        other = next(h for i, h in hosts.hosts.items() if i != victim)
+        before = host_partitions(host, topic)
+        led = led_by(before, victim)
+        assert led, f"host {victim} leads no partition: {before}"
+        cut_at = time.monotonic()
+        cut.append(cut_at)
+        networks.cut_off(victim)
+        try:
+            consumers.add("c1")  # joins while the group's coordinator is unreachable
+            wait_until(
+                f"other leaders for partitions {sorted(led)}",
+                lambda: not led_by(host_partitions(other, topic), victim),
+            )
+            print(f"host {victim} cut off: leaders moved after {time.monotonic() - cut_at:.2f} s")
+            time.sleep(max(0.0, cut_at + SESSION_TIMEOUT_S + 1 - time.monotonic()))
+        finally:
+            networks.heal(victim)
+        healed_at = time.monotonic()
+        cut.append(healed_at)
+
+        def fenced() -> bool:
+            now = host_partitions(host, topic)
+            return all(
+                now[p].leader != victim and now[p].leader_epoch > before[p].leader_epoch
+                for p in led
+            )
+
+        wait_until("the healed host knows it no longer leads", fenced)
+        print(f"host {victim} healed: fenced after {time.monotonic() - healed_at:.2f} s")
+        resumed_s = acknowledged_again(load, led, cut_at, hosts)
+        print(f"host {victim} cut off: acks on its partitions resumed after {resumed_s:.2f} s")
+        assert host.process is not None and host.process.process.poll() is None
+
+    outcome = under_load(hosts, cut_off_the_coordinators_host, count=120, duration_s=12.0)
+    (consumers,) = started
+    try:
+        wait_until(
+            "the group was given every record", lambda: covers(consumers.history, outcome.read)
+        )
+    finally:
+        consumers.stop()
+    assert resumption_anomalies(consumers.history, outcome.read) == []
+    cut_at, healed_at = cut
+    assert consumers.history.assigned_after(cut_at) == {"c0", "c1"}, "no rebalance after the cut"
+    joined = min(consumers.history.assigned_times("c1"))
+    print(
+        f"c1 given partitions {joined - cut_at:.2f} s after the cut "
+        f"(healed after {healed_at - cut_at:.2f} s)"
+    )
