@@ -28,7 +28,7 @@ class GroupConsumers:
 
     def add(self, member: str) -> None:
         """One more member, joining the group from its own thread."""
-        thread = threading.Thread(target=self._consume, args=(member,), name=member)
+        thread = threading.Thread(target=self._consume, args=(member,), name=member, daemon=True)
         self._threads[member] = thread
         thread.start()
 

@@ -156,6 +156,58 @@ def acknowledged_again(
     return resumed - since
 
 
+@attrs.frozen
+class Isolation:
+    led: set[int]  # the partitions the host led
+    started_at: float
+    ended_at: float
+
+
+def isolated_past_its_session(
+    hosts: Hosts,
+    topic: str,
+    victim: int,
+    fault: str,
+    isolate: Callable[[], None],
+    restore: Callable[[], None],
+    meanwhile: Callable[[], None] = lambda: None,
+) -> Isolation:
+    """The victim's host isolated until the others lead its partitions and its session
+    has expired, then restored: it must learn it lost them (its own Metadata naming other
+    leaders at higher epochs) and keep running."""
+    host = hosts.hosts[victim]
+    other = next(h for i, h in hosts.hosts.items() if i != victim)
+    before = host_partitions(host, topic)
+    led = led_by(before, victim)
+    assert led, f"host {victim} leads no partition: {before}"
+    started_at = time.monotonic()
+    isolate()
+    try:
+        meanwhile()
+        wait_until(
+            f"other leaders for partitions {sorted(led)}",
+            lambda: not led_by(host_partitions(other, topic), victim),
+        )
+        print(
+            f"{fault} of host {victim}: leaders moved after {time.monotonic() - started_at:.2f} s"
+        )
+        time.sleep(max(0.0, started_at + SESSION_TIMEOUT_S + 1 - time.monotonic()))
+    finally:
+        restore()
+    ended_at = time.monotonic()
+
+    def fenced() -> bool:
+        now = host_partitions(host, topic)
+        return all(
+            now[p].leader != victim and now[p].leader_epoch > before[p].leader_epoch for p in led
+        )
+
+    wait_until(f"host {victim} back after the {fault} knows it no longer leads", fenced)
+    print(f"{fault} of host {victim} over: fenced after {time.monotonic() - ended_at:.2f} s")
+    assert host.process is not None and host.process.process.poll() is None
+    return Isolation(led, started_at, ended_at)
+
+
 def test_a_host_killed_and_brought_back_loses_no_acknowledged_record(hosts: Hosts) -> None:
     def kill_a_leader_and_restart_it(topic: str, load: ProducerLoad) -> None:
         views = partitions(hosts.bootstrap, topic)
@@ -177,35 +229,14 @@ def test_a_leader_paused_past_its_session_is_fenced_when_it_resumes(hosts: Hosts
     def pause_the_controllers_host(topic: str, load: ProducerLoad) -> None:
         victim = host_metadata(hosts.hosts[1], topic).controller_id
         paused = hosts.hosts[victim]
-        other = next(h for i, h in hosts.hosts.items() if i != victim)
-        before = host_partitions(paused, topic)
-        led = led_by(before, victim)
-        assert led, f"host {victim} leads no partition: {before}"
-        paused_at = time.monotonic()
-        paused.signal(signal.SIGSTOP)
-        try:
-            wait_until(
-                f"other leaders for partitions {sorted(led)}",
-                lambda: not led_by(host_partitions(other, topic), victim),
-            )
-            print(
-                f"SIGSTOP of host {victim}: leaders moved after {time.monotonic() - paused_at:.2f} s"
-            )
-            time.sleep(max(0.0, paused_at + SESSION_TIMEOUT_S + 1 - time.monotonic()))
-        finally:
-            paused.signal(signal.SIGCONT)
-        resumed_at = time.monotonic()
-
-        def fenced() -> bool:
-            now = host_partitions(paused, topic)
-            return all(
-                now[p].leader != victim and now[p].leader_epoch > before[p].leader_epoch
-                for p in led
-            )
-
-        wait_until("the resumed host knows it no longer leads", fenced)
-        print(f"SIGCONT of host {victim}: fenced after {time.monotonic() - resumed_at:.2f} s")
-        assert paused.process is not None and paused.process.process.poll() is None
+        isolated_past_its_session(
+            hosts,
+            topic,
+            victim,
+            "SIGSTOP",
+            lambda: paused.signal(signal.SIGSTOP),
+            lambda: paused.signal(signal.SIGCONT),
+        )
 
     under_load(hosts, pause_the_controllers_host)
 
@@ -287,7 +318,7 @@ def test_a_host_cut_off_the_network_is_fenced_then_rejoins_and_the_group_resumes
     hosts, networks = cut_off_hosts
     group = f"cut-off-{uuid.uuid4().hex[:8]}"
     started: list[GroupConsumers] = []
-    cut: list[float] = []
+    cuts: list[Isolation] = []
 
     def cut_off_the_coordinators_host(topic: str, load: ProducerLoad) -> None:
         consumers = GroupConsumers(hosts.bootstrap, topic, group)
@@ -296,53 +327,33 @@ def test_a_host_cut_off_the_network_is_fenced_then_rejoins_and_the_group_resumes
         every = set(range(PARTITIONS))
         wait_until("c0 holds every partition", lambda: consumers.holding("c0") == every)
         victim = group_coordinator(hosts.bootstrap, group)
-        host = hosts.hosts[victim]
-        other = next(h for i, h in hosts.hosts.items() if i != victim)
-        before = host_partitions(host, topic)
-        led = led_by(before, victim)
-        assert led, f"host {victim} leads no partition: {before}"
-        cut_at = time.monotonic()
-        cut.append(cut_at)
-        networks.cut_off(victim)
-        try:
-            consumers.add("c1")  # joins while the group's coordinator is unreachable
-            wait_until(
-                f"other leaders for partitions {sorted(led)}",
-                lambda: not led_by(host_partitions(other, topic), victim),
-            )
-            print(f"host {victim} cut off: leaders moved after {time.monotonic() - cut_at:.2f} s")
-            time.sleep(max(0.0, cut_at + SESSION_TIMEOUT_S + 1 - time.monotonic()))
-        finally:
-            networks.heal(victim)
-        healed_at = time.monotonic()
-        cut.append(healed_at)
-
-        def fenced() -> bool:
-            now = host_partitions(host, topic)
-            return all(
-                now[p].leader != victim and now[p].leader_epoch > before[p].leader_epoch
-                for p in led
-            )
-
-        wait_until("the healed host knows it no longer leads", fenced)
-        print(f"host {victim} healed: fenced after {time.monotonic() - healed_at:.2f} s")
-        resumed_s = acknowledged_again(load, led, cut_at, hosts)
+        cut = isolated_past_its_session(
+            hosts,
+            topic,
+            victim,
+            "network cut",
+            lambda: networks.cut_off(victim),
+            lambda: networks.heal(victim),
+            meanwhile=lambda: consumers.add("c1"),  # joins while the coordinator is cut off
+        )
+        cuts.append(cut)
+        resumed_s = acknowledged_again(load, cut.led, cut.started_at, hosts)
         print(f"host {victim} cut off: acks on its partitions resumed after {resumed_s:.2f} s")
-        assert host.process is not None and host.process.process.poll() is None
 
-    outcome = under_load(hosts, cut_off_the_coordinators_host, count=120, duration_s=12.0)
-    (consumers,) = started
     try:
+        outcome = under_load(hosts, cut_off_the_coordinators_host, count=120, duration_s=12.0)
+        (consumers,) = started
         wait_until(
             "the group was given every record", lambda: covers(consumers.history, outcome.read)
         )
     finally:
-        consumers.stop()
+        for group_consumers in started:
+            group_consumers.stop()
     assert resumption_anomalies(consumers.history, outcome.read) == []
-    cut_at, healed_at = cut
-    assert consumers.history.assigned_after(cut_at) == {"c0", "c1"}, "no rebalance after the cut"
+    (cut,) = cuts
+    assert consumers.history.assigned_after(cut.started_at) == {"c0", "c1"}, "no rebalance"
     joined = min(consumers.history.assigned_times("c1"))
     print(
-        f"c1 given partitions {joined - cut_at:.2f} s after the cut "
-        f"(healed after {healed_at - cut_at:.2f} s)"
+        f"c1 given partitions {joined - cut.started_at:.2f} s after the cut "
+        f"(healed after {cut.ended_at - cut.started_at:.2f} s)"
     )
