@@ -11,8 +11,9 @@ UV_VERSION := 0.13.8
 # fails: a command missing from PATH, or (a check starting with /) a file that is absent.
 # Java runs Spark (the pipeline and its tests); `zookeeper` gives ZooKeeper's server jars to
 # the tests' fixture (tests/zookeeper_fixture.py) without `zookeeperd`'s system service;
-# chromium drives the console's browser test.
-DEBIAN_PACKAGES := kcat:kcat java:default-jre-headless /usr/share/java/zookeeper.jar:zookeeper chromium:chromium
+# chromium drives the console's browser test; iproute2's `ip` makes the network namespaces
+# of the fault test that cuts a host off (tests/hosts/network_namespaces.py).
+DEBIAN_PACKAGES := kcat:kcat java:default-jre-headless /usr/share/java/zookeeper.jar:zookeeper chromium:chromium ip:iproute2
 CONFIG ?= config/server.properties
 
 .PHONY: setup native system-packages run test compose-test setup-check lint format typecheck unit suite bench generate clean lock

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import trio
@@ -264,13 +264,25 @@ class GroupCoordinatorService:
     ) -> dict[TopicPartition, ErrorCode]:
         """A commit's results once what it wrote is replicated (at once with journals):
         a failed append turns every accepted offset into the client's retriable error."""
+        wait = self.replication_of(results)
+        return results if wait is None else await wait()
+
+    def replication_of(
+        self, results: dict[TopicPartition, ErrorCode]
+    ) -> Callable[[], Awaitable[dict[TopicPartition, ErrorCode]]] | None:
+        """`replicated` bound now to the append round the commit's records joined, to be
+        awaited later (outside the handler); None when nothing is to be waited for."""
         pending = None if self._replicator is None else self._replicator.pending()
         if pending is None:
-            return results
-        error = await pending.client_error()
-        if error is ErrorCode.NONE:
-            return results
-        return {tp: error if e is ErrorCode.NONE else e for tp, e in results.items()}
+            return None
+
+        async def wait() -> dict[TopicPartition, ErrorCode]:
+            error = await pending.client_error()
+            if error is ErrorCode.NONE:
+                return results
+            return {tp: error if e is ErrorCode.NONE else e for tp, e in results.items()}
+
+        return wait
 
     # -- operations (called by the API handlers) ------------------------------------------
     def _owns(self, group_id: str) -> bool:

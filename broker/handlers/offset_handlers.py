@@ -9,6 +9,7 @@ from typing import TypeVar
 from broker.coordinator.coordinator_service import GroupCoordinatorService
 from broker.coordinator.group_coordinator import OffsetCommitItem
 from broker.coordinator.offset_store import OffsetAndMetadata, TopicPartition
+from broker.handlers.api_handler import Deferred
 from broker.handlers.auth_helper import GROUP, TOPIC, authorize, authorized_names, check_group
 from broker.net.request import Request
 from broker.protocol.api import ApiKey
@@ -76,7 +77,6 @@ class OffsetCommitHandler:
     """v2+ (Kafka 4's range); generation -1 commits for standalone consumers."""
 
     api_key = ApiKey.OFFSET_COMMIT
-    waits_on_replication = True  # answered once the ISR has its records
     min_version = 2
     max_version = 9
 
@@ -86,7 +86,9 @@ class OffsetCommitHandler:
         self._service = service
         self._authorizer = authorizer
 
-    async def handle(self, request: Request[OffsetCommitRequest]) -> OffsetCommitResponse:
+    async def handle(
+        self, request: Request[OffsetCommitRequest]
+    ) -> OffsetCommitResponse | Deferred:
         body = request.body
         check_group(self._authorizer, request, AclOperation.READ, body.group_id)
         readable = authorized_names(
@@ -115,7 +117,22 @@ class OffsetCommitHandler:
                 offsets,
                 request.api_version,
             )
-            results = await self._service.replicated(results)  # acknowledged once the ISR has it
+            wait = self._service.replication_of(results)
+            if wait is not None:
+                # Acknowledged once the ISR has it, answered outside the handler as
+                # Produce's acks=all is: a handler waiting here would hold back the
+                # followers' Fetch requests that complete it (with num.io.threads commits
+                # at once, until the ISR shrinks).
+                async def replicated() -> OffsetCommitResponse:
+                    assert wait is not None
+                    return self._answer(body, await wait())
+
+                return Deferred(replicated)
+        return self._answer(body, results)
+
+    def _answer(
+        self, body: OffsetCommitRequest, results: dict[TopicPartition, ErrorCode]
+    ) -> OffsetCommitResponse:
         return self._response(
             [
                 ((t.name, p.partition_index), results[(t.name, p.partition_index)])

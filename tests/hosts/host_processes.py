@@ -15,7 +15,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 import attrs
 import trio
@@ -23,9 +25,12 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.client.connection import KafkaConnection
+from broker.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
+from broker.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
 from broker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from broker.protocol.messages.metadata_response import MetadataResponse
 from tests.hosts.acknowledged_records import ProducedHistory, SentValue
+from tests.hosts.network_namespaces import HostNetworks, NetworkNamespace
 from tests.integration.broker_harness import (
     BrokerProcess,
     start_broker_process,
@@ -34,6 +39,7 @@ from tests.integration.broker_harness import (
 
 WAIT_S = 40.0
 METADATA_VERSION = 9  # leader epochs
+LOG_DIRS_VERSION = 1
 ADDRESSES = {1: ("127.0.0.2", "rack-a"), 2: ("127.0.0.3", "rack-b"), 3: ("127.0.0.4", "rack-c")}
 
 
@@ -45,13 +51,15 @@ def free_port(host: str) -> int:
 
 @attrs.define
 class Host:
-    """One host's broker process; `process` is None while it is down."""
+    """One host's broker process; `process` is None while it is down. A host with a
+    `network` runs in that namespace (`network_namespaces.py`)."""
 
     node_id: int
     address: str
     port: int
     data_dir: Path
     overrides: dict[str, str]
+    network: NetworkNamespace | None = None
     process: BrokerProcess | None = None
     starts: int = 0
 
@@ -65,7 +73,8 @@ class Host:
         if log_path.exists():  # keep the earlier run's log beside the new one
             log_path.rename(log_path.with_suffix(f".log.{self.starts}"))
         self.starts += 1
-        self.process = start_broker_process(self.data_dir, self.overrides, timeout_s=WAIT_S)
+        with self.network.entered() if self.network else nullcontext():
+            self.process = start_broker_process(self.data_dir, self.overrides, timeout_s=WAIT_S)
 
     def signal(self, sig: signal.Signals) -> None:
         assert self.process is not None
@@ -118,12 +127,19 @@ class PartitionView:
 
 
 def hosts_cluster(
-    tmp_path: Path, zookeeper_connect: str, extra: Mapping[str, str]
+    tmp_path: Path,
+    zookeeper_connect: str,
+    extra: Mapping[str, str],
+    networks: HostNetworks | None = None,
 ) -> Iterator[Hosts]:
-    """Three hosts started, then stopped whatever the test did to them."""
+    """Three hosts started, then stopped whatever the test did to them; with `networks`,
+    each in its own namespace at the address it has there."""
     hosts = Hosts({})
-    for node_id, (address, rack) in ADDRESSES.items():
-        port = free_port(address)
+    for node_id, (loopback, rack) in ADDRESSES.items():
+        network = networks.hosts[node_id] if networks else None
+        address = networks.addresses[node_id] if networks else loopback
+        with network.entered() if network else nullcontext():
+            port = free_port(address)
         overrides = {
             "listeners": f"PLAINTEXT://{address}:{port}",
             "node.id": str(node_id),
@@ -134,7 +150,8 @@ def hosts_cluster(
             "num.io.threads": "2",
             **extra,
         }
-        hosts.hosts[node_id] = Host(node_id, address, port, tmp_path / f"host-{node_id}", overrides)
+        data_dir = tmp_path / f"host-{node_id}"
+        hosts.hosts[node_id] = Host(node_id, address, port, data_dir, overrides, network)
     try:
         hosts.start()
         wait_until("every host registered", lambda: len(registered(hosts.bootstrap)) == 3)
@@ -183,19 +200,39 @@ def _holds(ready: Callable[[], bool]) -> bool:
         return False
 
 
-def host_metadata(host: Host, topic: str) -> MetadataResponse:
-    """Metadata of the topic as this one host answers it (a client may ask any)."""
+def ask_host(host: Host, request: Any, version: int) -> Any:
+    """One request to this one host, on a connection of its own."""
 
-    async def ask() -> MetadataResponse:
+    async def ask() -> Any:
         with trio.fail_after(10):
             async with await KafkaConnection.connect(host.address, host.port, "checker") as c:
-                request = MetadataRequest(
-                    topics=(MetadataRequestTopic(name=topic),), allow_auto_topic_creation=False
-                )
-                response: MetadataResponse = await c.request(request, METADATA_VERSION)
-                return response
+                return await c.request(request, version)
 
     return trio.run(ask)
+
+
+def host_metadata(host: Host, topic: str) -> MetadataResponse:
+    """Metadata of the topic as this one host answers it (a client may ask any)."""
+    request = MetadataRequest(
+        topics=(MetadataRequestTopic(name=topic),), allow_auto_topic_creation=False
+    )
+    response: MetadataResponse = ask_host(host, request, METADATA_VERSION)
+    return response
+
+
+def replica_sizes(host: Host, topic: str) -> dict[int, int]:
+    """The bytes of each of the topic's replicas on this host (DescribeLogDirs): replicas
+    holding the same batches have the same size."""
+    response: DescribeLogDirsResponse = ask_host(
+        host, DescribeLogDirsRequest(topics=None), LOG_DIRS_VERSION
+    )
+    return {
+        p.partition_index: p.partition_size
+        for result in response.results
+        for t in result.topics
+        if t.name == topic
+        for p in t.partitions
+    }
 
 
 def host_partitions(host: Host, topic: str) -> dict[int, PartitionView]:

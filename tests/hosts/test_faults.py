@@ -7,6 +7,11 @@ producing order, nothing that was never sent.
 
 The session timeout is short (5 s) so that failovers fit in the test's time; the
 failover times are printed (`pytest -s`) and quoted in docs/replication.md.
+
+The network cut runs the hosts in network namespaces of their own (`network_namespaces.py`,
+root needed, as CI runs), with ZooKeeper and the clients in the test's namespace, and has
+a consumer group consume through it (`consumed_records.py` checks it resumed from its
+committed offsets).
 """
 
 from __future__ import annotations
@@ -15,13 +20,19 @@ import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import attrs
 import pytest
+from confluent_kafka.admin import AdminClient
 
-from tests.hosts.acknowledged_records import ProducedHistory, anomalies
+from tests.hosts.acknowledged_records import ProducedHistory, ReadBack, anomalies
+from tests.hosts.consumed_records import covers, resumption_anomalies
+from tests.hosts.group_consumers import GroupConsumers
 from tests.hosts.host_processes import (
+    ADDRESSES,
+    WAIT_S,
     Hosts,
     PartitionView,
     ProducerLoad,
@@ -31,9 +42,11 @@ from tests.hosts.host_processes import (
     hosts_cluster,
     partitions,
     read_back,
+    replica_sizes,
     wait_for_full_isr,
     wait_until,
 )
+from tests.hosts.network_namespaces import BRIDGE_ADDRESS, HostNetworks, host_networks
 from tests.zookeeper_fixture import (
     ZooKeeperServer,
     restart_zookeeper,
@@ -48,6 +61,8 @@ SETTINGS = {
     "replica.lag.time.max.ms": "3000",
     "replica.fetch.backoff.ms": "200",
     "min.insync.replicas": "2",
+    # The last host stopped has no in-sync replica to hand over to: no waits in teardown.
+    "controlled.shutdown.retry.backoff.ms": "200",
 }
 
 
@@ -75,14 +90,21 @@ def hosts(tmp_path: Path, zookeeper: RestartableZooKeeper) -> Iterator[Hosts]:
     yield from hosts_cluster(tmp_path, connect, SETTINGS)
 
 
+@attrs.frozen
+class LoadOutcome:
+    history: ProducedHistory
+    read: ReadBack
+
+
 def under_load(
     hosts: Hosts,
     fault: Callable[[str, ProducerLoad], None],
     count: int = 100,
     duration_s: float = 6.0,
-) -> ProducedHistory:
+) -> LoadOutcome:
     """A replicated topic, producers sending `count` values each over a few seconds with
-    `fault` done meanwhile; then the cluster fully recovered and the log checked."""
+    `fault` done meanwhile; then the cluster fully recovered and the log checked: every
+    replica the same bytes as its leader's, every acknowledged record there once."""
     topic = f"faults-{uuid.uuid4().hex[:8]}"
     create_topic(hosts.bootstrap, topic, PARTITIONS)
     wait_for_full_isr(hosts, topic, PARTITIONS)
@@ -93,9 +115,16 @@ def under_load(
     history = load.join()
     wait_for_full_isr(hosts, topic, PARTITIONS)
     assert load.fatal == []
-    assert anomalies(history, read_back(hosts.bootstrap, topic, PARTITIONS)) == []
+    wait_until("every replica holds its leader's bytes", lambda: replicas_agree(hosts, topic))
+    read = read_back(hosts.bootstrap, topic, PARTITIONS)
+    assert anomalies(history, read) == []
     assert len(history.acknowledged) > len(history.sent) / 2, history.failed
-    return history
+    return LoadOutcome(history, read)
+
+
+def replicas_agree(hosts: Hosts, topic: str) -> bool:
+    sizes = [replica_sizes(host, topic) for host in hosts.hosts.values()]
+    return len(sizes[0]) == PARTITIONS and all(s == sizes[0] for s in sizes)
 
 
 def led_by(views: Mapping[int, PartitionView], node_id: int) -> set[int]:
@@ -127,6 +156,58 @@ def acknowledged_again(
     return resumed - since
 
 
+@attrs.frozen
+class Isolation:
+    led: set[int]  # the partitions the host led
+    started_at: float
+    ended_at: float
+
+
+def isolated_past_its_session(
+    hosts: Hosts,
+    topic: str,
+    victim: int,
+    fault: str,
+    isolate: Callable[[], None],
+    restore: Callable[[], None],
+    meanwhile: Callable[[], None] = lambda: None,
+) -> Isolation:
+    """The victim's host isolated until the others lead its partitions and its session
+    has expired, then restored: it must learn it lost them (its own Metadata naming other
+    leaders at higher epochs) and keep running."""
+    host = hosts.hosts[victim]
+    other = next(h for i, h in hosts.hosts.items() if i != victim)
+    before = host_partitions(host, topic)
+    led = led_by(before, victim)
+    assert led, f"host {victim} leads no partition: {before}"
+    started_at = time.monotonic()
+    isolate()
+    try:
+        meanwhile()
+        wait_until(
+            f"other leaders for partitions {sorted(led)}",
+            lambda: not led_by(host_partitions(other, topic), victim),
+        )
+        print(
+            f"{fault} of host {victim}: leaders moved after {time.monotonic() - started_at:.2f} s"
+        )
+        time.sleep(max(0.0, started_at + SESSION_TIMEOUT_S + 1 - time.monotonic()))
+    finally:
+        restore()
+    ended_at = time.monotonic()
+
+    def fenced() -> bool:
+        now = host_partitions(host, topic)
+        return all(
+            now[p].leader != victim and now[p].leader_epoch > before[p].leader_epoch for p in led
+        )
+
+    wait_until(f"host {victim} back after the {fault} knows it no longer leads", fenced)
+    print(f"{fault} of host {victim} over: fenced after {time.monotonic() - ended_at:.2f} s")
+    assert host.process is not None and host.process.process.poll() is None
+    return Isolation(led, started_at, ended_at)
+
+
 def test_a_host_killed_and_brought_back_loses_no_acknowledged_record(hosts: Hosts) -> None:
     def kill_a_leader_and_restart_it(topic: str, load: ProducerLoad) -> None:
         views = partitions(hosts.bootstrap, topic)
@@ -148,35 +229,14 @@ def test_a_leader_paused_past_its_session_is_fenced_when_it_resumes(hosts: Hosts
     def pause_the_controllers_host(topic: str, load: ProducerLoad) -> None:
         victim = host_metadata(hosts.hosts[1], topic).controller_id
         paused = hosts.hosts[victim]
-        other = next(h for i, h in hosts.hosts.items() if i != victim)
-        before = host_partitions(paused, topic)
-        led = led_by(before, victim)
-        assert led, f"host {victim} leads no partition: {before}"
-        paused_at = time.monotonic()
-        paused.signal(signal.SIGSTOP)
-        try:
-            wait_until(
-                f"other leaders for partitions {sorted(led)}",
-                lambda: not led_by(host_partitions(other, topic), victim),
-            )
-            print(
-                f"SIGSTOP of host {victim}: leaders moved after {time.monotonic() - paused_at:.2f} s"
-            )
-            time.sleep(max(0.0, paused_at + SESSION_TIMEOUT_S + 1 - time.monotonic()))
-        finally:
-            paused.signal(signal.SIGCONT)
-        resumed_at = time.monotonic()
-
-        def fenced() -> bool:
-            now = host_partitions(paused, topic)
-            return all(
-                now[p].leader != victim and now[p].leader_epoch > before[p].leader_epoch
-                for p in led
-            )
-
-        wait_until("the resumed host knows it no longer leads", fenced)
-        print(f"SIGCONT of host {victim}: fenced after {time.monotonic() - resumed_at:.2f} s")
-        assert paused.process is not None and paused.process.process.poll() is None
+        isolated_past_its_session(
+            hosts,
+            topic,
+            victim,
+            "SIGSTOP",
+            lambda: paused.signal(signal.SIGSTOP),
+            lambda: paused.signal(signal.SIGCONT),
+        )
 
     under_load(hosts, pause_the_controllers_host)
 
@@ -193,7 +253,7 @@ def test_zookeeper_restarted_under_load_leaves_the_hosts_serving(
         print(f"ZooKeeper down for {window[1] - window[0]:.2f} s")
         acknowledged_again(load, set(range(PARTITIONS)), window[-1], hosts)
 
-    history = under_load(hosts, restart_zookeeper_meanwhile, count=150, duration_s=12.0)
+    history = under_load(hosts, restart_zookeeper_meanwhile, count=150, duration_s=12.0).history
     stopped, restarted = window
     during = [a for a in history.acknowledged.values() if stopped < a.at < restarted]
     after = [a for a in history.acknowledged.values() if a.at > restarted]
@@ -215,3 +275,85 @@ def test_a_rolling_restart_of_every_host_loses_no_acknowledged_record(hosts: Hos
             wait_for_full_isr(hosts, topic, PARTITIONS)
 
     under_load(hosts, restart_each_host, count=200, duration_s=30.0)
+
+
+@pytest.fixture
+def cut_off_hosts(tmp_path: Path) -> Iterator[tuple[Hosts, HostNetworks]]:
+    """The three hosts each in a network namespace of its own, on one bridge with the
+    test's namespace, where this test's ZooKeeper and clients run (the test's thread
+    stays there until the hosts and ZooKeeper are stopped)."""
+    octets = {node_id: str(10 + node_id) for node_id in ADDRESSES}
+    with host_networks(octets) as networks, networks.test.entered():
+        (tmp_path / "zookeeper").mkdir()
+        server = start_zookeeper(tmp_path / "zookeeper", host=BRIDGE_ADDRESS)
+        try:
+            settings = {
+                **SETTINGS,
+                "group.initial.rebalance.delay.ms": "0",
+            }
+            with contextmanager(hosts_cluster)(
+                tmp_path, f"{server.hosts}/cut-off", settings, networks
+            ) as hosts:
+                yield hosts, networks
+        finally:
+            stop_zookeeper(server)
+
+
+def group_coordinator(servers: str, group: str) -> int:
+    admin = AdminClient({"bootstrap.servers": servers})
+    described = admin.describe_consumer_groups([group])[group].result(timeout=WAIT_S)
+    return int(described.coordinator.id)
+
+
+def test_a_host_cut_off_the_network_is_fenced_then_rejoins_and_the_group_resumes(
+    cut_off_hosts: tuple[Hosts, HostNetworks],
+) -> None:
+    """The host cut off is the group's coordinator (it leads a partition of the topic
+    too), cut from ZooKeeper, the other hosts and every client past its session timeout:
+    the others elect leaders and a coordinator; the cut-off leader cannot shrink its ISR
+    without ZooKeeper, so nothing it takes meanwhile is acknowledged; healed, it learns
+    it lost leadership, truncates and rejoins every ISR. A second consumer joins the
+    group during the cut: the group rebalances through the new coordinator, and every
+    member resumes from the committed offsets."""
+    hosts, networks = cut_off_hosts
+    group = f"cut-off-{uuid.uuid4().hex[:8]}"
+    started: list[GroupConsumers] = []
+    cuts: list[Isolation] = []
+
+    def cut_off_the_coordinators_host(topic: str, load: ProducerLoad) -> None:
+        consumers = GroupConsumers(hosts.bootstrap, topic, group)
+        started.append(consumers)
+        consumers.add("c0")
+        every = set(range(PARTITIONS))
+        wait_until("c0 holds every partition", lambda: consumers.holding("c0") == every)
+        victim = group_coordinator(hosts.bootstrap, group)
+        cut = isolated_past_its_session(
+            hosts,
+            topic,
+            victim,
+            "network cut",
+            lambda: networks.cut_off(victim),
+            lambda: networks.heal(victim),
+            meanwhile=lambda: consumers.add("c1"),  # joins while the coordinator is cut off
+        )
+        cuts.append(cut)
+        resumed_s = acknowledged_again(load, cut.led, cut.started_at, hosts)
+        print(f"host {victim} cut off: acks on its partitions resumed after {resumed_s:.2f} s")
+
+    try:
+        outcome = under_load(hosts, cut_off_the_coordinators_host, count=120, duration_s=12.0)
+        (consumers,) = started
+        wait_until(
+            "the group was given every record", lambda: covers(consumers.history, outcome.read)
+        )
+    finally:
+        for group_consumers in started:
+            group_consumers.stop()
+    assert resumption_anomalies(consumers.history, outcome.read) == []
+    (cut,) = cuts
+    assert consumers.history.assigned_after(cut.started_at) == {"c0", "c1"}, "no rebalance"
+    joined = min(consumers.history.assigned_times("c1"))
+    print(
+        f"c1 given partitions {joined - cut.started_at:.2f} s after the cut "
+        f"(healed after {cut.ended_at - cut.started_at:.2f} s)"
+    )

@@ -12,7 +12,8 @@ behind them until the ISR shrinks (`replica.lag.time.max.ms`). Measured with
 records through the replica manager's DelayedProduce and frees its handler thread; here
 a handler opts in with `waits_on_replication = True` and its whole answer is deferred:
 the handler task is free at once, and the connection's limiter still keeps one request
-in flight, so answers leave in order.
+in flight, so answers leave in order. (OffsetCommit and Produce with acks=all defer
+their own answers, bound to the append they wait for.)
 """
 
 from __future__ import annotations
