@@ -50,6 +50,7 @@ from broker.hosts.replication_settings import (
     controller_settings,
     replica_fetcher_settings,
 )
+from broker.hosts.replication_throttles import ReplicationThrottles
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
 from broker.hosts.zookeeper_topology import ZooKeeperTopology
 from broker.meta_properties import load_or_create_cluster_id, new_cluster_id, stored_cluster_id
@@ -94,8 +95,9 @@ class ZooKeeperDeployment:
         self.corrupt_replicas = CorruptReplicaRepair(
             self._node_id, self.store, self.log_manager, self.live_brokers.brokers
         )
+        self.throttles = ReplicationThrottles(config, self._node_id, self._topic_config)
         self.replication = PartitionLeaders(
-            config, self.store, self.log_manager, self.corrupt_replicas
+            config, self.store, self.log_manager, self.corrupt_replicas, self.throttles.leader
         )
         self.leader_elections = ZooKeeperLeaderElections(
             self.store, self.log_manager.applied, self.live_brokers.brokers
@@ -118,6 +120,7 @@ class ZooKeeperDeployment:
             self.log_manager.replica_log,
             self.live_brokers.brokers,
             replica_fetcher_settings(config),
+            self.throttles.follower,
         )
         self.controlled_shutdown = ControlledShutdown(
             self._node_id,
@@ -203,11 +206,13 @@ class ZooKeeperDeployment:
         """The partition states (ZooKeeper connected by then: the membership is the
         first service), the controller, the partition leaders, the replica fetchers,
         the group coordinator's partition and the repair of corrupt batches from
-        in-sync replicas; the controller answers ControlledShutdown."""
+        in-sync replicas, and the reassignment throttles following the dynamic broker
+        configs; the controller answers ControlledShutdown."""
         context.apis.add_handler(
             ControlledShutdownHandler(partial(answer_controlled_shutdown, self.controller))
         )
         return [
+            self.throttles.following(broker_configs),
             self.partition_states,
             self.controller,
             self.replication,
