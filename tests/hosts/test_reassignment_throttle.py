@@ -1,7 +1,8 @@
 """A reassignment under Kafka's replication throttle, on two hosts and a real ZooKeeper:
-the rates set as dynamic broker configs and the throttled replicas as topic configs (as
-kafka-reassign-partitions --throttle sets them) through confluent-kafka's AdminClient;
-the new replica copies the log at about the rate, and completes once it is lifted."""
+the rates set as dynamic broker configs and the throttled replicas as topic configs by
+the test client's `reassignments alter --throttle` (as kafka-reassign-partitions sets
+them); the new replica copies the log at about the rate, and completes once the rates
+are deleted through confluent-kafka's AdminClient."""
 
 from __future__ import annotations
 
@@ -21,13 +22,8 @@ from confluent_kafka.admin import (
 )
 
 from broker.server import KafkaServer
-from tests.hosts.test_hosts_admin import (
-    administer,
-    hosts_logs,
-    ongoing_reassignments,
-    reassignment,
-    until,
-)
+from tests.client.cli_runner import run_cli
+from tests.hosts.test_hosts_admin import administer, hosts_logs, ongoing_reassignments, until
 from tests.hosts.test_hosts_cluster import WAIT_S, bootstrap, running_host, wait_for_metadata
 
 TOPIC = "throttled"
@@ -66,26 +62,6 @@ def broker_rates(node_id: int, op: AlterConfigOpType) -> Any:
     return call
 
 
-def throttled_replicas(leader: int, follower: int) -> Any:
-    def call(admin: AdminClient) -> dict[Any, Any]:
-        entries = [
-            ConfigEntry(
-                "leader.replication.throttled.replicas",
-                f"0:{leader}",
-                incremental_operation=AlterConfigOpType.SET,
-            ),
-            ConfigEntry(
-                "follower.replication.throttled.replicas",
-                f"0:{follower}",
-                incremental_operation=AlterConfigOpType.SET,
-            ),
-        ]
-        resource = ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=entries)
-        return admin.incremental_alter_configs([resource])
-
-    return call
-
-
 def copied(server: KafkaServer) -> int:
     log = hosts_logs(server).replica_log(TOPIC, 0)
     return 0 if log is None else log.log_end_offset
@@ -114,23 +90,24 @@ async def test_a_throttled_reassignment_copies_at_about_the_rate_and_completes_o
         follower = 3 - leader
         await trio.to_thread.run_sync(produce_batches, bootstrap(servers[leader]))
 
-        # The throttle, as kafka-reassign-partitions --throttle sets it.
-        for node_id, server in servers.items():
-            call = broker_rates(node_id, AlterConfigOpType.SET)
-            await trio.to_thread.run_sync(administer, bootstrap(server), call)
-        call = throttled_replicas(leader, follower)
-        await trio.to_thread.run_sync(administer, bootstrap(servers[leader]), call)
+        # The move, throttled as kafka-reassign-partitions --throttle does it (the test
+        # client's option: topic lists first, the rates on both brokers, then the move).
+        move = f"{TOPIC}:0={leader},{follower}"
+        command = ["reassignments", "alter", move, "--throttle", str(RATE)]
+        moved = await trio.to_thread.run_sync(run_cli, [*command, "-b", bootstrap(servers[1])])
+        assert moved.code == 0, moved.err
+        lists = {
+            "leader.replication.throttled.replicas": f"0:{leader}",
+            "follower.replication.throttled.replicas": f"0:{follower}",
+        }
         for server in servers.values():
             logs = hosts_logs(server)
             await until(
                 lambda logs=logs: (  # type: ignore[misc]
                     (topic := logs.topic(TOPIC)) is not None
-                    and topic.configs().get("follower.replication.throttled.replicas")
-                    == f"0:{follower}"
+                    and lists.items() <= topic.configs().items()
                 )
             )
-
-        assert await reassignment(servers[follower], (leader, follower), TOPIC) == (0, None)
         started = trio.current_time()
         record_bytes = VALUE_BYTES + 80
         # Bounded, loosely: the rate over the time passed plus the first window's burst
