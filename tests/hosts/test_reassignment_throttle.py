@@ -27,10 +27,10 @@ from tests.hosts.test_hosts_admin import administer, hosts_logs, ongoing_reassig
 from tests.hosts.test_hosts_cluster import WAIT_S, bootstrap, running_host, wait_for_metadata
 
 TOPIC = "throttled"
-RECORDS = 40
+RECORDS = 60
 VALUE_BYTES = 10_000
-RATE = 40_000  # bytes/s: the 400 KB log would take about 10 s
-FETCH_MAX_BYTES = 16_384  # a fetch brings one 10 KB batch: the throttle's granularity
+RATE = 20_000  # bytes/s: the 600 KB log would take about 30 s
+FETCH_MAX_BYTES = 100_000  # a fetch brings ten 10 KB batches: the throttle's granularity
 WINDOWS = 2  # replication.quota.window.num: the rate's first burst is one window's worth
 SETTINGS = {
     "replication.quota.window.num": str(WINDOWS),
@@ -41,7 +41,7 @@ SETTINGS = {
 
 
 def produce_batches(servers: str) -> None:
-    """One record per batch, so that a fetch of `FETCH_MAX_BYTES` carries one."""
+    """One record per batch, so that a fetch of `FETCH_MAX_BYTES` carries ten."""
     producer = Producer(
         {"bootstrap.servers": servers, "acks": "all", "linger.ms": 0, "batch.size": 12_000}
     )
@@ -111,7 +111,8 @@ async def test_a_throttled_reassignment_copies_at_about_the_rate_and_completes_o
         started = trio.current_time()
         record_bytes = VALUE_BYTES + 80
         # Bounded, loosely: the rate over the time passed plus the first window's burst
-        # and the fetch in flight on each side; and the copy moves.
+        # and the fetch in flight on each side (unthrottled, the whole log is copied
+        # within the first 0.2 s); and the copy moves.
         while (elapsed := trio.current_time() - started) < 3.0:
             allowed = RATE * (elapsed + WINDOWS) + 2 * FETCH_MAX_BYTES
             assert copied(servers[follower]) * record_bytes <= allowed, elapsed
