@@ -27,6 +27,7 @@ from broker.errors import KafkaError
 from broker.handlers.api_handler import Deferred
 from broker.handlers.auth_helper import TOPIC, authorized_names
 from broker.handlers.common import check_leader_epoch, error_code_of
+from broker.handlers.current_leaders import FETCH_FROM, FETCH_HINTED, CurrentLeaders
 from broker.handlers.log_view import LogManagerView, PartitionView
 from broker.handlers.replica_tracking import NO_REPLICATION, ReplicaTracking
 from broker.net.log_limiter import LogLimiter
@@ -38,6 +39,8 @@ from broker.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from broker.protocol.messages.fetch_response import (
     AbortedTransaction,
     FetchableTopicResponse,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionData,
 )
 from broker.security.acl import AclOperation
@@ -76,8 +79,11 @@ class FetchHandler:
         *,
         authorizer: Authorizer = ALLOW_ALL,
         replication: ReplicaTracking = NO_REPLICATION,
+        current_leaders: CurrentLeaders | None = None,
     ) -> None:
         self._logs = log_manager
+        # KIP-951's hints on NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH (none: left out).
+        self._current_leaders = current_leaders
         self._stats = stats if stats is not None else BrokerTopicStats()
         self._authorizer = authorizer
         self._replication = replication
@@ -92,23 +98,51 @@ class FetchHandler:
         denied = self._unreadable_topics(request, body, version)
         outcome = await self._read(request, body, version, denied)
         if self._complete(body, outcome):
-            return self._answer(outcome)
+            return self._answer(request, outcome)
 
         async def wait() -> FetchResponse:
             return self._answer(
-                await self._long_poll(request, body, version, outcome, deadline, denied)
+                request, await self._long_poll(request, body, version, outcome, deadline, denied)
             )
 
         async def early() -> FetchResponse:
-            return self._answer(await self._read(request, body, version, denied))
+            return self._answer(request, await self._read(request, body, version, denied))
 
         return Deferred(wait, early)
 
-    def _answer(self, outcome: FetchOutcome) -> FetchResponse:
+    def _answer(self, request: Request, outcome: FetchOutcome) -> FetchResponse:
         """The response that leaves, counted once (a long poll may read several times)."""
         for topic, size in outcome.bytes_by_topic:
             self._stats.record_fetched(topic, size)
-        return outcome.response
+        return self._with_current_leaders(request, outcome.response)
+
+    def _with_current_leaders(self, request: Request, response: FetchResponse) -> FetchResponse:
+        """KIP-951 (broker/handlers/current_leaders.py)."""
+        hints = self._current_leaders
+        if hints is None or request.api_version < FETCH_FROM or not outcome_has_hint(response):
+            return response
+        leaders: set[int] = set()
+        topics = []
+        for topic in response.responses:
+            found_topic = self._logs.topic_by_id(topic.topic_id) if not topic.topic else None
+            name = topic.topic or (found_topic.name if found_topic is not None else "")
+            partitions = []
+            for p in topic.partitions:
+                found = None
+                if p.error_code in FETCH_HINTED and name:
+                    found = hints.leader(name, p.partition_index)
+                if found is not None:
+                    leaders.add(found[0])
+                    p = p._replace(current_leader=LeaderIdAndEpoch(*found))
+                partitions.append(p)
+            topics.append(topic._replace(partitions=tuple(partitions)))
+        if not leaders:
+            return response
+        endpoints = hints.endpoints(leaders, request.context.listener_name)
+        return response._replace(
+            responses=tuple(topics),
+            node_endpoints=tuple(NodeEndpoint(*endpoint) for endpoint in endpoints),
+        )
 
     def _complete(self, body: FetchRequest, outcome: FetchOutcome) -> bool:
         """KafkaApis/ReplicaManager.fetchMessages: answer now unless waiting could help."""
@@ -326,6 +360,10 @@ def error_partition(index: int, error_code: int) -> PartitionData:
         aborted_transactions=None,
         records=b"",
     )
+
+
+def outcome_has_hint(response: FetchResponse) -> bool:
+    return any(p.error_code in FETCH_HINTED for t in response.responses for p in t.partitions)
 
 
 def record_bytes(records: bytes | memoryview | None) -> int:

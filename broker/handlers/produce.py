@@ -26,6 +26,7 @@ from broker.errors import KafkaError
 from broker.handlers.api_handler import CloseConnection, Deferred, NoResponse
 from broker.handlers.auth_helper import TOPIC, TRANSACTIONAL_ID, authorize, authorized_names
 from broker.handlers.common import error_code_of, error_message_of
+from broker.handlers.current_leaders import PRODUCE_FROM, PRODUCE_HINTED, CurrentLeaders
 from broker.handlers.log_view import LogManagerView, PartitionView, TopicView
 from broker.handlers.replica_tracking import NO_REPLICATION, ReplicaTracking
 from broker.net.request import Request
@@ -35,6 +36,8 @@ from broker.protocol.messages import ProduceRequest, ProduceResponse
 from broker.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from broker.protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionProduceResponse,
     TopicProduceResponse,
 )
@@ -128,9 +131,12 @@ class ProduceHandler:
         authorizer: Authorizer = ALLOW_ALL,
         transaction_verifier: TransactionVerifier | None = None,
         replication: ReplicaTracking = NO_REPLICATION,
+        current_leaders: CurrentLeaders | None = None,
     ) -> None:
         self._logs = log_manager
         self._replication = replication
+        # KIP-951's hints on NOT_LEADER_OR_FOLLOWER (none: left out, as before).
+        self._current_leaders = current_leaders
         self._stats = stats if stats is not None else BrokerTopicStats()
         self._authorizer = authorizer
         # None without a transaction coordinator (KIP-890: the topology's verifier).
@@ -236,8 +242,34 @@ class ProduceHandler:
         if body.acks == ACKS_ALL:
             waits = self._acks_all_waits(body, parsed, response)
             if waits:
-                return self._deferred_acks(response, waits, max(body.timeout_ms, 0) / 1000)
-        return response
+                return self._deferred_acks(request, response, waits, max(body.timeout_ms, 0) / 1000)
+        return self._with_current_leaders(request, response)
+
+    def _with_current_leaders(self, request: Request, response: ProduceResponse) -> ProduceResponse:
+        """KIP-951 (broker/handlers/current_leaders.py)."""
+        hints = self._current_leaders
+        if hints is None or request.api_version < PRODUCE_FROM:
+            return response
+        leaders: set[int] = set()
+        topics = []
+        for topic in response.responses:
+            partitions = []
+            for p in topic.partition_responses:
+                found = None
+                if p.error_code in PRODUCE_HINTED:
+                    found = hints.leader(topic.name, p.index)
+                if found is not None:
+                    leaders.add(found[0])
+                    p = p._replace(current_leader=LeaderIdAndEpoch(*found))
+                partitions.append(p)
+            topics.append(topic._replace(partition_responses=tuple(partitions)))
+        if not leaders:
+            return response
+        endpoints = hints.endpoints(leaders, request.context.listener_name)
+        return response._replace(
+            responses=tuple(topics),
+            node_endpoints=tuple(NodeEndpoint(*endpoint) for endpoint in endpoints),
+        )
 
     def _acks_all_waits(
         self, body: ProduceRequest, parsed: list[list[ParsedHeader]], response: ProduceResponse
@@ -255,7 +287,11 @@ class ProduceHandler:
         return waits
 
     def _deferred_acks(
-        self, response: ProduceResponse, waits: dict[tuple[str, int], int], timeout_s: float
+        self,
+        request: Request,
+        response: ProduceResponse,
+        waits: dict[tuple[str, int], int],
+        timeout_s: float,
     ) -> Deferred:
         """Kafka's DelayedProduce: answered once every ISR member has the records, each
         partition with its own outcome (or at once, with what there is, at shutdown)."""
@@ -271,7 +307,7 @@ class ProduceHandler:
             async with trio.open_nursery() as nursery:
                 for key, required_offset in waits.items():
                     nursery.start_soon(one, key, required_offset)
-            return with_partition_errors(response, codes)
+            return self._with_current_leaders(request, with_partition_errors(response, codes))
 
         return Deferred(partial(answer, timeout_s), partial(answer, 0.0))
 

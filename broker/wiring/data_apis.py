@@ -20,6 +20,7 @@ from broker.handlers.alter_configs import (
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.create_partitions import CreatePartitionsHandler
 from broker.handlers.create_topics import CreateTopicsHandler
+from broker.handlers.current_leaders import CurrentLeaders
 from broker.handlers.delete_records import DeleteRecordsHandler
 from broker.handlers.delete_topics import DeleteTopicsHandler
 from broker.handlers.describe_cluster import DescribeClusterHandler
@@ -72,8 +73,15 @@ def add_data_apis(
             authorizer=auth,
             transaction_verifier=transaction_verifier,
             replication=replication,
+            current_leaders=CurrentLeaders(topology),
         ),
-        FetchHandler(log_manager, stats, authorizer=auth, replication=replication),
+        FetchHandler(
+            log_manager,
+            stats,
+            authorizer=auth,
+            replication=replication,
+            current_leaders=CurrentLeaders(topology),
+        ),
         ListOffsetsHandler(log_manager, authorizer=auth),
         OffsetForLeaderEpochHandler(log_manager, authorizer=auth),
         CreateTopicsHandler(
