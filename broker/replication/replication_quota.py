@@ -112,10 +112,13 @@ class ReplicationQuotaManager:
 
     def throttle_time(self, now: float) -> float:
         """Seconds until the rate is back within the bound if nothing more is recorded
-        (0 within it): how long a follower with only throttled partitions may sleep."""
+        (0 within it; at most the rate's whole span, when every sample it holds has
+        expired): how long a follower with only throttled partitions may sleep."""
         if not self.bounded:
             return 0.0
-        return self._rate.throttle_time(self._bound, now)
+        # Never past the span the rate remembers (a bound of 0 would say forever).
+        span = self._rate.samples * self._rate.window_s
+        return min(self._rate.throttle_time(self._bound, now), span)
 
     def should_throttle(self, tp: TopicPartition, in_sync: bool, now: float) -> bool:
         """Kafka's shouldLeaderThrottle / shouldFollowerThrottle: a throttled replica that

@@ -81,3 +81,12 @@ def test_sending_only_when_not_over_quota_keeps_the_rate_near_the_bound(
     # each span.
     spans = now // (samples * window_s) + 1
     assert sent <= bound * (now + samples * window_s) + max(sizes) * spans
+
+
+def test_a_zero_rate_holds_a_throttled_replica_back_for_at_most_the_rates_span() -> None:
+    quota = ReplicationQuotaManager(0, 1.0, 3, lambda _tp: True)
+    assert not quota.should_throttle(TP, in_sync=False, now=0.0)  # nothing sent yet
+    quota.record(1, now=0.0)
+    assert quota.should_throttle(TP, in_sync=False, now=0.5)
+    assert quota.throttle_time(0.5) == 3.0  # not forever: a follower wakes to ask again
+    assert not quota.should_throttle(TP, in_sync=False, now=3.0)  # the sample expired
