@@ -141,6 +141,11 @@ class ReplicaFetchers:
             leader.scope.cancel()
         self._fetchers.clear()
 
+    def throttle_changed(self) -> None:
+        """The follower's throttle rate changed: fetchers asleep over it ask again now."""
+        for leader in self._fetchers.values():
+            leader.fetcher.wake()
+
     def follower(self, tp: TopicPartition) -> PartitionFollowerLog | None:
         return self._followers.get(tp)
 

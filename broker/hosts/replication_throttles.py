@@ -68,11 +68,16 @@ class ReplicationThrottles:
         except ValueError:  # written by another tool: not ours to throttle by
             return False
 
-    def following(self, broker_configs: BrokerConfigs) -> ThrottleRates:
-        """The service that keeps the bounds equal to the dynamic broker configs."""
-        return ThrottleRates(self, broker_configs)
+    def following(
+        self, broker_configs: BrokerConfigs, on_change: Callable[[], None]
+    ) -> ThrottleRates:
+        """The service that keeps the bounds equal to the dynamic broker configs, calling
+        `on_change` after a change (the fetchers asleep over their throttle ask again)."""
+        return ThrottleRates(self, broker_configs, on_change)
 
-    def apply(self, leader_rate: str | None, follower_rate: str | None) -> None:
+    def apply(self, leader_rate: str | None, follower_rate: str | None) -> bool:
+        """Whether a bound changed."""
+        changed = False
         for quota, rate, name in (
             (self.leader, leader_rate, LEADER_RATE),
             (self.follower, follower_rate, FOLLOWER_RATE),
@@ -81,12 +86,20 @@ class ReplicationThrottles:
             if bound != quota.bound:
                 log.info("%s is now %s", name, "unbounded" if bound >= UNBOUNDED else rate)
                 quota.update_quota(bound)
+                changed = True
+        return changed
 
 
 class ThrottleRates:
-    def __init__(self, throttles: ReplicationThrottles, broker_configs: BrokerConfigs) -> None:
+    def __init__(
+        self,
+        throttles: ReplicationThrottles,
+        broker_configs: BrokerConfigs,
+        on_change: Callable[[], None],
+    ) -> None:
         self._throttles = throttles
         self._configs = broker_configs
+        self._on_change = on_change
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         self._apply()
@@ -96,4 +109,6 @@ class ThrottleRates:
             self._apply()
 
     def _apply(self) -> None:
-        self._throttles.apply(self._configs.value(LEADER_RATE), self._configs.value(FOLLOWER_RATE))
+        leader, follower = self._configs.value(LEADER_RATE), self._configs.value(FOLLOWER_RATE)
+        if self._throttles.apply(leader, follower):
+            self._on_change()

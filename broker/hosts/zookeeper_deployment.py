@@ -212,7 +212,7 @@ class ZooKeeperDeployment:
             ControlledShutdownHandler(partial(answer_controlled_shutdown, self.controller))
         )
         return [
-            self.throttles.following(broker_configs),
+            self.throttles.following(broker_configs, self.replica_fetchers.throttle_changed),
             self.partition_states,
             self.controller,
             self.replication,

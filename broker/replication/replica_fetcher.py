@@ -134,6 +134,10 @@ class ReplicaFetcher:
         if self._fetch_scope is not None:
             self._fetch_scope.cancel()
 
+    def wake(self) -> None:
+        """Ask again now if asleep (a throttle lifted: the partitions it held back)."""
+        self._added.set()
+
     def remove_partition(self, tp: TopicPartition) -> None:
         """This broker leads it now, or no longer hosts it; an answer in flight is dropped."""
         self._partitions.pop(tp, None)

@@ -201,12 +201,41 @@ async def test_a_throttled_partition_is_left_out_while_over_the_rate_and_the_oth
         fetcher.add_partition(other, free, leader_epoch=0)
         await wait_until(lambda: free.contents() == free_leader.contents(), WAIT_S)
         assert trio.current_time() - started < 1.0
+        fetcher.remove_partition(other)  # alone, the throttled one sleeps out its throttle
         for _ in range(20):
             await trio.sleep(0.5)
             elapsed = trio.current_time() - started
             copied = sum(len(data) for _, _, data in throttled.contents())
             assert copied <= bound * (elapsed + windows) + 4_000, elapsed
         assert 0 < throttled.log_end_offset < throttled_leader.log_end_offset
-        quota.update_quota(UNBOUNDED)  # lifted: the copy completes
+        quota.update_quota(UNBOUNDED)  # lifted: the copy completes, the fetcher woken
+        fetcher.wake()
+        lifted = trio.current_time()
         await wait_until(lambda: throttled.contents() == throttled_leader.contents(), WAIT_S)
+        assert trio.current_time() - lifted < 0.5
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_fetcher_asleep_over_its_throttle_asks_again_as_soon_as_it_is_lifted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    leader = MemoryLog()
+    for i in range(10):
+        leader.append_as_leader(0, b"t%04d" % i + bytes(1000))
+    leader.update_high_watermark(leader.log_end_offset)
+    follower = MemoryLog()
+    quota = ReplicationQuotaManager(100, 1.0, 11, lambda tp: tp == TP)
+    settings = ReplicaFetcherSettings(limits=FetchLimits(partition_max_bytes=2_000))
+    fetcher = ReplicaFetcher(LEADER_ID, FakeLeader({TP: leader}, {TP: 0}), settings, quota)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(fetcher.run)
+        fetcher.add_partition(TP, follower, leader_epoch=0)
+        await wait_until(lambda: follower.log_end_offset > 0, WAIT_S)
+        await trio.sleep(1.0)
+        assert quota.throttle_time(trio.current_time()) > 5  # asleep for that long
+        quota.update_quota(UNBOUNDED)
+        fetcher.wake()
+        lifted = trio.current_time()
+        await wait_until(lambda: follower.contents() == leader.contents(), WAIT_S)
+        assert trio.current_time() - lifted < 0.5
         nursery.cancel_scope.cancel()
