@@ -102,6 +102,7 @@ class ZooKeeperLogManager(LogManager):
         self._layouts: dict[str, Layout] = {}
         self._apply_lock = trio.Lock()
         self._found: dict[tuple[str, int], tuple[bool, int]] = {}
+        self._strays_checked = False
         self._leading: dict[tuple[str, int], int] = {}  # partition -> leader epoch led at
         self.applied: trio_util.AsyncValue[HostsImage] = trio_util.AsyncValue({})
 
@@ -192,7 +193,8 @@ class ZooKeeperLogManager(LogManager):
                 doomed += self._forget_moved_replicas(name, wanted)
             # The fetchers and leaders let go of the partitions before their logs go.
             self.applied.value = image
-            if self._found and self._view.loaded.is_set():
+            if not self._strays_checked and self._view.loaded.is_set():
+                self._strays_checked = True  # once: the first image is ZooKeeper's whole
                 await self._delete_stray_logs(image)
             if doomed:
                 await self._remove_partitions(doomed)
@@ -210,6 +212,13 @@ class ZooKeeperLogManager(LogManager):
             or self.node_id not in image[key[0]].assignment.partitions.get(key[1], ())
         )
         if not stray:
+            return
+        if not image:  # an empty ZooKeeper (a new chroot?) is likelier than every topic gone
+            logger.warning(
+                "ZooKeeper holds no topics: the %d partition logs found here are kept, not "
+                "deleted as stray (is zookeeper.connect the cluster's?)",
+                len(stray),
+            )
             return
         for key in stray:
             del self._found[key]

@@ -23,7 +23,7 @@ GONE, MOVED, KEPT = "gone", "moved-away", "kept"
 async def test_logs_no_longer_assigned_while_a_broker_was_down_are_deleted_at_its_start(
     tmp_path: Path, zookeeper_connect: str
 ) -> None:
-    settings = {"auto.leader.rebalance.enable": "false"}
+    settings = {"auto.leader.rebalance.enable": "false", "controlled.shutdown.enable": "false"}
     async with running_host(tmp_path, 1, zookeeper_connect, settings) as first:
 
         def create(admin: AdminClient) -> dict[Any, Any]:
@@ -65,3 +65,16 @@ async def test_logs_no_longer_assigned_while_a_broker_was_down_are_deleted_at_it
                 if p.name.startswith((GONE, MOVED))
             ]
             assert leftovers == []
+
+    # Pointed at an empty ZooKeeper (another chroot), the broker keeps every log it has:
+    # no topic at all there means the wrong ZooKeeper far more likely than all deleted.
+    elsewhere = f"{zookeeper_connect}-elsewhere"
+    async with running_host(tmp_path, 2, elsewhere, settings) as alone:
+
+        def create_other(admin: AdminClient) -> dict[Any, Any]:
+            return admin.create_topics([NewTopic("other", num_partitions=1, replication_factor=1)])
+
+        await wait_for_metadata(alone, None, lambda r: r.controller_id == 2)
+        await trio.to_thread.run_sync(administer, bootstrap(alone), create_other)
+        assert hosts_logs(alone).replica_log("other", 0) is not None
+        assert directories[KEPT].is_dir()
