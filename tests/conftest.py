@@ -45,6 +45,8 @@ SLOW_TESTS = frozenset(
         "tests/cluster/test_shared_state.py",
         "tests/cluster/test_supervisor.py",
         "tests/hosts/test_hosts_cluster.py",
+        "tests/hosts/test_reassignment_throttle.py",
+        "tests/hosts/test_stray_logs.py",
         "tests/hosts/test_corrupt_replica_repair.py",
         "tests/hosts/test_internal_state.py",
         "tests/hosts/test_internal_state_consumer_groups.py",

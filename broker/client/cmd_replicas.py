@@ -7,10 +7,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from broker.client.cmd_configs import alter_configs
 from broker.client.jsonify import to_json
 from broker.client.session import ClientError, ClientSession, check_error, error_name
 from broker.client.subcommands import Parsers, add_command, subcommands_of
 from broker.client.topics import fetch_metadata
+from broker.config.types import ResourceType
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
     AlterPartitionReassignmentsRequest,
@@ -75,6 +77,14 @@ def add_parsers(commands: Parsers, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("moves", nargs="*", metavar="TOPIC:PARTITION=BROKERS")
     p.add_argument("--cancel", action="append", default=[], metavar="TOPIC:PARTITION")
+    p.add_argument(
+        "--throttle",
+        type=int,
+        metavar="BYTES_PER_S",
+        help="throttle the moves as kafka-reassign-partitions --throttle does: the topics' "
+        "throttled-replica lists and both replication rates on every broker involved "
+        "(lift it with configs alter --delete-config on those brokers)",
+    )
 
 
 def _topic_partition(text: str) -> tuple[str, int]:
@@ -189,6 +199,9 @@ async def reassignments_alter(session: ClientSession, args: argparse.Namespace) 
         changes[_topic_partition(where)] = None
     if not changes:
         raise ClientError("nothing to reassign: give TOPIC:PARTITION=BROKERS or --cancel")
+    if args.throttle is not None:
+        moves = {where: target for where, target in changes.items() if target is not None}
+        await _throttle(session, moves, args.throttle)
     by_topic: dict[str, list[ReassignablePartition]] = {}
     for (topic, partition), replicas in changes.items():
         by_topic.setdefault(topic, []).append(
@@ -213,3 +226,39 @@ async def reassignments_alter(session: ClientSession, args: argparse.Namespace) 
                 detail = f" ({p.error_message})" if p.error_message else ""
                 print(f"{topic.name}-{p.partition_index}\t{outcome}{detail}")
     return 1 if failed else 0
+
+
+async def _throttle(
+    session: ClientSession, moves: dict[tuple[str, int], tuple[int, ...]], rate: int
+) -> None:
+    """Kafka's ReassignPartitionsCommand: the leader throttle on the replicas there now
+    (the leader copies from one of them), the follower throttle on those being added,
+    and the rate on every broker that sends or receives."""
+    if rate < 1:
+        raise ClientError(f"--throttle {rate}: must be at least 1 byte per second")
+    response = await fetch_metadata(session, sorted({topic for topic, _ in moves}))
+    current = {
+        (t.name, p.partition_index): tuple(p.replica_nodes)
+        for t in response.topics
+        for p in t.partitions
+    }
+    lists: dict[str, tuple[list[str], list[str]]] = {}
+    brokers: set[int] = set()
+    for (topic, partition), target in sorted(moves.items()):
+        now = current.get((topic, partition), ())
+        leaders, followers = lists.setdefault(topic, ([], []))
+        leaders += [f"{partition}:{b}" for b in now]
+        followers += [f"{partition}:{b}" for b in target if b not in now]
+        brokers |= set(now) | set(target)
+    for topic, (leaders, followers) in lists.items():
+        throttled = {
+            "leader.replication.throttled.replicas": ",".join(leaders),
+            "follower.replication.throttled.replicas": ",".join(followers),
+        }
+        await alter_configs(session, ResourceType.TOPIC, topic, throttled, ())
+    rates = {
+        "leader.replication.throttled.rate": str(rate),
+        "follower.replication.throttled.rate": str(rate),
+    }
+    for broker in sorted(brokers):
+        await alter_configs(session, ResourceType.BROKER, str(broker), rates, ())

@@ -256,6 +256,16 @@ class ReplicationSettings:
     controlled_shutdown_retry_backoff_ms: int = attrs.field(
         metadata=_k("controlled.shutdown.retry.backoff.ms")
     )
+    leader_replication_throttled_rate: int = attrs.field(
+        metadata=_k("leader.replication.throttled.rate")
+    )
+    follower_replication_throttled_rate: int = attrs.field(
+        metadata=_k("follower.replication.throttled.rate")
+    )
+    replication_quota_window_num: int = attrs.field(metadata=_k("replication.quota.window.num"))
+    replication_quota_window_size_seconds: int = attrs.field(
+        metadata=_k("replication.quota.window.size.seconds")
+    )
 
 
 SETTINGS_GROUPS: tuple[type[Any], ...] = (

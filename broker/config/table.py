@@ -134,6 +134,10 @@ _DEFS: list[ConfigDef] = [
     _d("controlled.shutdown.enable", T.BOOLEAN, True, "On SIGTERM, ask the controller to move this broker's leaderships away before stopping; takes effect with zookeeper.connect."),
     _d("controlled.shutdown.max.retries", T.INT, 3, "How many times a controlled shutdown asks the controller again (while partitions remain or no controller answers) before the broker stops anyway.", v.at_least(0)),
     _d("controlled.shutdown.retry.backoff.ms", T.LONG, 5000, "Wait between a controlled shutdown's attempts.", v.at_least(0)),
+    _d("leader.replication.throttled.rate", T.LONG, LONG_MAX, "Bytes per second this broker sends, as leader, to followers of the partitions its topics list in leader.replication.throttled.replicas (a reassignment's throttle, set by kafka-reassign-partitions --throttle); a throttled partition is left out of a follower's Fetch answer while the rate is over it.", v.at_least(0), dynamic=CLUSTER_WIDE),
+    _d("follower.replication.throttled.rate", T.LONG, LONG_MAX, "Bytes per second this broker fetches, as follower, of the partitions its topics list in follower.replication.throttled.replicas; a throttled partition is left out of its Fetch requests while the rate is over it.", v.at_least(0), dynamic=CLUSTER_WIDE),
+    _d("replication.quota.window.num", T.INT, 11, "Number of samples the replication throttle rates are measured over.", v.at_least(1)),
+    _d("replication.quota.window.size.seconds", T.INT, 1, "Length of one sample of the replication throttle rates.", v.at_least(1)),
     _d("unclean.leader.election.enable", T.BOOLEAN, False, "Default unclean.leader.election.enable: whether the controller may elect a replica outside the ISR (losing records) when no ISR member is live; takes effect with zookeeper.connect.", topic="unclean.leader.election.enable"),
     # ---- socket server (spec §3, §4, §6)
     _d("num.network.threads", T.INT, 3, "Processors per listener (also listener.name.X.num.network.threads).", v.at_least(1), dynamic=CLUSTER_WIDE, per_listener=True),
@@ -253,7 +257,16 @@ DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(d.name for d in _DEFS if d.is
 THREAD_COUNT_CONFIGS = frozenset({"num.network.threads", "num.io.threads"})
 """Dynamic keys that resize a pool (Kafka's half..double rule applies)."""
 
-CONNECTION_QUOTA_CONFIGS = DYNAMIC_BROKER_CONFIGS - THREAD_COUNT_CONFIGS
+LEADER_REPLICATION_THROTTLED_RATE = "leader.replication.throttled.rate"
+FOLLOWER_REPLICATION_THROTTLED_RATE = "follower.replication.throttled.rate"
+REPLICATION_THROTTLE_CONFIGS = frozenset(
+    {LEADER_REPLICATION_THROTTLED_RATE, FOLLOWER_REPLICATION_THROTTLED_RATE}
+)
+"""Dynamic keys of the reassignment throttles (Kafka's ReplicationQuotaManager bounds)."""
+
+CONNECTION_QUOTA_CONFIGS = (
+    DYNAMIC_BROKER_CONFIGS - THREAD_COUNT_CONFIGS - REPLICATION_THROTTLE_CONFIGS
+)
 """Dynamic keys of the acceptors' connection quotas (Kafka's DynamicConnectionQuota)."""
 
 TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {}
@@ -292,8 +305,11 @@ __all__ = [
     "CONFIG_DEFS",
     "CONNECTION_QUOTA_CONFIGS",
     "DYNAMIC_BROKER_CONFIGS",
+    "FOLLOWER_REPLICATION_THROTTLED_RATE",
+    "LEADER_REPLICATION_THROTTLED_RATE",
     "PER_LISTENER_KEYS",
     "PER_MECHANISM_KEYS",
+    "REPLICATION_THROTTLE_CONFIGS",
     "THREAD_COUNT_CONFIGS",
     "TOPIC_SYNONYMS",
     "ConfigDef",

@@ -64,6 +64,18 @@ def double(text: str) -> object:
         raise ValueError("expected a number") from None
 
 
+def throttled_replicas(text: str) -> object:
+    """Kafka's ThrottledReplicaListValidator: `*` or `partition:broker` pairs."""
+    stripped = text.strip()
+    if stripped == "*":
+        return stripped
+    for entry in (e.strip() for e in stripped.split(",")):
+        parts = entry.split(":")
+        if entry and (len(parts) != 2 or not all(p.strip().isdigit() for p in parts)):
+            raise ValueError(f"must be * or a list of partition:broker pairs, not {entry!r}")
+    return stripped
+
+
 @attrs.frozen
 class TopicConfigDef:
     """One topic key. `default` is its value when no broker key is a synonym (the
@@ -109,6 +121,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in (
     _t("min.cleanable.dirty.ratio", ConfigType.DOUBLE, double, "Dirty bytes over all cleanable bytes above which the cleaner cleans the log."),
     _t("min.compaction.lag.ms", ConfigType.LONG, int_in(0, LONG_MAX), "Shortest time a record stays uncompacted."),
     _t("unclean.leader.election.enable", ConfigType.BOOLEAN, boolean, "Whether the controller may elect a live replica outside the ISR when no ISR member is live, losing the records only the ISR had (with zookeeper.connect)."),
+    _t("leader.replication.throttled.replicas", ConfigType.LIST, throttled_replicas, "Replicas whose leader throttles what it sends to followers not in sync to leader.replication.throttled.rate: partition:broker pairs (the leader's id), or * for every replica (with zookeeper.connect).", ""),
+    _t("follower.replication.throttled.replicas", ConfigType.LIST, throttled_replicas, "Replicas whose follower, while not in sync, throttles its fetches to follower.replication.throttled.rate: partition:broker pairs (the follower's id), or * for every replica (with zookeeper.connect).", ""),
     # Known to Kafka and accepted so that admin tools setting them do not fail; they
     # have no effect here (no preallocation).
     _t("file.delete.delay.ms", ConfigType.LONG, int_in(0, LONG_MAX), f"{_NO_EFFECT} (segments are deleted at once).", "60000"),

@@ -18,7 +18,7 @@ import attrs
 import trio
 
 from broker.coordination.broker_registration import MalformedZnode
-from broker.coordination.partition_state_store import PartitionStateStore
+from broker.coordination.partition_state_store import PartitionStateStore, Reassignment
 from broker.coordination.partition_state_znodes import PREFERRED_REPLICA_ELECTION_PATH
 from broker.coordination.store import NoNodeError, WatchEvent
 from broker.replication.controller_decisions import (
@@ -174,7 +174,9 @@ class AdminRequests:
 
     async def _forget_reassignment(self, tp: TopicPartition) -> None:
         self._reassigning.pop(tp, None)
-        remaining = await self._states.partition_reassignment()
-        if tp in remaining:
-            del remaining[tp]
-            await self._states.set_partition_reassignment(remaining)
+
+        def without(pending: dict[TopicPartition, tuple[int, ...]]) -> Reassignment:
+            pending.pop(tp, None)
+            return pending
+
+        await self._states.update_partition_reassignment(without)

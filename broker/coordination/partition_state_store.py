@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from broker.coordination.controller_election import CONTROLLER_EPOCH_PATH
 from broker.coordination.partition_state_znodes import (
@@ -48,6 +48,8 @@ from broker.coordination.store import (
 )
 from broker.replication.leader_and_isr import LeaderAndIsr
 from broker.replication.topic_partition import TopicPartition
+
+Reassignment = Mapping[TopicPartition, Sequence[int]]
 
 
 class ControllerMovedError(BadVersionError):
@@ -214,27 +216,38 @@ class PartitionStateStore:
         node = await self._store.get(REASSIGN_PARTITIONS_PATH, watch=watch)
         return {} if node is None else decode_partition_reassignment(node.data)
 
-    async def set_partition_reassignment(
-        self, reassignment: Mapping[TopicPartition, Sequence[int]]
-    ) -> None:
-        """What remains to be reassigned (the controller's and AlterPartitionReassignments'
-        merge, KIP-455); deleted when nothing remains."""
-        if not reassignment:
-            await self.delete_partition_reassignment()
-            return
-        data = encode_partition_reassignment(reassignment)
+    async def update_partition_reassignment(
+        self, change: Callable[[dict[TopicPartition, tuple[int, ...]]], Reassignment]
+    ) -> dict[TopicPartition, tuple[int, ...]]:
+        """Apply `change` to what remains to be reassigned and write the result at the
+        version read (created where missing, deleted when nothing remains), reading again
+        whenever another writer came first: AlterPartitionReassignments on any broker and
+        the controller merge into the one znode (KIP-455), and a plain read-modify-write
+        would lose one of two concurrent requests. `change` may run more than once."""
         await self._store.ensure_path("/admin")
-        while True:  # created or deleted by the other writer meanwhile: once more
+        while True:
+            node = await self._store.get(REASSIGN_PARTITIONS_PATH)
+            current = {} if node is None else decode_partition_reassignment(node.data)
+            wanted = {tp: tuple(replicas) for tp, replicas in change(dict(current)).items()}
+            if wanted == current:
+                return wanted
             try:
-                await self._store.set(REASSIGN_PARTITIONS_PATH, data)
-                return
-            except NoNodeError:
-                pass
-            try:
-                await self._store.create(REASSIGN_PARTITIONS_PATH, data)
-                return
-            except NodeExistsError:
-                pass
+                if node is None:
+                    if wanted:
+                        await self._store.create(
+                            REASSIGN_PARTITIONS_PATH, encode_partition_reassignment(wanted)
+                        )
+                elif not wanted:
+                    await self._store.delete(REASSIGN_PARTITIONS_PATH, version=node.version)
+                else:
+                    await self._store.set(
+                        REASSIGN_PARTITIONS_PATH,
+                        encode_partition_reassignment(wanted),
+                        version=node.version,
+                    )
+                return wanted
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue
 
     async def update_topic_assignment(
         self,

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 import trio
+import trio_util
 
 from broker.config import CONFIG_DEFS, BrokerConfig, ConfigError, DynamicMode
 from broker.config.table import (
@@ -83,6 +84,9 @@ class BrokerConfigs:
         self.cluster_default: dict[str, str] = dict(stored.cluster_default)
         # What the pools run: a stored count that could not take effect is not running.
         self._threads = {name: self._effective_int(name) for name in THREAD_COUNT_CONFIGS}
+        # Counts the dynamic layers applied, so that what reads a key at runtime (the
+        # replication throttles) can wait for the next change instead of polling.
+        self.applied = trio_util.AsyncValue(0)
 
     # -- resource names ----------------------------------------------------------------
     def is_cluster_default(self, resource_name: str) -> bool:
@@ -317,6 +321,7 @@ class BrokerConfigs:
                 self._server.update_connection_quotas(self._with_values(limits_after))
         except ConfigError as exc:
             log.error("dynamic connection limits not applied: %s", exc)
+        self.applied.value += 1
 
     def _value_in(
         self, name: str, own: Mapping[str, str], default: Mapping[str, str]

@@ -210,6 +210,7 @@ class FetchHandler:
                     continue
                 wakeups.append(partition.data_appended())
                 limit = min(max(wanted.partition_max_bytes, 0), remaining)
+                min_one = min_one_batch
                 try:
                     if replica_id >= 0:  # a follower: its offset moves the high watermark
                         code = self._replication.on_follower_fetch(
@@ -217,8 +218,12 @@ class FetchHandler:
                         )
                         if code != ErrorCode.NONE:
                             raise KafkaError(code, f"replica {replica_id} of {name}")
+                        if self._replication.throttle_replica_fetch(
+                            name, wanted.partition, replica_id
+                        ):  # left out while over the reassignment throttle, not delayed
+                            limit, min_one = 0, False
                     data = await read_partition(
-                        partition, wanted, limit, min_one_batch, read_committed, replica_id >= 0
+                        partition, wanted, limit, min_one, read_committed, replica_id >= 0
                     )
                 except KafkaError as exc:
                     has_error = True
@@ -228,6 +233,8 @@ class FetchHandler:
                     partitions.append(error_partition(wanted.partition, answered))
                     continue
                 size = record_bytes(data.records)
+                if replica_id >= 0:
+                    self._replication.replica_bytes_sent(name, wanted.partition, size)
                 if size:
                     min_one_batch = False
                     remaining = max(remaining - size, 0)

@@ -49,6 +49,17 @@ class ReplicaTracking(Protocol):
         when no replica can repair it (docs/corrupt-data.md)."""
         ...
 
+    def throttle_replica_fetch(self, topic: str, partition: int, replica_id: int) -> bool:
+        """Whether a follower's Fetch of the partition is answered without records now:
+        the reassignment throttle (Kafka's shouldLeaderThrottle: the partition named in
+        leader.replication.throttled.replicas, the follower not in the ISR, the rate over
+        leader.replication.throttled.rate)."""
+        ...
+
+    def replica_bytes_sent(self, topic: str, partition: int, size: int) -> None:
+        """Bytes of the partition sent to a follower, counted where it is throttled."""
+        ...
+
 
 class NoReplication:
     def on_follower_fetch(
@@ -72,6 +83,12 @@ class NoReplication:
 
     def corrupt_read(self, topic: str, partition: int) -> ErrorCode:
         return ErrorCode.CORRUPT_MESSAGE
+
+    def throttle_replica_fetch(self, topic: str, partition: int, replica_id: int) -> bool:
+        return False
+
+    def replica_bytes_sent(self, topic: str, partition: int, size: int) -> None:
+        return None
 
 
 NO_REPLICATION: ReplicaTracking = NoReplication()

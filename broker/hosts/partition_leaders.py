@@ -31,6 +31,7 @@ from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
 from broker.log.partition_log import PartitionLog
 from broker.protocol.error_codes import ErrorCode
 from broker.replication.partition_leader_state import PartitionLeaderState
+from broker.replication.replication_quota import ReplicationQuotaManager, unthrottled
 from broker.replication.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -58,9 +59,12 @@ class PartitionLeaders:
         store: CoordinationStore,
         logs: ZooKeeperLogManager,
         corrupt_replicas: CorruptReplicaRepair | None = None,
+        throttle: ReplicationQuotaManager | None = None,
     ) -> None:
-        """`corrupt_replicas` answers reads that met a corrupt batch (none: CORRUPT_MESSAGE)."""
+        """`corrupt_replicas` answers reads that met a corrupt batch (none: CORRUPT_MESSAGE);
+        `throttle` is the leader's reassignment throttle (none: unthrottled)."""
         self._corrupt_replicas = corrupt_replicas
+        self._throttle = throttle if throttle is not None else unthrottled()
         self._node_id = config.node_id
         self._config = config
         self._states = PartitionStateStore(store)
@@ -113,6 +117,17 @@ class PartitionLeaders:
         code = led.leader.on_follower_fetch(replica_id, fetch_offset)
         self._sync_high_watermark(led)
         return code
+
+    def throttle_replica_fetch(self, topic: str, partition: int, replica_id: int) -> bool:
+        tp = TopicPartition(topic, partition)
+        led = self._led.get(tp)
+        in_sync = led is None or replica_id in led.leader.state.isr
+        return self._throttle.should_throttle(tp, in_sync, trio.current_time())
+
+    def replica_bytes_sent(self, topic: str, partition: int, size: int) -> None:
+        tp = TopicPartition(topic, partition)
+        if size and self._throttle.is_throttled(tp):
+            self._throttle.record(size, trio.current_time())
 
     def tracked(self, topic: str, partition: int) -> bool:
         """Every partition here is replicated through ZooKeeper: one whose log is local

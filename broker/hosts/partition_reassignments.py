@@ -7,7 +7,9 @@ follows (broker/coordination/controller_admin_requests.py, `partition_reassignme
 replicas are added, join the ISR once caught up, and the old ones are removed. What is
 ongoing is read from the topic znodes' `adding_replicas` / `removing_replicas` as this
 broker applied them. The answer to Alter comes once the request is written, as
-Kafka's does, not once the replicas have moved.
+Kafka's does, not once the replicas have moved. The znode is written at the version read
+and read again on a conflict, so concurrent requests (on any broker) and the
+controller's removals never undo one another.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Mapping
 import trio_util
 
 from broker.coordination.broker_registration import BrokerRegistration
-from broker.coordination.partition_state_store import PartitionStateStore
+from broker.coordination.partition_state_store import PartitionStateStore, Reassignment
 from broker.coordination.store import CoordinationStore, CoordinationUnavailable
 from broker.handlers.elect_leaders import ElectionResult, TopicPartitionKey
 from broker.handlers.partition_reassignments import Ongoing
@@ -40,31 +42,43 @@ class ZooKeeperReassignments:
     async def alter(
         self, changes: Mapping[TopicPartitionKey, tuple[int, ...] | None]
     ) -> dict[TopicPartitionKey, ElectionResult]:
-        results: dict[TopicPartitionKey, ElectionResult] = {}
         ongoing = self.ongoing()
-        try:
-            pending = await self._states.partition_reassignment()
+        results: dict[TopicPartitionKey, ElectionResult] = {}
+
+        def merge(pending: dict[TopicPartition, tuple[int, ...]]) -> Reassignment:
+            # Run again on each conflict, so the answers are those of the last read.
+            results.clear()
             for key, target in changes.items():
-                tp = TopicPartition(*key)
-                if target is None:
-                    if key not in ongoing and tp not in pending:
-                        results[key] = (
-                            ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
-                            f"No reassignment of {key[0]}-{key[1]} is in progress.",
-                        )
-                        continue
-                    pending.pop(tp, None)
-                else:
-                    problem = self._invalid(target)
-                    if problem is not None:
-                        results[key] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
-                        continue
-                    pending[tp] = target
-                results[key] = (ErrorCode.NONE, None)
-            await self._states.set_partition_reassignment(pending)
+                results[key] = self._merge_one(pending, ongoing, key, target)
+            return pending
+
+        try:
+            await self._states.update_partition_reassignment(merge)
         except CoordinationUnavailable as exc:
             return {key: (ErrorCode.REQUEST_TIMED_OUT, f"ZooKeeper: {exc}") for key in changes}
         return results
+
+    def _merge_one(
+        self,
+        pending: dict[TopicPartition, tuple[int, ...]],
+        ongoing: Mapping[TopicPartitionKey, Ongoing],
+        key: TopicPartitionKey,
+        target: tuple[int, ...] | None,
+    ) -> ElectionResult:
+        tp = TopicPartition(*key)
+        if target is None:
+            if key not in ongoing and tp not in pending:
+                return (
+                    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                    f"No reassignment of {key[0]}-{key[1]} is in progress.",
+                )
+            pending.pop(tp, None)
+            return (ErrorCode.NONE, None)
+        problem = self._invalid(target)
+        if problem is not None:
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
+        pending[tp] = target
+        return (ErrorCode.NONE, None)
 
     def _invalid(self, target: tuple[int, ...]) -> str | None:
         if not target:

@@ -80,6 +80,9 @@ class PartitionStateView:
         self._store = store
         self._states = PartitionStateStore(store)
         self.image: trio_util.AsyncValue[HostsImage] = trio_util.AsyncValue({})
+        # Set once the image holds every topic ZooKeeper had (the first full read): only
+        # then is a log on disk whose topic is missing from it known to be stray.
+        self.loaded = trio.Event()
         self._events_in, self._events = trio.open_memory_channel[WatchEvent](math.inf)
 
     def partition(self, topic: str, partition: int) -> LeaderAndIsr | None:
@@ -93,6 +96,7 @@ class PartitionStateView:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Read everything once, then one znode per watch event (in this task only)."""
         await self._read_all(full=True)
+        self.loaded.set()
         task_status.started()
         async for event in self._events:
             try:

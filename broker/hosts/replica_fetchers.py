@@ -47,6 +47,7 @@ from broker.replication.replica_fetcher import (
     ReplicaFetcher,
     ReplicaFetcherSettings,
 )
+from broker.replication.replication_quota import ReplicationQuotaManager
 from broker.replication.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -116,10 +117,13 @@ class ReplicaFetchers:
         replica_log: Callable[[str, int], PartitionLog | None],
         live_brokers: trio_util.AsyncValue[Mapping[int, BrokerRegistration]],
         settings: ReplicaFetcherSettings,
+        throttle: ReplicationQuotaManager | None = None,
     ) -> None:
         """`applied` is the image the log has applied (so the follower's log exists);
-        `replica_log` gives this broker's log of a partition it is a replica of."""
+        `replica_log` gives this broker's log of a partition it is a replica of;
+        `throttle` is the follower's reassignment throttle, shared by every fetcher."""
         self._node_id = node_id
+        self._throttle = throttle
         self._listener_name = listener_name
         self._applied = applied
         self._replica_log = replica_log
@@ -141,6 +145,11 @@ class ReplicaFetchers:
         """Partitions set aside because this broker's log refused the leader's batches
         (Kafka's FailedPartitionsCount): each stays behind until its next leader change."""
         return sum(len(leader.fetcher.failed) for leader in self._fetchers.values())
+
+    def throttle_changed(self) -> None:
+        """The follower's throttle rate changed: fetchers asleep over it ask again now."""
+        for leader in self._fetchers.values():
+            leader.fetcher.wake()
 
     def follower(self, tp: TopicPartition) -> PartitionFollowerLog | None:
         return self._followers.get(tp)
@@ -210,7 +219,9 @@ class ReplicaFetchers:
             )
 
         session = ReconnectingFetchSession(connect, self._node_id)
-        leader = _LeaderFetcher(ReplicaFetcher(leader_id, session, self._settings), session)
+        leader = _LeaderFetcher(
+            ReplicaFetcher(leader_id, session, self._settings, self._throttle), session
+        )
         self._fetchers[leader_id] = leader
 
         async def run() -> None:

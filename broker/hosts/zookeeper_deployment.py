@@ -52,6 +52,7 @@ from broker.hosts.replication_settings import (
     controller_settings,
     replica_fetcher_settings,
 )
+from broker.hosts.replication_throttles import ReplicationThrottles
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
 from broker.hosts.zookeeper_topology import ZooKeeperTopology
 from broker.meta_properties import load_or_create_cluster_id, new_cluster_id, stored_cluster_id
@@ -97,8 +98,9 @@ class ZooKeeperDeployment:
         self.corrupt_replicas = CorruptReplicaRepair(
             self._node_id, self.store, self.log_manager, self.live_brokers.brokers
         )
+        self.throttles = ReplicationThrottles(config, self._node_id, self._topic_config)
         self.replication = PartitionLeaders(
-            config, self.store, self.log_manager, self.corrupt_replicas
+            config, self.store, self.log_manager, self.corrupt_replicas, self.throttles.leader
         )
         self.leader_elections = ZooKeeperLeaderElections(
             self.store, self.log_manager.applied, self.live_brokers.brokers
@@ -121,6 +123,7 @@ class ZooKeeperDeployment:
             self.log_manager.replica_log,
             self.live_brokers.brokers,
             replica_fetcher_settings(config),
+            self.throttles.follower,
         )
         self.controlled_shutdown = ControlledShutdown(
             self._node_id,
@@ -220,8 +223,9 @@ class ZooKeeperDeployment:
         """The partition states (ZooKeeper connected by then: the membership is the
         first service), the controller, the partition leaders, the replica fetchers,
         the group and transaction coordinators' partitions, the repair of corrupt
-        batches from in-sync replicas, and the connections to other brokers with the
-        KIP-890 verifiers' senders; the controller answers ControlledShutdown."""
+        batches from in-sync replicas, the connections to other brokers with the
+        KIP-890 verifiers' senders, and the reassignment throttles following the
+        dynamic broker configs; the controller answers ControlledShutdown."""
         context.apis.add_handler(
             ControlledShutdownHandler(partial(answer_controlled_shutdown, self.controller))
         )
@@ -233,6 +237,7 @@ class ZooKeeperDeployment:
             clientId="Replica",
         )
         return [
+            self.throttles.following(broker_configs, self.replica_fetchers.throttle_changed),
             self.partition_states,
             self.controller,
             self.replication,

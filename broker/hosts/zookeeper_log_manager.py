@@ -19,6 +19,8 @@ import contextlib
 import functools
 import json
 import logging
+import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -47,10 +49,11 @@ from broker.hosts.partition_state_view import (
     encode_topic_id,
     topic_config_path,
 )
-from broker.log._files import read_offset_checkpoint
+from broker.log._files import fsync_dir, read_offset_checkpoint
 from broker.log.log_config import LogConfig, altered_topic_configs
 from broker.log.log_manager import (
     CLEAN_SHUTDOWN_FILE,
+    DELETE_SUFFIX,
     LOG_START_FILE,
     LogManager,
     validate_topic_name,
@@ -97,6 +100,7 @@ class ZooKeeperLogManager(LogManager):
         self._layouts: dict[str, Layout] = {}
         self._apply_lock = trio.Lock()
         self._found: dict[tuple[str, int], tuple[bool, int]] = {}
+        self._strays_checked = False
         self._leading: dict[tuple[str, int], int] = {}  # partition -> leader epoch led at
         self.applied: trio_util.AsyncValue[HostsImage] = trio_util.AsyncValue({})
 
@@ -168,6 +172,7 @@ class ZooKeeperLogManager(LogManager):
     # ------------------------------------------------------------ applying ZooKeeper's view
 
     async def _follow_view(self) -> None:
+        await self._view.loaded.wait()  # the first image applied is ZooKeeper's whole
         async for image in self._view.image.eventual_values():
             await self._apply(image)
 
@@ -186,9 +191,49 @@ class ZooKeeperLogManager(LogManager):
                 doomed += self._forget_moved_replicas(name, wanted)
             # The fetchers and leaders let go of the partitions before their logs go.
             self.applied.value = image
+            if not self._strays_checked and self._view.loaded.is_set():
+                self._strays_checked = True  # once: the first image is ZooKeeper's whole
+                await self._delete_stray_logs(image)
             if doomed:
                 await self._remove_partitions(doomed)
                 logger.info("deleted the logs of %s", sorted({log.topic for log in doomed}))
+
+    async def _delete_stray_logs(self, image: HostsImage) -> None:
+        """Logs found at start-up of partitions ZooKeeper no longer assigns to this broker
+        (their topic deleted, or the replica moved away, while it was down): deleted, as
+        Kafka 2.x deletes stray logs once it learns they are not its replicas. Every
+        partition still assigned here was opened by this first full image."""
+        stray = sorted(
+            key
+            for key in self._found
+            if key[0] not in image
+            or self.node_id not in image[key[0]].assignment.partitions.get(key[1], ())
+        )
+        if not stray:
+            return
+        if not image:  # an empty ZooKeeper (a new chroot?) is likelier than every topic gone
+            logger.warning(
+                "ZooKeeper holds no topics: the %d partition logs found here are kept, not "
+                "deleted as stray (is zookeeper.connect the cluster's?)",
+                len(stray),
+            )
+            return
+        for key in stray:
+            del self._found[key]
+        directories = [d / f"{t}-{p}" for t, p in stray for d in self.log_dirs]
+
+        def remove() -> None:
+            for directory in directories:
+                doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+                try:
+                    os.rename(directory, doomed)
+                    fsync_dir(doomed.parent)
+                except FileNotFoundError:
+                    continue
+                shutil.rmtree(doomed, ignore_errors=True)
+
+        await trio.to_thread.run_sync(remove)
+        logger.warning("deleted stray logs, no longer replicas here: %s", stray)
 
     def _forget_moved_replicas(self, name: str, wanted: TopicState) -> list[PartitionLog]:
         """Partitions reassigned away from this broker: their logs go."""

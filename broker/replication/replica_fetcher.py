@@ -53,6 +53,7 @@ from broker.replication.leader_fetch_session import (
     FetchLimits,
     LeaderFetchSession,
 )
+from broker.replication.replication_quota import ReplicationQuotaManager, unthrottled
 from broker.replication.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -93,8 +94,14 @@ class ReplicaFetcher:
         leader_id: int,
         session: LeaderFetchSession,
         settings: ReplicaFetcherSettings = ReplicaFetcherSettings(),
+        quota: ReplicationQuotaManager | None = None,
     ) -> None:
         self.leader_id = leader_id
+        # The follower's reassignment throttle (replication_quota.py), shared by every
+        # fetcher of this broker; partitions caught up with the leader's high watermark
+        # at their last answer are in sync and never held back by it.
+        self._quota = quota if quota is not None else unthrottled()
+        self._in_sync: set[TopicPartition] = set()
         self._session = session
         self._settings = settings
         self._machine_settings = FetcherSettings(settings.replica_fetch_backoff_ms)
@@ -127,9 +134,14 @@ class ReplicaFetcher:
         if self._fetch_scope is not None:
             self._fetch_scope.cancel()
 
+    def wake(self) -> None:
+        """Ask again now if asleep (a throttle lifted: the partitions it held back)."""
+        self._added.set()
+
     def remove_partition(self, tp: TopicPartition) -> None:
         """This broker leads it now, or no longer hosts it; an answer in flight is dropped."""
         self._partitions.pop(tp, None)
+        self._in_sync.discard(tp)
         self.fenced.discard(tp)
         self.failed.discard(tp)
 
@@ -155,16 +167,23 @@ class ReplicaFetcher:
             if requests.list_offsets:
                 await self._send_list_offsets(requests.list_offsets)
             return
-        if requests.fetches:
-            await self._send_fetch(requests.fetches)
+        fetches = {
+            tp: request
+            for tp, request in requests.fetches.items()
+            if not self._quota.should_throttle(tp, tp in self._in_sync, now)
+        }
+        if fetches:
+            await self._send_fetch(fetches)
+        else:  # only throttled partitions: ask again once the rate is within the bound
+            await self._wait_for_work(now + max(self._quota.throttle_time(now), 0.01))
 
-    async def _wait_for_work(self) -> None:
+    async def _wait_for_work(self, until: float = math.inf) -> None:
         self._added = trio.Event()
         wake_at = min(
             (p.state.delayed_until for p in self._partitions.values() if p.state.delayed_until),
-            default=math.inf,
+            default=until,
         )
-        with trio.move_on_at(wake_at):
+        with trio.move_on_at(min(wake_at, until)):
             await self._added.wait()
 
     # -- requests --
@@ -259,6 +278,20 @@ class ReplicaFetcher:
                 answer.diverging_epoch,
             )
             await self._feed(tp, event, now, batches=batches)
+            self._note_progress(tp, answer, now)
+
+    def _note_progress(self, tp: TopicPartition, answer: FetchedPartition, now: float) -> None:
+        """Count a throttled partition's bytes against the quota (Kafka's fetcher records
+        them once appended) and whether it caught up with the leader's high watermark."""
+        partition = self._partitions.get(tp)
+        if partition is None or answer.error is not ErrorCode.NONE:
+            return
+        if self._quota.is_throttled(tp):
+            self._quota.record(len(answer.records or b""), now)
+        if partition.log.log_end_offset >= answer.high_watermark:
+            self._in_sync.add(tp)
+        else:
+            self._in_sync.discard(tp)
 
     # -- the machine --
     async def _feed(

@@ -112,6 +112,8 @@ def test_the_dynamic_set_is_the_tables_non_read_only_keys() -> None:
         "max.connections.per.ip",
         "max.connections.per.ip.overrides",
         "max.connection.creation.rate",
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
     } == DYNAMIC_BROKER_CONFIGS
 
 

@@ -100,7 +100,7 @@ async def test_a_completion_that_meets_an_isr_shrink_leaves_the_assignment_until
         states = PartitionStateStore(leader_session)
         await states.create_topic(TopicAssignment(TP.topic, {0: (leader, kept)}))
         await wait_until(lambda: TP in controller.partition_states, WAIT_S)
-        await states.set_partition_reassignment({TP: (leader, added)})
+        await states.create_partition_reassignment({TP: (leader, added)})
         await wait_until(lambda: added in controller.partition_states[TP].replicas, WAIT_S)
 
         async def leader_adds_to_isr() -> None:

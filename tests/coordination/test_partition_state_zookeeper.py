@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 import trio
@@ -19,6 +20,8 @@ from broker.replication.leader_and_isr import LeaderAndIsr
 from broker.replication.topic_partition import TopicPartition
 
 WAIT_S = 30
+
+Pending = dict[TopicPartition, tuple[int, ...]]
 
 
 async def test_partition_state_is_written_conditionally_and_fenced_by_the_controller_epoch(
@@ -120,10 +123,10 @@ async def test_admin_requests_keep_the_topic_znode_whole_and_deletion_removes_ev
         assert (written["partitions"], written["adding_replicas"]) == ({"0": [3, 2]}, {})
 
         # The reassignment request: set, replaced, gone when nothing remains.
-        await states.set_partition_reassignment({tp: (3, 2)})
-        await states.set_partition_reassignment({tp: (2, 3)})
+        await states.update_partition_reassignment(lambda _pending: {tp: (3, 2)})
+        await states.update_partition_reassignment(lambda _pending: {tp: (2, 3)})
         assert await states.partition_reassignment() == {tp: (2, 3)}
-        await states.set_partition_reassignment({})
+        await states.update_partition_reassignment(lambda _pending: {})
         assert await store.get("/admin/reassign_partitions") is None
 
         # Deletion asked twice is asked once; the controller's part removes it all.
@@ -145,3 +148,53 @@ async def test_admin_requests_keep_the_topic_znode_whole_and_deletion_removes_ev
         assert await states.topics_to_delete() == []
     finally:
         await store.close()
+
+
+async def test_concurrent_reassignment_requests_on_two_sessions_never_lose_one(
+    zookeeper_connect: str,
+) -> None:
+    settings = ZooKeeperSettings(
+        zookeeper_connect, session_timeout_ms=6000, connection_timeout_ms=10000
+    )
+    stores = [KazooCoordinationStore(settings), KazooCoordinationStore(settings)]
+    for store in stores:
+        await store.connect()
+    try:
+        writers = [PartitionStateStore(store) for store in stores]
+        asked = [TopicPartition("moving", p) for p in range(12)]
+
+        def adding(tp: TopicPartition) -> Callable[[Pending], Pending]:
+            def change(pending: Pending) -> Pending:
+                pending[tp] = (tp.partition % 3 + 1, 4)
+                return pending
+
+            return change
+
+        def removing(tp: TopicPartition) -> Callable[[Pending], Pending]:
+            def change(pending: Pending) -> Pending:
+                pending.pop(tp, None)
+                return pending
+
+            return change
+
+        # Twelve read-modify-writes racing on two sessions: each lands.
+        with trio.fail_after(WAIT_S):
+            async with trio.open_nursery() as nursery:
+                for i, tp in enumerate(asked):
+                    nursery.start_soon(writers[i % 2].update_partition_reassignment, adding(tp))
+        assert await writers[0].partition_reassignment() == {
+            tp: (tp.partition % 3 + 1, 4) for tp in asked
+        }
+        # Removals racing with additions: exactly the removed ones go.
+        late = [TopicPartition("late", p) for p in range(4)]
+        with trio.fail_after(WAIT_S):
+            async with trio.open_nursery() as nursery:
+                for i, tp in enumerate(asked[:6]):
+                    nursery.start_soon(writers[i % 2].update_partition_reassignment, removing(tp))
+                for i, tp in enumerate(late):
+                    nursery.start_soon(writers[i % 2].update_partition_reassignment, adding(tp))
+        remaining = await writers[1].partition_reassignment()
+        assert sorted(remaining) == sorted(asked[6:] + late)
+    finally:
+        for store in stores:
+            await store.close()

@@ -18,6 +18,7 @@ from broker.handlers.fetch import FetchHandler
 from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.log_topics import LogTopicSource
 from broker.handlers.produce import ProduceHandler
+from broker.handlers.replica_tracking import NoReplication
 from broker.protocol import records as rec
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
@@ -152,6 +153,36 @@ async def test_fetch_budget_gives_only_the_first_non_empty_partition_an_oversize
     assert reads[1] == (0, 100, True)
     assert reads[2] == (0, 0, False)  # budget spent, and no more oversize batches
     assert outcome.bytes_read == len(first.records)
+
+
+class ThrottlingLeader(NoReplication):
+    """The leader's side of the reassignment throttle, over the rate for partition 0."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, int]] = []
+
+    def throttle_replica_fetch(self, topic: str, partition: int, replica_id: int) -> bool:
+        return partition == 0
+
+    def replica_bytes_sent(self, topic: str, partition: int, size: int) -> None:
+        self.sent.append((partition, size))
+
+
+async def test_a_follower_fetch_of_a_throttled_partition_is_answered_without_its_records() -> None:
+    topic = FakeTopic("t", 2)
+    for partition in topic.partitions:
+        await partition.append(one_batch(500), rec.read_batch_header(one_batch(500)))
+    leader = ThrottlingLeader()
+    handler = FetchHandler(FakeLog(topic), replication=leader)
+    body = fetch_body({0: 0, 1: 0}, max_bytes=1 << 20, partition_max_bytes=1 << 20, replica_id=2)
+    outcome = await handler.read_once(body, 12)
+    held, sent = outcome.response.responses[0].partitions
+    assert (held.error_code, held.records) == (ErrorCode.NONE, b"")  # left out, not an error
+    assert sent.records is not None and len(sent.records) > 0
+    assert leader.sent == [(0, 0), (1, len(sent.records))]
+    # A consumer's fetch is never throttled by it.
+    consumer = await handler.read_once(fetch_body({0: 0}, 1 << 20, 1 << 20), 12)
+    assert consumer.response.responses[0].partitions[0].records not in (None, b"")
 
 
 async def test_fetch_without_enough_data_defers_and_wakes_on_append() -> None:

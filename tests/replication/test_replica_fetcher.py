@@ -17,7 +17,9 @@ from broker.errors import KafkaError
 from broker.protocol.error_codes import ErrorCode
 from broker.replication.fetched_records import FetchedBatches
 from broker.replication.leader_epoch_cache import EpochEntry
+from broker.replication.leader_fetch_session import FetchLimits
 from broker.replication.replica_fetcher import ReplicaFetcher, ReplicaFetcherSettings
+from broker.replication.replication_quota import UNBOUNDED, ReplicationQuotaManager
 from broker.replication.topic_partition import TopicPartition
 from tests.replication.fake_replicas import FakeLeader, MemoryLog
 from tests.waiting import wait_until
@@ -177,3 +179,68 @@ def test_after_fetching_the_follower_log_equals_the_leaders(
         assert follower.epoch_cache.entries == leader.epoch_cache.entries
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+async def test_a_throttled_partition_is_left_out_while_over_the_rate_and_the_others_go_on(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Kafka's follower throttle: the throttled partition copies at about the rate, the
+    other one of the same fetcher at once; nothing waits for the throttled one."""
+    throttled_leader, throttled = MemoryLog(), MemoryLog()
+    free_leader, free = MemoryLog(), MemoryLog()
+    for i in range(100):
+        throttled_leader.append_as_leader(0, b"t%04d" % i + bytes(1000))
+        free_leader.append_as_leader(0, b"f%04d" % i + bytes(1000))
+    for log in (throttled_leader, free_leader):
+        log.update_high_watermark(log.log_end_offset)
+    other = TopicPartition("orders", 1)
+    session = FakeLeader({TP: throttled_leader, other: free_leader}, {TP: 0, other: 0})
+    bound, windows = 5_000, 2
+    quota = ReplicationQuotaManager(bound, 1.0, windows, lambda tp: tp == TP)
+    settings = ReplicaFetcherSettings(limits=FetchLimits(partition_max_bytes=4_000))
+    fetcher = ReplicaFetcher(LEADER_ID, session, settings, quota)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(fetcher.run)
+        started = trio.current_time()
+        fetcher.add_partition(TP, throttled, leader_epoch=0)
+        fetcher.add_partition(other, free, leader_epoch=0)
+        await wait_until(lambda: free.contents() == free_leader.contents(), WAIT_S)
+        assert trio.current_time() - started < 1.0
+        fetcher.remove_partition(other)  # alone, the throttled one sleeps out its throttle
+        for _ in range(20):
+            await trio.sleep(0.5)
+            elapsed = trio.current_time() - started
+            copied = sum(len(data) for _, _, data in throttled.contents())
+            assert copied <= bound * (elapsed + windows) + 4_000, elapsed
+        assert 0 < throttled.log_end_offset < throttled_leader.log_end_offset
+        quota.update_quota(UNBOUNDED)  # lifted: the copy completes, the fetcher woken
+        fetcher.wake()
+        lifted = trio.current_time()
+        await wait_until(lambda: throttled.contents() == throttled_leader.contents(), WAIT_S)
+        assert trio.current_time() - lifted < 0.5
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_fetcher_asleep_over_its_throttle_asks_again_as_soon_as_it_is_lifted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    leader = MemoryLog()
+    for i in range(10):
+        leader.append_as_leader(0, b"t%04d" % i + bytes(1000))
+    leader.update_high_watermark(leader.log_end_offset)
+    follower = MemoryLog()
+    quota = ReplicationQuotaManager(100, 1.0, 11, lambda tp: tp == TP)
+    settings = ReplicaFetcherSettings(limits=FetchLimits(partition_max_bytes=2_000))
+    fetcher = ReplicaFetcher(LEADER_ID, FakeLeader({TP: leader}, {TP: 0}), settings, quota)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(fetcher.run)
+        fetcher.add_partition(TP, follower, leader_epoch=0)
+        await wait_until(lambda: follower.log_end_offset > 0, WAIT_S)
+        await trio.sleep(1.0)
+        assert quota.throttle_time(trio.current_time()) > 5  # asleep for that long
+        quota.update_quota(UNBOUNDED)
+        fetcher.wake()
+        lifted = trio.current_time()
+        await wait_until(lambda: follower.contents() == leader.contents(), WAIT_S)
+        assert trio.current_time() - lifted < 0.5
+        nursery.cancel_scope.cancel()
