@@ -12,11 +12,12 @@ import trio
 
 from broker.cluster.peer_channel import peer_listener
 from broker.config import BrokerConfig
-from broker.handlers.api_handler import ApiHandler
+from broker.handlers.api_handler import ApiHandler, Deferred, Outcome
 from broker.handlers.kafka_apis import KafkaApis, standard_middleware
 from broker.handlers.middleware import Next, build_chain
 from broker.handlers.middleware.authorization import ClusterActionAuthorization
 from broker.metrics import MetricsRegistry
+from broker.net.request import Request
 from broker.net.request_handler_pool import RequestHandlerPool
 from broker.net.socket_server import SocketServer
 from broker.security.authorizer import Authorizer
@@ -55,5 +56,12 @@ async def serving_peer(
 
 
 def client_listener_chain(handler: ApiHandler, authorizer: Authorizer) -> Next:
-    """`handler` behind the middleware a client listener's request goes through."""
-    return build_chain(handler, [*standard_middleware(), ClusterActionAuthorization(authorizer)])
+    """`handler` behind the middleware a client listener's request goes through, a
+    deferred answer awaited as the API layer awaits it."""
+    chain = build_chain(handler, [*standard_middleware(), ClusterActionAuthorization(authorizer)])
+
+    async def answered(request: Request) -> Outcome:
+        outcome = await chain(request)
+        return await outcome.wait() if isinstance(outcome, Deferred) else outcome
+
+    return answered
