@@ -68,10 +68,20 @@ SLOW_TESTS = frozenset(
 _TESTS = Path(__file__).resolve().parent
 
 
+# `make suite` runs the tests on two pytest-xdist workers with `--dist loadgroup`: each
+# module is one group (its module-scoped fixtures start once, its tests run in order on one
+# worker), and these directories are one group each, as their session fixtures are costly
+# (the pipeline's SparkSession and broker: one JVM, not one per worker).
+SESSION_GROUPS = frozenset({"pipeline"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         relative = item.path.resolve().relative_to(_TESTS.parent)
         function = getattr(item, "originalname", item.name)  # without parameters
+        group = relative.parts[1] if relative.parts[1] in SESSION_GROUPS else relative.as_posix()
+        item.add_marker(pytest.mark.xdist_group(group))
         if (
             relative.parts[1] in SLOW_DIRECTORIES
             or relative.as_posix() in SLOW_TESTS
