@@ -74,7 +74,7 @@ unit: setup
 # runs everything in one process.
 TEST_WORKERS ?= 2
 suite: setup
-	$(BIN)/pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadfile
 
 test: setup lint typecheck compose-test suite
 
