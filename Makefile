@@ -70,8 +70,12 @@ typecheck: $(STAMP)
 unit: setup
 	$(BIN)/pytest -q -m "not slow"
 
+# Two pytest-xdist workers: many tests wait on processes, sockets and timers rather than
+# the CPU. Each module stays on one worker (tests/conftest.py groups them); TEST_WORKERS=0
+# runs everything in one process.
+TEST_WORKERS ?= 2
 suite: setup
-	$(BIN)/pytest -q --durations=30
+	$(BIN)/pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadfile
 
 test: setup lint typecheck compose-test suite
 

@@ -2,6 +2,7 @@
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -85,3 +86,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             or item.get_closest_marker("interop") is not None
         ):
             item.add_marker(pytest.mark.slow)
+
+
+# `make suite` runs the tests on two pytest-xdist workers with `--dist loadfile`: each module
+# is one unit of work (its module-scoped fixtures start once, its tests run in order on one
+# worker), and so is each of these directories, whose session fixtures are costly (the
+# pipeline's SparkSession and broker: one JVM, not one per worker). xdist's own
+# `xdist_group` marks do not reach its scheduler under pytest 9 (it rewrites `item._nodeid`,
+# which `item.nodeid` no longer reads), so the units are named here.
+SHARED_SESSION_DIRECTORIES = frozenset({"pipeline"})
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
+
+    class ModuleScheduling(LoadFileScheduling):  # type: ignore[misc]  # xdist is untyped
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            parts = module.split("/")
+            if len(parts) > 2 and parts[1] in SHARED_SESSION_DIRECTORIES:
+                return "/".join(parts[:2])
+            return module
+
+    return ModuleScheduling(config, log)
