@@ -5,8 +5,8 @@ see replicas that leave out an ISR member (CI once crashed a leader on exactly t
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 
 import trio
 
@@ -21,7 +21,8 @@ from broker.coordination.partition_state_znodes import (
 from broker.coordination.store import Op, SetOp
 from broker.replication.leader_and_isr import LeaderAndIsr
 from broker.replication.topic_partition import TopicPartition
-from tests.coordination.test_zookeeper_membership import WAIT_S, connected, membership
+from tests.coordination.test_kafka_controller_zookeeper import active_controller, broker
+from tests.coordination.test_zookeeper_membership import WAIT_S, connected
 from tests.replication.recording_notifier import RecordingNotifier
 from tests.waiting import wait_until
 
@@ -54,47 +55,31 @@ class ShrinkingStore(KazooCoordinationStore):
         await super().commit(ops)
 
 
-@asynccontextmanager
-async def controller_host(
-    connect: str, node_id: int, notifier: RecordingNotifier
-) -> AsyncIterator[KafkaController]:
-    settings = ZooKeeperSettings(connect, session_timeout_ms=6000, connection_timeout_ms=10000)
-    member = membership(connect, node_id, store=ShrinkingStore(settings))
-    controller = KafkaController(
-        member._store,
-        node_id,
-        member.election.view,
-        member.live_brokers.brokers,
-        notifier,
-        ControllerSettings(auto_leader_rebalance_enable=False),
+def shrinking_store(connect: str) -> ShrinkingStore:
+    return ShrinkingStore(
+        ZooKeeperSettings(connect, session_timeout_ms=6000, connection_timeout_ms=10000)
     )
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(member.run)
-        nursery.start_soon(controller.run)
-        with trio.fail_after(WAIT_S):
-            await member.registered.wait()
-        yield controller
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_completion_that_meets_an_isr_shrink_leaves_the_assignment_until_the_isr_allows(
     zookeeper_connect: str,
 ) -> None:
     notifier = RecordingNotifier()
+    settings = ControllerSettings(auto_leader_rebalance_enable=False)
+
+    def host(node_id: int) -> AbstractAsyncContextManager[tuple[KafkaController, trio.CancelScope]]:
+        return broker(
+            zookeeper_connect, node_id, notifier, settings, shrinking_store(zookeeper_connect)
+        )
+
     async with (
-        controller_host(zookeeper_connect, 1, notifier) as c1,
-        controller_host(zookeeper_connect, 2, notifier) as c2,
-        controller_host(zookeeper_connect, 3, notifier) as c3,
+        host(1) as (c1, _s1),
+        host(2) as (c2, _s2),
+        host(3) as (c3, _s3),
         connected(zookeeper_connect) as leader_session,
     ):
         controllers = {1: c1, 2: c2, 3: c3}
-        await wait_until(
-            lambda: any(
-                c.active_epoch.value > 0 and c.live == {1, 2, 3} for c in controllers.values()
-            ),
-            WAIT_S,
-        )
-        (active_id,) = [b for b, c in controllers.items() if c.active_epoch.value > 0]
+        active_id = await active_controller(controllers)
         controller = controllers[active_id]
         leader, kept, added = active_id, *[b for b in (1, 2, 3) if b != active_id]
         states = PartitionStateStore(leader_session)

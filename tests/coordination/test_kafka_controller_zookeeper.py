@@ -4,7 +4,7 @@ leader's own ISR change, recorded at its zkVersion and passed on by the controll
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 import trio
@@ -14,6 +14,7 @@ from broker.coordination.membership import ClusterMembership
 from broker.coordination.partition_leader import PartitionLeader
 from broker.coordination.partition_state_store import PartitionStateStore
 from broker.coordination.partition_state_znodes import TopicAssignment
+from broker.coordination.store import CoordinationStore
 from broker.protocol.error_codes import ErrorCode
 from broker.replication.leader_and_isr import LeaderAndIsr
 from broker.replication.partition_leader_state import LeaderSettings, PartitionLeaderState
@@ -35,9 +36,11 @@ async def broker(
     node_id: int,
     notifier: RecordingNotifier,
     settings: ControllerSettings | None = None,
+    store: CoordinationStore | None = None,
 ) -> AsyncIterator[tuple[KafkaController, trio.CancelScope]]:
-    """A membership and its controller; cancelling the scope closes the session."""
-    member: ClusterMembership = membership(connect, node_id)
+    """A membership and its controller (on `store` when given); cancelling the scope
+    closes the session."""
+    member: ClusterMembership = membership(connect, node_id, store=store)
     controller = KafkaController(
         member._store,
         node_id,
@@ -62,6 +65,16 @@ async def broker(
         nursery.cancel_scope.cancel()
 
 
+async def active_controller(controllers: Mapping[int, KafkaController]) -> int:
+    """The broker whose controller is active once all three are live to it."""
+    await wait_until(
+        lambda: any(c.active_epoch.value > 0 and c.live == {1, 2, 3} for c in controllers.values()),
+        WAIT_S,
+    )
+    (active_id,) = [b for b, c in controllers.items() if c.active_epoch.value > 0]
+    return active_id
+
+
 async def state_of(states: PartitionStateStore, partition: int) -> LeaderAndIsr | None:
     state = await states.partition_state(TopicPartition("orders", partition))
     return None if state is None else state.leader_and_isr
@@ -78,14 +91,7 @@ async def test_the_controller_moves_leadership_when_a_session_ends_and_on_contro
         connected(zookeeper_connect) as observer,
     ):
         controllers, scopes = {1: c1, 2: c2, 3: c3}, {1: s1, 2: s2, 3: s3}
-        with trio.fail_after(WAIT_S):
-            await wait_until(
-                lambda: any(
-                    c.active_epoch.value > 0 and c.live == {1, 2, 3} for c in controllers.values()
-                ),
-                WAIT_S,
-            )
-        (active_id,) = [b for b, c in controllers.items() if c.active_epoch.value > 0]
+        active_id = await active_controller(controllers)
         controller = controllers[active_id]
         assert controller.active_epoch.value == 1
 
@@ -146,13 +152,7 @@ async def test_a_leaders_isr_shrink_is_recorded_at_its_zk_version_and_reaches_th
         connected(zookeeper_connect) as leader_session,
     ):
         controllers = {1: c1, 2: c2, 3: c3}
-        await wait_until(
-            lambda: any(
-                c.active_epoch.value > 0 and c.live == {1, 2, 3} for c in controllers.values()
-            ),
-            WAIT_S,
-        )
-        (active_id,) = [b for b, c in controllers.items() if c.active_epoch.value > 0]
+        active_id = await active_controller(controllers)
         controller = controllers[active_id]
         keeps_up, silent = [b for b in (1, 2, 3) if b != active_id]
         tp = TopicPartition("orders", 0)
@@ -224,13 +224,7 @@ async def test_a_new_controller_takes_over_and_a_returning_preferred_leader_lead
         connected(zookeeper_connect) as observer,
     ):
         controllers, scopes = {1: c1, 2: c2, 3: c3}, {1: s1, 2: s2, 3: s3}
-        await wait_until(
-            lambda: any(
-                c.active_epoch.value > 0 and c.live == {1, 2, 3} for c in controllers.values()
-            ),
-            WAIT_S,
-        )
-        (first_id,) = [b for b, c in controllers.items() if c.active_epoch.value > 0]
+        first_id = await active_controller(controllers)
         states = PartitionStateStore(observer)
         await states.create_topic(TopicAssignment("orders", REPLICAS))
         await wait_until(lambda: len(controllers[first_id].partition_states) == 3, WAIT_S)
@@ -283,13 +277,7 @@ async def test_a_controller_write_that_meets_a_leaders_isr_change_decides_again_
         connected(zookeeper_connect) as leader_session,
     ):
         controllers, scopes = {1: c1, 2: c2, 3: c3}, {1: s1, 2: s2, 3: s3}
-        await wait_until(
-            lambda: any(
-                c.active_epoch.value > 0 and c.live == {1, 2, 3} for c in controllers.values()
-            ),
-            WAIT_S,
-        )
-        (active_id,) = [b for b, c in controllers.items() if c.active_epoch.value > 0]
+        active_id = await active_controller(controllers)
         controller = controllers[active_id]
         in_isr, left_isr = [b for b in (1, 2, 3) if b != active_id]
         tp = TopicPartition("orders", 0)
