@@ -71,11 +71,13 @@ unit: setup
 	$(BIN)/pytest -q -m "not slow"
 
 # Two pytest-xdist workers: many tests wait on processes, sockets and timers rather than
-# the CPU. Each module stays on one worker (tests/conftest.py groups them); TEST_WORKERS=0
+# the CPU. Each module stays on one worker (tests/conftest.py groups them); a worker that
+# dies (pytest-timeout ends a hung test's process) ends the run at once: xdist's loadfile
+# scheduler was seen waiting for ever on the crashed worker's requeued module. TEST_WORKERS=0
 # runs everything in one process.
 TEST_WORKERS ?= 2
 suite: setup
-	$(BIN)/pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadfile --max-worker-restart=0
 
 test: setup lint typecheck compose-test suite
 
