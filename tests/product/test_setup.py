@@ -16,14 +16,16 @@ def _debian_packages() -> dict[str, str]:
     return dict(entry.split(":", 1) for entry in match.group(1).split())
 
 
-def test_setup_provides_kcat_java_zookeeper_and_chromium_from_debian() -> None:
+def test_setup_provides_kcat_java_zookeeper_chromium_and_ip_from_debian() -> None:
     """kcat for the interop tests, the Java that Spark and ZooKeeper run on, ZooKeeper's
-    server jars for the coordination fixture, and the browser the console test drives."""
+    server jars for the coordination fixture, the browser the console test drives, and
+    `ip` for the network namespaces of the cut-off fault test."""
     assert _debian_packages() == {
         "kcat": "kcat",
         "java": "default-jre-headless",
         "/usr/share/java/zookeeper.jar": "zookeeper",
         "chromium": "chromium",
+        "ip": "iproute2",
     }
 
 
