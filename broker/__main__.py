@@ -65,6 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="INFO", help="root log level (default INFO)")
     # Set by the supervisor for each process of a cluster (broker/cluster/supervisor.py).
     serve.add_argument("--process-index", type=int, default=None, help=argparse.SUPPRESS)
+    # Set by a host's supervisor: where the process serves /metrics for it alone.
+    serve.add_argument("--metrics-socket", type=Path, default=None, help=argparse.SUPPRESS)
     # Listed for --help only: main() hands these to their own modules before parsing.
     commands.add_parser(
         "client", help="the kcat-like test client (broker client --help)", add_help=False
@@ -98,18 +100,22 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
-async def serve(config: BrokerConfig, process_index: int | None = None) -> None:
+async def serve(
+    config: BrokerConfig, process_index: int | None = None, metrics_socket: Path | None = None
+) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully.
 
     The composition root: a broker with `zookeeper.connect` is a broker among hosts
     (broker/hosts/), alone or one of its supervisor's processes (`process_index`);
     without it, a process the supervisor started is a member of the one-host cluster
-    (broker/cluster/), and a broker without either is alone.
+    (broker/cluster/), and a broker without either is alone. `metrics_socket`: where a
+    host's process serves /metrics to its supervisor (a member learns its own socket
+    from the cluster's metadata store).
     """
     member: ClusterMember | None = None
     deployment: Deployment | None = None
     if config.cluster.zookeeper_connect is not None:
-        deployment = ZooKeeperDeployment(config)
+        deployment = ZooKeeperDeployment(config, metrics_socket=metrics_socket)
     elif process_index is not None:
         deployment = member = ClusterMember(config, process_index)
     server = KafkaServer(config, deployment=deployment)
@@ -165,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             if index is None:
                 reshard_for_single_process(Path(config.log_dirs[0]))
-            _run_profiled(serve, config, index)
+            _run_profiled(serve, config, index, args.metrics_socket)
     except* ProcessConfigError as group:  # the process has logged its error
         config_error = _first_leaf(group)
     except* ConfigError as group:  # found by a check the start-up checks do not make

@@ -34,14 +34,13 @@ from broker.cluster.shared_acls import SharedAclStore
 from broker.cluster.shared_file import SharedFileFollower
 from broker.cluster.transaction_shards import transaction_shard_dir
 from broker.config import BrokerConfig
-from broker.console.web_app import web_app
+from broker.console.web_app import private_metrics_port
 from broker.coordination.membership import ClusterMembership
 from broker.dynamic_broker_config_store import DynamicBrokerConfigStore
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.elect_leaders import NO_ELECTIONS
 from broker.handlers.partition_reassignments import NO_REASSIGNMENTS
 from broker.handlers.replica_tracking import NO_REPLICATION
-from broker.http_port import HttpPort
 from broker.metrics_http import LocalMetrics
 from broker.net.internal_listener import InternalListener
 from broker.quotas.quota_managers import QuotaManagers
@@ -131,8 +130,7 @@ class ClusterMember:
     ) -> Service | None:
         """The supervisor serves the cluster's /metrics and console; it reads ours on a
         Unix socket in the private directory."""
-        path = metrics_socket(self.peer_dir, self.node_id)
-        return HttpPort(web_app(metrics, None), "", 0, unix_path=path)
+        return private_metrics_port(metrics, metrics_socket(self.peer_dir, self.node_id))
 
     def membership(
         self, context: BrokerContext, listening: Callable[[], Awaitable[object]]

@@ -101,6 +101,26 @@ def check_bind_ports_distinct(
             taken.setdefault(endpoint.port, []).append((index, endpoint))
 
 
+def check_metrics_port_apart(
+    endpoints: Sequence[Endpoint], ranges: Mapping[str, range], count: int, metrics_port: int
+) -> None:
+    """`metrics.port` (the supervisor's alone, bound on the first listener's host) is no
+    process's listener port, so the clash fails start-up naming the keys rather than
+    leaving the cluster without /metrics (a busy metrics port is only logged)."""
+    if metrics_port <= 0 or not endpoints:
+        return
+    host = endpoints[0].host
+    for index in range(count):
+        for endpoint in process_endpoints(endpoints, ranges, index):
+            if endpoint.port == metrics_port and _hosts_overlap(host, endpoint.host):
+                raise ConfigError(
+                    f"metrics.port: port {metrics_port} would be bound twice, by /metrics and "
+                    f"by listener {endpoint.listener_name} of process {index} (listeners: "
+                    "process i binds each listener's port + i, or its port of "
+                    "process.listener.ports); choose a metrics.port outside those ports"
+                )
+
+
 def _hosts_overlap(one: str, other: str) -> bool:
     wildcard = ("", "0.0.0.0", "::")
     return one == other or one in wildcard or other in wildcard
@@ -111,12 +131,15 @@ ADVERTISED_PORTS = "process.advertised.listener.ports"
 
 
 def check_process_ports(config: BrokerConfig, count: int) -> None:
-    """The whole port plan of `count` processes is sound (raises ConfigError)."""
+    """The whole port plan of `count` processes is sound (raises ConfigError): each
+    listener's ports, the advertised ranges, and `metrics.port` apart from them."""
     if count <= 1:
+        check_metrics_port_apart(config.listeners, {}, 1, config.server.metrics_port)
         return
     ranges = parse_port_ranges(list(config.cluster.process_listener_ports), LISTENER_PORTS)
     check_port_ranges(ranges, config.listeners, count, LISTENER_PORTS)
     check_bind_ports_distinct(config.listeners, ranges, count)
+    check_metrics_port_apart(config.listeners, ranges, count, config.server.metrics_port)
     advertised = parse_port_ranges(
         list(config.cluster.process_advertised_listener_ports), ADVERTISED_PORTS
     )

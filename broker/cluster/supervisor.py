@@ -19,12 +19,13 @@ single-process broker started on the same data dir later finds them.
 
 With `zookeeper.connect` the host is one among hosts, and ZooKeeper is the metadata
 store: each process is a whole ZooKeeper broker (broker/hosts/) with its own log dir,
-`node-<id>` under each entry of `log.dirs`, and its own `metrics.port` + I. The
-supervisor makes no metadata store, private channel or shards; it locks the log dirs,
-reports ready once every process is registered in ZooKeeper, and restarts a process
-that died once ZooKeeper has ended its old session
-(`broker/cluster/zookeeper_registrations.py`). SIGTERM is each process's controlled
-shutdown.
+`node-<id>` under each entry of `log.dirs`. The supervisor makes no metadata store,
+private channel or shards; it locks the log dirs, reports ready once every process is
+registered in ZooKeeper, and restarts a process that died once ZooKeeper has ended its
+old session (`broker/cluster/zookeeper_registrations.py`). SIGTERM is each process's
+controlled shutdown. The HTTP port is the supervisor's as in the one-host cluster: every
+process's /metrics read from its Unix socket (`--metrics-socket`, in a private directory
+made for them alone), and the console speaking Kafka to the lowest registered process.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ RESTART_DELAY_S = 0.5
 MAX_RESTART_DELAY_S = 30.0
 STABLE_AFTER_S = 30.0
 EXIT_GRACE_S = 5.0
+REGISTRATION_POLL_S = 0.05
 
 
 PEER_DIR_PREFIX = "broker-peers-"
@@ -97,16 +99,22 @@ def process_log_dirs(config: BrokerConfig, node_id: int) -> list[Path]:
 
 def process_overrides(config: BrokerConfig, index: int) -> dict[str, str]:
     """The settings that differ between the processes of one cluster (on a host among
-    hosts also the log dirs and the metrics port, each process being a whole broker)."""
+    hosts also the log dirs, each process being a whole broker)."""
     node_id = config.node_id + index
     overrides = {"node.id": str(node_id)}
     overrides |= process_listener_overrides(config, index)
     if config.cluster.zookeeper_connect is not None:
         overrides["log.dirs"] = ",".join(str(d) for d in process_log_dirs(config, node_id))
-        port = config.server.metrics_port
-        if port > 0:
-            overrides["metrics.port"] = str(port + index)
     return overrides
+
+
+def private_socket_dir(stale: str | None) -> Path:
+    """A new directory for the processes' private sockets: a short path (socket paths are
+    limited to 108 bytes) that only this user may enter. `stale`, one left by a
+    supervisor that was killed, goes now: the log dir locks say it is over."""
+    if stale is not None and Path(stale).name.startswith(PEER_DIR_PREFIX):
+        shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=PEER_DIR_PREFIX))
 
 
 def check_process_configs(config: BrokerConfig, count: int) -> None:
@@ -148,22 +156,27 @@ class Supervisor:
         # A host among hosts: ZooKeeper is the metadata store, each process a broker.
         zookeeper = zookeeper_settings(config)
         self.zookeeper = None if zookeeper is None else ZooKeeperRegistrations(zookeeper)
-        # One HTTP port for the cluster: every process's /metrics, and the console
-        # (on a host among hosts each process serves its own).
+        # One HTTP port for the cluster (or the host): every process's /metrics, and
+        # the console.
         self.metrics = ClusterMetrics(self.nodes, self._metrics_socket)
-        self.http_port = (
-            http_port_for(config, self.metrics, self._listener_address)
-            if self.zookeeper is None
-            else None
-        )
+        self.http_port = http_port_for(config, self.metrics, self._listener_address)
         self._addresses: dict[str, str] = {}
+        # A host among hosts: each registered process's listeners, as ZooKeeper has them.
+        self._registered: dict[int, dict[str, str]] = {}
 
     def _metrics_socket(self, node: int) -> Path | None:
         return None if self.peer_dir is None else metrics_socket(self.peer_dir, node)
 
     def _listener_address(self, listener_name: str) -> str | None:
         """A live process's listener (read from the store when the console connects, so a
-        restarted process's new ephemeral port, or another live process, is found)."""
+        restarted process's new ephemeral port, or another live process, is found; on a
+        host among hosts, from the registrations the supervisor has followed)."""
+        if self.zookeeper is not None:
+            for node in sorted(self._registered):
+                address = self._registered[node].get(listener_name)
+                if address is not None:
+                    return address
+            return None
         if self.ready.is_set():
             self._learn_addresses()
         return self._addresses.get(listener_name)
@@ -192,6 +205,11 @@ class Supervisor:
             for node in self.nodes:
                 for log_dir in process_log_dirs(self.config, node):
                     log_dir.mkdir(parents=True, exist_ok=True)
+            if self.http_port is not None:
+                record = self.log_dirs[0] / PEER_SOCKET_DIR_KEY
+                stale = record.read_text() if record.exists() else None
+                self.peer_dir = private_socket_dir(stale)
+                record.write_text(str(self.peer_dir))
             log.info(
                 "host of %d broker processes among hosts (ZooKeeper), nodes %d..%d",
                 self.count,
@@ -248,13 +266,8 @@ class Supervisor:
         self._reconcile_topics(store, topics)
         reshard_group_offsets(first, self.count)
         reshard_transaction_state(first, self.count)
-        # The processes' private sockets (broker/cluster/peer_channel.py): a short path
-        # (socket paths are limited to 108 bytes) that only this user may enter. One left
-        # by a supervisor that was killed goes now: the log dir locks say it is over.
-        stale = store.get(PEER_SOCKET_DIR_KEY)
-        if stale is not None and Path(stale).name.startswith(PEER_DIR_PREFIX):
-            shutil.rmtree(stale, ignore_errors=True)
-        self.peer_dir = Path(tempfile.mkdtemp(prefix=PEER_DIR_PREFIX))
+        # The processes' private sockets (broker/cluster/peer_channel.py).
+        self.peer_dir = private_socket_dir(store.get(PEER_SOCKET_DIR_KEY))
         store.set(PEER_SOCKET_DIR_KEY, str(self.peer_dir))
         log.info(
             "cluster %s: %d processes, nodes %d..%d",
@@ -339,10 +352,10 @@ class Supervisor:
 
     async def _all_registered(self) -> bool:
         if self.zookeeper is not None:
-            # Started, and registered since: each waited for an earlier registration of
-            # its id (a killed host's, its session not yet ended) to go before it started.
-            running = all(process is not None for process in self.processes)
-            return running and await self.zookeeper.registered(self.nodes) == set(self.nodes)
+            # Started, and registered since (`_follow_registration`): each waited for an
+            # earlier registration of its id (a killed host's, its session not yet ended)
+            # to go before it started.
+            return all(node in self._registered for node in self.nodes)
         assert self.store is not None
         image = await trio.to_thread.run_sync(self.store.read_image)
         # Every process registered, and every one has applied the image that says so:
@@ -367,6 +380,8 @@ class Supervisor:
     async def _keep_running(self, index: int) -> None:
         node = self.nodes[index]
         command = [*self._command, "--process-index", str(index)]
+        if self.zookeeper is not None and self.peer_dir is not None:
+            command += ["--metrics-socket", str(metrics_socket(self.peer_dir, node))]
         overrides = process_overrides(self.config, index)
         for key, value in overrides.items():
             command += ["--override", f"{key}={value}"]
@@ -394,11 +409,14 @@ class Supervisor:
                     os.close(stdin)
                     stdin = -1
                     self.processes[index] = process
+                    if self.zookeeper is not None:
+                        nursery.start_soon(self._follow_registration, node, process)
             finally:
                 for fd in (stdin, lifeline):
                     if fd >= 0:
                         os.close(fd)
             self.processes[index] = None
+            self._registered.pop(node, None)
             code = process.returncode
             if self.store is not None:  # ZooKeeper ends the process's session itself
                 with trio.CancelScope(shield=True):
@@ -426,6 +444,20 @@ class Supervisor:
                 await self._stop_requested.wait()
             if self._stop_requested.is_set():
                 return
+
+    async def _follow_registration(self, node: int, process: trio.Process) -> None:
+        """Until the process started for `node` has registered (or exited): then its
+        listeners are where the console may connect, and it counts as ready."""
+        assert self.zookeeper is not None
+        while process.returncode is None:
+            registration = await self.zookeeper.registration(node)
+            if registration is not None:
+                self._registered[node] = {
+                    e.listener_name: f"{connect_host(e.host)}:{e.port}"
+                    for e in registration.endpoints
+                }
+                return
+            await trio.sleep(REGISTRATION_POLL_S)
 
     async def _stop_all(self) -> None:
         timeout_s = self.config.server.shutdown_timeout_ms / 1000 + EXIT_GRACE_S

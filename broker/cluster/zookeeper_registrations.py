@@ -13,11 +13,14 @@ broker leave, so it would not move the leadership the dead process held.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 import trio
 
-from broker.coordination.broker_registration import broker_path
+from broker.coordination.broker_registration import (
+    BrokerRegistration,
+    MalformedZnode,
+    broker_path,
+)
 from broker.coordination.kazoo_store import KazooCoordinationStore, ZooKeeperSettings
 from broker.coordination.store import CoordinationError, CoordinationUnavailable
 
@@ -43,12 +46,20 @@ class ZooKeeperRegistrations:
     async def close(self) -> None:
         await self._store.close()
 
-    async def registered(self, nodes: Sequence[int]) -> set[int]:
-        """The nodes among `nodes` registered now (none while ZooKeeper is away)."""
+    async def registration(self, node: int) -> BrokerRegistration | None:
+        """`node`'s registration now: its endpoints, which the supervisor's console
+        connects to (None while there is none, ZooKeeper is away, or the znode is not
+        Kafka's document)."""
         try:
-            return {node for node in nodes if await self._is_registered(node)}
+            found = await self._store.get(broker_path(node))
         except (CoordinationError, CoordinationUnavailable):
-            return set()
+            return None
+        if found is None:
+            return None
+        try:
+            return BrokerRegistration.from_json(node, found.data)
+        except MalformedZnode:
+            return None
 
     async def _is_registered(self, node: int) -> bool:
         return await self._store.get(broker_path(node)) is not None

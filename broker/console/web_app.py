@@ -17,12 +17,19 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from broker.http_port import HttpPort
 from broker.metrics_http import MetricsSource, exposition_of
 
 if TYPE_CHECKING:  # a cluster process serves no console: it need not import one
     from broker.console.console_api import ConsoleApi
 
 STATIC = Path(__file__).parent / "static"
+
+
+def private_metrics_port(metrics: MetricsSource, path: Path) -> HttpPort:
+    """A supervised process's /metrics on the Unix socket `path`, read by its supervisor,
+    which serves the one HTTP port (and the console) of all its processes."""
+    return HttpPort(web_app(metrics, None), "", 0, unix_path=path)
 
 
 def web_app(metrics: MetricsSource, console: ConsoleApi | None) -> Starlette:

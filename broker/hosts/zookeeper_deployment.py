@@ -8,7 +8,9 @@ which acts while this broker is elected, the replica fetchers (appends only), an
 `__consumer_offsets`-0 and `__transaction_state`-0, where the group and transaction
 coordinators keep their state. Brokers learn leadership by watching the
 state znodes, so the controller's LeaderAndIsr / UpdateMetadata requests are not
-sent (`WatchingBrokers`; docs/replication.md says why).
+sent (`WatchingBrokers`; docs/replication.md says why). A process of a host's
+supervisor (`metrics_socket` given) serves its /metrics to the supervisor alone, which
+serves the host's one HTTP port, as a process of the one-host cluster does.
 """
 
 from __future__ import annotations
@@ -80,11 +82,12 @@ class WatchingBrokers:
 
 
 class ZooKeeperDeployment:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, *, metrics_socket: Path | None = None) -> None:
         settings = zookeeper_settings(config)
         if settings is None:
             raise ValueError("a ZooKeeper deployment needs zookeeper.connect")
         self._config = config
+        self._metrics_socket = metrics_socket
         self._node_id = config.node_id
         self._log_dir = Path(config.log_dirs[0])
         self.cluster_id = self._cluster_id(settings)
@@ -205,6 +208,10 @@ class ZooKeeperDeployment:
     def metrics_port(
         self, metrics: LocalMetrics, bootstrap: Callable[[str], str | None]
     ) -> Service | None:
+        if self._metrics_socket is not None:
+            from broker.console.web_app import private_metrics_port
+
+            return private_metrics_port(metrics, self._metrics_socket)
         from broker.console.console_service import http_port_for
 
         return http_port_for(self._config, metrics, bootstrap)

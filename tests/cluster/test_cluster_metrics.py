@@ -29,7 +29,8 @@ def _produce(broker: BrokerProcess, partition: str, lines: bytes) -> None:
     _cli(broker, "produce", "orders", "-p", partition, stdin=lines)
 
 
-def _http_port(broker: BrokerProcess) -> int:
+def http_port_of(broker: BrokerProcess) -> int:
+    """The supervisor's HTTP port, as it logs it."""
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         found = _SERVING.search(broker.log_text())
@@ -39,7 +40,7 @@ def _http_port(broker: BrokerProcess) -> int:
     raise AssertionError(broker.log_text())
 
 
-def _series(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+def series(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
     return {
         tuple(sorted(s.labels.items())): s.value
         for family in text_string_to_metric_families(text)
@@ -53,7 +54,7 @@ async def test_the_supervisor_serves_every_process_and_lag_of_every_partition(
 ) -> None:
     overrides = {"process.count": "2", "metrics.port": "0"}
     with broker_process(tmp_path / "data", overrides) as broker:
-        port = await trio.to_thread.run_sync(_http_port, broker)
+        port = await trio.to_thread.run_sync(http_port_of, broker)
         await trio.to_thread.run_sync(
             lambda: _cli(broker, "topics", "create", "orders", "--partitions", "2")
         )
@@ -70,7 +71,7 @@ async def test_the_supervisor_serves_every_process_and_lag_of_every_partition(
                     text = (await http.get("/metrics")).text
                     lag = {
                         dict(k)["partition"]: v
-                        for k, v in _series(text, "kafka_server_consumergrouplag_lag").items()
+                        for k, v in series(text, "kafka_server_consumergrouplag_lag").items()
                     }
                     if lag == {"0": 3.0, "1": 3.0}:
                         break
@@ -83,11 +84,11 @@ async def test_the_supervisor_serves_every_process_and_lag_of_every_partition(
             assert [(o["partition"], o["lag"]) for o in group["offsets"]] == [(0, 3), (1, 3)]
             groups = (await http.get("/console/api/groups")).json()["groups"]
             assert [g["group_id"] for g in groups] == ["g"]
-        up = _series(text, "broker_process_up")
+        up = series(text, "broker_process_up")
         assert up == {(("node", "1"),): 1.0, (("node", "2"),): 1.0}
-        led = _series(text, "kafka_log_log_logendoffset")
+        led = series(text, "kafka_log_log_logendoffset")
         assert {dict(k)["node"] for k in led} == {"1", "2"}  # each leads one partition
-        processes = {dict(k)["node"] for k in _series(text, "process_open_fds")}
+        processes = {dict(k)["node"] for k in series(text, "process_open_fds")}
         assert processes == {"1", "2"}
 
 

@@ -15,6 +15,7 @@ from broker.client.session import ClientSession
 from broker.cluster.process_ports import (
     check_bind_ports_distinct,
     check_port_ranges,
+    check_process_ports,
     parse_port_ranges,
     process_endpoints,
     process_listener_overrides,
@@ -77,6 +78,34 @@ def test_neighbouring_listener_ports_collide_under_several_processes() -> None:
     check_bind_ports_distinct([INTERNAL, apart], {}, 2)  # other host: no collision
 
 
+def test_the_metrics_port_is_refused_where_a_process_binds_it_naming_the_keys() -> None:
+    host = {"listeners": "PLAINTEXT://127.0.0.2:9092", "zookeeper.connect": "127.0.0.1:2181"}
+    with pytest.raises(ConfigError) as refused:
+        check_process_ports(BrokerConfig({**host, "metrics.port": "9093"}), 2)
+    assert str(refused.value).startswith("metrics.port: port 9093 would be bound twice")
+    assert "PLAINTEXT of process 1" in str(refused.value)
+    assert "listeners" in str(refused.value) and "process.listener.ports" in str(refused.value)
+    with pytest.raises(ConfigError, match="metrics.port: port 9092"):
+        check_process_ports(BrokerConfig({**host, "metrics.port": "9092"}), 1)
+    with pytest.raises(ConfigError, match="EXTERNAL of process 0"):
+        check_process_ports(
+            config(
+                listeners="INTERNAL://127.0.0.1:9092,EXTERNAL://:9095",
+                process_listener_ports="EXTERNAL:9404-9405",
+                metrics_port="9404",
+                **_named(),
+            ),
+            2,
+        )
+    check_process_ports(BrokerConfig({**host, "metrics.port": "9094"}), 2)  # above them
+    check_process_ports(BrokerConfig({**host, "metrics.port": "9093"}), 1)
+    check_process_ports(BrokerConfig({**host, "metrics.port": "0"}), 2)  # a free port
+    apart = {**host, "listeners": "PLAINTEXT://127.0.0.2:9092,OTHER://127.0.0.3:9404"}
+    check_process_ports(
+        BrokerConfig({**apart, **NAMED_OTHER, "metrics.port": "9404"}), 2
+    )  # bound on 127.0.0.2, the first listener's host
+
+
 def test_advertised_ports_follow_the_listeners_unless_ranged() -> None:
     base = config(listeners="INTERNAL://127.0.0.1:9092,EXTERNAL://:9095", **_named())
     assert process_listener_overrides(base, 1) == {
@@ -100,6 +129,12 @@ def test_advertised_ports_follow_the_listeners_unless_ranged() -> None:
     assert process_listener_overrides(advertised, 1)["advertised.listeners"] == (
         "INTERNAL://127.0.0.1:9093,EXTERNAL://broker.example:444"
     )
+
+
+NAMED_OTHER = {
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+    "inter.broker.listener.name": "PLAINTEXT",
+}
 
 
 def _named() -> dict[str, str]:

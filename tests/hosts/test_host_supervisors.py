@@ -4,7 +4,9 @@ broker of the ZooKeeper cluster (issue 20 item 1, docs/replication.md).
 Two hosts on 127.0.0.2 and 127.0.0.3, each `broker serve` with `process.count=2`, its
 own rack and log dir, on a real ZooKeeper: four brokers, replicas spread over the
 racks, a real client producing with acks=all while one process is killed with -9 and
-its supervisor starts it again; nothing acknowledged is lost."""
+its supervisor starts it again; nothing acknowledged is lost. The first host's
+supervisor serves one HTTP port: both its processes' /metrics (each series labelled
+`node`, `broker_process_up` counting the killed one down and back) and the console."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 import trio
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -22,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.client.connection import KafkaConnection
 from broker.protocol.messages.metadata_request import MetadataRequest
 from broker.protocol.messages.metadata_response import MetadataResponse
+from tests.cluster.test_cluster_metrics import http_port_of, series
 from tests.cluster.test_supervisor import child_pids
 from tests.hosts.acknowledged_records import anomalies
 from tests.hosts.host_processes import (
@@ -65,6 +69,8 @@ def supervisors(tmp_path: Path, zookeeper_connect: str) -> Iterator[dict[str, Br
     def start(address: str) -> BrokerProcess:
         node_id, rack = HOSTS[address]
         port = consecutive_free_ports(address, 2)
+        # The first host's supervisor serves /metrics and the console (on a free port).
+        metrics_port = "0" if address == "127.0.0.2" else "-1"
         return start_broker_process(
             tmp_path / f"host-{rack}",
             {
@@ -82,6 +88,7 @@ def supervisors(tmp_path: Path, zookeeper_connect: str) -> Iterator[dict[str, Br
                 "controlled.shutdown.max.retries": "10",
                 "num.network.threads": "1",
                 "num.io.threads": "2",
+                "metrics.port": metrics_port,
             },
             timeout_s=2 * WAIT_S,
         )
@@ -109,6 +116,19 @@ def brokers(address: str, port: int) -> dict[int, tuple[str, int, str | None]]:
     return {b.node_id: (b.host, b.port, b.rack) for b in trio.run(ask).brokers}
 
 
+def processes_up(metrics: httpx.Client) -> dict[str, float]:
+    """`broker_process_up` of each node, as the supervisor's /metrics has it."""
+    text = metrics.get("/metrics").text
+    return {dict(labels)["node"]: up for labels, up in series(text, "broker_process_up").items()}
+
+
+def led_by(metrics: httpx.Client) -> set[str]:
+    """The nodes whose series name a partition of TOPIC they lead."""
+    text = metrics.get("/metrics").text
+    samples = series(text, "kafka_log_log_logendoffset")
+    return {dict(k)["node"] for k in samples if dict(k)["topic"] == TOPIC}
+
+
 def test_two_hosts_of_two_processes_each_form_one_cluster_that_survives_a_killed_process(
     supervisors: dict[str, BrokerProcess],
 ) -> None:
@@ -123,6 +143,16 @@ def test_two_hosts_of_two_processes_each_form_one_cluster_that_survives_a_killed
         assert known[base + 1][1] == known[base][1] + 1
         assert supervisors[address].port in (known[base][1], known[base + 1][1])
 
+    # The first host's supervisor: one HTTP port for both its processes.
+    http_port = http_port_of(first)
+    metrics = httpx.Client(base_url=f"http://127.0.0.2:{http_port}", timeout=WAIT_S)
+    assert processes_up(metrics) == {"1": 1.0, "2": 1.0}
+    text = metrics.get("/metrics").text
+    assert {dict(k)["node"] for k in series(text, "process_open_fds")} == {"1", "2"}
+    # Its console speaks Kafka to one of them and sees the whole cluster.
+    overview = metrics.get("/console/api/overview").json()
+    assert [b["node_id"] for b in overview["brokers"]] == [1, 2, 3, 4]
+
     admin = AdminClient({"bootstrap.servers": servers})
     created = admin.create_topics(
         [NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=2)]
@@ -132,6 +162,12 @@ def test_two_hosts_of_two_processes_each_form_one_cluster_that_survives_a_killed
     assert len(views) == PARTITIONS
     for index, view in views.items():
         assert {RACKS[node] for node in view.replicas} == {"rack-a", "rack-b"}, (index, view)
+    # The partitions each process of the first host leads, labelled with its node.
+    leaders = {str(view.leader) for view in views.values() if view.leader in (1, 2)}
+    wait_until(
+        "the first host's leaders' log series in its supervisor's /metrics",
+        lambda: led_by(metrics) == leaders,
+    )
 
     # Kill -9 a process of the first host that leads a partition, under load; its
     # supervisor starts it again once ZooKeeper has ended the dead process's session.
@@ -145,12 +181,20 @@ def test_two_hosts_of_two_processes_each_form_one_cluster_that_survives_a_killed
     victim = child_pids(first.process.pid)[index]
     os.kill(victim, signal.SIGKILL)
     wait_until(
+        f"node {node} counted down by the supervisor's /metrics",
+        lambda: processes_up(metrics)[str(node)] == 0.0,
+    )
+    wait_until(
         f"node {node} restarted by its supervisor",
         lambda: (
             f"broker process {index} (node {node}) exited with -9" in first.log_text()
             and child_pids(first.process.pid).get(index, victim) != victim
             and registered(servers) == {1, 2, 3, 4}
         ),
+    )
+    wait_until(
+        f"node {node} back in the supervisor's /metrics",
+        lambda: processes_up(metrics) == {"1": 1.0, "2": 1.0},
     )
     history = load.join()
     assert not load.fatal
@@ -162,6 +206,8 @@ def test_two_hosts_of_two_processes_each_form_one_cluster_that_survives_a_killed
     wait_until("every partition back to its full ISR", full_isr)
     assert len(history.acknowledged) > 50, "too few records were acknowledged"
     assert not anomalies(history, read_back(servers, TOPIC, PARTITIONS))
+
+    metrics.close()
 
     # SIGTERM: the supervisor stops each process with its controlled shutdown, which
     # hands its leaderships to the other host first.
