@@ -176,7 +176,7 @@ _DEFS: list[ConfigDef] = [
     _d("quota.window.num", T.INT, 11, "Number of quota sample windows a client-quota rate is measured over; a new client may burst (num - 1) windows' worth before it is throttled.", v.at_least(1)),
     _d("unstable.api.versions.enable", T.BOOLEAN, False, "Advertise unreleased API versions (internal)."),
     _d("broker.shutdown.timeout.ms", T.LONG, 30000, "How long a graceful shutdown may take before remaining tasks are cancelled (ours, not Kafka's).", v.at_least(0)),
-    _d("metrics.port", T.INT, 9404, "Port of the HTTP endpoint serving /metrics (every process of a cluster, from the supervisor; with zookeeper.connect each process serves its own on metrics.port + i) and the web console; 0 picks a free port, -1 disables it (ours, not Kafka's).", v.between(-1, 65535)),
+    _d("metrics.port", T.INT, 9404, "Port of the HTTP endpoint serving /metrics (every process of a cluster or of a host among hosts, from the supervisor) and the web console; 0 picks a free port, -1 disables it (ours, not Kafka's).", v.between(-1, 65535)),
     _d("console.enable", T.BOOLEAN, True, "Serve the web console at /console/ on the metrics.port endpoint (docs/console.md; ours, not Kafka's)."),
     # ---- log
     _d("log.dirs", T.LIST, None, "Directories holding the log; takes precedence over log.dir.", v.non_empty_list),

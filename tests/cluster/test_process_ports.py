@@ -85,7 +85,7 @@ def test_the_metrics_port_is_refused_where_a_process_binds_it_naming_the_keys() 
     assert str(refused.value).startswith("metrics.port: port 9093 would be bound twice")
     assert "PLAINTEXT of process 1" in str(refused.value)
     assert "listeners" in str(refused.value) and "process.listener.ports" in str(refused.value)
-    with pytest.raises(ConfigError, match="metrics.port: port 9092"):
+    with pytest.raises(ConfigError, match=r"metrics\.port: port 9092"):
         check_process_ports(BrokerConfig({**host, "metrics.port": "9092"}), 1)
     with pytest.raises(ConfigError, match="EXTERNAL of process 0"):
         check_process_ports(
