@@ -6,7 +6,7 @@ see replicas that leave out an ISR member (CI once crashed a leader on exactly t
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 
 import trio
 
@@ -132,13 +132,13 @@ async def test_a_new_controller_reverts_a_cancelled_move_and_completes_one_still
     before, and completes the second once its new replica is in sync."""
     notifier = RecordingNotifier()
     settings = ControllerSettings(auto_leader_rebalance_enable=False)
-    async with (
-        broker(zookeeper_connect, 1, notifier, settings) as (c1, s1),
-        broker(zookeeper_connect, 2, notifier, settings) as (c2, s2),
-        broker(zookeeper_connect, 3, notifier, settings) as (c3, s3),
-        connected(zookeeper_connect) as session,
-    ):
-        controllers, scopes = {1: c1, 2: c2, 3: c3}, {1: s1, 2: s2, 3: s3}
+    async with AsyncExitStack() as stack:
+        brokers = {
+            b: await stack.enter_async_context(broker(zookeeper_connect, b, notifier, settings))
+            for b in (1, 2, 3)
+        }
+        session = await stack.enter_async_context(connected(zookeeper_connect))
+        controllers = {b: controller for b, (controller, _) in brokers.items()}
         first = await active_controller(controllers)
         x, y = [b for b in (1, 2, 3) if b != first]
         cancelled, resumed = TopicPartition("moved", 0), TopicPartition("moved", 1)
@@ -156,7 +156,7 @@ async def test_a_new_controller_reverts_a_cancelled_move_and_completes_one_still
         )
 
         # The controller's session ends; the move to it is cancelled meanwhile.
-        scopes[first].cancel()
+        brokers[first][1].cancel()
         await states.update_partition_reassignment(
             lambda pending: {tp: r for tp, r in pending.items() if tp != cancelled}
         )
