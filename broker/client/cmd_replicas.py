@@ -9,6 +9,15 @@ import json
 
 from broker.client.cmd_configs import alter_configs
 from broker.client.jsonify import to_json
+from broker.client.reassignment_throttles import (
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_REPLICAS,
+    THROTTLED_RATES,
+    Ongoing,
+    proposed_moves,
+    reassigning_brokers,
+    throttled_replicas,
+)
 from broker.client.session import ClientError, ClientSession, check_error, error_name
 from broker.client.subcommands import Parsers, add_command, subcommands_of
 from broker.client.topics import fetch_metadata
@@ -82,8 +91,24 @@ def add_parsers(commands: Parsers, common: argparse.ArgumentParser) -> None:
         type=int,
         metavar="BYTES_PER_S",
         help="throttle the moves as kafka-reassign-partitions --throttle does: the topics' "
-        "throttled-replica lists and both replication rates on every broker involved "
-        "(lift it with configs alter --delete-config on those brokers)",
+        "throttled-replica lists (over these moves and those ongoing) and both replication "
+        "rates on every broker involved (lifted by reassignments verify once complete)",
+    )
+    p = add_command(
+        reassignments,
+        common,
+        "verify",
+        reassignments_verify,
+        "whether moves are complete; once none is in progress, lift the throttles "
+        "(kafka-reassign-partitions --verify)",
+        "example: broker client reassignments verify orders:0=2,3 orders:1=3,1\n"
+        "exit status 1 while a move is in progress or ended elsewhere than asked",
+    )
+    p.add_argument("moves", nargs="+", metavar="TOPIC:PARTITION=BROKERS")
+    p.add_argument(
+        "--preserve-throttles",
+        action="store_true",
+        help="keep the topics' throttled-replica lists and the brokers' rates",
     )
 
 
@@ -188,13 +213,28 @@ def _ids(brokers: tuple[int, ...]) -> str:
     return ",".join(map(str, brokers)) or "-"
 
 
-async def reassignments_alter(session: ClientSession, args: argparse.Namespace) -> int:
-    changes: dict[tuple[str, int], tuple[int, ...] | None] = {}
-    for move in args.moves:
+def _moves(texts: list[str]) -> dict[tuple[str, int], tuple[int, ...]]:
+    moves = {}
+    for move in texts:
         where, equals, brokers = move.partition("=")
         if not equals or not all(b.strip().isdigit() for b in brokers.split(",")):
             raise ClientError(f"{move!r}: expected TOPIC:PARTITION=BROKER,BROKER,...")
-        changes[_topic_partition(where)] = tuple(int(b) for b in brokers.split(","))
+        moves[_topic_partition(where)] = tuple(int(b) for b in brokers.split(","))
+    return moves
+
+
+async def _ongoing(session: ClientSession) -> dict[tuple[str, int], Ongoing]:
+    listed = await session.call(ListPartitionReassignmentsRequest(topics=None))
+    check_error(listed.error_code, "ListPartitionReassignments failed")
+    return {
+        (t.name, p.partition_index): Ongoing(tuple(p.replicas), tuple(p.adding_replicas))
+        for t in listed.topics
+        for p in t.partitions
+    }
+
+
+async def reassignments_alter(session: ClientSession, args: argparse.Namespace) -> int:
+    changes: dict[tuple[str, int], tuple[int, ...] | None] = dict(_moves(args.moves))
     for where in args.cancel:
         changes[_topic_partition(where)] = None
     if not changes:
@@ -231,34 +271,65 @@ async def reassignments_alter(session: ClientSession, args: argparse.Namespace) 
 async def _throttle(
     session: ClientSession, moves: dict[tuple[str, int], tuple[int, ...]], rate: int
 ) -> None:
-    """Kafka's ReassignPartitionsCommand: the leader throttle on the replicas there now
-    (the leader copies from one of them), the follower throttle on those being added,
-    and the rate on every broker that sends or receives."""
+    """Kafka's ReassignPartitionsCommand: over these moves and those ongoing, the leader
+    throttle on the replicas that hold the log (the leader copies from one of them),
+    the follower throttle on those being added, and the rate on every broker that
+    sends or receives."""
     if rate < 1:
         raise ClientError(f"--throttle {rate}: must be at least 1 byte per second")
     response = await fetch_metadata(session, sorted({topic for topic, _ in moves}))
     current = {
-        (t.name, p.partition_index): tuple(p.replica_nodes)
+        (t.name or "", p.partition_index): tuple(p.replica_nodes)
         for t in response.topics
         for p in t.partitions
     }
-    lists: dict[str, tuple[list[str], list[str]]] = {}
-    brokers: set[int] = set()
-    for (topic, partition), target in sorted(moves.items()):
-        now = current.get((topic, partition), ())
-        leaders, followers = lists.setdefault(topic, ([], []))
-        leaders += [f"{partition}:{b}" for b in now]
-        followers += [f"{partition}:{b}" for b in target if b not in now]
-        brokers |= set(now) | set(target)
-    for topic, (leaders, followers) in lists.items():
-        throttled = {
-            "leader.replication.throttled.replicas": ",".join(leaders),
-            "follower.replication.throttled.replicas": ",".join(followers),
-        }
-        await alter_configs(session, ResourceType.TOPIC, topic, throttled, ())
-    rates = {
-        "leader.replication.throttled.rate": str(rate),
-        "follower.replication.throttled.rate": str(rate),
-    }
-    for broker in sorted(brokers):
+    missing = sorted(set(moves) - set(current))
+    if missing:
+        raise ClientError(f"no such partitions: {missing}")
+    planned = proposed_moves(await _ongoing(session), moves, current)
+    for topic, lists in sorted(throttled_replicas(planned).items()):
+        await alter_configs(session, ResourceType.TOPIC, topic, lists, ())
+    rates = dict.fromkeys(THROTTLED_RATES, str(rate))
+    for broker in sorted(reassigning_brokers(planned)):
         await alter_configs(session, ResourceType.BROKER, str(broker), rates, ())
+
+
+async def reassignments_verify(session: ClientSession, args: argparse.Namespace) -> int:
+    """Kafka's --verify: each move is in progress, complete, or ended with other replicas
+    (its reassignment gone: cancelled, or replaced); once none is in progress, the
+    throttles are lifted: the lists of the topics named and the rates on every live
+    broker and every broker named (Kafka's clearAllThrottles)."""
+    targets = _moves(args.moves)
+    ongoing = await _ongoing(session)
+    response = await fetch_metadata(session, sorted({topic for topic, _ in targets}))
+    current = {
+        (t.name or "", p.partition_index): tuple(p.replica_nodes)
+        for t in response.topics
+        for p in t.partitions
+    }
+    in_progress = failed = 0
+    for (topic, partition), target in sorted(targets.items()):
+        where = f"{topic}-{partition}"
+        if (topic, partition) in ongoing:
+            in_progress += 1
+            print(f"{where}	in progress")
+        elif current.get((topic, partition)) == target:
+            print(f"{where}	complete")
+        else:
+            failed += 1
+            now = _ids(current.get((topic, partition), ()))
+            print(
+                f"{where}	no reassignment in progress, but replicas are {now}, not {_ids(target)}"
+            )
+    if in_progress or args.preserve_throttles:
+        return 1 if in_progress or failed else 0
+    for topic in sorted({topic for topic, _ in targets}):
+        lists = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
+        await alter_configs(session, ResourceType.TOPIC, topic, {}, lists)
+    brokers = {b.node_id for b in response.brokers} | {b for t in targets.values() for b in t}
+    for broker in sorted(brokers):
+        await alter_configs(session, ResourceType.BROKER, str(broker), {}, THROTTLED_RATES)
+    print(
+        f"throttles lifted: topics {', '.join(sorted({t for t, _ in targets}))}; brokers {_ids(tuple(sorted(brokers)))}"
+    )
+    return 1 if failed else 0

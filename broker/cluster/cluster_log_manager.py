@@ -46,6 +46,7 @@ from broker.log.log_manager import (
     validate_topic_name,
 )
 from broker.log.partition_log import PartitionLog
+from broker.log.partition_metadata import adopt_partition_metadata
 from broker.log.topic import Topic
 from broker.protocol.error_codes import ErrorCode
 from broker.remote_partition import RemotePartition
@@ -199,13 +200,18 @@ class ClusterLogManager(LogManager):
                 continue
             opened.append(
                 await trio.to_thread.run_sync(
-                    self._open_local, wanted.name, number, log_config, checkpoints
+                    self._open_local, wanted.name, number, log_config, checkpoints, wanted.topic_id
                 )
             )
         return opened
 
     def _open_local(
-        self, name: str, number: int, log_config: LogConfig, checkpoints: _Checkpoints | None
+        self,
+        name: str,
+        number: int,
+        log_config: LogConfig,
+        checkpoints: _Checkpoints | None,
+        topic_id: uuid.UUID,
     ) -> PartitionLog:
         """Load the partition where a log dir has it (at start-up), else create it."""
         existing = [d / f"{name}-{number}" for d in self.log_dirs]
@@ -214,9 +220,12 @@ class ClusterLogManager(LogManager):
         self._lock_partition(name, number, directory.parent)
         try:
             if found is None or checkpoints is None:
-                return self._create_partition(name, number, directory, log_config)
+                return self._create_partition(
+                    name, number, directory, log_config, topic_id=topic_id
+                )
             key = (name, number)
             clean, recovery_point, log_start = checkpoints.lookup(directory.parent, key)
+            adopt_partition_metadata(directory, topic_id)
             return PartitionLog.load(
                 name,
                 number,

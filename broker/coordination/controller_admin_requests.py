@@ -46,8 +46,12 @@ class AdminRequests:
     _states: PartitionStateStore
     _partitions: dict[TopicPartition, PartitionState]
     _live: frozenset[int]
-    # Reassignments started by this controller, to their target replicas.
+    # Reassignments this controller follows (started by it, or in flight when it became
+    # controller), to their target replicas.
     _reassigning: dict[TopicPartition, tuple[int, ...]]
+    # Whether those in flight under an earlier controller were taken over (once, on the
+    # first reassignment event after activation).
+    _reassignments_adopted: bool
 
     async def _write(self, decide: Decide, partitions: Iterable[PartitionState]) -> None:
         raise NotImplementedError  # KafkaController's fenced write
@@ -96,6 +100,9 @@ class AdminRequests:
         except MalformedZnode as exc:
             log.error("controller ignores %s", exc)
             return
+        if not self._reassignments_adopted:
+            await self._adopt_reassignments()
+            self._reassignments_adopted = True
         for tp, target in sorted(self._reassigning.items()):
             if asked.get(tp) != target:  # cancelled, or replaced by another target
                 await self._finish_reassignment(tp, None, forget=tp not in asked)
@@ -124,6 +131,35 @@ class AdminRequests:
                 lambda states: [epoch_bump(s) for s in states], [self._partitions[tp]]
             )
         await self._complete_reassignments()
+
+    async def _adopt_reassignments(self) -> None:
+        """Reassignments an earlier controller started and did not finish, as the topic
+        znodes record them (`adding_replicas` / `removing_replicas`), followed from here
+        as if this controller had started them (Kafka's initializePartitionReassignments):
+        one still asked completes; one no longer asked (cancelled, perhaps while no
+        controller was active) is reverted to the replicas before it; one asked with
+        another target is reverted and started again from those."""
+        for topic in sorted({tp.topic for tp in self._partitions}):
+            try:
+                assignment = await self._states.topic_assignment(topic)
+            except MalformedZnode as exc:
+                log.error("controller ignores %s", exc)
+                continue
+            if assignment is None:
+                continue
+            moving = set(assignment.adding_replicas) | set(assignment.removing_replicas)
+            for partition in sorted(moving):
+                tp = TopicPartition(topic, partition)
+                state = self._partitions.get(tp)
+                if state is None or tp in self._reassigning:
+                    continue
+                removing = assignment.removing_replicas.get(partition, ())
+                self._reassigning[tp] = tuple(b for b in state.replicas if b not in removing)
+                log.info(
+                    "controller: takes over the reassignment of %s to %s",
+                    tp,
+                    list(self._reassigning[tp]),
+                )
 
     async def _complete_reassignments(self) -> None:
         for tp, target in sorted(self._reassigning.items()):

@@ -174,8 +174,9 @@ class KafkaController(AdminRequests):
         # takes its topic out of the set so the next read arms it again.
         self._topic_watch: trio.MemorySendChannel[WatchEvent] | None = None
         self._watched_topics: set[str] = set()
-        # Reassignments started by this controller, to their target replicas.
+        # Reassignments followed by this controller, to their target replicas.
         self._reassigning: dict[TopicPartition, tuple[int, ...]] = {}
+        self._reassignments_adopted = False
 
     @property
     def live(self) -> frozenset[int]:
@@ -257,6 +258,7 @@ class KafkaController(AdminRequests):
         try:
             async with trio.open_nursery() as nursery:
                 self._watched_topics, self._reassigning = set(), {}
+                self._reassignments_adopted = False
                 self._topic_watch = self._topic_watch_into(nursery, inbox_in)
                 await self._load_topics(self._watch_into(nursery, inbox_in, _TopicsChanged()))
                 # onControllerFailover: elect where leaders are gone, then tell every

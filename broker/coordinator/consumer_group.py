@@ -448,8 +448,12 @@ class ConsumerGroup:
         self, member_id: str, member_epoch: int, api_version: int, transactional: bool
     ) -> ErrorCode:
         """Kafka's ConsumerGroup.validateOffsetCommit (OffsetCommit v9+ carries the member
-        epoch where the classic protocol carries the generation)."""
-        if member_epoch < 0 and not member_id and not self.members:
+        epoch where the classic protocol carries the generation). The epoch must be the
+        member's current one exactly: a commit from before the member's last epoch bump
+        may name partitions it has since revoked, and the client retries it once its
+        heartbeat brought the new epoch. TxnOffsetCommit has no STALE_MEMBER_EPOCH code,
+        so there it is ILLEGAL_GENERATION (Kafka's OffsetMetadataManager)."""
+        if member_epoch < 0 and not self.members:
             return ErrorCode.NONE  # an admin or a consumer without group management
         if transactional and member_epoch == -1 and not member_id:
             return ErrorCode.NONE  # TxnOffsetCommit below v3 names no member (Kafka's rule)
@@ -458,7 +462,8 @@ class ConsumerGroup:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if not transactional and api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
-        # A commit sent just before the member moved to a new epoch is still its own.
-        if member_epoch not in (member.member_epoch, member.previous_member_epoch):
+        if member_epoch != member.member_epoch:
+            if transactional:
+                return ErrorCode.ILLEGAL_GENERATION
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE

@@ -25,6 +25,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
+import attrs
 import trio
 import trio_util
 
@@ -59,6 +60,11 @@ from broker.log.log_manager import (
     validate_topic_name,
 )
 from broker.log.partition_log import PartitionLog
+from broker.log.partition_metadata import (
+    MalformedPartitionMetadata,
+    read_partition_metadata,
+    write_partition_metadata,
+)
 from broker.log.topic import Topic
 from broker.protocol.error_codes import ErrorCode
 from broker.remote_partition import RemotePartition
@@ -75,6 +81,16 @@ logger = logging.getLogger(__name__)
 CREATE_WAIT_S = 10.0
 """How long CreateTopics, CreatePartitions, DeleteTopics and config changes wait for
 this broker to apply what the controller (or ZooKeeper) made of them."""
+
+
+@attrs.frozen
+class FoundLog:
+    """A partition dir found at start-up, before ZooKeeper's view says whose it is."""
+
+    clean: bool  # its log dir was shut down cleanly
+    log_start_offset: int
+    topic_id: uuid.UUID | None  # from its `partition.metadata`; None: it has none
+
 
 Layout = tuple[tuple[int, bool], ...]
 """Per partition of a topic: its leader, and whether its log here is the topic's."""
@@ -99,7 +115,7 @@ class ZooKeeperLogManager(LogManager):
         self._replica_logs: dict[tuple[str, int], PartitionLog] = {}
         self._layouts: dict[str, Layout] = {}
         self._apply_lock = trio.Lock()
-        self._found: dict[tuple[str, int], tuple[bool, int]] = {}
+        self._found: dict[tuple[str, int], FoundLog] = {}
         self._strays_checked = False
         self._leading: dict[tuple[str, int], int] = {}  # partition -> leader epoch led at
         self.applied: trio_util.AsyncValue[HostsImage] = trio_util.AsyncValue({})
@@ -158,15 +174,21 @@ class ZooKeeperLogManager(LogManager):
             entry[1][key] = log.log_start_offset
         return result
 
-    def _scan_for_recovery(self) -> dict[tuple[str, int], tuple[bool, int]]:
-        """Partition dirs present -> (shut down cleanly, log start offset); a log found
-        is recovered from its start unless the dir's clean-shutdown marker is there."""
+    def _scan_for_recovery(self) -> dict[tuple[str, int], FoundLog]:
+        """Partition dirs present -> (shut down cleanly, log start offset, topic id of
+        its `partition.metadata`); a log found is recovered from its start unless the
+        dir's clean-shutdown marker is there."""
         found = {}
         for key, directory in self._scan_dirs().items():
             log_dir = directory.parent
             starts = read_offset_checkpoint(log_dir / LOG_START_FILE)
             clean = (log_dir / CLEAN_SHUTDOWN_FILE).exists()
-            found[key] = (clean, starts.get(key, 0))
+            try:
+                topic_id = read_partition_metadata(directory)
+            except MalformedPartitionMetadata as exc:
+                logger.warning("%s: adopted as the topic's when opened", exc)
+                topic_id = None
+            found[key] = FoundLog(clean, starts.get(key, 0), topic_id)
         return found
 
     # ------------------------------------------------------------ applying ZooKeeper's view
@@ -186,28 +208,31 @@ class ZooKeeperLogManager(LogManager):
                     self._unregister(topic)
                     self._layouts.pop(name, None)
                     doomed += self._forget_replicas(name)
+            if not self._strays_checked and self._view.loaded.is_set():
+                self._strays_checked = True  # once: the first image is ZooKeeper's whole
+                await self._delete_stray_logs(image)  # before a stray is opened as a replica
             for name, wanted in image.items():
                 await self._apply_topic(name, wanted)
                 doomed += self._forget_moved_replicas(name, wanted)
             # The fetchers and leaders let go of the partitions before their logs go.
             self.applied.value = image
-            if not self._strays_checked and self._view.loaded.is_set():
-                self._strays_checked = True  # once: the first image is ZooKeeper's whole
-                await self._delete_stray_logs(image)
             if doomed:
                 await self._remove_partitions(doomed)
                 logger.info("deleted the logs of %s", sorted({log.topic for log in doomed}))
 
     async def _delete_stray_logs(self, image: HostsImage) -> None:
         """Logs found at start-up of partitions ZooKeeper no longer assigns to this broker
-        (their topic deleted, or the replica moved away, while it was down): deleted, as
-        Kafka 2.x deletes stray logs once it learns they are not its replicas. Every
-        partition still assigned here was opened by this first full image."""
+        (their topic deleted, or the replica moved away, while it was down), or whose
+        `partition.metadata` names another topic id (deleted and created again with the
+        same name meanwhile): deleted, as Kafka deletes stray logs once it learns they
+        are not its replicas. A dir without the file (written before it existed) is
+        adopted by the topic of its name when opened."""
         stray = sorted(
             key
-            for key in self._found
+            for key, found in self._found.items()
             if key[0] not in image
             or self.node_id not in image[key[0]].assignment.partitions.get(key[1], ())
+            or found.topic_id not in (None, image[key[0]].topic_id)
         )
         if not stray:
             return
@@ -264,7 +289,7 @@ class ZooKeeperLogManager(LogManager):
             leader = NO_LEADER if state is None else state.leader
             log = None
             if self.node_id in replicas:
-                log = await self._replica_log(name, index, log_config)
+                log = await self._replica_log(name, index, log_config, wanted.topic_id)
             if log is not None and state is not None and leader == self.node_id:
                 if self._leading.get((name, index)) != state.leader_epoch:
                     # Once per epoch: an ISR change must not drop the tracked high watermark.
@@ -287,36 +312,44 @@ class ZooKeeperLogManager(LogManager):
         self._layouts[name] = tuple(layout)
         self._register(Topic(name, wanted.topic_id, partitions, wanted.configs, self._defaults))
 
-    async def _replica_log(self, name: str, index: int, log_config: LogConfig) -> PartitionLog:
+    async def _replica_log(
+        self, name: str, index: int, log_config: LogConfig, topic_id: uuid.UUID
+    ) -> PartitionLog:
         key = (name, index)
         log = self._replica_logs.get(key)
         if log is None:
-            log = await trio.to_thread.run_sync(self._open_replica, name, index, log_config)
+            log = await trio.to_thread.run_sync(
+                self._open_replica, name, index, log_config, topic_id
+            )
             log.on_log_start_offset_change = self.checkpoint
             self._replica_logs[key] = log
             logger.info("opened the log of %s-%d, a replica here", name, index)
         return log
 
-    def _open_replica(self, name: str, index: int, log_config: LogConfig) -> PartitionLog:
+    def _open_replica(
+        self, name: str, index: int, log_config: LogConfig, topic_id: uuid.UUID
+    ) -> PartitionLog:
         found = self._found.pop((name, index), None)
         locations = {k: log.directory for k, log in self._replica_logs.items()}
         directory = self._choose_dir(name, index, locations)
         if found is None:
-            return self._create_partition(name, index, directory, log_config)
-        clean, log_start = found
+            return self._create_partition(name, index, directory, log_config, topic_id=topic_id)
         existing = next(
             d / f"{name}-{index}" for d in self.log_dirs if (d / f"{name}-{index}").is_dir()
         )
-        return PartitionLog.load(
+        log = PartitionLog.load(
             name,
             index,
             existing,
             log_config,
             clock=self._clock,
-            clean=clean,
+            clean=found.clean,
             recovery_point=0,
-            log_start_offset=log_start,
+            log_start_offset=found.log_start_offset,
         )
+        if found.topic_id is None:
+            write_partition_metadata(existing, topic_id)  # a dir from before the file
+        return log
 
     # ------------------------------------------------------------ admin operations
 

@@ -50,6 +50,7 @@ from broker.log.log_config import (
 )
 from broker.log.log_segment import LogSegment
 from broker.log.partition_log import PartitionLog
+from broker.log.partition_metadata import adopt_partition_metadata, write_partition_metadata
 from broker.log.producer_id_manager import ProducerIdManager
 from broker.log.topic import Topic
 from broker.log.topic_store import TopicRecord, TopicStore
@@ -217,11 +218,14 @@ class LogManager:
                 if directory is None:
                     directory = self._choose_dir(record.name, partition, locations)
                     log = await trio.to_thread.run_sync(
-                        self._create_partition,
-                        record.name,
-                        partition,
-                        directory,
-                        log_config,
+                        functools.partial(
+                            self._create_partition,
+                            record.name,
+                            partition,
+                            directory,
+                            log_config,
+                            topic_id=record.topic_id,
+                        ),
                         limiter=limiter,
                     )
                 else:
@@ -239,6 +243,9 @@ class LogManager:
                             log_start_offset=starts.get(key, 0),
                         ),
                         limiter=limiter,
+                    )
+                    await trio.to_thread.run_sync(
+                        adopt_partition_metadata, directory, record.topic_id, limiter=limiter
                     )
                     high_watermark = high_watermarks.get(log_dir, {}).get(key)
                     if high_watermark is not None:
@@ -400,7 +407,9 @@ class LogManager:
             self._check_new_topic(name, num_partitions, replication_factor, overrides)
             topic = Topic(name, uuid.uuid4(), [], overrides, self._defaults)
             log_config = topic.log_config()
-            partitions = await self._create_partitions(name, range(num_partitions), log_config)
+            partitions = await self._create_partitions(
+                name, range(num_partitions), log_config, topic.topic_id
+            )
             topic._add_partitions(partitions)
             self._register(topic)
             try:
@@ -503,7 +512,7 @@ class LogManager:
             if validate_only:
                 return
             partitions = await self._create_partitions(
-                name, range(current, total), topic.log_config()
+                name, range(current, total), topic.log_config(), topic.topic_id
             )
             topic._add_partitions(partitions)
             self._schedule_changed.set()
@@ -581,7 +590,7 @@ class LogManager:
             ) from exc
 
     async def _create_partitions(
-        self, name: str, numbers: Iterable[int], log_config: LogConfig
+        self, name: str, numbers: Iterable[int], log_config: LogConfig, topic_id: uuid.UUID
     ) -> list[PartitionLog]:
         locations = {
             (t.name, p.partition): p.directory for t in self._topics.values() for p in t.partitions
@@ -591,7 +600,14 @@ class LogManager:
             for number in numbers:
                 directory = self._choose_dir(name, number, locations)
                 log = await trio.to_thread.run_sync(
-                    self._create_partition, name, number, directory, log_config
+                    functools.partial(
+                        self._create_partition,
+                        name,
+                        number,
+                        directory,
+                        log_config,
+                        topic_id=topic_id,
+                    )
                 )
                 log.on_log_start_offset_change = self.checkpoint
                 locations[(name, number)] = directory
@@ -602,12 +618,22 @@ class LogManager:
         return created
 
     def _create_partition(
-        self, name: str, number: int, directory: Path, log_config: LogConfig
+        self,
+        name: str,
+        number: int,
+        directory: Path,
+        log_config: LogConfig,
+        *,
+        topic_id: uuid.UUID | None = None,
     ) -> PartitionLog:
+        """A new empty log; with the topic id its `partition.metadata` (Kafka 2.8+)."""
         if directory.exists():
             # A leftover from a creation that crashed before the metadata was written.
             shutil.rmtree(directory)
-        return PartitionLog.create(name, number, directory, log_config, clock=self._clock)
+        log = PartitionLog.create(name, number, directory, log_config, clock=self._clock)
+        if topic_id is not None:
+            write_partition_metadata(directory, topic_id)
+        return log
 
     async def _remove_partitions(self, logs: list[PartitionLog]) -> None:
         for log in logs:

@@ -5,8 +5,8 @@ see replicas that leave out an ISR member (CI once crashed a leader on exactly t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 
 import trio
 
@@ -120,3 +120,77 @@ async def test_a_completion_that_meets_an_isr_shrink_leaves_the_assignment_until
         assert final is not None and assignment is not None
         assert assignment.partitions[0] == (leader, added)
         assert (final.leader_and_isr.leader, final.leader_and_isr.isr) == (leader, (leader, added))
+
+
+async def test_a_new_controller_reverts_a_cancelled_move_and_completes_one_still_asked(
+    zookeeper_connect: str,
+) -> None:
+    """Two moves started by a controller whose session then ended: one cancelled (its
+    entry taken out of `/admin/reassign_partitions`), one still asked. The next controller
+    knows them only from the topic znode's `adding_replicas` / `removing_replicas`
+    (Kafka's initializePartitionReassignments): it reverts the first to the replicas
+    before, and completes the second once its new replica is in sync."""
+    notifier = RecordingNotifier()
+    settings = ControllerSettings(auto_leader_rebalance_enable=False)
+    async with AsyncExitStack() as stack:
+        brokers = {
+            b: await stack.enter_async_context(broker(zookeeper_connect, b, notifier, settings))
+            for b in (1, 2, 3)
+        }
+        session = await stack.enter_async_context(connected(zookeeper_connect))
+        controllers = {b: controller for b, (controller, _) in brokers.items()}
+        first = await active_controller(controllers)
+        x, y = [b for b in (1, 2, 3) if b != first]
+        cancelled, resumed = TopicPartition("moved", 0), TopicPartition("moved", 1)
+        states = PartitionStateStore(session)
+        await states.create_topic(TopicAssignment("moved", {0: (x, y), 1: (x,)}))
+        controller = controllers[first]
+        await wait_until(lambda: resumed in controller.partition_states, WAIT_S)
+        await states.create_partition_reassignment({cancelled: (x, first), resumed: (x, y)})
+        await wait_until(
+            lambda: (
+                first in controller.partition_states[cancelled].replicas
+                and y in controller.partition_states[resumed].replicas
+            ),
+            WAIT_S,
+        )
+
+        # The controller's session ends; the move to it is cancelled meanwhile.
+        brokers[first][1].cancel()
+        await states.update_partition_reassignment(
+            lambda pending: {tp: r for tp, r in pending.items() if tp != cancelled}
+        )
+        await wait_until(lambda: any(controllers[b].active_epoch.value > 0 for b in (x, y)), WAIT_S)
+
+        async def assignment_is(partition: int, replicas: tuple[int, ...]) -> bool:
+            found = await states.topic_assignment("moved")
+            return (
+                found is not None
+                and found.partitions[partition] == replicas
+                and partition not in found.adding_replicas
+                and partition not in found.removing_replicas
+            )
+
+        await eventually(lambda: assignment_is(0, (x, y)))
+        assert await states.partition_reassignment() == {resumed: (x, y)}
+
+        # The still-asked move completes once its new replica joins the ISR.
+        found = await states.partition_state(resumed)
+        assert found is not None
+        await states.update_isr_as_leader(
+            resumed, found.leader_and_isr.with_isr((x, y)), found.controller_epoch
+        )
+        await states.propagate_isr_changes([resumed])
+        await eventually(lambda: assignment_is(1, (x, y)))
+        await eventually(lambda: equal_to({}, states.partition_reassignment()))
+
+
+async def equal_to(expected: object, found: Awaitable[object]) -> bool:
+    return await found == expected
+
+
+async def eventually(check: Callable[[], Awaitable[bool]]) -> None:
+    """Poll ZooKeeper until `check` holds (its znodes announce nothing to the test)."""
+    with trio.fail_after(WAIT_S):
+        while not await check():  # noqa: ASYNC110 - polling is the point: there is no event
+            await trio.sleep(0.05)

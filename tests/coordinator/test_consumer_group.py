@@ -245,6 +245,22 @@ def test_offset_commits_check_the_member_and_its_epoch() -> None:
     assert group.validate_offset_commit("", -1, 9, False) is ErrorCode.UNKNOWN_MEMBER_ID
 
 
+def test_an_offset_commit_must_name_the_members_current_epoch_not_its_previous_one() -> None:
+    """Kafka's ConsumerGroup.validateOffsetCommit compares the epoch exactly: a commit
+    sent before the member's epoch moved is refused and the client retries it."""
+    group, first, second = ConsumerGroup("g", CONFIG), Client("m1"), Client("m2")
+    beat(group, first)
+    beat(group, second)
+    settle(group, [first, second])
+    member = group.members["m1"]
+    assert member.member_epoch == 2 and member.previous_member_epoch == 1
+    assert group.validate_offset_commit("m1", 2, 9, False) is ErrorCode.NONE
+    assert group.validate_offset_commit("m1", 1, 9, False) is ErrorCode.STALE_MEMBER_EPOCH
+    # TxnOffsetCommit has no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION.
+    assert group.validate_offset_commit("m1", 1, 3, True) is ErrorCode.ILLEGAL_GENERATION
+    assert group.validate_offset_commit("m1", 2, 3, True) is ErrorCode.NONE
+
+
 def test_a_transactional_commit_naming_no_member_is_accepted_by_a_live_group() -> None:
     """TxnOffsetCommit v0-v2 (aiokafka's) carries no member id or epoch: Kafka checks a
     transactional commit against the member only when the request names one."""
