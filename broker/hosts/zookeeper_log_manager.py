@@ -201,13 +201,22 @@ class ZooKeeperLogManager(LogManager):
     async def _apply(self, image: HostsImage) -> None:
         async with self._apply_lock:
             doomed: list[PartitionLog] = []
+            replaced: list[PartitionLog] = []
             for name, topic in list(self._topics.items()):
                 wanted = image.get(name)
                 if wanted is None or wanted.topic_id != topic.topic_id:
                     # Deleted (or deleted and created again): its replicas' logs go.
                     self._unregister(topic)
                     self._layouts.pop(name, None)
-                    doomed += self._forget_replicas(name)
+                    forgotten = self._forget_replicas(name)
+                    if wanted is None:
+                        doomed += forgotten
+                    else:
+                        replaced += forgotten
+            if replaced:
+                # Deleted and created again in one image (a full re-read after a session
+                # renewal): the new logs take the same dirs, so the old ones go first.
+                await self._remove_partitions(replaced)
             if not self._strays_checked and self._view.loaded.is_set():
                 self._strays_checked = True  # once: the first image is ZooKeeper's whole
                 await self._delete_stray_logs(image)  # before a stray is opened as a replica
@@ -218,7 +227,9 @@ class ZooKeeperLogManager(LogManager):
             self.applied.value = image
             if doomed:
                 await self._remove_partitions(doomed)
-                logger.info("deleted the logs of %s", sorted({log.topic for log in doomed}))
+            if doomed or replaced:
+                deleted = sorted({log.topic for log in doomed + replaced})
+                logger.info("deleted the logs of %s", deleted)
 
     async def _delete_stray_logs(self, image: HostsImage) -> None:
         """Logs found at start-up of partitions ZooKeeper no longer assigns to this broker
