@@ -101,6 +101,7 @@ _DEFS: list[ConfigDef] = [
     _d("listener.security.protocol.map", T.STRING, DEFAULT_PROTOCOL_MAP, "NAME:PROTOCOL pairs mapping each listener name to its security protocol.", v.protocol_map),
     _d("inter.broker.listener.name", T.STRING, None, "Listener used between brokers; it is the protected listener for connection quotas."),
     _d("security.inter.broker.protocol", T.STRING, "PLAINTEXT", "Security protocol between brokers; names the inter-broker listener when inter.broker.listener.name is unset.", v.one_of(*SECURITY_PROTOCOLS)),
+    _d("sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI", "SASL mechanism the brokers log in to each other with where the inter-broker listener is SASL_PLAINTEXT or SASL_SSL (with zookeeper.connect): PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, one of that listener's sasl.enabled.mechanisms (Kafka's default GSSAPI is not supported, so set it). The broker logs in with username/password of that listener's listener.name.<l>.<mechanism>.sasl.jaas.config."),
     _d("control.plane.listener.name", T.STRING, None, "ZooKeeper-mode control plane listener; accepted for compatibility, ignored."),
     _d("early.start.listeners", T.STRING, None, "Listeners started before the authorizer is ready; accepted for compatibility."),
     # ---- identity
@@ -169,6 +170,7 @@ _DEFS: list[ConfigDef] = [
     _d("ssl.client.auth", T.STRING, "none", "Client certificates (mTLS): none, requested or required; the principal is then the certificate's subject.", v.one_of("none", "requested", "required"), per_listener=True),
     _d("ssl.enabled.protocols", T.LIST, ['TLSv1.2', 'TLSv1.3'], "TLS versions accepted from clients.", v.each_one_of("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"), per_listener=True),
     _d("ssl.cipher.suites", T.LIST, [], "TLS 1.2 cipher suites in OpenSSL's names; empty keeps the defaults (TLS 1.3 suites are not restricted).", per_listener=True),
+    _d("ssl.endpoint.identification.algorithm", T.STRING, "https", "How a broker checks another broker's certificate when it connects to its SSL or SASL_SSL inter-broker listener (trusting the listener's ssl.truststore.*, presenting its ssl.keystore.*): https checks the host name (or IP address) it connects to against the certificate; empty checks only the chain.", v.one_of("https", "HTTPS", ""), per_listener=True),
     _d("ssl.principal.mapping.rules", T.STRING, "DEFAULT", "Rules mapping a client certificate's subject DN to the user name: DEFAULT or RULE:regex/replacement/[LU], comma-separated.", per_listener=True),
     _d("sasl.enabled.mechanisms", T.LIST, ['SCRAM-SHA-256', 'SCRAM-SHA-512'], "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default, GSSAPI, is not supported).", v.each_one_of("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), per_listener=True),
     _d("sasl.jaas.config", T.PASSWORD, None, "JAAS login module of a listener and mechanism, given as listener.name.<l>.<mechanism>.sasl.jaas.config; PlainLoginModule's user_<name>=\"<password>\" options are the PLAIN users.", per_mechanism=True),
