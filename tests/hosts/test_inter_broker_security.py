@@ -5,23 +5,32 @@ real logged-in TLS connection, and a leader's partitions spread over
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
+import trio
 import trio_util
 
+from broker.client.connection import KafkaConnection
 from broker.config import BrokerConfig, ConfigError
 from broker.coordination.broker_registration import BrokerEndpoint, BrokerRegistration
+from broker.coordination.partition_state_znodes import TopicAssignment
 from broker.hosts.inter_broker_security import (
     BrokerConnector,
     BrokerUnreachable,
     InterBrokerSecurity,
 )
-from broker.hosts.replica_fetchers import fetcher_id
+from broker.hosts.partition_state_view import TopicState
+from broker.hosts.replica_fetchers import ReplicaFetchers, fetcher_id
+from broker.log.partition_log import PartitionLog
 from broker.protocol.messages import MetadataRequest
+from broker.replication.leader_and_isr import LeaderAndIsr
+from broker.replication.replica_fetcher import ReplicaFetcherSettings
 from broker.replication.topic_partition import TopicPartition
 from tests.integration.broker_harness import running_broker
+from tests.replication.test_follower_partition_log import SMALL_SEGMENTS
 from tests.security.helpers import make_certificates
 
 SCRAM_JAAS = (
@@ -175,3 +184,66 @@ def test_fetcher_ids_follow_kafkas_hash_of_topic_and_partition() -> None:
     # Consecutive partitions of one topic land on consecutive fetchers.
     spread = Counter(fetcher_id(TopicPartition("events", p), 3) for p in range(30))
     assert sorted(spread) == [0, 1, 2] and set(spread.values()) == {10}
+
+
+class WaitingConnector(BrokerConnector):
+    """Notes each fetcher's connection and never completes one."""
+
+    def __init__(self) -> None:
+        super().__init__(InterBrokerSecurity("PLAINTEXT"), trio_util.AsyncValue({}))
+        self.clients: set[str] = set()
+
+    async def connect(self, node: int, client_id: str) -> KafkaConnection:
+        self.clients.add(f"{node}:{client_id}")
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+async def test_a_leaders_partitions_are_spread_over_num_replica_fetchers(tmp_path: Path) -> None:
+    partitions = range(8)
+    image = {
+        "events": TopicState(
+            uuid.uuid4(),
+            TopicAssignment("events", {p: (1, 2) for p in partitions}),
+            {},
+            {p: LeaderAndIsr(1, 0, (1, 2)) for p in partitions},
+        )
+    }
+
+    def replica_log(topic: str, partition: int) -> PartitionLog:
+        directory = tmp_path / f"{topic}-{partition}"
+        return PartitionLog.load(
+            topic,
+            partition,
+            directory,
+            SMALL_SEGMENTS,
+            clock=lambda: 0,
+            clean=True,
+            recovery_point=0,
+            log_start_offset=0,
+        )
+
+    connector = WaitingConnector()
+    live = trio_util.AsyncValue({1: BrokerRegistration(1, ())})
+    fetchers = ReplicaFetchers(
+        2,
+        connector,
+        trio_util.AsyncValue(image),
+        replica_log,
+        live,
+        ReplicaFetcherSettings(),
+        num_fetchers=3,
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(fetchers.run)
+        with trio.fail_after(10):
+            while len(connector.clients) < 3:  # noqa: ASYNC110 - the fetchers' own tasks
+                await trio.sleep(0.01)
+        spread = {key: set(leader.epochs) for key, leader in fetchers._fetchers.items()}
+        nursery.cancel_scope.cancel()
+    expected: dict[tuple[int, int], set[TopicPartition]] = {}
+    for p in partitions:
+        tp = TopicPartition("events", p)
+        expected.setdefault((1, fetcher_id(tp, 3)), set()).add(tp)
+    assert spread == expected and len(spread) == 3
+    assert connector.clients == {f"1:replica-fetcher-2-{i}" for i in range(3)}
