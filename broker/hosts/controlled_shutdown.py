@@ -6,10 +6,10 @@ StopReplica would make them), so no leader takes it back into an ISR it is leavi
 then it asks the controller, found through the election view, to move the leadership
 of every partition it leads to another in-sync replica and to take it out of every
 ISR: directly when it is the controller itself, else with ControlledShutdown (key 7)
-over the controller's inter-broker listener (logged in as the broker). While partitions remain (no other ISR
-member is live) or no controller answers, it asks again after
-`controlled.shutdown.retry.backoff.ms`, `controlled.shutdown.max.retries` times in
-all, then stops anyway; a broker that sees no other live broker stops at once, as no
+over the controller's inter-broker listener, logged in as the broker
+(`inter_broker_security.py`). While partitions remain (no other ISR member is live)
+or no controller answers, it asks again after `controlled.shutdown.retry.backoff.ms`,
+`controlled.shutdown.max.retries` times in all, then stops anyway; a broker that sees no other live broker stops at once, as no
 retry could move anything (a departure from Kafka, whose last broker of a cluster waits
 out every retry: 10 s by default, as long as `docker compose down` waits). After a success it waits (briefly) until its own view of the
 partition states shows the new leaders, so the produce requests still arriving are

@@ -19,7 +19,6 @@ a new one, as after any failure.
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Mapping
 
 import attrs
@@ -87,7 +86,7 @@ class InterBrokerSecurity:
             )
             try:
                 build_ssl_context(tls)
-            except (SecurityConfigError, ssl.SSLError, OSError) as exc:
+            except (SecurityConfigError, OSError) as exc:  # ssl.SSLError among them
                 raise ConfigError(
                     f"{listener.ssl_truststore_location.key}: the inter-broker listener "
                     f"{name}'s client TLS settings are unusable: {exc}"
