@@ -129,7 +129,7 @@ def test_a_plaintext_inter_broker_listener_needs_no_login() -> None:
     assert InterBrokerSecurity.from_config(config) == InterBrokerSecurity("PLAINTEXT")
 
 
-async def test_the_connector_logs_in_over_tls_to_the_brokers_registered_endpoint(
+async def test_the_connector_logs_in_over_tls_and_again_before_the_session_ends(
     tmp_path: Path,
 ) -> None:
     certs = make_certificates(tmp_path / "tls")
@@ -142,6 +142,7 @@ async def test_the_connector_logs_in_over_tls_to_the_brokers_registered_endpoint
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
         "listener.name.brokers.plain.sasl.jaas.config": PLAIN_JAAS,
         "inter.broker.listener.name": "BROKERS",
+        "connections.max.reauth.ms": "1000",
     }
     async with running_broker(tmp_path / "data", overrides) as server:
         port = server.bound_port("BROKERS")
@@ -155,7 +156,11 @@ async def test_the_connector_logs_in_over_tls_to_the_brokers_registered_endpoint
         connector = BrokerConnector(security, live("BROKERS"))
         async with await connector.connect(1, "broker-2") as connection:
             metadata = await connection.request(MetadataRequest(topics=()), 9)
-        assert [b.node_id for b in metadata.brokers] == [1]
+            assert [b.node_id for b in metadata.brokers] == [1]
+            # Past the session's lifetime: it logs in again rather than being closed.
+            await trio.sleep(1.05)
+            again = await connection.request(MetadataRequest(topics=()), 9)
+            assert [b.node_id for b in again.brokers] == [1]
 
         wrong = BrokerConnector(
             InterBrokerSecurity.from_config(
@@ -170,7 +175,7 @@ async def test_the_connector_logs_in_over_tls_to_the_brokers_registered_endpoint
             ),
             live("BROKERS"),
         )
-        with pytest.raises(BrokerUnreachable, match="SASL login to broker 1 failed"):
+        with pytest.raises(BrokerUnreachable, match="broker 1: SASL login failed"):
             await wrong.connect(1, "broker-2")
         with pytest.raises(BrokerUnreachable, match="not registered on BROKERS"):
             await BrokerConnector(security, live("OTHER")).connect(1, "broker-2")
