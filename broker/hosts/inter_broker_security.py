@@ -73,7 +73,7 @@ class InterBrokerSecurity:
         sasl = None
         if protocol.startswith("SASL_"):
             mechanism = config.security.sasl_mechanism_inter_broker_protocol.upper()
-            sasl = _own_credentials(mechanism, *listener.jaas_config(mechanism))
+            sasl = _own_credentials(name, mechanism, *listener.jaas_config(mechanism))
         tls = None
         if protocol.endswith("SSL"):
             trust_file = listener.ssl_truststore_location.value
@@ -99,14 +99,14 @@ class InterBrokerSecurity:
         return cls(name, protocol, sasl, tls)
 
 
-def _own_credentials(mechanism: str, key: str, jaas: str | None) -> SaslCredentials:
+def _own_credentials(listener: str, mechanism: str, key: str, jaas: str | None) -> SaslCredentials:
     if mechanism not in SASL_MECHANISMS:
         raise ConfigError(f"sasl.mechanism.inter.broker.protocol: {mechanism} is not supported")
     if jaas is None:
         raise ConfigError(
-            f"{key}: the broker logs in to the inter-broker listener with {mechanism}: "
-            f"give the listener's {mechanism.lower()}.sasl.jaas.config with "
-            'username="..." and password="..."'
+            f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config: the "
+            f"broker logs in to the inter-broker listener {listener} with {mechanism}; give "
+            'its username="..." and password="..." there'
         )
     options = parse_jaas_config(jaas, key).options
     username, password = options.get("username"), options.get("password")

@@ -107,7 +107,8 @@ def test_the_inter_broker_mechanism_must_be_enabled_on_the_listener(
 
 def test_the_broker_needs_its_own_username_and_password_for_a_sasl_listener() -> None:
     missing = {k: v for k, v in HOSTS.items() if "jaas" not in k}
-    with pytest.raises(ConfigError, match=r"scram-sha-512\.sasl\.jaas\.config with username"):
+    key = r"^listener\.name\.brokers\.scram-sha-512\.sasl\.jaas\.config: the broker logs in"
+    with pytest.raises(ConfigError, match=key):
         InterBrokerSecurity.from_config(BrokerConfig(missing))
     only_users = {
         **missing,
