@@ -273,6 +273,13 @@ async def test_list_offsets_and_offset_for_leader_epoch_need_describe() -> None:
     assert (await epochs.handle(make_request(body2, 23, 4, principal=BOB))).topics[0].partitions[
         0
     ].error_code == TAF
+    # A follower's question: CLUSTER_ACTION answers it without DESCRIBE on the topic.
+    follower = OffsetForLeaderEpochHandler(
+        log, authorizer=StandardAuthorizer([cluster_acl(Op.CLUSTER_ACTION, principal=BOB)])
+    )
+    assert (await follower.handle(make_request(body2, 23, 4, principal=BOB))).topics[0].partitions[
+        0
+    ].error_code == ErrorCode.NONE
 
 
 def metadata_handler(log: FakeLog, authorizer: StandardAuthorizer) -> MetadataHandler:
