@@ -236,10 +236,11 @@ async def test_a_replica_fetch_needs_cluster_action_even_with_read_on_the_topic(
     followers = FollowerFetches()
     handler = FetchHandler(log, authorizer=authorizer, replication=followers)
     body = fetch_body("t")._replace(replica_id=2)
-    refused = await handler.handle(make_request(body, 1, 12, principal=BOB))
-    assert isinstance(refused, FetchResponse)
-    assert refused.responses[0].partitions[0].error_code == TAF
-    assert not refused.responses[0].partitions[0].records
+    for principal in (BOB, "User:ANONYMOUS"):
+        refused = await handler.handle(make_request(body, 1, 12, principal=principal))
+        assert isinstance(refused, FetchResponse)
+        assert refused.responses[0].partitions[0].error_code == TAF
+        assert not refused.responses[0].partitions[0].records
     assert followers.seen == []  # nothing moved the high watermark or the ISR
     allowed = await handler.handle(make_request(body, 1, 12))
     assert isinstance(allowed, FetchResponse)
