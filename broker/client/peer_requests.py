@@ -30,6 +30,11 @@ class PeerRequests:
         """A new stream to the broker (OSError or PeerUnavailable when it cannot be had)."""
         raise NotImplementedError
 
+    async def open_connection(self, node: int) -> KafkaConnection:
+        """A new connection to the broker, ready for requests (a subclass that must log
+        in first makes it whole)."""
+        return KafkaConnection(await self.open_stream(node), self._client_id)
+
     async def send(self, node: int, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
         response: WriteTxnMarkersResponse = await self.request(
             node, request, WRITE_TXN_MARKERS_VERSION
@@ -54,7 +59,7 @@ class PeerRequests:
         try:
             connection = self._connections.get(node)
             if connection is None:
-                connection = KafkaConnection(await self.open_stream(node), self._client_id)
+                connection = await self.open_connection(node)
                 self._connections[node] = connection
             response = await connection.request(body, version)
             answered = True

@@ -173,6 +173,8 @@ class BrokerConfig:
                     f"{key}: the inter-broker listener {inter} must be among the "
                     "advertised listeners"
                 )
+        if self.get_optional_str("zookeeper.connect") is not None:
+            self._validate_inter_broker_login(protocol_map, advertised)
 
         srmb = self.get_int("socket.request.max.bytes")
         qmrb = self.get_int("queued.max.request.bytes")
@@ -203,6 +205,33 @@ class BrokerConfig:
                 if listener not in protocol_map and listener not in names:
                     logger.warning("%s: listener %s is not configured; ignored", key, listener)
         return listeners, advertised
+
+    def _validate_inter_broker_login(
+        self, protocol_map: Mapping[str, str], advertised: tuple[Endpoint, ...]
+    ) -> None:
+        """Brokers among hosts connect to each other's inter-broker listener: it must be
+        advertised, and where it is SASL its mechanism must be one the listener enables
+        (Kafka's KafkaConfig checks the same); the credentials are checked where the
+        connections are built (broker/hosts/inter_broker_security.py)."""
+        inter = self.inter_broker_listener_name
+        if inter not in {e.listener_name for e in advertised}:
+            raise ConfigError(
+                f"inter.broker.listener.name: the brokers reach each other on listener {inter}"
+                f" (security.inter.broker.protocol names it when inter.broker.listener.name"
+                " is unset), which must be among the advertised listeners"
+            )
+        if not protocol_map.get(inter, "").startswith("SASL_"):
+            return
+        mechanism = self.get_str("sasl.mechanism.inter.broker.protocol").upper()
+        enabled_key = self.effective_key(inter, "sasl.enabled.mechanisms")
+        enabled = self.get_list(enabled_key)
+        if mechanism not in enabled:
+            unsupported = " (GSSAPI, Kafka's default, is not supported)" * (mechanism == "GSSAPI")
+            raise ConfigError(
+                f"sasl.mechanism.inter.broker.protocol: {mechanism} must be among the "
+                f"inter-broker listener {inter}'s {enabled_key} ({', '.join(enabled)})"
+                f"{unsupported}"
+            )
 
     def _build_settings(self) -> None:
         value = self.value

@@ -196,11 +196,18 @@ class ListenerSecuritySettings:
     ssl_enabled_protocols: Keyed = attrs.field(metadata=_k("ssl.enabled.protocols"))
     ssl_cipher_suites: Keyed = attrs.field(metadata=_k("ssl.cipher.suites"))
     ssl_principal_mapping_rules: Keyed = attrs.field(metadata=_k("ssl.principal.mapping.rules"))
+    ssl_endpoint_identification_algorithm: Keyed = attrs.field(
+        metadata=_k("ssl.endpoint.identification.algorithm")
+    )
     sasl_enabled_mechanisms: Keyed = attrs.field(metadata=_k("sasl.enabled.mechanisms"))
     plain_jaas_config: Keyed = attrs.field()
     """PLAIN's JAAS config: only a listener's (or its PLAIN mechanism's) counts."""
     connections_max_reauth_ms: Mapping[str, int] = attrs.field()
     """Per enabled mechanism, the session lifetime (0: no re-authentication)."""
+    jaas_config: Callable[[str], Keyed] = attrs.field(eq=False, repr=False)
+    """A mechanism's JAAS config on this listener (`listener.name.<l>.<mechanism>.
+    sasl.jaas.config`, else the listener's, else `sasl.jaas.config`): where the broker's
+    own inter-broker credentials are."""
 
 
 @attrs.frozen(slots=True)
@@ -211,6 +218,9 @@ class SecuritySettings:
         metadata=_k("allow.everyone.if.no.acl.found")
     )
     sasl_enabled_mechanisms: tuple[str, ...] = attrs.field(metadata=_k("sasl.enabled.mechanisms"))
+    sasl_mechanism_inter_broker_protocol: str = attrs.field(
+        metadata=_k("sasl.mechanism.inter.broker.protocol")
+    )
     listener: Callable[[str], ListenerSecuritySettings] = attrs.field(eq=False, repr=False)
     """The TLS and SASL settings of one listener (by name)."""
 
@@ -306,4 +316,5 @@ def listener_security_settings(source: ConfigValues, listener: str) -> ListenerS
         keyed,
         plain_jaas_config=Keyed(jaas_key, jaas),
         connections_max_reauth_ms=reauth,
+        jaas_config=lambda mechanism: keyed("sasl.jaas.config", mechanism),
     )

@@ -26,7 +26,7 @@ import trio_util
 from broker.broker_topic_stats import BrokerTopicStats
 from broker.errors import KafkaError
 from broker.handlers.api_handler import Deferred
-from broker.handlers.auth_helper import TOPIC, authorized_names
+from broker.handlers.auth_helper import TOPIC, authorize_cluster, authorized_names
 from broker.handlers.common import check_leader_epoch, error_code_of
 from broker.handlers.leader_hints import NO_HINTS, LeaderHints, with_fetch_hints
 from broker.handlers.log_view import LogManagerView, PartitionView
@@ -141,10 +141,16 @@ class FetchHandler:
         self, request: Request, body: FetchRequest, version: int
     ) -> frozenset[str]:
         """KafkaApis.handleFetchRequest: a consumer needs READ on each topic; the others
-        answer TOPIC_AUTHORIZATION_FAILED and take no part in the long poll."""
+        answer TOPIC_AUTHORIZATION_FAILED and take no part in the long poll. A follower
+        (replica id set) needs CLUSTER_ACTION on the cluster instead, or every topic is
+        refused: its fetches move the high watermark and the ISR, which only brokers may."""
         if not self._authorizer.enabled:
             return frozenset()
         names = {self._topic_name(t, version)[0] for t in body.topics} - {""}
+        replica_id = body.replica_id if version < 15 else body.replica_state.replica_id
+        if replica_id >= 0:
+            allowed = authorize_cluster(self._authorizer, request, AclOperation.CLUSTER_ACTION)
+            return frozenset() if allowed else frozenset(names)
         readable = authorized_names(self._authorizer, request, AclOperation.READ, TOPIC, names)
         return frozenset(names - readable)
 

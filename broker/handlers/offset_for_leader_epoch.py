@@ -11,7 +11,7 @@ since) answers as a broker that was only ever leader: the log end offset.
 from __future__ import annotations
 
 from broker.errors import KafkaError
-from broker.handlers.auth_helper import TOPIC, authorized_names
+from broker.handlers.auth_helper import TOPIC, authorize_cluster, authorized_names
 from broker.handlers.common import NO_EPOCH, check_leader_epoch, error_code_of
 from broker.handlers.log_view import LogManagerView, PartitionView
 from broker.net.request import Request
@@ -44,9 +44,15 @@ class OffsetForLeaderEpochHandler:
         self, request: Request[OffsetForLeaderEpochRequest]
     ) -> OffsetForLeaderEpochResponse:
         body = request.body
-        describable = authorized_names(
-            self._authorizer, request, AclOperation.DESCRIBE, TOPIC, (t.topic for t in body.topics)
-        )
+        names = {t.topic for t in body.topics}
+        # Followers (brokers) ask with CLUSTER_ACTION; consumers (KIP-320) with DESCRIBE on
+        # each topic, as KafkaApis.handleOffsetForLeaderEpochRequest allows either.
+        if authorize_cluster(self._authorizer, request, AclOperation.CLUSTER_ACTION):
+            describable = names
+        else:
+            describable = authorized_names(
+                self._authorizer, request, AclOperation.DESCRIBE, TOPIC, names
+            )
         topics = []
         for topic in body.topics:
             partitions = []

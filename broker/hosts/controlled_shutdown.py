@@ -6,10 +6,10 @@ StopReplica would make them), so no leader takes it back into an ISR it is leavi
 then it asks the controller, found through the election view, to move the leadership
 of every partition it leads to another in-sync replica and to take it out of every
 ISR: directly when it is the controller itself, else with ControlledShutdown (key 7)
-over the controller's inter-broker listener. While partitions remain (no other ISR
-member is live) or no controller answers, it asks again after
-`controlled.shutdown.retry.backoff.ms`, `controlled.shutdown.max.retries` times in
-all, then stops anyway; a broker that sees no other live broker stops at once, as no
+over the controller's inter-broker listener, logged in as the broker
+(`inter_broker_security.py`). While partitions remain (no other ISR member is live)
+or no controller answers, it asks again after `controlled.shutdown.retry.backoff.ms`,
+`controlled.shutdown.max.retries` times in all, then stops anyway; a broker that sees no other live broker stops at once, as no
 retry could move anything (a departure from Kafka, whose last broker of a cluster waits
 out every retry: 10 s by default, as long as `docker compose down` waits). After a success it waits (briefly) until its own view of the
 partition states shows the new leaders, so the produce requests still arriving are
@@ -24,11 +24,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 import trio
 import trio_util
 
-from broker.client.connection import KafkaConnection
 from broker.coordination.broker_registration import BrokerRegistration
 from broker.coordination.controller_election import ControllerView
 from broker.coordination.kafka_controller import KafkaController, NotControllerError
 from broker.errors import KafkaError
+from broker.hosts.inter_broker_security import BrokerConnector
 from broker.hosts.replication_settings import ControlledShutdownSettings
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import ControlledShutdownRequest
@@ -63,7 +63,7 @@ class ControlledShutdown:
     def __init__(
         self,
         node_id: int,
-        listener_name: str,
+        connector: BrokerConnector,
         controller: KafkaController,
         controller_view: trio_util.AsyncValue[ControllerView],
         live_brokers: trio_util.AsyncValue[Mapping[int, BrokerRegistration]],
@@ -74,7 +74,7 @@ class ControlledShutdown:
         """`leaderships_moved` returns once this broker leads no partition with another
         replica (as it applied the states); `stop_following` stops its replica fetchers."""
         self._node_id = node_id
-        self._listener_name = listener_name
+        self._connector = connector
         self._controller = controller
         self._view = controller_view
         self._live = live_brokers
@@ -128,9 +128,8 @@ class ControlledShutdown:
                 return await self._controller.controlled_shutdown(self._node_id)
             except NotControllerError as exc:
                 raise _AttemptFailed(str(exc)) from None
-        host, port = self._endpoint(controller_id)
-        async with await KafkaConnection.connect(
-            host, port, f"controlled-shutdown-{self._node_id}"
+        async with await self._connector.connect(
+            controller_id, f"controlled-shutdown-{self._node_id}"
         ) as connection:
             request = ControlledShutdownRequest(broker_id=self._node_id, broker_epoch=-1)
             response = await connection.request(request, CONTROLLED_SHUTDOWN_VERSION)
@@ -140,13 +139,6 @@ class ControlledShutdown:
         return [
             TopicPartition(p.topic_name, p.partition_index) for p in response.remaining_partitions
         ]
-
-    def _endpoint(self, broker_id: int) -> tuple[str, int]:
-        registration = self._live.value.get(broker_id)
-        for endpoint in registration.endpoints if registration is not None else ():
-            if endpoint.listener_name == self._listener_name:
-                return endpoint.host, endpoint.port
-        raise _AttemptFailed(f"controller {broker_id} has no {self._listener_name} listener")
 
     async def _wait_until_moved(self) -> None:
         with trio.move_on_after(MOVED_WAIT_S):

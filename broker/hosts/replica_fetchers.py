@@ -2,11 +2,12 @@
 
 For every partition whose replicas name this broker while another live broker leads
 it (the partition states as the log last applied them), a `ReplicaFetcher` of that
-leader copies the leader's batches into this broker's log of the partition. One
-fetcher per leader broker (`num.replica.fetchers` = 1), on a connection to the
-leader's `inter.broker.listener.name` endpoint (PLAINTEXT only so far), made again
-after a failure. A partition whose leader or leader epoch changed is handed to the
-new leader's fetcher; one this broker leads now is dropped before the log takes
+leader copies the leader's batches into this broker's log of the partition. Each
+leader's partitions are spread over `num.replica.fetchers` fetchers as Kafka's
+AbstractFetcherManager hashes them (`fetcher_id`), each on its own connection to the
+leader's inter-broker listener, logged in as the broker (`inter_broker_security.py`),
+made again after a failure. A partition whose leader or leader epoch changed is handed
+to the new leader's fetcher; one this broker leads now is dropped before the log takes
 appends from producers.
 
 The follower's log is the broker's own (`broker/log/follower_log.py`): it appends
@@ -26,6 +27,7 @@ import trio_util
 
 from broker.client.connection import KafkaConnection
 from broker.coordination.broker_registration import BrokerRegistration
+from broker.hosts.inter_broker_security import BrokerConnector
 from broker.hosts.partition_state_view import HostsImage
 from broker.log.follower_log import PartitionFollowerLog
 from broker.log.partition_log import PartitionLog
@@ -54,6 +56,21 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Connect = Callable[[], Awaitable[KafkaConnection]]
+FetcherKey = tuple[int, int]
+"""(leader broker id, fetcher id): Kafka's BrokerIdAndFetcherId."""
+
+
+def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
+    """Kafka's AbstractFetcherManager.getFetcherId, `abs(31 * topic.hashCode() +
+    partition) % num.replica.fetchers` in Java's 32-bit arithmetic, so a partition is
+    fetched by the same fetcher as on a Kafka broker."""
+    code = 0
+    encoded = tp.topic.encode("utf-16-be")  # String.hashCode runs over UTF-16 units
+    for index in range(0, len(encoded), 2):
+        code = (31 * code + int.from_bytes(encoded[index : index + 2], "big")) & 0xFFFFFFFF
+    mixed = (31 * code + tp.partition) & 0xFFFFFFFF
+    signed = mixed - (1 << 32) if mixed >= 1 << 31 else mixed
+    return (0 if signed == -(1 << 31) else abs(signed)) % num_fetchers
 
 
 class ReconnectingFetchSession:
@@ -112,24 +129,27 @@ class ReplicaFetchers:
     def __init__(
         self,
         node_id: int,
-        listener_name: str,
+        connector: BrokerConnector,
         applied: trio_util.AsyncValue[HostsImage],
         replica_log: Callable[[str, int], PartitionLog | None],
         live_brokers: trio_util.AsyncValue[Mapping[int, BrokerRegistration]],
         settings: ReplicaFetcherSettings,
         throttle: ReplicationQuotaManager | None = None,
+        num_fetchers: int = 1,
     ) -> None:
         """`applied` is the image the log has applied (so the follower's log exists);
         `replica_log` gives this broker's log of a partition it is a replica of;
-        `throttle` is the follower's reassignment throttle, shared by every fetcher."""
+        `throttle` is the follower's reassignment throttle, shared by every fetcher;
+        `num_fetchers` is `num.replica.fetchers`, the fetchers per leader."""
         self._node_id = node_id
         self._throttle = throttle
-        self._listener_name = listener_name
+        self._connector = connector
+        self._num_fetchers = num_fetchers
         self._applied = applied
         self._replica_log = replica_log
         self._live = live_brokers
         self._settings = settings
-        self._fetchers: dict[int, _LeaderFetcher] = {}
+        self._fetchers: dict[FetcherKey, _LeaderFetcher] = {}
         self._followers: dict[TopicPartition, PartitionFollowerLog] = {}
         self._stopped = False
 
@@ -167,7 +187,7 @@ class ReplicaFetchers:
     def _follow(self, image: HostsImage, nursery: trio.Nursery) -> None:
         if self._stopped:
             return
-        wanted: dict[TopicPartition, tuple[int, int]] = {}
+        wanted: dict[TopicPartition, tuple[FetcherKey, int]] = {}
         for name, topic in image.items():
             for index, replicas in topic.assignment.partitions.items():
                 state = topic.states.get(index)
@@ -175,20 +195,22 @@ class ReplicaFetchers:
                     continue
                 if state.leader in (NO_LEADER, self._node_id):
                     continue
-                wanted[TopicPartition(name, index)] = (state.leader, state.leader_epoch)
-        for leader_id, leader in list(self._fetchers.items()):
+                tp = TopicPartition(name, index)
+                key = (state.leader, fetcher_id(tp, self._num_fetchers))
+                wanted[tp] = (key, state.leader_epoch)
+        for key, leader in list(self._fetchers.items()):
             for tp in list(leader.epochs):
-                if wanted.get(tp, (NO_LEADER, -1))[0] != leader_id:
+                if tp not in wanted or wanted[tp][0] != key:
                     leader.fetcher.remove_partition(tp)
                     del leader.epochs[tp]
             if not leader.epochs:
                 leader.scope.cancel()
-                del self._fetchers[leader_id]
-        for tp, (leader_id, epoch) in sorted(wanted.items()):
+                del self._fetchers[key]
+        for tp, (key, epoch) in sorted(wanted.items()):
             partition_log = self._replica_log(tp.topic, tp.partition)
             if partition_log is None:
                 continue
-            leader = self._fetchers.get(leader_id) or self._start(leader_id, nursery)
+            leader = self._fetchers.get(key) or self._start(key, nursery)
             if leader.epochs.get(tp) != epoch:
                 follower = self._followers.get(tp)
                 if follower is None:
@@ -197,32 +219,23 @@ class ReplicaFetchers:
                 leader.epochs[tp] = epoch
                 partition_log.leader_epoch = epoch
 
-    def _start(self, leader_id: int, nursery: trio.Nursery) -> _LeaderFetcher:
+    def _start(self, key: FetcherKey, nursery: trio.Nursery) -> _LeaderFetcher:
+        leader_id, fetcher = key
+
         async def connect() -> KafkaConnection:
             # A broker just started may not have read /brokers/ids yet: wait a moment
             # rather than back off a whole replica.fetch.backoff.ms.
             with trio.move_on_after(self._settings.replica_fetch_backoff_ms / 1000):
                 await self._live.wait_value(lambda brokers: leader_id in brokers)
-            registration = self._live.value.get(leader_id)
-            endpoint = next(
-                (
-                    e
-                    for e in (registration.endpoints if registration is not None else ())
-                    if e.listener_name == self._listener_name
-                ),
-                None,
-            )
-            if endpoint is None:
-                raise ConnectionError(f"broker {leader_id} has no {self._listener_name} listener")
-            return await KafkaConnection.connect(
-                endpoint.host, endpoint.port, f"replica-fetcher-{self._node_id}"
+            return await self._connector.connect(
+                leader_id, f"replica-fetcher-{self._node_id}-{fetcher}"
             )
 
         session = ReconnectingFetchSession(connect, self._node_id)
         leader = _LeaderFetcher(
             ReplicaFetcher(leader_id, session, self._settings, self._throttle), session
         )
-        self._fetchers[leader_id] = leader
+        self._fetchers[key] = leader
 
         async def run() -> None:
             with leader.scope:
@@ -230,5 +243,5 @@ class ReplicaFetchers:
             await leader.session.aclose()
 
         nursery.start_soon(run)
-        log.info("fetching from broker %d", leader_id)
+        log.info("fetching from broker %d (fetcher %d)", leader_id, fetcher)
         return leader

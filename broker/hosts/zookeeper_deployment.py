@@ -44,6 +44,7 @@ from broker.hosts.broker_peers import BrokerPeers
 from broker.hosts.consumer_offsets_partition import ConsumerOffsetsPartition
 from broker.hosts.controlled_shutdown import ControlledShutdown, answer_controlled_shutdown
 from broker.hosts.corrupt_replica_repair import CorruptReplicaRepair
+from broker.hosts.inter_broker_security import BrokerConnector, InterBrokerSecurity
 from broker.hosts.leader_elections import ZooKeeperLeaderElections
 from broker.hosts.partition_leaders import PartitionLeaders
 from broker.hosts.partition_reassignments import ZooKeeperReassignments
@@ -89,10 +90,12 @@ class ZooKeeperDeployment:
         self._config = config
         self._metrics_socket = metrics_socket
         self._node_id = config.node_id
+        inter_broker = InterBrokerSecurity.from_config(config)  # ConfigError before ZooKeeper
         self._log_dir = Path(config.log_dirs[0])
         self.cluster_id = self._cluster_id(settings)
         self.store = KazooCoordinationStore(settings)
         self.live_brokers = LiveBrokers(self.store)
+        self.connector = BrokerConnector(inter_broker, self.live_brokers.brokers)
         self.election = ControllerElection(self.store, self._node_id)
         self.partition_states = PartitionStateView(self.store)
         self.log_manager = ZooKeeperLogManager(
@@ -121,16 +124,17 @@ class ZooKeeperDeployment:
         )
         self.replica_fetchers = ReplicaFetchers(
             self._node_id,
-            config.network.inter_broker_listener_name,
+            self.connector,
             self.log_manager.applied,
             self.log_manager.replica_log,
             self.live_brokers.brokers,
             replica_fetcher_settings(config),
             self.throttles.follower,
+            num_fetchers=config.replication.num_replica_fetchers,
         )
         self.controlled_shutdown = ControlledShutdown(
             self._node_id,
-            config.network.inter_broker_listener_name,
+            self.connector,
             self.controller,
             self.election.view,
             self.live_brokers.brokers,
@@ -150,9 +154,7 @@ class ZooKeeperDeployment:
             replication_factor=config.transactions.state_log_replication_factor,
             min_insync=config.transactions.state_log_min_isr,
         )
-        self.peers = BrokerPeers(
-            self._node_id, config.network.inter_broker_listener_name, self.live_brokers.brokers
-        )
+        self.peers = BrokerPeers(self._node_id, self.connector)
         self._topology = ZooKeeperTopology(
             self._node_id,
             self.live_brokers.brokers,

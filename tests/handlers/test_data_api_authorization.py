@@ -33,6 +33,7 @@ from broker.handlers.log_topics import LogTopicSource
 from broker.handlers.metadata import MetadataHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.produce import ProduceHandler
+from broker.handlers.replica_tracking import NoReplication
 from broker.protocol import records as rec
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
@@ -215,6 +216,41 @@ async def test_a_consumer_without_read_gets_topic_authorization_failed_and_no_re
     assert log.partition("secret", 0).reads == []  # type: ignore[union-attr]
 
 
+class FollowerFetches(NoReplication):
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int]] = []
+
+    def on_follower_fetch(
+        self, topic: str, partition: int, replica_id: int, fetch_offset: int
+    ) -> ErrorCode:
+        self.seen.append((topic, replica_id))
+        return ErrorCode.NONE
+
+
+async def test_a_replica_fetch_needs_cluster_action_even_with_read_on_the_topic() -> None:
+    log = FakeLog(FakeTopic("t", 1))
+    await log.partition("t", 0).append(one_batch(), rec.read_batch_header(one_batch()))  # type: ignore[union-attr]
+    authorizer = StandardAuthorizer(
+        [acl("t", Op.READ), acl("t", Op.READ, principal=BOB), cluster_acl(Op.CLUSTER_ACTION)]
+    )
+    followers = FollowerFetches()
+    handler = FetchHandler(log, authorizer=authorizer, replication=followers)
+    body = fetch_body("t")._replace(replica_id=2)
+    for principal in (BOB, "User:ANONYMOUS"):
+        refused = await handler.handle(make_request(body, 1, 12, principal=principal))
+        assert isinstance(refused, FetchResponse)
+        assert refused.responses[0].partitions[0].error_code == TAF
+        assert not refused.responses[0].partitions[0].records
+    assert followers.seen == []  # nothing moved the high watermark or the ISR
+    allowed = await handler.handle(make_request(body, 1, 12))
+    assert isinstance(allowed, FetchResponse)
+    assert allowed.responses[0].partitions[0].error_code == ErrorCode.NONE
+    assert followers.seen == [("t", 2)]
+    consumer = await handler.handle(make_request(fetch_body("t"), 1, 12, principal=BOB))
+    assert isinstance(consumer, FetchResponse)
+    assert consumer.responses[0].partitions[0].error_code == ErrorCode.NONE
+
+
 async def test_list_offsets_and_offset_for_leader_epoch_need_describe() -> None:
     log = FakeLog(FakeTopic("t", 1))
     authorizer = StandardAuthorizer([acl("t", Op.READ)])  # READ implies DESCRIBE
@@ -238,6 +274,13 @@ async def test_list_offsets_and_offset_for_leader_epoch_need_describe() -> None:
     assert (await epochs.handle(make_request(body2, 23, 4, principal=BOB))).topics[0].partitions[
         0
     ].error_code == TAF
+    # A follower's question: CLUSTER_ACTION answers it without DESCRIBE on the topic.
+    follower = OffsetForLeaderEpochHandler(
+        log, authorizer=StandardAuthorizer([cluster_acl(Op.CLUSTER_ACTION, principal=BOB)])
+    )
+    assert (await follower.handle(make_request(body2, 23, 4, principal=BOB))).topics[0].partitions[
+        0
+    ].error_code == ErrorCode.NONE
 
 
 def metadata_handler(log: FakeLog, authorizer: StandardAuthorizer) -> MetadataHandler:

@@ -14,6 +14,7 @@ from broker.coordination.broker_registration import BrokerRegistration
 from broker.coordination.controller_election import ControllerView
 from broker.coordination.kafka_controller import KafkaController
 from broker.hosts.controlled_shutdown import ControlledShutdown
+from broker.hosts.inter_broker_security import BrokerConnector, InterBrokerSecurity
 from broker.hosts.replication_settings import ControlledShutdownSettings
 
 BACKOFF_S = 5.0
@@ -27,7 +28,7 @@ def shutdown(live: Mapping[int, BrokerRegistration]) -> ControlledShutdown:
     # No controller elected: every attempt fails before any request is sent.
     return ControlledShutdown(
         1,
-        "PLAINTEXT",
+        BrokerConnector(InterBrokerSecurity("PLAINTEXT"), trio_util.AsyncValue(live)),
         cast(KafkaController, None),
         trio_util.AsyncValue(ControllerView()),
         trio_util.AsyncValue(live),

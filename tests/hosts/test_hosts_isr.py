@@ -122,7 +122,7 @@ async def test_the_high_watermark_follows_the_isr_and_a_stopped_follower_leaves_
         # unseen by consumers, until the leader drops it from the ISR.
         fetchers = servers[stopped_id].deployment
         assert isinstance(fetchers, ZooKeeperDeployment)
-        fetchers.replica_fetchers._fetchers[leader_id].scope.cancel()
+        fetchers.replica_fetchers._fetchers[(leader_id, 0)].scope.cancel()
         more = [f"w{i}".encode() for i in range(5)]
         assert (await produce_to(leader, topic, more, acks=1)).error_code == ErrorCode.NONE
         total = len(values) + len(more)

@@ -1,0 +1,281 @@
+"""Brokers among hosts authenticated to each other, with an authorizer: three `broker
+serve` hosts on 127.0.0.2-4 whose only listener is SASL_PLAINTEXT with SCRAM-SHA-256,
+`super.users=User:admin`, the brokers logging in as admin
+(`sasl.mechanism.inter.broker.protocol` and the listener's JAAS config) with two replica
+fetchers per leader. Alice, an ordinary user with ACLs on her topic, transactional id
+and group, writes a transaction over three partitions led by different hosts (markers
+and KIP-890 verification between hosts) with `min.insync.replicas=3`, so every commit
+needs every follower's fetch; her own replica Fetch and WriteTxnMarkers are refused as
+Kafka refuses them. A host's controlled shutdown asks the controller over the same
+login.
+
+The SCRAM credentials are written into each host's log dir before it starts, as
+`kafka-configs.sh --zookeeper` writes them before Kafka's brokers start: brokers here
+keep credentials and ACLs per broker, so the ACLs are created on every host."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker.client.security_config import SASL_PLAINTEXT, SaslCredentials, SecurityConfig
+from broker.client.session import ClientSession
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import (
+    CreateAclsRequest,
+    DescribeLogDirsRequest,
+    FetchRequest,
+    MetadataRequest,
+    WriteTxnMarkersRequest,
+)
+from broker.protocol.messages.create_acls_request import AclCreation
+from broker.protocol.messages.fetch_request import FetchPartition, FetchTopic
+from broker.protocol.messages.write_txn_markers_request import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+)
+from broker.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from broker.security.scram_credentials import (
+    CREDENTIALS_FILE,
+    MECHANISM_BY_NAME,
+    ScramCredential,
+    ScramCredentialStore,
+)
+from tests.hosts.host_processes import ADDRESSES, Host, Hosts, free_port, wait_until
+
+MECHANISM = "SCRAM-SHA-256"
+USERS = {"admin": "admin-secret", "alice": "alice-secret"}
+TOPIC = "sasl-hosts"
+PARTITIONS = 3
+TRANSACTIONAL_ID = "alice-txn"
+GROUP = "alice-group"
+DEADLINE_S = 60.0
+SETTINGS = {
+    "sasl.enabled.mechanisms": MECHANISM,
+    "security.inter.broker.protocol": SASL_PLAINTEXT,
+    "sasl.mechanism.inter.broker.protocol": MECHANISM,
+    "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="admin" password="admin-secret";'
+    ),
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:admin",
+    "num.replica.fetchers": "2",
+    "zookeeper.session.timeout.ms": "6000",
+    "transaction.state.log.replication.factor": "3",
+    "offsets.topic.replication.factor": "3",
+    "controlled.shutdown.retry.backoff.ms": "1000",
+    "replica.lag.time.max.ms": "3000",
+}
+
+
+def store_users(data_dir: Path) -> None:
+    info = MECHANISM_BY_NAME[MECHANISM]
+    credentials = {
+        (user, MECHANISM): ScramCredential.from_password(info, password, os.urandom(24), 4096)
+        for user, password in USERS.items()
+    }
+    ScramCredentialStore(data_dir / CREDENTIALS_FILE).apply(credentials, ())
+
+
+@pytest.fixture
+def hosts(tmp_path: Path, zookeeper_connect: str) -> Iterator[Hosts]:
+    hosts = Hosts({})
+    for node_id, (address, rack) in ADDRESSES.items():
+        port = free_port(address)
+        data_dir = tmp_path / f"host-{node_id}"
+        store_users(data_dir)
+        overrides = {
+            "listeners": f"{SASL_PLAINTEXT}://{address}:{port}",
+            "node.id": str(node_id),
+            "broker.rack": rack,
+            "zookeeper.connect": zookeeper_connect,
+            "cluster.id": "sasl-hosts",
+            "num.network.threads": "1",
+            "num.io.threads": "2",
+            **SETTINGS,
+        }
+        hosts.hosts[node_id] = Host(node_id, address, port, data_dir, overrides)
+    try:
+        hosts.start()
+        wait_until(
+            "every host registered", lambda: len(ask(hosts.hosts[1], metadata()).brokers) == 3
+        )
+        yield hosts
+    finally:
+        hosts.stop_all()
+
+
+def client_settings(hosts: Hosts, user: str) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": hosts.bootstrap,
+        "security.protocol": SASL_PLAINTEXT,
+        "sasl.mechanism": MECHANISM,
+        "sasl.username": user,
+        "sasl.password": USERS[user],
+    }
+
+
+def ask(host: Host, request: Any, version: int = -1, user: str = "admin") -> Any:
+    """One request to this one host, logged in as `user` (the highest version both
+    implement unless given)."""
+    security = SecurityConfig(SASL_PLAINTEXT, SaslCredentials(MECHANISM, user, USERS[user]))
+
+    async def run() -> Any:
+        with trio.fail_after(15):
+            async with await ClientSession.open(host.bootstrap, security=security) as session:
+                chosen = version if version >= 0 else session.version_for(request.API_KEY)
+                return await session.request(request, chosen)
+
+    return trio.run(run)
+
+
+def metadata() -> MetadataRequest:
+    return MetadataRequest(topics=None)
+
+
+def grant_alice(host: Host) -> None:
+    creations = tuple(
+        AclCreation(
+            resource_type=kind,
+            resource_name=name,
+            resource_pattern_type=PatternType.LITERAL,
+            principal="User:alice",
+            host="*",
+            operation=AclOperation.ALL,
+            permission_type=AclPermissionType.ALLOW,
+        )
+        for kind, name in (
+            (ResourceType.TOPIC, TOPIC),
+            (ResourceType.TRANSACTIONAL_ID, TRANSACTIONAL_ID),
+            (ResourceType.GROUP, GROUP),
+        )
+    )
+    response = ask(host, CreateAclsRequest(creations=creations), 2)
+    assert [r.error_code for r in response.results] == [ErrorCode.NONE] * 3
+
+
+def replica_sizes(host: Host) -> dict[int, int]:
+    """The bytes of each of the topic's replicas on this host (DescribeLogDirs)."""
+    response = ask(host, DescribeLogDirsRequest(topics=None), 1)
+    return {
+        p.partition_index: p.partition_size
+        for result in response.results
+        for t in result.topics
+        if t.name == TOPIC
+        for p in t.partitions
+    }
+
+
+def read_committed(hosts: Hosts, expected: int) -> list[bytes]:
+    consumer = Consumer(
+        {
+            **client_settings(hosts, "alice"),
+            "group.id": GROUP,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while len(got) < expected and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                got.append(message.value() or b"")
+    finally:
+        consumer.close()
+    return got
+
+
+def test_brokers_log_in_to_each_other_as_a_super_user_and_alice_is_not_a_replica(
+    hosts: Hosts,
+) -> None:
+    for host in hosts.hosts.values():
+        grant_alice(host)
+    admin = AdminClient(client_settings(hosts, "admin"))
+    new_topic = NewTopic(
+        TOPIC, PARTITIONS, replication_factor=3, config={"min.insync.replicas": "3"}
+    )
+    admin.create_topics([new_topic])[TOPIC].result(timeout=DEADLINE_S)
+
+    producer = Producer({**client_settings(hosts, "alice"), "transactional.id": TRANSACTIONAL_ID})
+    producer.init_transactions(DEADLINE_S)
+    values = {p: [f"p{p}-r{r}".encode() for r in range(3)] for p in range(PARTITIONS)}
+    for commit in (False, True):
+        producer.begin_transaction()
+        for partition, records in values.items():
+            for value in records:
+                producer.produce(
+                    TOPIC, (b"" if commit else b"aborted-") + value, partition=partition
+                )
+        if commit:
+            producer.commit_transaction(DEADLINE_S)
+        else:
+            producer.flush(DEADLINE_S)
+            producer.abort_transaction(DEADLINE_S)
+    committed = sorted(v for records in values.values() for v in records)
+    assert sorted(read_committed(hosts, len(committed))) == committed
+
+    # Every replica holds the same batches, markers included (the followers fetched them).
+    def replicated() -> bool:
+        sizes = [replica_sizes(host) for host in hosts.hosts.values()]
+        return (
+            len(sizes[0]) == PARTITIONS
+            and all(sizes[0][p] > 0 for p in sizes[0])
+            and all(s == sizes[0] for s in sizes)
+        )
+
+    wait_until("every replica of the topic the same size on every host", replicated)
+
+    leaders = {
+        p.partition_index: p.leader_id
+        for t in ask(hosts.hosts[1], metadata()).topics
+        if t.name == TOPIC
+        for p in t.partitions
+    }
+    leader = hosts.hosts[leaders[0]]
+    fetch = FetchRequest(
+        max_wait_ms=0,
+        topics=(
+            FetchTopic(
+                topic=TOPIC,
+                partitions=(
+                    FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20),
+                ),
+            ),
+        ),
+    )
+    as_consumer = ask(leader, fetch, 12, user="alice")
+    assert as_consumer.responses[0].partitions[0].error_code == ErrorCode.NONE
+    as_replica = ask(
+        leader, fetch._replace(replica_id=1 if leader.node_id != 1 else 2), 12, "alice"
+    )
+    assert as_replica.responses[0].partitions[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert not as_replica.responses[0].partitions[0].records
+    marker = WritableTxnMarker(
+        producer_id=0,
+        producer_epoch=0,
+        transaction_result=False,
+        topics=(WritableTxnMarkerTopic(name=TOPIC, partition_indexes=(0,)),),
+    )
+    markers = ask(leader, WriteTxnMarkersRequest(markers=(marker,)), 1, "alice")
+    refused = markers.markers[0].topics[0].partitions[0].error_code
+    assert refused == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+    # A host that is not the controller moves its leaderships away over the login too.
+    controller = ask(hosts.hosts[1], metadata()).controller_id
+    leaving = next(h for h in hosts.hosts.values() if h.node_id != controller)
+    assert leaving.process is not None
+    log_path = leaving.process.log_path
+    assert leaving.stop() == 0
+    assert "controlled shutdown succeeded" in log_path.read_text()
