@@ -19,9 +19,12 @@ so it cannot promise acks=all durability without the lagging follower. Kafka 2.x
 leader blocks in the same write (`Partition.maybeShrinkIsr` under the partition's
 lock, KafkaZkClient retrying until connected), so its acks=all produces time out
 instead; refusing at once tells the producer sooner and keeps the request threads
-free. Produces already waiting keep waiting for the follower, the shrink or their
-timeout. The refusal ends when a change is recorded, or when no shrink is needed any
-more (the follower caught up).
+free. Produces already waiting are answered NOT_ENOUGH_REPLICAS_AFTER_APPEND (at the
+next ISR check) rather than left to time out: an idempotent producer retries them with
+the same sequence, which the log recognises once they can be acknowledged, where a
+request timing out in the client makes it bump its epoch and could write them twice.
+The refusal ends when a change is recorded, or when no shrink is needed any more (the
+follower caught up).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from broker.replication.delayed_produce import DelayedProduce
 from broker.replication.leader_and_isr import LeaderAndIsr
 from broker.replication.partition_leader_state import (
     ACKS_ALL,
+    AcksAllStatus,
     IsrChangeProposal,
     PartitionLeaderState,
 )
@@ -70,7 +74,7 @@ class PartitionLeader:
         self.state = state
         self._controller_epoch = controller_epoch
         self._isr_store = isr_store
-        self.delayed_produce = DelayedProduce(state.acks_all_status)
+        self.delayed_produce = DelayedProduce(self._acks_all_status)
         self._proposals_in, self._proposals = trio.open_memory_channel[IsrChangeProposal](math.inf)
         self._isr_unrecordable = False
         self._shrink_written_since: float | None = None
@@ -98,6 +102,12 @@ class PartitionLeader:
     def on_append(self, log_end_offset: int) -> None:
         if self.state.on_append(log_end_offset):
             self.delayed_produce.check_and_complete()
+
+    def _acks_all_status(self, required_offset: int) -> AcksAllStatus:
+        status = self.state.acks_all_status(required_offset)
+        if not status.done and (self._isr_unrecordable or self._shrink_stuck()):
+            return AcksAllStatus(done=True, error=ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+        return status
 
     async def wait_for_acks_all(self, required_offset: int, timeout_s: float) -> ErrorCode:
         """After the append of a produce whose last record is at `required_offset - 1`."""
@@ -128,6 +138,8 @@ class PartitionLeader:
                 self._proposals_in.send_nowait(proposal)
             elif self.state.pending_isr is None:
                 self._isr_unrecordable = False  # every ISR member caught up: nothing to record
+            if self._isr_unrecordable or self._shrink_stuck():
+                self.delayed_produce.check_and_complete()  # the waiting are refused
 
     def _shrink_stuck(self) -> bool:
         since = self._shrink_written_since

@@ -11,7 +11,7 @@ import trio.testing
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from broker.coordination.partition_leader import ISR_WRITE_PATIENCE_S, PartitionLeader
+from broker.coordination.partition_leader import PartitionLeader
 from broker.coordination.store import BadVersionError, CoordinationUnavailable
 from broker.protocol.error_codes import ErrorCode
 from broker.replication.leader_and_isr import LeaderAndIsr
@@ -182,17 +182,19 @@ async def test_isr_changes_the_controller_beat_or_zookeeper_refused_are_not_appl
 async def test_a_shrink_waiting_for_zookeeper_refuses_acks_all_until_it_is_recorded(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    """acks=all is refused before the append, and a produce appended before is answered
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND (its producer retries it) rather than timing out."""
     store = FakeIsrStore()
     store.reachable = trio.Event()  # ZooKeeper down: the write waits for the connection
-    async with leading(store) as leader:
-        assert leader.check_produce(-1) is ErrorCode.NONE
-        leader.on_follower_fetch(2, 0)
-        leader.on_append(1)
-        for _ in range(int(LAG_S * 2)):  # broker 3 silent, broker 2 keeps up
+    async with leading(store) as leader, trio.open_nursery() as nursery:
+        answers: list[ErrorCode] = []
+        nursery.start_soon(produce, leader, 1, answers)
+        for _ in range(int(LAG_S * 2) + 5):  # broker 3 silent, broker 2 keeps up
             await trio.sleep(1)
             leader.on_follower_fetch(2, 1)
+        # Proposed after LAG_S + LAG_S / 2, the shrink still waits: both refused.
         assert leader.state.pending_isr == (1, 2) and store.written == []
-        await trio.sleep(ISR_WRITE_PATIENCE_S + 1)  # the write waits on
+        assert answers == [ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND]
         assert leader.check_produce(-1) is ErrorCode.NOT_ENOUGH_REPLICAS
         assert leader.check_produce(1) is ErrorCode.NONE  # acks=1 is still served
         store.reachable.set()  # ZooKeeper back: the shrink is recorded, acks=all served
