@@ -25,6 +25,7 @@ import pytest
 
 from tests.cluster.test_supervisor import child_pids
 from tests.hosts.acknowledged_records import anomalies
+from tests.hosts.acknowledged_since import partitions_acknowledged_since
 from tests.hosts.host_processes import (
     WAIT_S,
     Host,
@@ -128,7 +129,7 @@ def test_every_process_of_a_host_killed_and_the_host_brought_back_loses_nothing(
     for index, view in views.items():
         assert sorted(racks[node] for node in view.replicas) == ["a", "b", "c"], (index, view)
     led = {p for p, view in views.items() if view.leader in (1, 2)}
-    load = ProducerLoad(hosts.bootstrap, topic, PARTITIONS, count=150, duration_s=14.0)
+    load = ProducerLoad(hosts.bootstrap, topic, PARTITIONS, count=120, duration_s=10.0)
     load.start()
     wait_until(
         "records acknowledged", lambda: sum(len(h.acknowledged) for h in load.histories) > 20
@@ -138,15 +139,10 @@ def test_every_process_of_a_host_killed_and_the_host_brought_back_loses_nothing(
     pids = kill_every_process(hosts.hosts[1])
     print(f"killed host 127.0.0.2: supervisor and processes {pids}")
 
-    def acked_after_kill() -> set[int]:
-        return {
-            a.partition
-            for h in load.histories
-            for value, a in list(h.acknowledged.items())
-            if h.sent_at[value] > killed_at
-        }
-
-    resumed_s = wait_until("acks=all on every partition", lambda: len(acked_after_kill()) == 4)
+    resumed_s = wait_until(
+        "acks=all on every partition",
+        lambda: len(partitions_acknowledged_since(load, killed_at)) == PARTITIONS,
+    )
     print(f"acks=all on every partition, {sorted(led)} led by the host, after {resumed_s:.2f} s")
     hosts.hosts[1].start()
     rejoined_s = wait_for_full_isr(hosts, topic, PARTITIONS)

@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 
 from broker.coordination.partition_leader import ISR_WRITE_PATIENCE_S
 from tests.hosts.acknowledged_records import anomalies
+from tests.hosts.acknowledged_since import partitions_acknowledged_since
 from tests.hosts.host_processes import (
     Hosts,
     ProducerLoad,
@@ -131,7 +132,7 @@ def test_zookeeper_lost_past_the_session_timeout_refuses_acks_all_it_cannot_keep
     controller = host_metadata(hosts.hosts[1], topic).controller_id
     victim = next(i for i in sorted(hosts.hosts, reverse=True) if i != controller)
     followed = {p for p, view in views.items() if view.leader != victim}
-    load = ProducerLoad(hosts.bootstrap, topic, PARTITIONS, count=150, duration_s=22.0)
+    load = ProducerLoad(hosts.bootstrap, topic, PARTITIONS, count=120, duration_s=17.0)
     load.start()
     time.sleep(1.0)
 
@@ -173,15 +174,10 @@ def test_zookeeper_lost_past_the_session_timeout_refuses_acks_all_it_cannot_keep
     ]
     assert without_victim == [], "acknowledged without the killed follower"
 
-    def resumed() -> set[int]:
-        return {
-            a.partition
-            for h in load.histories
-            for value, a in list(h.acknowledged.items())
-            if h.sent_at[value] > back_at
-        }
-
-    resumed_s = wait_until("acks=all resume on every partition", lambda: len(resumed()) == 3)
+    resumed_s = wait_until(
+        "acks=all resume on every partition",
+        lambda: len(partitions_acknowledged_since(load, back_at)) == PARTITIONS,
+    )
     print(f"ZooKeeper back: acks=all on every partition after {resumed_s:.2f} s")
     hosts.hosts[victim].start()
     wait_for_full_isr(hosts, topic, PARTITIONS)
