@@ -22,6 +22,7 @@ from kazoo import exceptions as zk_errors
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+from kazoo.retry import KazooRetry
 
 from broker.coordination.store import (
     BadVersionError,
@@ -41,6 +42,11 @@ from broker.coordination.store import (
 )
 
 log = logging.getLogger(__name__)
+# Reconnection attempts at most this far apart, for as long as it takes (Java's client
+# waits up to a second between attempts). kazoo's default doubles the wait up to an
+# hour: a ZooKeeper back after an outage of 10 s was reached 5-10 s later, past the
+# session timeout, so every session expired that a prompt reconnect keeps.
+RECONNECT_MAX_DELAY_S = 1.0
 # kazoo logs every failed connection attempt; the store reports session states itself.
 _kazoo_log = logging.getLogger("broker.coordination.kazoo")
 _kazoo_log.setLevel(logging.ERROR)
@@ -111,6 +117,10 @@ def get_or_create_blocking(settings: ZooKeeperSettings, path: str, data: bytes) 
         client.close()
 
 
+def reconnection_retry() -> KazooRetry:
+    return KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=RECONNECT_MAX_DELAY_S)
+
+
 def _translate(exc: BaseException) -> BaseException:
     if isinstance(exc, zk_errors.NodeExistsError):
         return NodeExistsError(str(exc) or "node exists")
@@ -138,6 +148,7 @@ class KazooCoordinationStore:
             hosts=settings.hosts,
             timeout=settings.session_timeout_ms / 1000,
             logger=_kazoo_log,
+            connection_retry=reconnection_retry(),
         )
         self._token: trio.lowlevel.TrioToken | None = None
         self._session_sinks: list[SessionSink] = []

@@ -12,9 +12,19 @@ acks=all produces are woken whenever the high watermark may have moved.
 A write the controller beat (BadVersionError) ends this leadership's ISR changes:
 the controller's newer state arrives as LeaderAndIsr and the broker builds the
 partition again from it (`conflict` is set so the wiring can re-read sooner). A
-write that cannot reach the store (ZooKeeper lost) refuses acks=all with
-NOT_ENOUGH_REPLICAS until a change is recorded again, as Kafka does: the leader
-may not shrink the ISR on its own, so it cannot promise acks=all durability.
+shrink that cannot be recorded (ZooKeeper lost: the write failed, or is still waiting
+for the connection after `ISR_WRITE_PATIENCE_S`) refuses acks=all with
+NOT_ENOUGH_REPLICAS before the append: the leader may not shrink the ISR on its own,
+so it cannot promise acks=all durability without the lagging follower. Kafka 2.x's
+leader blocks in the same write (`Partition.maybeShrinkIsr` under the partition's
+lock, KafkaZkClient retrying until connected), so its acks=all produces time out
+instead; refusing at once tells the producer sooner and keeps the request threads
+free. Produces already waiting are answered NOT_ENOUGH_REPLICAS_AFTER_APPEND (at the
+next ISR check) rather than left to time out: an idempotent producer retries them with
+the same sequence, which the log recognises once they can be acknowledged, where a
+request timing out in the client makes it bump its epoch and could write them twice.
+The refusal ends when a change is recorded, or when no shrink is needed any more (the
+follower caught up).
 """
 
 from __future__ import annotations
@@ -32,12 +42,17 @@ from broker.replication.delayed_produce import DelayedProduce
 from broker.replication.leader_and_isr import LeaderAndIsr
 from broker.replication.partition_leader_state import (
     ACKS_ALL,
+    AcksAllStatus,
     IsrChangeProposal,
     PartitionLeaderState,
 )
 from broker.replication.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
+
+# How long a shrink's write may wait for ZooKeeper before acks=all is refused: a
+# connected ZooKeeper answers within milliseconds.
+ISR_WRITE_PATIENCE_S = 1.0
 
 
 class IsrStore(Protocol):
@@ -59,9 +74,10 @@ class PartitionLeader:
         self.state = state
         self._controller_epoch = controller_epoch
         self._isr_store = isr_store
-        self.delayed_produce = DelayedProduce(state.acks_all_status)
+        self.delayed_produce = DelayedProduce(self._acks_all_status)
         self._proposals_in, self._proposals = trio.open_memory_channel[IsrChangeProposal](math.inf)
         self._isr_unrecordable = False
+        self._shrink_written_since: float | None = None
         self.conflict = trio.Event()
 
     @property
@@ -79,13 +95,19 @@ class PartitionLeader:
     def check_produce(self, required_acks: int) -> ErrorCode:
         """Before the append: NOT_ENOUGH_REPLICAS below min.insync.replicas, or while an ISR
         change cannot be recorded."""
-        if required_acks == ACKS_ALL and self._isr_unrecordable:
+        if required_acks == ACKS_ALL and (self._isr_unrecordable or self._shrink_stuck()):
             return ErrorCode.NOT_ENOUGH_REPLICAS
         return self.state.check_produce(required_acks)
 
     def on_append(self, log_end_offset: int) -> None:
         if self.state.on_append(log_end_offset):
             self.delayed_produce.check_and_complete()
+
+    def _acks_all_status(self, required_offset: int) -> AcksAllStatus:
+        status = self.state.acks_all_status(required_offset)
+        if not status.done and (self._isr_unrecordable or self._shrink_stuck()):
+            return AcksAllStatus(done=True, error=ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+        return status
 
     async def wait_for_acks_all(self, required_offset: int, timeout_s: float) -> ErrorCode:
         """After the append of a produce whose last record is at `required_offset - 1`."""
@@ -114,6 +136,14 @@ class PartitionLeader:
             proposal = self.state.maybe_shrink_isr(trio.current_time())
             if proposal is not None:
                 self._proposals_in.send_nowait(proposal)
+            elif self.state.pending_isr is None:
+                self._isr_unrecordable = False  # every ISR member caught up: nothing to record
+            if self._isr_unrecordable or self._shrink_stuck():
+                self.delayed_produce.check_and_complete()  # the waiting are refused
+
+    def _shrink_stuck(self) -> bool:
+        since = self._shrink_written_since
+        return since is not None and trio.current_time() - since > ISR_WRITE_PATIENCE_S
 
     async def _write_isr_changes(self) -> None:
         async for proposal in self._proposals:
@@ -121,6 +151,8 @@ class PartitionLeader:
 
     async def _write(self, proposal: IsrChangeProposal) -> None:
         tp = proposal.topic_partition
+        shrink = len(proposal.leader_and_isr.isr) < len(self.state.isr)
+        self._shrink_written_since = trio.current_time() if shrink else None
         try:
             written = await self._isr_store.update_isr_as_leader(
                 tp, proposal.leader_and_isr, self._controller_epoch
@@ -137,6 +169,8 @@ class PartitionLeader:
             self.state.isr_change_failed()
             self._isr_unrecordable = True
             return
+        finally:
+            self._shrink_written_since = None
         self._isr_unrecordable = False
         log.info("%s: ISR now %s", tp, list(written.isr))
         self.state.isr_change_committed(written)

@@ -32,11 +32,14 @@ class FakeIsrStore:
         self.written: list[LeaderAndIsr] = []
         self.notified: list[list[TopicPartition]] = []
         self.failure: Exception | None = None
+        self.reachable = trio.Event()  # cleared: writes wait, as kazoo's while disconnected
+        self.reachable.set()
 
     async def update_isr_as_leader(
         self, tp: TopicPartition, leader_and_isr: LeaderAndIsr, controller_epoch: int
     ) -> LeaderAndIsr:
         await trio.lowlevel.checkpoint()
+        await self.reachable.wait()
         if self.failure is not None:
             raise self.failure
         if leader_and_isr.zk_version != self.zk_version:
@@ -173,6 +176,50 @@ async def test_isr_changes_the_controller_beat_or_zookeeper_refused_are_not_appl
         await trio.sleep(LAG_S)
         isr: tuple[int, ...] = leader.state.isr  # (mypy narrowed it above)
         assert isr == (1,)
+        assert leader.check_produce(-1) is ErrorCode.NONE
+
+
+async def test_a_shrink_waiting_for_zookeeper_refuses_acks_all_until_it_is_recorded(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """acks=all is refused before the append, and a produce appended before is answered
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND (its producer retries it) rather than timing out."""
+    store = FakeIsrStore()
+    store.reachable = trio.Event()  # ZooKeeper down: the write waits for the connection
+    async with leading(store) as leader, trio.open_nursery() as nursery:
+        answers: list[ErrorCode] = []
+        nursery.start_soon(produce, leader, 1, answers)
+        for _ in range(int(LAG_S * 2) + 5):  # broker 3 silent, broker 2 keeps up
+            await trio.sleep(1)
+            leader.on_follower_fetch(2, 1)
+        # Proposed after LAG_S + LAG_S / 2, the shrink still waits: both refused.
+        assert leader.state.pending_isr == (1, 2) and store.written == []
+        assert answers == [ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND]
+        assert leader.check_produce(-1) is ErrorCode.NOT_ENOUGH_REPLICAS
+        assert leader.check_produce(1) is ErrorCode.NONE  # acks=1 is still served
+        store.reachable.set()  # ZooKeeper back: the shrink is recorded, acks=all served
+        await trio.testing.wait_all_tasks_blocked()
+        assert leader.state.isr == (1, 2)
+        assert leader.check_produce(-1) is ErrorCode.NONE
+
+
+async def test_a_refused_shrink_no_longer_needed_ends_the_refusal(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """ZooKeeper refused the shrink, and the follower caught up before it returned: the
+    ISR is whole again, so acks=all is served without any change recorded."""
+    store = FakeIsrStore()
+    store.failure = CoordinationUnavailable("ZooKeeper lost")
+    async with leading(store) as leader:
+        leader.on_follower_fetch(2, 0)
+        leader.on_append(1)
+        for _ in range(int(LAG_S * 2)):
+            await trio.sleep(1)
+            leader.on_follower_fetch(2, 1)
+        assert leader.check_produce(-1) is ErrorCode.NOT_ENOUGH_REPLICAS
+        leader.on_follower_fetch(3, 1)  # broker 3 caught up
+        await trio.sleep(LAG_S)
+        assert leader.state.isr == REPLICAS and store.written == []
         assert leader.check_produce(-1) is ErrorCode.NONE
 
 
