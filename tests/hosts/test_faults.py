@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import attrs
@@ -28,6 +29,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from tests.hosts.acknowledged_records import ProducedHistory, ReadBack, anomalies
+from tests.hosts.committed_transactions import Outcome, TransactionHistory, transaction_anomalies
 from tests.hosts.consumed_records import covers, resumption_anomalies
 from tests.hosts.group_consumers import GroupConsumers
 from tests.hosts.host_processes import (
@@ -47,6 +49,7 @@ from tests.hosts.host_processes import (
     wait_until,
 )
 from tests.hosts.network_namespaces import BRIDGE_ADDRESS, HostNetworks, host_networks
+from tests.hosts.transactional_load import TransactionalLoad, read_committed_back
 from tests.zookeeper_fixture import (
     ZooKeeperServer,
     restart_zookeeper,
@@ -94,6 +97,7 @@ def hosts(tmp_path: Path, zookeeper: RestartableZooKeeper) -> Iterator[Hosts]:
 class LoadOutcome:
     history: ProducedHistory
     read: ReadBack
+    transactions: TransactionHistory
 
 
 def under_load(
@@ -103,23 +107,50 @@ def under_load(
     duration_s: float = 6.0,
 ) -> LoadOutcome:
     """A replicated topic, producers sending `count` values each over a few seconds with
-    `fault` done meanwhile; then the cluster fully recovered and the log checked: every
-    replica the same bytes as its leader's, every acknowledged record there once."""
+    `fault` done meanwhile, and beside them a transactional producer writing transactions
+    over every partition of a second topic; then the cluster fully recovered and both logs
+    checked: every replica the same bytes as its leader's, every acknowledged record there
+    once, every committed transaction whole and nothing of the aborted ones read_committed."""
     topic = f"faults-{uuid.uuid4().hex[:8]}"
-    create_topic(hosts.bootstrap, topic, PARTITIONS)
-    wait_for_full_isr(hosts, topic, PARTITIONS)
+    transactional = f"{topic}-txn"
+    for created in (topic, transactional):
+        create_topic(hosts.bootstrap, created, PARTITIONS)
+    for created in (topic, transactional):
+        wait_for_full_isr(hosts, created, PARTITIONS)
+    transactions = TransactionalLoad(
+        hosts.bootstrap,
+        transactional,
+        PARTITIONS,
+        count=max(8, int(duration_s * 1.5)),
+        duration_s=duration_s,
+        transactional_id=transactional,
+    )
+    transactions.start()
     load = ProducerLoad(hosts.bootstrap, topic, PARTITIONS, count, duration_s)
     load.start()
     time.sleep(1.0)
+    fault_began = time.monotonic()
     fault(topic, load)
     history = load.join()
-    wait_for_full_isr(hosts, topic, PARTITIONS)
+    written = transactions.join()
+    for created in (topic, transactional):
+        wait_for_full_isr(hosts, created, PARTITIONS)
     assert load.fatal == []
-    wait_until("every replica holds its leader's bytes", lambda: replicas_agree(hosts, topic))
+    for created in (topic, transactional):
+        wait_until(
+            f"every replica of {created} holds its leader's bytes",
+            partial(replicas_agree, hosts, created),
+        )
     read = read_back(hosts.bootstrap, topic, PARTITIONS)
     assert anomalies(history, read) == []
     assert len(history.acknowledged) > len(history.sent) / 2, history.failed
-    return LoadOutcome(history, read)
+    committed = read_committed_back(hosts.bootstrap, transactional, PARTITIONS)
+    print(f"transactions: {written.summary()}; errors met: {transactions.errors[:8]}")
+    assert transaction_anomalies(written, committed) == [], transactions.errors
+    assert any(t.ended_at > fault_began for t in written.with_outcome(Outcome.COMMITTED)), (
+        f"no transaction committed after the fault began: {transactions.errors}"
+    )
+    return LoadOutcome(history, read, written)
 
 
 def replicas_agree(hosts: Hosts, topic: str) -> bool:

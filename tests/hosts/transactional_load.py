@@ -1,0 +1,207 @@
+"""The fault tests' transactional load and its read_committed read-back, over
+confluent-kafka: one transactional producer in a thread writing transactions over every
+partition of a topic at a bounded pace, most committed and every fourth aborted, noting
+each in a `TransactionHistory` (`committed_transactions.py` checks the read-back).
+
+It handles errors as an application would (librdkafka's transactional API): a retriable
+error on commit or abort is retried; an error that requires an abort is answered with
+abort_transaction, and a transaction meant to commit is then written again as a new
+one; a fatal error, or retries run out with the commit asked for, leaves the outcome
+unknown and a new producer with the same transactional.id fences the old one (its
+InitProducerId completes or aborts what the old one left, all or nothing).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import attrs
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from tests.hosts.committed_transactions import Outcome, TransactionalValue, TransactionHistory
+from tests.hosts.host_processes import WAIT_S, wait_until
+
+RECORDS_PER_PARTITION = 2
+CALL_TIMEOUT_S = 10.0
+"""Each transactional call's bound; one that runs past it fails retriable and is retried."""
+RETRIES = 4
+
+
+class _GaveUp(Exception):
+    """The producer cannot go on: fatal, or retries run out (a new one is needed)."""
+
+
+@attrs.define
+class TransactionalLoad:
+    """`count` transactions over `duration_s` (at most `duration_s` + WAIT_S in all)."""
+
+    servers: str
+    topic: str
+    partition_count: int
+    count: int
+    duration_s: float
+    transactional_id: str
+    history: TransactionHistory = attrs.field(factory=TransactionHistory)
+    errors: list[str] = attrs.field(factory=list)  # every error met, for the failure message
+    _producer: Producer | None = None
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """InitProducerId done before it returns (the first creates `__transaction_state`),
+        so that the faults meet transactions, not the producer's start."""
+        self._producer = self._new_producer()
+        self._thread = threading.Thread(target=self._run)
+        self._thread.start()
+
+    def join(self) -> TransactionHistory:
+        assert self._thread is not None
+        self._thread.join(self.duration_s + 2 * WAIT_S)
+        assert not self._thread.is_alive(), "the transactional producer did not finish"
+        return self.history
+
+    def _new_producer(self) -> Producer:
+        producer = Producer(
+            {
+                "bootstrap.servers": self.servers,
+                "transactional.id": self.transactional_id,
+                "transaction.timeout.ms": int(WAIT_S * 1000),
+                "linger.ms": 5,
+                "retry.backoff.ms": 100,
+                "reconnect.backoff.max.ms": 500,
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
+        for _ in range(RETRIES):
+            try:
+                producer.init_transactions(CALL_TIMEOUT_S)
+                return producer
+            except KafkaException as exc:
+                self.errors.append(f"init_transactions: {exc.args[0]}")
+                if not exc.args[0].retriable():
+                    raise
+        raise AssertionError(f"init_transactions failed {RETRIES} times: {self.errors[-3:]}")
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        deadline = started + self.duration_s + WAIT_S
+        for number in range(self.count):
+            commit = number % 4 != 3
+            attempt = 0
+            while time.monotonic() < deadline:
+                outcome = self._transaction(f"t{number}.{attempt}", commit)
+                if not commit or outcome is not Outcome.ABORTED:
+                    break
+                attempt += 1  # aborted after an error: written again, as an application would
+            next_at = started + (number + 1) * self.duration_s / self.count
+            time.sleep(max(0.0, next_at - time.monotonic()))
+
+    def _transaction(self, name: str, commit: bool) -> Outcome:
+        assert self._producer is not None
+        producer = self._producer
+        values = {
+            p: [TransactionalValue(name, p, i).encode() for i in range(RECORDS_PER_PARTITION)]
+            for p in range(self.partition_count)
+        }
+        self.history.begin(name, values, time.monotonic())
+        commit_asked = False
+        try:
+            try:
+                producer.begin_transaction()
+                for partition, records in values.items():
+                    for value in records:
+                        producer.produce(self.topic, value, partition=partition)
+                if commit:
+                    commit_asked = True
+                    self._retried("commit", producer.commit_transaction)
+                    outcome = Outcome.COMMITTED
+                else:
+                    self._retried("abort", producer.abort_transaction)
+                    outcome = Outcome.ABORTED
+            except KafkaException as exc:
+                error = exc.args[0]
+                self.errors.append(f"{name}: {error}")
+                if error.fatal() or not error.txn_requires_abort():
+                    raise _GaveUp from exc
+                self._retried("abort", producer.abort_transaction)
+                outcome = Outcome.ABORTED
+        except (_GaveUp, KafkaException) as exc:
+            # The commit was asked for: it may have been written. Never asked: it cannot be.
+            self.errors.append(f"{name}: gave up ({exc.__cause__ or exc})")
+            outcome = Outcome.UNKNOWN if commit_asked else Outcome.ABORTED
+            self._producer = self._new_producer()
+        self.history.end(name, outcome, time.monotonic())
+        return outcome
+
+    def _retried(self, what: str, call: object) -> None:
+        assert callable(call)
+        for _ in range(RETRIES):
+            try:
+                call(CALL_TIMEOUT_S)
+                return
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if not error.retriable() or error.txn_requires_abort() or error.fatal():
+                    raise
+                self.errors.append(f"{what}: {error} (retried)")
+        raise _GaveUp(f"{what} retried {RETRIES} times")
+
+
+def read_committed_back(servers: str, topic: str, count: int) -> dict[int, list[tuple[int, bytes]]]:
+    """Every partition read read_committed from its start to its end, once every
+    transaction's markers are written (last stable offset = high watermark)."""
+    admin = AdminClient({"bootstrap.servers": servers})
+    wanted = [TopicPartition(topic, p) for p in range(count)]
+    end: dict[int, int] = {}
+
+    def ends(level: IsolationLevel) -> dict[int, int]:
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        futures = admin.list_offsets(
+            {tp: latest for tp in wanted}, isolation_level=level, request_timeout=10
+        )
+        return {tp.partition: f.result().offset for tp, f in futures.items()}
+
+    def stable() -> bool:
+        end.update(ends(IsolationLevel.READ_UNCOMMITTED))
+        return ends(IsolationLevel.READ_COMMITTED) == end
+
+    wait_until(f"{topic}: every transaction's markers written", stable)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": servers,
+            "group.id": "fault-checker-read-committed",  # never joined
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    read: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(count)}
+    at_end: set[int] = set()
+    deadline = time.monotonic() + WAIT_S
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(count)])
+        while len(at_end) < count:
+            assert time.monotonic() < deadline, f"read_committed: {at_end} of {end} at the end"
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            partition, offset, error = message.partition(), message.offset(), message.error()
+            assert partition is not None and offset is not None
+            if error is None:
+                value = message.value()
+                assert value is not None
+                read[partition].append((offset, value))
+            elif error.code() == KafkaError._PARTITION_EOF and offset >= end[partition]:
+                at_end.add(partition)
+    finally:
+        consumer.close()
+    return read
