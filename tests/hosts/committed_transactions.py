@@ -83,7 +83,9 @@ class TransactionHistory:
 
     def summary(self) -> str:
         counts = {o.value: len(self.with_outcome(o)) for o in Outcome}
-        return ", ".join(f"{n} {o}" for o, n in counts.items() if n)
+        ended = [t.ended_at - t.begun_at for t in self.transactions.values() if t.ended_at]
+        longest = f"; the longest took {max(ended):.2f} s" if ended else ""
+        return ", ".join(f"{n} {o}" for o, n in counts.items() if n) + longest
 
 
 def transaction_anomalies(history: TransactionHistory, read: ReadBack) -> list[str]:

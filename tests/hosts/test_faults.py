@@ -48,6 +48,7 @@ from tests.hosts.host_processes import (
     wait_for_full_isr,
     wait_until,
 )
+from tests.hosts.moved_leaders import move_transaction_coordinator
 from tests.hosts.network_namespaces import BRIDGE_ADDRESS, HostNetworks, host_networks
 from tests.hosts.transactional_load import TransactionalLoad, read_committed_back
 from tests.zookeeper_fixture import (
@@ -66,6 +67,8 @@ SETTINGS = {
     "min.insync.replicas": "2",
     # The last host stopped has no in-sync replica to hand over to: no waits in teardown.
     "controlled.shutdown.retry.backoff.ms": "200",
+    # Transactions past their timeout are aborted within a second (Kafka: every 10 s).
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
 }
 
 
@@ -105,12 +108,15 @@ def under_load(
     fault: Callable[[str, ProducerLoad], None],
     count: int = 100,
     duration_s: float = 6.0,
+    transaction_coordinator: Callable[[str], int] | None = None,
 ) -> LoadOutcome:
     """A replicated topic, producers sending `count` values each over a few seconds with
     `fault` done meanwhile, and beside them a transactional producer writing transactions
     over every partition of a second topic; then the cluster fully recovered and both logs
     checked: every replica the same bytes as its leader's, every acknowledged record there
-    once, every committed transaction whole and nothing of the aborted ones read_committed."""
+    once, every committed transaction whole and nothing of the aborted ones read_committed.
+    `transaction_coordinator` names the host (given the topic) that the transaction
+    coordinator is moved to before the load: the one the fault hits."""
     topic = f"faults-{uuid.uuid4().hex[:8]}"
     transactional = f"{topic}-txn"
     for created in (topic, transactional):
@@ -125,6 +131,11 @@ def under_load(
         duration_s=duration_s,
         transactional_id=transactional,
     )
+    transactions.initialize()
+    if transaction_coordinator is not None:
+        coordinator = transaction_coordinator(topic)
+        move_transaction_coordinator(hosts, coordinator)
+        print(f"transaction coordinator: host {coordinator}")
     transactions.start()
     load = ProducerLoad(hosts.bootstrap, topic, PARTITIONS, count, duration_s)
     load.start()
@@ -250,7 +261,11 @@ def test_a_host_killed_and_brought_back_loses_no_acknowledged_record(hosts: Host
         assert failover_s < SESSION_TIMEOUT_S + 15
         hosts.hosts[victim].start()
 
-    under_load(hosts, kill_a_leader_and_restart_it)
+    under_load(
+        hosts,
+        kill_a_leader_and_restart_it,
+        transaction_coordinator=lambda topic: partitions(hosts.bootstrap, topic)[0].leader,
+    )
 
 
 def test_a_leader_paused_past_its_session_is_fenced_when_it_resumes(hosts: Hosts) -> None:
@@ -269,7 +284,11 @@ def test_a_leader_paused_past_its_session_is_fenced_when_it_resumes(hosts: Hosts
             lambda: paused.signal(signal.SIGCONT),
         )
 
-    under_load(hosts, pause_the_controllers_host)
+    under_load(
+        hosts,
+        pause_the_controllers_host,
+        transaction_coordinator=lambda topic: host_metadata(hosts.hosts[1], topic).controller_id,
+    )
 
 
 def test_zookeeper_restarted_under_load_leaves_the_hosts_serving(
@@ -372,7 +391,16 @@ def test_a_host_cut_off_the_network_is_fenced_then_rejoins_and_the_group_resumes
         print(f"host {victim} cut off: acks on its partitions resumed after {resumed_s:.2f} s")
 
     try:
-        outcome = under_load(hosts, cut_off_the_coordinators_host, count=120, duration_s=12.0)
+        # The group's coordinator (the leader of `__consumer_offsets`-0, created by this
+        # first look-up) coordinates the transactions too.
+        wait_until("a group coordinator", lambda: group_coordinator(hosts.bootstrap, group) > 0)
+        outcome = under_load(
+            hosts,
+            cut_off_the_coordinators_host,
+            count=120,
+            duration_s=12.0,
+            transaction_coordinator=lambda _: group_coordinator(hosts.bootstrap, group),
+        )
         (consumers,) = started
         wait_until(
             "the group was given every record", lambda: covers(consumers.history, outcome.read)

@@ -35,6 +35,10 @@ RECORDS_PER_PARTITION = 2
 CALL_TIMEOUT_S = 10.0
 """Each transactional call's bound; one that runs past it fails retriable and is retried."""
 RETRIES = 4
+TRANSACTION_TIMEOUT_S = 6.0
+"""About a failover's length (the fault tests' session timeout is 5 s): transactions and
+their records (librdkafka's message.timeout.ms follows it) time out through the faults
+too, so the coordinator aborts some and the producer meets abortable errors."""
 
 
 class _GaveUp(Exception):
@@ -56,10 +60,14 @@ class TransactionalLoad:
     _producer: Producer | None = None
     _thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        """InitProducerId done before it returns (the first creates `__transaction_state`),
-        so that the faults meet transactions, not the producer's start."""
+    def initialize(self) -> None:
+        """InitProducerId (the first creates `__transaction_state`), done before the
+        transactions start so that the faults meet transactions, not the producer's start."""
         self._producer = self._new_producer()
+
+    def start(self) -> None:
+        if self._producer is None:
+            self.initialize()
         self._thread = threading.Thread(target=self._run)
         self._thread.start()
 
@@ -74,7 +82,7 @@ class TransactionalLoad:
             {
                 "bootstrap.servers": self.servers,
                 "transactional.id": self.transactional_id,
-                "transaction.timeout.ms": int(WAIT_S * 1000),
+                "transaction.timeout.ms": int(TRANSACTION_TIMEOUT_S * 1000),
                 "linger.ms": 5,
                 "retry.backoff.ms": 100,
                 "reconnect.backoff.max.ms": 500,
