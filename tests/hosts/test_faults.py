@@ -3,7 +3,11 @@
 replication factor 3 and min.insync.replicas=2, two idempotent confluent-kafka
 producers with acks=all, and afterwards the checker (`acknowledged_records.py`) over
 every partition read back: every acknowledged record there once, at its offset, in
-producing order, nothing that was never sent.
+producing order, nothing that was never sent. Beside them a transactional producer
+(`transactional_load.py`) writes transactions over a second topic's partitions, its
+coordinator moved onto the host the fault hits; read back read_committed, every
+committed transaction is whole and nothing of an aborted one is there
+(`committed_transactions.py`).
 
 The session timeout is short (5 s) so that failovers fit in the test's time; the
 failover times are printed (`pytest -s`) and quoted in docs/replication.md.
@@ -144,6 +148,7 @@ def under_load(
     fault(topic, load)
     history = load.join()
     written = transactions.join()
+    assert transactions.crashed == [], transactions.errors
     for created in (topic, transactional):
         wait_for_full_isr(hosts, created, PARTITIONS)
     assert load.fatal == []

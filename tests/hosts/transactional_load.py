@@ -57,6 +57,7 @@ class TransactionalLoad:
     transactional_id: str
     history: TransactionHistory = attrs.field(factory=TransactionHistory)
     errors: list[str] = attrs.field(factory=list)  # every error met, for the failure message
+    crashed: list[str] = attrs.field(factory=list)  # what ended the thread early, if anything
     _producer: Producer | None = None
     _thread: threading.Thread | None = None
 
@@ -100,6 +101,14 @@ class TransactionalLoad:
         raise AssertionError(f"init_transactions failed {RETRIES} times: {self.errors[-3:]}")
 
     def _run(self) -> None:
+        try:
+            self._transactions()
+        except Exception as exc:  # noted for the test's thread, which asserts on it
+            self.crashed.append(repr(exc))
+        finally:
+            self._producer = None  # closed here, not by the test's teardown
+
+    def _transactions(self) -> None:
         started = time.monotonic()
         deadline = started + self.duration_s + WAIT_S
         for number in range(self.count):
