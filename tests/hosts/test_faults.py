@@ -54,7 +54,12 @@ from tests.hosts.host_processes import (
 )
 from tests.hosts.moved_leaders import move_transaction_coordinator
 from tests.hosts.network_namespaces import BRIDGE_ADDRESS, HostNetworks, host_networks
-from tests.hosts.transactional_load import TransactionalLoad, read_committed_back
+from tests.hosts.transactional_load import (
+    CommittedReader,
+    TransactionalLoad,
+    markers_written,
+    read_committed_back,
+)
 from tests.zookeeper_fixture import (
     ZooKeeperServer,
     restart_zookeeper,
@@ -135,6 +140,8 @@ def under_load(
         duration_s=duration_s,
         transactional_id=transactional,
     )
+    live = CommittedReader(hosts.bootstrap, transactional, PARTITIONS, duration_s + 4 * WAIT_S)
+    live.start()
     transactions.initialize()
     if transaction_coordinator is not None:
         coordinator = transaction_coordinator(topic)
@@ -160,9 +167,12 @@ def under_load(
     read = read_back(hosts.bootstrap, topic, PARTITIONS)
     assert anomalies(history, read) == []
     assert len(history.acknowledged) > len(history.sent) / 2, history.failed
-    committed = read_committed_back(hosts.bootstrap, transactional, PARTITIONS)
+    end = markers_written(hosts.bootstrap, transactional, PARTITIONS)
+    committed = read_committed_back(hosts.bootstrap, transactional, PARTITIONS, end)
     print(f"transactions: {written.summary()}; errors met: {transactions.errors[:8]}")
     assert transaction_anomalies(written, committed) == [], transactions.errors
+    # What a consumer was given while the fault happened breaks no promise either.
+    assert transaction_anomalies(written, live.finish(end)) == [], transactions.errors
     assert any(t.ended_at > fault_began for t in written.with_outcome(Outcome.COMMITTED)), (
         f"no transaction committed after the fault began: {transactions.errors}"
     )

@@ -23,6 +23,7 @@ from confluent_kafka import (
     IsolationLevel,
     KafkaError,
     KafkaException,
+    Message,
     Producer,
     TopicPartition,
 )
@@ -173,9 +174,9 @@ class TransactionalLoad:
         raise _GaveUp(f"{what} retried {RETRIES} times")
 
 
-def read_committed_back(servers: str, topic: str, count: int) -> dict[int, list[tuple[int, bytes]]]:
-    """Every partition read read_committed from its start to its end, once every
-    transaction's markers are written (last stable offset = high watermark)."""
+def markers_written(servers: str, topic: str, count: int) -> dict[int, int]:
+    """Each partition's end once every transaction's markers are written (its last stable
+    offset has reached its high watermark)."""
     admin = AdminClient({"bootstrap.servers": servers})
     wanted = [TopicPartition(topic, p) for p in range(count)]
     end: dict[int, int] = {}
@@ -192,33 +193,89 @@ def read_committed_back(servers: str, topic: str, count: int) -> dict[int, list[
         return ends(IsolationLevel.READ_COMMITTED) == end
 
     wait_until(f"{topic}: every transaction's markers written", stable)
-    consumer = Consumer(
-        {
-            "bootstrap.servers": servers,
-            "group.id": "fault-checker-read-committed",  # never joined
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    read: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(count)}
-    at_end: set[int] = set()
-    deadline = time.monotonic() + WAIT_S
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(count)])
-        while len(at_end) < count:
-            assert time.monotonic() < deadline, f"read_committed: {at_end} of {end} at the end"
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            partition, offset, error = message.partition(), message.offset(), message.error()
-            assert partition is not None and offset is not None
-            if error is None:
-                value = message.value()
-                assert value is not None
-                read[partition].append((offset, value))
-            elif error.code() == KafkaError._PARTITION_EOF and offset >= end[partition]:
-                at_end.add(partition)
-    finally:
-        consumer.close()
-    return read
+    return end
+
+
+@attrs.define
+class CommittedReader:
+    """A read_committed consumer of every partition from its start, in a thread. Started
+    before the faults it reads through them: a leader whose last stable offset ran ahead
+    of an open transaction would hand it records that may yet be aborted, which a read
+    after the faults no longer shows. `finish` lets it read on to the partitions' ends."""
+
+    servers: str
+    topic: str
+    partition_count: int
+    limit_s: float = WAIT_S
+    read: dict[int, dict[int, bytes]] = attrs.field(factory=dict)  # partition: offset: value
+    conflicts: list[str] = attrs.field(factory=list)  # an offset read again, another value
+    crashed: list[str] = attrs.field(factory=list)
+    _end: dict[int, int] | None = None
+    _eof: dict[int, int] = attrs.field(factory=dict)  # the latest end of partition seen
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        # A daemon: a test failing before `finish` does not wait for its time limit.
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def finish(self, end: dict[int, int]) -> dict[int, list[tuple[int, bytes]]]:
+        """What it read, once it has read to `end` (from `markers_written`)."""
+        assert self._thread is not None
+        self._end = end
+        self._thread.join(self.limit_s + 10)
+        assert not self._thread.is_alive(), "the read_committed consumer did not finish"
+        assert self.crashed == [] and self.conflicts == [], (self.crashed, self.conflicts)
+        return {p: sorted(self.read.get(p, {}).items()) for p in range(self.partition_count)}
+
+    def _at_end(self) -> bool:
+        end = self._end
+        return end is not None and all(self._eof.get(p, -1) >= o for p, o in end.items())
+
+    def _run(self) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.servers,
+                "group.id": "fault-checker-read-committed",  # never joined
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
+        deadline = time.monotonic() + self.limit_s
+        partitions = range(self.partition_count)
+        try:
+            consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in partitions])
+            while not self._at_end():
+                if time.monotonic() > deadline:
+                    self.crashed.append(f"not at the end {self._end} in time: {self._eof}")
+                    return
+                message = consumer.poll(0.2)
+                if message is not None:
+                    self._note(message)
+        except Exception as exc:  # noted for the test's thread, which asserts on it
+            self.crashed.append(repr(exc))
+        finally:
+            consumer.close()
+
+    def _note(self, message: Message) -> None:
+        partition, offset, error = message.partition(), message.offset(), message.error()
+        if partition is None or offset is None:
+            return
+        if error is None:
+            value = message.value() or b""
+            before = self.read.setdefault(partition, {}).setdefault(offset, value)
+            if before != value:
+                self.conflicts.append(f"{partition}/{offset}: {before!r}, then {value!r}")
+        elif error.code() == KafkaError._PARTITION_EOF:
+            self._eof[partition] = max(self._eof.get(partition, -1), offset)
+
+
+def read_committed_back(
+    servers: str, topic: str, count: int, end: dict[int, int]
+) -> dict[int, list[tuple[int, bytes]]]:
+    """Every partition read read_committed from its start to `end` (`markers_written`)."""
+    reader = CommittedReader(servers, topic, count)
+    reader.start()
+    return reader.finish(end)
