@@ -32,6 +32,10 @@ import attrs
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from broker.protocol.messages.describe_producers_request import (
+    DescribeProducersRequest,
+    TopicRequest,
+)
 from tests.hosts.acknowledged_records import ProducedHistory, ReadBack, anomalies
 from tests.hosts.committed_transactions import Outcome, TransactionHistory, transaction_anomalies
 from tests.hosts.consumed_records import covers, resumption_anomalies
@@ -42,6 +46,7 @@ from tests.hosts.host_processes import (
     Hosts,
     PartitionView,
     ProducerLoad,
+    ask_host,
     create_topic,
     host_metadata,
     host_partitions,
@@ -176,7 +181,28 @@ def under_load(
     assert any(t.ended_at > fault_began for t in written.with_outcome(Outcome.COMMITTED)), (
         f"no transaction committed after the fault began: {transactions.errors}"
     )
+    if transaction_coordinator is not None:
+        # Its coordinator moved (a leader epoch of `__transaction_state` past its first):
+        # the markers carry that epoch, which fences a replaced coordinator's late ones.
+        epochs = marker_coordinator_epochs(hosts, transactional)
+        print(f"the last markers' coordinator epochs: {epochs}")
+        assert min(epochs.values()) > 0, epochs
     return LoadOutcome(history, read, written)
+
+
+def marker_coordinator_epochs(hosts: Hosts, topic: str) -> dict[int, int]:
+    """The coordinator epoch of each partition's last marker, as its leader's
+    DescribeProducers reports it (one transactional producer writes there)."""
+    running = next(h for h in hosts.hosts.values() if h.process is not None)
+    found: dict[int, int] = {}
+    for partition, view in host_partitions(running, topic).items():
+        request = DescribeProducersRequest(
+            topics=(TopicRequest(name=topic, partition_indexes=(partition,)),)
+        )
+        answer = ask_host(hosts.hosts[view.leader], request, 0)
+        (described,) = answer.topics[0].partitions
+        found[partition] = max(p.coordinator_epoch for p in described.active_producers)
+    return found
 
 
 def replicas_agree(hosts: Hosts, topic: str) -> bool:
