@@ -61,11 +61,12 @@ class MarkerWriter(Protocol):
         commit: bool,
         partitions: Iterable[TopicPartition],
         groups: Iterable[str],
+        coordinator_epoch: int = 0,
     ) -> None:
         """Append the COMMIT/ABORT marker to each partition (gone ones are skipped) and
         tell each group's coordinator, which commits or drops the offsets it holds
         for the producer; KafkaError when one cannot be written (the transaction stays
-        prepared)."""
+        prepared). `coordinator_epoch` fences a replaced coordinator's late markers."""
         ...
 
 
@@ -74,7 +75,13 @@ class LocalMarkers(MarkerWriter, Protocol):
     coordinates (broker/transaction/marker_writer.py)."""
 
     async def write_partition_marker(
-        self, producer_id: int, epoch: int, commit: bool, topic: str, index: int
+        self,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        topic: str,
+        index: int,
+        coordinator_epoch: int = 0,
     ) -> None: ...
 
     async def write_group_marker(self, producer_id: int, epoch: int, commit: bool) -> None:

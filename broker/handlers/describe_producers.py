@@ -52,7 +52,7 @@ class DescribeProducersHandler:
                         producer_epoch=entry.epoch,
                         last_sequence=entry.last_seq,
                         last_timestamp=entry.batches[-1].timestamp if entry.batches else -1,
-                        coordinator_epoch=0,
+                        coordinator_epoch=entry.coordinator_epoch,  # so an admin abort passes
                         current_txn_start_offset=ongoing.get(entry.producer_id, -1),
                     )
                     for entry in partition.producer_state.entries()

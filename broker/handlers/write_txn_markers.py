@@ -79,6 +79,7 @@ class WriteTxnMarkersHandler:
                     marker.transaction_result,
                     topic,
                     index,
+                    marker.coordinator_epoch,
                 )
         except KafkaError as exc:
             return exc.error_code

@@ -35,7 +35,12 @@ from broker.log.sparse_index import CorruptIndexError
 from broker.log.transaction_index import AbortedTxn, merge_unique
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.record_batch.batch_checks import iter_batches
-from broker.protocol.record_batch.control import CONTROL_COMMIT, control_batch, control_type
+from broker.protocol.record_batch.control import (
+    CONTROL_COMMIT,
+    control_batch,
+    control_coordinator_epoch,
+    control_type,
+)
 from broker.protocol.record_batch.errors import InvalidRecordsError
 from broker.protocol.record_batch.layout import (
     BATCH_HEADER_SIZE,
@@ -370,7 +375,9 @@ class PartitionLog:
         """Recovery: close the transaction a marker ends, and put an aborted one back
         into the segment's `.txnindex` if the crash lost its entry."""
         try:
-            kind = control_type(segment.read_bytes(position, header.size_in_bytes), header)
+            batch = segment.read_bytes(position, header.size_in_bytes)
+            kind = control_type(batch, header)
+            coordinator_epoch = control_coordinator_epoch(batch, header)
         except Exception as exc:  # a recovered batch whose records do not decode
             logger.warning(
                 "%s: unreadable control batch at %d: %s", segment.log_path, header.base_offset, exc
@@ -384,6 +391,7 @@ class PartitionLog:
             header.base_offset,
             kind == CONTROL_COMMIT,
             header.base_offset + 1,
+            coordinator_epoch,
         )
         if aborted is not None and not segment.txn_index.contains(
             aborted.producer_id, aborted.last_offset
@@ -597,13 +605,14 @@ class PartitionLog:
         open transaction is recorded in the active segment's `.txnindex`.
 
         Raises KafkaError INVALID_PRODUCER_EPOCH for a marker older than the
-        producer's epoch here, UNKNOWN_TOPIC_OR_PARTITION when deleted,
+        producer's epoch here, TRANSACTION_COORDINATOR_FENCED for one from an older
+        coordinator epoch than its last marker's, UNKNOWN_TOPIC_OR_PARTITION when deleted,
         KAFKA_STORAGE_ERROR when a write fails.
         """
         if self.deleted:
             raise self._deleted_error()
         async with self._appending():
-            self.producer_state.check_marker(producer_id, epoch)
+            self.producer_state.check_marker(producer_id, epoch, coordinator_epoch)
             data = bytearray(control_batch(producer_id, epoch, commit, coordinator_epoch))
             base_offset = self.log_end_offset
             now = self._clock()
@@ -618,7 +627,7 @@ class PartitionLog:
             except OSError as exc:
                 raise _storage_error(exc, f"cannot append to {active.log_path}") from exc
             aborted = self.producer_state.record_marker(
-                producer_id, epoch, base_offset, commit, base_offset + 1
+                producer_id, epoch, base_offset, commit, base_offset + 1, coordinator_epoch
             )
             if aborted is not None:
                 try:

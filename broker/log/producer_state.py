@@ -19,7 +19,10 @@ transactional batch of a producer opens its transaction at that batch's offset;
 the COMMIT or ABORT marker closes it. The earliest open transaction bounds the
 last stable offset; an ABORT marker yields the entry for the `.txnindex`. A
 marker carrying a newer epoch (the coordinator fenced the producer) resets the
-sequence state, so the zombie's later batches get INVALID_PRODUCER_EPOCH.
+sequence state, so the zombie's later batches get INVALID_PRODUCER_EPOCH. Each marker's
+coordinator epoch (the leader epoch of `__transaction_state` its coordinator loaded at) is
+kept per producer: a marker from an older coordinator epoch is a zombie coordinator's,
+late, and could close the producer's next transaction (TRANSACTION_COORDINATOR_FENCED).
 
 Snapshots (`<offset>.snapshot`, the state as of that offset) are this broker's
 own format, not Kafka's: magic ``PSNAP1``, CRC32C of the payload, then JSON with
@@ -77,6 +80,7 @@ class ProducerStateEntry:
     producer_id: int
     epoch: int
     batches: deque[BatchMetadata] = attrs.field(factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
+    coordinator_epoch: int = NO_EPOCH  # of the last marker
 
     @property
     def last_seq(self) -> int:
@@ -167,18 +171,32 @@ class ProducerStateManager:
         if header.is_transactional and header.producer_id not in self.ongoing:
             self.ongoing[header.producer_id] = header.base_offset
 
-    def check_marker(self, producer_id: int, epoch: int) -> None:
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int = NO_EPOCH) -> None:
         """A marker from an older epoch than the partition has seen is a fenced
-        coordinator request (Kafka: PRODUCER_FENCED / INVALID_PRODUCER_EPOCH)."""
+        coordinator request (Kafka: PRODUCER_FENCED / INVALID_PRODUCER_EPOCH); one from
+        an older coordinator epoch comes from a coordinator that has been replaced
+        (Kafka's ProducerAppendInfo.checkCoordinatorEpoch)."""
         entry = self.producers.get(producer_id)
         if entry is not None and epoch < entry.epoch:
             raise KafkaError(
                 ErrorCode.INVALID_PRODUCER_EPOCH,
                 f"marker epoch {epoch} of producer {producer_id} is older than {entry.epoch}",
             )
+        if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"marker of producer {producer_id} from coordinator epoch {coordinator_epoch}, "
+                f"older than {entry.coordinator_epoch}",
+            )
 
     def record_marker(
-        self, producer_id: int, epoch: int, marker_offset: int, commit: bool, log_end: int
+        self,
+        producer_id: int,
+        epoch: int,
+        marker_offset: int,
+        commit: bool,
+        log_end: int,
+        coordinator_epoch: int = NO_EPOCH,
     ) -> AbortedTxn | None:
         """Close the producer's open transaction at a COMMIT/ABORT marker. Returns the
         aborted-transaction entry when an open transaction was aborted."""
@@ -186,6 +204,7 @@ class ProducerStateManager:
         if entry is None or epoch != entry.epoch:
             entry = ProducerStateEntry(producer_id, epoch)
             self.producers[producer_id] = entry
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
         first = self.ongoing.pop(producer_id, None)
         if first is None or commit:
             return None
@@ -216,6 +235,7 @@ class ProducerStateManager:
                     e.epoch,
                     [attrs.astuple(b) for b in e.batches],
                     self.ongoing.get(e.producer_id, -1),
+                    e.coordinator_epoch,
                 ]
                 for e in self.producers.values()
             ],
@@ -242,6 +262,8 @@ class ProducerStateManager:
                 manager.producers[entry.producer_id] = entry
                 if rest and int(rest[0]) >= 0:
                     manager.ongoing[entry.producer_id] = int(rest[0])
+                if len(rest) > 1:  # written since coordinator epochs are kept
+                    entry.coordinator_epoch = int(rest[1])
         except (TypeError, ValueError) as exc:
             raise ValueError(f"malformed producer state snapshot: {exc}") from exc
         return manager

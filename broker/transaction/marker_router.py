@@ -97,6 +97,7 @@ def marker_request(
     commit: bool,
     partitions: Iterable[TopicPartition],
     group_shards: Iterable[int],
+    coordinator_epoch: int = COORDINATOR_EPOCH,
 ) -> WriteTxnMarkersRequest:
     topics: dict[str, list[int]] = {}
     for topic, index in partitions:
@@ -114,7 +115,7 @@ def marker_request(
                     WritableTxnMarkerTopic(name=t, partition_indexes=tuple(p))
                     for t, p in topics.items()
                 ),
-                coordinator_epoch=COORDINATOR_EPOCH,
+                coordinator_epoch=coordinator_epoch,
             ),
         )
     )
@@ -157,6 +158,7 @@ class RoutingMarkerWriter:
         commit: bool,
         partitions: Iterable[TopicPartition],
         groups: Iterable[str],
+        coordinator_epoch: int = COORDINATOR_EPOCH,
     ) -> None:
         remaining_partitions = set(partitions)
         remaining_groups = set(groups)
@@ -181,7 +183,13 @@ class RoutingMarkerWriter:
             retry_error_callback=not_delivered,
         )
         await retrying(
-            self._deliver_round, producer_id, epoch, commit, remaining_partitions, remaining_groups
+            self._deliver_round,
+            producer_id,
+            epoch,
+            commit,
+            remaining_partitions,
+            remaining_groups,
+            coordinator_epoch,
         )
 
     async def _deliver_round(
@@ -191,6 +199,7 @@ class RoutingMarkerWriter:
         commit: bool,
         remaining_partitions: set[TopicPartition],
         remaining_groups: set[str],
+        coordinator_epoch: int,
     ) -> bool:
         """Writes the local markers and sends the remote ones to their nodes, removing what
         was delivered from the remaining sets; True while something is left."""
@@ -202,25 +211,31 @@ class RoutingMarkerWriter:
             group_node=self._group_node,
         )
         for topic, index in route.local_partitions:
-            await self._local.write_partition_marker(producer_id, epoch, commit, topic, index)
+            await self._local.write_partition_marker(
+                producer_id, epoch, commit, topic, index, coordinator_epoch
+            )
             remaining_partitions.discard((topic, index))
         if route.local_groups:
             await self._local.write_group_marker(producer_id, epoch, commit)
             remaining_groups -= set(route.local_groups)
         nodes = set(route.remote_partitions) | set(route.remote_groups)
-        async with trio.open_nursery() as nursery:
-            for node in sorted(nodes):
-                nursery.start_soon(
-                    self._send,
-                    node,
-                    producer_id,
-                    epoch,
-                    commit,
-                    route.remote_partitions.get(node, ()),
-                    route.remote_groups.get(node, ()),
-                    remaining_partitions,
-                    remaining_groups,
-                )
+        try:
+            async with trio.open_nursery() as nursery:
+                for node in sorted(nodes):
+                    nursery.start_soon(
+                        self._send,
+                        node,
+                        producer_id,
+                        epoch,
+                        commit,
+                        route.remote_partitions.get(node, ()),
+                        route.remote_groups.get(node, ()),
+                        remaining_partitions,
+                        remaining_groups,
+                        coordinator_epoch,
+                    )
+        except* KafkaError as refused:  # a node's answer fenced this coordinator
+            raise refused.exceptions[0] from None
         return bool(remaining_partitions or remaining_groups)
 
     async def _send(
@@ -233,10 +248,12 @@ class RoutingMarkerWriter:
         groups: tuple[str, ...],
         remaining_partitions: set[TopicPartition],
         remaining_groups: set[str],
+        coordinator_epoch: int,
     ) -> None:
-        """One WriteTxnMarkers; removes what it delivered from the remaining sets."""
+        """One WriteTxnMarkers; removes what it delivered from the remaining sets. A
+        marker refused as a replaced coordinator's ends the write (KafkaError)."""
         shards = {self._group_shard(g): g for g in groups}
-        request = marker_request(producer_id, epoch, commit, partitions, shards)
+        request = marker_request(producer_id, epoch, commit, partitions, shards, coordinator_epoch)
         try:
             response = await self._sender.send(node, request)
         except PeerUnavailable as exc:
@@ -248,6 +265,12 @@ class RoutingMarkerWriter:
                     delivered = p.error_code == ErrorCode.NONE or (
                         p.error_code in SKIPPED_MARKER_ERRORS and topic.name != GROUP_MARKER_TOPIC
                     )
+                    if p.error_code == ErrorCode.TRANSACTION_COORDINATOR_FENCED:
+                        raise KafkaError(
+                            ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                            f"{topic.name}-{p.partition_index} has markers of producer "
+                            f"{producer_id} from a newer coordinator epoch than {coordinator_epoch}",
+                        )
                     if not delivered:
                         log.info(
                             "marker for %s-%d on node %d: error %d; retrying",

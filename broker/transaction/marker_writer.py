@@ -57,7 +57,13 @@ class LocalMarkerWriter:
         self._on_marker = on_marker
 
     async def write_partition_marker(
-        self, producer_id: int, epoch: int, commit: bool, topic: str, index: int
+        self,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        topic: str,
+        index: int,
+        coordinator_epoch: int = COORDINATOR_EPOCH,
     ) -> None:
         """One marker; KafkaError when it cannot be written (a skipped one is no error)."""
         self._on_marker(producer_id, topic, index)
@@ -67,7 +73,7 @@ class LocalMarkerWriter:
             return
         try:
             offset = await partition.append_control(
-                producer_id, epoch, commit=commit, coordinator_epoch=COORDINATOR_EPOCH
+                producer_id, epoch, commit=commit, coordinator_epoch=coordinator_epoch
             )
         except KafkaError as exc:
             if exc.error_code in SKIPPED_MARKER_ERRORS:
@@ -96,9 +102,12 @@ class LocalMarkerWriter:
         commit: bool,
         partitions: Iterable[TopicPartition],
         groups: Iterable[str],
+        coordinator_epoch: int = COORDINATOR_EPOCH,
     ) -> None:
         for topic, index in partitions:
-            await self.write_partition_marker(producer_id, epoch, commit, topic, index)
+            await self.write_partition_marker(
+                producer_id, epoch, commit, topic, index, coordinator_epoch
+            )
         if any(True for _ in groups):
             await self.write_group_marker(producer_id, epoch, commit)
 

@@ -43,8 +43,10 @@ from broker.transaction.transaction_state import TransactionState
 log = logging.getLogger(__name__)
 
 COORDINATOR_EPOCH = 0
-"""Coordinators never move while they run (a change of the process count restarts
-them all), so each is in its first and only epoch."""
+"""The epoch of a coordinator that never moves while it runs (one process, or the
+processes of one host: a change of the process count restarts them all). Among hosts the
+coordinator's epoch is the leader epoch of `__transaction_state` it loaded the state at
+(`TransactionCoordinator.coordinator_epoch`), as in Kafka."""
 
 
 class OffsetSink(Protocol):
@@ -100,6 +102,9 @@ class TransactionCoordinator:
         self.verify_unknown_producers = True
         # False while a new leader of `__transaction_state` reads it back.
         self.loaded = True
+        # Written into every marker; the service sets it on each load. A replaced
+        # coordinator's late markers carry an older one and are refused.
+        self.coordinator_epoch = COORDINATOR_EPOCH
 
     def on_change(self) -> None:
         self.changes.value += 1
@@ -330,6 +335,7 @@ class TransactionCoordinator:
             commit,
             sorted(metadata.partitions),
             sorted(metadata.groups),
+            self.coordinator_epoch,
         )
         if commit:
             # Offsets held in the transaction's own record by an earlier version of

@@ -108,6 +108,7 @@ class TransactionCoordinatorService:
             if records is None or partition.leadership.value != epoch:
                 continue
             coordinator.load(state_from_records(records))
+            coordinator.coordinator_epoch = epoch
             coordinator.loaded = True
             log.info(
                 "transaction coordinator loaded %d transactional ids from %s (leader epoch %d)",

@@ -49,7 +49,13 @@ class FakeLocal:
         self.groups: list[tuple[int, bool]] = []
 
     async def write_partition_marker(
-        self, producer_id: int, epoch: int, commit: bool, topic: str, index: int
+        self,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        topic: str,
+        index: int,
+        coordinator_epoch: int = 0,
     ) -> None:
         self.partitions.append((producer_id, commit, topic, index))
 

@@ -92,7 +92,13 @@ async def test_the_processes_private_socket_is_allowed_with_acls_on(socket_dir: 
 
 class FailingLocal(FakeLocal):
     async def write_partition_marker(
-        self, producer_id: int, epoch: int, commit: bool, topic: str, index: int
+        self,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        topic: str,
+        index: int,
+        coordinator_epoch: int = 0,
     ) -> None:
         raise RuntimeError("a bug in the marker writer")
 

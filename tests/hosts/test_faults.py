@@ -3,7 +3,11 @@
 replication factor 3 and min.insync.replicas=2, two idempotent confluent-kafka
 producers with acks=all, and afterwards the checker (`acknowledged_records.py`) over
 every partition read back: every acknowledged record there once, at its offset, in
-producing order, nothing that was never sent.
+producing order, nothing that was never sent. Beside them a transactional producer
+(`transactional_load.py`) writes transactions over a second topic's partitions, its
+coordinator moved onto the host the fault hits; read back read_committed, every
+committed transaction is whole and nothing of an aborted one is there
+(`committed_transactions.py`).
 
 The session timeout is short (5 s) so that failovers fit in the test's time; the
 failover times are printed (`pytest -s`) and quoted in docs/replication.md.
@@ -21,13 +25,19 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import attrs
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from broker.protocol.messages.describe_producers_request import (
+    DescribeProducersRequest,
+    TopicRequest,
+)
 from tests.hosts.acknowledged_records import ProducedHistory, ReadBack, anomalies
+from tests.hosts.committed_transactions import Outcome, TransactionHistory, transaction_anomalies
 from tests.hosts.consumed_records import covers, resumption_anomalies
 from tests.hosts.group_consumers import GroupConsumers
 from tests.hosts.host_processes import (
@@ -36,6 +46,7 @@ from tests.hosts.host_processes import (
     Hosts,
     PartitionView,
     ProducerLoad,
+    ask_host,
     create_topic,
     host_metadata,
     host_partitions,
@@ -46,7 +57,14 @@ from tests.hosts.host_processes import (
     wait_for_full_isr,
     wait_until,
 )
+from tests.hosts.moved_leaders import move_transaction_coordinator
 from tests.hosts.network_namespaces import BRIDGE_ADDRESS, HostNetworks, host_networks
+from tests.hosts.transactional_load import (
+    CommittedReader,
+    TransactionalLoad,
+    markers_written,
+    read_committed_back,
+)
 from tests.zookeeper_fixture import (
     ZooKeeperServer,
     restart_zookeeper,
@@ -63,6 +81,8 @@ SETTINGS = {
     "min.insync.replicas": "2",
     # The last host stopped has no in-sync replica to hand over to: no waits in teardown.
     "controlled.shutdown.retry.backoff.ms": "200",
+    # Transactions past their timeout are aborted within a second (Kafka: every 10 s).
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
 }
 
 
@@ -94,6 +114,7 @@ def hosts(tmp_path: Path, zookeeper: RestartableZooKeeper) -> Iterator[Hosts]:
 class LoadOutcome:
     history: ProducedHistory
     read: ReadBack
+    transactions: TransactionHistory
 
 
 def under_load(
@@ -101,25 +122,87 @@ def under_load(
     fault: Callable[[str, ProducerLoad], None],
     count: int = 100,
     duration_s: float = 6.0,
+    transaction_coordinator: Callable[[str], int] | None = None,
 ) -> LoadOutcome:
     """A replicated topic, producers sending `count` values each over a few seconds with
-    `fault` done meanwhile; then the cluster fully recovered and the log checked: every
-    replica the same bytes as its leader's, every acknowledged record there once."""
+    `fault` done meanwhile, and beside them a transactional producer writing transactions
+    over every partition of a second topic; then the cluster fully recovered and both logs
+    checked: every replica the same bytes as its leader's, every acknowledged record there
+    once, every committed transaction whole and nothing of the aborted ones read_committed.
+    `transaction_coordinator` names the host (given the topic) that the transaction
+    coordinator is moved to before the load: the one the fault hits."""
     topic = f"faults-{uuid.uuid4().hex[:8]}"
-    create_topic(hosts.bootstrap, topic, PARTITIONS)
-    wait_for_full_isr(hosts, topic, PARTITIONS)
+    transactional = f"{topic}-txn"
+    for created in (topic, transactional):
+        create_topic(hosts.bootstrap, created, PARTITIONS)
+    for created in (topic, transactional):
+        wait_for_full_isr(hosts, created, PARTITIONS)
+    transactions = TransactionalLoad(
+        hosts.bootstrap,
+        transactional,
+        PARTITIONS,
+        count=max(8, int(duration_s * 1.5)),
+        duration_s=duration_s,
+        transactional_id=transactional,
+    )
+    live = CommittedReader(hosts.bootstrap, transactional, PARTITIONS, duration_s + 4 * WAIT_S)
+    live.start()
+    transactions.initialize()
+    if transaction_coordinator is not None:
+        coordinator = transaction_coordinator(topic)
+        move_transaction_coordinator(hosts, coordinator)
+        print(f"transaction coordinator: host {coordinator}")
+    transactions.start()
     load = ProducerLoad(hosts.bootstrap, topic, PARTITIONS, count, duration_s)
     load.start()
     time.sleep(1.0)
+    fault_began = time.monotonic()
     fault(topic, load)
     history = load.join()
-    wait_for_full_isr(hosts, topic, PARTITIONS)
+    written = transactions.join()
+    assert transactions.crashed == [], transactions.errors
+    for created in (topic, transactional):
+        wait_for_full_isr(hosts, created, PARTITIONS)
     assert load.fatal == []
-    wait_until("every replica holds its leader's bytes", lambda: replicas_agree(hosts, topic))
+    for created in (topic, transactional):
+        wait_until(
+            f"every replica of {created} holds its leader's bytes",
+            partial(replicas_agree, hosts, created),
+        )
     read = read_back(hosts.bootstrap, topic, PARTITIONS)
     assert anomalies(history, read) == []
     assert len(history.acknowledged) > len(history.sent) / 2, history.failed
-    return LoadOutcome(history, read)
+    end = markers_written(hosts.bootstrap, transactional, PARTITIONS)
+    committed = read_committed_back(hosts.bootstrap, transactional, PARTITIONS, end)
+    print(f"transactions: {written.summary()}; errors met: {transactions.errors[:8]}")
+    assert transaction_anomalies(written, committed) == [], transactions.errors
+    # What a consumer was given while the fault happened breaks no promise either.
+    assert transaction_anomalies(written, live.finish(end)) == [], transactions.errors
+    assert any(t.ended_at > fault_began for t in written.with_outcome(Outcome.COMMITTED)), (
+        f"no transaction committed after the fault began: {transactions.errors}"
+    )
+    if transaction_coordinator is not None:
+        # Its coordinator moved (a leader epoch of `__transaction_state` past its first):
+        # the markers carry that epoch, which fences a replaced coordinator's late ones.
+        epochs = marker_coordinator_epochs(hosts, transactional)
+        print(f"the last markers' coordinator epochs: {epochs}")
+        assert min(epochs.values()) > 0, epochs
+    return LoadOutcome(history, read, written)
+
+
+def marker_coordinator_epochs(hosts: Hosts, topic: str) -> dict[int, int]:
+    """The coordinator epoch of each partition's last marker, as its leader's
+    DescribeProducers reports it (one transactional producer writes there)."""
+    running = next(h for h in hosts.hosts.values() if h.process is not None)
+    found: dict[int, int] = {}
+    for partition, view in host_partitions(running, topic).items():
+        request = DescribeProducersRequest(
+            topics=(TopicRequest(name=topic, partition_indexes=(partition,)),)
+        )
+        answer = ask_host(hosts.hosts[view.leader], request, 0)
+        (described,) = answer.topics[0].partitions
+        found[partition] = max(p.coordinator_epoch for p in described.active_producers)
+    return found
 
 
 def replicas_agree(hosts: Hosts, topic: str) -> bool:
@@ -219,7 +302,11 @@ def test_a_host_killed_and_brought_back_loses_no_acknowledged_record(hosts: Host
         assert failover_s < SESSION_TIMEOUT_S + 15
         hosts.hosts[victim].start()
 
-    under_load(hosts, kill_a_leader_and_restart_it)
+    under_load(
+        hosts,
+        kill_a_leader_and_restart_it,
+        transaction_coordinator=lambda topic: partitions(hosts.bootstrap, topic)[0].leader,
+    )
 
 
 def test_a_leader_paused_past_its_session_is_fenced_when_it_resumes(hosts: Hosts) -> None:
@@ -238,7 +325,11 @@ def test_a_leader_paused_past_its_session_is_fenced_when_it_resumes(hosts: Hosts
             lambda: paused.signal(signal.SIGCONT),
         )
 
-    under_load(hosts, pause_the_controllers_host)
+    under_load(
+        hosts,
+        pause_the_controllers_host,
+        transaction_coordinator=lambda topic: host_metadata(hosts.hosts[1], topic).controller_id,
+    )
 
 
 def test_zookeeper_restarted_under_load_leaves_the_hosts_serving(
@@ -341,7 +432,16 @@ def test_a_host_cut_off_the_network_is_fenced_then_rejoins_and_the_group_resumes
         print(f"host {victim} cut off: acks on its partitions resumed after {resumed_s:.2f} s")
 
     try:
-        outcome = under_load(hosts, cut_off_the_coordinators_host, count=120, duration_s=12.0)
+        # The group's coordinator (the leader of `__consumer_offsets`-0, created by this
+        # first look-up) coordinates the transactions too.
+        wait_until("a group coordinator", lambda: group_coordinator(hosts.bootstrap, group) > 0)
+        outcome = under_load(
+            hosts,
+            cut_off_the_coordinators_host,
+            count=120,
+            duration_s=12.0,
+            transaction_coordinator=lambda _: group_coordinator(hosts.bootstrap, group),
+        )
         (consumers,) = started
         wait_until(
             "the group was given every record", lambda: covers(consumers.history, outcome.read)

@@ -129,7 +129,13 @@ class RecordingMarkers:
         self.groups = 0
 
     async def write_partition_marker(
-        self, producer_id: int, epoch: int, commit: bool, topic: str, index: int
+        self,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        topic: str,
+        index: int,
+        coordinator_epoch: int = 0,
     ) -> None:
         self.partitions.append((topic, index))
 
@@ -143,6 +149,7 @@ class RecordingMarkers:
         commit: bool,
         partitions: Iterable[TopicPartition],
         groups: Iterable[str],
+        coordinator_epoch: int = 0,
     ) -> None:
         for topic, index in partitions:
             await self.write_partition_marker(producer_id, epoch, commit, topic, index)

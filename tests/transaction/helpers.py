@@ -33,6 +33,7 @@ class RecordingMarkers:
         self.fail = False
         self.offsets = offsets or RecordingOffsets()
         self.pending: dict[int, dict[str, dict[TopicPartition, PendingOffset]]] = {}
+        self.coordinator_epochs: list[int] = []  # of each write_markers
 
     async def write_markers(
         self,
@@ -41,7 +42,9 @@ class RecordingMarkers:
         commit: bool,
         partitions: Iterable[TopicPartition],
         groups: Iterable[str],
+        coordinator_epoch: int = 0,
     ) -> None:
+        self.coordinator_epochs.append(coordinator_epoch)
         if self.fail:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "disk on fire")
         for tp in partitions:

@@ -101,6 +101,7 @@ async def test_a_new_leader_loads_then_finishes_what_its_predecessor_left_prepar
         await trio.testing.wait_all_tasks_blocked()  # loaded, then the markers written
         assert coordinator.transactions["a"].state is TransactionState.COMPLETE_COMMIT
         assert markers.markers == {("t", 0): [(7, 2, True)], ("t", 1): [(7, 2, True)]}
+        assert markers.coordinator_epochs == [1]  # the leader epoch it loaded at
         assert state_from_records(partition.records)["a"].state is (
             TransactionState.COMPLETE_COMMIT
         )

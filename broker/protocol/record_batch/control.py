@@ -34,6 +34,15 @@ def control_batch(producer_id: int, epoch: int, commit: bool, coordinator_epoch:
     )
 
 
+def control_coordinator_epoch(batch: Buffer, header: RecordBatchHeader) -> int:
+    """The coordinator epoch a control batch's marker carries (-1 when unreadable)."""
+    for record in iter_records(batch, header):
+        if record.value is not None and len(record.value) >= _CONTROL_VALUE.size:
+            epoch: int = _CONTROL_VALUE.unpack_from(record.value)[1]
+            return epoch
+    return -1
+
+
 def control_type(batch: Buffer, header: RecordBatchHeader) -> int | None:
     """CONTROL_COMMIT / CONTROL_ABORT of a control batch (None when unreadable)."""
     for record in iter_records(batch, header):
