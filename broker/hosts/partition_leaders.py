@@ -23,6 +23,7 @@ import trio_util
 from broker.config import BrokerConfig
 from broker.coordination.partition_leader import PartitionLeader
 from broker.coordination.partition_state_store import PartitionStateStore
+from broker.coordination.partition_state_znodes import LeaderIsrAndControllerEpoch
 from broker.coordination.store import CoordinationStore, CoordinationUnavailable
 from broker.hosts.corrupt_replica_repair import CorruptReplicaRepair
 from broker.hosts.partition_state_view import HostsImage
@@ -186,6 +187,9 @@ class PartitionLeaders:
             if state.leader == self._node_id
         }
         self._wanted = frozenset(wanted)
+        # A leader whose ISR write lost reads the state again: the image may not hold
+        # the winning write yet.
+        conflicted = set()
         for tp, led in list(self._led.items()):
             state = wanted.get(tp)
             if (
@@ -198,6 +202,8 @@ class PartitionLeaders:
                     led.leader_epoch + 1,
                 ):
                     led.renewed.set()  # no other leader in between: the log is the same
+                if led.leader.conflict.is_set():
+                    conflicted.add(tp)
                 self._resign(tp)
         for tp, state in wanted.items():
             if tp in self._led:
@@ -206,12 +212,22 @@ class PartitionLeaders:
             topic = image[tp.topic]
             if partition_log is None:
                 continue
-            try:
-                stored = await self._states.partition_state(tp)
-            except CoordinationUnavailable as exc:
-                log.warning("%s: not tracking its followers yet: %s", tp, exc)
-                nursery.start_soon(self._wake_after, RETRY_S)
-                continue
+            # Built from the image as it came, with no ZooKeeper read in between: Produce
+            # answers NOT_LEADER_OR_FOLLOWER while a leader is not built, and librdkafka
+            # backs off for hundreds of ms (a rolling restart's stall on the partitions
+            # whose ISR a leaving follower left). A stale version only loses the next
+            # ISR write (a conflict, read again).
+            controller_epoch = topic.controller_epochs.get(tp.partition)
+            stored: LeaderIsrAndControllerEpoch | None
+            if controller_epoch is not None and tp not in conflicted:
+                stored = LeaderIsrAndControllerEpoch(state, controller_epoch)
+            else:
+                try:
+                    stored = await self._states.partition_state(tp)
+                except CoordinationUnavailable as exc:
+                    log.warning("%s: not tracking its followers yet: %s", tp, exc)
+                    nursery.start_soon(self._wake_after, RETRY_S)
+                    continue
             if stored is None or stored.leader_and_isr.leader_epoch != state.leader_epoch:
                 continue  # a newer state is on its way through the view
             settings = leader_settings(self._config, self._min_insync_replicas(tp.topic))
