@@ -190,6 +190,9 @@ class PartitionLeaders:
         # A leader whose ISR write lost reads the state again: the image may not hold
         # the winning write yet.
         conflicted = set()
+        # The leader goes on here (the next epoch, or rebuilt after a conflict): the
+        # followers' fetch state it knew.
+        kept: dict[TopicPartition, PartitionLeaderState] = {}
         for tp, led in list(self._led.items()):
             state = wanted.get(tp)
             if (
@@ -202,6 +205,7 @@ class PartitionLeaders:
                     led.leader_epoch + 1,
                 ):
                     led.renewed.set()  # no other leader in between: the log is the same
+                    kept[tp] = led.leader.state
                 if led.leader.conflict.is_set():
                     conflicted.add(tp)
                 self._resign(tp)
@@ -241,6 +245,8 @@ class PartitionLeaders:
                 now=trio.current_time(),
                 settings=settings,
             )
+            if tp in kept:
+                _keep_followers(leader_state, kept[tp])
             leader = PartitionLeader(leader_state, stored.controller_epoch, self._states)
             led = _Led(leader, partition_log, state.leader_epoch, trio.CancelScope())
             self._led[tp] = led
@@ -284,3 +290,14 @@ class PartitionLeaders:
                     await led.log.data_appended().wait()
                     led.leader.on_append(led.log.log_end_offset)
                     self._sync_high_watermark(led)
+
+
+def _keep_followers(state: PartitionLeaderState, previous: PartitionLeaderState) -> None:
+    """Kafka's makeLeader resets the followers' fetch state only for a new leader: kept
+    across an epoch bump of the same leader (the controller took a leaving follower out
+    of the ISR), the high watermark moves at once over the records the staying followers
+    already hold, instead of waiting for each to fetch at the new epoch."""
+    for broker_id, follower in previous.followers.items():
+        if broker_id in state.followers:
+            state.followers[broker_id] = follower
+    state.on_append(state.log_end_offset)
