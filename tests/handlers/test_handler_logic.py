@@ -189,12 +189,12 @@ class TrackingLeader(NoReplication):
     """The leader's follower tracking, recording each fetch it counted."""
 
     def __init__(self) -> None:
-        self.tracked: list[tuple[int, int]] = []
+        self.fetches: list[tuple[int, int]] = []
 
     def on_follower_fetch(
         self, topic: str, partition: int, replica_id: int, fetch_offset: int
     ) -> ErrorCode:
-        self.tracked.append((replica_id, fetch_offset))
+        self.fetches.append((replica_id, fetch_offset))
         return ErrorCode.NONE
 
 
@@ -210,10 +210,10 @@ async def test_a_follower_fetch_at_an_older_leader_epoch_is_fenced_before_it_is_
     body = body._replace(topics=(FetchTopic(topic="t", partitions=(old,)),))
     outcome = await handler.read_once(body, 12)
     assert outcome.response.responses[0].partitions[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
-    assert leader.tracked == []
+    assert leader.fetches == []
     current = await handler.read_once(fetch_body({0: 0}, 1 << 20, 1 << 20, replica_id=2), 12)
     assert current.response.responses[0].partitions[0].error_code == ErrorCode.NONE
-    assert leader.tracked == [(2, 0)]
+    assert leader.fetches == [(2, 0)]
 
 
 async def test_fetch_without_enough_data_defers_and_wakes_on_append() -> None:
