@@ -338,3 +338,27 @@ def _percentile(values: list[float], fraction: float) -> float:
     """Nearest rank: over 10 samples the p99 is the worst."""
     ordered = sorted(values)
     return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+def run_rolling_restart() -> dict[str, Any]:
+    """The rolling-restart row alone (`python -m bench.bench_replication rolling`), to run
+    it several times without the other rows."""
+    plan = full_plan(0.0)
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-replication-") as work,
+        three_hosts(Path(work), plan) as hosts,
+    ):
+        return rolling_restart(
+            hosts, plan, create_topic(hosts, "rf3", 3, {"min.insync.replicas": "2"})
+        )
+
+
+if __name__ == "__main__":
+    import json
+    import os
+    import sys
+
+    if sys.argv[1:] != ["rolling"]:
+        sys.exit("usage: python -m bench.bench_replication rolling")
+    row = run_rolling_restart()
+    print(json.dumps({**row, "load average": os.getloadavg()}, ensure_ascii=False))

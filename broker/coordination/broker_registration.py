@@ -56,6 +56,9 @@ class BrokerRegistration:
     endpoints: tuple[BrokerEndpoint, ...]
     rack: str | None = None
     timestamp_ms: int = attrs.field(factory=lambda: int(time.time() * 1000))
+    # The broker epoch (KIP-380): the czxid of the registration znode as read back; -1
+    # before it is read. The controller refuses a ControlledShutdown from an older one.
+    broker_epoch: int = -1
 
     def to_json(self) -> bytes:
         plaintext = next((e for e in self.endpoints if e.listener_name == "PLAINTEXT"), None)

@@ -67,6 +67,14 @@ class NotControllerError(Exception):
     NOT_CONTROLLER and the asking broker finds the new one."""
 
 
+class StaleBrokerEpochError(Exception):
+    """A ControlledShutdown from an older registration of the broker than the live one
+    (KIP-380): a process that has since been replaced asks; answered STALE_BROKER_EPOCH."""
+
+
+UNKNOWN_BROKER_EPOCH = -1
+
+
 def _never_unclean(_topic: str) -> bool:
     return False
 
@@ -188,13 +196,23 @@ class KafkaController(AdminRequests):
         """The states as this controller last wrote or read them (empty when inactive)."""
         return dict(self._partitions)
 
-    async def controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
+    async def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int = UNKNOWN_BROKER_EPOCH
+    ) -> list[TopicPartition]:
         """ControlledShutdown: move the broker's leaderships away and take it out of every
         ISR; the partitions it still leads (no other live ISR member) come back, and the
-        broker asks again or goes anyway. NotControllerError when not the controller."""
+        broker asks again or goes anyway. NotControllerError when not the controller;
+        StaleBrokerEpochError when `broker_epoch` (its registration's czxid, -1 unknown)
+        is older than the live registration's (Kafka's doControlledShutdown)."""
         inbox = self._inbox
         if inbox is None:
             raise NotControllerError(f"broker {self._node_id} is not the controller")
+        live = self._live_brokers.value.get(broker_id)
+        if broker_epoch != UNKNOWN_BROKER_EPOCH and live and broker_epoch < live.broker_epoch:
+            raise StaleBrokerEpochError(
+                f"controlled shutdown from an old epoch {broker_epoch} of broker"
+                f" {broker_id}; its current epoch is {live.broker_epoch}"
+            )
         reply_in, reply = trio.open_memory_channel[list[TopicPartition]](1)
         try:
             inbox.send_nowait(_ControlledShutdown(broker_id, reply_in))

@@ -198,7 +198,7 @@ class KazooCoordinationStore:
             if self._client.exists(path, watch=watcher) is None:
                 return None
             data, stat = self._client.get(path)
-            return Versioned(bytes(data), int(stat.version))
+            return Versioned(bytes(data), int(stat.version), int(stat.czxid))
 
         try:
             return await self._call(read)

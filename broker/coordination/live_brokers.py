@@ -10,6 +10,7 @@ import logging
 import math
 from collections.abc import Mapping
 
+import attrs
 import trio
 import trio_util
 
@@ -65,7 +66,8 @@ class LiveBrokers:
             if node is None:  # it went away meanwhile; the watch says so
                 continue
             try:
-                brokers[node_id] = BrokerRegistration.from_json(node_id, node.data)
+                registration = BrokerRegistration.from_json(node_id, node.data)
+                brokers[node_id] = attrs.evolve(registration, broker_epoch=node.created_zxid)
             except MalformedZnode as exc:
                 log.warning("ignored %s", exc)
         self.brokers.value = brokers

@@ -76,6 +76,9 @@ class Versioned:
 
     data: bytes
     version: int
+    # The zxid of the transaction that created the node (ZooKeeper's czxid): a broker's
+    # registration's is its broker epoch (KIP-380); -1 where not known.
+    created_zxid: int = -1
 
 
 @attrs.frozen

@@ -22,9 +22,10 @@ from broker.protocol.messages.controlled_shutdown_response import RemainingParti
 
 log = logging.getLogger(__name__)
 
-ControlledShutdown = Callable[[int], Awaitable[Sequence[tuple[str, int]]]]
-"""broker id -> the (topic, partition)s it still leads; KafkaError NOT_CONTROLLER where
-this broker is not the controller."""
+ControlledShutdown = Callable[[int, int], Awaitable[Sequence[tuple[str, int]]]]
+"""broker id, broker epoch (-1 before v2) -> the (topic, partition)s it still leads;
+KafkaError NOT_CONTROLLER where this broker is not the controller, STALE_BROKER_EPOCH
+from an older registration of that broker than the live one."""
 
 
 class ControlledShutdownHandler:
@@ -41,7 +42,7 @@ class ControlledShutdownHandler:
     ) -> ControlledShutdownResponse:
         broker_id = request.body.broker_id
         log.info("controlled shutdown asked by broker %d", broker_id)
-        remaining = await self._controlled_shutdown(broker_id)
+        remaining = await self._controlled_shutdown(broker_id, request.body.broker_epoch)
         return ControlledShutdownResponse(
             error_code=ErrorCode.NONE,
             remaining_partitions=tuple(

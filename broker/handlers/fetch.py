@@ -219,6 +219,10 @@ class FetchHandler:
                 min_one = min_one_batch
                 try:
                     if replica_id >= 0:  # a follower: its offset moves the high watermark
+                        # ... only at the current leader epoch (Kafka checks it first): a
+                        # follower the controller took out of the ISR at the next epoch
+                        # must not be taken back in by a fetch it sent before it knew.
+                        check_leader_epoch(wanted.current_leader_epoch, partition.leader_epoch)
                         code = self._replication.on_follower_fetch(
                             name, wanted.partition, replica_id, wanted.fetch_offset
                         )

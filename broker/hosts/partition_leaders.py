@@ -23,6 +23,7 @@ import trio_util
 from broker.config import BrokerConfig
 from broker.coordination.partition_leader import PartitionLeader
 from broker.coordination.partition_state_store import PartitionStateStore
+from broker.coordination.partition_state_znodes import LeaderIsrAndControllerEpoch
 from broker.coordination.store import CoordinationStore, CoordinationUnavailable
 from broker.hosts.corrupt_replica_repair import CorruptReplicaRepair
 from broker.hosts.partition_state_view import HostsImage
@@ -186,6 +187,12 @@ class PartitionLeaders:
             if state.leader == self._node_id
         }
         self._wanted = frozenset(wanted)
+        # A leader whose ISR write lost reads the state again: the image may not hold
+        # the winning write yet.
+        conflicted = set()
+        # The leader goes on here (the next epoch, or rebuilt after a conflict): the
+        # followers' fetch state it knew.
+        kept: dict[TopicPartition, PartitionLeaderState] = {}
         for tp, led in list(self._led.items()):
             state = wanted.get(tp)
             if (
@@ -198,6 +205,9 @@ class PartitionLeaders:
                     led.leader_epoch + 1,
                 ):
                     led.renewed.set()  # no other leader in between: the log is the same
+                    kept[tp] = led.leader.state
+                if led.leader.conflict.is_set():
+                    conflicted.add(tp)
                 self._resign(tp)
         for tp, state in wanted.items():
             if tp in self._led:
@@ -206,12 +216,22 @@ class PartitionLeaders:
             topic = image[tp.topic]
             if partition_log is None:
                 continue
-            try:
-                stored = await self._states.partition_state(tp)
-            except CoordinationUnavailable as exc:
-                log.warning("%s: not tracking its followers yet: %s", tp, exc)
-                nursery.start_soon(self._wake_after, RETRY_S)
-                continue
+            # Built from the image as it came, with no ZooKeeper read in between: Produce
+            # answers NOT_LEADER_OR_FOLLOWER while a leader is not built, and librdkafka
+            # backs off for hundreds of ms (a rolling restart's stall on the partitions
+            # whose ISR a leaving follower left). A stale version only loses the next
+            # ISR write (a conflict, read again).
+            controller_epoch = topic.controller_epochs.get(tp.partition)
+            stored: LeaderIsrAndControllerEpoch | None
+            if controller_epoch is not None and tp not in conflicted:
+                stored = LeaderIsrAndControllerEpoch(state, controller_epoch)
+            else:
+                try:
+                    stored = await self._states.partition_state(tp)
+                except CoordinationUnavailable as exc:
+                    log.warning("%s: not tracking its followers yet: %s", tp, exc)
+                    nursery.start_soon(self._wake_after, RETRY_S)
+                    continue
             if stored is None or stored.leader_and_isr.leader_epoch != state.leader_epoch:
                 continue  # a newer state is on its way through the view
             settings = leader_settings(self._config, self._min_insync_replicas(tp.topic))
@@ -225,6 +245,8 @@ class PartitionLeaders:
                 now=trio.current_time(),
                 settings=settings,
             )
+            if tp in kept:
+                _keep_followers(leader_state, kept[tp])
             leader = PartitionLeader(leader_state, stored.controller_epoch, self._states)
             led = _Led(leader, partition_log, state.leader_epoch, trio.CancelScope())
             self._led[tp] = led
@@ -268,3 +290,14 @@ class PartitionLeaders:
                     await led.log.data_appended().wait()
                     led.leader.on_append(led.log.log_end_offset)
                     self._sync_high_watermark(led)
+
+
+def _keep_followers(state: PartitionLeaderState, previous: PartitionLeaderState) -> None:
+    """Kafka's makeLeader resets the followers' fetch state only for a new leader: kept
+    across an epoch bump of the same leader (the controller took a leaving follower out
+    of the ISR), the high watermark moves at once over the records the staying followers
+    already hold, instead of waiting for each to fetch at the new epoch."""
+    for broker_id, follower in previous.followers.items():
+        if broker_id in state.followers:
+            state.followers[broker_id] = follower
+    state.on_append(state.log_end_offset)

@@ -27,6 +27,7 @@ from broker.coordination.partition_state_store import PartitionStateStore
 from broker.coordination.partition_state_znodes import (
     TOPIC_CONFIG_PATH,
     TOPICS_PATH,
+    LeaderIsrAndControllerEpoch,
     TopicAssignment,
     topic_config_path,
     topic_path,
@@ -70,6 +71,9 @@ class TopicState:
     configs: Mapping[str, str]
     # Partition -> its state; absent until the controller has written it.
     states: Mapping[int, LeaderAndIsr]
+    # Partition -> the controller epoch its state was written under (what a leader's own
+    # ISR writes carry), so a new leader is built from the image without reading again.
+    controller_epochs: Mapping[int, int] = attrs.field(factory=dict)
 
 
 HostsImage = Mapping[str, TopicState]
@@ -136,12 +140,13 @@ class PartitionStateView:
             if known is None:
                 return
             state = await self._read_state(TopicPartition(name, index))
-            states = dict(known.states)
+            states, epochs = dict(known.states), dict(known.controller_epochs)
             if state is None:
                 states.pop(index, None)
+                epochs.pop(index, None)
             else:
-                states[index] = state
-            image[name] = attrs.evolve(known, states=states)
+                states[index], epochs[index] = state.leader_and_isr, state.controller_epoch
+            image[name] = attrs.evolve(known, states=states, controller_epochs=epochs)
         self.image.value = image
 
     async def _read_all(self, *, full: bool) -> None:
@@ -167,12 +172,13 @@ class PartitionStateView:
             log.warning("ignored %s", exc)
             return None
         configs = await self._read_configs(name)
-        states = {}
+        states, epochs = {}, {}
         for index in assignment.partitions:
             state = await self._read_state(TopicPartition(name, index))
             if state is not None:
-                states[index] = state
-        return TopicState(decode_topic_id(name, node.data), assignment, configs, states)
+                states[index], epochs[index] = state.leader_and_isr, state.controller_epoch
+        topic_id = decode_topic_id(name, node.data)
+        return TopicState(topic_id, assignment, configs, states, controller_epochs=epochs)
 
     async def _read_configs(self, name: str) -> dict[str, str]:
         """`/config/topics/<t>`, watched: AlterConfigs on any broker reaches every one."""
@@ -185,10 +191,9 @@ class PartitionStateView:
             log.warning("ignored %s: not Kafka's topic config", topic_config_path(name))
             return {}
 
-    async def _read_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
+    async def _read_state(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
         try:
-            state = await self._states.partition_state(tp, watch=self._events_in)
+            return await self._states.partition_state(tp, watch=self._events_in)
         except MalformedZnode as exc:
             log.warning("ignored %s", exc)
             return None
-        return None if state is None else state.leader_and_isr

@@ -152,10 +152,18 @@ class ReplicaFetchers:
         self._fetchers: dict[FetcherKey, _LeaderFetcher] = {}
         self._followers: dict[TopicPartition, PartitionFollowerLog] = {}
         self._stopped = False
+        self._leaving = False
+
+    def leave_isrs(self) -> None:
+        """A controlled shutdown began: keep following each partition while its ISR names
+        this broker (acks=all there waits for it), and drop it once the applied state
+        shows the controller took this broker out (as Kafka's StopReplica), so no leader
+        takes it back in. The leader fences fetches at the old leader epoch meanwhile."""
+        self._leaving = True
 
     def stop(self) -> None:
-        """Stop following every partition (a controlled shutdown: the broker leaves the
-        ISRs, so no leader may take it back in by its fetches)."""
+        """Stop following every partition (the controlled shutdown is over: the broker
+        left the ISRs, or gave up)."""
         self._stopped = True
         for leader in self._fetchers.values():
             leader.scope.cancel()
@@ -194,6 +202,8 @@ class ReplicaFetchers:
                 if self._node_id not in replicas or state is None:
                     continue
                 if state.leader in (NO_LEADER, self._node_id):
+                    continue
+                if self._leaving and self._node_id not in state.isr:
                     continue
                 tp = TopicPartition(name, index)
                 key = (state.leader, fetcher_id(tp, self._num_fetchers))

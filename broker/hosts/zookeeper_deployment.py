@@ -139,7 +139,7 @@ class ZooKeeperDeployment:
             self.election.view,
             self.live_brokers.brokers,
             self.replication.leading_alone,
-            self.replica_fetchers.stop,
+            self.replica_fetchers,
             controlled_shutdown_settings(config),
         )
         self.group_metadata_partition = ConsumerOffsetsPartition(

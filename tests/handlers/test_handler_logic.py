@@ -185,6 +185,37 @@ async def test_a_follower_fetch_of_a_throttled_partition_is_answered_without_its
     assert consumer.response.responses[0].partitions[0].records not in (None, b"")
 
 
+class TrackingLeader(NoReplication):
+    """The leader's follower tracking, recording each fetch it counted."""
+
+    def __init__(self) -> None:
+        self.fetches: list[tuple[int, int]] = []
+
+    def on_follower_fetch(
+        self, topic: str, partition: int, replica_id: int, fetch_offset: int
+    ) -> ErrorCode:
+        self.fetches.append((replica_id, fetch_offset))
+        return ErrorCode.NONE
+
+
+async def test_a_follower_fetch_at_an_older_leader_epoch_is_fenced_before_it_is_tracked() -> None:
+    # The controller took a leaving follower out of the ISR at the next epoch: a fetch it
+    # sent before it knew must not count (the leader would take it back into the ISR).
+    topic = FakeTopic("t", 1)
+    topic.partitions[0].leader_epoch = 3
+    leader = TrackingLeader()
+    handler = FetchHandler(FakeLog(topic), replication=leader)
+    old = FetchPartition(partition=0, fetch_offset=0, current_leader_epoch=2)
+    body = fetch_body({0: 0}, 1 << 20, 1 << 20, replica_id=2)
+    body = body._replace(topics=(FetchTopic(topic="t", partitions=(old,)),))
+    outcome = await handler.read_once(body, 12)
+    assert outcome.response.responses[0].partitions[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
+    assert leader.fetches == []
+    current = await handler.read_once(fetch_body({0: 0}, 1 << 20, 1 << 20, replica_id=2), 12)
+    assert current.response.responses[0].partitions[0].error_code == ErrorCode.NONE
+    assert leader.fetches == [(2, 0)]
+
+
 async def test_fetch_without_enough_data_defers_and_wakes_on_append() -> None:
     topic = FakeTopic("t", 1)
     handler = FetchHandler(FakeLog(topic))
