@@ -56,7 +56,9 @@ from broker.hosts.replication_settings import (
     replica_fetcher_settings,
 )
 from broker.hosts.replication_throttles import ReplicationThrottles
+from broker.hosts.zookeeper_acls import ZooKeeperAclStore
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
+from broker.hosts.zookeeper_scram_credentials import ZooKeeperScramCredentials
 from broker.hosts.zookeeper_topology import ZooKeeperTopology
 from broker.meta_properties import load_or_create_cluster_id, new_cluster_id, stored_cluster_id
 from broker.metrics_http import LocalMetrics
@@ -65,7 +67,7 @@ from broker.quotas.quota_managers import QuotaManagers
 from broker.replication.broker_notifier import LeaderAndIsrRequest, UpdateMetadataRequest
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer
-from broker.security.scram_credentials import ScramCredentialStore
+from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialStore
 from broker.topology import Topology
 from broker.transaction.replicated_transaction_log import TRANSACTION_STATE
 from broker.wiring.cluster_membership import broker_registration, zookeeper_settings
@@ -155,6 +157,8 @@ class ZooKeeperDeployment:
             min_insync=config.transactions.state_log_min_isr,
         )
         self.peers = BrokerPeers(self._node_id, self.connector)
+        self.credentials = ZooKeeperScramCredentials(self._log_dir / CREDENTIALS_FILE, self.store)
+        self._acls: ZooKeeperAclStore | None = None
         self._topology = ZooKeeperTopology(
             self._node_id,
             self.live_brokers.brokers,
@@ -204,8 +208,15 @@ class ZooKeeperDeployment:
             leaving=self.controlled_shutdown.run,
         )
 
+    def scram_credentials(self) -> ScramCredentialStore:
+        """`/config/users` in ZooKeeper, followed by a service of `services()`."""
+        return self.credentials
+
     def acl_store(self, authorizer: Authorizer) -> AclStore:
-        return AclStore(self._log_dir)
+        """The `/kafka-acl` znodes, followed by a service of `services()`."""
+        if self._acls is None:
+            self._acls = ZooKeeperAclStore(self._log_dir, self.store, authorizer)
+        return self._acls
 
     def metrics_port(
         self, metrics: LocalMetrics, bootstrap: Callable[[str], str | None]
@@ -245,7 +256,10 @@ class ZooKeeperDeployment:
             self.replica_fetchers.failed_partitions_count,
             clientId="Replica",
         )
+        acls: list[Service] = [] if self._acls is None else [self._acls]
         return [
+            self.credentials,
+            *acls,
             self.throttles.following(broker_configs, self.replica_fetchers.throttle_changed),
             self.partition_states,
             self.controller,

@@ -86,6 +86,10 @@ class Deployment(Protocol):
         """Built before any subsystem; `advertised` gives this broker's host and port."""
         ...
 
+    def scram_credentials(self) -> ScramCredentialStore:
+        """Where SCRAM credentials are kept (read by every authentication)."""
+        ...
+
     def acl_store(self, authorizer: Authorizer) -> AclStore:
         """Where ACL changes are written; `authorizer` is the one enforcing them."""
         ...

@@ -9,13 +9,12 @@ needs every follower's fetch; her own replica Fetch and WriteTxnMarkers are refu
 Kafka refuses them. A host's controlled shutdown asks the controller over the same
 login.
 
-The SCRAM credentials are written into each host's log dir before it starts, as
-`kafka-configs.sh --zookeeper` writes them before Kafka's brokers start: brokers here
-keep credentials and ACLs per broker, so the ACLs are created on every host."""
+The SCRAM credentials are written into ZooKeeper before the hosts start, as
+`kafka-configs.sh --zookeeper` writes them before Kafka's brokers start; Alice's ACLs
+are created through one host and reach the others through ZooKeeper."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +30,7 @@ from broker.client.session import ClientSession
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
     CreateAclsRequest,
+    DescribeAclsRequest,
     DescribeLogDirsRequest,
     FetchRequest,
     MetadataRequest,
@@ -43,13 +43,8 @@ from broker.protocol.messages.write_txn_markers_request import (
     WritableTxnMarkerTopic,
 )
 from broker.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
-from broker.security.scram_credentials import (
-    CREDENTIALS_FILE,
-    MECHANISM_BY_NAME,
-    ScramCredential,
-    ScramCredentialStore,
-)
 from tests.hosts.host_processes import ADDRESSES, Host, Hosts, free_port, wait_until
+from tests.hosts.zookeeper_users import create_users
 
 MECHANISM = "SCRAM-SHA-256"
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
@@ -77,22 +72,13 @@ SETTINGS = {
 }
 
 
-def store_users(data_dir: Path) -> None:
-    info = MECHANISM_BY_NAME[MECHANISM]
-    credentials = {
-        (user, MECHANISM): ScramCredential.from_password(info, password, os.urandom(24), 4096)
-        for user, password in USERS.items()
-    }
-    ScramCredentialStore(data_dir / CREDENTIALS_FILE).apply(credentials, ())
-
-
 @pytest.fixture
 def hosts(tmp_path: Path, zookeeper_connect: str) -> Iterator[Hosts]:
     hosts = Hosts({})
+    create_users(zookeeper_connect, MECHANISM, USERS)
     for node_id, (address, rack) in ADDRESSES.items():
         port = free_port(address)
         data_dir = tmp_path / f"host-{node_id}"
-        store_users(data_dir)
         overrides = {
             "listeners": f"{SASL_PLAINTEXT}://{address}:{port}",
             "node.id": str(node_id),
@@ -163,6 +149,22 @@ def grant_alice(host: Host) -> None:
     assert [r.error_code for r in response.results] == [ErrorCode.NONE] * 3
 
 
+def alice_acls(host: Host) -> Any:
+    return ask(
+        host,
+        DescribeAclsRequest(
+            resource_type_filter=ResourceType.ANY,
+            resource_name_filter=None,
+            pattern_type_filter=PatternType.ANY,
+            principal_filter="User:alice",
+            host_filter=None,
+            operation=AclOperation.ANY,
+            permission_type=AclPermissionType.ANY,
+        ),
+        2,
+    )
+
+
 def replica_sizes(host: Host) -> dict[int, int]:
     """The bytes of each of the topic's replicas on this host (DescribeLogDirs)."""
     response = ask(host, DescribeLogDirsRequest(topics=None), 1)
@@ -200,8 +202,11 @@ def read_committed(hosts: Hosts, expected: int) -> list[bytes]:
 def test_brokers_log_in_to_each_other_as_a_super_user_and_alice_is_not_a_replica(
     hosts: Hosts,
 ) -> None:
-    for host in hosts.hosts.values():
-        grant_alice(host)
+    grant_alice(hosts.hosts[2])
+    wait_until(
+        "every host has alice's ACLs",
+        lambda: all(len(alice_acls(host).resources) == 3 for host in hosts.hosts.values()),
+    )
     admin = AdminClient(client_settings(hosts, "admin"))
     new_topic = NewTopic(
         TOPIC, PARTITIONS, replication_factor=3, config={"min.insync.replicas": "3"}

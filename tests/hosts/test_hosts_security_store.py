@@ -1,0 +1,149 @@
+"""SCRAM users and ACLs of hosts live in ZooKeeper, as Kafka 2.x keeps them: three
+`broker serve` hosts on 127.0.0.2-4 whose only listener is SASL_PLAINTEXT with
+SCRAM-SHA-256 and an authorizer (`super.users=User:admin`, the admin written into
+ZooKeeper before they start, as `kafka-configs.sh --zookeeper` would). A user created
+through host 1 logs in on host 3; an ACL created through host 2 is enforced on host 1,
+and its deletion through host 3 too."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from broker.client.security_config import SASL_PLAINTEXT, SaslCredentials, SecurityConfig
+from broker.client.session import ClientSession
+from broker.protocol.error_codes import ErrorCode
+from broker.protocol.messages import (
+    AlterUserScramCredentialsRequest,
+    CreateAclsRequest,
+    CreateTopicsRequest,
+    DeleteAclsRequest,
+    MetadataRequest,
+)
+from broker.protocol.messages.alter_user_scram_credentials_request import (
+    ScramCredentialUpsertion,
+)
+from broker.protocol.messages.create_acls_request import AclCreation
+from broker.protocol.messages.create_topics_request import CreatableTopic
+from broker.protocol.messages.delete_acls_request import DeleteAclsFilter
+from broker.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from tests.hosts.host_processes import ADDRESSES, Host, Hosts, free_port, wait_until
+from tests.hosts.zookeeper_users import create_users
+
+MECHANISM = "SCRAM-SHA-256"
+PASSWORDS = {"admin": "admin-secret", "bob": "bob-secret"}
+TOPIC = "bobs-topic"
+SETTINGS = {
+    "sasl.enabled.mechanisms": MECHANISM,
+    "security.inter.broker.protocol": SASL_PLAINTEXT,
+    "sasl.mechanism.inter.broker.protocol": MECHANISM,
+    "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="admin" password="admin-secret";'
+    ),
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:admin",
+    "num.network.threads": "1",
+    "num.io.threads": "2",
+}
+
+
+@pytest.fixture
+def hosts(tmp_path: Path, zookeeper_connect: str) -> Iterator[Hosts]:
+    create_users(zookeeper_connect, MECHANISM, {"admin": PASSWORDS["admin"]})
+    hosts = Hosts({})
+    for node_id, (address, rack) in ADDRESSES.items():
+        port = free_port(address)
+        overrides = {
+            "listeners": f"{SASL_PLAINTEXT}://{address}:{port}",
+            "node.id": str(node_id),
+            "broker.rack": rack,
+            "zookeeper.connect": zookeeper_connect,
+            "cluster.id": "security-store",
+            **SETTINGS,
+        }
+        data_dir = tmp_path / f"host-{node_id}"
+        hosts.hosts[node_id] = Host(node_id, address, port, data_dir, overrides)
+    try:
+        hosts.start()
+        wait_until(
+            "every host registered", lambda: len(ask(hosts.hosts[1], all_topics()).brokers) == 3
+        )
+        yield hosts
+    finally:
+        hosts.stop_all()
+
+
+def ask(host: Host, request: Any, version: int = -1, user: str = "admin") -> Any:
+    security = SecurityConfig(SASL_PLAINTEXT, SaslCredentials(MECHANISM, user, PASSWORDS[user]))
+
+    async def run() -> Any:
+        with trio.fail_after(15):
+            async with await ClientSession.open(host.bootstrap, security=security) as session:
+                chosen = version if version >= 0 else session.version_for(request.API_KEY)
+                return await session.request(request, chosen)
+
+    return trio.run(run)
+
+
+def all_topics() -> MetadataRequest:
+    return MetadataRequest(topics=None)
+
+
+def bob_sees_the_topic(host: Host) -> bool:
+    return TOPIC in {t.name for t in ask(host, all_topics(), user="bob").topics}
+
+
+def test_users_and_acls_changed_through_one_host_reach_every_host(hosts: Hosts) -> None:
+    one, two, three = (hosts.hosts[n] for n in (1, 2, 3))
+    salt = os.urandom(24)
+    salted = hashlib.pbkdf2_hmac("sha256", PASSWORDS["bob"].encode(), salt, 4096)
+    bob = ScramCredentialUpsertion(
+        name="bob", mechanism=1, iterations=4096, salt=salt, salted_password=salted
+    )
+    created = ask(one, AlterUserScramCredentialsRequest(upsertions=(bob,)))
+    assert [r.error_code for r in created.results] == [ErrorCode.NONE]
+    wait_until("bob logs in on host 3", lambda: ask(three, all_topics(), user="bob") is not None)
+
+    topic = CreatableTopic(name=TOPIC, num_partitions=1, replication_factor=3)
+    made = ask(one, CreateTopicsRequest(topics=(topic,), timeout_ms=30000))
+    assert made.topics[0].error_code == ErrorCode.NONE
+    wait_until(
+        "every host knows the topic",
+        lambda: all(
+            TOPIC in {t.name for t in ask(h, all_topics()).topics} for h in (one, two, three)
+        ),
+    )
+    assert not bob_sees_the_topic(one)
+
+    describe = AclCreation(
+        resource_type=ResourceType.TOPIC,
+        resource_name=TOPIC,
+        resource_pattern_type=PatternType.LITERAL,
+        principal="User:bob",
+        host="*",
+        operation=AclOperation.DESCRIBE,
+        permission_type=AclPermissionType.ALLOW,
+    )
+    granted = ask(two, CreateAclsRequest(creations=(describe,)), 2)
+    assert [r.error_code for r in granted.results] == [ErrorCode.NONE]
+    wait_until("host 1 lets bob see the topic", lambda: bob_sees_the_topic(one))
+
+    everything_of_bob = DeleteAclsFilter(
+        resource_type_filter=ResourceType.ANY,
+        resource_name_filter=None,
+        pattern_type_filter=PatternType.ANY,
+        principal_filter="User:bob",
+        host_filter=None,
+        operation=AclOperation.ANY,
+        permission_type=AclPermissionType.ANY,
+    )
+    deleted = ask(three, DeleteAclsRequest(filters=(everything_of_bob,)), 2)
+    assert len(deleted.filter_results[0].matching_acls) == 1
+    wait_until("host 1 hides the topic from bob again", lambda: not bob_sees_the_topic(one))
