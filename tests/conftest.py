@@ -56,6 +56,7 @@ SLOW_TESTS = frozenset(
         "tests/hosts/test_faults.py",
         "tests/hosts/test_host_supervisors.py",
         "tests/hosts/test_inter_broker_sasl.py",
+        "tests/hosts/test_hosts_security_store.py",
         "tests/console/test_console_browser.py",  # a real browser
         "tests/integration/test_broker_process.py",
         "tests/integration/test_config_errors.py",

@@ -1,0 +1,132 @@
+"""SCRAM credentials and ACLs of hosts on a real ZooKeeper: two brokers' stores (in one
+process) follow each other's changes, and a broker's per-broker file is copied into a
+ZooKeeper that holds none, never over what ZooKeeper holds."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import trio
+
+from broker.coordination.kazoo_store import KazooCoordinationStore, ZooKeeperSettings
+from broker.hosts.zookeeper_acls import ZooKeeperAclStore
+from broker.hosts.zookeeper_scram_credentials import ZooKeeperScramCredentials
+from broker.security.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from broker.security.acl_store import AclStore
+from broker.security.authorizer import StandardAuthorizer
+from broker.security.scram_credentials import (
+    CREDENTIALS_FILE,
+    MECHANISM_BY_NAME,
+    ScramCredential,
+    ScramCredentialStore,
+)
+
+WAIT_S = 30
+SHA256 = MECHANISM_BY_NAME["SCRAM-SHA-256"]
+
+
+def credential(password: str) -> ScramCredential:
+    return ScramCredential.from_password(SHA256, password, b"salt-of-" + password.encode(), 4096)
+
+
+def binding(name: str, pattern_type: PatternType = PatternType.LITERAL) -> AclBinding:
+    return AclBinding(
+        ResourcePattern(ResourceType.TOPIC, name, pattern_type),
+        AccessControlEntry("User:bob", "*", AclOperation.READ, AclPermissionType.ALLOW),
+    )
+
+
+async def eventually(what: str, holds: Callable[[], bool]) -> None:
+    for _ in range(int(WAIT_S / 0.05)):
+        if holds():
+            return
+        await trio.sleep(0.05)
+    raise AssertionError(f"not within {WAIT_S} s: {what}")
+
+
+async def connected(zookeeper_connect: str) -> KazooCoordinationStore:
+    store = KazooCoordinationStore(
+        ZooKeeperSettings(zookeeper_connect, session_timeout_ms=6000, connection_timeout_ms=10000)
+    )
+    await store.connect()
+    return store
+
+
+async def test_credentials_follow_zookeeper_and_a_file_fills_only_an_empty_one(
+    zookeeper_connect: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    files = [tmp_path / f"broker-{n}" / CREDENTIALS_FILE for n in (1, 2)]
+    ScramCredentialStore(files[0]).apply({("alice", SHA256.name): credential("a")}, ())
+    ScramCredentialStore(files[1]).apply({("mallory", SHA256.name): credential("m")}, ())
+    stores = [await connected(zookeeper_connect) for _ in files]
+    try:
+        first = ZooKeeperScramCredentials(files[0], stores[0])
+        second = ZooKeeperScramCredentials(files[1], stores[1])
+        async with trio.open_nursery() as nursery:
+            await nursery.start(first.run)
+            assert "ZooKeeper holds no SCRAM credential: copying the 1" in caplog.text
+            await nursery.start(second.run)
+            assert "the 1 in" in caplog.text and "are not used" in caplog.text
+            assert second.get("alice", SHA256.name) == credential("a")
+            assert second.get("mallory", SHA256.name) is None
+
+            await second.alter({("bob", SHA256.name): credential("b")}, ())
+            await eventually("bob on the first", lambda: first.users() == ["alice", "bob"])
+            await first.alter({}, [("alice", SHA256.name)])
+            await eventually("alice gone on the second", lambda: second.users() == ["bob"])
+            assert second.mechanisms_of("bob") == [(SHA256.name, 4096)]
+            nursery.cancel_scope.cancel()
+    finally:
+        for store in stores:
+            await store.close()
+
+
+async def test_acls_follow_zookeeper_and_a_file_fills_only_an_empty_one(
+    zookeeper_connect: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    dirs = [tmp_path / f"broker-{n}" for n in (1, 2)]
+    AclStore(dirs[0]).save_sync([binding("orders"), binding("logs-", PatternType.PREFIXED)])
+    AclStore(dirs[1]).save_sync([binding("secrets")])
+    authorizers = [StandardAuthorizer(AclStore(d).load()) for d in dirs]
+    stores = [await connected(zookeeper_connect) for _ in dirs]
+    try:
+        first, second = (
+            ZooKeeperAclStore(d, s, a) for d, s, a in zip(dirs, stores, authorizers, strict=True)
+        )
+        async with trio.open_nursery() as nursery:
+            await nursery.start(first.run)
+            assert "ZooKeeper holds no ACL: copying the 2" in caplog.text
+            await nursery.start(second.run)
+            assert "ACLs are read from ZooKeeper; the 1 in" in caplog.text
+            expected = {binding("orders"), binding("logs-", PatternType.PREFIXED)}
+            assert set(authorizers[1].bindings()) == expected
+
+            async with second.lock:
+                await second.save([*authorizers[1].bindings(), binding("payments")])
+            expected.add(binding("payments"))
+            await eventually(
+                "payments on the first", lambda: set(authorizers[0].bindings()) == expected
+            )
+            async with first.lock:
+                await first.save([binding("payments")])
+            await eventually(
+                "only payments on the second",
+                lambda: set(authorizers[1].bindings()) == {binding("payments")},
+            )
+            nursery.cancel_scope.cancel()
+    finally:
+        for store in stores:
+            await store.close()
