@@ -176,7 +176,9 @@ class KafkaServer:
         add_acl_apis(context, self.acl_store)
         add_security_apis(context, self.scram_credentials)
         self.quotas = add_quota_apis(
-            context, self.socket_server.quotas.update_ip_connection_rate_quota
+            context,
+            self.socket_server.quotas.update_ip_connection_rate_quota,
+            deployment.quota_store(),
         )
         self.services += deployment.services(
             context,

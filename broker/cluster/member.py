@@ -123,6 +123,10 @@ class ClusterMember:
         """One `scram-credentials.json` for every process, followed by `services()`."""
         return ScramCredentialStore(self.log_dir / CREDENTIALS_FILE)
 
+    def quota_store(self) -> QuotaStore:
+        """One `__client_quotas.json` for every process, followed by `services()`."""
+        return QuotaStore(self.log_dir)
+
     def acl_store(self, authorizer: Authorizer) -> AclStore:
         """One `__acls.json` for every process, followed by a service of `services()`."""
         if self._acls is None:

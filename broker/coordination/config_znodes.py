@@ -21,6 +21,15 @@ from collections.abc import Mapping
 from urllib.parse import quote, unquote
 
 from broker.coordination.broker_registration import MalformedZnode
+from broker.quotas.client_quota_entity import (
+    CLIENT_ID,
+    CLIENT_KEYS,
+    IP,
+    IP_KEYS,
+    USER,
+    WHOLE_NUMBER_KEYS,
+    ClientQuotaEntity,
+)
 from broker.security.scram_credentials import MECHANISM_BY_NAME, ScramCredential
 
 CONFIG_PATH = "/config"
@@ -28,6 +37,12 @@ USERS_CONFIG_PATH = "/config/users"
 CLIENTS_CONFIG_PATH = "/config/clients"
 CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = f"{CONFIG_CHANGES_PATH}/config_change_"
+IPS_CONFIG_PATH = "/config/ips"
+DEFAULT_ENTITY = "<default>"
+"""The path element of a type's default entity (Kafka's ConfigEntityName.Default)."""
+QUOTA_KEYS = frozenset((*CLIENT_KEYS, *IP_KEYS))
+_ENTITY_DIRS = {USER: "users", CLIENT_ID: "clients", IP: "ips"}
+_ENTITY_TYPES = {directory: entity_type for entity_type, directory in _ENTITY_DIRS.items()}
 
 
 def sanitize(name: str) -> str:
@@ -37,6 +52,43 @@ def sanitize(name: str) -> str:
 
 def desanitize(element: str) -> str:
     return unquote(element)
+
+
+def entity_path(entity: ClientQuotaEntity) -> str:
+    """The entity's path under /config, as a change notification names it:
+    `users/alice`, `clients/<default>`, `users/alice/clients/app`, `ips/10.0.0.1`."""
+    order = sorted(entity.entries, key=lambda pair: pair[0] != USER)
+    return "/".join(
+        f"{_ENTITY_DIRS[entity_type]}/{DEFAULT_ENTITY if name is None else sanitize(name)}"
+        for entity_type, name in order
+    )
+
+
+def entity_of(path: str) -> ClientQuotaEntity:
+    """The inverse of `entity_path`; MalformedZnode for a path of no entity."""
+    elements = path.strip("/").split("/")
+    if not elements or len(elements) % 2 or len(elements) > 4:
+        raise MalformedZnode(f"/config/{path}: not a client quota entity")
+    pairs: list[tuple[str, str | None]] = []
+    for directory, element in zip(elements[::2], elements[1::2], strict=True):
+        entity_type = _ENTITY_TYPES.get(directory)
+        if entity_type is None:
+            raise MalformedZnode(f"/config/{path}: no entity type is called {directory!r}")
+        pairs.append((entity_type, None if element == DEFAULT_ENTITY else desanitize(element)))
+    return ClientQuotaEntity(tuple(sorted(pairs, key=lambda pair: pair[0])))
+
+
+def encode_quota_value(key: str, value: float) -> str:
+    """As `kafka-configs.sh` writes them: whole numbers for the byte and connection rates."""
+    return str(int(value)) if key in WHOLE_NUMBER_KEYS else str(value)
+
+
+def quota_values_in(path: str, config: Mapping[str, str]) -> dict[str, float]:
+    """The client quotas of one entity's config (SCRAM credentials left out)."""
+    try:
+        return {key: float(value) for key, value in config.items() if key in QUOTA_KEYS}
+    except ValueError as exc:
+        raise MalformedZnode(f"{path}: a quota is not a number ({exc})") from None
 
 
 def user_config_path(user: str) -> str:

@@ -58,12 +58,14 @@ from broker.hosts.replication_settings import (
 from broker.hosts.replication_throttles import ReplicationThrottles
 from broker.hosts.zookeeper_acls import ZooKeeperAclStore
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
+from broker.hosts.zookeeper_quotas import ZooKeeperQuotaStore
 from broker.hosts.zookeeper_scram_credentials import ZooKeeperScramCredentials
 from broker.hosts.zookeeper_topology import ZooKeeperTopology
 from broker.meta_properties import load_or_create_cluster_id, new_cluster_id, stored_cluster_id
 from broker.metrics_http import LocalMetrics
 from broker.net.internal_listener import InternalListener
 from broker.quotas.quota_managers import QuotaManagers
+from broker.quotas.quota_store import QuotaStore
 from broker.replication.broker_notifier import LeaderAndIsrRequest, UpdateMetadataRequest
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer
@@ -159,6 +161,7 @@ class ZooKeeperDeployment:
         self.peers = BrokerPeers(self._node_id, self.connector)
         self.credentials = ZooKeeperScramCredentials(self._log_dir / CREDENTIALS_FILE, self.store)
         self._acls: ZooKeeperAclStore | None = None
+        self.quotas = ZooKeeperQuotaStore(self._log_dir, self.store)
         self._topology = ZooKeeperTopology(
             self._node_id,
             self.live_brokers.brokers,
@@ -212,6 +215,10 @@ class ZooKeeperDeployment:
         """`/config/users` in ZooKeeper, followed by a service of `services()`."""
         return self.credentials
 
+    def quota_store(self) -> QuotaStore:
+        """The client quotas in `/config`, followed by a service of `services()`."""
+        return self.quotas
+
     def acl_store(self, authorizer: Authorizer) -> AclStore:
         """The `/kafka-acl` znodes, followed by a service of `services()`."""
         if self._acls is None:
@@ -260,6 +267,7 @@ class ZooKeeperDeployment:
         return [
             self.credentials,
             *acls,
+            self.quotas.following(quotas),
             self.throttles.following(broker_configs, self.replica_fetchers.throttle_changed),
             self.partition_states,
             self.controller,

@@ -17,37 +17,27 @@ are the cluster's and the file is left as it is, unread (logged).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import trio
 
 from broker.coordination.broker_registration import MalformedZnode
 from broker.coordination.config_znodes import (
-    CONFIG_CHANGE_PREFIX,
     CONFIG_CHANGES_PATH,
     USERS_CONFIG_PATH,
     decode_entity_config,
     desanitize,
-    encode_config_change,
-    encode_entity_config,
     encode_scram_credential,
     sanitize,
     scram_credentials_in,
-    user_config_path,
 )
-from broker.coordination.store import (
-    BadVersionError,
-    CoordinationError,
-    CoordinationStore,
-    NodeExistsError,
-    WatchEvent,
-)
+from broker.coordination.store import CoordinationError, CoordinationStore, WatchEvent
+from broker.hosts.entity_configs import change_entity_config
 from broker.security.scram_credentials import ScramCredential, ScramCredentialStore
 
 log = logging.getLogger(__name__)
 
-_WRITE_ATTEMPTS = 10
 Credentials = dict[tuple[str, str], ScramCredential]
 
 
@@ -85,33 +75,24 @@ class ZooKeeperScramCredentials(ScramCredentialStore):
             by_user.setdefault(user, {})[mechanism] = credential
         try:
             for user, changes in by_user.items():
-                await self._write_user(user, changes)
-                await self._store.create_sequential(
-                    CONFIG_CHANGE_PREFIX, encode_config_change(f"users/{sanitize(user)}")
-                )
+                entity = f"users/{sanitize(user)}"
+                await change_entity_config(self._store, entity, self._changer(changes))
             await self._read_all()
-        except CoordinationError as exc:
+        except (CoordinationError, MalformedZnode) as exc:
             raise OSError(f"ZooKeeper: {exc}") from exc
 
-    async def _write_user(self, user: str, changes: Mapping[str, ScramCredential | None]) -> None:
-        path = user_config_path(user)
-        for _ in range(_WRITE_ATTEMPTS):
-            found = await self._store.get(path)
-            config = {} if found is None else decode_entity_config(path, found.data)
+    @staticmethod
+    def _changer(
+        changes: Mapping[str, ScramCredential | None],
+    ) -> Callable[[dict[str, str]], None]:
+        def change(config: dict[str, str]) -> None:
             for mechanism, credential in changes.items():
                 if credential is None:
                     config.pop(mechanism, None)
                 else:
                     config[mechanism] = encode_scram_credential(credential)
-            try:
-                if found is None:
-                    await self._store.create(path, encode_entity_config(config))
-                else:
-                    await self._store.set(path, encode_entity_config(config), version=found.version)
-                return
-            except (NodeExistsError, BadVersionError):
-                continue  # another broker wrote the user meanwhile: apply ours to theirs
-        raise CoordinationError(f"{path}: changed by others {_WRITE_ATTEMPTS} times in a row")
+
+        return change
 
     async def _read_all(self) -> Credentials:
         credentials: Credentials = {}

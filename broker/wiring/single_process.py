@@ -16,6 +16,7 @@ from broker.log.log_manager import LogManager
 from broker.metrics_http import LocalMetrics
 from broker.net.internal_listener import InternalListener
 from broker.quotas.quota_managers import QuotaManagers
+from broker.quotas.quota_store import QuotaStore
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer
 from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialStore
@@ -42,6 +43,9 @@ class SingleProcess:
 
     def scram_credentials(self) -> ScramCredentialStore:
         return ScramCredentialStore(self._log_dir / CREDENTIALS_FILE)
+
+    def quota_store(self) -> QuotaStore:
+        return QuotaStore(self._log_dir)
 
     def acl_store(self, authorizer: Authorizer) -> AclStore:
         return AclStore(self._log_dir)

@@ -16,11 +16,16 @@ from broker.coordination.config_znodes import (
     desanitize,
     encode_config_change,
     encode_entity_config,
+    encode_quota_value,
     encode_scram_credential,
+    entity_of,
+    entity_path,
+    quota_values_in,
     sanitize,
     scram_credentials_in,
     user_config_path,
 )
+from broker.quotas.client_quota_entity import CLIENT_ID, IP, USER, ClientQuotaEntity
 from broker.security.scram_credentials import MECHANISM_BY_NAME, ScramCredential
 
 credentials = st.builds(
@@ -91,3 +96,49 @@ def test_a_malformed_credential_is_malformed_znode_never_a_crash(text: str) -> N
         scram_credentials_in("/config/users/u", {"SCRAM-SHA-512": text})
     except MalformedZnode as exc:
         assert "/config/users/u" in str(exc)
+
+
+names = st.one_of(st.none(), st.text(min_size=1, max_size=20))
+
+
+@given(
+    st.one_of(
+        st.tuples(names).map(lambda n: ((USER, n[0]),)),
+        st.tuples(names).map(lambda n: ((CLIENT_ID, n[0]),)),
+        st.tuples(names, names).map(lambda n: ((CLIENT_ID, n[1]), (USER, n[0]))),
+        st.sampled_from(["10.0.0.1", "::1", None]).map(lambda ip: ((IP, ip),)),
+    )
+)
+def test_every_quota_entity_has_its_path_under_config(
+    entries: tuple[tuple[str, str | None], ...],
+) -> None:
+    entity = ClientQuotaEntity(entries)
+    path = entity_path(entity)
+    assert entity_of(path) == entity
+    assert path.split("/")[0] == (
+        "ips" if entity.is_ip else "users" if USER in entity.types else "clients"
+    )
+
+
+def test_quota_entities_are_where_kafka_configs_puts_them() -> None:
+    user_client = ClientQuotaEntity(((CLIENT_ID, "app"), (USER, None)))
+    assert entity_path(user_client) == "users/<default>/clients/app"
+    assert entity_path(ClientQuotaEntity(((USER, "<default>"),))) == "users/%3Cdefault%3E"
+    config = {
+        "SCRAM-SHA-256": "salt=...",
+        "producer_byte_rate": "1024",
+        "request_percentage": "12.5",
+    }
+    assert quota_values_in("/config/users/a", config) == {
+        "producer_byte_rate": 1024.0,
+        "request_percentage": 12.5,
+    }
+    assert encode_quota_value("producer_byte_rate", 1024.0) == "1024"
+    with pytest.raises(MalformedZnode, match="/config/users/a"):
+        quota_values_in("/config/users/a", {"consumer_byte_rate": "fast"})
+
+
+@pytest.mark.parametrize("path", ["users", "topics/t", "users/a/clients", "users/a/ips/b/c/d"])
+def test_a_path_of_no_quota_entity_is_malformed(path: str) -> None:
+    with pytest.raises(MalformedZnode):
+        entity_of(path)

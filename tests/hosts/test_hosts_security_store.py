@@ -3,7 +3,7 @@
 SCRAM-SHA-256 and an authorizer (`super.users=User:admin`, the admin written into
 ZooKeeper before they start, as `kafka-configs.sh --zookeeper` would). A user created
 through host 1 logs in on host 3; an ACL created through host 2 is enforced on host 1,
-and its deletion through host 3 too."""
+and its deletion through host 3 too; a quota set through host 3 is in force on host 1."""
 
 from __future__ import annotations
 
@@ -20,18 +20,22 @@ from broker.client.security_config import SASL_PLAINTEXT, SaslCredentials, Secur
 from broker.client.session import ClientSession
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
+    AlterClientQuotasRequest,
     AlterUserScramCredentialsRequest,
     CreateAclsRequest,
     CreateTopicsRequest,
     DeleteAclsRequest,
+    DescribeClientQuotasRequest,
     MetadataRequest,
 )
+from broker.protocol.messages.alter_client_quotas_request import EntityData, EntryData, OpData
 from broker.protocol.messages.alter_user_scram_credentials_request import (
     ScramCredentialUpsertion,
 )
 from broker.protocol.messages.create_acls_request import AclCreation
 from broker.protocol.messages.create_topics_request import CreatableTopic
 from broker.protocol.messages.delete_acls_request import DeleteAclsFilter
+from broker.protocol.messages.describe_client_quotas_request import ComponentData
 from broker.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
 from tests.hosts.host_processes import ADDRESSES, Host, Hosts, free_port, wait_until
 from tests.hosts.zookeeper_users import create_users
@@ -147,3 +151,24 @@ def test_users_and_acls_changed_through_one_host_reach_every_host(hosts: Hosts) 
     deleted = ask(three, DeleteAclsRequest(filters=(everything_of_bob,)), 2)
     assert len(deleted.filter_results[0].matching_acls) == 1
     wait_until("host 1 hides the topic from bob again", lambda: not bob_sees_the_topic(one))
+
+    bobs_rate = EntryData(
+        entity=(EntityData(entity_type="user", entity_name="bob"),),
+        ops=(OpData(key="producer_byte_rate", value=1024.0),),
+    )
+    altered = ask(three, AlterClientQuotasRequest(entries=(bobs_rate,)))
+    assert [e.error_code for e in altered.entries] == [ErrorCode.NONE]
+
+    def bobs_quotas_on_host_1() -> list[tuple[str, float]]:
+        described = ask(
+            one,
+            DescribeClientQuotasRequest(
+                components=(ComponentData(entity_type="user", match_type=0, match="bob"),)
+            ),
+        )
+        return [(v.key, v.value) for e in described.entries or () for v in e.values]
+
+    wait_until(
+        "host 1 has bob's quota",
+        lambda: bobs_quotas_on_host_1() == [("producer_byte_rate", 1024.0)],
+    )
