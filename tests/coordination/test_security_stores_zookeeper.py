@@ -13,7 +13,19 @@ import trio
 
 from broker.coordination.kazoo_store import KazooCoordinationStore, ZooKeeperSettings
 from broker.hosts.zookeeper_acls import ZooKeeperAclStore
+from broker.hosts.zookeeper_quotas import ZooKeeperQuotaStore
 from broker.hosts.zookeeper_scram_credentials import ZooKeeperScramCredentials
+from broker.quotas.client_quota_configs import QuotaOp
+from broker.quotas.client_quota_entity import (
+    CLIENT_ID,
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    USER,
+    ClientQuotaEntity,
+)
+from broker.quotas.quota_managers import QuotaManagers
+from broker.quotas.quota_store import QuotaStore
 from broker.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -126,6 +138,54 @@ async def test_acls_follow_zookeeper_and_a_file_fills_only_an_empty_one(
                 "only payments on the second",
                 lambda: set(authorizers[1].bindings()) == {binding("payments")},
             )
+            nursery.cancel_scope.cancel()
+    finally:
+        for store in stores:
+            await store.close()
+
+
+async def test_quotas_follow_zookeeper_beside_the_credentials_and_a_file_fills_an_empty_one(
+    zookeeper_connect: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    dirs = [tmp_path / f"broker-{n}" for n in (1, 2)]
+    alice = ClientQuotaEntity(((USER, "alice"),))
+    QuotaStore(dirs[0]).save_sync([(alice, {PRODUCER_BYTE_RATE: 2048.0})])
+    managers = [QuotaManagers(1.0, 2) for _ in dirs]
+    stores = [await connected(zookeeper_connect) for _ in dirs]
+    try:
+        credentials = ZooKeeperScramCredentials(dirs[0] / CREDENTIALS_FILE, stores[0])
+        first, second = (ZooKeeperQuotaStore(d, s) for d, s in zip(dirs, stores, strict=True))
+        async with trio.open_nursery() as nursery:
+            await nursery.start(credentials.run)
+            await credentials.alter({("alice", SHA256.name): credential("a")}, ())
+            await nursery.start(first.following(managers[0]).run)
+            assert "ZooKeeper holds no client quota: copying the 1" in caplog.text
+            await nursery.start(second.following(managers[1]).run)
+            assert managers[1].configs.get(alice) == {PRODUCER_BYTE_RATE: 2048.0}
+
+            default_client = ClientQuotaEntity(((CLIENT_ID, None),))
+            stored = await second.update(
+                {
+                    alice: [
+                        QuotaOp(PRODUCER_BYTE_RATE, remove=True),
+                        QuotaOp(REQUEST_PERCENTAGE, 50.0),
+                    ],
+                    default_client: [QuotaOp(CONSUMER_BYTE_RATE, 4096.0)],
+                }
+            )
+            expected = {
+                alice: {REQUEST_PERCENTAGE: 50.0},
+                default_client: {CONSUMER_BYTE_RATE: 4096.0},
+            }
+            assert stored == expected
+            await eventually(
+                "the first broker's quotas",
+                lambda: dict(managers[0].configs) == expected,
+            )
+            # The user's znode still holds her credential beside her quota.
+            await eventually("the credential kept", lambda: credentials.users() == ["alice"])
+            assert credentials.get("alice", SHA256.name) == credential("a")
             nursery.cancel_scope.cancel()
     finally:
         for store in stores:
