@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker.coordination.config_znodes import (
-    CONFIG_CHANGE_PREFIX,
+    CONFIG_CHANGE_NAME,
+    CONFIG_CHANGES_PATH,
     CONFIG_PATH,
     decode_entity_config,
     encode_config_change,
@@ -20,6 +21,7 @@ from broker.coordination.store import (
     CoordinationStore,
     NodeExistsError,
 )
+from broker.hosts.change_notifications import notify
 
 WRITE_ATTEMPTS = 10
 
@@ -45,4 +47,4 @@ async def change_entity_config(
             continue  # another broker wrote the entity meanwhile: apply ours to theirs
     else:
         raise CoordinationError(f"{path}: changed by others {WRITE_ATTEMPTS} times in a row")
-    await store.create_sequential(CONFIG_CHANGE_PREFIX, encode_config_change(entity_path))
+    await notify(store, CONFIG_CHANGES_PATH, CONFIG_CHANGE_NAME, encode_config_change(entity_path))

@@ -43,6 +43,7 @@ from broker.coordination.store import (
     Versioned,
     WatchEvent,
 )
+from broker.hosts.change_notifications import notify
 from broker.security.acl import AccessControlEntry, AclBinding, ResourcePattern
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer, StandardAuthorizer
@@ -101,7 +102,7 @@ class ZooKeeperAclStore(AclStore):
         else:
             await self._store.set(path, encode_acl_entries(entries), version=version)
         parent, data = encode_acl_change(pattern)
-        await self._store.create_sequential(f"{parent}/{ACL_CHANGE_NAME}", data)
+        await notify(self._store, parent, ACL_CHANGE_NAME, data)
 
     async def _read_all(self) -> Stored:
         stored: Stored = {}

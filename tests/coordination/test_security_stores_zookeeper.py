@@ -12,6 +12,8 @@ import pytest
 import trio
 
 from broker.coordination.kazoo_store import KazooCoordinationStore, ZooKeeperSettings
+from broker.hosts import change_notifications
+from broker.hosts.change_notifications import notify
 from broker.hosts.zookeeper_acls import ZooKeeperAclStore
 from broker.hosts.zookeeper_quotas import ZooKeeperQuotaStore
 from broker.hosts.zookeeper_scram_credentials import ZooKeeperScramCredentials
@@ -190,3 +192,21 @@ async def test_quotas_follow_zookeeper_beside_the_credentials_and_a_file_fills_a
     finally:
         for store in stores:
             await store.close()
+
+
+async def test_only_the_newest_change_notifications_are_kept(
+    zookeeper_connect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(change_notifications, "KEPT_NOTIFICATIONS", 3)
+    store = await connected(zookeeper_connect)
+    try:
+        await store.ensure_path("/config/changes")
+        for n in range(6):
+            await notify(store, "/config/changes", "config_change_", str(n).encode())
+        assert len(await store.children("/config/changes")) == 6
+        await notify(store, "/config/changes", "config_change_", b"6")
+        kept = sorted(await store.children("/config/changes"))
+        data = [await store.get(f"/config/changes/{name}") for name in kept]
+        assert [d.data for d in data if d is not None] == [b"4", b"5", b"6"]
+    finally:
+        await store.close()
