@@ -41,9 +41,8 @@ from broker.coordination.store import (
     CoordinationStore,
     NoNodeError,
     Versioned,
-    WatchEvent,
 )
-from broker.hosts.change_notifications import notify
+from broker.hosts.change_notifications import follow_notifications, notify
 from broker.security.acl import AccessControlEntry, AclBinding, ResourcePattern
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer, StandardAuthorizer
@@ -162,21 +161,16 @@ class ZooKeeperAclStore(AclStore):
         for path in (ACL_CHANGES_PATH, EXTENDED_ACL_CHANGES_PATH):
             await self._store.ensure_path(path)
         await self._adopt_file()
-        send, receive = trio.open_memory_channel[WatchEvent](16)
-        await self._follow(send)
-        log.info("loaded the ACLs of %d resource patterns from ZooKeeper", len(self._stored))
-        task_status.started()
-        while True:
-            with trio.move_on_after(self._poll_interval_s):
-                await receive.receive()
-            try:
-                await self._follow(send)
-            except (CoordinationError, ConnectionError) as exc:
-                log.warning("cannot read the ACLs from ZooKeeper: %s", exc)
+        await follow_notifications(
+            self._store,
+            [ACL_CHANGES_PATH, EXTENDED_ACL_CHANGES_PATH],
+            self._refresh_unless_changing,
+            interval_s=self._poll_interval_s,
+            what="ACLs",
+            task_status=task_status,
+        )
 
-    async def _follow(self, watch: trio.MemorySendChannel[WatchEvent]) -> None:
-        for path in (ACL_CHANGES_PATH, EXTENDED_ACL_CHANGES_PATH):
-            await self._store.children(path, watch=watch)
+    async def _refresh_unless_changing(self) -> None:
         async with self._local:
             await self.refresh()
 

@@ -31,7 +31,8 @@ from broker.coordination.config_znodes import (
     entity_path,
     quota_values_in,
 )
-from broker.coordination.store import CoordinationError, CoordinationStore, NoNodeError, WatchEvent
+from broker.coordination.store import CoordinationError, CoordinationStore, NoNodeError
+from broker.hosts.change_notifications import follow_notifications
 from broker.hosts.entity_configs import change_entity_config
 from broker.quotas.client_quota_configs import QuotaOp, apply_ops
 from broker.quotas.client_quota_entity import ClientQuotaEntity
@@ -118,19 +119,16 @@ class _QuotaFollower:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await self._adopt_file()
-        send, receive = trio.open_memory_channel[WatchEvent](16)
-        await self._follow(send)
-        task_status.started()
-        while True:
-            with trio.move_on_after(self._interval_s):
-                await receive.receive()
-            try:
-                await self._follow(send)
-            except (CoordinationError, ConnectionError) as exc:
-                log.warning("cannot read the client quotas from ZooKeeper: %s", exc)
+        await follow_notifications(
+            self._store.coordination,
+            [CONFIG_CHANGES_PATH],
+            self._reread,
+            interval_s=self._interval_s,
+            what="client quotas",
+            task_status=task_status,
+        )
 
-    async def _follow(self, watch: trio.MemorySendChannel[WatchEvent]) -> None:
-        await self._store.coordination.children(CONFIG_CHANGES_PATH, watch=watch)
+    async def _reread(self) -> None:
         async with self._store.lock:
             stored = await self._store.read_all()
             for entity in {entity for entity, _ in self._quotas.configs} | set(stored):

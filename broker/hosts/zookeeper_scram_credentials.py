@@ -32,7 +32,8 @@ from broker.coordination.config_znodes import (
     sanitize,
     scram_credentials_in,
 )
-from broker.coordination.store import CoordinationError, CoordinationStore, WatchEvent
+from broker.coordination.store import CoordinationError, CoordinationStore
+from broker.hosts.change_notifications import follow_notifications
 from broker.hosts.entity_configs import change_entity_config
 from broker.security.scram_credentials import ScramCredential, ScramCredentialStore
 
@@ -138,18 +139,11 @@ class ZooKeeperScramCredentials(ScramCredentialStore):
         await self._store.ensure_path(USERS_CONFIG_PATH)
         await self._store.ensure_path(CONFIG_CHANGES_PATH)
         await self._adopt_file()
-        send, receive = trio.open_memory_channel[WatchEvent](16)
-        await self._follow(send)
-        log.info("loaded %d SCRAM credentials from ZooKeeper", len(self._credentials))
-        task_status.started()
-        while True:
-            with trio.move_on_after(self._poll_interval_s):
-                await receive.receive()
-            try:
-                await self._follow(send)
-            except (CoordinationError, ConnectionError) as exc:
-                log.warning("cannot read the SCRAM credentials from ZooKeeper: %s", exc)
-
-    async def _follow(self, watch: trio.MemorySendChannel[WatchEvent]) -> None:
-        await self._store.children(CONFIG_CHANGES_PATH, watch=watch)
-        await self._read_all()
+        await follow_notifications(
+            self._store,
+            [CONFIG_CHANGES_PATH],
+            self._read_all,
+            interval_s=self._poll_interval_s,
+            what="SCRAM credentials",
+            task_status=task_status,
+        )
