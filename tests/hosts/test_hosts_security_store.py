@@ -14,10 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
-from broker.client.security_config import SASL_PLAINTEXT, SaslCredentials, SecurityConfig
-from broker.client.session import ClientSession
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
     AlterClientQuotasRequest,
@@ -37,63 +34,21 @@ from broker.protocol.messages.create_topics_request import CreatableTopic
 from broker.protocol.messages.delete_acls_request import DeleteAclsFilter
 from broker.protocol.messages.describe_client_quotas_request import ComponentData
 from broker.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
-from tests.hosts.host_processes import ADDRESSES, Host, Hosts, free_port, wait_until
-from tests.hosts.zookeeper_users import create_users
+from tests.hosts.host_processes import Host, Hosts, wait_until
+from tests.hosts.sasl_hosts import ask_as, sasl_hosts
 
-MECHANISM = "SCRAM-SHA-256"
 PASSWORDS = {"admin": "admin-secret", "bob": "bob-secret"}
 TOPIC = "bobs-topic"
-SETTINGS = {
-    "sasl.enabled.mechanisms": MECHANISM,
-    "security.inter.broker.protocol": SASL_PLAINTEXT,
-    "sasl.mechanism.inter.broker.protocol": MECHANISM,
-    "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
-        "org.apache.kafka.common.security.scram.ScramLoginModule required "
-        'username="admin" password="admin-secret";'
-    ),
-    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-    "super.users": "User:admin",
-    "num.network.threads": "1",
-    "num.io.threads": "2",
-}
 
 
 @pytest.fixture
 def hosts(tmp_path: Path, zookeeper_connect: str) -> Iterator[Hosts]:
-    create_users(zookeeper_connect, MECHANISM, {"admin": PASSWORDS["admin"]})
-    hosts = Hosts({})
-    for node_id, (address, rack) in ADDRESSES.items():
-        port = free_port(address)
-        overrides = {
-            "listeners": f"{SASL_PLAINTEXT}://{address}:{port}",
-            "node.id": str(node_id),
-            "broker.rack": rack,
-            "zookeeper.connect": zookeeper_connect,
-            "cluster.id": "security-store",
-            **SETTINGS,
-        }
-        data_dir = tmp_path / f"host-{node_id}"
-        hosts.hosts[node_id] = Host(node_id, address, port, data_dir, overrides)
-    try:
-        hosts.start()
-        wait_until(
-            "every host registered", lambda: len(ask(hosts.hosts[1], all_topics()).brokers) == 3
-        )
+    with sasl_hosts(tmp_path, zookeeper_connect, {"admin": PASSWORDS["admin"]}, {}) as hosts:
         yield hosts
-    finally:
-        hosts.stop_all()
 
 
 def ask(host: Host, request: Any, version: int = -1, user: str = "admin") -> Any:
-    security = SecurityConfig(SASL_PLAINTEXT, SaslCredentials(MECHANISM, user, PASSWORDS[user]))
-
-    async def run() -> Any:
-        with trio.fail_after(15):
-            async with await ClientSession.open(host.bootstrap, security=security) as session:
-                chosen = version if version >= 0 else session.version_for(request.API_KEY)
-                return await session.request(request, chosen)
-
-    return trio.run(run)
+    return ask_as(host, request, user, PASSWORDS[user], version)
 
 
 def all_topics() -> MetadataRequest:

@@ -21,12 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.client.security_config import SASL_PLAINTEXT, SaslCredentials, SecurityConfig
-from broker.client.session import ClientSession
+from broker.client.security_config import SASL_PLAINTEXT
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
     CreateAclsRequest,
@@ -43,10 +41,9 @@ from broker.protocol.messages.write_txn_markers_request import (
     WritableTxnMarkerTopic,
 )
 from broker.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
-from tests.hosts.host_processes import ADDRESSES, Host, Hosts, free_port, wait_until
-from tests.hosts.zookeeper_users import create_users
+from tests.hosts.host_processes import Host, Hosts, wait_until
+from tests.hosts.sasl_hosts import MECHANISM, ask_as, sasl_hosts
 
-MECHANISM = "SCRAM-SHA-256"
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 TOPIC = "sasl-hosts"
 PARTITIONS = 3
@@ -54,15 +51,6 @@ TRANSACTIONAL_ID = "alice-txn"
 GROUP = "alice-group"
 DEADLINE_S = 60.0
 SETTINGS = {
-    "sasl.enabled.mechanisms": MECHANISM,
-    "security.inter.broker.protocol": SASL_PLAINTEXT,
-    "sasl.mechanism.inter.broker.protocol": MECHANISM,
-    "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
-        "org.apache.kafka.common.security.scram.ScramLoginModule required "
-        'username="admin" password="admin-secret";'
-    ),
-    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-    "super.users": "User:admin",
     "num.replica.fetchers": "2",
     "zookeeper.session.timeout.ms": "6000",
     "transaction.state.log.replication.factor": "3",
@@ -74,30 +62,8 @@ SETTINGS = {
 
 @pytest.fixture
 def hosts(tmp_path: Path, zookeeper_connect: str) -> Iterator[Hosts]:
-    hosts = Hosts({})
-    create_users(zookeeper_connect, MECHANISM, USERS)
-    for node_id, (address, rack) in ADDRESSES.items():
-        port = free_port(address)
-        data_dir = tmp_path / f"host-{node_id}"
-        overrides = {
-            "listeners": f"{SASL_PLAINTEXT}://{address}:{port}",
-            "node.id": str(node_id),
-            "broker.rack": rack,
-            "zookeeper.connect": zookeeper_connect,
-            "cluster.id": "sasl-hosts",
-            "num.network.threads": "1",
-            "num.io.threads": "2",
-            **SETTINGS,
-        }
-        hosts.hosts[node_id] = Host(node_id, address, port, data_dir, overrides)
-    try:
-        hosts.start()
-        wait_until(
-            "every host registered", lambda: len(ask(hosts.hosts[1], metadata()).brokers) == 3
-        )
+    with sasl_hosts(tmp_path, zookeeper_connect, USERS, SETTINGS) as hosts:
         yield hosts
-    finally:
-        hosts.stop_all()
 
 
 def client_settings(hosts: Hosts, user: str) -> dict[str, Any]:
@@ -111,17 +77,7 @@ def client_settings(hosts: Hosts, user: str) -> dict[str, Any]:
 
 
 def ask(host: Host, request: Any, version: int = -1, user: str = "admin") -> Any:
-    """One request to this one host, logged in as `user` (the highest version both
-    implement unless given)."""
-    security = SecurityConfig(SASL_PLAINTEXT, SaslCredentials(MECHANISM, user, USERS[user]))
-
-    async def run() -> Any:
-        with trio.fail_after(15):
-            async with await ClientSession.open(host.bootstrap, security=security) as session:
-                chosen = version if version >= 0 else session.version_for(request.API_KEY)
-                return await session.request(request, chosen)
-
-    return trio.run(run)
+    return ask_as(host, request, user, USERS[user], version)
 
 
 def metadata() -> MetadataRequest:
