@@ -37,19 +37,22 @@ from broker.coordination.acl_znodes import (
 )
 from broker.coordination.broker_registration import MalformedZnode
 from broker.coordination.store import (
+    BadVersionError,
     CoordinationError,
     CoordinationStore,
+    NodeExistsError,
     NoNodeError,
     Versioned,
 )
 from broker.hosts.change_notifications import follow_notifications, notify
+from broker.hosts.entity_configs import WRITE_ATTEMPTS
 from broker.security.acl import AccessControlEntry, AclBinding, ResourcePattern
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer, StandardAuthorizer
 
 log = logging.getLogger(__name__)
 
-Stored = dict[ResourcePattern, tuple[frozenset[AccessControlEntry], int]]
+Stored = dict[ResourcePattern, frozenset[AccessControlEntry]]
 
 
 class ZooKeeperAclStore(AclStore):
@@ -74,32 +77,48 @@ class ZooKeeperAclStore(AclStore):
         raise TypeError("ACLs of hosts are changed in ZooKeeper: use save()")
 
     async def save(self, bindings: Iterable[AclBinding]) -> None:
-        """Write the patterns whose ACLs differ from ZooKeeper's (read under `lock`).
-        Raises OSError (ZooKeeper unreachable, or another broker changed a pattern
-        meanwhile)."""
+        """Apply what differs from ZooKeeper's ACLs as read under `lock`, pattern by
+        pattern, as AclAuthorizer does: the entries added and removed are applied to the
+        pattern's znode as it is, so another broker's change to it meanwhile is kept.
+        Raises OSError (ZooKeeper unreachable or the write lost to others too often)."""
         wanted: dict[ResourcePattern, set[AccessControlEntry]] = {}
         for binding in bindings:
             wanted.setdefault(binding.pattern, set()).add(binding.entry)
         try:
             for pattern in set(wanted) | set(self._stored):
-                entries, version = self._stored.get(pattern, (frozenset(), -1))
-                new = frozenset(wanted.get(pattern, ()))
-                if new != entries:
-                    await self._write(pattern, new, version)
-        except CoordinationError as exc:
+                before = self._stored.get(pattern, frozenset())
+                after = wanted.get(pattern, set())
+                if after != before:
+                    await self._write(pattern, after - before, before - after)
+        except (CoordinationError, MalformedZnode) as exc:
             raise OSError(f"ZooKeeper: {exc}") from exc
 
     async def _write(
-        self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry], version: int
+        self,
+        pattern: ResourcePattern,
+        added: set[AccessControlEntry],
+        removed: frozenset[AccessControlEntry],
     ) -> None:
         path = resource_path(pattern)
-        if not entries:
-            await self._store.delete(path, version=version)
-        elif version < 0:
-            await self._store.ensure_path(path.rsplit("/", 1)[0])
-            await self._store.create(path, encode_acl_entries(entries))
+        for _ in range(WRITE_ATTEMPTS):
+            found = await self._store.get(path)
+            current = set() if found is None else set(decode_acl_entries(path, found.data))
+            entries = (current - removed) | added
+            try:
+                if found is None:
+                    if not entries:
+                        return
+                    await self._store.ensure_path(path.rsplit("/", 1)[0])
+                    await self._store.create(path, encode_acl_entries(entries))
+                elif not entries:
+                    await self._store.delete(path, version=found.version)
+                else:
+                    await self._store.set(path, encode_acl_entries(entries), version=found.version)
+                break
+            except (NodeExistsError, BadVersionError, NoNodeError):
+                continue  # another broker changed the pattern meanwhile: apply ours to theirs
         else:
-            await self._store.set(path, encode_acl_entries(entries), version=version)
+            raise CoordinationError(f"{path}: changed by others {WRITE_ATTEMPTS} times in a row")
         parent, data = encode_acl_change(pattern)
         await notify(self._store, parent, ACL_CHANGE_NAME, data)
 
@@ -116,7 +135,7 @@ class ZooKeeperAclStore(AclStore):
                     found = await self._store.get(f"{parent}/{name}")
                     pattern = pattern_of(pattern_type, resource_type, name)
                     if found is not None and (entries := self._decode(parent, name, found)):
-                        stored[pattern] = (entries, found.version)
+                        stored[pattern] = entries
         return stored
 
     @staticmethod
@@ -134,7 +153,7 @@ class ZooKeeperAclStore(AclStore):
         if isinstance(self._authorizer, StandardAuthorizer):
             self._authorizer.replace_acls(
                 AclBinding(pattern, entry)
-                for pattern, (entries, _) in stored.items()
+                for pattern, entries in stored.items()
                 for entry in entries
             )
 

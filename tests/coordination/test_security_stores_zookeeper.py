@@ -140,6 +140,22 @@ async def test_acls_follow_zookeeper_and_a_file_fills_only_an_empty_one(
                 "only payments on the second",
                 lambda: set(authorizers[1].bindings()) == {binding("payments")},
             )
+
+            # Two brokers change the same pattern at once: each change is applied to the
+            # znode as the other left it, so neither is lost.
+            carol = AclBinding(
+                binding("payments").pattern,
+                AccessControlEntry("User:carol", "*", AclOperation.WRITE, AclPermissionType.ALLOW),
+            )
+            async with second.lock:
+                async with first.lock:
+                    await first.save([*authorizers[0].bindings(), carol])
+                await second.save([binding("orders")])  # payments' bob removed, orders added
+            want = {carol, binding("orders")}
+            await eventually(
+                "both changes on the first", lambda: set(authorizers[0].bindings()) == want
+            )
+            await eventually("both on the second", lambda: set(authorizers[1].bindings()) == want)
             nursery.cancel_scope.cancel()
     finally:
         for store in stores:
