@@ -32,7 +32,6 @@ from broker.net.request_handler_pool import RequestHandlerPool
 from broker.net.socket_server import SocketServer, check_resize
 from broker.process_metrics import register_process_metrics
 from broker.security.acl_store import AclStore
-from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialStore
 from broker.transaction.marker_writer import LocalMarkerWriter
 from broker.wiring.acl_apis import add_acl_apis, load_authorizer
 from broker.wiring.data_apis import add_data_apis
@@ -63,7 +62,7 @@ class KafkaServer:
         # A cluster process's internal listener: the other processes' private channel.
         internal = self.deployment.internal_listeners()
         self.apis = KafkaApis([], standard_middleware({i.name: i.principal for i in internal}))
-        self.scram_credentials = ScramCredentialStore(self.log_dirs[0] / CREDENTIALS_FILE)
+        self.scram_credentials = self.deployment.scram_credentials()
         # The stored dynamic broker configs, over server.properties: the network and the
         # handler pool start with them (Kafka's DynamicBrokerConfig at startup).
         self.broker_configs = BrokerConfigs(self, DynamicBrokerConfigStore(self.log_dirs[0]))
@@ -177,7 +176,9 @@ class KafkaServer:
         add_acl_apis(context, self.acl_store)
         add_security_apis(context, self.scram_credentials)
         self.quotas = add_quota_apis(
-            context, self.socket_server.quotas.update_ip_connection_rate_quota
+            context,
+            self.socket_server.quotas.update_ip_connection_rate_quota,
+            deployment.quota_store(),
         )
         self.services += deployment.services(
             context,

@@ -58,6 +58,7 @@ SLOW_TESTS = frozenset(
         "tests/hosts/test_inter_broker_sasl.py",
         "tests/hosts/test_whole_host_killed.py",
         "tests/hosts/test_zookeeper_loss.py",
+        "tests/hosts/test_hosts_security_store.py",
         "tests/console/test_console_browser.py",  # a real browser
         "tests/integration/test_broker_process.py",
         "tests/integration/test_config_errors.py",

@@ -47,7 +47,7 @@ from broker.quotas.quota_managers import QuotaManagers
 from broker.quotas.quota_store import QuotaStore
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer
-from broker.security.scram_credentials import ScramCredentialStore
+from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialStore
 from broker.topology import Topology
 from broker.wiring.cluster_membership import add_cluster_membership
 
@@ -118,6 +118,14 @@ class ClusterMember:
         """The store's view of the cluster (this process's endpoints are registered
         there by `announce`, so `advertised` is not needed)."""
         return self._topology
+
+    def scram_credentials(self) -> ScramCredentialStore:
+        """One `scram-credentials.json` for every process, followed by `services()`."""
+        return ScramCredentialStore(self.log_dir / CREDENTIALS_FILE)
+
+    def quota_store(self) -> QuotaStore:
+        """One `__client_quotas.json` for every process, followed by `services()`."""
+        return QuotaStore(self.log_dir)
 
     def acl_store(self, authorizer: Authorizer) -> AclStore:
         """One `__acls.json` for every process, followed by a service of `services()`."""

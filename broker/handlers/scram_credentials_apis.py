@@ -177,7 +177,7 @@ class AlterUserScramCredentialsHandler:
         if deletions or upserts:
             changes = dict(upserts.values())
             try:
-                await trio.to_thread.run_sync(self._store.apply, changes, list(deletions.values()))
+                await self._store.alter(changes, deletions.values())
             except OSError as exc:
                 for name in [*deletions, *upserts]:
                     errors[name] = (

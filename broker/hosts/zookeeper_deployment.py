@@ -56,16 +56,20 @@ from broker.hosts.replication_settings import (
     replica_fetcher_settings,
 )
 from broker.hosts.replication_throttles import ReplicationThrottles
+from broker.hosts.zookeeper_acls import ZooKeeperAclStore
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
+from broker.hosts.zookeeper_quotas import ZooKeeperQuotaStore
+from broker.hosts.zookeeper_scram_credentials import ZooKeeperScramCredentials
 from broker.hosts.zookeeper_topology import ZooKeeperTopology
 from broker.meta_properties import load_or_create_cluster_id, new_cluster_id, stored_cluster_id
 from broker.metrics_http import LocalMetrics
 from broker.net.internal_listener import InternalListener
 from broker.quotas.quota_managers import QuotaManagers
+from broker.quotas.quota_store import QuotaStore
 from broker.replication.broker_notifier import LeaderAndIsrRequest, UpdateMetadataRequest
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer
-from broker.security.scram_credentials import ScramCredentialStore
+from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialStore
 from broker.topology import Topology
 from broker.transaction.replicated_transaction_log import TRANSACTION_STATE
 from broker.wiring.cluster_membership import broker_registration, zookeeper_settings
@@ -155,6 +159,9 @@ class ZooKeeperDeployment:
             min_insync=config.transactions.state_log_min_isr,
         )
         self.peers = BrokerPeers(self._node_id, self.connector)
+        self.credentials = ZooKeeperScramCredentials(self._log_dir / CREDENTIALS_FILE, self.store)
+        self._acls: ZooKeeperAclStore | None = None
+        self.quotas = ZooKeeperQuotaStore(self._log_dir, self.store)
         self._topology = ZooKeeperTopology(
             self._node_id,
             self.live_brokers.brokers,
@@ -204,8 +211,19 @@ class ZooKeeperDeployment:
             leaving=self.controlled_shutdown.run,
         )
 
+    def scram_credentials(self) -> ScramCredentialStore:
+        """`/config/users` in ZooKeeper, followed by a service of `services()`."""
+        return self.credentials
+
+    def quota_store(self) -> QuotaStore:
+        """The client quotas in `/config`, followed by a service of `services()`."""
+        return self.quotas
+
     def acl_store(self, authorizer: Authorizer) -> AclStore:
-        return AclStore(self._log_dir)
+        """The `/kafka-acl` znodes, followed by a service of `services()`."""
+        if self._acls is None:
+            self._acls = ZooKeeperAclStore(self._log_dir, self.store, authorizer)
+        return self._acls
 
     def metrics_port(
         self, metrics: LocalMetrics, bootstrap: Callable[[str], str | None]
@@ -245,7 +263,11 @@ class ZooKeeperDeployment:
             self.replica_fetchers.failed_partitions_count,
             clientId="Replica",
         )
+        acls: list[Service] = [] if self._acls is None else [self._acls]
         return [
+            self.credentials,
+            *acls,
+            self.quotas.following(quotas),
             self.throttles.following(broker_configs, self.replica_fetchers.throttle_changed),
             self.partition_states,
             self.controller,

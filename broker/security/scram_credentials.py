@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import attrs
+import trio
 
 from broker.log._files import atomic_write, exclusive_flock
 
@@ -153,6 +154,15 @@ class ScramCredentialStore:
             updated.update(upserts)
             self._write(updated)
             self._credentials = updated
+
+    async def alter(
+        self,
+        upserts: Mapping[tuple[str, str], ScramCredential],
+        deletions: Iterable[tuple[str, str]],
+    ) -> None:
+        """`apply` from the Trio loop (the lock and fsync block a worker thread); a
+        store shared another way (ZooKeeper) writes there instead. Raises OSError."""
+        await trio.to_thread.run_sync(self.apply, dict(upserts), list(deletions))
 
     def _write(self, credentials: Mapping[tuple[str, str], ScramCredential]) -> None:
         users: dict[str, dict[str, object]] = {}

@@ -26,6 +26,7 @@ from broker.log.log_manager import LogManager
 from broker.metrics_http import LocalMetrics
 from broker.net.internal_listener import InternalListener
 from broker.quotas.quota_managers import QuotaManagers
+from broker.quotas.quota_store import QuotaStore
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer
 from broker.security.scram_credentials import ScramCredentialStore
@@ -84,6 +85,14 @@ class Deployment(Protocol):
 
     def topology(self, advertised: Callable[[str], tuple[str, int]]) -> Topology:
         """Built before any subsystem; `advertised` gives this broker's host and port."""
+        ...
+
+    def scram_credentials(self) -> ScramCredentialStore:
+        """Where SCRAM credentials are kept (read by every authentication)."""
+        ...
+
+    def quota_store(self) -> QuotaStore:
+        """Where client quotas are kept (AlterClientQuotas writes there)."""
         ...
 
     def acl_store(self, authorizer: Authorizer) -> AclStore:

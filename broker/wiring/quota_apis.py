@@ -18,12 +18,12 @@ from broker.quotas.quota_store import QuotaStore
 
 
 def add_quota_apis(
-    context: BrokerContext, update_ip_connection_rate: IpRateListener
+    context: BrokerContext, update_ip_connection_rate: IpRateListener, store: QuotaStore
 ) -> QuotaManagers:
     """The quota managers, installed around every handler, with their APIs and metrics;
-    per-IP connection-rate quotas go to `update_ip_connection_rate` (the acceptors')."""
+    per-IP connection-rate quotas go to `update_ip_connection_rate` (the acceptors'),
+    changes to `store` (the deployment's)."""
     config = context.config
-    store = QuotaStore(context.log_dirs[0])
     quotas = QuotaManagers(
         float(config.quotas.window_size_seconds),
         config.quotas.window_num,

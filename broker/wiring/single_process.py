@@ -16,9 +16,10 @@ from broker.log.log_manager import LogManager
 from broker.metrics_http import LocalMetrics
 from broker.net.internal_listener import InternalListener
 from broker.quotas.quota_managers import QuotaManagers
+from broker.quotas.quota_store import QuotaStore
 from broker.security.acl_store import AclStore
 from broker.security.authorizer import Authorizer
-from broker.security.scram_credentials import ScramCredentialStore
+from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialStore
 from broker.topology import SingleProcessTopology, Topology
 from broker.wiring.cluster_membership import add_cluster_membership
 
@@ -39,6 +40,12 @@ class SingleProcess:
 
     def topology(self, advertised: Callable[[str], tuple[str, int]]) -> Topology:
         return SingleProcessTopology(self._config.node_id, advertised)
+
+    def scram_credentials(self) -> ScramCredentialStore:
+        return ScramCredentialStore(self._log_dir / CREDENTIALS_FILE)
+
+    def quota_store(self) -> QuotaStore:
+        return QuotaStore(self._log_dir)
 
     def acl_store(self, authorizer: Authorizer) -> AclStore:
         return AclStore(self._log_dir)

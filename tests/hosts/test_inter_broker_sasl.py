@@ -9,28 +9,26 @@ needs every follower's fetch; her own replica Fetch and WriteTxnMarkers are refu
 Kafka refuses them. A host's controlled shutdown asks the controller over the same
 login.
 
-The SCRAM credentials are written into each host's log dir before it starts, as
-`kafka-configs.sh --zookeeper` writes them before Kafka's brokers start: brokers here
-keep credentials and ACLs per broker, so the ACLs are created on every host."""
+The SCRAM credentials are written into ZooKeeper before the hosts start, as
+`kafka-configs.sh --zookeeper` writes them before Kafka's brokers start; Alice's ACLs
+are created through one host and reach the others through ZooKeeper."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.client.security_config import SASL_PLAINTEXT, SaslCredentials, SecurityConfig
-from broker.client.session import ClientSession
+from broker.client.security_config import SASL_PLAINTEXT
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.messages import (
     CreateAclsRequest,
+    DescribeAclsRequest,
     DescribeLogDirsRequest,
     FetchRequest,
     MetadataRequest,
@@ -43,15 +41,9 @@ from broker.protocol.messages.write_txn_markers_request import (
     WritableTxnMarkerTopic,
 )
 from broker.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
-from broker.security.scram_credentials import (
-    CREDENTIALS_FILE,
-    MECHANISM_BY_NAME,
-    ScramCredential,
-    ScramCredentialStore,
-)
-from tests.hosts.host_processes import ADDRESSES, Host, Hosts, free_port, wait_until
+from tests.hosts.host_processes import Host, Hosts, wait_until
+from tests.hosts.sasl_hosts import MECHANISM, ask_as, sasl_hosts
 
-MECHANISM = "SCRAM-SHA-256"
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 TOPIC = "sasl-hosts"
 PARTITIONS = 3
@@ -59,15 +51,6 @@ TRANSACTIONAL_ID = "alice-txn"
 GROUP = "alice-group"
 DEADLINE_S = 60.0
 SETTINGS = {
-    "sasl.enabled.mechanisms": MECHANISM,
-    "security.inter.broker.protocol": SASL_PLAINTEXT,
-    "sasl.mechanism.inter.broker.protocol": MECHANISM,
-    "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
-        "org.apache.kafka.common.security.scram.ScramLoginModule required "
-        'username="admin" password="admin-secret";'
-    ),
-    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-    "super.users": "User:admin",
     "num.replica.fetchers": "2",
     "zookeeper.session.timeout.ms": "6000",
     "transaction.state.log.replication.factor": "3",
@@ -77,41 +60,10 @@ SETTINGS = {
 }
 
 
-def store_users(data_dir: Path) -> None:
-    info = MECHANISM_BY_NAME[MECHANISM]
-    credentials = {
-        (user, MECHANISM): ScramCredential.from_password(info, password, os.urandom(24), 4096)
-        for user, password in USERS.items()
-    }
-    ScramCredentialStore(data_dir / CREDENTIALS_FILE).apply(credentials, ())
-
-
 @pytest.fixture
 def hosts(tmp_path: Path, zookeeper_connect: str) -> Iterator[Hosts]:
-    hosts = Hosts({})
-    for node_id, (address, rack) in ADDRESSES.items():
-        port = free_port(address)
-        data_dir = tmp_path / f"host-{node_id}"
-        store_users(data_dir)
-        overrides = {
-            "listeners": f"{SASL_PLAINTEXT}://{address}:{port}",
-            "node.id": str(node_id),
-            "broker.rack": rack,
-            "zookeeper.connect": zookeeper_connect,
-            "cluster.id": "sasl-hosts",
-            "num.network.threads": "1",
-            "num.io.threads": "2",
-            **SETTINGS,
-        }
-        hosts.hosts[node_id] = Host(node_id, address, port, data_dir, overrides)
-    try:
-        hosts.start()
-        wait_until(
-            "every host registered", lambda: len(ask(hosts.hosts[1], metadata()).brokers) == 3
-        )
+    with sasl_hosts(tmp_path, zookeeper_connect, USERS, SETTINGS) as hosts:
         yield hosts
-    finally:
-        hosts.stop_all()
 
 
 def client_settings(hosts: Hosts, user: str) -> dict[str, Any]:
@@ -125,17 +77,7 @@ def client_settings(hosts: Hosts, user: str) -> dict[str, Any]:
 
 
 def ask(host: Host, request: Any, version: int = -1, user: str = "admin") -> Any:
-    """One request to this one host, logged in as `user` (the highest version both
-    implement unless given)."""
-    security = SecurityConfig(SASL_PLAINTEXT, SaslCredentials(MECHANISM, user, USERS[user]))
-
-    async def run() -> Any:
-        with trio.fail_after(15):
-            async with await ClientSession.open(host.bootstrap, security=security) as session:
-                chosen = version if version >= 0 else session.version_for(request.API_KEY)
-                return await session.request(request, chosen)
-
-    return trio.run(run)
+    return ask_as(host, request, user, USERS[user], version)
 
 
 def metadata() -> MetadataRequest:
@@ -161,6 +103,22 @@ def grant_alice(host: Host) -> None:
     )
     response = ask(host, CreateAclsRequest(creations=creations), 2)
     assert [r.error_code for r in response.results] == [ErrorCode.NONE] * 3
+
+
+def alice_acls(host: Host) -> Any:
+    return ask(
+        host,
+        DescribeAclsRequest(
+            resource_type_filter=ResourceType.ANY,
+            resource_name_filter=None,
+            pattern_type_filter=PatternType.ANY,
+            principal_filter="User:alice",
+            host_filter=None,
+            operation=AclOperation.ANY,
+            permission_type=AclPermissionType.ANY,
+        ),
+        2,
+    )
 
 
 def replica_sizes(host: Host) -> dict[int, int]:
@@ -200,8 +158,11 @@ def read_committed(hosts: Hosts, expected: int) -> list[bytes]:
 def test_brokers_log_in_to_each_other_as_a_super_user_and_alice_is_not_a_replica(
     hosts: Hosts,
 ) -> None:
-    for host in hosts.hosts.values():
-        grant_alice(host)
+    grant_alice(hosts.hosts[2])
+    wait_until(
+        "every host has alice's ACLs",
+        lambda: all(len(alice_acls(host).resources) == 3 for host in hosts.hosts.values()),
+    )
     admin = AdminClient(client_settings(hosts, "admin"))
     new_topic = NewTopic(
         TOPIC, PARTITIONS, replication_factor=3, config={"min.insync.replicas": "3"}
