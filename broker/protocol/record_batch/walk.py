@@ -16,6 +16,15 @@ passes no list and builds nothing. Every refusal is a `RecordWalkError`; an Inde
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # mypyc's unboxed 64-bit int: positions and lengths in the loop are machine ints
+    # rather than tagged Python ints. Only ever an annotation (never evaluated when run as
+    # Python, which needs no mypy_extensions); values that can exceed 64 bits (a
+    # varlong) stay `int`.
+    from mypy_extensions import i64
+
 TRUNCATED = "record data ends before the declared record count"
 SPAN_FIELDS = 9
 _MIN_RECORD_SIZE = 7
@@ -41,6 +50,24 @@ def _varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
             return result, pos
         shift += 7
     raise RecordWalkError(f"varint is longer than {max_bytes} bytes")
+
+
+def _varint32(data: bytes, pos: i64) -> tuple[i64, i64]:
+    """`_varint` of an int32 (at most 5 bytes, so it fits a machine int) for the loop."""
+    result: i64 = 0
+    shift: i64 = 0
+    end: i64 = len(data)
+    byte: i64
+    for _ in range(5):
+        if pos >= end:
+            raise RecordWalkError(TRUNCATED)
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+    raise RecordWalkError("varint is longer than 5 bytes")
 
 
 def _span(data: bytes, pos: int, end: int) -> tuple[int, int, int]:
@@ -98,8 +125,13 @@ def walk_records(data: bytes, count: int, spans: list[int] | None = None) -> int
     Fixed fields may read past a record's end into the next record: the
     `pos != record_end` check refuses that.
     """
-    pos = 0
-    end = len(data)
+    pos: i64 = 0
+    end: i64 = len(data)
+    b: i64
+    length: i64
+    record_end: i64
+    key_size: i64
+    value_size: i64
     for _ in range(count):
         b = data[pos]
         if b < 0x80:
@@ -108,7 +140,7 @@ def walk_records(data: bytes, count: int, spans: list[int] | None = None) -> int
             b = (b & 0x7F) | (data[pos + 1] << 7)
             pos += 2
         else:
-            b, pos = _varint(data, pos, 5)
+            b, pos = _varint32(data, pos)
         length = (b >> 1) ^ -(b & 1)
         record_end = pos + length
         if length < _MIN_RECORD_SIZE - 1 or record_end > end:
@@ -145,7 +177,7 @@ def walk_records(data: bytes, count: int, spans: list[int] | None = None) -> int
             b = (b & 0x7F) | (data[pos + 1] << 7)
             pos += 2
         else:
-            b, pos = _varint(data, pos, 5)
+            b, pos = _varint32(data, pos)
         key_size = (b >> 1) ^ -(b & 1)
         key_start = pos
         if key_size >= 0:
@@ -162,7 +194,7 @@ def walk_records(data: bytes, count: int, spans: list[int] | None = None) -> int
             b = (b & 0x7F) | (data[pos + 1] << 7)
             pos += 2
         else:
-            b, pos = _varint(data, pos, 5)
+            b, pos = _varint32(data, pos)
         value_size = (b >> 1) ^ -(b & 1)
         value_start = pos
         if value_size >= 0:
