@@ -52,24 +52,6 @@ def _varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
     raise RecordWalkError(f"varint is longer than {max_bytes} bytes")
 
 
-def _varint32(data: bytes, pos: i64) -> tuple[i64, i64]:
-    """`_varint` of an int32 (at most 5 bytes, so it fits a machine int) for the loop."""
-    result: i64 = 0
-    shift: i64 = 0
-    end: i64 = len(data)
-    byte: i64
-    for _ in range(5):
-        if pos >= end:
-            raise RecordWalkError(TRUNCATED)
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-    raise RecordWalkError("varint is longer than 5 bytes")
-
-
 def _span(data: bytes, pos: int, end: int) -> tuple[int, int, int]:
     """A varint-length-prefixed byte string (-1 = null) that must end by `end`:
     (where its bytes start, its length or -1, the position after it)."""
@@ -142,7 +124,7 @@ def walk_records(data: bytes, count: int, spans: list[int] | None = None) -> int
             b = (b & 0x7F) | (data[pos + 1] << 7)
             pos += 2
         else:
-            b, pos = _varint32(data, pos)
+            b, pos = _varint(data, pos, 5)
         length = (b >> 1) ^ -(b & 1)
         record_end = pos + length
         if length < _MIN_RECORD_SIZE - 1 or record_end > end:
@@ -179,7 +161,7 @@ def walk_records(data: bytes, count: int, spans: list[int] | None = None) -> int
             b = (b & 0x7F) | (data[pos + 1] << 7)
             pos += 2
         else:
-            b, pos = _varint32(data, pos)
+            b, pos = _varint(data, pos, 5)
         key_size = (b >> 1) ^ -(b & 1)
         key_start = pos
         if key_size >= 0:
@@ -196,7 +178,7 @@ def walk_records(data: bytes, count: int, spans: list[int] | None = None) -> int
             b = (b & 0x7F) | (data[pos + 1] << 7)
             pos += 2
         else:
-            b, pos = _varint32(data, pos)
+            b, pos = _varint(data, pos, 5)
         value_size = (b >> 1) ^ -(b & 1)
         value_start = pos
         if value_size >= 0:
