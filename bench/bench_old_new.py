@@ -131,8 +131,10 @@ def _slice_ratios(new: list[Measured], old: list[Measured]) -> tuple[float, floa
     return ratios[0], ratios[len(ratios) // 2], ratios[-1]
 
 
-def run(duration_s: float = 1.0, rounds: int = 6, records: bool = True) -> list[dict[str, Any]]:
-    """`records=False`: the small requests only."""
+def run(
+    duration_s: float = 1.0, rounds: int = 6, records: bool = True, only: str = ""
+) -> list[dict[str, Any]]:
+    """`records=False`: the small requests only; `only`: the rows whose label holds it."""
     rows: list[dict[str, Any]] = []
     with (
         tempfile.TemporaryDirectory(prefix="bench-old-new-") as tmp,
@@ -177,6 +179,8 @@ def run(duration_s: float = 1.0, rounds: int = 6, records: bool = True) -> list[
                     )
                 )
         for label, unit, value_size, work in workloads:
+            if only not in label:
+                continue
             for port, pid in brokers.values():  # warm-up slice, not counted
                 work(port, pid)
             slices = alternate(brokers, work, rounds)
@@ -202,4 +206,11 @@ def run(duration_s: float = 1.0, rounds: int = 6, records: bool = True) -> list[
 if __name__ == "__main__":
     from bench.bench_produce_consume import print_table
 
-    print_table(run(float(sys.argv[1]) if len(sys.argv) > 1 else 1.0))
+    # python -m bench.bench_old_new [SLICE_SECONDS [ROUNDS [ROW_LABEL_PART]]]
+    print_table(
+        run(
+            float(sys.argv[1]) if len(sys.argv) > 1 else 1.0,
+            int(sys.argv[2]) if len(sys.argv) > 2 else 6,
+            only=sys.argv[3] if len(sys.argv) > 3 else "",
+        )
+    )

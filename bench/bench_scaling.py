@@ -22,6 +22,12 @@ cores (broker on 0-7, so process.count=0 gives 8 processes; clients on 8-15):
 
 On 2 cores the broker and its clients share the same two cores, so the figures say
 little about scaling; the table shows the benchmark runs and what it measures.
+
+`versus_tansu` (`python -m bench.bench_scaling tansu`) is issue 19's "produce with 8
+producers against tansu": the same 8 producer processes against our broker (1 process,
+and `process.count=0`) and tansu, in alternated slices (ours, tansu, tansu, ours, ...), so
+a change in what else the machine runs falls on all alike; the throughput ratio and each
+broker's CPU per record.
 """
 
 from __future__ import annotations
@@ -286,13 +292,12 @@ def _create_topic(bootstrap: str) -> str:
 
 def _measure(
     pool: concurrent.futures.ProcessPoolExecutor,
-    broker: Broker,
+    pids: list[int],
     clients: int,
     job: Any,
     args_for: Any,
     duration_s: float,
 ) -> tuple[list[dict[str, float]], list[float], float]:
-    pids = broker.pids()
     start_at = time.time() + START_MARGIN_S
     futures = [pool.submit(job, *args_for(k, start_at)) for k in range(clients)]
     time.sleep(max(0.0, start_at - time.time()))
@@ -348,7 +353,7 @@ def measure(work: Path, count: int, duration_s: float) -> list[dict[str, Any]]:
             largest = topic
             results, cpu, _ = _measure(
                 pool,
-                broker,
+                broker.pids(),
                 clients,
                 produce_client,
                 lambda k, at, t=topic, n=clients: (
@@ -364,7 +369,7 @@ def measure(work: Path, count: int, duration_s: float) -> list[dict[str, Any]]:
         for clients in CLIENT_COUNTS:
             results, cpu, _ = _measure(
                 pool,
-                broker,
+                broker.pids(),
                 clients,
                 consume_client,
                 lambda k, at, n=clients: (
@@ -381,7 +386,7 @@ def measure(work: Path, count: int, duration_s: float) -> list[dict[str, Any]]:
             per_client = CONNECTIONS // clients
             results, cpu, _ = _measure(
                 pool,
-                broker,
+                broker.pids(),
                 clients,
                 requests_client,
                 lambda k, at, c=per_client: (ports, c, k * c, at, duration_s),
@@ -400,6 +405,109 @@ def run(duration_s: float = 2.0) -> list[dict[str, Any]]:
     return rows
 
 
+TANSU_PRODUCERS = 8
+TANSU_SLICE_BYTES = 96 * 1024 * 1024
+"""What the producers of one slice send at most, together: tansu keeps every record in
+memory."""
+
+
+def versus_tansu(duration_s: float = 2.0, rounds: int = 4) -> list[dict[str, Any]]:
+    """8 producer processes (1 KiB records, acks=all, 16 partitions) against our broker and
+    tansu, `rounds` alternated slices each; empty without tansu."""
+    from bench.servers import tansu_binary, tansu_broker_process
+
+    binary = tansu_binary()
+    if binary is None:
+        return []
+    rows: list[dict[str, Any]] = []
+    context = multiprocessing.get_context("spawn")
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-scaling-tansu-") as tmp,
+        concurrent.futures.ProcessPoolExecutor(
+            TANSU_PRODUCERS, mp_context=context, initializer=_pin_client
+        ) as pool,
+        contextlib.ExitStack() as stack,
+    ):
+        list(pool.map(time.sleep, [0.1] * TANSU_PRODUCERS))
+        servers: dict[str, tuple[str, list[int]]] = {}
+        for count in sorted({1, cluster_size()}):
+            work = Path(tmp) / f"ours-{count}"
+            work.mkdir()
+            broker = stack.enter_context(running_broker(work, count))
+            servers[f"ours, {count} process{'es' if count > 1 else ''}"] = (
+                broker.bootstrap,
+                broker.pids(),
+            )
+        tansu_work = Path(tmp) / "tansu"
+        tansu_work.mkdir()
+        bootstrap, pid = stack.enter_context(tansu_broker_process(binary, tansu_work))
+        servers["tansu"] = (bootstrap, [pid])
+        load_before = os.getloadavg()[0]
+        done: dict[str, list[tuple[float, float, float]]] = {name: [] for name in servers}
+        for index in range(rounds):
+            for name in list(servers) if index % 2 == 0 else list(servers)[::-1]:
+                bootstrap, pids = servers[name]
+                topic = _create_topic(bootstrap)
+                results, cpu, _ = _measure(
+                    pool,
+                    pids,
+                    TANSU_PRODUCERS,
+                    produce_client,
+                    lambda k, at, b=bootstrap, t=topic: (
+                        b,
+                        t,
+                        at,
+                        duration_s,
+                        TANSU_SLICE_BYTES // TANSU_PRODUCERS,
+                    ),
+                    duration_s,
+                )
+                elapsed = max(r["elapsed"] for r in results) or 1e-9
+                done[name].append((sum(r["messages"] for r in results), elapsed, sum(cpu)))
+        load_after = os.getloadavg()[0]
+
+        def mb_per_s(name: str) -> float:
+            slices = done[name]
+            return sum(s[0] for s in slices) * len(VALUE) / sum(s[1] for s in slices) / 1e6
+
+        def cpu_us(name: str) -> float:
+            slices = done[name]
+            return sum(s[2] for s in slices) / max(sum(s[0] for s in slices), 1.0) * 1e6
+
+        tansu = mb_per_s("tansu")
+        for name in servers:
+            if name == "tansu":
+                continue
+            ratios = sorted(
+                (o[0] / o[1]) / (t[0] / t[1])
+                for o, t in zip(done[name], done["tansu"], strict=True)
+            )
+            rows.append(
+                {
+                    "workload": f"produce 1 KiB, {TANSU_PRODUCERS} producers, acks=all",
+                    "broker": name,
+                    "MB/s": round(mb_per_s(name), 1),
+                    "tansu MB/s": round(tansu, 1),
+                    "ratio MB/s ours/tansu": round(mb_per_s(name) / tansu, 2),
+                    "slice ratios (min / median / max)": (
+                        f"{ratios[0]:.2f} / {ratios[len(ratios) // 2]:.2f} / {ratios[-1]:.2f}"
+                    ),
+                    "broker CPU µs/record": round(cpu_us(name), 2),
+                    "tansu CPU µs/record": round(cpu_us("tansu"), 2),
+                    "load average": f"{load_before:.1f} -> {load_after:.1f}",
+                }
+            )
+    return rows
+
+
 if __name__ == "__main__":
-    for result in run(float(sys.argv[1]) if len(sys.argv) > 1 else 2.0):
-        print(result)
+    # python -m bench.bench_scaling [SECONDS] | tansu [SECONDS [ROUNDS]]
+    if len(sys.argv) > 1 and sys.argv[1] == "tansu":
+        for result in versus_tansu(
+            float(sys.argv[2]) if len(sys.argv) > 2 else 2.0,
+            int(sys.argv[3]) if len(sys.argv) > 3 else 4,
+        ):
+            print(result)
+    else:
+        for result in run(float(sys.argv[1]) if len(sys.argv) > 1 else 2.0):
+            print(result)

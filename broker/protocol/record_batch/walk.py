@@ -16,9 +16,18 @@ passes no list and builds nothing. Every refusal is a `RecordWalkError`; an Inde
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    # mypyc's unboxed 64-bit int: positions and lengths in the loop are machine ints
+    # rather than tagged Python ints. Only ever an annotation (never evaluated when run as
+    # Python, which needs no mypy_extensions); values that can exceed 64 bits (a
+    # varlong) stay `int`.
+    from mypy_extensions import i64
+
 TRUNCATED = "record data ends before the declared record count"
 SPAN_FIELDS = 9
-_MIN_RECORD_SIZE = 7
+_MIN_RECORD_SIZE: Final = 7  # Final: a constant in the compiled loop, not a global lookup
 
 
 class RecordWalkError(Exception):
@@ -98,9 +107,16 @@ def walk_records(data: bytes, count: int, spans: list[int] | None = None) -> int
     Fixed fields may read past a record's end into the next record: the
     `pos != record_end` check refuses that.
     """
-    pos = 0
-    end = len(data)
-    for _ in range(count):
+    pos: i64 = 0
+    end: i64 = len(data)
+    b: i64
+    length: i64
+    record_end: i64
+    key_size: i64
+    value_size: i64
+    # A named i64 counter: `_` would be boxed into a Python int every record.
+    _record: i64
+    for _record in range(count):
         b = data[pos]
         if b < 0x80:
             pos += 1
