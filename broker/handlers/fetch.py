@@ -355,4 +355,10 @@ async def wait_any(events: Sequence[trio.Event]) -> None:
     """Return as soon as one of `events` is set."""
     if not events:
         await trio.sleep_forever()
-    await trio_util.wait_any(*(event.wait for event in events))
+    distinct = list(dict.fromkeys(events))
+    if len(distinct) == 1:
+        # One partition's (a follower's usual fetch, woken once per replicated batch):
+        # no nursery and task per wait.
+        await distinct[0].wait()
+        return
+    await trio_util.wait_any(*(event.wait for event in distinct))

@@ -14,7 +14,7 @@ from broker.errors import KafkaError
 from broker.handlers.api_handler import CloseConnection, Deferred, NoResponse
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.common import check_leader_epoch, topic_name_error
-from broker.handlers.fetch import FetchHandler
+from broker.handlers.fetch import FetchHandler, wait_any
 from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.log_topics import LogTopicSource
 from broker.handlers.produce import ProduceHandler
@@ -203,6 +203,25 @@ async def test_fetch_without_enough_data_defers_and_wakes_on_append() -> None:
         with trio.fail_after(5):
             response = await outcome.wait()
     assert response.responses[0].partitions[0].records != b""
+
+
+async def test_a_long_poll_wakes_on_any_of_its_events_and_waits_once_on_a_repeated_one() -> None:
+    first, second = trio.Event(), trio.Event()
+    async with trio.open_nursery() as nursery:
+
+        async def set_soon() -> None:
+            await trio.sleep(0.05)
+            second.set()
+
+        nursery.start_soon(set_soon)
+        with trio.fail_after(5):
+            await wait_any([first, second, first])
+    assert second.is_set() and not first.is_set()
+    with trio.fail_after(5):
+        await wait_any([second, second])  # the same partition's event, set: at once
+    with trio.move_on_after(0.05) as waited:
+        await wait_any([first, first])
+    assert waited.cancelled_caught  # none of them set: still waiting
 
 
 async def test_incremental_fetch_without_sessions_is_session_id_not_found() -> None:
