@@ -171,10 +171,41 @@ class FetchHandler:
         while trio.current_time() < deadline:
             with trio.move_on_at(deadline):
                 await wait_any(outcome.wakeups)
+            unchanged = self._follower_has_nothing_new(body, version, denied)
+            if unchanged is not None and trio.current_time() < deadline:
+                outcome = attrs.evolve(outcome, wakeups=unchanged)
+                continue
             outcome = await self._read(request, body, version, denied)
             if self._complete(body, outcome):
                 break
         return outcome
+
+    def _follower_has_nothing_new(
+        self, body: FetchRequest, version: int, denied: frozenset[str]
+    ) -> tuple[trio.Event, ...] | None:
+        """For a follower's fetch woken without its partitions' log ends moving (the
+        high watermark rose, as every acks=all batch makes it do): the events to wait on
+        again, without reading (Kafka's DelayedFetch checks the follower's bytes against
+        the log end the same way). None for a consumer, or when a read could answer
+        something: new records, a leader epoch or partition that changed."""
+        replica_id = body.replica_id if version < 15 else body.replica_state.replica_id
+        if replica_id < 0:
+            return None
+        events = []
+        for fetch_topic in body.topics:
+            name, _ = self._topic_name(fetch_topic, version)
+            if not name or name in denied:
+                return None
+            for wanted in fetch_topic.partitions:
+                partition = self._logs.partition(name, wanted.partition)
+                if (
+                    partition is None
+                    or wanted.current_leader_epoch not in (-1, partition.leader_epoch)
+                    or partition.log_end_offset != wanted.fetch_offset
+                ):
+                    return None
+                events.append(partition.data_appended())
+        return tuple(events)
 
     async def read_once(
         self,
