@@ -3,7 +3,8 @@
 Responses carry the log's bytes as they are (no copy, no decode). A fetch
 that finds fewer than `min_bytes` waits up to `max_wait_ms` as a `Deferred`,
 woken by any involved partition's `data_appended` event (never by polling),
-then reads again: Kafka's DelayedFetch. A partition error (unknown topic,
+then reads again: Kafka's DelayedFetch (a follower's fetch, which reads up to the log
+end, only once a partition's log end moved). A partition error (unknown topic,
 offset out of range, ...) answers at once, as Kafka's `errorReadingData` does.
 
 Fetch sessions (KIP-227) are answered the way a Kafka broker with no free
