@@ -24,14 +24,17 @@ runs them). Two topics of 3 partitions, one led by each host: replication factor
   (goal: at most the timeout + 2 s).
 
 `run(duration_s, quick=True)` is the smoke test's: one slice each, one host restarted,
-one kill with a 3 s session.
+one kill with a 3 s session. `python -m bench.bench_replication 3 throughput` runs one
+row (any of ROWS) on its own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
@@ -82,17 +85,30 @@ def full_plan(duration_s: float) -> Plan:
 QUICK = Plan(rounds=1, slice_s=0.5, kills=1, restarts=1, session_timeout_ms=3000, quiet_s=1.0)
 
 
-def run(duration_s: float, quick: bool = False) -> list[dict[str, Any]]:
+ROWS = ("throughput", "rolling", "failover")
+
+
+def run(
+    duration_s: float, quick: bool = False, only: frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
+    """Every row, or those named in `only` (of ROWS)."""
     plan = QUICK if quick else full_plan(duration_s)
+    if unknown := only - set(ROWS):
+        raise ValueError(f"no such rows: {sorted(unknown)} (rows: {', '.join(ROWS)})")
+    wanted = only or frozenset(ROWS)
     with (
         tempfile.TemporaryDirectory(prefix="bench-replication-") as work,
         three_hosts(Path(work), plan) as hosts,
     ):
         rf1 = create_topic(hosts, "rf1", 1, {})
         rf3 = create_topic(hosts, "rf3", 3, {"min.insync.replicas": "2"})
-        rows = [throughput(hosts, plan, rf1, rf3)]
-        rows.append(rolling_restart(hosts, plan, rf3))
-        rows += failover(hosts, plan, rf3)
+        rows = []
+        if "throughput" in wanted:
+            rows.append(throughput(hosts, plan, rf1, rf3))
+        if "rolling" in wanted:
+            rows.append(rolling_restart(hosts, plan, rf3))
+        if "failover" in wanted:
+            rows += failover(hosts, plan, rf3)
     return rows
 
 
@@ -166,7 +182,7 @@ def throughput(hosts: Hosts, plan: Plan, rf1: str, rf3: str) -> dict[str, Any]:
         f"{plan.rounds} slices of {plan.slice_s:g} s per factor, alternated",
         f"{rf3_rate * len(VALUE) / 1e6:.1f} MB/s vs {rf1_rate * len(VALUE) / 1e6:.1f} MB/s; "
         f"CPU of the three brokers per record: {rf3_cpu_us:.1f} µs vs {rf1_cpu_us:.1f} µs "
-        f"({rf3_cpu_us / rf1_cpu_us:.1f}x)",
+        f"({rf3_cpu_us / rf1_cpu_us:.2f}x); load average {os.getloadavg()[0]:.1f}",
     )
 
 
@@ -340,25 +356,10 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
 
 
-def run_rolling_restart() -> dict[str, Any]:
-    """The rolling-restart row alone (`python -m bench.bench_replication rolling`), to run
-    it several times without the other rows."""
-    plan = full_plan(0.0)
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-replication-") as work,
-        three_hosts(Path(work), plan) as hosts,
-    ):
-        return rolling_restart(
-            hosts, plan, create_topic(hosts, "rf3", 3, {"min.insync.replicas": "2"})
-        )
-
-
 if __name__ == "__main__":
-    import json
-    import os
-    import sys
-
-    if sys.argv[1:] != ["rolling"]:
-        sys.exit("usage: python -m bench.bench_replication rolling")
-    row = run_rolling_restart()
-    print(json.dumps({**row, "load average": os.getloadavg()}, ensure_ascii=False))
+    # python -m bench.bench_replication [slice seconds] [throughput|rolling|failover ...]
+    # (`rolling` alone: the rolling-restart row, to run it several times.)
+    args = sys.argv[1:]
+    seconds = float(args.pop(0)) if args and args[0].replace(".", "", 1).isdigit() else 3.0
+    for row in run(seconds, only=frozenset(args)):
+        print(row, "load average", os.getloadavg())

@@ -19,7 +19,7 @@ from broker.protocol.api import (
     decode_response,
     encode_request,
 )
-from broker.protocol.framing import FrameDecoder
+from broker.protocol.framing import Frame, FrameDecoder
 
 # Responses are as large as the broker makes them (a Fetch's max_bytes); no cap here.
 _MAX_RESPONSE = 2**31 - 1
@@ -110,7 +110,7 @@ class KafkaConnection:
 
     async def receive(self) -> tuple[int, Any]:
         """The next response, decoded with the api key and version of its request."""
-        frame = await self.receive_frame()
+        frame = await self._receive_view()
         cid, api_key, version = self._pending.popleft()
         correlation_id, body = decode_response(api_key, version, frame)
         if correlation_id != cid:
@@ -119,10 +119,28 @@ class KafkaConnection:
 
     async def receive_frame(self) -> bytes:
         """One size-prefixed frame's payload; ConnectionClosed at end of stream."""
+        frame = await self._receive_view()
+        return frame if isinstance(frame, bytes) else bytes(frame)
+
+    async def _receive_view(self) -> Frame:
+        """One frame's payload as the decoder hands it out: a large one is a view of its
+        own buffer, never reused, so the decoded response may keep slices of it (a
+        follower's Fetch answer goes to its log without a copy). Over plain TCP a large
+        frame is received straight into that buffer."""
         decoder = self._decoder
         while (frame := decoder.next_frame()) is None:
+            space = decoder.frame_space()
+            if space is not None and isinstance(self.stream, trio.SocketStream):
+                try:
+                    count = await self.stream.socket.recv_into(space)
+                except OSError as exc:  # as SocketStream.receive_some reports it
+                    raise trio.BrokenResourceError(str(exc)) from exc
+                if not count:
+                    raise ConnectionClosed("connection closed by the broker")
+                decoder.advance(count)
+                continue
             data = await self.stream.receive_some(decoder.read_size())
             if not data:
                 raise ConnectionClosed("connection closed by the broker")
             decoder.feed(data)
-        return frame if isinstance(frame, bytes) else bytes(frame)
+        return frame

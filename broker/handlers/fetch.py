@@ -3,7 +3,8 @@
 Responses carry the log's bytes as they are (no copy, no decode). A fetch
 that finds fewer than `min_bytes` waits up to `max_wait_ms` as a `Deferred`,
 woken by any involved partition's `data_appended` event (never by polling),
-then reads again: Kafka's DelayedFetch. A partition error (unknown topic,
+then reads again: Kafka's DelayedFetch (a follower's fetch, which reads up to the log
+end, only once a partition's log end moved). A partition error (unknown topic,
 offset out of range, ...) answers at once, as Kafka's `errorReadingData` does.
 
 Fetch sessions (KIP-227) are answered the way a Kafka broker with no free
@@ -177,10 +178,41 @@ class FetchHandler:
         while trio.current_time() < deadline:
             with trio.move_on_at(deadline):
                 await wait_any(outcome.wakeups)
+            unchanged = self._follower_has_nothing_new(body, version, denied)
+            if unchanged is not None and trio.current_time() < deadline:
+                outcome = attrs.evolve(outcome, wakeups=unchanged)
+                continue
             outcome = await self._read(request, body, version, denied)
             if self._complete(body, outcome):
                 break
         return outcome
+
+    def _follower_has_nothing_new(
+        self, body: FetchRequest, version: int, denied: frozenset[str]
+    ) -> tuple[trio.Event, ...] | None:
+        """For a follower's fetch woken without its partitions' log ends moving (the
+        high watermark rose, as every acks=all batch makes it do): the events to wait on
+        again, without reading (Kafka's DelayedFetch checks the follower's bytes against
+        the log end the same way). None for a consumer, or when a read could answer
+        something: new records, a leader epoch or partition that changed."""
+        replica_id = body.replica_id if version < 15 else body.replica_state.replica_id
+        if replica_id < 0:
+            return None
+        events = []
+        for fetch_topic in body.topics:
+            name, _ = self._topic_name(fetch_topic, version)
+            if not name or name in denied:
+                return None
+            for wanted in fetch_topic.partitions:
+                partition = self._logs.partition(name, wanted.partition)
+                if (
+                    partition is None
+                    or wanted.current_leader_epoch not in (-1, partition.leader_epoch)
+                    or partition.log_end_offset != wanted.fetch_offset
+                ):
+                    return None
+                events.append(partition.data_appended())
+        return tuple(events)
 
     async def read_once(
         self,
@@ -365,4 +397,10 @@ async def wait_any(events: Sequence[trio.Event]) -> None:
     """Return as soon as one of `events` is set."""
     if not events:
         await trio.sleep_forever()
-    await trio_util.wait_any(*(event.wait for event in events))
+    distinct = list(dict.fromkeys(events))
+    if len(distinct) == 1:
+        # One partition's (a follower's usual fetch, woken once per replicated batch):
+        # no nursery and task per wait.
+        await distinct[0].wait()
+        return
+    await trio_util.wait_any(*(event.wait for event in distinct))

@@ -17,7 +17,7 @@ from broker.replication.leader_epoch_cache import EpochEntry
 
 @attrs.frozen
 class FetchedBatches:
-    records: bytes  # the whole batches only
+    records: bytes | memoryview  # the whole batches only, a view of what was fetched
     base_offset: int | None  # the first batch's, None when there are none
     end_offset: int | None  # one past the last batch's last offset
     epoch_starts: tuple[EpochEntry, ...]  # each epoch and the first offset the answer has of it
@@ -39,4 +39,5 @@ def fetched_batches(records: bytes | bytearray | memoryview) -> FetchedBatches:
             not starts or starts[-1].epoch != header.partition_leader_epoch
         ):
             starts.append(EpochEntry(header.partition_leader_epoch, header.base_offset))
-    return FetchedBatches(bytes(memoryview(records)[:size]), base, end, tuple(starts))
+    view = memoryview(records)
+    return FetchedBatches(view[:size] if size < len(view) else view, base, end, tuple(starts))

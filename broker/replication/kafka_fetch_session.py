@@ -149,7 +149,7 @@ class KafkaFetchSession:
                         p.diverging_epoch.epoch, p.diverging_epoch.end_offset
                     )
                 answers[TopicPartition(topic.topic, p.partition_index)] = FetchedPartition(
-                    _error(p.error_code), p.high_watermark, bytes(p.records or b""), diverging
+                    _error(p.error_code), p.high_watermark, p.records or b"", diverging
                 )
         return answers
 

@@ -29,7 +29,8 @@ from broker.replication.topic_partition import TopicPartition
 class FetchedPartition:
     error: ErrorCode
     high_watermark: int = -1
-    records: bytes = b""
+    records: bytes | memoryview = b""
+    """A view of the response's frame, as received: never copied on the way to the log."""
     diverging_epoch: EpochEndOffset | None = None  # Fetch v12+ (KIP-595)
 
 

@@ -14,7 +14,7 @@ from broker.errors import KafkaError
 from broker.handlers.api_handler import CloseConnection, Deferred, NoResponse
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.common import check_leader_epoch, topic_name_error
-from broker.handlers.fetch import FetchHandler
+from broker.handlers.fetch import FetchHandler, wait_any
 from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.log_topics import LogTopicSource
 from broker.handlers.produce import ProduceHandler
@@ -234,6 +234,69 @@ async def test_fetch_without_enough_data_defers_and_wakes_on_append() -> None:
         with trio.fail_after(5):
             response = await outcome.wait()
     assert response.responses[0].partitions[0].records != b""
+
+
+async def test_a_long_poll_wakes_on_any_of_its_events_and_waits_once_on_a_repeated_one() -> None:
+    first, second = trio.Event(), trio.Event()
+    async with trio.open_nursery() as nursery:
+
+        async def set_soon() -> None:
+            await trio.sleep(0.05)
+            second.set()
+
+        nursery.start_soon(set_soon)
+        with trio.fail_after(5):
+            await wait_any([first, second, first])
+    assert second.is_set() and not first.is_set()
+    with trio.fail_after(5):
+        await wait_any([second, second])  # the same partition's event, set: at once
+    with trio.move_on_after(0.05) as waited:
+        await wait_any([first, first])
+    assert waited.cancelled_caught  # none of them set: still waiting
+
+
+def wake_without_records(partition: Any) -> None:
+    """What the log does when its high watermark rises: its readers wake, no new records."""
+    event = partition.data_appended()
+    partition._event = trio.Event()
+    event.set()
+
+
+@pytest.mark.parametrize("replica_id", [2, -1])
+async def test_a_followers_long_poll_rereads_only_once_its_log_end_moves(replica_id: int) -> None:
+    """Kafka's DelayedFetch measures a follower's bytes against the log end: a high
+    watermark rise (every acks=all batch makes one) does not read again for it, as it
+    does for a consumer, who reads below the high watermark."""
+    topic = FakeTopic("t", 1)
+    partition = topic.partitions[0]
+    await partition.append(one_batch(10), rec.read_batch_header(one_batch(10)))
+    handler = FetchHandler(FakeLog(topic))
+    end = partition.log_end_offset
+    wanted = FetchPartition(partition=0, fetch_offset=end, partition_max_bytes=1 << 20)
+    body = FetchRequest(
+        max_bytes=1 << 20,
+        max_wait_ms=10_000,
+        min_bytes=1,
+        replica_id=replica_id,
+        session_epoch=-1,
+        topics=(FetchTopic(topic="t", partitions=(wanted,)),),
+    )
+    outcome = await handler.handle(FakeRequest(body, 12))  # type: ignore[arg-type]
+    assert isinstance(outcome, Deferred) and len(partition.reads) == 1
+    async with trio.open_nursery() as nursery:
+
+        async def wake_then_append() -> None:
+            await trio.sleep(0.05)
+            wake_without_records(partition)
+            await trio.sleep(0.05)
+            assert len(partition.reads) == (1 if replica_id >= 0 else 2)
+            await partition.append(one_batch(10), rec.read_batch_header(one_batch(10)))
+
+        nursery.start_soon(wake_then_append)
+        with trio.fail_after(5):
+            response = await outcome.wait()
+    assert response.responses[0].partitions[0].records not in (None, b"")
+    assert partition.reads[-1][0] == end
 
 
 async def test_incremental_fetch_without_sessions_is_session_id_not_found() -> None:

@@ -13,10 +13,11 @@ from broker.config import BrokerConfig
 from broker.log.follower_log import PartitionFollowerLog
 from broker.log.log_manager import LogManager
 from broker.protocol.error_codes import ErrorCode
-from broker.replication.fetcher_partition_state import SendOffsetsForLeaderEpoch
+from broker.replication.fetched_records import fetched_batches
+from broker.replication.fetcher_partition_state import SendFetch, SendOffsetsForLeaderEpoch
 from broker.replication.kafka_fetch_session import KafkaFetchSession
 from broker.replication.leader_epoch_cache import EpochEndOffset
-from broker.replication.leader_fetch_session import EpochEndOffsetAnswer
+from broker.replication.leader_fetch_session import EpochEndOffsetAnswer, FetchLimits
 from broker.replication.replica_fetcher import ReplicaFetcher, ReplicaFetcherSettings
 from broker.replication.topic_partition import TopicPartition
 from tests.integration.broker_harness import connect, running_broker
@@ -118,3 +119,34 @@ async def test_a_follower_appends_to_the_brokers_own_log_with_the_leaders_offset
     finally:
         with trio.CancelScope(shield=True):
             await follower_logs.close()
+
+
+async def test_a_large_fetch_answer_reaches_the_follower_as_a_view_of_the_received_frame(
+    tmp_path: Path,
+) -> None:
+    """The follower's bytes are never copied between the socket and its log: the records
+    are a view of the response frame's own buffer (received into over plain TCP), and
+    the whole batches handed to the log are a view of the same buffer."""
+    values = [bytes([i]) * 50_000 for i in range(6)]  # 300 kB: the frame gets its own buffer
+    async with running_broker(tmp_path) as server, await connect(server) as client:
+        assert (await create_topic(client, TP.topic)).error_code == ErrorCode.NONE
+        assert (await produce(client, TP.topic, batch(values))).error_code == ErrorCode.NONE
+        async with await connect(server, client_id="replica-fetcher-2") as replica_connection:
+            session = KafkaFetchSession(replica_connection, replica_id=2)
+            answers = await session.fetch(
+                {
+                    TP: SendFetch(
+                        fetch_offset=0,
+                        current_leader_epoch=0,
+                        last_fetched_epoch=-1,
+                        log_start_offset=0,
+                    )
+                },
+                FetchLimits(max_wait_ms=0),
+            )
+    records = answers[TP].records
+    assert isinstance(records, memoryview) and isinstance(records.obj, bytearray)
+    whole = fetched_batches(records)
+    assert isinstance(whole.records, memoryview) and whole.records.obj is records.obj
+    assert [v for _, v in values_of(bytes(whole.records))] == values
+    assert whole.base_offset == 0 and whole.end_offset == len(values)
