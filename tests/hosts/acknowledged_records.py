@@ -41,7 +41,10 @@ class SentValue:
 @attrs.frozen
 class Acknowledgement:
     partition: int
-    offset: int
+    # None: acknowledged without an offset. librdkafka's idempotent producer acknowledges
+    # earlier records implicitly when a later batch of the partition succeeds while their
+    # own answer was lost (rd_kafka_dr_implicit_ack): durable, where is not said.
+    offset: int | None
     at: float  # when it arrived (time.monotonic()), for the failover times
 
 
@@ -59,7 +62,7 @@ class ProducedHistory:
         self.sent.add(value)
         self.sent_at[value] = at
 
-    def on_acknowledged(self, value: bytes, partition: int, offset: int, at: float) -> None:
+    def on_acknowledged(self, value: bytes, partition: int, offset: int | None, at: float) -> None:
         self.acknowledged[value] = Acknowledgement(partition, offset, at)
 
     def on_failed(self, value: bytes, error: str) -> None:
@@ -112,6 +115,11 @@ def anomalies(history: ProducedHistory, read: ReadBack) -> list[str]:
         places = where.get(value, [])
         if not places:
             found.append(f"{value!r} acknowledged at {acked.partition}/{acked.offset} is lost")
+        elif acked.offset is None:
+            if all(partition != acked.partition for partition, _ in places):
+                found.append(
+                    f"{value!r} acknowledged in partition {acked.partition} is at {places}"
+                )
         elif (acked.partition, acked.offset) not in places:
             found.append(
                 f"{value!r} acknowledged at {acked.partition}/{acked.offset} is at {places}"

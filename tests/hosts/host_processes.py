@@ -316,8 +316,8 @@ class ProducerLoad:
         def delivered(error: KafkaError | None, message: Message) -> None:
             value, partition, offset = message.value(), message.partition(), message.offset()
             assert value is not None
-            if error is None:
-                assert partition is not None and offset is not None
+            if error is None:  # the offset is None when librdkafka acknowledged implicitly
+                assert partition is not None
                 history.on_acknowledged(value, partition, offset, time.monotonic())
             else:
                 history.on_failed(value, str(error))

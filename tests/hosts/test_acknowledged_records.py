@@ -49,6 +49,18 @@ def test_an_acknowledged_record_at_another_offset_was_rewritten() -> None:
     ]
 
 
+def test_a_record_acknowledged_without_an_offset_must_be_in_its_partition() -> None:
+    # librdkafka's implicit acknowledgement: durable, at an offset it does not know.
+    a0, a1 = value("a", 0), value("a", 1)
+    produced = history([a0, a1], {a0: (0, 0)})
+    produced.on_acknowledged(a1, 0, None, at=1.0)
+    assert anomalies(produced, {0: [(0, a0), (7, a1)]}) == []
+    assert anomalies(produced, {0: [(0, a0)]}) == [f"{a1!r} acknowledged at 0/None is lost"]
+    assert anomalies(produced, {0: [(0, a0)], 1: [(3, a1)]}) == [
+        f"{a1!r} acknowledged in partition 0 is at [(1, 3)]"
+    ]
+
+
 def test_a_record_read_twice_is_a_duplicate_even_if_unacknowledged() -> None:
     a0 = value("a", 0)
     produced = history([a0], {})
