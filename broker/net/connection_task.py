@@ -128,6 +128,7 @@ class ConnectionTasks:
                         request: Request | None = ready
                     else:
                         request = await self._read_request(connection, ready)
+                    del ready  # the request (and its frame) is held by `request` alone
                     if request is None:
                         break
                     keep_serving = await self._dispatch(connection, request)
