@@ -16,13 +16,16 @@ client that went away is closed on our side too.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import mmap
 import time
 from collections.abc import Callable, Sequence
 
 import trio
 
 from broker.net.admission import FirstRequest, log_invalid
+from broker.net.bulk_turns import TURN_S
 from broker.net.channel_security import ListenerSecurity
 from broker.net.connection import Connection
 from broker.net.hang_up_watcher import AVAILABLE as hang_up_watch_available
@@ -53,7 +56,7 @@ from broker.net.request_metrics import RequestMetrics
 from broker.net.request_queue import SMALL_REQUEST_BYTES
 from broker.net.socket_stream import FastSocketStream, close_stream
 from broker.protocol.errors import DecodeError
-from broker.protocol.framing import MAX_RECEIVE, InvalidFrameSize
+from broker.protocol.framing import MAPPED_FRAME, MAX_RECEIVE, InvalidFrameSize
 
 log = logging.getLogger(__name__)
 # Closes a client can cause at will (bad frames, slow sends): rate-limited.
@@ -62,8 +65,6 @@ _client_closes = LogLimiter(log)
 _RESPONDING = ConnectionState.RESPONDING  # a module constant: cheaper than the enum lookup
 MAX_READ = MAX_RECEIVE
 """The most one read into a large frame takes (see `_receive`)."""
-LARGE_READS = 1
-"""Reads into large frames a processor does at once."""
 
 Forget = Callable[[Connection], None]
 """The processor's bookkeeping once a connection has closed."""
@@ -93,7 +94,7 @@ class ConnectionTasks:
         self.draining = False  # set by the processor: read no further requests
         self._now: Callable[[], float] = trio.current_time
         self._forget = forget
-        self._large_reads = trio.Semaphore(LARGE_READS)
+        self._bulk_turns = channel.bulk_turns
         self._hang_ups: HangUpWatcher[Connection] | None = (
             HangUpWatcher() if hang_up_watch_available else None
         )
@@ -127,11 +128,14 @@ class ConnectionTasks:
                         request: Request | None = ready
                     else:
                         request = await self._read_request(connection, ready)
+                    del ready  # the request (and its frame) is held by `request` alone
                     if request is None:
                         break
                     keep_serving = await self._dispatch(connection, request)
                     # Not kept alive (with its frame) while the next one is read.
                     del request
+                    if connection.unmapping is not None:
+                        await self._unmap(connection)
                     if not keep_serving:
                         break
             idle = connection.scope.cancelled_caught and connection.expired
@@ -229,29 +233,24 @@ class ConnectionTasks:
 
     async def _receive(self, connection: Connection, max_bytes: int) -> ConnectionEvent:
         """One read, once a read without waiting found nothing (`_receive_nowait`): into
-        a frame's own buffer when one is in progress and the stream is a socket. Large frames are read in turn with the processor's other large frames:
-        every connection reading a large frame at once would make each scheduler round
-        as long as all their reads, and a small request elsewhere waits a few rounds;
-        the turn is taken only once bytes are there (a slow sender never holds it)."""
+        a frame's own buffer when one is in progress and the stream is a socket. Large
+        frames are read in bulk turns (bulk_turns.py: one at a time, while the event
+        loop has nothing else to run), so that a small request elsewhere never waits
+        behind the flood's reads; the turn is taken only once bytes are there (a slow
+        sender never holds it)."""
         protocol = connection.protocol
         stream = connection.stream
         space = protocol.frame_space(MAX_READ)
         if space is not None and isinstance(stream, FastSocketStream):
             if protocol.held_memory > SMALL_REQUEST_BYTES:
+                del space
                 # Bytes usually wait already (the client sends faster than one read
                 # takes): a FIONREAD spares the trip through epoll that waiting costs.
                 if not stream.unread_bytes():
                     await stream.wait_readable()
-                async with self._large_reads:
-                    count = await stream.receive_into(space)
-                    # The turn allows up to MAX_READ: what arrived meanwhile comes too.
-                    while 0 < count < len(space) and stream.unread_bytes():
-                        more = stream.receive_into_nowait(space[count:])
-                        if not more:
-                            break
-                        count += more
-            else:
-                count = await stream.receive_into(space)
+                async with self._bulk_turns:
+                    return self._read_in_turn(connection, stream)
+            count = await stream.receive_into(space)
             del space
             return protocol.received_into(count, self._now())
         if type(stream) is FastSocketStream:
@@ -259,6 +258,29 @@ class ConnectionTasks:
         else:
             data = await stream.receive_some(max_bytes)
         return protocol.receive_data(data, self._now())
+
+    def _read_in_turn(self, connection: Connection, stream: FastSocketStream) -> ConnectionEvent:
+        """Reads into the frame in progress for at most TURN_S, while its bytes are
+        there: MAX_READ at a time, so that no single read holds the loop long."""
+        protocol = connection.protocol
+        ends = time.perf_counter() + TURN_S
+        event: ConnectionEvent = NeedData(MAX_READ)
+        while True:
+            space = protocol.frame_space(MAX_READ)
+            if space is None:  # the frame is whole; the next one is read outside turns
+                return event
+            count = stream.receive_into_nowait(space)
+            del space
+            if count is None:  # nothing there after all: wait for it outside the turn
+                return event
+            event = protocol.received_into(count, self._now())
+            if (
+                type(event) is not NeedData
+                or not count
+                or time.perf_counter() >= ends
+                or not stream.unread_bytes()
+            ):
+                return event
 
     def _request(self, connection: Connection, received: RequestReceived) -> Request:
         started = time.perf_counter_ns()
@@ -274,11 +296,41 @@ class ConnectionTasks:
         )
         if memory:
             pool = self._pool
-            request.release = lambda: pool.release(memory)
+            frame = received.frame
+            if isinstance(frame, memoryview) and isinstance(frame.obj, mmap.mmap):
+                if len(frame.obj) >= MAPPED_FRAME:
+                    mapping = frame.obj
+                    request.release = lambda: self._unmap_later(connection, mapping, memory)
+                else:
+                    request.release = lambda: pool.release(memory)
+            else:
+                request.release = lambda: pool.release(memory)
         if self._hang_ups is not None:
             request.on_deferred = lambda: self._watch_hang_up(connection)
         self._busy.ns += time.perf_counter_ns() - started
         return request
+
+    @staticmethod
+    def _unmap_later(connection: Connection, mapping: mmap.mmap, memory: int) -> None:
+        """A frame with a mapping of its own is answered: `_unmap` gives it back."""
+        connection.unmapping = (mapping, memory)
+
+    async def _unmap(self, connection: Connection) -> None:
+        """Unmap an answered frame's own mapping (MAPPED_FRAME and up) in a worker
+        thread, then give its bytes back to the pool (so that what the broker holds
+        stays within it). munmap of a written 50 MB mapping takes 5-10 ms of CPU, and
+        on the event loop every other connection waited for it. The last reference to
+        it but this one goes when this task next yields (Trio's runner holds the value
+        that resumed it: the response, hence the request and its views)."""
+        unmapping, connection.unmapping = connection.unmapping, None
+        assert unmapping is not None
+        mapping, memory = unmapping
+        del unmapping
+        try:
+            await trio.lowlevel.checkpoint()
+            await trio.to_thread.run_sync(_close_mapping, mapping)
+        finally:
+            self._pool.release(memory)
 
     async def _answer_sasl(self, connection: Connection, answer: SaslAnswer) -> None:
         security = self._security
@@ -373,6 +425,9 @@ class ConnectionTasks:
             connection.in_flight.release_memory()
         if connection.first_request is not None:
             connection.first_request.release_memory()
+        if connection.unmapping is not None:  # closed before its turn: unmapped here
+            self._pool.release(connection.unmapping[1])
+            connection.unmapping = None
         held = connection.protocol.held_memory
         if held:
             self._pool.release(held)
@@ -414,3 +469,10 @@ class ConnectionTasks:
             log.debug("closing connection %s: the peer hung up", connection.id)
             connection.closing = True
             connection.scope.cancel()
+
+
+def _close_mapping(mapping: mmap.mmap) -> None:
+    """munmap (mmap.close releases the GIL for it); a mapping something still views is
+    left to its last reference."""
+    with contextlib.suppress(BufferError):
+        mapping.close()

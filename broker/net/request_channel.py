@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import trio
 
+from broker.net.bulk_turns import BulkTurns
 from broker.net.request import (
     EndThrottlingResponse,
     Request,
@@ -45,6 +46,9 @@ class RequestChannel:
         self._processors: dict[int, Callable[[Response], None]] = {}
         self._response_queue_sizes: dict[int, Callable[[], int]] = {}
         self._timers: trio.Nursery | None = None
+        # Large frames' reads and large requests' handling take turns while the loop is
+        # idle (bulk_turns.py): the processors and handlers of this plane share them.
+        self.bulk_turns = BulkTurns()
 
     # -- processors -------------------------------------------------------
     def add_processor(

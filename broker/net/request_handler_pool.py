@@ -104,6 +104,9 @@ class RequestHandlerPool:
                         without_yield = 0
                 finally:
                     handler.waiting = False
+                if request.size_bytes > SMALL_REQUEST_BYTES:
+                    # Its first step (checks, validation) waits for the loop to be idle.
+                    await channel.bulk_turns.wait()
                 now = time.perf_counter_ns()
                 self._idle_ns += now - waited
                 request.dequeue_ns = now

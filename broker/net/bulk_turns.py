@@ -1,0 +1,79 @@
+"""Turns for bulk work: what large frames cost the event loop is spent while it is idle.
+
+The broker's tasks share one thread, and a scheduler round runs every runnable task
+once, so a small request, whose answer takes a few rounds (read, handle, write), waits
+for whatever else those rounds run. Under a flood of large frames the loop is never
+idle (the flood sends as fast as the broker reads), and each round holds the flood's
+reads into frames (up to 256 KiB each, 0.1-0.3 ms of CPU, mostly the kernel's copy and,
+on loopback, the sender's own TCP work) and its handlers' large Produce steps. Reading
+less per step only makes more steps. So a step of bulk work (a read into a large frame,
+the handling of a large request) first takes a turn: turns go one at a time, in order,
+and a turn starts once every other task of the run is blocked and no I/O is ready
+(Trio's `wait_all_tasks_blocked`: the scheduler wakes its waiter after a poll found
+nothing to run). A small request whose bytes arrive meanwhile is read, handled and
+answered first, whatever the flood; it waits for at most the one bulk step in progress.
+
+Bulk work is slowed, never starved: a turn waits for idleness at most `max_wait_s`,
+so with the loop kept busy by small requests large frames still get one step that
+often (and all the idle time there is).
+"""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+MAX_WAIT_S = 0.005
+"""The longest a turn waits for an idle loop: with small requests keeping the loop busy,
+large frames still get a turn every 5 ms."""
+TURN_S = 0.0003
+"""How long a turn's holder may go on (reads into one frame while its bytes are there):
+a turn costs two scheduler rounds, and a small request arriving meanwhile waits for at
+most one turn."""
+
+
+class BulkTurns:
+    """Turns for the bulk steps of one request channel's processors and handlers."""
+
+    __slots__ = ("_lock", "forced", "max_wait_s", "taken")
+
+    def __init__(self, max_wait_s: float = MAX_WAIT_S) -> None:
+        self.max_wait_s = max_wait_s
+        self._lock = trio.Lock()
+        self.taken = 0
+        self.forced = 0
+        """Turns started after `max_wait_s` without an idle loop."""
+
+    async def acquire(self) -> None:
+        """Wait for the turn, held until `release`."""
+        try:
+            self._lock.acquire_nowait()  # free: no scheduler trip before the wait for idle
+        except trio.WouldBlock:
+            await self._lock.acquire()
+        try:
+            with trio.move_on_after(self.max_wait_s) as scope:
+                await trio.testing.wait_all_tasks_blocked()
+        except BaseException:
+            self._lock.release()
+            raise
+        self.taken += 1
+        if scope.cancelled_caught:
+            self.forced += 1
+
+    def release(self) -> None:
+        self._lock.release()
+
+    async def wait(self) -> None:
+        """A turn for the step that follows this call (the caller's next synchronous
+        stretch of work): given back at once."""
+        await self.acquire()
+        self.release()
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+__all__ = ["MAX_WAIT_S", "TURN_S", "BulkTurns"]
