@@ -80,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands.add_parser(
         "zookeeper-configs",
-        help="SCRAM users and quotas in ZooKeeper, as kafka-configs.sh --zookeeper",
+        help="SCRAM users, quotas, broker configs in ZooKeeper, as kafka-configs.sh --zookeeper",
         add_help=False,
     )
     return parser

@@ -7,7 +7,9 @@ starts, as Kafka 2.x's `kafka-configs.sh --zookeeper` writes them.
 
 Hosts whose only listener asks for SASL need their inter-broker user before the first
 of them starts: nothing else can create it. The command writes the same znodes and
-change notifications as AlterUserScramCredentials and AlterClientQuotas sent to a broker
+change notifications as AlterUserScramCredentials, AlterClientQuotas and
+IncrementalAlterConfigs (`--entity-type brokers`, broker/hosts/zookeeper_broker_configs.py)
+sent to a broker
 (`change_entity_config`, shared with broker/hosts/zookeeper_scram_credentials.py), so
 running brokers apply the change within about a second. A password is turned into a
 salted SCRAM credential here; it is neither stored nor printed.
@@ -22,6 +24,7 @@ from collections.abc import Mapping, Sequence
 
 import trio
 
+from broker.config import CONFIG_DEFS, DYNAMIC_BROKER_CONFIGS, ConfigError
 from broker.coordination.broker_registration import MalformedZnode
 from broker.coordination.config_znodes import (
     CONFIG_CHANGES_PATH,
@@ -35,6 +38,7 @@ from broker.coordination.config_znodes import (
 )
 from broker.coordination.kazoo_store import KazooCoordinationStore, ZooKeeperSettings
 from broker.coordination.store import CoordinationError
+from broker.dynamic_broker_config_store import is_sensitive
 from broker.hosts.entity_configs import change_entity_config
 from broker.security.scram_credentials import (
     MAX_ITERATIONS,
@@ -43,8 +47,8 @@ from broker.security.scram_credentials import (
     ScramCredential,
 )
 
-ENTITY_TYPES = ("users", "clients")
-_ENTITY_WORDS = {"users": "user-principal", "clients": "client-id"}
+ENTITY_TYPES = ("users", "clients", "brokers")
+_ENTITY_WORDS = {"users": "user-principal", "clients": "client-id", "brokers": "broker"}
 SALT_BYTES = 24
 
 
@@ -108,7 +112,9 @@ def stored_values(entity_type: str, additions: Mapping[str, str]) -> dict[str, s
     checked to be numbers. ConfigsCommandError for a key the entity type has not."""
     stored: dict[str, str] = {}
     for key, value in additions.items():
-        if entity_type == "users" and key in MECHANISM_BY_NAME:
+        if entity_type == "brokers":
+            stored[key] = broker_config_value(key, value)
+        elif entity_type == "users" and key in MECHANISM_BY_NAME:
             stored[key] = scram_credential_value(key, value, os.urandom(SALT_BYTES))
         elif key in QUOTA_KEYS:
             try:
@@ -119,6 +125,18 @@ def stored_values(entity_type: str, additions: Mapping[str, str]) -> dict[str, s
         else:
             raise ConfigsCommandError(f"{key} is not a config of {entity_type}")
     return stored
+
+
+def broker_config_value(key: str, value: str) -> str:
+    """A dynamic broker config as IncrementalAlterConfigs would take it (no password:
+    it would be stored in plain text)."""
+    if key not in DYNAMIC_BROKER_CONFIGS or is_sensitive(key):
+        raise ConfigsCommandError(f"{key} is not a dynamic broker config")
+    try:
+        CONFIG_DEFS[key].parse(value)
+    except ConfigError as exc:
+        raise ConfigsCommandError(str(exc)) from None
+    return value.strip()
 
 
 def entity_path(entity_type: str, name: str | None) -> str:
@@ -164,7 +182,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="broker zookeeper-configs",
         description=(
-            "Read or change the configs of users and client ids kept in ZooKeeper, as "
+            "Read or change the configs of users, client ids and brokers kept in ZooKeeper, as "
             "kafka-configs.sh --zookeeper does (before any broker starts, or while they run)."
         ),
     )
@@ -195,6 +213,8 @@ async def _run(args: argparse.Namespace) -> list[str]:
     if args.alter:
         if name is None and not args.entity_default:
             raise ConfigsCommandError("--alter needs --entity-name or --entity-default")
+        if args.entity_type == "brokers" and name is not None and not name.isdigit():
+            raise ConfigsCommandError(f"--entity-name {name!r}: a broker is named by its id")
         if args.add_config.strip():
             additions = stored_values(args.entity_type, split_config_list(args.add_config))
         deletions = [key.strip() for key in args.delete_config.split(",") if key.strip()]

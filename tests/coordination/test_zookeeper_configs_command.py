@@ -1,6 +1,7 @@
 """`broker zookeeper-configs` writes a SCRAM user into ZooKeeper before any broker starts,
 as `kafka-configs.sh --zookeeper` does; a broker among hosts started afterwards logs the
-user in. The password is neither stored nor printed."""
+user in and takes the brokers' default written the same way. The password is neither
+stored nor printed."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ import trio
 
 from broker.client.security_config import SASL_PLAINTEXT, SaslCredentials, SecurityConfig
 from broker.client.session import ClientError, ClientSession
-from broker.hosts.zookeeper_configs_command import ConfigsCommandError, split_config_list
+from broker.hosts.zookeeper_configs_command import (
+    ConfigsCommandError,
+    main,
+    split_config_list,
+)
 from broker.hosts.zookeeper_deployment import ZooKeeperDeployment
 from broker.protocol.messages import MetadataRequest
 from tests.integration.broker_harness import running_broker
@@ -63,6 +68,14 @@ async def test_a_user_written_before_the_broker_starts_logs_in(
         zookeeper_connect, "--alter", *user, "--add-config", "SCRAM-SHA-256=[iterations=9]"
     )
     assert refused.returncode == 1 and "iterations=N,password=P" in refused.stderr
+    # The brokers' default, as `kafka-configs.sh --zookeeper --entity-type brokers
+    # --entity-default` writes it: the broker below starts with 2 I/O threads and takes 3.
+    brokers = ("--alter", "--entity-type", "brokers", "--entity-default")
+    default = configs_command(zookeeper_connect, *brokers, "--add-config", "num.io.threads=3")
+    assert default.returncode == 0, default.stderr
+    for refused_config in ("ssl.keystore.password=x", "log.retention.ms=1", "num.io.threads=a"):
+        arguments = ["--zookeeper", zookeeper_connect, *brokers, "--add-config", refused_config]
+        assert await trio.to_thread.run_sync(main, arguments) == 1
 
     overrides = {
         "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
@@ -87,6 +100,9 @@ async def test_a_user_written_before_the_broker_starts_logs_in(
                 await trio.sleep(0.1)
             with pytest.raises(ClientError, match="invalid credentials"):
                 await registered_brokers(bootstrap, "not-the-password")
+            await server.broker_configs.applied.wait_value(
+                lambda _: server.broker_configs.value("num.io.threads") == "3"
+            )
 
 
 async def registered_brokers(bootstrap: str, password: str) -> list[int]:
