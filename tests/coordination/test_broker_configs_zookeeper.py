@@ -6,18 +6,15 @@ stays its own; a per-broker file is copied into a ZooKeeper that holds none."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import trio
 
 from broker.config import BrokerConfig
-from broker.coordination.kazoo_store import KazooCoordinationStore, ZooKeeperSettings
 from broker.dynamic_broker_config_store import DynamicBrokerConfigStore, LayerChange
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.hosts.zookeeper_broker_configs import ZooKeeperBrokerConfigStore
-
-WAIT_S = 30
+from tests.coordination.test_security_stores_zookeeper import WAIT_S, connected, eventually
 
 
 class ResizedServer:
@@ -38,22 +35,6 @@ class ResizedServer:
 
     def update_connection_quotas(self, config: BrokerConfig) -> None:
         pass
-
-
-async def eventually(what: str, holds: Callable[[], bool]) -> None:
-    for _ in range(int(WAIT_S / 0.05)):
-        if holds():
-            return
-        await trio.sleep(0.05)
-    raise AssertionError(f"not within {WAIT_S} s: {what}")
-
-
-async def connected(zookeeper_connect: str) -> KazooCoordinationStore:
-    store = KazooCoordinationStore(
-        ZooKeeperSettings(zookeeper_connect, session_timeout_ms=6000, connection_timeout_ms=10000)
-    )
-    await store.connect()
-    return store
 
 
 async def test_a_default_set_through_one_broker_is_applied_by_another(
