@@ -2,7 +2,9 @@
 
 - `broker serve [server.properties] [--override key=value ...]` runs the broker;
 - `broker client ...` is the test client (`broker.client.cli`);
-- `broker pipeline ...` runs the Spark jobs (`broker.pipeline.cli`).
+- `broker pipeline ...` runs the Spark jobs (`broker.pipeline.cli`);
+- `broker zookeeper-configs ...` writes SCRAM users and quotas of hosts into ZooKeeper
+  (`broker.hosts.zookeeper_configs_command`), as `kafka-configs.sh --zookeeper`.
 
 Each subcommand module owns its arguments and is imported only when used, so
 serving never pays for importing Spark.
@@ -76,6 +78,11 @@ def _parser() -> argparse.ArgumentParser:
         help="the Spark Structured Streaming jobs (broker pipeline --help)",
         add_help=False,
     )
+    commands.add_parser(
+        "zookeeper-configs",
+        help="SCRAM users, quotas, broker configs in ZooKeeper, as kafka-configs.sh --zookeeper",
+        add_help=False,
+    )
     return parser
 
 
@@ -139,7 +146,11 @@ async def serve(
             nursery.cancel_scope.cancel()
 
 
-SUBCOMMANDS = {"client": "broker.client.cli", "pipeline": "broker.pipeline.cli"}
+SUBCOMMANDS = {
+    "client": "broker.client.cli",
+    "pipeline": "broker.pipeline.cli",
+    "zookeeper-configs": "broker.hosts.zookeeper_configs_command",
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,7 +18,6 @@ import trio
 from broker.broker_context import BrokerContext, Service
 from broker.config import BrokerConfig
 from broker.coordinator.coordinator_service import GroupCoordinatorService
-from broker.dynamic_broker_config_store import DynamicBrokerConfigStore
 from broker.handlers.api_versions import ApiVersionsHandler
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.kafka_apis import KafkaApis, standard_middleware
@@ -65,7 +64,7 @@ class KafkaServer:
         self.scram_credentials = self.deployment.scram_credentials()
         # The stored dynamic broker configs, over server.properties: the network and the
         # handler pool start with them (Kafka's DynamicBrokerConfig at startup).
-        self.broker_configs = BrokerConfigs(self, DynamicBrokerConfigStore(self.log_dirs[0]))
+        self.broker_configs = BrokerConfigs(self, self.deployment.broker_config_store())
         running = self.broker_configs.startup_config()
         self.socket_server = SocketServer(
             running, self.metrics, self.apis.is_enabled, self.scram_credentials, internal

@@ -127,6 +127,10 @@ class ClusterMember:
         """One `__client_quotas.json` for every process, followed by `services()`."""
         return QuotaStore(self.log_dir)
 
+    def broker_config_store(self) -> DynamicBrokerConfigStore:
+        """One `__broker_configs.json` for every process, followed by `services()`."""
+        return DynamicBrokerConfigStore(self.log_dir)
+
     def acl_store(self, authorizer: Authorizer) -> AclStore:
         """One `__acls.json` for every process, followed by a service of `services()`."""
         if self._acls is None:

@@ -6,6 +6,8 @@ them, so `kafka-configs.sh --zookeeper` and `zookeeper-shell` read and write the
 - `/config/users/<user>`, `/config/clients/<id>`, `/config/users/<user>/clients/<id>`:
   `{"version":1,"config":{"SCRAM-SHA-256":"salt=...,stored_key=...,server_key=...,iterations=4096","producer_byte_rate":"1024"}}`
   (names URL-encoded as Kafka's Sanitizer does; `<default>` is the default entity)
+- `/config/brokers/<id>`, `/config/brokers/<default>`: dynamic broker configs, in the
+  same document
 - `/config/changes/config_change_<seq>`: `{"version":2,"entity_path":"users/alice"}`, so
   every broker re-reads the entity that changed.
 
@@ -35,6 +37,7 @@ from broker.security.scram_credentials import MECHANISM_BY_NAME, ScramCredential
 CONFIG_PATH = "/config"
 USERS_CONFIG_PATH = "/config/users"
 CLIENTS_CONFIG_PATH = "/config/clients"
+BROKERS_CONFIG_PATH = "/config/brokers"
 CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_NAME = "config_change_"
 CONFIG_CHANGE_PREFIX = f"{CONFIG_CHANGES_PATH}/{CONFIG_CHANGE_NAME}"

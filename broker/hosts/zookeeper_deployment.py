@@ -38,6 +38,7 @@ from broker.coordination.kazoo_store import (
 )
 from broker.coordination.live_brokers import LiveBrokers
 from broker.coordination.membership import ClusterMembership
+from broker.dynamic_broker_config_store import DynamicBrokerConfigStore
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.controlled_shutdown import ControlledShutdownHandler
 from broker.hosts.broker_peers import BrokerPeers
@@ -57,6 +58,7 @@ from broker.hosts.replication_settings import (
 )
 from broker.hosts.replication_throttles import ReplicationThrottles
 from broker.hosts.zookeeper_acls import ZooKeeperAclStore
+from broker.hosts.zookeeper_broker_configs import ZooKeeperBrokerConfigStore
 from broker.hosts.zookeeper_log_manager import ZooKeeperLogManager
 from broker.hosts.zookeeper_quotas import ZooKeeperQuotaStore
 from broker.hosts.zookeeper_scram_credentials import ZooKeeperScramCredentials
@@ -162,6 +164,7 @@ class ZooKeeperDeployment:
         self.credentials = ZooKeeperScramCredentials(self._log_dir / CREDENTIALS_FILE, self.store)
         self._acls: ZooKeeperAclStore | None = None
         self.quotas = ZooKeeperQuotaStore(self._log_dir, self.store)
+        self.broker_configs = ZooKeeperBrokerConfigStore(self._log_dir, self.store, self._node_id)
         self._topology = ZooKeeperTopology(
             self._node_id,
             self.live_brokers.brokers,
@@ -219,6 +222,10 @@ class ZooKeeperDeployment:
         """The client quotas in `/config`, followed by a service of `services()`."""
         return self.quotas
 
+    def broker_config_store(self) -> DynamicBrokerConfigStore:
+        """`/config/brokers` in ZooKeeper, followed by a service of `services()`."""
+        return self.broker_configs
+
     def acl_store(self, authorizer: Authorizer) -> AclStore:
         """The `/kafka-acl` znodes, followed by a service of `services()`."""
         if self._acls is None:
@@ -268,6 +275,7 @@ class ZooKeeperDeployment:
             self.credentials,
             *acls,
             self.quotas.following(quotas),
+            self.broker_configs.following(broker_configs),
             self.throttles.following(broker_configs, self.replica_fetchers.throttle_changed),
             self.partition_states,
             self.controller,

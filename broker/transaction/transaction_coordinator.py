@@ -105,6 +105,17 @@ class TransactionCoordinator:
         # Written into every marker; the service sets it on each load. A replaced
         # coordinator's late markers carry an older one and are refused.
         self.coordinator_epoch = COORDINATOR_EPOCH
+        # The marker writes in flight (each retrying until its markers are delivered).
+        self._marker_writes: set[trio.CancelScope] = set()
+
+    def drop_marker_writes(self) -> int:
+        """Stop every marker write in flight, as Kafka's TransactionMarkerChannelManager
+        removes the markers of a `__transaction_state` partition its coordinator unloads:
+        the transactions stay prepared in the partition, for its next leader to finish,
+        and their ids' locks are free at once. Returns how many were dropped."""
+        for scope in self._marker_writes:
+            scope.cancel()
+        return len(self._marker_writes)
 
     def on_change(self) -> None:
         self.changes.value += 1
@@ -317,6 +328,8 @@ class TransactionCoordinator:
                     await self._complete(metadata)
                 except KafkaError as exc:
                     log.warning("transaction %r stays prepared: %s", transactional_id, exc)
+                    if exc.error_code is ErrorCode.NOT_COORDINATOR:
+                        return exc.error_code  # the client asks for the new coordinator
                     return ErrorCode.COORDINATOR_NOT_AVAILABLE
                 return ErrorCode.NONE
             if state is TransactionState.COMPLETE_COMMIT:
@@ -329,14 +342,25 @@ class TransactionCoordinator:
         """Write the markers of a prepared transaction, then journal its completion
         (KafkaError when a marker could not be written: it stays prepared)."""
         commit = metadata.state is TransactionState.PREPARE_COMMIT
-        await self.markers.write_markers(
-            metadata.producer_id,
-            metadata.producer_epoch,
-            commit,
-            sorted(metadata.partitions),
-            sorted(metadata.groups),
-            self.coordinator_epoch,
-        )
+        with trio.CancelScope() as write:
+            self._marker_writes.add(write)
+            try:
+                await self.markers.write_markers(
+                    metadata.producer_id,
+                    metadata.producer_epoch,
+                    commit,
+                    sorted(metadata.partitions),
+                    sorted(metadata.groups),
+                    self.coordinator_epoch,
+                )
+            finally:
+                self._marker_writes.discard(write)
+        if write.cancelled_caught:
+            raise KafkaError(
+                ErrorCode.NOT_COORDINATOR,
+                f"markers of {metadata.transactional_id!r} dropped: this broker no longer"
+                f" coordinates it",
+            )
         if commit:
             # Offsets held in the transaction's own record by an earlier version of
             # this broker (now the group coordinator holds them).

@@ -13,7 +13,9 @@ ZooKeeper; `ReplicatedTransactionLog`) there is no journal to load: each time th
 broker becomes the partition's leader the coordinator reads its log back (answering
 COORDINATOR_LOAD_IN_PROGRESS meanwhile), then completes or aborts the transactions left
 in PREPARE_COMMIT / PREPARE_ABORT by the coordinator before it, as Kafka's
-TransactionStateManager does on loading; when it stops leading, it forgets them.
+TransactionStateManager does on loading; when it stops leading, it forgets them and
+drops its marker writes in flight (their transactions stay prepared for the next
+leader; an EndTxn waiting on them answers NOT_COORDINATOR).
 """
 
 from __future__ import annotations
@@ -99,6 +101,11 @@ class TransactionCoordinatorService:
         assert isinstance(journal, ReplicatedTransactionLog)
         async for epoch in partition.leadership.eventual_values():
             coordinator.loaded = False
+            dropped = coordinator.drop_marker_writes()
+            if dropped:
+                log.info(
+                    "%s leadership changed: %d marker writes dropped", TRANSACTION_STATE, dropped
+                )
             journal.replicator.drop_pending()
             coordinator.load({})
             if epoch is None:

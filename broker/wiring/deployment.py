@@ -18,6 +18,7 @@ from typing import Protocol
 from broker.broker_context import BrokerContext, Service
 from broker.coordination.membership import ClusterMembership
 from broker.coordinator.group_metadata_partition import GroupMetadataPartition
+from broker.dynamic_broker_config_store import DynamicBrokerConfigStore
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.elect_leaders import LeaderElections
 from broker.handlers.partition_reassignments import PartitionReassignments
@@ -97,6 +98,10 @@ class Deployment(Protocol):
 
     def acl_store(self, authorizer: Authorizer) -> AclStore:
         """Where ACL changes are written; `authorizer` is the one enforcing them."""
+        ...
+
+    def broker_config_store(self) -> DynamicBrokerConfigStore:
+        """Where dynamic broker configs are kept (IncrementalAlterConfigs writes there)."""
         ...
 
     def metrics_port(

@@ -8,6 +8,7 @@ from pathlib import Path
 from broker.broker_context import BrokerContext, Service
 from broker.config import BrokerConfig
 from broker.coordination.membership import ClusterMembership
+from broker.dynamic_broker_config_store import DynamicBrokerConfigStore
 from broker.handlers.broker_configs import BrokerConfigs
 from broker.handlers.elect_leaders import NO_ELECTIONS
 from broker.handlers.partition_reassignments import NO_REASSIGNMENTS
@@ -49,6 +50,9 @@ class SingleProcess:
 
     def acl_store(self, authorizer: Authorizer) -> AclStore:
         return AclStore(self._log_dir)
+
+    def broker_config_store(self) -> DynamicBrokerConfigStore:
+        return DynamicBrokerConfigStore(self._log_dir)
 
     def metrics_port(
         self, metrics: LocalMetrics, bootstrap: Callable[[str], str | None]

@@ -1,9 +1,12 @@
 """The transaction coordinator over the replicated `__transaction_state` partition: the
 records load back into the same state (compacted or not), a new leader loads before it
 answers and finishes the transactions its predecessor left prepared, answers wait for
-the in-sync replicas, and failed appends reach the client as Kafka maps them."""
+the in-sync replicas, failed appends reach the client as Kafka maps them, and one that
+stops leading drops its marker writes in flight."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import trio
 import trio.testing
@@ -122,4 +125,69 @@ async def test_a_new_leader_loads_then_finishes_what_its_predecessor_left_prepar
         assert not coordinator.transactions
         answer = await coordinator.init_producer_id("b", 30_000)
         assert answer.error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        nursery.cancel_scope.cancel()
+
+
+class UndeliveredMarkers(RecordingMarkers):
+    """Markers whose partitions' leaders cannot be reached while `reachable` is False:
+    the write retries until it is cancelled (the channel manager's retries)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reachable = True
+        self.dropped = 0
+
+    async def write_markers(self, *args: Any, **kwargs: Any) -> None:
+        if not self.reachable:
+            try:
+                await trio.sleep_forever()
+            finally:
+                self.dropped += 1
+        await super().write_markers(*args, **kwargs)
+
+
+async def test_a_coordinator_that_stops_leading_drops_its_marker_writes() -> None:
+    prepared = metadata("a", 2, TransactionState.PREPARE_COMMIT)
+    partition = FakePartition([keyed_record(prepared)])
+    markers = UndeliveredMarkers()
+    markers.reachable = False
+    coordinator = replicated_coordinator(partition, markers)
+    service = TransactionCoordinatorService(
+        coordinator, abort_interval_ms=60_000, expiration_interval_ms=60_000
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        partition.leadership.value = 1  # loads "a", retries its markers
+        await trio.testing.wait_all_tasks_blocked()
+        assert markers.dropped == 0 and coordinator.transactions["a"].state.is_prepare
+
+        partition.leadership.value = None
+        await trio.testing.wait_all_tasks_blocked()
+        assert markers.dropped == 1  # not left retrying for the next leader's transaction
+        assert state_from_records(partition.records)["a"].state is (TransactionState.PREPARE_COMMIT)
+
+        # Leading again, it finishes "a" at once: the dropped write held no lock.
+        markers.reachable = True
+        partition.leadership.value = 2
+        await trio.testing.wait_all_tasks_blocked()
+        assert state_from_records(partition.records)["a"].state is (
+            TransactionState.COMPLETE_COMMIT
+        )
+        assert markers.coordinator_epochs == [2]
+
+        # An EndTxn waiting on its markers when leadership goes answers NOT_COORDINATOR.
+        started = await coordinator.init_producer_id("b", 30_000)
+        pid, epoch = started.producer_id, started.producer_epoch
+        assert await coordinator.add_partitions("b", pid, epoch, [("t", 5)]) is ErrorCode.NONE
+        markers.reachable = False
+        answers: list[ErrorCode] = []
+
+        async def end_txn() -> None:
+            answers.append(await coordinator.end_txn("b", pid, epoch, True))
+
+        nursery.start_soon(end_txn)
+        await trio.testing.wait_all_tasks_blocked()
+        partition.leadership.value = None
+        await trio.testing.wait_all_tasks_blocked()
+        assert answers == [ErrorCode.NOT_COORDINATOR] and markers.dropped == 2
         nursery.cancel_scope.cancel()
