@@ -66,9 +66,25 @@ def _third_party_imports(package_dir: Path) -> set[str]:
     import ast
     import sys
 
+    def type_checking_only(tree: ast.Module) -> set[ast.AST]:
+        """Nodes under `if TYPE_CHECKING:`: never imported when the broker runs."""
+        guarded: set[ast.AST] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and ast.unparse(node.test) in (
+                "TYPE_CHECKING",
+                "typing.TYPE_CHECKING",
+            ):
+                for statement in node.body:
+                    guarded.update(ast.walk(statement))
+        return guarded
+
     names: set[str] = set()
     for path in package_dir.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        guarded = type_checking_only(tree)
+        for node in ast.walk(tree):
+            if node in guarded:
+                continue
             if isinstance(node, ast.Import):
                 names.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
