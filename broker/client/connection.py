@@ -132,9 +132,9 @@ class KafkaConnection:
 
     async def _receive_view(self) -> Frame:
         """One frame's payload as the decoder hands it out: a large one is a view of its
-        own buffer, never reused, so the decoded response may keep slices of it (a
-        follower's Fetch answer goes to its log without a copy). Over plain TCP a large
-        frame is received straight into that buffer."""
+        own buffer, never reused while anything references it, so the decoded response may
+        keep slices of it (a follower's Fetch answer goes to its log without a copy). Over
+        plain TCP a large frame is received straight into that buffer."""
         decoder = self._decoder
         while (frame := decoder.next_frame()) is None:
             space = decoder.frame_space()
