@@ -19,6 +19,7 @@ from broker.protocol.api import (
     decode_response,
     encode_request,
 )
+from broker.protocol.frame_buffers import FrameBuffers
 from broker.protocol.framing import Frame, FrameDecoder
 
 # Responses are as large as the broker makes them (a Fetch's max_bytes); no cap here.
@@ -33,13 +34,19 @@ class KafkaConnection:
     """One TCP connection to a broker; not safe for concurrent use by several tasks."""
 
     def __init__(
-        self, stream: trio.abc.Stream, client_id: str | None = "trio-kafka-client"
+        self,
+        stream: trio.abc.Stream,
+        client_id: str | None = "trio-kafka-client",
+        frame_buffers: FrameBuffers | None = None,
     ) -> None:
+        """`frame_buffers`: where large responses are received, reused once nothing
+        holds the last one (a replica fetcher's: a fresh buffer per answer is zeroed
+        first, a pass over every replicated byte)."""
         self.stream = stream
         self.client_id = client_id
         self._correlation = itertools.count(1)
         self._pending: deque[tuple[int, int, int]] = deque()
-        self._decoder = FrameDecoder(_MAX_RESPONSE)
+        self._decoder = FrameDecoder(_MAX_RESPONSE, frame_buffers)
         # Responses of requests cancelled while waiting, still to be read and dropped.
         self._abandoned = 0
 
@@ -50,13 +57,14 @@ class KafkaConnection:
         port: int,
         client_id: str | None = "trio-kafka-client",
         ssl_context: ssl.SSLContext | None = None,
+        frame_buffers: FrameBuffers | None = None,
     ) -> KafkaConnection:
         """A TCP connection, over TLS when given a context (the handshake done here, so
         certificate errors surface at connect time; the host name is checked against the
         broker's certificate when the context says so)."""
         tcp = await trio.open_tcp_stream(host, port)
         if ssl_context is None:
-            return cls(tcp, client_id)
+            return cls(tcp, client_id, frame_buffers)
         # https_compatible: a broker closing without close_notify is an ordinary close.
         stream = trio.SSLStream(tcp, ssl_context, server_hostname=host, https_compatible=True)
         try:
@@ -64,7 +72,7 @@ class KafkaConnection:
         except BaseException:
             await tcp.aclose()
             raise
-        return cls(stream, client_id)
+        return cls(stream, client_id, frame_buffers)
 
     async def aclose(self) -> None:
         await self.stream.aclose()
@@ -124,9 +132,9 @@ class KafkaConnection:
 
     async def _receive_view(self) -> Frame:
         """One frame's payload as the decoder hands it out: a large one is a view of its
-        own buffer, never reused, so the decoded response may keep slices of it (a
-        follower's Fetch answer goes to its log without a copy). Over plain TCP a large
-        frame is received straight into that buffer."""
+        own buffer, never reused while anything references it, so the decoded response may
+        keep slices of it (a follower's Fetch answer goes to its log without a copy). Over
+        plain TCP a large frame is received straight into that buffer."""
         decoder = self._decoder
         while (frame := decoder.next_frame()) is None:
             space = decoder.frame_space()

@@ -41,6 +41,7 @@ from broker.client.security_config import (
 from broker.client.tls_context import build_ssl_context
 from broker.config import BrokerConfig, ConfigError
 from broker.coordination.broker_registration import BrokerRegistration
+from broker.protocol.frame_buffers import FrameBuffers
 from broker.security.jaas import parse_jaas_config
 
 SASL_HANDSHAKE_VERSION = 1
@@ -137,17 +138,23 @@ class BrokerConnector:
                 return endpoint.host, endpoint.port
         raise BrokerUnreachable(f"broker {node} is not registered on {self.security.listener_name}")
 
-    async def connect(self, node: int, client_id: str) -> KafkaConnection:
+    async def connect(
+        self, node: int, client_id: str, frame_buffers: FrameBuffers | None = None
+    ) -> KafkaConnection:
         """BrokerUnreachable (an OSError) when no logged-in connection can be made."""
         host, port = self.endpoint(node)
         try:
-            connection = await KafkaConnection.connect(host, port, client_id, self._ssl_context)
+            connection = await KafkaConnection.connect(
+                host, port, client_id, self._ssl_context, frame_buffers
+            )
         except trio.BrokenResourceError as exc:
             cause = exc.__cause__ or exc
             raise BrokerUnreachable(f"TLS handshake with broker {node} failed: {cause}") from None
         if self.security.sasl is None:
             return connection
-        logged_in = LoggedInConnection(connection.stream, client_id, self.security.sasl)
+        logged_in = LoggedInConnection(
+            connection.stream, client_id, self.security.sasl, frame_buffers
+        )
         try:
             await logged_in.log_in()
         except BrokerUnreachable as exc:
@@ -160,9 +167,13 @@ class LoggedInConnection(KafkaConnection):
     SaslAuthenticate until the mechanism completes) and again before its session ends."""
 
     def __init__(
-        self, stream: trio.abc.Stream, client_id: str, credentials: SaslCredentials
+        self,
+        stream: trio.abc.Stream,
+        client_id: str,
+        credentials: SaslCredentials,
+        frame_buffers: FrameBuffers | None = None,
     ) -> None:
-        super().__init__(stream, client_id)
+        super().__init__(stream, client_id, frame_buffers)
         self._credentials = credentials
         self._log_in_again_at: float | None = None
 

@@ -31,6 +31,7 @@ from broker.hosts.inter_broker_security import BrokerConnector
 from broker.hosts.partition_state_view import HostsImage
 from broker.log.follower_log import PartitionFollowerLog
 from broker.log.partition_log import PartitionLog
+from broker.protocol.frame_buffers import FrameBuffers
 from broker.replication.fetcher_partition_state import (
     SendFetch,
     SendListOffsets,
@@ -231,6 +232,9 @@ class ReplicaFetchers:
 
     def _start(self, key: FetcherKey, nursery: trio.Nursery) -> _LeaderFetcher:
         leader_id, fetcher = key
+        # Answers of up to replica.fetch.response.max.bytes are received into buffers
+        # reused from one answer to the next, kept across reconnections.
+        frame_buffers = FrameBuffers(keep_bytes=self._settings.limits.response_max_bytes)
 
         async def connect() -> KafkaConnection:
             # A broker just started may not have read /brokers/ids yet: wait a moment
@@ -238,7 +242,7 @@ class ReplicaFetchers:
             with trio.move_on_after(self._settings.replica_fetch_backoff_ms / 1000):
                 await self._live.wait_value(lambda brokers: leader_id in brokers)
             return await self._connector.connect(
-                leader_id, f"replica-fetcher-{self._node_id}-{fetcher}"
+                leader_id, f"replica-fetcher-{self._node_id}-{fetcher}", frame_buffers
             )
 
         session = ReconnectingFetchSession(connect, self._node_id)

@@ -50,7 +50,9 @@ class PartitionFollowerLog:
         return self.log.epoch_cache
 
     async def append_as_follower(self, batches: FetchedBatches) -> None:
-        await self.log.append_as_follower(batches.records)
+        # Checked once, by the fetcher (fetched_batches); a FetchedBatches made without
+        # its checked headers is checked by the log.
+        await self.log.append_as_follower(batches.records, checked=batches.checked or None)
 
     async def truncate_to(self, offset: int) -> None:
         unreadable = self.log.unreadable_from

@@ -2,8 +2,8 @@
 
 File handling: the `.log` file is opened once with ``O_RDWR | O_APPEND`` and kept
 open for the segment's life. Appends are ``os.write`` calls on that descriptor
-(page-cache writes, fast enough for the event loop); reads are ``os.pread`` /
-``os.preadv`` at explicit positions, which never move a file pointer and so are
+(page-cache writes, fast enough for the event loop); reads are ``os.pread`` at
+explicit positions, which never move a file pointer and so are
 safe from worker threads concurrently with appends. fsync happens only in
 `flush`, which callers run in a worker thread.
 
@@ -489,14 +489,9 @@ class LogSegment:
             return bad + 1 + found, None
         return (entry[1], entry[0]) if entry is not None else None
 
-    def read_into(self, buf: bytearray, position: int) -> int:
-        """Fill ``buf`` from ``position`` with preadv (no intermediate copy).
-
-        Returns the bytes read (short only at end of file). Raises OSError.
-        """
-        return os.preadv(self._fd, [buf], position)
-
     def read_bytes(self, position: int, length: int) -> bytes:
+        """Up to ``length`` bytes from ``position`` (short only at end of file), one
+        pread into a bytes object of its own (no zero-filled buffer first). Raises OSError."""
         return os.pread(self._fd, length, position)
 
     def find_offset_for_timestamp(

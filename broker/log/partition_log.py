@@ -86,7 +86,7 @@ _LEFTOVER_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
 Clock = Callable[[], int]
 
 
-def _whole_batches_end(buf: bytearray, length: int, min_base_offset: int, next_offset: int) -> int:
+def _whole_batches_end(buf: bytes, length: int, min_base_offset: int, next_offset: int) -> int:
     """Bytes of ``buf[:length]`` that form whole batches, up to the first whose header
     is not framed as a batch of the segment (offsets from ``min_base_offset``, below
     ``next_offset``): a read starting there reports it (`LogSegment.find_batch_checked`)."""
@@ -102,7 +102,7 @@ def _whole_batches_end(buf: bytearray, length: int, min_base_offset: int, next_o
     return pos
 
 
-def _first_crc_failure(buf: bytearray, end: int) -> int | None:
+def _first_crc_failure(buf: bytes, end: int) -> int | None:
     """Position of the first batch in ``buf[:end]`` (whole, framed batches) whose body
     fails its CRC, or None. CRC32C runs in hardware (about 40 µs a MiB here); the
     walk is one header read a batch."""
@@ -115,7 +115,7 @@ def _first_crc_failure(buf: bytearray, end: int) -> int | None:
     return None
 
 
-def _whole_batches_last_offset(buf: bytearray | memoryview, length: int) -> int:
+def _whole_batches_last_offset(buf: bytes | memoryview, length: int) -> int:
     """Last offset of the last whole batch in ``buf[:length]`` (-1 when none)."""
     pos = 0
     last = -1
@@ -794,15 +794,17 @@ class PartitionLog:
                 length = first_size
             else:
                 length = min(max_bytes, end_position - position)
-            buf = bytearray(length)
+            # pread's own bytes, not a bytearray read into: that one is zero-filled first,
+            # a pass over every byte served (a follower's fetch reads each batch once).
             if length > THREAD_READ_THRESHOLD:
                 segment.acquire()
                 try:
-                    read = await trio.to_thread.run_sync(segment.read_into, buf, position)
+                    buf = await trio.to_thread.run_sync(segment.read_bytes, position, length)
                 finally:
                     segment.release()
             else:
-                read = segment.read_into(buf, position)
+                buf = segment.read_bytes(position, length)
+            read = len(buf)
         except OSError as exc:
             raise _storage_error(exc, f"cannot read {self.topic}-{self.partition}") from exc
         except CorruptBatchError as exc:
@@ -1002,7 +1004,12 @@ class PartitionLog:
         if self._high_watermark > before:
             self._wake()
 
-    async def append_as_follower(self, records: bytes | bytearray | memoryview) -> None:
+    async def append_as_follower(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        checked: Sequence[tuple[RecordBatchHeader, memoryview]] | None = None,
+    ) -> None:
         """Append a leader's whole batches as they are (Kafka's appendAsFollower):
         their offsets, partition leader epochs and timestamps are kept, never assigned.
         Each batch is checked (framing, CRC, codec, counts) and must start past the log
@@ -1015,14 +1022,21 @@ class PartitionLog:
         Raises KafkaError CORRUPT_MESSAGE (a bad batch, or offsets that overlap the log
         or go back; nothing is appended then), RECORD_LIST_TOO_LARGE,
         UNKNOWN_TOPIC_OR_PARTITION (deleted), KAFKA_STORAGE_ERROR.
+
+        `checked`: the batches of `records` with their headers, already checked as
+        `iter_batches` checks them (the replica fetcher's `fetched_batches` did), so
+        that a fetched batch's CRC is computed once on the follower, as in Kafka.
         """
         if self.deleted:
             raise self._deleted_error()
         name = f"{self.topic}-{self.partition}"
-        try:
-            batches = list(iter_batches(records, verify_crc=True))
-        except InvalidRecordsError as exc:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{name}: {exc}") from None
+        if checked is not None:
+            batches = list(checked)
+        else:
+            try:
+                batches = list(iter_batches(records, verify_crc=True))
+            except InvalidRecordsError as exc:
+                raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{name}: {exc}") from None
         expected = self.log_end_offset
         for header, _ in batches:
             if header.base_offset < expected:

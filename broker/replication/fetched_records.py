@@ -5,13 +5,17 @@ the size limit. The follower appends the whole ones with their offsets and leade
 epochs as the leader wrote them, and records in its epoch cache where each epoch
 starts (Kafka's Log.appendAsFollower), so that it can answer OffsetsForLeaderEpoch
 the same way the leader would.
+
+Each batch is checked here once (framing, CRC, codec, counts), as Kafka's follower
+validates a fetched batch once; the checked headers go with the batches to the log's
+append, which then neither parses nor checks them again.
 """
 
 from __future__ import annotations
 
 import attrs
 
-from broker.protocol.records import LOG_OVERHEAD, iter_batches
+from broker.protocol.records import LOG_OVERHEAD, RecordBatchHeader, iter_batches
 from broker.replication.leader_epoch_cache import EpochEntry
 
 
@@ -21,6 +25,8 @@ class FetchedBatches:
     base_offset: int | None  # the first batch's, None when there are none
     end_offset: int | None  # one past the last batch's last offset
     epoch_starts: tuple[EpochEntry, ...]  # each epoch and the first offset the answer has of it
+    checked: tuple[tuple[RecordBatchHeader, memoryview], ...] = ()
+    """Each whole batch's header and bytes, checked as a log append checks them."""
 
 
 def fetched_batches(records: bytes | bytearray | memoryview) -> FetchedBatches:
@@ -30,7 +36,8 @@ def fetched_batches(records: bytes | bytearray | memoryview) -> FetchedBatches:
     base: int | None = None
     end: int | None = None
     starts: list[EpochEntry] = []
-    for header, _batch in iter_batches(records, allow_partial_tail=True):
+    checked = tuple(iter_batches(records, allow_partial_tail=True))
+    for header, _batch in checked:
         if base is None:
             base = header.base_offset
         end = header.last_offset + 1
@@ -40,4 +47,5 @@ def fetched_batches(records: bytes | bytearray | memoryview) -> FetchedBatches:
         ):
             starts.append(EpochEntry(header.partition_leader_epoch, header.base_offset))
     view = memoryview(records)
-    return FetchedBatches(view[:size] if size < len(view) else view, base, end, tuple(starts))
+    whole = view[:size] if size < len(view) else view
+    return FetchedBatches(whole, base, end, tuple(starts), checked)

@@ -25,6 +25,7 @@ from broker.hosts.inter_broker_security import (
 from broker.hosts.partition_state_view import TopicState
 from broker.hosts.replica_fetchers import ReplicaFetchers, fetcher_id
 from broker.log.partition_log import PartitionLog
+from broker.protocol.frame_buffers import FrameBuffers
 from broker.protocol.messages import MetadataRequest
 from broker.replication.leader_and_isr import LeaderAndIsr
 from broker.replication.replica_fetcher import ReplicaFetcherSettings
@@ -199,7 +200,9 @@ class WaitingConnector(BrokerConnector):
         super().__init__(InterBrokerSecurity("PLAINTEXT"), trio_util.AsyncValue({}))
         self.clients: set[str] = set()
 
-    async def connect(self, node: int, client_id: str) -> KafkaConnection:
+    async def connect(
+        self, node: int, client_id: str, frame_buffers: FrameBuffers | None = None
+    ) -> KafkaConnection:
         self.clients.add(f"{node}:{client_id}")
         await trio.sleep_forever()
         raise AssertionError("unreachable")

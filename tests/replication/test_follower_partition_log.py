@@ -7,6 +7,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,6 +17,9 @@ from broker.log.follower_log import PartitionFollowerLog
 from broker.log.log_config import LogConfig
 from broker.log.partition_log import PartitionLog
 from broker.protocol.messages.offset_for_leader_epoch_request import OffsetForLeaderPartition
+from broker.protocol.record_batch import batch_checks
+from broker.protocol.record_batch.layout import Buffer, crc_of
+from broker.protocol.records import InvalidRecordsError
 from broker.replication.fetched_records import fetched_batches
 from broker.replication.leader_fetch_session import FetchLimits
 from broker.replication.replica_fetcher import ReplicaFetcher, ReplicaFetcherSettings
@@ -182,4 +186,33 @@ async def test_offset_for_leader_epoch_answers_from_the_logs_epoch_cache(tmp_pat
     assert answer(2) == (1, 4)  # this replica never saw epoch 2: epoch 1 ended at 4
     assert answer(3) == (3, 5)
     assert answer(4) == (-1, -1)
+    log.close(clean=True)
+
+
+async def test_a_fetched_batch_has_its_crc_computed_once_on_the_way_to_the_followers_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's follower validates a fetched batch once; the fetcher's check is the one
+    (a corrupt answer is refused there, before the log sees it)."""
+    leader = MemoryLog()
+    for epoch in (0, 0, 2):
+        leader.append_as_leader(epoch, b"v", b"w")
+    answer = b"".join(stored.data for stored in leader.batches)
+    computed: list[int] = []
+
+    def counted_crc(buf: Buffer, pos: int, end: int) -> int:
+        computed.append(pos)
+        return crc_of(buf, pos, end)
+
+    monkeypatch.setattr(batch_checks, "crc_of", counted_crc)
+    log = await partition_log_copy(tmp_path / "orders-0", MemoryLog())
+    computed.clear()
+    await PartitionFollowerLog(log).append_as_follower(fetched_batches(answer))
+    assert len(computed) == len(leader.batches)
+    log.update_high_watermark(log.log_end_offset)
+    assert await stored_bytes(log) == answer
+    corrupt = bytearray(answer)
+    corrupt[-1] ^= 0xFF
+    with pytest.raises(InvalidRecordsError):
+        fetched_batches(corrupt)
     log.close(clean=True)
