@@ -147,6 +147,12 @@ def test_ctrl_c_ends_a_consumer_quietly_with_exit_status_130(bootstrap: str) -> 
         assert consumer.stdout.readline() == b"first\n"
         time.sleep(0.3)
         consumer.send_signal(signal.SIGINT)
-        code = consumer.wait(timeout=30)
+        try:
+            code = consumer.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            # Popen's exit would wait for ever (and pytest-timeout then kill the worker).
+            consumer.kill()
+            stuck = consumer.stderr.read()
+            raise AssertionError(f"the consumer ran on 60 s after Ctrl-C: {stuck!r}") from None
         stderr = consumer.stderr.read()
     assert (code, stderr) == (130, b"")
