@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import selectors
 import signal
@@ -136,8 +137,9 @@ def test_ctrl_c_ends_a_consumer_quietly_with_exit_status_130(bootstrap: str) -> 
     ok(bootstrap, "produce", "interrupted", stdin=b"first\n")
     command = [sys.executable, "-m", "broker", "client", "consume", "interrupted"]
     command += ["--from-beginning", "--bootstrap-server", bootstrap]
+    env = env_without_proxies() | {"PYTHONFAULTHANDLER": "1"}
     with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env_without_proxies()
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     ) as consumer:
         assert consumer.stdout is not None and consumer.stderr is not None
         # Fetching from every leader at once when the record is printed, and after it.
@@ -151,8 +153,12 @@ def test_ctrl_c_ends_a_consumer_quietly_with_exit_status_130(bootstrap: str) -> 
             code = consumer.wait(timeout=60)
         except subprocess.TimeoutExpired:
             # Popen's exit would wait for ever (and pytest-timeout then kill the worker).
+            # SIGABRT makes faulthandler print where every thread of it is.
+            consumer.send_signal(signal.SIGABRT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                consumer.wait(timeout=10)
             consumer.kill()
-            stuck = consumer.stderr.read()
-            raise AssertionError(f"the consumer ran on 60 s after Ctrl-C: {stuck!r}") from None
+            stuck = consumer.stderr.read().decode(errors="replace")
+            raise AssertionError(f"the consumer ran on 60 s after Ctrl-C:\n{stuck}") from None
         stderr = consumer.stderr.read()
     assert (code, stderr) == (130, b"")
