@@ -132,10 +132,21 @@ def test_a_replication_factor_is_refused_naming_the_registered_brokers(bootstrap
     assert "cannot be reached because only 3 broker(s) are registered" in beyond.err
 
 
+_AS_FROM_A_TERMINAL = (
+    "import runpy, signal, sys; "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+    "signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'broker'; "
+    "runpy.run_module('broker', run_name='__main__', alter_sys=True)"
+)
+
+
 def test_ctrl_c_ends_a_consumer_quietly_with_exit_status_130(bootstrap: str) -> None:
     ok(bootstrap, "topics", "create", "interrupted", "--partitions", str(PROCESSES))
     ok(bootstrap, "produce", "interrupted", stdin=b"first\n")
-    command = [sys.executable, "-m", "broker", "client", "consume", "interrupted"]
+    # Started as from a terminal: SIGINT neither blocked nor ignored, whatever the test
+    # process (an xdist worker, after other tests) passes on to its children.
+    command = [sys.executable, "-c", _AS_FROM_A_TERMINAL, "client", "consume", "interrupted"]
     command += ["--from-beginning", "--bootstrap-server", bootstrap]
     env = env_without_proxies() | {"PYTHONFAULTHANDLER": "1"}
     with subprocess.Popen(

@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 import trio
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.client.connection import KafkaConnection
@@ -166,11 +166,22 @@ def registered(servers: str) -> set[int]:
 
 
 def create_topic(servers: str, topic: str, partitions: int) -> None:
+    """Retried while fewer than three brokers are registered (a host the previous test
+    restarted may still be registering: INVALID_REPLICATION_FACTOR)."""
     admin = AdminClient({"bootstrap.servers": servers})
-    futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=3)]
-    )
-    futures[topic].result(timeout=WAIT_S)
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        futures = admin.create_topics(
+            [NewTopic(topic, num_partitions=partitions, replication_factor=3)]
+        )
+        try:
+            futures[topic].result(timeout=WAIT_S)
+            return
+        except KafkaException as exc:
+            code = exc.args[0].code()
+            if code != KafkaError.INVALID_REPLICATION_FACTOR or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
 
 
 def partitions(servers: str, topic: str) -> dict[int, PartitionView]:

@@ -8,10 +8,17 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from bench import bench_hostile
 
 
-def test_the_hostile_table_quick_mode_gives_every_issue_22_row_its_columns() -> None:
+def test_the_hostile_table_quick_mode_gives_every_issue_22_row_its_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The attacker at normal priority: at idle priority on the busy CI machine it may get
+    # no CPU at all in the half second (no frame sent), and the columns are what is checked.
+    monkeypatch.setenv("BENCH_ATTACKER", "normal")
     rows = {row["attack"]: row for row in bench_hostile.run(0.5, quick=True, only=_ISSUE_22)}
     assert len(rows) == len(_ISSUE_22)
     for name, row in rows.items():
