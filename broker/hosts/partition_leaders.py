@@ -209,6 +209,15 @@ class PartitionLeaders:
                 if led.leader.conflict.is_set():
                     conflicted.add(tp)
                 self._resign(tp)
+            else:  # the same leadership: the replicas may have changed beside it
+                assignment = image[tp.topic].assignment
+                replicas = assignment.partitions.get(tp.partition)
+                if replicas is not None:
+                    led.leader.state.assignment_changed(
+                        replicas,
+                        assignment.removing_replicas.get(tp.partition, ()),
+                        trio.current_time(),
+                    )
         for tp, state in wanted.items():
             if tp in self._led:
                 continue
@@ -244,6 +253,7 @@ class PartitionLeaders:
                 high_watermark=partition_log.high_watermark,
                 now=trio.current_time(),
                 settings=settings,
+                removing=topic.assignment.removing_replicas.get(tp.partition, ()),
             )
             if tp in kept:
                 _keep_followers(leader_state, kept[tp])

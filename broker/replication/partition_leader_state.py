@@ -71,12 +71,16 @@ class PartitionLeaderState:
         high_watermark: int,
         now: float,
         settings: LeaderSettings,
+        removing: Sequence[int] = (),
     ) -> None:
+        """`removing`: replicas a reassignment is taking away (the topic znode's
+        `removing_replicas`), which never join the ISR again (`_maybe_expand_isr`)."""
         if leader_and_isr.leader != local_broker_id:
             raise ValueError(f"{topic_partition}: broker {local_broker_id} is not its leader")
         self.topic_partition = topic_partition
         self.local_broker_id = local_broker_id
         self.replicas = tuple(replicas)
+        self.removing = frozenset(removing)
         self.leader_and_isr = leader_and_isr
         self.settings = settings
         self.log_end_offset = log_end_offset
@@ -98,6 +102,19 @@ class PartitionLeaderState:
             if broker_id != local_broker_id
         }
         self._maybe_increment_high_watermark()
+
+    def assignment_changed(
+        self, replicas: Sequence[int], removing: Sequence[int], now: float
+    ) -> None:
+        """The topic znode changed within this leader epoch (a reassignment completed or
+        was cancelled): a replica added is followed from now on, outside the ISR."""
+        self.replicas = tuple(replicas)
+        self.removing = frozenset(removing)
+        for broker_id in self.replicas:
+            if broker_id != self.local_broker_id and broker_id not in self.followers:
+                self.followers[broker_id] = FollowerReplica.at_leadership_start(
+                    broker_id, in_isr=False, now=now
+                )
 
     @property
     def isr(self) -> tuple[int, ...]:
@@ -142,15 +159,20 @@ class PartitionLeaderState:
         return FollowerFetchOutcome(ErrorCode.NONE, advanced, isr_change)
 
     def out_of_sync_replicas(self, now: float) -> tuple[int, ...]:
-        """ISR followers that have not been caught up for replica.lag.time.max.ms. One
-        holding the leader's whole log stays, however long ago it fetched: with no new
-        records there is nothing to lag behind (a dead broker leaves by the controller)."""
+        """ISR followers that have not been caught up for replica.lag.time.max.ms. A
+        replica holding the leader's whole log stays, however long ago it fetched: with
+        no new records there is nothing to lag behind (a dead broker leaves by the
+        controller). A member that is no longer a replica (a reassignment moved it off
+        while it was in the ISR) gets no such grace: it stops fetching, and leaves."""
         lag_max_s = self.settings.replica_lag_time_max_ms / 1000
         return tuple(
             broker_id
             for broker_id in self.isr
             if broker_id != self.local_broker_id
-            and self.followers[broker_id].log_end_offset != self.log_end_offset
+            and (
+                self.followers[broker_id].log_end_offset != self.log_end_offset
+                or broker_id not in self.replicas
+            )
             and self.followers[broker_id].lag_s(now) > lag_max_s
         )
 
@@ -178,7 +200,10 @@ class PartitionLeaderState:
     def _maybe_expand_isr(self, replica_id: int) -> IsrChangeProposal | None:
         if self.pending_isr is not None or replica_id in self.isr:
             return None
-        if replica_id not in self.replicas:
+        # A replica being removed is not taken back: the controller completes the move by
+        # writing an ISR without it, and the assignment without it after; a leader that
+        # took it back in between would keep a non-replica in the ISR.
+        if replica_id not in self.replicas or replica_id in self.removing:
             return None
         log_end = self.followers[replica_id].log_end_offset
         if log_end < self.high_watermark or log_end < self.leader_epoch_start_offset:

@@ -59,12 +59,14 @@ async def metadata(server: KafkaServer, topic: str | None = None) -> Any:
 
 async def wait_for_metadata(server: KafkaServer, topic: str | None, ready: Any) -> Any:
     """Metadata once `ready(response)` holds (ZooKeeper's watches arrive when they do)."""
-    with trio.fail_after(WAIT_S):
+    response = None
+    with trio.move_on_after(WAIT_S):
         while True:
             response = await metadata(server, topic)
             if ready(response):
                 return response
             await trio.sleep(0.1)
+    raise AssertionError(f"broker {server.node_id} after {WAIT_S} s: {response}")
 
 
 def bootstrap(server: KafkaServer) -> str:

@@ -270,3 +270,53 @@ def test_a_follower_holding_the_whole_log_stays_in_sync_however_long_ago_it_fetc
     assert state.maybe_shrink_isr(now=1000) is None
     state.on_append(11)
     assert state.out_of_sync_replicas(now=1000) == (2, 3)
+
+
+def test_a_replica_being_removed_never_rejoins_the_isr() -> None:
+    """A reassignment completing from (1, 2, 3) to (1, 3): the controller writes the ISR
+    without 2 before the assignment without it, and 2 goes on fetching meanwhile; taken
+    back in, it would stay in the ISR of a partition it is no longer a replica of."""
+    state = PartitionLeaderState(
+        TP,
+        1,
+        (1, 3, 2),
+        LeaderAndIsr(1, 6, (1, 3), zk_version=9),
+        log_end_offset=10,
+        high_watermark=10,
+        now=0.0,
+        settings=LeaderSettings(LAG_MS, 1),
+        removing=(2,),
+    )
+    assert state.on_follower_fetch(2, 10, now=1).isr_change is None
+    state.assignment_changed((1, 3), (), now=2)
+    assert state.on_follower_fetch(2, 10, now=3).isr_change is None
+
+
+def test_a_cancelled_removal_lets_the_replica_rejoin_within_the_epoch() -> None:
+    state = leader(isr=(1, 3))
+    state.assignment_changed((1, 3, 2), (2,), now=1)
+    assert state.on_follower_fetch(2, 10, now=2).isr_change is None
+    state.assignment_changed((1, 2, 3), (), now=3)
+    outcome = state.on_follower_fetch(2, 10, now=4)
+    assert outcome.isr_change == IsrChangeProposal(TP, LeaderAndIsr(1, 5, (1, 3, 2), 7))
+
+
+def test_a_replica_added_within_the_epoch_is_followed_and_joins_once_caught_up() -> None:
+    state = leader()
+    assert state.on_follower_fetch(4, 10, now=1).error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    state.assignment_changed((1, 2, 3, 4), (), now=2)
+    assert state.on_follower_fetch(4, 5, now=3).isr_change is None
+    assert state.on_follower_fetch(4, 10, now=4).isr_change is not None
+
+
+def test_a_former_replica_left_in_the_isr_leaves_once_it_stops_fetching() -> None:
+    """Holding the whole log keeps a replica in sync however long ago it fetched; a
+    broker that is no longer a replica stops fetching, and lags out by time alone."""
+    state = leader()
+    state.on_follower_fetch(2, 10, now=1)
+    state.on_follower_fetch(3, 10, now=1)
+    state.assignment_changed((1, 3), (), now=2)
+    assert state.maybe_shrink_isr(now=1 + LAG_S) is None
+    state.on_follower_fetch(3, 10, now=1 + LAG_S)
+    proposal = state.maybe_shrink_isr(now=1 + LAG_S + 1)
+    assert proposal == IsrChangeProposal(TP, LeaderAndIsr(1, 5, (1, 3), zk_version=7))
