@@ -25,7 +25,9 @@ registered in ZooKeeper, and restarts a process that died once ZooKeeper has end
 old session (`broker/cluster/zookeeper_registrations.py`). SIGTERM is each process's
 controlled shutdown. The HTTP port is the supervisor's as in the one-host cluster: every
 process's /metrics read from its Unix socket (`--metrics-socket`, in a private directory
-made for them alone), and the console speaking Kafka to the lowest registered process.
+made for them alone), its consumer lag completed with the log ends of partitions led on
+other hosts (asked through the Kafka API), and the console speaking Kafka to the lowest
+registered process.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from pathlib import Path
 
 import trio
 
+from broker.cluster.cluster_log_ends import ClusterLogEnds, open_routing_session
 from broker.cluster.cluster_metrics import ClusterMetrics, metrics_socket
 from broker.cluster.group_shards import reshard_group_offsets
 from broker.cluster.member import PEER_SOCKET_DIR_KEY, resolve_process_count
@@ -158,11 +161,27 @@ class Supervisor:
         self.zookeeper = None if zookeeper is None else ZooKeeperRegistrations(zookeeper)
         # One HTTP port for the cluster (or the host): every process's /metrics, and
         # the console.
-        self.metrics = ClusterMetrics(self.nodes, self._metrics_socket)
+        self.metrics = ClusterMetrics(self.nodes, self._metrics_socket, self._cluster_ends())
         self.http_port = http_port_for(config, self.metrics, self._listener_address)
         self._addresses: dict[str, str] = {}
         # A host among hosts: each registered process's listeners, as ZooKeeper has them.
         self._registered: dict[int, dict[str, str]] = {}
+
+    def _cluster_ends(self) -> ClusterLogEnds | None:
+        """On a host among hosts, the log ends of partitions led elsewhere for the
+        consumer lag (broker/cluster/cluster_log_ends.py), asked over a PLAINTEXT
+        listener: the supervisor has no login of its own."""
+        if self.zookeeper is None or self.config.server.metrics_port < 0:
+            return None
+        for endpoint in self.config.listeners:
+            if endpoint.security_protocol == "PLAINTEXT":
+                bootstrap = functools.partial(self._listener_address, endpoint.listener_name)
+                return ClusterLogEnds(bootstrap, open_routing_session)
+        log.info(
+            "consumer lag in /metrics: only partitions this host's processes lead"
+            " (no PLAINTEXT listener to ask the others through)"
+        )
+        return None
 
     def _metrics_socket(self, node: int) -> Path | None:
         return None if self.peer_dir is None else metrics_socket(self.peer_dir, node)

@@ -6,7 +6,9 @@ own rack and log dir, on a real ZooKeeper: four brokers, replicas spread over th
 racks, a real client producing with acks=all while one process is killed with -9 and
 its supervisor starts it again; nothing acknowledged is lost. The first host's
 supervisor serves one HTTP port: both its processes' /metrics (each series labelled
-`node`, `broker_process_up` counting the killed one down and back) and the console."""
+`node`, `broker_process_up` counting the killed one down and back, the consumer lag of a
+group its processes coordinate over every partition, those the other host leads too)
+and the console."""
 
 from __future__ import annotations
 
@@ -20,9 +22,12 @@ from pathlib import Path
 import httpx
 import pytest
 import trio
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.client.connection import KafkaConnection
+from broker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from broker.protocol.messages.find_coordinator_response import FindCoordinatorResponse
 from broker.protocol.messages.metadata_request import MetadataRequest
 from broker.protocol.messages.metadata_response import MetadataResponse
 from tests.cluster.test_cluster_metrics import http_port_of, series
@@ -116,6 +121,41 @@ def brokers(address: str, port: int) -> dict[int, tuple[str, int, str | None]]:
     return {b.node_id: (b.host, b.port, b.rack) for b in trio.run(ask).brokers}
 
 
+def coordinator(address: str, port: int, group: str) -> int:
+    """The group's coordinator as FindCoordinator names it (-1: none yet)."""
+
+    async def ask() -> FindCoordinatorResponse:
+        with trio.fail_after(10):
+            async with await KafkaConnection.connect(address, port, "lag") as connection:
+                response: FindCoordinatorResponse = await connection.request(
+                    FindCoordinatorRequest(key=group), 1
+                )
+                return response
+
+    response = trio.run(ask)
+    return response.node_id if response.error_code == 0 else -1
+
+
+def group_coordinated_by(address: str, port: int, nodes: set[int]) -> str:
+    """A group id whose coordinator is one of `nodes`."""
+    wait_until("a group coordinator", lambda: coordinator(address, port, "lag-0") >= 0)
+    for index in range(64):
+        if coordinator(address, port, f"lag-{index}") in nodes:
+            return f"lag-{index}"
+    raise AssertionError(f"no group of 64 coordinated by {nodes}")
+
+
+def lag_by_partition(metrics: httpx.Client, group: str) -> dict[int, tuple[str, float]]:
+    """The supervisor's `Lag` of the group per partition of TOPIC, with its node."""
+    text = metrics.get("/metrics").text
+    found = series(text, "kafka_server_consumergrouplag_lag")
+    return {
+        int(labels["partition"]): (labels["node"], value)
+        for labels, value in ((dict(k), v) for k, v in found.items())
+        if labels["group"] == group and labels["topic"] == TOPIC
+    }
+
+
 def processes_up(metrics: httpx.Client) -> dict[str, float]:
     """`broker_process_up` of each node, as the supervisor's /metrics has it."""
     text = metrics.get("/metrics").text
@@ -206,6 +246,28 @@ def test_two_hosts_of_two_processes_each_form_one_cluster_that_survives_a_killed
     wait_until("every partition back to its full ISR", full_isr)
     assert len(history.acknowledged) > 50, "too few records were acknowledged"
     assert not anomalies(history, read_back(servers, TOPIC, PARTITIONS))
+
+    # The lag of a group the first host coordinates, over partitions both hosts lead.
+    assert any(view.leader in (3, 4) for view in partitions(servers, TOPIC).values())
+    group = group_coordinated_by("127.0.0.2", first.port, {1, 2})
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": group})
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(TOPIC, p, 1) for p in range(PARTITIONS)], asynchronous=False
+        )
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=WAIT_S)[1]
+            for p in range(PARTITIONS)
+        }
+    finally:
+        consumer.close()
+    expected = {
+        p: (str(coordinator("127.0.0.2", first.port, group)), end - 1.0) for p, end in ends.items()
+    }
+    wait_until(
+        "the group's lag of every partition in the first host's /metrics",
+        lambda: lag_by_partition(metrics, group) == expected,
+    )
 
     metrics.close()
 
