@@ -12,6 +12,7 @@ and the console."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -24,8 +25,13 @@ import pytest
 import trio
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
 
 from broker.client.connection import KafkaConnection
+from broker.cluster import supervisor as supervisor_module
+from broker.cluster.supervisor import Supervisor
+from broker.config import BrokerConfig
+from broker.coordination.partition_state_znodes import TopicAssignment
 from broker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from broker.protocol.messages.find_coordinator_response import FindCoordinatorResponse
 from broker.protocol.messages.metadata_request import MetadataRequest
@@ -53,6 +59,7 @@ PARTITIONS = 4
 HOSTS = {"127.0.0.2": (1, "rack-a"), "127.0.0.3": (3, "rack-b")}  # base node id, rack
 RACKS = {1: "rack-a", 2: "rack-a", 3: "rack-b", 4: "rack-b"}
 SESSION_TIMEOUT_MS = 3000
+GROUPS = [f"lag-{index}" for index in range(32)]
 
 
 def consecutive_free_ports(host: str, count: int) -> int:
@@ -137,12 +144,16 @@ def coordinator(address: str, port: int, group: str) -> int:
 
 
 def group_coordinated_by(address: str, port: int, nodes: set[int]) -> str:
-    """A group id whose coordinator is one of `nodes`."""
-    wait_until("a group coordinator", lambda: coordinator(address, port, "lag-0") >= 0)
-    for index in range(64):
-        if coordinator(address, port, f"lag-{index}") in nodes:
-            return f"lag-{index}"
-    raise AssertionError(f"no group of 64 coordinated by {nodes}")
+    """A group id whose coordinator is one of `nodes` (asked again while the offsets
+    topic's partitions are still being led: COORDINATOR_NOT_AVAILABLE)."""
+    found: list[str] = []
+
+    def scan() -> bool:
+        found.extend(g for g in GROUPS if coordinator(address, port, g) in nodes)
+        return bool(found)
+
+    wait_until(f"a group coordinated by one of {sorted(nodes)}", scan)
+    return found[0]
 
 
 def lag_by_partition(metrics: httpx.Client, group: str) -> dict[int, tuple[str, float]]:
@@ -278,3 +289,53 @@ def test_two_hosts_of_two_processes_each_form_one_cluster_that_survives_a_killed
     second = supervisors["127.0.0.3"]
     left = partitions(f"127.0.0.3:{second.port}", TOPIC)
     assert {view.leader for view in left.values()} <= {3, 4}, left
+
+
+async def test_a_process_no_longer_on_its_host_is_named_with_the_partitions_it_leaves_short(
+    tmp_path: Path, zookeeper_connect: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """process.count lowered from 4 to 2: nodes 3 and 4 (their `node-<id>` dirs still
+    on the host) stay in their partitions' replica lists, as Kafka leaves a broker taken
+    away, and the supervisor names those partitions once, at start."""
+    servers, _, chroot = zookeeper_connect.partition("/")
+    assignment = TopicAssignment("orders", {0: (1, 3), 1: (2, 4), 2: (3, 1), 3: (1, 2)})
+    client = KazooClient(hosts=servers)
+    client.start(timeout=WAIT_S)
+    try:
+        client.create(f"/{chroot}/brokers/topics/orders", assignment.encode(), makepath=True)
+    finally:
+        client.stop()
+        client.close()
+    for node in (1, 2, 3, 4):
+        (tmp_path / "logs" / f"node-{node}").mkdir(parents=True)
+    (tmp_path / "logs" / "node-x").mkdir()  # not a node's dir
+    config = BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://127.0.0.2:0",
+            "log.dirs": str(tmp_path / "logs"),
+            "node.id": "1",
+            "process.count": "2",
+            "zookeeper.connect": zookeeper_connect,
+        }
+    )
+    supervisor = Supervisor(config, None, [], "INFO")
+    assert supervisor.removed_nodes() == [3, 4]
+    assert supervisor.zookeeper is not None
+    await supervisor.zookeeper.connect()
+    try:
+        with caplog.at_level(logging.WARNING, logger=supervisor_module.__name__):
+            await supervisor.report_removed_processes()
+    finally:
+        await supervisor.zookeeper.close()
+    lines = [r.getMessage() for r in caplog.records if "no longer a process" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("node 3 is no longer a process of this host (process.count=2)")
+    assert lines[0].endswith(
+        "still a replica of 2 partitions, under-replicated until they "
+        "are reassigned (AlterPartitionReassignments): orders-0, orders-2"
+    )
+    assert lines[1].startswith("node 4 ")
+    assert lines[1].endswith(
+        "replica of 1 partitions, under-replicated until they are "
+        "reassigned (AlterPartitionReassignments): orders-1"
+    )
