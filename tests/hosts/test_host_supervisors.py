@@ -167,6 +167,12 @@ def lag_by_partition(metrics: httpx.Client, group: str) -> dict[int, tuple[str, 
     }
 
 
+def console_lag(metrics: httpx.Client, group: str) -> dict[int, int]:
+    """The lag per partition of TOPIC on the console's page of the group."""
+    described = metrics.get(f"/console/api/groups/{group}").json()
+    return {o["partition"]: o["lag"] for o in described["offsets"] if o["topic"] == TOPIC}
+
+
 def processes_up(metrics: httpx.Client) -> dict[str, float]:
     """`broker_process_up` of each node, as the supervisor's /metrics has it."""
     text = metrics.get("/metrics").text
@@ -278,6 +284,12 @@ def test_two_hosts_of_two_processes_each_form_one_cluster_that_survives_a_killed
     wait_until(
         "the group's lag of every partition in the first host's /metrics",
         lambda: lag_by_partition(metrics, group) == expected,
+    )
+    # Its console's group page asks every partition's leader too (ListOffsets; its
+    # session to the process killed above is dropped at the first answer and made again).
+    wait_until(
+        "the group's lag of every partition on the console's group page",
+        lambda: console_lag(metrics, group) == {p: end - 1 for p, end in ends.items()},
     )
 
     metrics.close()
