@@ -89,9 +89,10 @@ ROWS = ("throughput", "rolling", "failover")
 
 
 def run(
-    duration_s: float, quick: bool = False, only: frozenset[str] = frozenset()
+    duration_s: float, quick: bool = False, only: frozenset[str] = frozenset(), repeat: int = 1
 ) -> list[dict[str, Any]]:
-    """Every row, or those named in `only` (of ROWS)."""
+    """Every row, or those named in `only` (of ROWS); the rolling restart `repeat` times
+    on the same hosts."""
     plan = QUICK if quick else full_plan(duration_s)
     if unknown := only - set(ROWS):
         raise ValueError(f"no such rows: {sorted(unknown)} (rows: {', '.join(ROWS)})")
@@ -106,7 +107,7 @@ def run(
         if "throughput" in wanted:
             rows.append(throughput(hosts, plan, rf1, rf3))
         if "rolling" in wanted:
-            rows.append(rolling_restart(hosts, plan, rf3))
+            rows += [rolling_restart(hosts, plan, rf3) for _ in range(repeat)]
         if "failover" in wanted:
             rows += failover(hosts, plan, rf3)
     return rows
@@ -195,6 +196,13 @@ def _led_followed(led: float | None, followed: float | None) -> str:
     return ", ".join(shown)
 
 
+def _phases(leaving: float, starting: float, rejoining: float) -> str:
+    """The same stall while the host left (SIGTERM to exit: its leaderships moved), while
+    its process started again (on this machine that start-up's CPU is the other hosts'),
+    and while it rejoined (registered to full ISR)."""
+    return f" (leaving {leaving:.2f}, starting {starting:.2f}, rejoining {rejoining:.2f})"
+
+
 def _hosts_cpu_seconds(hosts: Hosts) -> float:
     return sum(
         process_cpu_seconds(host.process.process.pid)
@@ -208,6 +216,7 @@ def rolling_restart(hosts: Hosts, plan: Plan, topic: str) -> dict[str, Any]:
     load.start()
     stalls: dict[int, float] = {}
     kinds: dict[int, tuple[float | None, float | None]] = {}
+    phases: dict[int, tuple[float, float, float]] = {}
     exits: dict[int, int] = {}
     try:
         time.sleep(WARM_S)
@@ -223,10 +232,17 @@ def rolling_restart(hosts: Hosts, plan: Plan, topic: str) -> dict[str, Any]:
             }
             stopped_at = time.monotonic()
             exits[node_id] = host.stop()
+            exited_at = time.monotonic()
             host.start()
+            up_at = time.monotonic()
             wait_for_full_isr(hosts, topic, PARTITIONS)
             back_at = time.monotonic()
             stalls[node_id] = longest_gap(load.acked, stopped_at, back_at)
+            phases[node_id] = (
+                longest_gap(load.acked, stopped_at, exited_at),
+                longest_gap(load.acked, exited_at, up_at),
+                longest_gap(load.acked, up_at, back_at),
+            )
             followed = set(range(PARTITIONS)) - led
             kinds[node_id] = (
                 longest_gap(load.acked, stopped_at, back_at, led) if led else None,
@@ -245,7 +261,7 @@ def rolling_restart(hosts: Hosts, plan: Plan, topic: str) -> dict[str, Any]:
         longest / baseline,
         f"< {STALL_GOAL_S:g} s per host",
         longest < STALL_GOAL_S,
-        "; ".join(f"host {n}: {_led_followed(*kinds[n])}" for n in stalls),
+        "; ".join(f"host {n}: {_led_followed(*kinds[n])}{_phases(*phases[n])}" for n in stalls),
         f"{len(stalls)} hosts",
         f"exit codes {sorted(set(exits.values()))}; {len(load.failed)} records failed",
     )
@@ -358,8 +374,14 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 if __name__ == "__main__":
     # python -m bench.bench_replication [slice seconds] [throughput|rolling|failover ...]
-    # (`rolling` alone: the rolling-restart row, to run it several times.)
+    #     [--repeat N]
+    # (`rolling` alone: the rolling-restart row; `--repeat 6`: six rolling restarts.)
     args = sys.argv[1:]
     seconds = float(args.pop(0)) if args and args[0].replace(".", "", 1).isdigit() else 3.0
-    for row in run(seconds, only=frozenset(args)):
+    repeat = 1
+    if "--repeat" in args:
+        at = args.index("--repeat")
+        repeat = int(args[at + 1])
+        del args[at : at + 2]
+    for row in run(seconds, only=frozenset(args), repeat=repeat):
         print(row, "load average", os.getloadavg())

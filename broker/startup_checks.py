@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from broker.config import BrokerConfig, ConfigError
+from broker.meta_properties import META_PROPERTIES
 from broker.net.channel_security import ListenerSecurity
 from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialStore
 
@@ -21,6 +22,7 @@ from broker.security.scram_credentials import CREDENTIALS_FILE, ScramCredentialS
 def check_startup_config(config: BrokerConfig) -> None:
     """Raise ConfigError for the first unusable log dir or listener security setting."""
     check_log_dirs(config)
+    check_no_process_logs_below(config)
     check_listener_security(config)
 
 
@@ -39,6 +41,33 @@ def check_log_dirs(config: BrokerConfig) -> None:
             ) from None
         if not os.access(path, os.W_OK | os.X_OK):
             raise ConfigError(f"{key}: the log directory {log_dir} is not writable")
+
+
+def check_no_process_logs_below(config: BrokerConfig) -> None:
+    """A host among hosts lowered to one process: that broker keeps its log at the top
+    of each log dir, where the processes of the host it was kept theirs in
+    `node-<id>` dirs. It would not see them, and would take each for a partition dir of
+    a topic `node` that ZooKeeper does not have and delete it as a stray log. Refused
+    instead (the reverse of the supervisor's check, broker/cluster/supervisor.py)."""
+    if config.cluster.zookeeper_connect is None:
+        return
+    if (config.cluster.process_count or len(os.sched_getaffinity(0))) != 1:
+        return
+    for log_dir in config.log_dirs:
+        path = Path(log_dir)
+        nodes = sorted(
+            entry.name
+            for entry in path.glob("node-*")
+            if entry.name.removeprefix("node-").isdigit() and (entry / META_PROPERTIES).exists()
+        )
+        if nodes:
+            raise ConfigError(
+                f"log.dirs: {log_dir} holds the logs of a host of several processes"
+                f" ({', '.join(nodes)}); with zookeeper.connect and process.count=1 the broker"
+                f" keeps its log at the top of the dir and would delete those as stray:"
+                f" set process.count to the host's processes again, or move node-<node.id>'s"
+                f" content to the top of the dir"
+            )
 
 
 def check_listener_security(config: BrokerConfig) -> None:

@@ -97,3 +97,23 @@ def test_a_key_store_that_is_not_pem_names_the_file(tmp_path: Path) -> None:
 def test_a_plaintext_broker_with_a_usable_log_dir_passes(tmp_path: Path) -> None:
     check_startup_config(BrokerConfig({"log.dirs": str(tmp_path / "new" / "data")}))
     assert (tmp_path / "new" / "data").is_dir()
+
+
+def test_a_host_among_hosts_lowered_to_one_process_refuses_its_processes_logs_below(
+    tmp_path: Path,
+) -> None:
+    """Left at the top, `node-1` and `node-2` would be taken for partition dirs of a
+    topic `node` and deleted as stray."""
+    for node in (1, 2):
+        (tmp_path / f"node-{node}").mkdir()
+        (tmp_path / f"node-{node}" / "meta.properties").write_text(f"node.id={node}\n")
+    (tmp_path / "node-3").mkdir()  # a partition dir of a topic `node`: no meta.properties
+    settings = {"log.dirs": str(tmp_path), "zookeeper.connect": "127.0.0.1:2181"}
+    with pytest.raises(
+        ConfigError,
+        match=r"holds the logs of a host of several processes"
+        r" \(node-1, node-2\); with zookeeper.connect and process.count=1",
+    ):
+        check_startup_config(BrokerConfig({**settings, "process.count": "1"}))
+    check_startup_config(BrokerConfig({**settings, "process.count": "2"}))  # the supervisor's
+    check_startup_config(BrokerConfig({"log.dirs": str(tmp_path), "process.count": "1"}))

@@ -25,7 +25,9 @@ registered in ZooKeeper, and restarts a process that died once ZooKeeper has end
 old session (`broker/cluster/zookeeper_registrations.py`). SIGTERM is each process's
 controlled shutdown. The HTTP port is the supervisor's as in the one-host cluster: every
 process's /metrics read from its Unix socket (`--metrics-socket`, in a private directory
-made for them alone), and the console speaking Kafka to the lowest registered process.
+made for them alone), its consumer lag completed with the log ends of partitions led on
+other hosts (asked through the Kafka API), and the console speaking Kafka to the lowest
+registered process.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from pathlib import Path
 
 import trio
 
+from broker.cluster.cluster_log_ends import ClusterLogEnds, open_routing_session
 from broker.cluster.cluster_metrics import ClusterMetrics, metrics_socket
 from broker.cluster.group_shards import reshard_group_offsets
 from broker.cluster.member import PEER_SOCKET_DIR_KEY, resolve_process_count
@@ -54,6 +57,7 @@ from broker.cluster.zookeeper_registrations import ZooKeeperRegistrations
 from broker.config import BrokerConfig, ConfigError
 from broker.config_error import CONFIG_ERROR_EXIT_CODE
 from broker.console.console_service import connect_host, http_port_for
+from broker.coordination.store import CoordinationError, CoordinationUnavailable
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogDirInUseError
 from broker.log.topic_store import TopicRecord, TopicStore
 from broker.meta_properties import META_PROPERTIES, load_or_create_cluster_id
@@ -67,6 +71,8 @@ MAX_RESTART_DELAY_S = 30.0
 STABLE_AFTER_S = 30.0
 EXIT_GRACE_S = 5.0
 REGISTRATION_POLL_S = 0.05
+MAX_PARTITIONS_NAMED = 100
+"""Partitions named in the one line about a removed process (the rest counted)."""
 
 
 PEER_DIR_PREFIX = "broker-peers-"
@@ -158,11 +164,27 @@ class Supervisor:
         self.zookeeper = None if zookeeper is None else ZooKeeperRegistrations(zookeeper)
         # One HTTP port for the cluster (or the host): every process's /metrics, and
         # the console.
-        self.metrics = ClusterMetrics(self.nodes, self._metrics_socket)
+        self.metrics = ClusterMetrics(self.nodes, self._metrics_socket, self._cluster_ends())
         self.http_port = http_port_for(config, self.metrics, self._listener_address)
         self._addresses: dict[str, str] = {}
         # A host among hosts: each registered process's listeners, as ZooKeeper has them.
         self._registered: dict[int, dict[str, str]] = {}
+
+    def _cluster_ends(self) -> ClusterLogEnds | None:
+        """On a host among hosts, the log ends of partitions led elsewhere for the
+        consumer lag (broker/cluster/cluster_log_ends.py), asked over a PLAINTEXT
+        listener: the supervisor has no login of its own."""
+        if self.zookeeper is None or self.config.server.metrics_port < 0:
+            return None
+        for endpoint in self.config.listeners:
+            if endpoint.security_protocol == "PLAINTEXT":
+                bootstrap = functools.partial(self._listener_address, endpoint.listener_name)
+                return ClusterLogEnds(bootstrap, open_routing_session)
+        log.info(
+            "consumer lag in /metrics: only partitions this host's processes lead"
+            " (no PLAINTEXT listener to ask the others through)"
+        )
+        return None
 
     def _metrics_socket(self, node: int) -> Path | None:
         return None if self.peer_dir is None else metrics_socket(self.peer_dir, node)
@@ -232,6 +254,48 @@ class Supervisor:
                     f" process keeps its log in {log_dir}/{PROCESS_LOG_DIR_PREFIX}<node.id>:"
                     f" move that broker's log into its node's directory or use another log dir"
                 )
+
+    def removed_nodes(self) -> list[int]:
+        """Nodes whose log dir (`node-<id>`) is on this host but that are no longer its
+        processes (`process.count` lowered): brokers taken away, as Kafka sees them."""
+        found = set()
+        for log_dir in self.log_dirs:
+            for path in log_dir.glob(f"{PROCESS_LOG_DIR_PREFIX}*"):
+                suffix = path.name.removeprefix(PROCESS_LOG_DIR_PREFIX)
+                if path.is_dir() and suffix.isdigit() and int(suffix) not in self.nodes:
+                    found.add(int(suffix))
+        return sorted(found)
+
+    async def report_removed_processes(self) -> None:
+        """A removed process stays in its partitions' replica lists, as a Kafka broker
+        taken away does, until they are reassigned; each is named here once, at start."""
+        assert self.zookeeper is not None
+        removed = await trio.to_thread.run_sync(self.removed_nodes)
+        if not removed:
+            return
+        try:
+            replicas = await self.zookeeper.replica_of(set(removed))
+        except (CoordinationError, CoordinationUnavailable) as exc:
+            log.warning(
+                "could not read which partitions nodes %s are replicas of: %s", removed, exc
+            )
+            return
+        for node in removed:
+            partitions = replicas[node]
+            if not partitions:
+                continue
+            shown = ", ".join(partitions[:MAX_PARTITIONS_NAMED])
+            more = len(partitions) - MAX_PARTITIONS_NAMED
+            log.warning(
+                "node %d is no longer a process of this host (process.count=%d) but is still"
+                " a replica of %d partitions, under-replicated until they are reassigned"
+                " (AlterPartitionReassignments): %s%s",
+                node,
+                self.count,
+                len(partitions),
+                shown,
+                f" and {more} more" if more > 0 else "",
+            )
 
     def _lock_log_dirs(self) -> None:
         for log_dir in self.log_dirs:
@@ -316,6 +380,7 @@ class Supervisor:
             await trio.to_thread.run_sync(self.prepare)
             if self.zookeeper is not None:
                 await self.zookeeper.connect()
+                await self.report_removed_processes()
             async with trio.open_nursery() as nursery:
                 for index in range(self.count):
                     nursery.start_soon(self._keep_running, index)

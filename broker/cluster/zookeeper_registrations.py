@@ -22,7 +22,8 @@ from broker.coordination.broker_registration import (
     broker_path,
 )
 from broker.coordination.kazoo_store import KazooCoordinationStore, ZooKeeperSettings
-from broker.coordination.store import CoordinationError, CoordinationUnavailable
+from broker.coordination.partition_state_znodes import TOPICS_PATH, TopicAssignment, topic_path
+from broker.coordination.store import CoordinationError, CoordinationUnavailable, NoNodeError
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,27 @@ class ZooKeeperRegistrations:
             return BrokerRegistration.from_json(node, found.data)
         except MalformedZnode:
             return None
+
+    async def replica_of(self, nodes: set[int]) -> dict[int, list[str]]:
+        """For each of `nodes`, the partitions (`topic-partition`, sorted) whose replica
+        lists in ZooKeeper name it: what stays under-replicated while it is gone."""
+        found: dict[int, list[str]] = {node: [] for node in nodes}
+        try:
+            topics = await self._store.children(TOPICS_PATH)
+        except NoNodeError:
+            return found
+        for topic in topics:
+            znode = await self._store.get(topic_path(topic))
+            if znode is None:
+                continue  # deleted meanwhile
+            try:
+                assignment = TopicAssignment.decode(topic, znode.data)
+            except MalformedZnode:
+                continue  # the brokers report it
+            for partition, replicas in sorted(assignment.partitions.items()):
+                for node in nodes.intersection(replicas):
+                    found[node].append(f"{topic}-{partition}")
+        return found
 
     async def _is_registered(self, node: int) -> bool:
         return await self._store.get(broker_path(node)) is not None

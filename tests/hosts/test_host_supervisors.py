@@ -6,10 +6,13 @@ own rack and log dir, on a real ZooKeeper: four brokers, replicas spread over th
 racks, a real client producing with acks=all while one process is killed with -9 and
 its supervisor starts it again; nothing acknowledged is lost. The first host's
 supervisor serves one HTTP port: both its processes' /metrics (each series labelled
-`node`, `broker_process_up` counting the killed one down and back) and the console."""
+`node`, `broker_process_up` counting the killed one down and back, the consumer lag of a
+group its processes coordinate over every partition, those the other host leads too)
+and the console."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -20,9 +23,17 @@ from pathlib import Path
 import httpx
 import pytest
 import trio
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
 
 from broker.client.connection import KafkaConnection
+from broker.cluster import supervisor as supervisor_module
+from broker.cluster.supervisor import Supervisor
+from broker.config import BrokerConfig
+from broker.coordination.partition_state_znodes import TopicAssignment
+from broker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from broker.protocol.messages.find_coordinator_response import FindCoordinatorResponse
 from broker.protocol.messages.metadata_request import MetadataRequest
 from broker.protocol.messages.metadata_response import MetadataResponse
 from tests.cluster.test_cluster_metrics import http_port_of, series
@@ -48,6 +59,7 @@ PARTITIONS = 4
 HOSTS = {"127.0.0.2": (1, "rack-a"), "127.0.0.3": (3, "rack-b")}  # base node id, rack
 RACKS = {1: "rack-a", 2: "rack-a", 3: "rack-b", 4: "rack-b"}
 SESSION_TIMEOUT_MS = 3000
+GROUPS = [f"lag-{index}" for index in range(32)]
 
 
 def consecutive_free_ports(host: str, count: int) -> int:
@@ -114,6 +126,51 @@ def brokers(address: str, port: int) -> dict[int, tuple[str, int, str | None]]:
                 return response
 
     return {b.node_id: (b.host, b.port, b.rack) for b in trio.run(ask).brokers}
+
+
+def coordinator(address: str, port: int, group: str) -> int:
+    """The group's coordinator as FindCoordinator names it (-1: none yet)."""
+
+    async def ask() -> FindCoordinatorResponse:
+        with trio.fail_after(10):
+            async with await KafkaConnection.connect(address, port, "lag") as connection:
+                response: FindCoordinatorResponse = await connection.request(
+                    FindCoordinatorRequest(key=group), 1
+                )
+                return response
+
+    response = trio.run(ask)
+    return response.node_id if response.error_code == 0 else -1
+
+
+def group_coordinated_by(address: str, port: int, nodes: set[int]) -> str:
+    """A group id whose coordinator is one of `nodes` (asked again while the offsets
+    topic's partitions are still being led: COORDINATOR_NOT_AVAILABLE)."""
+    found: list[str] = []
+
+    def scan() -> bool:
+        found.extend(g for g in GROUPS if coordinator(address, port, g) in nodes)
+        return bool(found)
+
+    wait_until(f"a group coordinated by one of {sorted(nodes)}", scan)
+    return found[0]
+
+
+def lag_by_partition(metrics: httpx.Client, group: str) -> dict[int, tuple[str, float]]:
+    """The supervisor's `Lag` of the group per partition of TOPIC, with its node."""
+    text = metrics.get("/metrics").text
+    found = series(text, "kafka_server_consumergrouplag_lag")
+    return {
+        int(labels["partition"]): (labels["node"], value)
+        for labels, value in ((dict(k), v) for k, v in found.items())
+        if labels["group"] == group and labels["topic"] == TOPIC
+    }
+
+
+def console_lag(metrics: httpx.Client, group: str) -> dict[int, int]:
+    """The lag per partition of TOPIC on the console's page of the group."""
+    described = metrics.get(f"/console/api/groups/{group}").json()
+    return {o["partition"]: o["lag"] for o in described["offsets"] if o["topic"] == TOPIC}
 
 
 def processes_up(metrics: httpx.Client) -> dict[str, float]:
@@ -207,6 +264,34 @@ def test_two_hosts_of_two_processes_each_form_one_cluster_that_survives_a_killed
     assert len(history.acknowledged) > 50, "too few records were acknowledged"
     assert not anomalies(history, read_back(servers, TOPIC, PARTITIONS))
 
+    # The lag of a group the first host coordinates, over partitions both hosts lead.
+    assert any(view.leader in (3, 4) for view in partitions(servers, TOPIC).values())
+    group = group_coordinated_by("127.0.0.2", first.port, {1, 2})
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": group})
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(TOPIC, p, 1) for p in range(PARTITIONS)], asynchronous=False
+        )
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=WAIT_S)[1]
+            for p in range(PARTITIONS)
+        }
+    finally:
+        consumer.close()
+    expected = {
+        p: (str(coordinator("127.0.0.2", first.port, group)), end - 1.0) for p, end in ends.items()
+    }
+    wait_until(
+        "the group's lag of every partition in the first host's /metrics",
+        lambda: lag_by_partition(metrics, group) == expected,
+    )
+    # Its console's group page asks every partition's leader too (ListOffsets; its
+    # session to the process killed above is dropped at the first answer and made again).
+    wait_until(
+        "the group's lag of every partition on the console's group page",
+        lambda: console_lag(metrics, group) == {p: end - 1 for p, end in ends.items()},
+    )
+
     metrics.close()
 
     # SIGTERM: the supervisor stops each process with its controlled shutdown, which
@@ -216,3 +301,53 @@ def test_two_hosts_of_two_processes_each_form_one_cluster_that_survives_a_killed
     second = supervisors["127.0.0.3"]
     left = partitions(f"127.0.0.3:{second.port}", TOPIC)
     assert {view.leader for view in left.values()} <= {3, 4}, left
+
+
+async def test_a_process_no_longer_on_its_host_is_named_with_the_partitions_it_leaves_short(
+    tmp_path: Path, zookeeper_connect: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """process.count lowered from 4 to 2: nodes 3 and 4 (their `node-<id>` dirs still
+    on the host) stay in their partitions' replica lists, as Kafka leaves a broker taken
+    away, and the supervisor names those partitions once, at start."""
+    servers, _, chroot = zookeeper_connect.partition("/")
+    assignment = TopicAssignment("orders", {0: (1, 3), 1: (2, 4), 2: (3, 1), 3: (1, 2)})
+    client = KazooClient(hosts=servers)
+    client.start(timeout=WAIT_S)
+    try:
+        client.create(f"/{chroot}/brokers/topics/orders", assignment.encode(), makepath=True)
+    finally:
+        client.stop()
+        client.close()
+    for node in (1, 2, 3, 4):
+        (tmp_path / "logs" / f"node-{node}").mkdir(parents=True)
+    (tmp_path / "logs" / "node-x").mkdir()  # not a node's dir
+    config = BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://127.0.0.2:0",
+            "log.dirs": str(tmp_path / "logs"),
+            "node.id": "1",
+            "process.count": "2",
+            "zookeeper.connect": zookeeper_connect,
+        }
+    )
+    supervisor = Supervisor(config, None, [], "INFO")
+    assert supervisor.removed_nodes() == [3, 4]
+    assert supervisor.zookeeper is not None
+    await supervisor.zookeeper.connect()
+    try:
+        with caplog.at_level(logging.WARNING, logger=supervisor_module.__name__):
+            await supervisor.report_removed_processes()
+    finally:
+        await supervisor.zookeeper.close()
+    lines = [r.getMessage() for r in caplog.records if "no longer a process" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("node 3 is no longer a process of this host (process.count=2)")
+    assert lines[0].endswith(
+        "still a replica of 2 partitions, under-replicated until they "
+        "are reassigned (AlterPartitionReassignments): orders-0, orders-2"
+    )
+    assert lines[1].startswith("node 4 ")
+    assert lines[1].endswith(
+        "replica of 1 partitions, under-replicated until they are "
+        "reassigned (AlterPartitionReassignments): orders-1"
+    )
