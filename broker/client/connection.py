@@ -8,6 +8,8 @@ requests may be pipelined: `send()` several, then `receive()` them in order.
 from __future__ import annotations
 
 import itertools
+import os
+import socket
 import ssl
 from collections import deque
 from typing import Any
@@ -24,6 +26,8 @@ from broker.protocol.framing import Frame, FrameDecoder
 
 # Responses are as large as the broker makes them (a Fetch's max_bytes); no cap here.
 _MAX_RESPONSE = 2**31 - 1
+MAX_FRAME_READ = 1 << 20
+"""The most of a large frame read at once, and waited for whole (SO_RCVLOWAT)."""
 
 
 class ConnectionClosed(Exception):
@@ -49,6 +53,8 @@ class KafkaConnection:
         self._decoder = FrameDecoder(_MAX_RESPONSE, frame_buffers)
         # Responses of requests cancelled while waiting, still to be read and dropped.
         self._abandoned = 0
+        # The socket's SO_RCVLOWAT as last set (1: the kernel's default).
+        self._low_water = 1
 
     @classmethod
     async def connect(
@@ -137,18 +143,44 @@ class KafkaConnection:
         plain TCP a large frame is received straight into that buffer."""
         decoder = self._decoder
         while (frame := decoder.next_frame()) is None:
-            space = decoder.frame_space()
+            space = decoder.frame_space(MAX_FRAME_READ)
             if space is not None and isinstance(self.stream, trio.SocketStream):
-                try:
-                    count = await self.stream.socket.recv_into(space)
-                except OSError as exc:  # as SocketStream.receive_some reports it
-                    raise trio.BrokenResourceError(str(exc)) from exc
+                count = await self._receive_rest(self.stream.socket, space)
                 if not count:
                     raise ConnectionClosed("connection closed by the broker")
                 decoder.advance(count)
                 continue
+            self._receive_low_water(1)
             data = await self.stream.receive_some(decoder.read_size())
             if not data:
                 raise ConnectionClosed("connection closed by the broker")
             decoder.feed(data)
         return frame
+
+    async def _receive_rest(self, sock: trio.socket.SocketType, space: memoryview) -> int:
+        """Bytes of a large frame read into its buffer, woken only once `space` is full
+        (SO_RCVLOWAT; the kernel also wakes at the end of stream, an error or a window
+        too small to fill it): a follower's Fetch answer of 1 MiB arrives over loopback
+        in segments of 64 KiB, and each wake-up and read of a part cost the scheduler a
+        trip and the fetcher a pass through Trio's socket wrapper; 0 at end of stream."""
+        self._receive_low_water(len(space))
+        fd = sock.fileno()
+        while True:
+            await trio.lowlevel.wait_readable(fd)
+            try:
+                return os.readv(fd, (space,))
+            except BlockingIOError:
+                continue
+            except OSError as exc:  # as SocketStream.receive_some reports it
+                raise trio.BrokenResourceError(str(exc)) from exc
+
+    def _receive_low_water(self, size: int) -> None:
+        """Wake up for this socket once `size` bytes are there (changed only when it
+        differs: one setsockopt per large frame and one after it)."""
+        if size == self._low_water or not isinstance(self.stream, trio.SocketStream):
+            return
+        try:
+            self.stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, size)
+        except OSError:  # closed: the read that follows reports it
+            return
+        self._low_water = size
