@@ -246,10 +246,15 @@ class ConnectionTasks:
                 del space
                 # Bytes usually wait already (the client sends faster than one read
                 # takes): a FIONREAD spares the trip through epoll that waiting costs.
-                if not stream.unread_bytes():
+                waited = not stream.unread_bytes()
+                if waited:
                     await stream.wait_readable()
-                async with self._bulk_turns:
+                turns = self._bulk_turns
+                await turns.acquire(yielded=waited)
+                try:
                     return self._read_in_turn(connection, stream)
+                finally:
+                    turns.release()
             count = await stream.receive_into(space)
             del space
             return protocol.received_into(count, self._now())
