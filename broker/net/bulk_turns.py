@@ -17,12 +17,14 @@ Bulk work is slowed, never starved: a turn waits for idleness at most `max_wait_
 so with the loop kept busy by small requests large frames still get one step that
 often (and all the idle time there is).
 
-A turn protects small requests, so it waits only while there are some: the request
-channel counts them (`small_request`), and when none came for `QUIET_S` the loop is
-quiet and a turn is given at once, without the scheduler round that waiting for
-idleness costs (most of the CPU a large frame's read spends in Python: one turn per
-read). The first small request after a quiet spell may wait for the bulk steps of one
-round; every later one finds the turns back.
+A turn protects small requests, so it waits only while there are some: connection
+tasks count those of connections that never sent a large one (`small_requests`: a
+producer's own small requests need no protection from its own or other producers'
+large ones), and when none came for `QUIET_S` the loop is quiet and a turn is given at
+once, without the lock and without the scheduler round that waiting for idleness costs
+(most of the CPU a large frame's read spent in Python: one turn per read). The first
+small request after a quiet spell may wait for the bulk steps of one round; every later
+one finds the turns back.
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ import trio.testing
 MAX_WAIT_S = 0.005
 """The longest a turn waits for an idle loop: with small requests keeping the loop busy,
 large frames still get a turn every 5 ms."""
-QUIET_S = 0.25
-"""Without a small request for this long, turns are given without waiting for idleness
-(the hostile-load bystander asks every 5 ms; a producer's own first requests are small
-too, so a longer spell would cost the next quarter second of its bulk steps)."""
+QUIET_S = 0.1
+"""Without a small request (of a connection that sent no large one) for this long, turns
+are given without waiting for idleness. The hostile-load bystander asks every 5 ms;
+producers' connections send a few small requests before their first large one, which
+costs the next tenth of a second of bulk steps their turns."""
 TURN_S = 0.0003
 """How long a turn's holder may go on (reads into one frame while its bytes are there):
 a turn costs two scheduler rounds, and a small request arriving meanwhile waits for at
@@ -68,7 +71,7 @@ class BulkTurns:
         self.quiet_taken = 0
         """Turns given at once, on a quiet loop."""
         self.small_requests = 0
-        """Small requests seen (counted by the request channel: no clock call each)."""
+        """Small requests seen (counted by connection tasks: no clock call each)."""
         self._small_seen = 0
         self._small_until = -float("inf")
 
@@ -82,24 +85,24 @@ class BulkTurns:
         return now >= self._small_until
 
     async def acquire(self, yielded: bool = False) -> bool:
-        """Wait for the turn, held until `release`; True when it was given on a quiet
-        loop, where it is still a checkpoint unless the caller has just `yielded` (its
-        step has only begun): a frame whose bytes keep arriving is read in steps of one
-        turn, never in one long step."""
+        """Wait for the turn, held until `release(quiet)`; returns `quiet`: True when the
+        turn was given on a quiet loop, without the lock, where it is still a checkpoint
+        unless the caller has just `yielded` (its step has only begun): a frame whose
+        bytes keep arriving is read in steps of one turn, never in one long step."""
+        if self.quiet():
+            if not yielded:
+                await trio.lowlevel.checkpoint()
+            self.taken += 1
+            self.quiet_taken += 1
+            return True
+        await self._locked_turn()
+        return False
+
+    async def _locked_turn(self) -> None:
         try:
             self._lock.acquire_nowait()  # free: no scheduler trip before the wait for idle
         except trio.WouldBlock:
             await self._lock.acquire()
-        if self.quiet():
-            if not yielded:
-                try:
-                    await trio.lowlevel.checkpoint()
-                except BaseException:
-                    self._lock.release()
-                    raise
-            self.taken += 1
-            self.quiet_taken += 1
-            return True
         try:
             with trio.move_on_after(self.max_wait_s) as scope:
                 await trio.testing.wait_all_tasks_blocked()
@@ -109,23 +112,25 @@ class BulkTurns:
         self.taken += 1
         if scope.cancelled_caught:
             self.forced += 1
-        return False
 
-    def release(self) -> None:
-        self._lock.release()
+    def release(self, quiet: bool = False) -> None:
+        """Give back a turn `acquire` gave (`quiet`: what it returned)."""
+        if not quiet:
+            self._lock.release()
 
     async def wait(self, yielded: bool = False) -> bool:
         """A turn for the step that follows this call (the caller's next synchronous
         stretch of work): given back at once. True on a quiet loop (see `acquire`)."""
         quiet = await self.acquire(yielded)
-        self.release()
+        self.release(quiet)
         return quiet
 
     async def __aenter__(self) -> None:
-        await self.acquire()
+        """`async with turns`: a turn that waits for idleness, quiet loop or not."""
+        await self._locked_turn()
 
     async def __aexit__(self, *exc_info: object) -> None:
-        self.release()
+        self._lock.release()
 
 
 __all__ = ["MAX_WAIT_S", "QUIET_S", "TURN_S", "BulkTurns"]

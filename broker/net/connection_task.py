@@ -250,11 +250,11 @@ class ConnectionTasks:
                 if waited:
                     await stream.wait_readable()
                 turns = self._bulk_turns
-                await turns.acquire(yielded=waited)
+                quiet = await turns.acquire(yielded=waited)
                 try:
                     return self._read_in_turn(connection, stream)
                 finally:
-                    turns.release()
+                    turns.release(quiet)
             count = await stream.receive_into(space)
             del space
             return protocol.received_into(count, self._now())
@@ -290,11 +290,16 @@ class ConnectionTasks:
     def _request(self, connection: Connection, received: RequestReceived) -> Request:
         started = time.perf_counter_ns()
         decoded, memory = received.decoded, received.memory
+        size_bytes = len(received.frame) - decoded.offset
+        if size_bytes > SMALL_REQUEST_BYTES:
+            connection.bulk_client = True
+        elif not connection.bulk_client:
+            self._bulk_turns.small_requests += 1  # someone for bulk turns to protect
         request = Request(
             header=decoded.header,
             body=decoded.body,
             context=connection.protocol.context,
-            size_bytes=len(received.frame) - decoded.offset,
+            size_bytes=size_bytes,
             memory_bytes=memory,
             unsupported_version=decoded.unsupported,
             response_memory=self._pool.responses,

@@ -29,7 +29,7 @@ from broker.net.request import (
     Response,
     StartThrottlingResponse,
 )
-from broker.net.request_queue import SMALL_REQUEST_BYTES, RequestQueue
+from broker.net.request_queue import RequestQueue
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +71,6 @@ class RequestChannel:
         yields); False when it is full."""
         if self._queue.is_full:
             return False
-        if request.size_bytes <= SMALL_REQUEST_BYTES:
-            self.bulk_turns.small_requests += 1  # there is someone for turns to protect
         self._queue.put(request, request.size_bytes)
         self._takers.unpark()
         return True
