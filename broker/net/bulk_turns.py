@@ -40,6 +40,9 @@ QUIET_S = 0.1
 are given without waiting for idleness. The hostile-load bystander asks every 5 ms;
 producers' connections send a few small requests before their first large one, which
 costs the next tenth of a second of bulk steps their turns."""
+QUIET_TURN_S = 0.002
+"""A turn's length on a quiet loop: only other bulk work waits for it, and each turn
+ended while bytes are still there costs a scheduler round."""
 TURN_S = 0.0003
 """How long a turn's holder may go on (reads into one frame while its bytes are there):
 a turn costs two scheduler rounds, and a small request arriving meanwhile waits for at
@@ -133,4 +136,4 @@ class BulkTurns:
         self._lock.release()
 
 
-__all__ = ["MAX_WAIT_S", "QUIET_S", "TURN_S", "BulkTurns"]
+__all__ = ["MAX_WAIT_S", "QUIET_S", "QUIET_TURN_S", "TURN_S", "BulkTurns"]

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 import trio
 
 from broker.net.admission import FirstRequest, log_invalid
-from broker.net.bulk_turns import TURN_S
+from broker.net.bulk_turns import QUIET_TURN_S, TURN_S
 from broker.net.channel_security import ListenerSecurity
 from broker.net.connection import Connection
 from broker.net.hang_up_watcher import AVAILABLE as hang_up_watch_available
@@ -252,7 +252,7 @@ class ConnectionTasks:
                 turns = self._bulk_turns
                 quiet = await turns.acquire(yielded=waited)
                 try:
-                    return self._read_in_turn(connection, stream)
+                    return self._read_in_turn(connection, stream, quiet)
                 finally:
                     turns.release(quiet)
             count = await stream.receive_into(space)
@@ -264,11 +264,14 @@ class ConnectionTasks:
             data = await stream.receive_some(max_bytes)
         return protocol.receive_data(data, self._now())
 
-    def _read_in_turn(self, connection: Connection, stream: FastSocketStream) -> ConnectionEvent:
-        """Reads into the frame in progress for at most TURN_S, while its bytes are
-        there: MAX_READ at a time, so that no single read holds the loop long."""
+    def _read_in_turn(
+        self, connection: Connection, stream: FastSocketStream, quiet: bool = False
+    ) -> ConnectionEvent:
+        """Reads into the frame in progress for at most TURN_S (QUIET_TURN_S on a quiet
+        loop), while its bytes are there: MAX_READ at a time, so that no single read
+        holds the loop long."""
         protocol = connection.protocol
-        ends = time.perf_counter() + TURN_S
+        ends = time.perf_counter() + (QUIET_TURN_S if quiet else TURN_S)
         event: ConnectionEvent = NeedData(MAX_READ)
         while True:
             space = protocol.frame_space(MAX_READ)
