@@ -44,6 +44,7 @@ from broker.protocol.record_batch.errors import InvalidRecordsError
 from broker.protocol.record_batch.layout import RecordBatchHeader
 from broker.protocol.record_batch.validator import (
     CLIENT_APPEND,
+    CLIENT_APPEND_ON_LOOP,
     ClientAppend,
     check_single_batch,
     read_first_header,
@@ -225,9 +226,7 @@ class ProduceHandler:
                 ]
             else:
                 partitions = [
-                    await self._produce_partition(
-                        request.api_version, body.acks, body.transactional_id, topic_data, p, h
-                    )
+                    await self._produce_partition(request, topic_data, p, h)
                     for p, h in zip(topic_data.partition_data, row, strict=True)
                 ]
             topics.append(
@@ -298,13 +297,12 @@ class ProduceHandler:
 
     async def _produce_partition(
         self,
-        api_version: int,
-        acks: int,
-        transactional_id: str | None,
+        request: Request,
         topic_data: TopicProduceData,
         data: PartitionProduceData,
         parsed: ParsedHeader,
     ) -> PartitionProduceResponse:
+        acks = request.body.acks
         topic_name = topic_data.name
         topic = self._logs.topic(topic_name)
         partition = self._logs.partition(topic_name, data.index) if topic else None
@@ -313,9 +311,7 @@ class ProduceHandler:
         if acks not in VALID_ACKS:
             return partition_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS)
         try:
-            return await self._append(
-                api_version, acks, transactional_id, topic, partition, data, parsed
-            )
+            return await self._append(request, topic, partition, data, parsed)
         except InvalidRecordsError as exc:
             log.debug("produce to %s-%d refused: %s", topic_name, data.index, exc)
             if exc.record_index is not None:
@@ -327,9 +323,7 @@ class ProduceHandler:
 
     async def _append(
         self,
-        api_version: int,
-        acks: int,
-        transactional_id: str | None,
+        request: Request,
         topic: TopicView,
         partition: PartitionView,
         data: PartitionProduceData,
@@ -344,7 +338,9 @@ class ProduceHandler:
             raise parsed.error
         header = parsed.header
         assert header is not None  # read_headers gives one or the other
-        client = CLIENT_APPEND
+        acks = request.body.acks
+        on_loop = request.bulk_on_loop
+        client = CLIENT_APPEND_ON_LOOP if on_loop else CLIENT_APPEND
         min_insync_replicas = int(topic.config("min.insync.replicas")) if acks == -1 else 1
         if self._replication.tracked(topic.name, data.index):
             # The leader counts its ISR (one replica alone is the rule below).
@@ -356,11 +352,12 @@ class ProduceHandler:
             client = ClientAppend(
                 partial(
                     self._before_records,
-                    transactional_id,
+                    request.body.transactional_id,
                     min_insync_replicas,
                     topic.name,
                     data.index,
-                )
+                ),
+                on_loop,
             )
         result = await partition.append(batch, header, client)
         self._replication.on_append(topic.name, data.index)

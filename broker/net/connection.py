@@ -22,6 +22,7 @@ class Connection:
     """State of one accepted connection; owned by exactly one connection task."""
 
     __slots__ = (
+        "bulk_client",
         "closing",
         "expired",
         "first_request",
@@ -58,6 +59,9 @@ class Connection:
         self.first_request: Request | None = None
         self.closing = False
         self.expired = False
+        # Whether it has sent a large request (a producer): its small ones are not what
+        # bulk turns protect (bulk_turns.py).
+        self.bulk_client = False
         # Whether the hang-up watcher watches its socket (a wait for the pool or for a
         # deferred answer): the common request has nothing to unwatch.
         self.hang_up_watched = False

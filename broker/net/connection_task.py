@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 import trio
 
 from broker.net.admission import FirstRequest, log_invalid
-from broker.net.bulk_turns import TURN_S
+from broker.net.bulk_turns import QUIET_TURN_S, TURN_S
 from broker.net.channel_security import ListenerSecurity
 from broker.net.connection import Connection
 from broker.net.hang_up_watcher import AVAILABLE as hang_up_watch_available
@@ -246,10 +246,15 @@ class ConnectionTasks:
                 del space
                 # Bytes usually wait already (the client sends faster than one read
                 # takes): a FIONREAD spares the trip through epoll that waiting costs.
-                if not stream.unread_bytes():
+                waited = not stream.unread_bytes()
+                if waited:
                     await stream.wait_readable()
-                async with self._bulk_turns:
-                    return self._read_in_turn(connection, stream)
+                turns = self._bulk_turns
+                quiet = await turns.acquire(yielded=waited)
+                try:
+                    return self._read_in_turn(connection, stream, quiet)
+                finally:
+                    turns.release(quiet)
             count = await stream.receive_into(space)
             del space
             return protocol.received_into(count, self._now())
@@ -259,11 +264,14 @@ class ConnectionTasks:
             data = await stream.receive_some(max_bytes)
         return protocol.receive_data(data, self._now())
 
-    def _read_in_turn(self, connection: Connection, stream: FastSocketStream) -> ConnectionEvent:
-        """Reads into the frame in progress for at most TURN_S, while its bytes are
-        there: MAX_READ at a time, so that no single read holds the loop long."""
+    def _read_in_turn(
+        self, connection: Connection, stream: FastSocketStream, quiet: bool = False
+    ) -> ConnectionEvent:
+        """Reads into the frame in progress for at most TURN_S (QUIET_TURN_S on a quiet
+        loop), while its bytes are there: MAX_READ at a time, so that no single read
+        holds the loop long."""
         protocol = connection.protocol
-        ends = time.perf_counter() + TURN_S
+        ends = time.perf_counter() + (QUIET_TURN_S if quiet else TURN_S)
         event: ConnectionEvent = NeedData(MAX_READ)
         while True:
             space = protocol.frame_space(MAX_READ)
@@ -285,11 +293,16 @@ class ConnectionTasks:
     def _request(self, connection: Connection, received: RequestReceived) -> Request:
         started = time.perf_counter_ns()
         decoded, memory = received.decoded, received.memory
+        size_bytes = len(received.frame) - decoded.offset
+        if size_bytes > SMALL_REQUEST_BYTES:
+            connection.bulk_client = True
+        elif not connection.bulk_client:
+            self._bulk_turns.small_requests += 1  # someone for bulk turns to protect
         request = Request(
             header=decoded.header,
             body=decoded.body,
             context=connection.protocol.context,
-            size_bytes=len(received.frame) - decoded.offset,
+            size_bytes=size_bytes,
             memory_bytes=memory,
             unsupported_version=decoded.unsupported,
             response_memory=self._pool.responses,

@@ -88,6 +88,10 @@ class Request(Generic[BodyT]):
     """Set by the client-quota middleware: run once the response is written."""
     encoded_response: tuple[object, Sequence[Buffer]] | None = None
     """A response body already encoded on the way (to measure it), and its frame."""
+    bulk_on_loop: bool = False
+    """Set by the handler pool: a large request taken while no small request waits to
+    be protected (bulk_turns.BulkTurns.quiet), whose bulk work (a batch's write into the
+    log) may run on the event loop instead of a worker thread."""
 
     @property
     def api_key(self) -> int:

@@ -105,8 +105,10 @@ class RequestHandlerPool:
                 finally:
                     handler.waiting = False
                 if request.size_bytes > SMALL_REQUEST_BYTES:
-                    # Its first step (checks, validation) waits for the loop to be idle.
-                    await channel.bulk_turns.wait()
+                    # Its first step (checks, validation) waits for the loop to be idle;
+                    # on a quiet loop its batches are written there too (no thread hop).
+                    # Its step has only begun (small requests at most before it).
+                    request.bulk_on_loop = await channel.bulk_turns.wait(yielded=True)
                 now = time.perf_counter_ns()
                 self._idle_ns += now - waited
                 request.dequeue_ns = now

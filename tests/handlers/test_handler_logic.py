@@ -39,9 +39,10 @@ from tests.handlers.fake_log import FakeLog, FakeTopic
 class FakeRequest:
     """Just what the handlers read from a request."""
 
-    def __init__(self, body: Any, api_version: int) -> None:
+    def __init__(self, body: Any, api_version: int, bulk_on_loop: bool = False) -> None:
         self.body = body
         self.api_version = api_version
+        self.bulk_on_loop = bulk_on_loop
 
     def reserve_response_memory(self, wanted: int) -> int:
         return wanted
@@ -455,3 +456,26 @@ async def test_broker_config_layers_and_resize_validation(tmp_path: Path) -> Non
     assert server.io_threads == 8
     with pytest.raises(KafkaError):
         await configs.alter("1", {"queued.max.requests": "5"})
+
+
+async def test_a_produce_on_a_quiet_loop_lets_the_log_write_its_batch_there() -> None:
+    """Issue 19 item 7: the handler pool's `bulk_on_loop` reaches the log's append, also
+    where the append runs the request's own checks (min.insync.replicas)."""
+    log = FakeLog(FakeTopic("t", 1), FakeTopic("isr", 1, {"min.insync.replicas": "2"}))
+    seen: list[bool] = []
+    for name in ("t", "isr"):
+        partition = log.partition(name, 0)
+        assert partition is not None
+        real_append = partition.append
+
+        async def recording_append(*args: Any, real: Any = real_append, **kwargs: Any) -> Any:
+            seen.append(args[2].write_on_loop)
+            return await real(*args, **kwargs)
+
+        partition.append = recording_append  # type: ignore[method-assign]
+    handler = ProduceHandler(log)
+    for bulk_on_loop in (True, False):
+        for topic, acks in (("t", 1), ("isr", -1)):
+            request = FakeRequest(produce_body(topic, one_batch(10), acks), 9, bulk_on_loop)
+            await handler.handle(request)  # type: ignore[arg-type]
+    assert seen == [True, True, False, False]

@@ -1,5 +1,5 @@
 """A leader's append writes the patched header and the request's records, not a copy; a
-large batch from a worker thread."""
+large batch from a worker thread, unless the Produce came on a quiet loop."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import trio
 
 from broker.errors import KafkaError
 from broker.log.log_segment import LogSegment
-from broker.log.partition_log import THREAD_WRITE_THRESHOLD
+from broker.log.partition_log import QUIET_LOOP_WRITE_LIMIT, THREAD_WRITE_THRESHOLD
 from broker.protocol.error_codes import ErrorCode
 from broker.protocol.record_batch.layout import RecordBatchHeader
-from broker.protocol.record_batch.validator import CLIENT_APPEND
+from broker.protocol.record_batch.validator import CLIENT_APPEND, CLIENT_APPEND_ON_LOOP
 from broker.protocol.records import iter_batches
 from tests.log.helpers import config, decode_values, make_batch, open_manager
 
@@ -131,3 +131,32 @@ async def test_a_topic_deleted_while_a_large_batch_is_written_answers_unknown_to
             await manager.delete_topic("t")
             held.go_on.set()
         assert errors == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+
+
+async def test_on_a_quiet_loop_a_large_batch_is_written_on_the_loop_below_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19 item 7: no worker thread's round trip when no small request waits."""
+    loop_thread = threading.get_ident()
+    writers: list[tuple[int, bool]] = []
+    real_write = LogSegment.write
+
+    def recording_write(
+        segment: LogSegment, data: bytes | memoryview, rest: bytes | memoryview = b""
+    ) -> None:
+        writers.append((len(data) + len(rest), threading.get_ident() == loop_thread))
+        real_write(segment, data, rest)
+
+    monkeypatch.setattr(LogSegment, "write", recording_write)
+    too_large = make_batch([os.urandom(QUIET_LOOP_WRITE_LIMIT)])
+    async with open_manager(config(tmp_path, message_max_bytes=str(1 << 21))) as manager:
+        log = (await manager.create_topic("t", 1)).partitions[0]
+        await log.append(*LARGE, CLIENT_APPEND_ON_LOOP)
+        await log.append(*too_large, CLIENT_APPEND_ON_LOOP)
+        await log.append(*LARGE, CLIENT_APPEND)
+        assert [on_loop for _, on_loop in writers] == [True, False, False]
+        assert [h.base_offset for h, _ in iter_batches((await log.read(0, 1 << 22)).records)] == [
+            0,
+            1,
+            2,
+        ]

@@ -98,3 +98,25 @@ async def test_handlers_take_small_requests_first_and_few_large_ones_at_once() -
         assert apis.started[4:] == ["large-1", "large-2"]
         assert apis.most_in_service == 1
         nursery.cancel_scope.cancel()
+
+
+async def test_a_large_request_on_a_quiet_loop_may_do_its_bulk_work_on_the_loop() -> None:
+    """Issue 19 item 7: with no small request to protect, a large request's turn is
+    given at once and its batches may be written on the loop (Request.bulk_on_loop)."""
+    channel = RequestChannel(10)
+    taken: list[tuple[str, bool]] = []
+
+    class Apis:
+        async def handle(self, request: Request, channel: RequestChannel) -> None:
+            taken.append((str(request.header.client_id), request.bulk_on_loop))
+
+    pool = RequestHandlerPool(channel, Apis(), 1)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(pool.run)
+        await channel.send_request(request("quiet", LARGE))
+        await wait_until(lambda: len(taken) == 1, interval_s=0.001)
+        channel.bulk_turns.small_requests += 1  # as a connection task counts one
+        await channel.send_request(request("busy", LARGE))
+        await wait_until(lambda: len(taken) == 2, interval_s=0.001)
+        nursery.cancel_scope.cancel()
+    assert taken == [("quiet", True), ("busy", False)]

@@ -187,6 +187,7 @@ class _Request:
     def __init__(self, body: ProduceRequest) -> None:
         self.body = body
         self.api_version = 9
+        self.bulk_on_loop = False
 
 
 async def test_produce_reads_each_partitions_header_once(

@@ -60,13 +60,18 @@ class ClientAppend(NamedTuple):
     ``before_records`` runs the checks that need the request (KIP-890's verification of
     a transactional batch, acks=all against min.insync.replicas) after the batch checks
     and before the record checks, the order this broker answers in; None when there are
-    none (the common case: no closure per partition)."""
+    none (the common case: no closure per partition). ``write_on_loop``: the request
+    came while the event loop has no small requests to protect, so the log may write a
+    large batch there rather than hop to a worker thread."""
 
     before_records: Callable[[RecordBatchHeader], Awaitable[None]] | None = None
+    write_on_loop: bool = False
 
 
 CLIENT_APPEND = ClientAppend()
 """A client's batch with no request-level checks to run."""
+CLIENT_APPEND_ON_LOOP = ClientAppend(write_on_loop=True)
+"""The same, on a quiet event loop."""
 
 
 class LogValidator(NamedTuple):
