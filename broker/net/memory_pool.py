@@ -100,7 +100,7 @@ class MemoryPool:
         # (frame_buffers.py).
         self.frame_buffers = FrameBuffers(
             self.reserve or DEFAULT_KEEP_BYTES,
-            None if self._size is None else lambda: max(self._available, 0),
+            None if self._size is None else lambda: self._available,
             KEPT_LARGE_FRAMES,
             unmap_in_worker_thread,
         )

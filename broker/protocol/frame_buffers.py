@@ -64,6 +64,13 @@ def capacity_for(size: int) -> int:
     return -(-size // GRANULE) * GRANULE
 
 
+def anonymous_mapping(size: int) -> mmap.mmap:
+    """Private anonymous memory, as malloc maps it: Python's default for `mmap(-1, ...)`
+    is a shared mapping (backed by shmem), whose pages cost about 1.5 times as much to
+    fault in and which cannot grow (`mremap` past its shmem object's size: SIGBUS)."""
+    return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
+
+
 def _close(buffer: mmap.mmap) -> None:
     buffer.close()
 
@@ -91,6 +98,7 @@ class FrameBuffers:
         keep_large: int = 0,
         discard: Callable[[mmap.mmap], None] = _close,
     ) -> None:
+        """`room`: the bytes the memory pool has free (below 0 while it is overshot)."""
         self.keep_bytes = keep_bytes
         self.keep_large = keep_large
         self._room = room
@@ -114,6 +122,10 @@ class FrameBuffers:
         return len(self._idle_large)
 
     @property
+    def idle_large_bytes(self) -> int:
+        return self._idle_large_bytes
+
+    @property
     def held_bytes(self) -> int:
         """Bytes of every mapping held: lent (in use or not yet seen free) and idle."""
         return self.idle_bytes + sum(len(buffer) for buffer in self._lent)
@@ -122,13 +134,13 @@ class FrameBuffers:
         """A mapping of at least `size` bytes for a frame, reused when one is idle. Its
         contents are left over from an earlier frame: the caller fills it."""
         if size >= LARGE_FRAME and not self.keep_large:
-            return mmap.mmap(-1, size)  # not lent: unmapped with its last reference
+            return anonymous_mapping(size)  # not lent: unmapped with its last reference
         # The frame's bytes were admitted just now: a mapping given back before that
         # serves it, whatever room is left.
         self._adopt_unreferenced()
         buffer = self._reuse_large(size) if size >= LARGE_FRAME else self._reuse(size)
         if buffer is None:
-            buffer = mmap.mmap(-1, size if size >= LARGE_FRAME else capacity_for(size))
+            buffer = anonymous_mapping(size if size >= LARGE_FRAME else capacity_for(size))
             self.mapped += 1
         self._lent.append(buffer)
         self._trim(0)
@@ -168,7 +180,7 @@ class FrameBuffers:
         """The idle bytes that may be kept now, `freeing` bytes about to be given back
         to the pool."""
         room = self._room
-        return -1 if room is None else room() + freeing
+        return -1 if room is None else max(room() + freeing, 0)
 
     def _trim(self, freeing: int) -> None:
         """Unmap idle mappings, largest first, until the small ones total at most
@@ -233,4 +245,11 @@ class FrameBuffers:
         self._trim(freeing)
 
 
-__all__ = ["GRANULE", "LARGE_FRAME", "POOLED_FRAME", "FrameBuffers", "capacity_for"]
+__all__ = [
+    "GRANULE",
+    "LARGE_FRAME",
+    "POOLED_FRAME",
+    "FrameBuffers",
+    "anonymous_mapping",
+    "capacity_for",
+]

@@ -27,7 +27,12 @@ from __future__ import annotations
 import mmap
 import struct
 
-from broker.protocol.frame_buffers import LARGE_FRAME, POOLED_FRAME, FrameBuffers
+from broker.protocol.frame_buffers import (
+    LARGE_FRAME,
+    POOLED_FRAME,
+    FrameBuffers,
+    anonymous_mapping,
+)
 
 _SIZE = struct.Struct(">i")
 
@@ -192,4 +197,4 @@ class FrameDecoder:
     def _frame_buffer(self, size: int) -> bytearray | mmap.mmap:
         if size >= POOLED_FRAME and self._buffers is not None:
             return self._buffers.take(size)
-        return mmap.mmap(-1, size) if size >= MAPPED_FRAME else bytearray(size)
+        return anonymous_mapping(size) if size >= MAPPED_FRAME else bytearray(size)
