@@ -9,7 +9,6 @@ free. The broker runs in this Trio run; the frames are sent from plain threads.
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import trio
@@ -17,20 +16,13 @@ import trio
 from bench import hostile_clients as hc
 from broker.protocol.framing import MAPPED_FRAME
 from tests.integration.broker_harness import running_broker
+from tests.integration.test_flood_loop_rounds import send_frames
 from tests.waiting import wait_until
 
 FRAME_BYTES = MAPPED_FRAME + (1 << 20)
 SENDERS = 2
 FRAMES_EACH = 3
 WAIT_S = 60.0
-
-
-def _send_frames(port: int, frame: bytes, answers: list[bytes]) -> None:
-    with socket.create_connection(("127.0.0.1", port)) as sock, sock.makefile("rb") as stream:
-        for _ in range(FRAMES_EACH):
-            sock.sendall(frame)
-            size = int.from_bytes(stream.read(4), "big")
-            answers.append(stream.read(size))
 
 
 async def test_large_frames_are_read_into_reused_mappings_within_the_pool(
@@ -52,7 +44,9 @@ async def test_large_frames_are_read_into_reused_mappings_within_the_pool(
         with trio.fail_after(WAIT_S):
             async with trio.open_nursery() as nursery:
                 for _ in range(SENDERS):
-                    nursery.start_soon(trio.to_thread.run_sync, _send_frames, port, frame, answers)
+                    nursery.start_soon(
+                        trio.to_thread.run_sync, send_frames, port, frame, FRAMES_EACH, answers
+                    )
             await wait_until(lambda: pool.available == pool.size, WAIT_S)
         buffers = pool.frame_buffers
         # Every frame but the first could take its predecessor's mapping; a worker
