@@ -47,8 +47,9 @@ SMALL_SHARE = 16
 """A request of at most 1/SMALL_SHARE of the reserve is small."""
 MAX_SMALL_ALLOCATION = 1 << 20
 KEPT_LARGE_FRAMES = 2
-"""Idle mappings of frames of 16 MiB and more kept for the next ones (within the pool's
-free bytes): under a flood of pool-sized frames one is answered as the next arrives."""
+"""Idle mappings of frames of 16 MiB and more kept for the next ones, while large frames
+wait for memory (within the pool's free bytes): under a flood of pool-sized frames one is
+answered as the next waits for its bytes."""
 
 
 class _Waiter:
@@ -95,14 +96,15 @@ class MemoryPool:
         # Responses waiting to be written get a budget of their own, the pool's size.
         self.responses = ResponseMemory(self._size)
         # Large frames' buffers, reused; idle ones are kept up to the reserve (and
-        # KEPT_LARGE_FRAMES of 16 MiB and more) and only while the pool has as much
-        # free, so that the memory held for frames stays within the pool
-        # (frame_buffers.py).
+        # KEPT_LARGE_FRAMES of 16 MiB and more while large frames wait) and only while
+        # the pool has as much free, so that the memory held for frames stays within
+        # the pool (frame_buffers.py).
         self.frame_buffers = FrameBuffers(
             self.reserve or DEFAULT_KEEP_BYTES,
             None if self._size is None else lambda: self._available,
             KEPT_LARGE_FRAMES,
             unmap_in_worker_thread,
+            lambda: bool(self._large_waiters),
         )
 
     # ---- state

@@ -28,7 +28,10 @@ what it sent. Given `keep_large` (the broker's), their mappings are reused too: 
 of pool-sized frames otherwise paid, per 50 MB frame, about 30 ms of CPU in page faults
 and 9 ms unmapping it (issue 22, point 1), competing with every other client for the
 cores. At most `keep_large` of them are kept idle, within `room()` like the others (not
-`keep_bytes`: one is larger than the pool's reserve), and a frame takes the idle one
+`keep_bytes`: one is larger than the pool's reserve), and only while `large_waiting()`
+says a large frame waits for the pool's memory (a flood, whose next frame takes it at
+once: after it, or between one client's frames, they are given back), and a frame takes
+the idle one
 that fits it best: one at most a sixteenth larger, or else the largest smaller one,
 grown (`mremap`: the new pages again provided as written). Those given up go to
 `discard` (the broker's unmaps them in a worker thread: 9 ms for a written 50 MB mapping).
@@ -84,6 +87,7 @@ class FrameBuffers:
         "_idle_bytes",
         "_idle_large",
         "_idle_large_bytes",
+        "_large_waiting",
         "_lent",
         "_room",
         "keep_bytes",
@@ -97,12 +101,15 @@ class FrameBuffers:
         room: Callable[[], int] | None = None,
         keep_large: int = 0,
         discard: Callable[[mmap.mmap], None] = _close,
+        large_waiting: Callable[[], bool] = lambda: True,
     ) -> None:
-        """`room`: the bytes the memory pool has free (below 0 while it is overshot)."""
+        """`room`: the bytes the memory pool has free (below 0 while it is overshot);
+        `large_waiting`: whether a large frame waits for them."""
         self.keep_bytes = keep_bytes
         self.keep_large = keep_large
         self._room = room
         self._discard = discard
+        self._large_waiting = large_waiting
         self._idle: dict[int, list[mmap.mmap]] = {}
         self._idle_large: list[mmap.mmap] = []
         self._idle_bytes = 0
@@ -184,13 +191,14 @@ class FrameBuffers:
 
     def _trim(self, freeing: int) -> None:
         """Unmap idle mappings, largest first, until the small ones total at most
-        `keep_bytes`, at most `keep_large` large ones are left, and all of them fit the
-        room left."""
+        `keep_bytes`, at most `keep_large` large ones are left (none unless a large frame
+        waits), and all of them fit the room left."""
         self._trim_small(self.keep_bytes)
         large = self._idle_large
-        if len(large) > self.keep_large:
+        keep_large = self.keep_large if large and self._large_waiting() else 0
+        if len(large) > keep_large:
             large.sort(key=len)
-            while len(large) > self.keep_large:
+            while len(large) > keep_large:
                 self._drop_large(large.pop())
         limit = self._limit(freeing)
         if limit < 0 or self.idle_bytes <= limit:

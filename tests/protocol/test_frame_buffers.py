@@ -169,6 +169,24 @@ def test_idle_large_mappings_given_up_go_to_discard() -> None:
     assert len(taken) == LARGE and buffers.mapped == 2 and buffers.idle_large == 0
 
 
+def test_idle_large_mappings_are_kept_only_while_a_large_frame_waits() -> None:
+    waiting = [True]
+    discarded: list[int] = []
+    buffers = FrameBuffers(
+        keep_large=2, discard=lambda b: discarded.append(len(b)), large_waiting=lambda: waiting[0]
+    )
+    frame = buffers.take(LARGE)
+    del frame
+    buffers.sweep()  # answered while the next frame waits: kept for it
+    assert buffers.idle_large == 1 and not discarded
+    waiting[0] = False
+    taken = buffers.take(LARGE)  # the last one takes it
+    assert buffers.mapped == 1
+    del taken
+    buffers.sweep()  # answered with none waiting: the flood is over
+    assert buffers.idle_large == 0 and buffers.held_bytes == 0 and discarded == [LARGE]
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
