@@ -22,19 +22,19 @@ slices of it (records). A mapping is free once nothing references it but this po
 every memoryview over it, sliced or not, holds its exporter through a managed buffer,
 so the mapping's reference count says (CPython's, which the broker runs on).
 
-Frames of `LARGE_FRAME` (16 MiB) and more get a mapping of their own size, whose pages the
-kernel provides only as they are written, so a slow sender announcing a huge frame costs
-what it sent. Given `keep_large` (the broker's), their mappings are reused too: a flood
-of pool-sized frames otherwise paid, per 50 MB frame, about 30 ms of CPU in page faults
-and 9 ms unmapping it (issue 22, point 1), competing with every other client for the
-cores. At most `keep_large` of them are kept idle, within `room()` like the others (not
-`keep_bytes`: one is larger than the pool's reserve), and only while `large_waiting()`
-says a large frame waits for the pool's memory (a flood, whose next frame takes it at
-once: after it, or between one client's frames, they are given back), and a frame takes
-the idle one
-that fits it best: one at most a sixteenth larger, or else the largest smaller one,
-grown (`mremap`: the new pages again provided as written). Those given up go to
-`discard` (the broker's unmaps them in a worker thread: 9 ms for a written 50 MB mapping).
+Frames of `LARGE_FRAME` (16 MiB) and more get a mapping of their own size, whose pages
+the kernel provides only as they are written, so a slow sender announcing a huge frame
+costs what it sent. Given `keep_large` (the broker's), their mappings are reused too: a
+flood of pool-sized frames otherwise paid, per 50 MB frame, about 30 ms of CPU in page
+faults and 9 ms unmapping it (issue 22, point 1), competing with every other client for
+the cores. At most `keep_large` of them are kept idle, within `room()` like the others
+(not `keep_bytes`: one is larger than the pool's reserve), and only while
+`large_waiting()` says a large frame waits for the pool's memory (a flood, whose next
+frame takes one at once; after it, or between one client's frames, they are given up).
+A frame takes the idle one that fits it best: one at most a sixteenth larger, or else
+the largest smaller one, grown (`mremap`: the new pages again provided as written).
+Those given up go to `discard` (the broker's unmaps them in a worker thread: 9 ms for a
+written 50 MB mapping).
 """
 
 from __future__ import annotations
