@@ -29,6 +29,7 @@ class Connection:
         "hang_up_watched",
         "id",
         "in_flight",
+        "large_frame",
         "listener_name",
         "local_address",
         "protocol",
@@ -37,7 +38,6 @@ class Connection:
         "responses_out",
         "scope",
         "stream",
-        "unmapping",
     )
 
     def __init__(
@@ -65,9 +65,9 @@ class Connection:
         # Whether the hang-up watcher watches its socket (a wait for the pool or for a
         # deferred answer): the common request has nothing to unwatch.
         self.hang_up_watched = False
-        # A frame of its own mapping (MAPPED_FRAME and up) answered, with its pool bytes:
-        # unmapped in a worker thread, then the bytes released (connection_task).
-        self.unmapping: tuple[mmap.mmap, int] | None = None
+        # An answered frame of its own mapping (MAPPED_FRAME and up) and its pool bytes,
+        # given back once the task has yielded (connection_task).
+        self.large_frame: tuple[mmap.mmap, int] | None = None
         # Responses routed here by the processor; unbounded because at most one
         # request is in flight, so at most a handful of responses can queue.
         self.responses_out, self.responses_in = trio.open_memory_channel[Response](math.inf)

@@ -16,7 +16,6 @@ client that went away is closed on our side too.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import mmap
 import time
@@ -65,6 +64,10 @@ _client_closes = LogLimiter(log)
 _RESPONDING = ConnectionState.RESPONDING  # a module constant: cheaper than the enum lookup
 MAX_READ = MAX_RECEIVE
 """The most one read into a large frame takes (see `_receive`)."""
+GIVE_BACK_TRIES = 10
+GIVE_BACK_WAIT_S = 0.0005
+"""How long an answered large frame's mapping is waited for while something else still
+holds it (`_give_back_large_frame`): at most 10 times 0.5 ms."""
 
 Forget = Callable[[Connection], None]
 """The processor's bookkeeping once a connection has closed."""
@@ -134,8 +137,8 @@ class ConnectionTasks:
                     keep_serving = await self._dispatch(connection, request)
                     # Not kept alive (with its frame) while the next one is read.
                     del request
-                    if connection.unmapping is not None:
-                        await self._unmap(connection)
+                    if connection.large_frame is not None:
+                        await self._give_back_large_frame(connection)
                     if not keep_serving:
                         break
             idle = connection.scope.cancelled_caught and connection.expired
@@ -310,12 +313,13 @@ class ConnectionTasks:
         if memory:
             pool = self._pool
             frame = received.frame
-            if isinstance(frame, memoryview) and isinstance(frame.obj, mmap.mmap):
-                if len(frame.obj) >= MAPPED_FRAME:
-                    mapping = frame.obj
-                    request.release = lambda: self._unmap_later(connection, mapping, memory)
-                else:
-                    request.release = lambda: pool.release(memory)
+            if (
+                isinstance(frame, memoryview)
+                and isinstance(frame.obj, mmap.mmap)
+                and len(frame.obj) >= MAPPED_FRAME
+            ):
+                mapping = frame.obj
+                request.release = lambda: self._large_frame_answered(connection, mapping, memory)
             else:
                 request.release = lambda: pool.release(memory)
         if self._hang_ups is not None:
@@ -324,25 +328,36 @@ class ConnectionTasks:
         return request
 
     @staticmethod
-    def _unmap_later(connection: Connection, mapping: mmap.mmap, memory: int) -> None:
-        """A frame with a mapping of its own is answered: `_unmap` gives it back."""
-        connection.unmapping = (mapping, memory)
+    def _large_frame_answered(connection: Connection, mapping: mmap.mmap, memory: int) -> None:
+        """A frame with a mapping of its own is answered: `_give_back_large_frame`."""
+        connection.large_frame = (mapping, memory)
 
-    async def _unmap(self, connection: Connection) -> None:
-        """Unmap an answered frame's own mapping (MAPPED_FRAME and up) in a worker
-        thread, then give its bytes back to the pool (so that what the broker holds
-        stays within it). munmap of a written 50 MB mapping takes 5-10 ms of CPU, and
-        on the event loop every other connection waited for it. The last reference to
-        it but this one goes when this task next yields (Trio's runner holds the value
-        that resumed it: the response, hence the request and its views)."""
-        unmapping, connection.unmapping = connection.unmapping, None
-        assert unmapping is not None
-        mapping, memory = unmapping
-        del unmapping
+    async def _give_back_large_frame(self, connection: Connection) -> None:
+        """An answered frame's own mapping (MAPPED_FRAME and up) goes back to the pool's
+        frame buffers, kept for the next large frame (a fresh one costs about 40 ms of
+        CPU per 50 MB in page faults and unmapping) or unmapped in a worker thread, and
+        then its bytes go back to the pool, which may admit the next frame at once.
+
+        The last references to it go when this task next yields (Trio's runner holds
+        the value that resumed it: the response, hence the request and its views), and
+        once a worker thread that validated its batch has returned (the job's result,
+        held until the thread next gets the GIL): it is waited for, a few milliseconds
+        at most, rather than the next frame given a fresh mapping while this one is
+        still there."""
+        large, connection.large_frame = connection.large_frame, None
+        assert large is not None
+        mapping, memory = large
+        del large
+        buffers = self._pool.frame_buffers
         try:
             await trio.lowlevel.checkpoint()
-            await trio.to_thread.run_sync(_close_mapping, mapping)
+            for _ in range(GIVE_BACK_TRIES):
+                if buffers.released(mapping):
+                    break
+                await trio.sleep(GIVE_BACK_WAIT_S)
         finally:
+            del mapping
+            buffers.sweep(freeing=memory)
             self._pool.release(memory)
 
     async def _answer_sasl(self, connection: Connection, answer: SaslAnswer) -> None:
@@ -438,11 +453,16 @@ class ConnectionTasks:
             connection.in_flight.release_memory()
         if connection.first_request is not None:
             connection.first_request.release_memory()
-        if connection.unmapping is not None:  # closed before its turn: unmapped here
-            self._pool.release(connection.unmapping[1])
-            connection.unmapping = None
-        held = connection.protocol.held_memory
+        # Let go of the requests and the frame in progress, so that a large frame's
+        # buffer may serve the next frame the pool admits with their bytes (unless a
+        # handler still holds the request).
+        connection.in_flight = connection.first_request = None
+        held = connection.protocol.drop_frame()
+        if connection.large_frame is not None:  # closed before its turn
+            held += connection.large_frame[1]
+            connection.large_frame = None
         if held:
+            self._pool.frame_buffers.sweep(freeing=held)
             self._pool.release(held)
         connection.responses_out.close()
         self._unwatch_hang_up(connection)
@@ -482,10 +502,3 @@ class ConnectionTasks:
             log.debug("closing connection %s: the peer hung up", connection.id)
             connection.closing = True
             connection.scope.cancel()
-
-
-def _close_mapping(mapping: mmap.mmap) -> None:
-    """munmap (mmap.close releases the GIL for it); a mapping something still views is
-    left to its last reference."""
-    with contextlib.suppress(BufferError):
-        mapping.close()

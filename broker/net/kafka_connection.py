@@ -226,6 +226,14 @@ class KafkaConnection:
         """Pool bytes of a frame admitted but not yet handed out (to release on close)."""
         return self._memory
 
+    def drop_frame(self) -> int:
+        """The connection is closing: the frame in progress is given up, its buffer let
+        go; returns the pool bytes it held (`held_memory`), now for the caller to
+        release."""
+        held, self._memory = self._memory, 0
+        self._decoder.drop_frame()
+        return held
+
     @property
     def max_receive(self) -> int:
         return self._decoder.max_size

@@ -35,6 +35,7 @@ import trio
 
 from broker.metrics import SampledRate
 from broker.net.response_memory import ResponseMemory
+from broker.net.unmapping import unmap_in_worker_thread
 from broker.protocol.frame_buffers import DEFAULT_KEEP_BYTES, FrameBuffers
 
 UNBOUNDED_AVAILABLE = 2**63 - 1
@@ -45,6 +46,10 @@ RESERVE_SHARE = 10
 SMALL_SHARE = 16
 """A request of at most 1/SMALL_SHARE of the reserve is small."""
 MAX_SMALL_ALLOCATION = 1 << 20
+KEPT_LARGE_FRAMES = 2
+"""Idle mappings of frames of 16 MiB and more kept for the next ones, while large frames
+wait for memory (within the pool's free bytes): under a flood of pool-sized frames one is
+answered as the next waits for its bytes."""
 
 
 class _Waiter:
@@ -90,12 +95,16 @@ class MemoryPool:
             self._available_event.set()
         # Responses waiting to be written get a budget of their own, the pool's size.
         self.responses = ResponseMemory(self._size)
-        # Large frames' buffers, reused; idle ones are kept up to the reserve and only
-        # while the pool has as much free, so that the memory held for frames stays
-        # within the pool (frame_buffers.py).
+        # Large frames' buffers, reused; idle ones are kept up to the reserve (and
+        # KEPT_LARGE_FRAMES of 16 MiB and more while large frames wait) and only while
+        # the pool has as much free, so that the memory held for frames stays within
+        # the pool (frame_buffers.py).
         self.frame_buffers = FrameBuffers(
             self.reserve or DEFAULT_KEEP_BYTES,
-            None if self._size is None else lambda: max(self._available, 0),
+            None if self._size is None else lambda: self._available,
+            KEPT_LARGE_FRAMES,
+            unmap_in_worker_thread,
+            lambda: bool(self._large_waiters),
         )
 
     # ---- state

@@ -18,7 +18,8 @@ page of every produce request), or, given `FrameBuffers` (the broker's), from
 `POOLED_FRAME` up a reused mapping that is given back to the kernel once no longer
 needed (frame_buffers.py); a larger one gets an anonymous mapping, whose pages the
 kernel provides only once written, so a slow sender announcing a huge frame costs what
-it sent, not what it announced.
+it sent, not what it announced (the broker's `FrameBuffers` reuse those too, within its
+memory pool).
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ from __future__ import annotations
 import mmap
 import struct
 
-from broker.protocol.frame_buffers import POOLED_FRAME, FrameBuffers
+from broker.protocol.frame_buffers import (
+    LARGE_FRAME,
+    POOLED_FRAME,
+    FrameBuffers,
+    anonymous_mapping,
+)
 
 _SIZE = struct.Struct(">i")
 
@@ -35,8 +41,9 @@ READ_AHEAD = 16384
 size prefix and the start of a large one."""
 MAX_RECEIVE = 1 << 18
 """The largest single read into a frame's buffer."""
-MAPPED_FRAME = 1 << 24
-"""Frames at least this large (16 MiB), not yet whole, get a lazily paged mapping."""
+MAPPED_FRAME = LARGE_FRAME
+"""Frames at least this large (16 MiB), not yet whole, get a mapping of their own size
+(lazily paged when fresh; reused, given `FrameBuffers.keep_large`)."""
 
 Frame = bytes | memoryview
 
@@ -87,6 +94,12 @@ class FrameDecoder:
     def in_frame(self) -> bool:
         """Whether part of a frame (its prefix included) has been received."""
         return self._frame is not None or len(self._buffer) > self._start
+
+    def drop_frame(self) -> None:
+        """Give up the frame in progress and its buffer (its connection is closing), so
+        that its buffer can serve another frame at once."""
+        self._frame = None
+        self._filled = 0
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         frame = self._frame
@@ -182,8 +195,6 @@ class FrameDecoder:
         return None
 
     def _frame_buffer(self, size: int) -> bytearray | mmap.mmap:
-        if size >= MAPPED_FRAME:
-            return mmap.mmap(-1, size)
         if size >= POOLED_FRAME and self._buffers is not None:
             return self._buffers.take(size)
-        return bytearray(size)
+        return anonymous_mapping(size) if size >= MAPPED_FRAME else bytearray(size)

@@ -48,9 +48,10 @@ class RoundTimer(trio.abc.Instrument):
             self.longest = max(self.longest, time.thread_time() - self.started)
 
 
-def _send_frames(port: int, frame: bytes, answers: list[bytes]) -> None:
+def send_frames(port: int, frame: bytes, count: int, answers: list[bytes]) -> None:
+    """Send `frame` `count` times on one connection, each after the previous answer."""
     with socket.create_connection(("127.0.0.1", port)) as sock, sock.makefile("rb") as stream:
-        for _ in range(FRAMES):
+        for _ in range(count):
             sock.sendall(frame)
             size = int.from_bytes(stream.read(4), "big")
             answers.append(stream.read(size))
@@ -74,7 +75,7 @@ async def test_a_pool_sized_batch_is_appended_without_a_long_scheduler_round(
         timer.measuring = True
         try:
             with trio.fail_after(WAIT_S):
-                await trio.to_thread.run_sync(_send_frames, port, frame, answers)
+                await trio.to_thread.run_sync(send_frames, port, frame, FRAMES, answers)
                 # Each frame's mapping is unmapped after its answer is written, then
                 # its bytes go back to the pool.
                 pool = server.socket_server.memory_pool
