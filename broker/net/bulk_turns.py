@@ -30,7 +30,12 @@ one finds the turns back.
 from __future__ import annotations
 
 import trio
-import trio.testing
+
+# `trio.testing` exports this, but importing `trio.testing` imports pytest and pygments
+# wherever pytest is installed (0.3 s of CPU at every broker start in tests and benches);
+# the function itself lives in trio's core (tests/net/test_bulk_turns.py checks it is
+# the same one).
+from trio._core._generated_run import wait_all_tasks_blocked
 
 MAX_WAIT_S = 0.005
 """The longest a turn waits for an idle loop: with small requests keeping the loop busy,
@@ -108,7 +113,7 @@ class BulkTurns:
             await self._lock.acquire()
         try:
             with trio.move_on_after(self.max_wait_s) as scope:
-                await trio.testing.wait_all_tasks_blocked()
+                await wait_all_tasks_blocked()
         except BaseException:
             self._lock.release()
             raise

@@ -119,3 +119,20 @@ async def test_on_a_quiet_loop_a_turn_is_given_at_once_and_a_small_request_ends_
     assert turns.quiet()
     assert await turns.wait()
     assert (turns.taken, turns.quiet_taken) == (3, 2)
+
+
+def test_turns_wait_with_trios_own_wait_all_tasks_blocked() -> None:
+    """bulk_turns takes it from trio's core rather than import trio.testing (and pytest)."""
+    import trio.testing
+    from trio._core._generated_run import wait_all_tasks_blocked
+
+    assert wait_all_tasks_blocked is trio.testing.wait_all_tasks_blocked
+
+
+def test_a_broker_process_does_not_import_pytest() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, broker.__main__, broker.server; print('pytest' in sys.modules)"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "False"
