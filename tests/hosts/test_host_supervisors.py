@@ -81,8 +81,8 @@ def supervisors(tmp_path: Path, zookeeper_connect: str) -> Iterator[dict[str, Br
     def start(address: str) -> BrokerProcess:
         node_id, rack = HOSTS[address]
         port = consecutive_free_ports(address, 2)
-        # The first host's supervisor serves /metrics and the console (on a free port).
-        metrics_port = "0" if address == "127.0.0.2" else "-1"
+        # Each host's supervisor serves /metrics and the console (on a free port).
+        metrics_port = "0"
         return start_broker_process(
             tmp_path / f"host-{rack}",
             {
@@ -143,17 +143,18 @@ def coordinator(address: str, port: int, group: str) -> int:
     return response.node_id if response.error_code == 0 else -1
 
 
-def group_coordinated_by(address: str, port: int, nodes: set[int]) -> str:
-    """A group id whose coordinator is one of `nodes` (asked again while the offsets
-    topic's partitions are still being led: COORDINATOR_NOT_AVAILABLE)."""
-    found: list[str] = []
+def coordinated_group(address: str, port: int) -> tuple[str, int]:
+    """A group id and its coordinator (asked again while the offsets topic is still being
+    led: COORDINATOR_NOT_AVAILABLE). On hosts `__consumer_offsets` has one partition, so
+    every group has the same coordinator, on whichever host leads it."""
+    found: list[int] = []
 
-    def scan() -> bool:
-        found.extend(g for g in GROUPS if coordinator(address, port, g) in nodes)
-        return bool(found)
+    def led() -> bool:
+        found.append(coordinator(address, port, GROUPS[0]))
+        return found[-1] >= 0
 
-    wait_until(f"a group coordinated by one of {sorted(nodes)}", scan)
-    return found[0]
+    wait_until("a group coordinator", led)
+    return GROUPS[0], found[-1]
 
 
 def lag_by_partition(metrics: httpx.Client, group: str) -> dict[int, tuple[str, float]]:
@@ -264,9 +265,17 @@ def test_two_hosts_of_two_processes_each_form_one_cluster_that_survives_a_killed
     assert len(history.acknowledged) > 50, "too few records were acknowledged"
     assert not anomalies(history, read_back(servers, TOPIC, PARTITIONS))
 
-    # The lag of a group the first host coordinates, over partitions both hosts lead.
-    assert any(view.leader in (3, 4) for view in partitions(servers, TOPIC).values())
-    group = group_coordinated_by("127.0.0.2", first.port, {1, 2})
+    # The lag of a group, in the /metrics of the host that coordinates it, over
+    # partitions both hosts lead (the other host's asked with ListOffsets).
+    group, coordinator_node = coordinated_group("127.0.0.2", first.port)
+    coordinating = "127.0.0.2" if coordinator_node in (1, 2) else "127.0.0.3"
+    other_nodes = (3, 4) if coordinating == "127.0.0.2" else (1, 2)
+    led_now = {view.leader for view in partitions(servers, TOPIC).values()}
+    assert led_now & set(other_nodes), (coordinating, led_now)
+    lag_metrics = httpx.Client(
+        base_url=f"http://{coordinating}:{http_port_of(supervisors[coordinating])}",
+        timeout=WAIT_S,
+    )
     consumer = Consumer({"bootstrap.servers": servers, "group.id": group})
     try:
         consumer.commit(
@@ -278,13 +287,12 @@ def test_two_hosts_of_two_processes_each_form_one_cluster_that_survives_a_killed
         }
     finally:
         consumer.close()
-    expected = {
-        p: (str(coordinator("127.0.0.2", first.port, group)), end - 1.0) for p, end in ends.items()
-    }
+    expected = {p: (str(coordinator_node), end - 1.0) for p, end in ends.items()}
     wait_until(
-        "the group's lag of every partition in the first host's /metrics",
-        lambda: lag_by_partition(metrics, group) == expected,
+        "the group's lag of every partition in the coordinating host's /metrics",
+        lambda: lag_by_partition(lag_metrics, group) == expected,
     )
+    lag_metrics.close()
     # Its console's group page asks every partition's leader too (ListOffsets; its
     # session to the process killed above is dropped at the first answer and made again).
     wait_until(
