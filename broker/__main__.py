@@ -26,7 +26,7 @@ from pathlib import Path
 import trio
 
 from broker.cluster.group_shards import reshard_for_single_process
-from broker.cluster.member import ClusterMember, resolve_process_count, stop_when_supervisor_exits
+from broker.cluster.member import ClusterMember, stop_when_supervisor_exits
 from broker.cluster.process_ports import check_process_ports
 from broker.cluster.supervisor import (
     ProcessConfigError,
@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.log_level, "" if index is None else f"(process {index}) ")
     try:
         config = load_config(args.config, args.override)
-        count = resolve_process_count(config)
+        count = config.cluster.processes
         if index is None:  # the supervisor plans every process's ports
             check_process_ports(config, count)
             check_process_configs(config, count)

@@ -51,7 +51,7 @@ def check_no_process_logs_below(config: BrokerConfig) -> None:
     instead (the reverse of the supervisor's check, broker/cluster/supervisor.py)."""
     if config.cluster.zookeeper_connect is None:
         return
-    if (config.cluster.process_count or len(os.sched_getaffinity(0))) != 1:
+    if config.cluster.processes != 1:
         return
     for log_dir in config.log_dirs:
         path = Path(log_dir)

@@ -57,14 +57,6 @@ PEER_SOCKET_DIR_KEY = "peer.socket.dir"
 """The metadata store's key for the directory of the processes' private sockets."""
 
 
-def resolve_process_count(config: BrokerConfig) -> int:
-    """`process.count`, where 0 means one process per core this process may use."""
-    count = config.cluster.process_count
-    if count > 0:
-        return count
-    return max(len(os.sched_getaffinity(0)), 1)
-
-
 async def stop_when_supervisor_exits(shutdown: Callable[[], None]) -> None:
     """The supervisor holds the write end of this process's stdin and never writes to it:
     end of file means it is gone, even killed with SIGKILL, so no broker process outlives
@@ -84,7 +76,7 @@ def shard_dir(log_dir: Path, shard: int) -> Path:
 class ClusterMember:
     def __init__(self, config: BrokerConfig, process_index: int) -> None:
         self.config = config
-        self.process_count = resolve_process_count(config)
+        self.process_count = config.cluster.processes
         self.index = process_index
         self.node_id = config.node_id
         self.log_dir = Path(config.log_dirs[0])

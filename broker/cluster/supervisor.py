@@ -49,7 +49,7 @@ import trio
 from broker.cluster.cluster_log_ends import ClusterLogEnds, open_routing_session
 from broker.cluster.cluster_metrics import ClusterMetrics, metrics_socket
 from broker.cluster.group_shards import reshard_group_offsets
-from broker.cluster.member import PEER_SOCKET_DIR_KEY, resolve_process_count
+from broker.cluster.member import PEER_SOCKET_DIR_KEY
 from broker.cluster.metadata_store import SqliteMetadataStore
 from broker.cluster.process_ports import process_listener_overrides
 from broker.cluster.transaction_shards import reshard_transaction_state
@@ -142,7 +142,7 @@ class Supervisor:
         log_level: str,
     ) -> None:
         self.config = config
-        self.count = resolve_process_count(config)
+        self.count = config.cluster.processes
         self.base_node_id = config.node_id
         self.nodes = [self.base_node_id + i for i in range(self.count)]
         self.log_dirs = [Path(d) for d in config.log_dirs]

@@ -10,6 +10,7 @@ of a broker-wide key) are computed here, once.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -241,6 +242,13 @@ class ClusterSettings:
     zookeeper_connection_timeout_ms: int | None = attrs.field(
         metadata=_k("zookeeper.connection.timeout.ms")
     )
+
+    @property
+    def processes(self) -> int:
+        """`process.count` resolved: 0 means one process per core this process may use."""
+        if self.process_count > 0:
+            return self.process_count
+        return max(len(os.sched_getaffinity(0)), 1)
 
 
 @attrs.frozen(slots=True)
