@@ -167,6 +167,10 @@ class DynamicBrokerConfigStore:
         """`update_sync` in a worker thread (the lock and fsync block)."""
         return await trio.to_thread.run_sync(self.update_sync, change)
 
+    async def read(self) -> StoredBrokerConfigs:
+        """`load` in a worker thread: the layers as another process may have left them."""
+        return await trio.to_thread.run_sync(self.load)
+
 
 __all__ = [
     "BROKER_CONFIGS_FILE",

@@ -98,6 +98,8 @@ class ClusterMember:
             peer_dir=self.peer_dir,
         )
         self._acls: SharedAclStore | None = None
+        # One store, so that its follower reloads under the lock its changes take.
+        self._quota_store = QuotaStore(self.log_dir)
         self.group_journal_dir = shard_dir(self.log_dir, process_index)
         self.group_journal_dir.mkdir(parents=True, exist_ok=True)
         self.group_metadata_partition = None
@@ -117,7 +119,7 @@ class ClusterMember:
 
     def quota_store(self) -> QuotaStore:
         """One `__client_quotas.json` for every process, followed by `services()`."""
-        return QuotaStore(self.log_dir)
+        return self._quota_store
 
     def broker_config_store(self) -> DynamicBrokerConfigStore:
         """One `__broker_configs.json` for every process, followed by `services()`."""
@@ -170,7 +172,7 @@ class ClusterMember:
             ),
             *self._topology.services(),
             *shared_file_followers(
-                context, self.poll_interval_s, credentials, quotas, broker_configs
+                self.poll_interval_s, credentials, self._quota_store, quotas, broker_configs
             ),
         ]
 
@@ -182,32 +184,31 @@ class ClusterMember:
 
 
 def shared_file_followers(
-    context: BrokerContext,
     interval_s: float,
     credentials: ScramCredentialStore,
+    quota_store: QuotaStore,
     quotas: QuotaManagers,
     broker_configs: BrokerConfigs,
 ) -> list[SharedFileFollower]:
     """SCRAM credentials, client quotas and dynamic broker configs changed through
     another process reach this one within the poll interval (see
-    broker/cluster/shared_file.py)."""
-    quota_store = QuotaStore(context.log_dirs[0])
-    config_store = DynamicBrokerConfigStore(context.log_dirs[0])
+    broker/cluster/shared_file.py).
+
+    Each reload reads and applies under the lock this process's own changes take: a file
+    read before one of our changes and applied after it would undo that change here
+    until the next reload."""
 
     async def reload_credentials() -> None:
         await trio.to_thread.run_sync(credentials.reload)
 
     async def reload_quotas() -> None:
-        stored = await trio.to_thread.run_sync(quota_store.load)
-        for entity in {entity for entity, _ in quotas.configs} | set(stored):
-            quotas.set_quotas(entity, stored.get(entity, {}))
-
-    async def reload_broker_configs() -> None:
-        # The cluster default and this node's layer; the others' layers are theirs.
-        await broker_configs.apply_stored(await trio.to_thread.run_sync(config_store.load))
+        async with quota_store.lock:
+            stored = await trio.to_thread.run_sync(quota_store.load)
+            for entity in {entity for entity, _ in quotas.configs} | set(stored):
+                quotas.set_quotas(entity, stored.get(entity, {}))
 
     return [
         SharedFileFollower(credentials.path, reload_credentials, interval_s),
         SharedFileFollower(quota_store.path, reload_quotas, interval_s),
-        SharedFileFollower(config_store.path, reload_broker_configs, interval_s),
+        SharedFileFollower(broker_configs.store_path, broker_configs.reload, interval_s),
     ]

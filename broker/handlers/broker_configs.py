@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Protocol
 
 import trio
@@ -258,6 +259,20 @@ class BrokerConfigs:
         """Take the layers another process stored (the default and this node's own)."""
         async with self._lock:
             await self._apply(stored)
+
+    @property
+    def store_path(self) -> Path:
+        """The file another process may change: followed in a cluster."""
+        return self._store.path
+
+    async def reload(self) -> None:
+        """Take the layers as the store holds them now (another process changed them).
+
+        Read under the same lock as `alter`: a file read before one of our own changes
+        and applied after it would undo that change here until the next reload (a
+        describe right after an alter saw none of it)."""
+        async with self._lock:
+            await self._apply(await self._store.read())
 
     def startup_config(self) -> BrokerConfig:
         """The static config with the stored dynamic values over it: what the network

@@ -121,11 +121,9 @@ class _Follower:
 
     async def _reread(self) -> None:
         try:
-            stored = await self._store.read()
+            await self._broker_configs.reload()
         except MalformedZnode as exc:
             log.warning("ignoring the dynamic broker configs of %s", exc)
-            return
-        await self._broker_configs.apply_stored(stored)
 
     async def _adopt_file(self) -> None:
         store = self._store

@@ -117,8 +117,11 @@ class ScramCredentialStore:
 
     def reload(self) -> None:
         """Re-read the file (another process of a cluster changed it). Raises OSError or
-        ValueError, leaving what authentications see unchanged."""
-        self._credentials = self._load(self.path) if self.path.exists() else {}
+        ValueError, leaving what authentications see unchanged. Read under the lock
+        `apply` takes: a file read before one of this process's changes and taken after
+        it would undo that change here until the next reload."""
+        with exclusive_flock(self.path.with_name(self.path.name + ".lock")):
+            self._credentials = self._load(self.path) if self.path.exists() else {}
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._credentials.get((user, mechanism))

@@ -1,7 +1,7 @@
 """Dynamic broker configs are stored before they take effect: a fresh BrokerConfigs over
 the same log dir (a restart) describes them with their sources, validate_only and refused
 changes write nothing, a change that cannot be stored is an error, and layers stored by
-another process are applied as far as they can be."""
+another process are applied as far as they can be, never over a change made meanwhile."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import logging
 from pathlib import Path
 
 import pytest
+import trio
+from trio.testing import wait_all_tasks_blocked
 
 from broker.config import DYNAMIC_BROKER_CONFIGS
 from broker.config.types import ConfigSource
@@ -143,3 +145,33 @@ async def test_an_alter_keeps_what_another_process_stored_meanwhile(tmp_path: Pa
         server.quota_configs[-1].get_int("max.connections"),
         server.quota_configs[-1].get_int("max.connections.per.ip"),
     ) == (80, 9)
+
+
+class PausedReads(DynamicBrokerConfigStore):
+    """The file store, whose reads return what the file held when they started but
+    finish only once `finish` is set: a reload slower than an alter beside it."""
+
+    def __init__(self, log_dir: Path) -> None:
+        super().__init__(log_dir)
+        self.reading = trio.Event()
+        self.finish = trio.Event()
+
+    async def read(self) -> StoredBrokerConfigs:
+        held = self.load()
+        self.reading.set()
+        await self.finish.wait()
+        return held
+
+
+async def test_a_reload_that_began_before_an_alter_never_undoes_it(tmp_path: Path) -> None:
+    store = PausedReads(tmp_path)
+    configs = BrokerConfigs(FakeServer(), store)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(configs.reload)  # another process changed the file
+        await store.reading.wait()
+        nursery.start_soon(configs.alter, "1", {"max.connections": "902"})
+        await wait_all_tasks_blocked()
+        store.finish.set()
+    assert described(configs, "1", "max.connections") == ("902", ConfigSource.DYNAMIC_BROKER_CONFIG)
+    await configs.reload()  # the file as the alter left it
+    assert described(configs, "1", "max.connections") == ("902", ConfigSource.DYNAMIC_BROKER_CONFIG)

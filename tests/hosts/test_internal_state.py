@@ -131,7 +131,10 @@ async def wait_for_registrations(hosts: dict[int, BrokerProcess]) -> None:
 
 async def join_sync_and_commit(host: tuple[str, int]) -> tuple[str, int]:
     async with await KafkaConnection.connect(*host, "test") as connection:
-        first = await connection.request(join_request(""), 5)
+        with trio.fail_after(WAIT_S):
+            # The coordinator named may still be loading its `__consumer_offsets` leadership.
+            while (first := await connection.request(join_request(""), 5)).error_code in RETRIABLE:  # noqa: ASYNC110 - the load ends when it does
+                await trio.sleep(0.1)
         assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
         joined = await connection.request(join_request(first.member_id), 5)
         assert joined.error_code == ErrorCode.NONE
