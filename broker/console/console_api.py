@@ -75,6 +75,14 @@ def _int(body: dict[str, Any], key: str, default: int | None = None, *, bits: in
     return value
 
 
+class _ConnectionLost(Exception):
+    """The login's session was dropped; `error` is what the page is told."""
+
+    def __init__(self, error: ClientError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class ConsoleApi:
     def __init__(self, logins: Logins, metrics: MetricsSource) -> None:
         self.logins = logins
@@ -164,16 +172,35 @@ class ConsoleApi:
             return _error(500, "the console failed to answer; the broker's log says why")
 
     async def _with_session(self, login: Login, request: Request, action: Action) -> Any:
+        """`action` on the login's session. A lost connection drops the session, so the
+        next request reconnects; a read (GET) is tried once more at once on a fresh
+        session, since a broker process that restarted leaves the kept connection dead
+        and the page would show an error for no reason. A change is not repeated: it
+        may have been applied before the connection went."""
+        try:
+            return await self._on_session(login, request, action)
+        except _ConnectionLost as lost:
+            if request.method != "GET":
+                raise lost.error from None
+        log.info("console: the connection to the brokers was lost; reading again")
+        try:
+            return await self._on_session(login, request, action)
+        except _ConnectionLost as lost:
+            raise lost.error from None
+
+    async def _on_session(self, login: Login, request: Request, action: Action) -> Any:
         session = await self.logins.session_of(login)
         try:
             return await action(session, request)
         except ClientError as exc:
-            if "closed the connection" in str(exc) or "no answer" in str(exc):
-                await self.logins.drop_session(login)  # the next request reconnects
-            raise
+            if "closed the connection" not in str(exc) and "no answer" not in str(exc):
+                raise
+            await self.logins.drop_session(login)
+            raise _ConnectionLost(exc) from None
         except (trio.BrokenResourceError, OSError) as exc:
             await self.logins.drop_session(login)
-            raise ClientError(f"lost the connection to the brokers: {exc}") from None
+            error = ClientError(f"lost the connection to the brokers: {exc}")
+            raise _ConnectionLost(error) from None
 
     # ------------------------------------------------------------ pages
 
