@@ -200,8 +200,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_profiled(serve_fn: Callable[..., Awaitable[object]], *args: object) -> None:
     """`trio.run`, under cProfile when BROKER_PROFILE names a file for its stats: where
-    a broker spends its CPU under load (py-spy is not at hand), at a cost only then."""
-    path = os.environ.get("BROKER_PROFILE")
+    a broker spends its CPU under load (py-spy is not at hand), at a cost only then.
+    "{pid}" in the name is the process id, so that each process of a cluster or of
+    several hosts keeps its own."""
+    path = os.environ.get("BROKER_PROFILE", "").replace("{pid}", str(os.getpid()))
     if not path:
         trio.run(serve_fn, *args)
         return
