@@ -585,6 +585,7 @@ class PartitionLog:
         stall every other connection for milliseconds), the request's checks, then the
         records' timestamps and keys. Returns the batch's exact bytes (a view, no copy)."""
         validator = self.validator()
+        validator.check_header(header)
         if (
             header.record_count >= VALIDATION_IN_THREAD_FROM
             or header.size_in_bytes >= VALIDATION_IN_THREAD_BYTES

@@ -15,6 +15,7 @@ from broker.errors import KafkaError
 from broker.log.log_segment import LogSegment
 from broker.log.partition_log import QUIET_LOOP_WRITE_LIMIT, THREAD_WRITE_THRESHOLD
 from broker.protocol.error_codes import ErrorCode
+from broker.protocol.record_batch.errors import InvalidRecordsError
 from broker.protocol.record_batch.layout import RecordBatchHeader
 from broker.protocol.record_batch.validator import CLIENT_APPEND, CLIENT_APPEND_ON_LOOP
 from broker.protocol.records import iter_batches
@@ -160,3 +161,25 @@ async def test_on_a_quiet_loop_a_large_batch_is_written_on_the_loop_below_the_li
             1,
             2,
         ]
+
+
+async def test_a_batch_over_message_max_bytes_is_refused_without_a_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The header says it is too large: its records are neither walked nor sent to a
+    thread to be walked (a flood of oversized frames costs a hand-off each otherwise)."""
+    data, header = make_batch([os.urandom(1024) for _ in range(1100)])  # walked in a thread
+    threads: list[object] = []
+
+    async def no_thread(fn: object, *args: object, **kwargs: object) -> object:
+        threads.append(fn)
+        raise AssertionError("handed to a worker thread")
+
+    async with open_manager(config(tmp_path, message_max_bytes=str(1 << 20))) as manager:
+        log = (await manager.create_topic("t", 1)).partitions[0]
+        with monkeypatch.context() as patched, pytest.raises(InvalidRecordsError) as refused:
+            patched.setattr(trio.to_thread, "run_sync", no_thread)
+            await log.append(data, header, CLIENT_APPEND)
+    assert refused.value.error_code == ErrorCode.MESSAGE_TOO_LARGE
+    assert threads == []
+    assert log.log_end_offset == 0

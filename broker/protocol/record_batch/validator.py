@@ -108,6 +108,12 @@ class LogValidator(NamedTuple):
         `validate_record_set`). The one parse of the header a Produce makes."""
         return read_single_batch_header(batch, self.api_version)
 
+    def check_header(self, header: RecordBatchHeader) -> None:
+        """The first of `check_batch`'s checks, those the header alone decides (the base
+        offset, message.max.bytes): cheap, so they run before a large batch's walk is
+        handed to a worker thread."""
+        check_append_header(header, self.max_batch_size)
+
     def check_batch(self, batch: Buffer, header: RecordBatchHeader) -> ValidatedBatch:
         """Steps 2 and 3 of `validate_record_set`, every record walked once, then
         whether the batch fits a segment (UnifiedLog.append: a batch larger than a whole
@@ -308,6 +314,14 @@ def _version(api_version: int | None) -> str:
 
 
 def check_append(buf: Buffer, header: RecordBatchHeader, max_batch_size: int | None) -> None:
+    check_append_header(header, max_batch_size)
+    check_crc(buf, 0, header)
+    check_codec(header)
+
+
+def check_append_header(header: RecordBatchHeader, max_batch_size: int | None) -> None:
+    """The checks `check_append` makes first, from the header alone: a batch refused by
+    them is refused before any of its bytes are read (nor sent to a worker thread)."""
     if header.base_offset != 0:
         raise invalid(
             f"the baseOffset of the record batch should be 0, but it is {header.base_offset}"
@@ -318,8 +332,6 @@ def check_append(buf: Buffer, header: RecordBatchHeader, max_batch_size: int | N
             f"the record batch size is {header.size_in_bytes} bytes which exceeds the "
             f"maximum configured value of {max_batch_size}",
         )
-    check_crc(buf, 0, header)
-    check_codec(header)
 
 
 def check_client_batch(header: RecordBatchHeader) -> None:
