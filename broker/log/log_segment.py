@@ -36,6 +36,9 @@ from broker.protocol.record_batch.layout import (
 from broker.protocol.record_batch.record_sinks import iter_records
 
 LOG_SUFFIX = ".log"
+_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
+_PROBE = [bytearray(1)]
+"""in_page_cache's one-byte reads land here (called on the event loop only)."""
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 INT32_MAX = 2**31 - 1
@@ -488,6 +491,24 @@ class LogSegment:
         if found is not None:
             return bad + 1 + found, None
         return (entry[1], entry[0]) if entry is not None else None
+
+    def in_page_cache(self, position: int, length: int) -> bool:
+        """Whether reading ``length`` bytes from ``position`` would not wait for the
+        disk, as far as the range's first and last bytes tell: each is read with
+        preadv2's RWF_NOWAIT, answered from the page cache or refused at once. Pages
+        leave the cache least recently used first, and a range is written (or read) in
+        order, so one whose ends are there is almost always there whole. False where the
+        kernel cannot say (no RWF_NOWAIT, a file system without it, a range past the
+        end); never raises."""
+        if _NOWAIT is None or length <= 0:
+            return False
+        try:
+            for at in (position, position + length - 1):
+                if os.preadv(self._fd, _PROBE, at, _NOWAIT) != 1:
+                    return False
+        except OSError:  # BlockingIOError: not cached; EOPNOTSUPP: cannot tell
+            return False
+        return True
 
     def read_bytes(self, position: int, length: int) -> bytes:
         """Up to ``length`` bytes from ``position`` (short only at end of file), one
