@@ -255,18 +255,15 @@ class BrokerConfigs:
                 ) from exc
             await self._apply(stored)
 
-    async def apply_stored(self, stored: StoredBrokerConfigs) -> None:
-        """Take the layers another process stored (the default and this node's own)."""
-        async with self._lock:
-            await self._apply(stored)
-
     @property
     def store_path(self) -> Path:
         """The file another process may change: followed in a cluster."""
         return self._store.path
 
     async def reload(self) -> None:
-        """Take the layers as the store holds them now (another process changed them).
+        """Take the layers as the store holds them now (another process changed them):
+        the cluster default and this node's own; a value that cannot take effect is
+        logged and the rest still applies.
 
         Read under the same lock as `alter`: a file read before one of our own changes
         and applied after it would undo that change here until the next reload (a

@@ -36,12 +36,12 @@ from broker.protocol.record_batch.layout import (
 from broker.protocol.record_batch.record_sinks import iter_records
 
 LOG_SUFFIX = ".log"
-_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
-_PROBE = [bytearray(1)]
-"""in_page_cache's one-byte reads land here (called on the event loop only)."""
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 INT32_MAX = 2**31 - 1
+_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
+_PROBE = [bytearray(1)]
+"""in_page_cache's one-byte reads land here (called on the event loop only)."""
 _RECOVERY_CHUNK = 1 << 20
 _SCAN_CHUNK = 16 << 10
 # Kafka's segment.index.bytes default (10 MiB): entries before the segment rolls.

@@ -19,6 +19,7 @@ from broker.dynamic_broker_config_store import (
     DynamicBrokerConfigStore,
     LayerChange,
     StoredBrokerConfigs,
+    encode_broker_configs,
     is_sensitive,
 )
 from broker.errors import KafkaError
@@ -113,8 +114,13 @@ async def test_layers_stored_by_another_process_apply_as_far_as_they_can(
         {"max.connections": "50", "num.io.threads": "100"},  # 100 > double 4: not applied
         {1: {"num.network.threads": "4"}, 2: {"max.connections": "1"}},
     )
+
+    async def stored_by_another_process(layers: StoredBrokerConfigs) -> None:
+        (tmp_path / BROKER_CONFIGS_FILE).write_bytes(encode_broker_configs(layers))
+        await configs.reload()
+
     with caplog.at_level(logging.ERROR, logger=broker_configs_module.__name__):
-        await configs.apply_stored(stored)
+        await stored_by_another_process(stored)
     assert "num.io.threads" in caplog.text
     assert server.io_threads == 4 and server.network_threads == 4
     assert [c.get_int("max.connections") for c in server.quota_configs] == [50]
@@ -126,9 +132,9 @@ async def test_layers_stored_by_another_process_apply_as_far_as_they_can(
         "4",
         ConfigSource.DYNAMIC_BROKER_CONFIG,
     )
-    await configs.apply_stored(stored)  # the same layers again: nothing more to do
+    await stored_by_another_process(stored)  # the same layers again: nothing more to do
     assert len(server.quota_configs) == 1
-    await configs.apply_stored(StoredBrokerConfigs({"num.io.threads": "6"}))
+    await stored_by_another_process(StoredBrokerConfigs({"num.io.threads": "6"}))
     assert server.io_threads == 6, "measured from the 4 running, not the 100 stored"
     assert server.network_threads == 3 and server.quota_configs[-1].get_int("max.connections") == (
         2**31 - 1
