@@ -58,6 +58,11 @@ class ClientError(Exception):
     """A failure reported to the user as one line, without a traceback."""
 
 
+class ConnectionLost(ClientError):
+    """The connection closed, failed or stopped answering: this session is done with,
+    though a new connection may well succeed (a broker process that restarted)."""
+
+
 def error_name(code: int) -> str:
     try:
         return ErrorCode(code).name
@@ -249,14 +254,14 @@ class ClientSession:
                 self._answered += 1
                 return response
             except (ConnectionClosed, trio.BrokenResourceError):
-                raise ClientError(
+                raise ConnectionLost(
                     f"{name} v{version}: the broker closed the connection{self._close_hint()}"
                 ) from None
             except OSError as exc:
-                raise ClientError(f"{name} v{version}: {exc.strerror or exc}") from None
+                raise ConnectionLost(f"{name} v{version}: {exc.strerror or exc}") from None
             except (DecodeError, EncodeError) as exc:
                 raise ClientError(f"{name} v{version}: {exc}") from None
-        raise ClientError(f"{name} v{version}: no answer within {timeout_s}s")
+        raise ConnectionLost(f"{name} v{version}: no answer within {timeout_s}s")
 
     def _close_hint(self) -> str:
         """A likely reason when the broker hangs up at once: a listener wanting more security.
@@ -285,9 +290,9 @@ class ClientSession:
         try:
             await self.connection.send_raw(b"".join(encode_request(header, body)))
         except OSError as exc:
-            raise ClientError(f"send failed: {exc.strerror or exc}") from None
+            raise ConnectionLost(f"send failed: {exc.strerror or exc}") from None
         except trio.BrokenResourceError:
-            raise ClientError("send failed: the broker closed the connection") from None
+            raise ConnectionLost("send failed: the broker closed the connection") from None
         except EncodeError as exc:
             raise ClientError(str(exc)) from None
 

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from broker.client.session import ClientError
+from broker.client.session import ClientError, ConnectionLost
 from broker.console import cluster_changes, cluster_reads, messages, security_admin
 from broker.console.console_session import ConsoleSession
 from broker.console.logins import Login, Logins
@@ -192,9 +192,7 @@ class ConsoleApi:
         session = await self.logins.session_of(login)
         try:
             return await action(session, request)
-        except ClientError as exc:
-            if "closed the connection" not in str(exc) and "no answer" not in str(exc):
-                raise
+        except ConnectionLost as exc:
             await self.logins.drop_session(login)
             raise _ConnectionLost(exc) from None
         except (trio.BrokenResourceError, OSError) as exc:

@@ -11,6 +11,7 @@ import trio
 from starlette.requests import Request
 
 from broker.client.security_config import SecurityConfig
+from broker.client.session import ClientError, ConnectionLost
 from broker.console.console_api import ConsoleApi
 from broker.console.console_session import ConsoleSession
 from broker.console.logins import Logins
@@ -79,3 +80,21 @@ async def test_a_change_is_not_repeated_and_the_next_request_reconnects() -> Non
     assert seen == [1], "sent once"
     answered = await api._act(request("POST"), action)
     assert answered.status_code == 200 and seen == [1, 2]
+
+
+async def test_a_session_that_stopped_answering_is_replaced_but_a_refusal_is_not() -> None:
+    logins = CountingLogins()
+    api = api_with(logins)
+    seen: list[int] = []
+
+    async def timed_out_then_refused(session: Any, _request: Request) -> Any:
+        seen.append(session.number)
+        if session.number == 1:
+            raise ConnectionLost("Metadata v12: no answer within 10.0s")
+        raise ClientError("UNKNOWN_TOPIC_OR_PARTITION: no such topic")
+
+    refused = await api._act(request("GET"), timed_out_then_refused)
+    assert refused.status_code == 400
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in json.loads(bytes(refused.body))["error"]
+    assert seen == [1, 2], "the lost session replaced once, the refusal shown"
+    assert logins.sessions[0].closed and not logins.sessions[1].closed
