@@ -203,9 +203,7 @@ def shared_file_followers(
 
     async def reload_quotas() -> None:
         async with quota_store.lock:
-            stored = await trio.to_thread.run_sync(quota_store.load)
-            for entity in {entity for entity, _ in quotas.configs} | set(stored):
-                quotas.set_quotas(entity, stored.get(entity, {}))
+            quotas.set_all_quotas(await trio.to_thread.run_sync(quota_store.load))
 
     return [
         SharedFileFollower(credentials.path, reload_credentials, interval_s),

@@ -75,14 +75,6 @@ def _int(body: dict[str, Any], key: str, default: int | None = None, *, bits: in
     return value
 
 
-class _ConnectionLost(Exception):
-    """The login's session was dropped; `error` is what the page is told."""
-
-    def __init__(self, error: ClientError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
 class ConsoleApi:
     def __init__(self, logins: Logins, metrics: MetricsSource) -> None:
         self.logins = logins
@@ -179,26 +171,24 @@ class ConsoleApi:
         may have been applied before the connection went."""
         try:
             return await self._on_session(login, request, action)
-        except _ConnectionLost as lost:
+        except ConnectionLost:
             if request.method != "GET":
-                raise lost.error from None
+                raise
         log.info("console: the connection to the brokers was lost; reading again")
-        try:
-            return await self._on_session(login, request, action)
-        except _ConnectionLost as lost:
-            raise lost.error from None
+        return await self._on_session(login, request, action)
 
     async def _on_session(self, login: Login, request: Request, action: Action) -> Any:
+        """`action` on the login's session; a lost connection drops the session and is
+        ConnectionLost."""
         session = await self.logins.session_of(login)
         try:
             return await action(session, request)
-        except ConnectionLost as exc:
+        except ConnectionLost:
             await self.logins.drop_session(login)
-            raise _ConnectionLost(exc) from None
+            raise
         except (trio.BrokenResourceError, OSError) as exc:
             await self.logins.drop_session(login)
-            error = ClientError(f"lost the connection to the brokers: {exc}")
-            raise _ConnectionLost(error) from None
+            raise ConnectionLost(f"lost the connection to the brokers: {exc}") from None
 
     # ------------------------------------------------------------ pages
 

@@ -63,8 +63,7 @@ class AlterClientQuotasHandler:
                         ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot store client quotas: {exc}"
                     ) from exc
                 # The file now also holds what other processes changed: take it all.
-                for entity in {entity for entity, _ in self._quotas.configs} | set(stored):
-                    self._quotas.set_quotas(entity, stored.get(entity, {}))
+                self._quotas.set_all_quotas(stored)
         return AlterClientQuotasResponse(
             entries=tuple(
                 EntryData(

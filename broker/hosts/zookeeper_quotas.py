@@ -131,8 +131,7 @@ class _QuotaFollower:
     async def _reread(self) -> None:
         async with self._store.lock:
             stored = await self._store.read_all()
-            for entity in {entity for entity, _ in self._quotas.configs} | set(stored):
-                self._quotas.set_quotas(entity, stored.get(entity, {}))
+            self._quotas.set_all_quotas(stored)
 
     async def _adopt_file(self) -> None:
         store = self._store

@@ -91,6 +91,12 @@ class QuotaManagers:
         self.configs.set(entity, values)
         self._apply(entity, before, values)
 
+    def set_all_quotas(self, stored: Mapping[ClientQuotaEntity, Mapping[str, float]]) -> None:
+        """Every entity's quotas as `stored` holds them (a store read whole: another
+        process's or ZooKeeper's changes included); an entity not there has none."""
+        for entity in {entity for entity, _ in self.configs} | set(stored):
+            self.set_quotas(entity, stored.get(entity, {}))
+
     def _apply(
         self, entity: ClientQuotaEntity, before: Mapping[str, float], after: Mapping[str, float]
     ) -> None:
