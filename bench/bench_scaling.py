@@ -46,6 +46,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.servers import pinned_prefix, source_prefix
+
 CLIENT_COUNTS = (1, 2, 4, 8)
 PARTITIONS = 16
 VALUE = b"x" * 1024
@@ -115,8 +117,10 @@ class Broker:
 
 
 @contextlib.contextmanager
-def running_broker(work: Path, count: int) -> Iterator[Broker]:
-    args = [sys.executable, "-m", "broker", "serve"]
+def running_broker(work: Path, count: int, source: Path | None = None) -> Iterator[Broker]:
+    """`count` broker processes (a cluster when over 1); `source`: another source tree's
+    broker (issue 19's code before its redesign: `BENCH_OLD_TREE`), with this interpreter."""
+    args = [*source_prefix(source), sys.executable, "-m", "broker", "serve"]
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0",
         "log.dirs": str(work / "data"),
@@ -126,9 +130,7 @@ def running_broker(work: Path, count: int) -> Iterator[Broker]:
     }
     for key, value in settings.items():
         args += ["--override", f"{key}={value}"]
-    cpus = broker_cpus()
-    if cpus:
-        args = ["taskset", "-c", ",".join(map(str, sorted(cpus))), *args]
+    args = [*pinned_prefix(broker_cpus()), *args]
     log = work / f"broker-{count}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
@@ -150,12 +152,18 @@ def running_broker(work: Path, count: int) -> Iterator[Broker]:
             process.wait()
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_times(pid: int) -> tuple[float, float]:
+    """The process's user and system CPU seconds (0 for a process that has ended)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def cpu_seconds(pid: int) -> float:
+    return sum(cpu_times(pid))
 
 
 # --- the clients (each in its own spawned process) ---------------------------------------------
@@ -297,17 +305,19 @@ def _measure(
     job: Any,
     args_for: Any,
     duration_s: float,
-) -> tuple[list[dict[str, float]], list[float], float]:
+) -> tuple[list[dict[str, float]], list[float], list[float]]:
+    """Runs `job` in `clients` processes from one start time; returns their results and
+    each broker process's CPU seconds in all and in the kernel (system time)."""
     start_at = time.time() + START_MARGIN_S
     futures = [pool.submit(job, *args_for(k, start_at)) for k in range(clients)]
     time.sleep(max(0.0, start_at - time.time()))
-    before = [cpu_seconds(p) for p in pids]
-    wall = time.perf_counter()
+    before = [cpu_times(p) for p in pids]
     results = [f.result(timeout=duration_s + 120) for f in futures]
-    wall = time.perf_counter() - wall
+    after = [cpu_times(p) for p in pids]
     # CPU seconds; the rows divide by the clients' measured time (the broker idles after).
-    cpu = [cpu_seconds(p) - b for p, b in zip(pids, before, strict=True)]
-    return results, cpu, wall
+    cpu = [sum(a) - sum(b) for a, b in zip(after, before, strict=True)]
+    system = [a[1] - b[1] for a, b in zip(after, before, strict=True)]
+    return results, cpu, system
 
 
 def _row(
@@ -406,20 +416,32 @@ def run(duration_s: float = 2.0) -> list[dict[str, Any]]:
 
 
 TANSU_PRODUCERS = 8
-TANSU_SLICE_BYTES = 96 * 1024 * 1024
+TANSU_SLICE_BYTES = int(os.environ.get("BENCH_TANSU_SLICE_MB", "96")) * 1024 * 1024
 """What the producers of one slice send at most, together: tansu keeps every record in
-memory."""
+memory (a machine with memory to spare can raise it: BENCH_TANSU_SLICE_MB)."""
+
+Slices = list[tuple[float, float, float, float]]
+"""One server's slices: records delivered, the clients' seconds, the broker's CPU seconds
+in all and in the kernel."""
+
+
+def _slice_ratios(ratios: list[float]) -> str:
+    ratios = sorted(ratios)
+    return f"{ratios[0]:.2f} / {ratios[len(ratios) // 2]:.2f} / {ratios[-1]:.2f}"
 
 
 def versus_tansu(duration_s: float = 2.0, rounds: int = 4) -> list[dict[str, Any]]:
     """8 producer processes (1 KiB records, acks=all, 16 partitions) against our broker and
-    tansu, `rounds` alternated slices each; empty without tansu."""
+    tansu, `rounds` alternated slices each; empty without tansu. With `BENCH_OLD_TREE` (a
+    source tree of the code before issue 19's redesign, as bench_old_new takes it) the old
+    broker runs too, in each of the same sizes, and each row of ours gives its CPU per
+    record against the old one's (issue 19's "CPU per GB produced")."""
     from bench.servers import tansu_binary, tansu_broker_process
 
     binary = tansu_binary()
     if binary is None:
         return []
-    rows: list[dict[str, Any]] = []
+    old_tree = os.environ.get("BENCH_OLD_TREE")
     context = multiprocessing.get_context("spawn")
     with (
         tempfile.TemporaryDirectory(prefix="bench-scaling-tansu-") as tmp,
@@ -430,25 +452,29 @@ def versus_tansu(duration_s: float = 2.0, rounds: int = 4) -> list[dict[str, Any
     ):
         list(pool.map(time.sleep, [0.1] * TANSU_PRODUCERS))
         servers: dict[str, tuple[str, list[int]]] = {}
+        sources = [("ours", None)] + ([("old", Path(old_tree))] if old_tree else [])
         for count in sorted({1, cluster_size()}):
-            work = Path(tmp) / f"ours-{count}"
-            work.mkdir()
-            broker = stack.enter_context(running_broker(work, count))
-            servers[f"ours, {count} process{'es' if count > 1 else ''}"] = (
-                broker.bootstrap,
-                broker.pids(),
-            )
+            for name, source in sources:
+                work = Path(tmp) / f"{name}-{count}"
+                work.mkdir()
+                broker = stack.enter_context(running_broker(work, count, source))
+                servers[f"{name}, {count} process{'es' if count > 1 else ''}"] = (
+                    broker.bootstrap,
+                    broker.pids(),
+                )
         tansu_work = Path(tmp) / "tansu"
         tansu_work.mkdir()
-        bootstrap, pid = stack.enter_context(tansu_broker_process(binary, tansu_work))
+        bootstrap, pid = stack.enter_context(
+            tansu_broker_process(binary, tansu_work, broker_cpus())
+        )
         servers["tansu"] = (bootstrap, [pid])
         load_before = os.getloadavg()[0]
-        done: dict[str, list[tuple[float, float, float]]] = {name: [] for name in servers}
+        done: dict[str, Slices] = {name: [] for name in servers}
         for index in range(rounds):
             for name in list(servers) if index % 2 == 0 else list(servers)[::-1]:
                 bootstrap, pids = servers[name]
                 topic = _create_topic(bootstrap)
-                results, cpu, _ = _measure(
+                results, cpu, system = _measure(
                     pool,
                     pids,
                     TANSU_PRODUCERS,
@@ -463,40 +489,45 @@ def versus_tansu(duration_s: float = 2.0, rounds: int = 4) -> list[dict[str, Any
                     duration_s,
                 )
                 elapsed = max(r["elapsed"] for r in results) or 1e-9
-                done[name].append((sum(r["messages"] for r in results), elapsed, sum(cpu)))
-        load_after = os.getloadavg()[0]
+                records = sum(r["messages"] for r in results)
+                done[name].append((records, elapsed, sum(cpu), sum(system)))
+        load = f"{load_before:.1f} -> {os.getloadavg()[0]:.1f}"
+    return _tansu_rows(done, load)
 
-        def mb_per_s(name: str) -> float:
-            slices = done[name]
-            return sum(s[0] for s in slices) * len(VALUE) / sum(s[1] for s in slices) / 1e6
 
-        def cpu_us(name: str) -> float:
-            slices = done[name]
-            return sum(s[2] for s in slices) / max(sum(s[0] for s in slices), 1.0) * 1e6
+def _tansu_rows(done: dict[str, Slices], load: str) -> list[dict[str, Any]]:
+    def mb_per_s(slices: Slices) -> float:
+        return sum(s[0] for s in slices) * len(VALUE) / sum(s[1] for s in slices) / 1e6
 
-        tansu = mb_per_s("tansu")
-        for name in servers:
-            if name == "tansu":
-                continue
-            ratios = sorted(
-                (o[0] / o[1]) / (t[0] / t[1])
-                for o, t in zip(done[name], done["tansu"], strict=True)
+    def cpu_us(slices: Slices, field: int = 2) -> float:
+        return sum(s[field] for s in slices) / max(sum(s[0] for s in slices), 1.0) * 1e6
+
+    tansu = done["tansu"]
+    rows: list[dict[str, Any]] = []
+    for name, slices in done.items():
+        if name == "tansu":
+            continue
+        row: dict[str, Any] = {
+            "workload": f"produce 1 KiB, {TANSU_PRODUCERS} producers, acks=all",
+            "broker": name,
+            "MB/s": round(mb_per_s(slices), 1),
+            "tansu MB/s": round(mb_per_s(tansu), 1),
+            "ratio MB/s ours/tansu": round(mb_per_s(slices) / mb_per_s(tansu), 2),
+            "slice ratios (min / median / max)": _slice_ratios(
+                [(o[0] / o[1]) / (t[0] / t[1]) for o, t in zip(slices, tansu, strict=True)]
+            ),
+            "broker CPU µs/record": round(cpu_us(slices), 2),
+            "of which system": round(cpu_us(slices, 3), 2),
+            "tansu CPU µs/record": round(cpu_us(tansu), 2),
+        }
+        old = done.get(name.replace("ours", "old"))
+        if name.startswith("ours") and old is not None:
+            row["CPU/record ours/old"] = round(cpu_us(slices) / cpu_us(old), 3)
+            row["CPU slice ratios ours/old (min / median / max)"] = _slice_ratios(
+                [(n[2] / n[0]) / (b[2] / b[0]) for n, b in zip(slices, old, strict=True)]
             )
-            rows.append(
-                {
-                    "workload": f"produce 1 KiB, {TANSU_PRODUCERS} producers, acks=all",
-                    "broker": name,
-                    "MB/s": round(mb_per_s(name), 1),
-                    "tansu MB/s": round(tansu, 1),
-                    "ratio MB/s ours/tansu": round(mb_per_s(name) / tansu, 2),
-                    "slice ratios (min / median / max)": (
-                        f"{ratios[0]:.2f} / {ratios[len(ratios) // 2]:.2f} / {ratios[-1]:.2f}"
-                    ),
-                    "broker CPU µs/record": round(cpu_us(name), 2),
-                    "tansu CPU µs/record": round(cpu_us("tansu"), 2),
-                    "load average": f"{load_before:.1f} -> {load_after:.1f}",
-                }
-            )
+        row["load average"] = load
+        rows.append(row)
     return rows
 
 

@@ -80,14 +80,27 @@ def our_broker(work: Path, overrides: Mapping[str, str] | None = None) -> Iterat
         yield bootstrap
 
 
+def source_prefix(source: Path | None) -> list[str]:
+    """The command prefix that runs `python -m broker` from another source tree: its
+    directory first on the path, before what the path held (where the packages may be)."""
+    if source is None:
+        return []
+    path = os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH", "")]))
+    return ["env", "-C", str(source), f"PYTHONPATH={path}"]
+
+
+def pinned_prefix(cpus: set[int] | None) -> list[str]:
+    """`taskset` onto `cpus` (bench_scaling's BENCH_BROKER_CPUS), or nothing."""
+    return ["taskset", "-c", ",".join(map(str, sorted(cpus)))] if cpus else []
+
+
 @contextlib.contextmanager
 def our_broker_process(
     work: Path, overrides: Mapping[str, str] | None = None, source: Path | None = None
 ) -> Iterator[tuple[str, int]]:
     """`our_broker`, yielding the process id too (to read the CPU it used); `source`: run
     the broker of another source tree (bench_old_new), with this interpreter."""
-    args = [] if source is None else ["env", "-C", str(source), f"PYTHONPATH={source}"]
-    args += [sys.executable, "-m", "broker", "serve"]
+    args = [*source_prefix(source), sys.executable, "-m", "broker", "serve"]
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0",
         "log.dirs": str(work / "data"),
@@ -160,12 +173,16 @@ def tansu_broker(binary: Path, work: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def tansu_broker_process(binary: Path, work: Path) -> Iterator[tuple[str, int]]:
-    """`tansu_broker`, yielding the process id too."""
+def tansu_broker_process(
+    binary: Path, work: Path, cpus: set[int] | None = None
+) -> Iterator[tuple[str, int]]:
+    """`tansu_broker`, yielding the process id too; `cpus`: the cores it may run on (those
+    our broker gets, where a benchmark pins them)."""
     port = _free_port()
     url = f"tcp://127.0.0.1:{port}"
     log = work / "tansu.log"
-    args = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url]
+    args = [*pinned_prefix(cpus), str(binary), "broker", "--listener-url", url]
+    args += ["--advertised-listener-url", url]
     args += ["--storage-engine", "memory://tansu/"]
     with log.open("wb") as out:
         process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)

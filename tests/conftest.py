@@ -69,6 +69,7 @@ SLOW_TESTS = frozenset(
         "tests/integration/test_hostile_load.py",
         "tests/integration/test_hostile_responses.py",
         "tests/integration/test_replication_bench.py",  # three hosts and ZooKeeper
+        "tests/integration/test_versus_tansu_bench.py",
         "tests/log/test_durability.py",
         # Single tests that start broker processes, in modules that are otherwise fast.
         "tests/integration/test_client_quota_apis.py::"

@@ -9,7 +9,13 @@ Loads within a margin of the least count as equal (a rate is a noisy measure): a
 those, the process leading the fewest partitions wins, then the rotation's next process,
 so an idle cluster places exactly as the round-robin rule does. Placing several
 partitions at once, each placed one adds the cluster's mean load per partition to its
-process, so a topic's partitions do not all land on the one idle process.
+process, and they are shared out as evenly as by count (each process takes the count
+over the processes, rounded down, and as many processes as are left over one more): a
+topic wider than the cluster is spread over all of it, load deciding only who takes the
+partitions left over, so it never lands on the processes that
+were idle a moment ago alone. (The mean load per partition counts every partition, idle
+ones too, so it alone let a 16-partition topic created just after a busy one go to the
+other half of 8 processes, a benchmark's topics flip-flopping between halves.)
 
 Only new partitions move the balance: a partition's leadership stays where it was
 placed, because a process opens its partitions only when a topic or partition is added
@@ -46,16 +52,26 @@ def place_leaders(nodes: Sequence[NodeLoad], count: int, start: int) -> tuple[in
     load = [max(n.bytes_in_per_s, 0.0) for n in ordered]
     leaders = [n.leaders for n in ordered]
     per_partition = sum(load) / max(sum(leaders), 1)
+    # Each process takes `base` of the new partitions, and `extra` of them one more.
+    base, extra = divmod(count, len(ordered))
+    taken = [0] * len(ordered)
     chosen: list[int] = []
     for p in range(count):
-        least = min(load)
+        extras_left = extra - sum(1 for t in taken if t > base)
+        open_ = [
+            i
+            for i in range(len(ordered))
+            if taken[i] < base or (taken[i] == base and extras_left > 0)
+        ]
+        least = min(load[i] for i in open_)
         margin = max(LOAD_MARGIN_FLOOR, LOAD_MARGIN_FRACTION * least)
         rotation = start + p
         best = min(
-            (i for i in range(len(ordered)) if load[i] <= least + margin),
+            (i for i in open_ if load[i] <= least + margin),
             key=lambda i: (leaders[i], (i - rotation) % len(ordered)),
         )
         chosen.append(ordered[best].node)
         load[best] += per_partition
         leaders[best] += 1
+        taken[best] += 1
     return tuple(chosen)
