@@ -524,7 +524,10 @@ def _tansu_rows(done: dict[str, Slices], load: str) -> list[dict[str, Any]]:
         if name.startswith("ours") and old is not None:
             row["CPU/record ours/old"] = round(cpu_us(slices) / cpu_us(old), 3)
             row["CPU slice ratios ours/old (min / median / max)"] = _slice_ratios(
-                [(n[2] / n[0]) / (b[2] / b[0]) for n, b in zip(slices, old, strict=True)]
+                [
+                    (n[2] / max(n[0], 1.0)) / (b[2] / max(b[0], 1.0))
+                    for n, b in zip(slices, old, strict=True)
+                ]
             )
         row["load average"] = load
         rows.append(row)
