@@ -46,7 +46,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.servers import pinned_prefix, source_prefix
+from bench.servers import pinned_prefix, source_prefix, tansu_binary, tansu_broker_process
 
 CLIENT_COUNTS = (1, 2, 4, 8)
 PARTITIONS = 16
@@ -436,8 +436,6 @@ def versus_tansu(duration_s: float = 2.0, rounds: int = 4) -> list[dict[str, Any
     source tree of the code before issue 19's redesign, as bench_old_new takes it) the old
     broker runs too, in each of the same sizes, and each row of ours gives its CPU per
     record against the old one's (issue 19's "CPU per GB produced")."""
-    from bench.servers import tansu_binary, tansu_broker_process
-
     binary = tansu_binary()
     if binary is None:
         return []

@@ -12,10 +12,10 @@ partitions at once, each placed one adds the cluster's mean load per partition t
 process, and they are shared out as evenly as by count (each process takes the count
 over the processes, rounded down, and as many processes as are left over one more): a
 topic wider than the cluster is spread over all of it, load deciding only who takes the
-partitions left over, so it never lands on the processes that
-were idle a moment ago alone. (The mean load per partition counts every partition, idle
-ones too, so it alone let a 16-partition topic created just after a busy one go to the
-other half of 8 processes, a benchmark's topics flip-flopping between halves.)
+partitions left over, so it never lands on the processes that were idle a moment ago
+alone. (The mean load per partition counts every partition, idle ones too, so it alone
+let a 16-partition topic created just after a busy one go to the other half of 8
+processes, a benchmark's topics flip-flopping between halves.)
 
 Only new partitions move the balance: a partition's leadership stays where it was
 placed, because a process opens its partitions only when a topic or partition is added
@@ -53,11 +53,10 @@ def place_leaders(nodes: Sequence[NodeLoad], count: int, start: int) -> tuple[in
     leaders = [n.leaders for n in ordered]
     per_partition = sum(load) / max(sum(leaders), 1)
     # Each process takes `base` of the new partitions, and `extra` of them one more.
-    base, extra = divmod(count, len(ordered))
+    base, extras_left = divmod(count, len(ordered))
     taken = [0] * len(ordered)
     chosen: list[int] = []
     for p in range(count):
-        extras_left = extra - sum(1 for t in taken if t > base)
         open_ = [
             i
             for i in range(len(ordered))
@@ -74,4 +73,6 @@ def place_leaders(nodes: Sequence[NodeLoad], count: int, start: int) -> tuple[in
         load[best] += per_partition
         leaders[best] += 1
         taken[best] += 1
+        if taken[best] > base:
+            extras_left -= 1
     return tuple(chosen)
